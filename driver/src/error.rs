@@ -1,0 +1,117 @@
+//! Errors of the driver library. Every error names the file it is about and,
+//! where there is one, the code object, kernel or symbol, and says what to do.
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+/// Where in an input a problem is: the file, then a path inside it
+/// ("bundle 3, entry hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location {
+    pub file: PathBuf,
+    pub inside: Vec<String>,
+}
+
+impl Location {
+    pub fn file(file: impl Into<PathBuf>) -> Self {
+        Location { file: file.into(), inside: Vec::new() }
+    }
+
+    pub fn within(&self, part: impl Into<String>) -> Self {
+        let mut inside = self.inside.clone();
+        inside.push(part.into());
+        Location { file: self.file.clone(), inside }
+    }
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        for part in &self.inside {
+            write!(f, ": {part}")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error("{location}: cannot read the file: {source}")]
+    Io {
+        location: Location,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("{location}: {problem}")]
+    Load { location: Location, problem: LoadProblem },
+
+    #[error("{location}: {problem}")]
+    Tool { location: Location, problem: ToolProblem },
+
+    #[error(
+        "{file}: no code object for target `{target}` (the input has {available}); pick one of those with --target"
+    )]
+    NoSuchTarget { file: PathBuf, target: String, available: String },
+}
+
+/// What is wrong with an input file.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum LoadProblem {
+    #[error(
+        "not an AMDGPU code object, clang offload bundle, or host object with a .hip_fatbin section \
+         ({found}); give gpuinstr-link a HIP device code object or a program/library built by hipcc"
+    )]
+    NotGpuCode { found: String },
+    #[error("the ELF file is malformed or truncated: {0}")]
+    MalformedElf(String),
+    #[error("the ELF file is for machine {0}, not AMDGPU (EM_AMDGPU = 224)")]
+    WrongMachine(u16),
+    #[error("this is a 32-bit ELF file; AMDGPU code objects are ELF64")]
+    NotElf64,
+    #[error("OS ABI {0} is not AMDHSA (64); only HSA code objects are supported (not PAL or Mesa shaders)")]
+    NotHsa(u8),
+    #[error("unsupported code object version (ABI version {0}); gpuinstr reads code object v3, v4 and v5")]
+    UnsupportedCodeObjectVersion(u8),
+    #[error("unknown AMDGPU processor (e_flags mach {0:#x}); this LLVM 15 toolchain does not know it")]
+    UnknownProcessor(u32),
+    #[error(
+        "the code object names no processor (e_flags mach 0); clang produces such code objects with \
+         -fembed-bitcode, which gpuinstr tools cannot use: rebuild without -fembed-bitcode and with --offload-arch"
+    )]
+    NoProcessor,
+    #[error("the AMDGPU metadata note (NT_AMDGPU_METADATA) is missing; code objects v3+ must carry one")]
+    MissingMetadata,
+    #[error("the AMDGPU metadata note is not valid MessagePack: {0}")]
+    MalformedMetadata(String),
+    #[error("kernel `{kernel}`: {problem}")]
+    Kernel { kernel: String, problem: String },
+    #[error("the offload bundle is malformed or truncated: {0}")]
+    MalformedBundle(String),
+    #[error("the offload bundle is compressed (CCOB); this LLVM 15 toolchain cannot decompress it, rebuild without --offload-compress")]
+    CompressedBundle,
+    #[error("the .hip_fatbin section holds no offload bundle")]
+    EmptyFatbin,
+}
+
+/// What is wrong with a tool's embedded module.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum ToolProblem {
+    #[error(
+        "no .llvmbc section: this code object was not built with the gpuinstr plugin; compile the tool with \
+         `hipcc -fpass-plugin=libembed.so` and include gpuinstr/gpuinstr.h"
+    )]
+    NotATool,
+    #[error("the .llvmbc section is not LLVM bitcode: {0}")]
+    MalformedBitcode(String),
+    #[error("LLVM cannot read embedded module {index}: {message}")]
+    UnreadableModule { index: usize, message: String },
+    #[error(
+        "the .llvmbc section also holds clang's -fembed-bitcode copy of the device module; \
+         rebuild the tool without -fembed-bitcode"
+    )]
+    EmbedBitcodeCopy,
+    #[error("the embedded modules of several translation units do not link: {0}")]
+    LinkFailed(String),
+}

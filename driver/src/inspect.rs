@@ -1,0 +1,173 @@
+//! `gpuinstr-link inspect`: what a file holds. Code objects (target, code
+//! object version), their kernels, and for a tool the embedded hooks (with
+//! signatures) and the intrinsics they use.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use gpuinstr_intrinsics::naming::HOOK_HANDLE_PREFIX;
+use inkwell::context::Context;
+use serde::Serialize;
+
+use crate::error::{Error, Location};
+use crate::stages::load::{self, InputKind, LoadedInput};
+use crate::tool::{self, ToolSummary};
+
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelReport {
+    pub name: String,
+    /// A GPUINSTR_EXPORT_HOOK_HANDLE stub rather than a real kernel.
+    pub hook_handle: bool,
+    pub arguments: usize,
+    pub hidden_arguments: usize,
+    pub kernarg_segment_size: u64,
+    pub group_segment_fixed_size: u64,
+    pub private_segment_fixed_size: u64,
+    pub sgpr_count: u64,
+    pub vgpr_count: u64,
+    pub agpr_count: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CodeObjectReport {
+    /// Where in the file ("" for a plain code object).
+    pub origin: String,
+    pub target: String,
+    pub code_object_version: u32,
+    pub kernels: Vec<KernelReport>,
+    /// Present when the code object is a gpuinstr tool.
+    pub tool: Option<ToolSummary>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct InspectReport {
+    pub file: String,
+    pub kind: String,
+    pub code_objects: Vec<CodeObjectReport>,
+}
+
+/// Inspects a file, optionally only the code objects of one target.
+pub fn inspect(path: &Path, target: Option<&str>) -> Result<InspectReport, Error> {
+    let mut input = load::load(path)?;
+    if let Some(target) = target {
+        input = input.select_target(target)?;
+    }
+    report(&input)
+}
+
+pub fn report(input: &LoadedInput) -> Result<InspectReport, Error> {
+    let kind = match input.kind {
+        InputKind::CodeObject => "code object".to_string(),
+        InputKind::OffloadBundle => "offload bundle".to_string(),
+        InputKind::HostWithFatbin { bundles } => {
+            format!("host ELF with .hip_fatbin ({bundles} bundle{})", if bundles == 1 { "" } else { "s" })
+        }
+    };
+    let mut code_objects = Vec::new();
+    for code_object in &input.code_objects {
+        let kernels = code_object
+            .kernels
+            .iter()
+            .map(|k| {
+                let m = &k.metadata;
+                KernelReport {
+                    name: m.name.clone(),
+                    hook_handle: m.name.starts_with(HOOK_HANDLE_PREFIX),
+                    arguments: m.arguments.iter().filter(|a| !a.is_hidden()).count(),
+                    hidden_arguments: m.arguments.iter().filter(|a| a.is_hidden()).count(),
+                    kernarg_segment_size: m.kernarg_segment_size,
+                    group_segment_fixed_size: m.group_segment_fixed_size,
+                    private_segment_fixed_size: m.private_segment_fixed_size,
+                    sgpr_count: m.sgpr_count,
+                    vgpr_count: m.vgpr_count,
+                    agpr_count: m.agpr_count,
+                }
+            })
+            .collect();
+        let tool = if code_object.has_section(gpuinstr_intrinsics::naming::EMBEDDED_SECTION) {
+            let location = Location { file: input.path.clone(), inside: code_object.origin.clone() };
+            let fail = |problem| Error::Tool { location: location.clone(), problem };
+            let files = tool::embedded_bitcode(code_object).map_err(fail)?.len();
+            let context = Context::create();
+            let module = tool::read_tool_module(&context, code_object).map_err(fail)?;
+            Some(tool::summarize(&module, files))
+        } else {
+            None
+        };
+        code_objects.push(CodeObjectReport {
+            origin: code_object.origin.join(": "),
+            target: code_object.target.to_string(),
+            code_object_version: code_object.code_object_version,
+            kernels,
+            tool,
+        });
+    }
+    Ok(InspectReport { file: input.path.display().to_string(), kind, code_objects })
+}
+
+/// The human-readable form.
+pub fn render_text(report: &InspectReport) -> String {
+    let mut out = String::new();
+    let count = report.code_objects.len();
+    writeln!(out, "{}: {}, {count} code object{}", report.file, report.kind, if count == 1 { "" } else { "s" })
+        .unwrap();
+    for (index, code_object) in report.code_objects.iter().enumerate() {
+        let origin = if code_object.origin.is_empty() { String::new() } else { format!(" ({})", code_object.origin) };
+        writeln!(
+            out,
+            "\ncode object {}{origin}: target {}, code object v{}, {} kernel{}",
+            index,
+            code_object.target,
+            code_object.code_object_version,
+            code_object.kernels.len(),
+            if code_object.kernels.len() == 1 { "" } else { "s" }
+        )
+        .unwrap();
+        for kernel in &code_object.kernels {
+            let role = if kernel.hook_handle { "  [hook handle]" } else { "" };
+            let agprs = kernel.agpr_count.map(|a| format!(" agpr {a}")).unwrap_or_default();
+            writeln!(
+                out,
+                "  kernel {}{role}\n    args {} (+{} hidden), kernarg {} B, lds {} B, scratch {} B, sgpr {} vgpr {}{agprs}",
+                kernel.name,
+                kernel.arguments,
+                kernel.hidden_arguments,
+                kernel.kernarg_segment_size,
+                kernel.group_segment_fixed_size,
+                kernel.private_segment_fixed_size,
+                kernel.sgpr_count,
+                kernel.vgpr_count,
+            )
+            .unwrap();
+        }
+        let Some(tool) = &code_object.tool else {
+            writeln!(out, "  not a gpuinstr tool (no .llvmbc section)").unwrap();
+            continue;
+        };
+        writeln!(
+            out,
+            "  gpuinstr tool: {} hook{}, {} intrinsic{}, {} embedded module{}",
+            tool.hooks.len(),
+            if tool.hooks.len() == 1 { "" } else { "s" },
+            tool.intrinsics.len(),
+            if tool.intrinsics.len() == 1 { "" } else { "s" },
+            tool.bitcode_files,
+            if tool.bitcode_files == 1 { "" } else { "s" },
+        )
+        .unwrap();
+        for hook in &tool.hooks {
+            let uses =
+                if hook.intrinsics.is_empty() { "no intrinsics".to_string() } else { hook.intrinsics.join(", ") };
+            writeln!(out, "    hook {}({})  uses {uses}", hook.name, hook.parameters.join(", ")).unwrap();
+        }
+        for intrinsic in &tool.intrinsics {
+            let origin = if intrinsic.builtin { "built-in" } else { "user" };
+            writeln!(out, "    intrinsic {}  {}  [{origin}]", intrinsic.function, intrinsic.signature).unwrap();
+        }
+        for global in &tool.globals {
+            let state = if global.defined { "defined" } else { "external" };
+            writeln!(out, "    global {}  addrspace({}), {state}", global.name, global.address_space).unwrap();
+        }
+    }
+    out
+}

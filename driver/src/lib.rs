@@ -1,0 +1,10 @@
+//! gpuinstr's driver library: everything `gpuinstr-link` does, callable from
+//! Rust. Start at [`pipeline`].
+
+pub mod error;
+pub mod inspect;
+pub mod pipeline;
+pub mod stages;
+pub mod tool;
+
+pub use error::{Error, LoadProblem, Location, ToolProblem};

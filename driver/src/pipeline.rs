@@ -1,0 +1,23 @@
+//! The driver's pipeline on one screen. Each stage is a module under
+//! `stages/`, in this order; every stage has a text form that can be dumped
+//! and snapshot-tested. Stages not listed as landed are the open issues.
+//!
+//! | # | stage      | in -> out                                                     | landed |
+//! |---|------------|---------------------------------------------------------------|--------|
+//! | 1 | load       | ELF / offload bundle / host ELF with .hip_fatbin -> code objects | yes (`stages::load`) |
+//! | 2 | lift       | code object -> functions, blocks, instructions                 | issue 3 |
+//! | 3 | liveness   | lifted module -> live registers per instruction                | issue 4 |
+//! | 4 | sva        | lifted module + liveness -> SVA storage plan                   | issue 6 |
+//! | 5 | payload    | hook bitcode + plan -> one instrumentation IR module           | issue 5 |
+//! | 6 | lower-ir   | payload IR -> IR with intrinsic placeholders                   | issue 5 |
+//! | 7 | codegen    | IR -> pre-RA MIR                                               | issue 5 |
+//! | 8 | lower-mir  | MIR -> MIR with intrinsics lowered                             | issue 5 |
+//! | 9 | patch      | lifted module + payload code -> instrumented module            | issue 6 |
+//! | 10| emit+link  | instrumented module -> code object (llvm-mc, CoMGR)            | issue 3 |
+//!
+//! Beside the stages: `tool` reads a tool's embedded hook module (the input
+//! of stage 5), `inspect` reports what a file holds.
+
+pub use crate::inspect::inspect;
+pub use crate::stages::load::load;
+pub use crate::tool::read_tool_module;

@@ -1,0 +1,175 @@
+//! The AMDGPU metadata note (`NT_AMDGPU_METADATA`, MessagePack) of code
+//! objects v3+. The whole document is kept as a MessagePack value (so it can
+//! be written back unchanged); the fields the driver reads are lifted into
+//! typed structs.
+
+use serde::Serialize;
+
+use crate::error::LoadProblem;
+
+/// One argument of a kernel, as the metadata describes it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KernelArgument {
+    pub name: Option<String>,
+    pub type_name: Option<String>,
+    pub offset: u64,
+    pub size: u64,
+    /// `.value_kind`: `global_buffer`, `by_value`, `hidden_block_count_x`, ...
+    pub value_kind: String,
+}
+
+impl KernelArgument {
+    pub fn is_hidden(&self) -> bool {
+        self.value_kind.starts_with("hidden_")
+    }
+}
+
+/// The metadata of one kernel.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KernelMetadata {
+    pub name: String,
+    /// The kernel descriptor symbol (`name.kd`).
+    pub symbol: String,
+    pub arguments: Vec<KernelArgument>,
+    pub kernarg_segment_size: u64,
+    pub group_segment_fixed_size: u64,
+    pub private_segment_fixed_size: u64,
+    pub sgpr_count: u64,
+    pub vgpr_count: u64,
+    pub agpr_count: Option<u64>,
+    pub wavefront_size: u64,
+}
+
+/// The whole metadata note.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Metadata {
+    pub document: rmpv::Value,
+    /// `amdhsa.version`.
+    pub version: Option<(u64, u64)>,
+    /// `amdhsa.target`, e.g. `amdgcn-amd-amdhsa--gfx90a:xnack-`.
+    pub target: Option<String>,
+    pub kernels: Vec<KernelMetadata>,
+}
+
+fn field<'v>(map: &'v rmpv::Value, key: &str) -> Option<&'v rmpv::Value> {
+    map.as_map()?.iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| v)
+}
+
+fn string(map: &rmpv::Value, key: &str) -> Option<String> {
+    field(map, key)?.as_str().map(str::to_string)
+}
+
+fn number(map: &rmpv::Value, key: &str) -> Option<u64> {
+    field(map, key)?.as_u64()
+}
+
+impl Metadata {
+    pub fn parse(note: &[u8]) -> Result<Self, LoadProblem> {
+        let mut reader = note;
+        let document =
+            rmpv::decode::read_value(&mut reader).map_err(|e| LoadProblem::MalformedMetadata(e.to_string()))?;
+        if !document.is_map() {
+            return Err(LoadProblem::MalformedMetadata("the document is not a map".into()));
+        }
+        let version = field(&document, "amdhsa.version").and_then(|v| {
+            let list = v.as_array()?;
+            Some((list.first()?.as_u64()?, list.get(1)?.as_u64()?))
+        });
+        let target = string(&document, "amdhsa.target");
+        let mut kernels = Vec::new();
+        if let Some(list) = field(&document, "amdhsa.kernels").and_then(|v| v.as_array()) {
+            for (index, kernel) in list.iter().enumerate() {
+                let name = string(kernel, ".name")
+                    .ok_or_else(|| LoadProblem::MalformedMetadata(format!("kernel {index} has no .name")))?;
+                let symbol = string(kernel, ".symbol").ok_or_else(|| LoadProblem::Kernel {
+                    kernel: name.clone(),
+                    problem: "the metadata gives no .symbol (kernel descriptor symbol)".into(),
+                })?;
+                let arguments = field(kernel, ".args")
+                    .and_then(|v| v.as_array())
+                    .map(|args| {
+                        args.iter()
+                            .map(|arg| KernelArgument {
+                                name: string(arg, ".name"),
+                                type_name: string(arg, ".type_name"),
+                                offset: number(arg, ".offset").unwrap_or(0),
+                                size: number(arg, ".size").unwrap_or(0),
+                                value_kind: string(arg, ".value_kind").unwrap_or_default(),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                kernels.push(KernelMetadata {
+                    name,
+                    symbol,
+                    arguments,
+                    kernarg_segment_size: number(kernel, ".kernarg_segment_size").unwrap_or(0),
+                    group_segment_fixed_size: number(kernel, ".group_segment_fixed_size").unwrap_or(0),
+                    private_segment_fixed_size: number(kernel, ".private_segment_fixed_size").unwrap_or(0),
+                    sgpr_count: number(kernel, ".sgpr_count").unwrap_or(0),
+                    vgpr_count: number(kernel, ".vgpr_count").unwrap_or(0),
+                    agpr_count: number(kernel, ".agpr_count"),
+                    wavefront_size: number(kernel, ".wavefront_size").unwrap_or(64),
+                });
+            }
+        }
+        Ok(Metadata { document, version, target, kernels })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmpv::Value;
+
+    fn map(entries: Vec<(&str, Value)>) -> Value {
+        Value::Map(entries.into_iter().map(|(k, v)| (Value::from(k), v)).collect())
+    }
+
+    #[test]
+    fn reads_kernels_and_arguments() {
+        let document = map(vec![
+            ("amdhsa.version", Value::Array(vec![1.into(), 1.into()])),
+            ("amdhsa.target", "amdgcn-amd-amdhsa--gfx90a".into()),
+            (
+                "amdhsa.kernels",
+                Value::Array(vec![map(vec![
+                    (".name", "vadd".into()),
+                    (".symbol", "vadd.kd".into()),
+                    (".sgpr_count", 12.into()),
+                    (".vgpr_count", 3.into()),
+                    (
+                        ".args",
+                        Value::Array(vec![
+                            map(vec![
+                                (".offset", 0.into()),
+                                (".size", 8.into()),
+                                (".value_kind", "global_buffer".into()),
+                            ]),
+                            map(vec![
+                                (".offset", 8.into()),
+                                (".size", 4.into()),
+                                (".value_kind", "hidden_block_count_x".into()),
+                            ]),
+                        ]),
+                    ),
+                ])]),
+            ),
+        ]);
+        let mut bytes = Vec::new();
+        rmpv::encode::write_value(&mut bytes, &document).unwrap();
+        let metadata = Metadata::parse(&bytes).unwrap();
+        assert_eq!(metadata.version, Some((1, 1)));
+        assert_eq!(metadata.kernels[0].symbol, "vadd.kd");
+        assert_eq!(metadata.kernels[0].sgpr_count, 12);
+        assert!(!metadata.kernels[0].arguments[0].is_hidden());
+        assert!(metadata.kernels[0].arguments[1].is_hidden());
+        assert_eq!(metadata.document, document);
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        assert!(Metadata::parse(&[0xc1]).is_err());
+        assert!(Metadata::parse(&[0x01]).is_err());
+    }
+}

@@ -1,0 +1,147 @@
+//! Stage 1, load: a file becomes the AMDGPU code objects it holds. Accepted
+//! inputs: a device code object, a clang offload bundle, or a host
+//! object/executable/shared library with a `.hip_fatbin` section (one or
+//! more bundles).
+
+pub mod bundle;
+pub mod code_object;
+pub mod metadata;
+pub mod target;
+
+use std::path::{Path, PathBuf};
+
+use object::{Object, ObjectSection};
+
+pub use code_object::{CodeObject, Kernel, Section};
+pub use metadata::{KernelArgument, KernelMetadata, Metadata};
+pub use target::{FeatureSetting, TargetId};
+
+use crate::error::{Error, LoadProblem, Location};
+
+/// What kind of file the input was.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InputKind {
+    CodeObject,
+    OffloadBundle,
+    /// A host ELF file; `bundles` is how many bundles its `.hip_fatbin` has.
+    HostWithFatbin {
+        bundles: usize,
+    },
+}
+
+/// A loaded input file.
+#[derive(Debug)]
+pub struct LoadedInput {
+    pub path: PathBuf,
+    pub kind: InputKind,
+    pub code_objects: Vec<CodeObject>,
+}
+
+impl LoadedInput {
+    /// Keeps the code objects whose target matches `selector` (`gfx90a`,
+    /// `gfx90a:xnack-`); an error naming the targets there are if none does.
+    pub fn select_target(mut self, selector: &str) -> Result<Self, Error> {
+        let available = self.code_objects.iter().map(|c| c.target.to_string()).collect::<Vec<_>>();
+        self.code_objects.retain(|c| c.target.matches(selector));
+        if self.code_objects.is_empty() {
+            return Err(Error::NoSuchTarget {
+                file: self.path,
+                target: selector.to_string(),
+                available: if available.is_empty() { "no code objects".into() } else { available.join(", ") },
+            });
+        }
+        Ok(self)
+    }
+}
+
+const ELF_MAGIC: &[u8] = b"\x7fELF";
+const EM_AMDGPU: u16 = 224;
+
+/// Reads and loads a file.
+pub fn load(path: &Path) -> Result<LoadedInput, Error> {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io { location: Location::file(path), source })?;
+    load_bytes(path, &bytes)
+}
+
+/// Loads a file already in memory.
+pub fn load_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedInput, Error> {
+    let location = Location::file(path);
+    let fail = |location: &Location, problem: LoadProblem| Error::Load { location: location.clone(), problem };
+    if bytes.starts_with(ELF_MAGIC) && code_object::elf_machine(bytes) == Some(EM_AMDGPU) {
+        let code_object = CodeObject::parse(bytes.to_vec(), Vec::new()).map_err(|p| fail(&location, p))?;
+        return Ok(LoadedInput { path: path.into(), kind: InputKind::CodeObject, code_objects: vec![code_object] });
+    }
+    if bytes.starts_with(bundle::BUNDLE_MAGIC) || bytes.starts_with(bundle::COMPRESSED_BUNDLE_MAGIC) {
+        let parsed = bundle::parse_bundle(bytes).map_err(|p| fail(&location, p))?;
+        let code_objects = bundle_code_objects(&location, &[], &parsed)?;
+        return Ok(LoadedInput { path: path.into(), kind: InputKind::OffloadBundle, code_objects });
+    }
+    if bytes.starts_with(ELF_MAGIC) {
+        let file = object::File::parse(bytes).map_err(|e| fail(&location, LoadProblem::MalformedElf(e.to_string())))?;
+        let Some(section) = file.section_by_name(".hip_fatbin") else {
+            let found = if file.section_by_name(".llvm.offloading").is_some() {
+                "an ELF file whose device code is in .llvm.offloading (clang's new offload driver), \
+                 which clang 15 does not link into a .hip_fatbin"
+                    .to_string()
+            } else {
+                format!("an {:?} ELF file without a .hip_fatbin section", file.architecture())
+            };
+            return Err(fail(&location, LoadProblem::NotGpuCode { found }));
+        };
+        let data = section.data().map_err(|e| fail(&location, LoadProblem::MalformedElf(e.to_string())))?;
+        let fatbin = location.within(".hip_fatbin");
+        let bundles = bundle::split_fatbin(data).map_err(|p| fail(&fatbin, p))?;
+        let mut code_objects = Vec::new();
+        for (index, parsed) in bundles.iter().enumerate() {
+            let prefix = vec![".hip_fatbin".to_string(), format!("bundle {index}")];
+            code_objects.extend(bundle_code_objects(&location, &prefix, parsed)?);
+        }
+        return Ok(LoadedInput {
+            path: path.into(),
+            kind: InputKind::HostWithFatbin { bundles: bundles.len() },
+            code_objects,
+        });
+    }
+    let found = if bytes.is_empty() {
+        "an empty file".to_string()
+    } else if bytes.starts_with(b"BC\xc0\xde") {
+        "LLVM bitcode".to_string()
+    } else {
+        let head = &bytes[..bytes.len().min(8)];
+        let hex: Vec<String> = head.iter().map(|b| format!("{b:02x}")).collect();
+        let text: String =
+            head.iter().map(|b| if b.is_ascii_graphic() || *b == b' ' { *b as char } else { '.' }).collect();
+        format!("a file starting with {} \"{text}\"", hex.join(" "))
+    };
+    Err(fail(&location, LoadProblem::NotGpuCode { found }))
+}
+
+/// The device code objects of a bundle (the host entry is skipped).
+fn bundle_code_objects(
+    file: &Location,
+    prefix: &[String],
+    parsed: &bundle::Bundle<'_>,
+) -> Result<Vec<CodeObject>, Error> {
+    let mut out = Vec::new();
+    for entry in &parsed.entries {
+        if !entry.triple.contains("amdgcn") {
+            continue;
+        }
+        let mut origin = prefix.to_vec();
+        origin.push(format!("entry {}", entry.triple));
+        let location = Location { file: file.file.clone(), inside: origin.clone() };
+        if entry.bytes.starts_with(b"BC\xc0\xde") {
+            return Err(Error::Load {
+                location,
+                problem: LoadProblem::NotGpuCode {
+                    found: "LLVM bitcode (a -fgpu-rdc object before device linking); link the program or library first"
+                        .to_string(),
+                },
+            });
+        }
+        let code_object =
+            CodeObject::parse(entry.bytes.to_vec(), origin).map_err(|problem| Error::Load { location, problem })?;
+        out.push(code_object);
+    }
+    Ok(out)
+}

@@ -1,0 +1,170 @@
+//! The target id of a code object (`gfx90a:sramecc+:xnack-`), from the ELF
+//! header's e_flags as the LLVM AMDGPU usage guide defines them.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::error::LoadProblem;
+
+/// `(e_flags mach value, processor name)`, from LLVM 15's ELF.h.
+const PROCESSORS: &[(u32, &str)] = &[
+    (0x20, "gfx600"),
+    (0x21, "gfx601"),
+    (0x22, "gfx700"),
+    (0x23, "gfx701"),
+    (0x24, "gfx702"),
+    (0x25, "gfx703"),
+    (0x26, "gfx704"),
+    (0x28, "gfx801"),
+    (0x29, "gfx802"),
+    (0x2a, "gfx803"),
+    (0x2b, "gfx810"),
+    (0x2c, "gfx900"),
+    (0x2d, "gfx902"),
+    (0x2e, "gfx904"),
+    (0x2f, "gfx906"),
+    (0x30, "gfx908"),
+    (0x31, "gfx909"),
+    (0x32, "gfx90c"),
+    (0x33, "gfx1010"),
+    (0x34, "gfx1011"),
+    (0x35, "gfx1012"),
+    (0x36, "gfx1030"),
+    (0x37, "gfx1031"),
+    (0x38, "gfx1032"),
+    (0x39, "gfx1033"),
+    (0x3a, "gfx602"),
+    (0x3b, "gfx705"),
+    (0x3c, "gfx805"),
+    (0x3d, "gfx1035"),
+    (0x3e, "gfx1034"),
+    (0x3f, "gfx90a"),
+    (0x40, "gfx940"),
+    (0x41, "gfx1100"),
+    (0x42, "gfx1013"),
+    (0x44, "gfx1103"),
+    (0x45, "gfx1036"),
+    (0x46, "gfx1101"),
+    (0x47, "gfx1102"),
+];
+
+const MACH_MASK: u32 = 0xff;
+const XNACK_V3: u32 = 0x100;
+const SRAMECC_V3: u32 = 0x200;
+const XNACK_V4_MASK: u32 = 0x300;
+const SRAMECC_V4_MASK: u32 = 0xc00;
+
+/// A target feature setting (`xnack+`, `xnack-`, or neither).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FeatureSetting {
+    Unsupported,
+    Any,
+    Off,
+    On,
+}
+
+/// A processor with its xnack and sramecc settings.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TargetId {
+    pub processor: String,
+    pub xnack: FeatureSetting,
+    pub sramecc: FeatureSetting,
+}
+
+impl TargetId {
+    /// Decodes e_flags for a code object of the given version (3, 4, 5).
+    pub fn from_e_flags(e_flags: u32, code_object_version: u32) -> Result<Self, LoadProblem> {
+        let mach = e_flags & MACH_MASK;
+        if mach == 0 {
+            return Err(LoadProblem::NoProcessor);
+        }
+        let processor = PROCESSORS
+            .iter()
+            .find(|(value, _)| *value == mach)
+            .map(|(_, name)| name.to_string())
+            .ok_or(LoadProblem::UnknownProcessor(mach))?;
+        let (xnack, sramecc) = if code_object_version == 3 {
+            let v3 = |bit| if e_flags & bit != 0 { FeatureSetting::On } else { FeatureSetting::Any };
+            (v3(XNACK_V3), v3(SRAMECC_V3))
+        } else {
+            let v4 = |bits: u32, shift: u32| match (e_flags & bits) >> shift {
+                0 => FeatureSetting::Unsupported,
+                1 => FeatureSetting::Any,
+                2 => FeatureSetting::Off,
+                _ => FeatureSetting::On,
+            };
+            (v4(XNACK_V4_MASK, 8), v4(SRAMECC_V4_MASK, 10))
+        };
+        Ok(TargetId { processor, xnack, sramecc })
+    }
+
+    /// Whether a `--target` selector (`gfx90a`, `gfx90a:xnack-`) picks this target.
+    pub fn matches(&self, selector: &str) -> bool {
+        let mut parts = selector.split(':');
+        if parts.next() != Some(self.processor.as_str()) {
+            return false;
+        }
+        parts.all(|feature| {
+            let (name, want) = match feature.strip_suffix('+') {
+                Some(name) => (name, FeatureSetting::On),
+                None => match feature.strip_suffix('-') {
+                    Some(name) => (name, FeatureSetting::Off),
+                    None => return false,
+                },
+            };
+            match name {
+                "xnack" => self.xnack == want,
+                "sramecc" => self.sramecc == want,
+                _ => false,
+            }
+        })
+    }
+}
+
+impl fmt::Display for TargetId {
+    /// The LLVM target id spelling: features in alphabetical order, only
+    /// when set on or off.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.processor)?;
+        for (name, setting) in [("sramecc", self.sramecc), ("xnack", self.xnack)] {
+            match setting {
+                FeatureSetting::On => write!(f, ":{name}+")?,
+                FeatureSetting::Off => write!(f, ":{name}-")?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_v4_feature_bits() {
+        // gfx90a, xnack off (0x200), sramecc any (0x400).
+        let target = TargetId::from_e_flags(0x3f | 0x200 | 0x400, 4).unwrap();
+        assert_eq!(target.processor, "gfx90a");
+        assert_eq!(target.xnack, FeatureSetting::Off);
+        assert_eq!(target.sramecc, FeatureSetting::Any);
+        assert_eq!(target.to_string(), "gfx90a:xnack-");
+        assert!(target.matches("gfx90a"));
+        assert!(target.matches("gfx90a:xnack-"));
+        assert!(!target.matches("gfx90a:xnack+"));
+        assert!(!target.matches("gfx908"));
+    }
+
+    #[test]
+    fn decodes_v3_feature_bits() {
+        let target = TargetId::from_e_flags(0x30 | XNACK_V3, 3).unwrap();
+        assert_eq!(target.to_string(), "gfx908:xnack+");
+    }
+
+    #[test]
+    fn unknown_processor_is_an_error() {
+        assert_eq!(TargetId::from_e_flags(0x7e, 4), Err(LoadProblem::UnknownProcessor(0x7e)));
+    }
+}

@@ -1,0 +1,179 @@
+//! A tool's embedded module: the hook bitcode the plugin put in the `.llvmbc`
+//! section of the tool's device code object.
+
+pub mod bitcode_files;
+
+use std::collections::{BTreeSet, HashMap};
+
+use gpuinstr_intrinsics::builtins::builtin;
+use gpuinstr_intrinsics::naming::{EMBEDDED_GLOBAL, EMBEDDED_SECTION, HOOK_ATTRIBUTE, INTRINSIC_ATTRIBUTE};
+use inkwell::attributes::AttributeLoc;
+use inkwell::context::Context;
+use inkwell::memory_buffer::MemoryBuffer;
+use inkwell::module::Module;
+use inkwell::values::{BasicValue, CallSiteValue, FunctionValue, InstructionOpcode};
+use inkwell::AddressSpace;
+use serde::Serialize;
+
+use crate::error::ToolProblem;
+use crate::stages::load::CodeObject;
+
+/// The raw embedded bitcode files of a tool code object.
+pub fn embedded_bitcode(code_object: &CodeObject) -> Result<Vec<&[u8]>, ToolProblem> {
+    let section = code_object.section_data(EMBEDDED_SECTION).ok_or(ToolProblem::NotATool)?;
+    bitcode_files::split(section).map_err(ToolProblem::MalformedBitcode)
+}
+
+/// Reads the tool's embedded module into `context`; the modules of several
+/// translation units (-fgpu-rdc) are linked into one.
+pub fn read_tool_module<'ctx>(context: &'ctx Context, code_object: &CodeObject) -> Result<Module<'ctx>, ToolProblem> {
+    let files = embedded_bitcode(code_object)?;
+    let mut modules = Vec::new();
+    for (index, file) in files.iter().enumerate() {
+        let buffer = MemoryBuffer::create_from_memory_range_copy(file, &format!("embedded-tool-{index}"));
+        let module = Module::parse_bitcode_from_buffer(&buffer, context)
+            .map_err(|e| ToolProblem::UnreadableModule { index, message: e.to_string() })?;
+        // clang's -fembed-bitcode copy is the whole device module, which
+        // still holds our embedded global.
+        if module.get_globals().any(|g| g.get_name().to_string_lossy().starts_with(EMBEDDED_GLOBAL)) {
+            return Err(ToolProblem::EmbedBitcodeCopy);
+        }
+        modules.push(module);
+    }
+    let mut modules = modules.into_iter();
+    let first = modules.next().expect("split returns at least one file");
+    for module in modules {
+        first.link_in_module(module).map_err(|e| ToolProblem::LinkFailed(e.to_string()))?;
+    }
+    Ok(first)
+}
+
+/// A hook of a tool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct HookSummary {
+    pub name: String,
+    /// Parameter types, as LLVM prints them.
+    pub parameters: Vec<String>,
+    /// Qualified names of the intrinsics the hook (or anything it calls) uses.
+    pub intrinsics: Vec<String>,
+}
+
+/// An intrinsic declaration of a tool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct IntrinsicSummary {
+    /// Qualified name (`gpuinstr::readReg`).
+    pub intrinsic: String,
+    /// IR function name (`gpuinstr::readReg.i32.i32`).
+    pub function: String,
+    /// LLVM function type.
+    pub signature: String,
+    pub builtin: bool,
+}
+
+/// A global variable the tool's code uses.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GlobalSummary {
+    pub name: String,
+    pub address_space: u32,
+    pub defined: bool,
+}
+
+/// What a tool module holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ToolSummary {
+    pub bitcode_files: usize,
+    pub hooks: Vec<HookSummary>,
+    pub intrinsics: Vec<IntrinsicSummary>,
+    pub globals: Vec<GlobalSummary>,
+}
+
+/// inkwell's AddressSpace has no getter; AMDGPU uses spaces 0 to 8.
+fn address_space_number(space: AddressSpace) -> u32 {
+    (0u16..=8).find(|n| AddressSpace::from(*n) == space).map_or(u32::MAX, u32::from)
+}
+
+fn string_attribute(function: FunctionValue<'_>, key: &str) -> Option<String> {
+    function
+        .get_string_attribute(AttributeLoc::Function, key)
+        .map(|a| a.get_string_value().to_string_lossy().into_owned())
+}
+
+fn name(function: FunctionValue<'_>) -> String {
+    function.get_name().to_string_lossy().into_owned()
+}
+
+fn direct_callees(function: FunctionValue<'_>) -> Vec<FunctionValue<'_>> {
+    let mut callees = Vec::new();
+    for block in function.get_basic_block_iter() {
+        for instruction in block.get_instructions() {
+            if matches!(instruction.get_opcode(), InstructionOpcode::Call | InstructionOpcode::Invoke) {
+                if let Ok(call) = CallSiteValue::try_from(instruction) {
+                    if let Some(callee) = call.get_called_fn_value() {
+                        callees.push(callee);
+                    }
+                }
+            }
+        }
+    }
+    callees
+}
+
+/// Summarises a tool module: hooks with their signatures and the intrinsics
+/// they reach, intrinsic declarations, globals.
+pub fn summarize(module: &Module<'_>, bitcode_files: usize) -> ToolSummary {
+    let functions: Vec<FunctionValue> = module.get_functions().collect();
+    let by_name: HashMap<String, FunctionValue> = functions.iter().map(|f| (name(*f), *f)).collect();
+
+    let mut intrinsics: Vec<IntrinsicSummary> = functions
+        .iter()
+        .filter_map(|f| {
+            let intrinsic = string_attribute(*f, INTRINSIC_ATTRIBUTE)?;
+            Some(IntrinsicSummary {
+                builtin: builtin(&intrinsic).is_some(),
+                intrinsic,
+                function: name(*f),
+                signature: f.get_type().print_to_string().to_string(),
+            })
+        })
+        .collect();
+    intrinsics.sort_by(|a, b| a.function.cmp(&b.function));
+
+    let mut hooks = Vec::new();
+    for hook in functions.iter().filter(|f| string_attribute(**f, HOOK_ATTRIBUTE).is_some()) {
+        let mut reached = BTreeSet::new();
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![*hook];
+        while let Some(function) = stack.pop() {
+            if !seen.insert(name(function)) {
+                continue;
+            }
+            for callee in direct_callees(function) {
+                if let Some(intrinsic) = string_attribute(callee, INTRINSIC_ATTRIBUTE) {
+                    reached.insert(intrinsic);
+                } else if let Some(defined) = by_name.get(&name(callee)) {
+                    stack.push(*defined);
+                }
+            }
+        }
+        hooks.push(HookSummary {
+            name: name(*hook),
+            parameters: hook.get_type().get_param_types().iter().map(|t| t.print_to_string().to_string()).collect(),
+            intrinsics: reached.into_iter().collect(),
+        });
+    }
+    hooks.sort_by(|a, b| a.name.cmp(&b.name));
+
+    let mut globals: Vec<GlobalSummary> = module
+        .get_globals()
+        .filter(|g| g.as_pointer_value().get_first_use().is_some())
+        .map(|g| GlobalSummary {
+            name: g.get_name().to_string_lossy().into_owned(),
+            address_space: address_space_number(g.as_pointer_value().get_type().get_address_space()),
+            defined: g.get_initializer().is_some(),
+        })
+        .filter(|g| !g.name.starts_with("llvm.") && !g.name.starts_with("__hip_cuid_"))
+        .collect();
+    globals.sort_by(|a, b| a.name.cmp(&b.name));
+
+    ToolSummary { bitcode_files, hooks, intrinsics, globals }
+}

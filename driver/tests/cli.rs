@@ -1,0 +1,65 @@
+//! The `gpuinstr-link` binary: exit codes, one-line errors, JSON output.
+
+use std::path::Path;
+use std::process::Command;
+
+fn gpuinstr_link() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_gpuinstr-link"))
+}
+
+/// A device code object compiled from a small kernel (no plugin needed).
+fn code_object(dir: &Path) -> std::path::PathBuf {
+    let source = dir.join("scale.hip");
+    std::fs::write(
+        &source,
+        "#include <hip/hip_runtime.h>\n__global__ void scale(float *x, float s) { x[threadIdx.x] *= s; }\n",
+    )
+    .unwrap();
+    let output = dir.join("scale.hsaco");
+    let status = Command::new("clang++-15")
+        .args(["-x", "hip", "--offload-arch=gfx90a", "--rocm-path=/usr", "--cuda-device-only"])
+        .arg("--rocm-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
+        .args(["--no-gpu-bundle-output", "-O3", "-c"])
+        .arg(&source)
+        .arg("-o")
+        .arg(&output)
+        .status()
+        .expect("clang++-15 runs");
+    assert!(status.success());
+    output
+}
+
+#[test]
+fn inspect_prints_text_and_json() {
+    let dir = std::env::temp_dir().join(format!("gpuinstr-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let object = code_object(&dir);
+
+    let text = gpuinstr_link().arg("inspect").arg(&object).output().unwrap();
+    assert!(text.status.success());
+    let stdout = String::from_utf8(text.stdout).unwrap();
+    assert!(stdout.contains("kernel _Z5scalePff"), "{stdout}");
+    assert!(stdout.contains("target gfx90a, code object v4, 1 kernel"), "{stdout}");
+
+    let json = gpuinstr_link().arg("inspect").arg("--json").arg(&object).output().unwrap();
+    assert!(json.status.success());
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(value["code_objects"][0]["kernels"][0]["name"], "_Z5scalePff");
+    assert_eq!(value["code_objects"][0]["kernels"][0]["arguments"], 2);
+    assert!(value["code_objects"][0]["tool"].is_null());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn errors_are_one_line_with_a_failing_exit_code() {
+    let output = gpuinstr_link().arg("inspect").arg("Cargo.toml").output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("gpuinstr-link: error: Cargo.toml: not an AMDGPU code object"), "{stderr}");
+
+    let missing = gpuinstr_link().arg("inspect").arg("does-not-exist.o").output().unwrap();
+    assert_eq!(missing.status.code(), Some(1));
+    let stderr = String::from_utf8(missing.stderr).unwrap();
+    assert!(stderr.contains("does-not-exist.o: cannot read the file"), "{stderr}");
+}

@@ -1,0 +1,197 @@
+// gpuinstr hook SDK: what a tool author writes hooks against.
+//
+// A tool is a HIP translation unit compiled with the gpuinstr pass plugin:
+//
+//   hipcc --offload-arch=gfx90a -fpass-plugin=libembed.so -c tool.hip
+//
+// The plugin embeds the preprocessed hooks as LLVM bitcode in the tool's
+// device code object; `gpuinstr-link` later inlines them into application
+// kernels. This header has no LLVM dependency.
+//
+// Names in this file are a stable interface: the plugin and the driver find
+// hooks and intrinsics by the annotations below, and registers by the
+// encoding of `gpuinstr::Reg` (kept in step with intrinsics/src/registers.rs
+// by a test).
+#ifndef GPUINSTR_GPUINSTR_H
+#define GPUINSTR_GPUINSTR_H
+
+#include <hip/hip_runtime.h>
+#include <stdint.h>
+
+/// Marks a translation unit as a gpuinstr tool device module. The managed
+/// variable makes the HIP runtime load the tool's device code object before
+/// the first kernel launch, and lets gpuinstr find the tool's code object.
+#define GPUINSTR_DEVICE_MODULE                                                 \
+  __attribute__((managed, used)) char __gpuinstr_reserved = 0;
+
+/// Declares a hook: `GPUINSTR_HOOK count(bool WaveLevel) { ... }`.
+/// Hooks are C-linkage device functions returning void; they are inlined at
+/// every instrumentation point they are inserted at.
+#define GPUINSTR_HOOK                                                          \
+  extern "C" __attribute__((device, used, annotate("gpuinstr_hook"))) void
+
+/// Gives the host a handle for a hook (an empty kernel the plugin removes
+/// from the embedded module).
+#define GPUINSTR_EXPORT_HOOK_HANDLE(HookName)                                  \
+  extern "C" __attribute__((global, used)) void                                \
+      __gpuinstr_hook_handle_##HookName() {}
+
+/// Host-side pointer to a hook's handle.
+#define GPUINSTR_GET_HOOK_HANDLE(HookName)                                     \
+  reinterpret_cast<const void *>(__gpuinstr_hook_handle_##HookName)
+
+/// Annotates a framework-intrinsic binding. The body only keeps the
+/// arguments alive; the plugin deletes it and gpuinstr-link lowers each call.
+/// `weak` keeps interprocedural optimisations from looking into the body
+/// (it is not the real semantics), `noinline` keeps the call.
+#define GPUINSTR_INTRINSIC                                                     \
+  __attribute__((device, noinline, weak, annotate("gpuinstr_intrinsic")))
+
+namespace gpuinstr {
+
+namespace detail {
+/// Keeps a value alive without generating code (Google Benchmark's
+/// DoNotOptimize). Only used inside intrinsic bindings, whose bodies the
+/// plugin deletes; hooks themselves must not contain inline assembly.
+template <typename T>
+__device__ __attribute__((always_inline)) inline void keepAlive(const T &V) {
+  asm volatile("" : : "X"(V) : "memory");
+}
+
+/// A value the optimiser cannot see through. Device functions are
+/// internalised in non-RDC HIP, so a binding returning a constant would let
+/// interprocedural constant propagation replace every call's result.
+template <typename T>
+__device__ __attribute__((always_inline)) inline T opaqueValue() {
+  T V;
+  asm volatile("" : "=v"(V) : : "memory");
+  return V;
+}
+} // namespace detail
+
+/// A hardware register, in gpuinstr's own stable encoding:
+/// bits 31..16 are the kind, bits 15..0 the index within the kind.
+/// 64-bit accesses (`readReg<uint64_t>(sgpr(4))`) use the aligned pair that
+/// starts at the index (s[4:5]).
+struct Reg {
+  uint32_t Code;
+};
+
+enum class RegKind : uint32_t {
+  SGPR = 1,
+  VGPR = 2,
+  AGPR = 3,
+  TTMP = 4,
+  Special = 5,
+};
+
+__device__ __host__ constexpr Reg makeReg(RegKind Kind, uint32_t Index) {
+  return Reg{(static_cast<uint32_t>(Kind) << 16) | (Index & 0xffffu)};
+}
+__device__ __host__ constexpr Reg sgpr(uint32_t Index) {
+  return makeReg(RegKind::SGPR, Index);
+}
+__device__ __host__ constexpr Reg vgpr(uint32_t Index) {
+  return makeReg(RegKind::VGPR, Index);
+}
+__device__ __host__ constexpr Reg agpr(uint32_t Index) {
+  return makeReg(RegKind::AGPR, Index);
+}
+__device__ __host__ constexpr Reg ttmp(uint32_t Index) {
+  return makeReg(RegKind::TTMP, Index);
+}
+
+// Special registers. A 64-bit name (EXEC, VCC, FLAT_SCRATCH) reads both halves
+// with a 64-bit type; the _LO/_HI names are its 32-bit halves.
+constexpr Reg EXEC = makeReg(RegKind::Special, 0);
+constexpr Reg EXEC_LO = makeReg(RegKind::Special, 1);
+constexpr Reg EXEC_HI = makeReg(RegKind::Special, 2);
+constexpr Reg VCC = makeReg(RegKind::Special, 3);
+constexpr Reg VCC_LO = makeReg(RegKind::Special, 4);
+constexpr Reg VCC_HI = makeReg(RegKind::Special, 5);
+constexpr Reg SCC = makeReg(RegKind::Special, 6);
+constexpr Reg M0 = makeReg(RegKind::Special, 7);
+constexpr Reg FLAT_SCRATCH = makeReg(RegKind::Special, 8);
+constexpr Reg FLAT_SCRATCH_LO = makeReg(RegKind::Special, 9);
+constexpr Reg FLAT_SCRATCH_HI = makeReg(RegKind::Special, 10);
+constexpr Reg MODE = makeReg(RegKind::Special, 11);
+
+// ---------------------------------------------------------------------------
+// Built-in framework intrinsics. gpuinstr-link lowers each call to machine
+// code at the instrumentation point (see docs/intrinsics.md).
+// ---------------------------------------------------------------------------
+
+/// Value of an application register at the instrumentation point.
+/// T is 32 or 64 bits wide.
+template <typename T> GPUINSTR_INTRINSIC T readReg(Reg R) {
+  detail::keepAlive(R.Code);
+  return detail::opaqueValue<T>();
+}
+
+/// Writes an application register; the value is visible to the application
+/// after the instrumentation point.
+template <typename T> GPUINSTR_INTRINSIC void writeReg(Reg R, T Value) {
+  detail::keepAlive(R.Code);
+  detail::keepAlive(Value);
+}
+
+/// Sets EXEC for the rest of the hook (restored when the hook returns).
+GPUINSTR_INTRINSIC void writeExec(uint64_t Value) { detail::keepAlive(Value); }
+
+/// Scalar (one per wavefront) atomic add to global memory.
+template <typename T> GPUINSTR_INTRINSIC void sAtomicAdd(T *Address, T Value) {
+  detail::keepAlive(Address);
+  detail::keepAlive(Value);
+}
+
+/// Start of the hidden kernel arguments of the instrumented kernel.
+GPUINSTR_INTRINSIC const void *implicitArgPtr() {
+  return detail::opaqueValue<const void *>();
+}
+/// Start of the kernel argument segment of the instrumented kernel.
+GPUINSTR_INTRINSIC const void *kernargPtr() {
+  return detail::opaqueValue<const void *>();
+}
+/// The AQL dispatch packet of the instrumented dispatch.
+GPUINSTR_INTRINSIC const void *dispatchPtr() {
+  return detail::opaqueValue<const void *>();
+}
+/// The AQL queue the instrumented kernel was dispatched on.
+GPUINSTR_INTRINSIC const void *queuePtr() {
+  return detail::opaqueValue<const void *>();
+}
+/// The implicit buffer pointer (graphics shaders; rarely used by compute).
+GPUINSTR_INTRINSIC const void *implicitBufferPtr() {
+  return detail::opaqueValue<const void *>();
+}
+/// The 64-bit dispatch id of the instrumented dispatch.
+GPUINSTR_INTRINSIC uint64_t dispatchId() {
+  return detail::opaqueValue<uint64_t>();
+}
+/// Kernel id used to look up LDS variables (module LDS lowering).
+GPUINSTR_INTRINSIC uint32_t ldsKernelId() {
+  return detail::opaqueValue<uint32_t>();
+}
+
+GPUINSTR_INTRINSIC uint32_t workgroupIdX() {
+  return detail::opaqueValue<uint32_t>();
+}
+GPUINSTR_INTRINSIC uint32_t workgroupIdY() {
+  return detail::opaqueValue<uint32_t>();
+}
+GPUINSTR_INTRINSIC uint32_t workgroupIdZ() {
+  return detail::opaqueValue<uint32_t>();
+}
+GPUINSTR_INTRINSIC uint32_t workitemIdX() {
+  return detail::opaqueValue<uint32_t>();
+}
+GPUINSTR_INTRINSIC uint32_t workitemIdY() {
+  return detail::opaqueValue<uint32_t>();
+}
+GPUINSTR_INTRINSIC uint32_t workitemIdZ() {
+  return detail::opaqueValue<uint32_t>();
+}
+
+} // namespace gpuinstr
+
+#endif // GPUINSTR_GPUINSTR_H

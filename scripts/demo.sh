@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The main job on the shipped examples: build gpuinstr, compile the
+# instruction-counter tool with the plugin, and show what gpuinstr-link sees
+# in the tool and in an application kernel.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/setup.sh
+cargo build --release -p gpuinstr-llvm-plugin -p gpuinstr-driver
+
+out=target/demo
+mkdir -p "$out"
+plugin="$PWD/target/release/libembed.so"
+link="$PWD/target/release/gpuinstr-link"
+
+echo "== compiling the instruction-counter tool with the gpuinstr plugin"
+hipcc --offload-arch=gfx90a -O3 -fpass-plugin="$plugin" -I hook-sdk/include \
+  -c hook-sdk/examples/instruction-counter/tool.hip -o "$out/instruction-counter.o"
+
+echo "== compiling the vector-add application"
+hipcc --offload-arch=gfx90a -O3 -c hook-sdk/examples/applications/vector-add/vector-add.hip -o "$out/vector-add.o"
+
+echo "== the tool, as gpuinstr-link sees it"
+"$link" inspect "$out/instruction-counter.o"
+
+echo
+echo "== the application"
+"$link" inspect "$out/vector-add.o"
+
+echo
+echo "(instrumenting the application with the tool, gpuinstr-link instrument, lands with issue 6)"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the system packages gpuinstr builds and tests with (Debian 12).
+# Idempotent: installs only what is missing. Everything is LLVM 15: hipcc
+# 5.2.3 wraps clang-15 and CoMGR 5.2.3 is built on LLVM 15.
+set -euo pipefail
+
+packages=(
+  hipcc              # the HIP compiler driver tool authors use (clang-15 underneath)
+  clang-15 llvm-15 lld-15
+  llvm-15-dev        # headers and libLLVM-15 for the plugin and the driver
+  libamd-comgr-dev   # CoMGR: code object linking and metadata
+  rocm-device-libs   # device libraries hipcc links into device code
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+echo "setup: installing ${missing[*]}"
+$sudo apt-get update -q
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"

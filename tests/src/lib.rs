@@ -1,0 +1,200 @@
+//! Test support: paths of the repository, the plugin and the toolchain, and
+//! helpers that drive the real tools (hipcc, clang-15, opt-15, ld.lld-15,
+//! llvm-dis-15).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ is in the repository").to_path_buf()
+}
+
+pub fn sdk_include() -> PathBuf {
+    repo().join("hook-sdk/include")
+}
+
+pub fn example(name: &str) -> PathBuf {
+    repo().join("hook-sdk/examples").join(name).join("tool.hip")
+}
+
+pub fn input(relative: &str) -> PathBuf {
+    repo().join("tests/inputs").join(relative)
+}
+
+/// libembed.so as Cargo built it for this test run (the plugin crate is a
+/// dev-dependency, so it is built with the tests, next to the test binary).
+pub fn plugin() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let deps = exe.parent().expect("deps directory");
+    for candidate in [deps.join("libembed.so"), deps.parent().expect("profile directory").join("libembed.so")] {
+        if candidate.exists() {
+            return candidate;
+        }
+    }
+    panic!("libembed.so was not built next to {}; run `cargo build -p gpuinstr-llvm-plugin`", deps.display());
+}
+
+/// Replaces machine-specific paths so text can be snapshot-tested anywhere.
+pub fn normalize(text: &str, scratch: &Path) -> String {
+    text.replace(&scratch.display().to_string(), "<tmp>").replace(&repo().display().to_string(), "<repo>")
+}
+
+/// The compiler a tool is built with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compiler {
+    /// `hipcc`: host object with the device code object in `.hip_fatbin`.
+    Hipcc,
+    /// `clang++-15 -x hip --cuda-device-only`: the device code object itself.
+    Clang,
+}
+
+pub const ROCM_DEVICE_LIBS: &str = "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode";
+
+/// The command that compiles `source` with the plugin loaded.
+pub fn tool_compile_command(compiler: Compiler, source: &Path, opt: &str, output: &Path) -> Command {
+    let plugin = format!("-fpass-plugin={}", plugin().display());
+    let mut command = match compiler {
+        Compiler::Hipcc => {
+            let mut c = Command::new("hipcc");
+            c.args(["--offload-arch=gfx90a", "-c"]);
+            c
+        }
+        Compiler::Clang => {
+            let mut c = Command::new("clang++-15");
+            c.args(["-x", "hip", "--offload-arch=gfx90a", "--rocm-path=/usr"])
+                .arg(format!("--rocm-device-lib-path={ROCM_DEVICE_LIBS}"))
+                .args(["--cuda-device-only", "--no-gpu-bundle-output", "-c"]);
+            c
+        }
+    };
+    command.arg(plugin).arg("-I").arg(sdk_include()).arg(opt).arg(source).arg("-o").arg(output);
+    command
+}
+
+/// Runs a command; the output whatever the exit status.
+pub fn run(command: &mut Command) -> Output {
+    command.output().unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"))
+}
+
+/// Runs a command that must succeed.
+pub fn run_ok(command: &mut Command) -> Output {
+    let output = run(command);
+    assert!(
+        output.status.success(),
+        "{command:?} failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// Builds a tool; the path of the output.
+pub fn build_tool(compiler: Compiler, source: &Path, opt: &str, dir: &Path) -> PathBuf {
+    let stem = source.parent().and_then(|p| p.file_name()).expect("example directory").to_string_lossy();
+    let output = dir.join(format!("{stem}-{compiler:?}{opt}.o"));
+    run_ok(&mut tool_compile_command(compiler, source, opt, &output));
+    output
+}
+
+/// Disassembles bitcode with llvm-dis-15.
+pub fn llvm_dis(bitcode: &[u8], dir: &Path) -> String {
+    let path = dir.join("module.bc");
+    std::fs::write(&path, bitcode).expect("write bitcode");
+    let output = run_ok(Command::new("llvm-dis-15").arg(&path).arg("-o").arg("-"));
+    String::from_utf8(output.stdout).expect("llvm-dis prints UTF-8")
+}
+
+/// Runs opt-15 with the plugin loaded and the given pass pipeline on a file,
+/// printing IR.
+pub fn opt_command(passes: &str, input: &Path) -> Command {
+    let mut command = Command::new("opt-15");
+    command
+        .arg(format!("-load-pass-plugin={}", plugin().display()))
+        .arg(format!("-passes={passes}"))
+        .arg("-S")
+        .arg(input)
+        .arg("-o")
+        .arg("-");
+    command
+}
+
+/// A scratch directory removed at the end of the test.
+pub fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("gpuinstr-test-").tempdir().expect("temporary directory")
+}
+
+/// Decodes the bytes of an LLVM IR string constant (`c"BC\C0\DE..."`):
+/// printable characters as themselves, `\\` for a backslash, `\XX` for
+/// anything else.
+pub fn decode_ir_string(text: &str) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && bytes.get(i + 1) == Some(&b'\\') {
+            out.push(b'\\');
+            i += 2;
+        } else if bytes[i] == b'\\' {
+            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).expect("escape is ASCII");
+            out.push(u8::from_str_radix(hex, 16).expect("IR string escapes are two hex digits"));
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The bitcode of the `@gpuinstr.embedded.tool` global in printed IR.
+pub fn embedded_bitcode_in_ir(ir: &str) -> Vec<u8> {
+    let line = ir
+        .lines()
+        .find(|l| l.starts_with("@gpuinstr.embedded.tool"))
+        .expect("the IR has an @gpuinstr.embedded.tool global");
+    let start = line.find("c\"").expect("the global holds a string") + 2;
+    let end = line.rfind("\", section").expect("the global has a section");
+    decode_ir_string(&line[start..end])
+}
+
+/// IR text without the lines that name the file it came from.
+pub fn without_module_identity(ir: &str) -> String {
+    ir.lines()
+        .filter(|l| !l.starts_with("; ModuleID") && !l.starts_with("source_filename"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Sets `st_value` of every symbol named `name` (in .symtab and .dynsym) of
+/// an ELF64 little-endian file: a way to make malformed code objects.
+pub fn patch_symbol_value(elf: &mut [u8], name: &str, value: u64) -> usize {
+    use object::elf::{FileHeader64, SHT_DYNSYM, SHT_SYMTAB};
+    use object::read::elf::{FileHeader, SectionHeader};
+    use object::LittleEndian;
+
+    let mut offsets = Vec::new();
+    {
+        let data: &[u8] = elf;
+        let header = FileHeader64::<LittleEndian>::parse(data).expect("ELF64 little-endian");
+        let sections = header.sections(LittleEndian, data).expect("section table");
+        for kind in [SHT_SYMTAB, SHT_DYNSYM] {
+            let symbols = sections.symbols(LittleEndian, data, kind).expect("symbol table");
+            let Some(table_offset) =
+                sections.iter().find(|s| s.sh_type(LittleEndian) == kind).map(|s| s.sh_offset(LittleEndian))
+            else {
+                continue;
+            };
+            for (index, symbol) in symbols.iter().enumerate() {
+                if symbols.symbol_name(LittleEndian, symbol).ok() == Some(name.as_bytes()) {
+                    // Elf64_Sym: st_name u32, st_info u8, st_other u8, st_shndx u16, st_value u64.
+                    offsets.push(table_offset as usize + index * 24 + 8);
+                }
+            }
+        }
+    }
+    for offset in &offsets {
+        elf[*offset..*offset + 8].copy_from_slice(&value.to_le_bytes());
+    }
+    offsets.len()
+}

@@ -1,0 +1,8 @@
+//! One test binary for the whole repository: the plugin under the real
+//! toolchain, and the driver on the code objects it produces.
+
+mod inspect;
+mod plugin_errors;
+mod plugin_examples;
+mod plugin_rdc;
+mod plugin_steps;
