@@ -116,3 +116,46 @@ fn tools_built_with_embed_bitcode_are_refused() {
     let message = error_of(&output, None);
     assert!(message.contains("-fembed-bitcode"), "{message}");
 }
+
+/// A two-target fat binary from hipcc, as a host object and as the raw
+/// offload bundle taken out of its .hip_fatbin; --target picks one.
+#[test]
+fn bundles_and_target_selection() {
+    let scratch = scratch();
+    let dir = scratch.path();
+    let host = dir.join("tool.o");
+    run_ok(
+        Command::new("hipcc")
+            .args(["--offload-arch=gfx908", "--offload-arch=gfx90a:xnack-", "-O3", "-c"])
+            .arg(format!("-fpass-plugin={}", plugin().display()))
+            .arg("-I")
+            .arg(sdk_include())
+            .arg(example("kernel-arguments"))
+            .arg("-o")
+            .arg(&host),
+    );
+    let report = inspect::inspect(&host, None).unwrap();
+    let targets: Vec<&str> = report.code_objects.iter().map(|c| c.target.as_str()).collect();
+    assert_eq!(targets, ["gfx908", "gfx90a:xnack-"]);
+    assert!(report.code_objects.iter().all(|c| c.tool.as_ref().is_some_and(|t| t.hooks.len() == 1)));
+
+    let selected = inspect::inspect(&host, Some("gfx90a")).unwrap();
+    assert_eq!(selected.code_objects.len(), 1);
+    assert_eq!(selected.code_objects[0].target, "gfx90a:xnack-");
+    assert_eq!(inspect::inspect(&host, Some("gfx90a:xnack-")).unwrap().code_objects.len(), 1);
+    assert!(error_of(&host, Some("gfx90a:xnack+")).contains("the input has gfx908, gfx90a:xnack-"));
+
+    let bundle = dir.join("tool.bundle");
+    run_ok(Command::new("llvm-objcopy-15").arg(format!("--dump-section=.hip_fatbin={}", bundle.display())).arg(&host));
+    let from_bundle = inspect::inspect(&bundle, None).unwrap();
+    assert_eq!(from_bundle.kind, "offload bundle");
+    assert_eq!(from_bundle.code_objects.len(), 2);
+    assert_eq!(from_bundle.code_objects[1].origin, "entry hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-");
+
+    // A bundle cut short is an error naming the bundle problem.
+    let bytes = std::fs::read(&bundle).unwrap();
+    let cut = dir.join("cut.bundle");
+    std::fs::write(&cut, &bytes[..bytes.len() / 3]).unwrap();
+    let message = error_of(&cut, None);
+    assert!(message.contains("offload bundle is malformed or truncated"), "{message}");
+}
