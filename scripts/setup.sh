@@ -10,6 +10,7 @@ packages=(
   llvm-15-dev        # headers and libLLVM-15 for the plugin and the driver
   libamd-comgr-dev   # CoMGR: code object linking and metadata
   rocm-device-libs   # device libraries hipcc links into device code
+  cmake              # the CMake integration (cmake/) and its test
 )
 
 missing=()

@@ -1,6 +1,7 @@
 //! One test binary for the whole repository: the plugin under the real
 //! toolchain, and the driver on the code objects it produces.
 
+mod cmake;
 mod inspect;
 mod plugin_errors;
 mod plugin_examples;

@@ -1,0 +1,75 @@
+# GpuInstrConfig.cmake: build gpuinstr tools from CMake.
+#
+#   find_package(GpuInstr REQUIRED PATHS <gpuinstr>/cmake)
+#   gpuinstr_add_tool(counter SOURCES tool.hip OFFLOAD_ARCH gfx90a)
+#
+# gpuinstr_add_tool(<name> SOURCES <hip files>... [OFFLOAD_ARCH <arch>...]
+#                   [OPTIONS <hipcc options>...])
+#   Compiles the sources with hipcc and the gpuinstr plugin into the shared
+#   library lib<name>.so in the current binary directory (the tool's device
+#   code object, with its hooks in .llvmbc, is in the library's .hip_fatbin).
+#   Defines the target <name> and sets its GPUINSTR_TOOL property to the
+#   library's path. OFFLOAD_ARCH defaults to GPUINSTR_OFFLOAD_ARCH (gfx90a).
+#
+# Cache variables:
+#   GPUINSTR_PLUGIN  libembed.so (default: the repository's target/release, then target/debug)
+#   GPUINSTR_HIPCC   hipcc
+#   GPUINSTR_OFFLOAD_ARCH  default targets
+
+cmake_minimum_required(VERSION 3.20)
+
+get_filename_component(GPUINSTR_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
+set(GPUINSTR_INCLUDE_DIR "${GPUINSTR_ROOT}/hook-sdk/include" CACHE PATH "gpuinstr hook SDK headers")
+
+if(NOT GPUINSTR_PLUGIN)
+  foreach(profile release debug)
+    if(EXISTS "${GPUINSTR_ROOT}/target/${profile}/libembed.so")
+      set(GPUINSTR_PLUGIN "${GPUINSTR_ROOT}/target/${profile}/libembed.so")
+      break()
+    endif()
+  endforeach()
+endif()
+set(GPUINSTR_PLUGIN "${GPUINSTR_PLUGIN}" CACHE FILEPATH "the gpuinstr pass plugin (libembed.so)")
+if(NOT EXISTS "${GPUINSTR_PLUGIN}")
+  message(FATAL_ERROR
+    "gpuinstr: the pass plugin libembed.so was not found; build it with "
+    "`cargo build --release -p gpuinstr-llvm-plugin` in ${GPUINSTR_ROOT} or set GPUINSTR_PLUGIN")
+endif()
+
+find_program(GPUINSTR_HIPCC hipcc)
+if(NOT GPUINSTR_HIPCC)
+  message(FATAL_ERROR "gpuinstr: hipcc was not found; install it (apt-get install hipcc) or set GPUINSTR_HIPCC")
+endif()
+set(GPUINSTR_OFFLOAD_ARCH "gfx90a" CACHE STRING "default GPU targets of gpuinstr tools")
+
+set(GpuInstr_FOUND TRUE)
+
+function(gpuinstr_add_tool name)
+  cmake_parse_arguments(PARSE_ARGV 1 TOOL "" "" "SOURCES;OFFLOAD_ARCH;OPTIONS")
+  if(NOT TOOL_SOURCES)
+    message(FATAL_ERROR "gpuinstr_add_tool(${name}): give the tool's HIP sources with SOURCES")
+  endif()
+  if(NOT TOOL_OFFLOAD_ARCH)
+    set(TOOL_OFFLOAD_ARCH ${GPUINSTR_OFFLOAD_ARCH})
+  endif()
+  set(sources "")
+  foreach(source IN LISTS TOOL_SOURCES)
+    get_filename_component(source "${source}" ABSOLUTE)
+    list(APPEND sources "${source}")
+  endforeach()
+  set(arch_flags "")
+  foreach(arch IN LISTS TOOL_OFFLOAD_ARCH)
+    list(APPEND arch_flags "--offload-arch=${arch}")
+  endforeach()
+  set(library "${CMAKE_CURRENT_BINARY_DIR}/lib${name}.so")
+  add_custom_command(
+    OUTPUT "${library}"
+    COMMAND "${GPUINSTR_HIPCC}" ${arch_flags} -O3 -shared -fPIC
+            "-fpass-plugin=${GPUINSTR_PLUGIN}" "-I${GPUINSTR_INCLUDE_DIR}"
+            ${TOOL_OPTIONS} ${sources} -o "${library}"
+    DEPENDS ${sources} "${GPUINSTR_PLUGIN}" "${GPUINSTR_INCLUDE_DIR}/gpuinstr/gpuinstr.h"
+    COMMENT "gpuinstr: building tool ${name}"
+    VERBATIM)
+  add_custom_target(${name} ALL DEPENDS "${library}")
+  set_target_properties(${name} PROPERTIES GPUINSTR_TOOL "${library}")
+endfunction()
