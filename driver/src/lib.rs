@@ -3,6 +3,7 @@
 
 pub mod error;
 pub mod inspect;
+pub mod native;
 pub mod pipeline;
 pub mod stages;
 pub mod tool;

@@ -1,10 +1,11 @@
 //! One AMDGPU code object (an ELF64 file for `EM_AMDGPU`, OS ABI AMDHSA):
 //! its target, code object version, sections, metadata note and kernels.
 
-use object::elf::{FileHeader64, EM_AMDGPU, SHF_ALLOC};
-use object::read::elf::{FileHeader, SectionHeader};
+use object::elf::{FileHeader64, EM_AMDGPU, SHF_ALLOC, SHT_DYNSYM, SHT_RELA, SHT_SYMTAB};
+use object::read::elf::{FileHeader, Rela, SectionHeader, SectionTable, Sym};
 use object::{Endianness, Object, ObjectSection, ObjectSymbol};
 
+use super::descriptor::KernelDescriptor;
 use super::metadata::{KernelMetadata, Metadata};
 use super::target::TargetId;
 use crate::error::LoadProblem;
@@ -14,22 +15,106 @@ const ELFOSABI_AMDGPU_HSA: u8 = 64;
 /// The note type of the AMDGPU metadata note (owner "AMDGPU").
 const NT_AMDGPU_METADATA: u32 = 32;
 /// Size of a kernel descriptor.
-pub const KERNEL_DESCRIPTOR_SIZE: usize = 64;
+pub const KERNEL_DESCRIPTOR_SIZE: usize = super::descriptor::SIZE;
 
-/// A section, as far as inspection needs it.
+/// A section header.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Section {
+    pub index: usize,
     pub name: String,
+    /// sh_type (SHT_PROGBITS, SHT_NOBITS, ...).
+    pub kind: u32,
+    pub flags: u64,
+    pub address: u64,
+    pub offset: u64,
     pub size: u64,
+    pub alignment: u64,
     /// Loaded into GPU memory (SHF_ALLOC).
     pub loadable: bool,
 }
 
-/// A kernel: its metadata and its 64-byte descriptor.
+impl Section {
+    pub fn contains(&self, address: u64) -> bool {
+        address >= self.address && address < self.address + self.size
+    }
+
+    pub fn executable(&self) -> bool {
+        self.flags & u64::from(object::elf::SHF_EXECINSTR) != 0
+    }
+
+    pub fn writable(&self) -> bool {
+        self.flags & u64::from(object::elf::SHF_WRITE) != 0
+    }
+
+    /// SHT_NOBITS: occupies memory, not file bytes (.bss).
+    pub fn no_bits(&self) -> bool {
+        self.kind == object::elf::SHT_NOBITS
+    }
+}
+
+/// ELF symbol type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SymbolKind {
+    Function,
+    Object,
+    NoType,
+    Section,
+    File,
+    Other(u8),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Binding {
+    Local,
+    Global,
+    Weak,
+    Other(u8),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Visibility {
+    Default,
+    Internal,
+    Hidden,
+    Protected,
+}
+
+/// A symbol of .symtab (or, for files without one, .dynsym).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Symbol {
+    pub name: String,
+    pub value: u64,
+    pub size: u64,
+    pub kind: SymbolKind,
+    pub binding: Binding,
+    pub visibility: Visibility,
+    /// Index of the section it is defined in.
+    pub section: Option<usize>,
+    /// Also in .dynsym (visible to the loader).
+    pub dynamic: bool,
+}
+
+/// A relocation record (code objects are linked; these are dynamic ones).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Relocation {
+    /// The relocation section it is in (.rela.dyn).
+    pub section: String,
+    pub offset: u64,
+    /// R_AMDGPU_* type.
+    pub kind: u32,
+    pub symbol: Option<String>,
+    pub addend: i64,
+}
+
+/// A kernel: its metadata and its descriptor.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Kernel {
     pub metadata: KernelMetadata,
-    pub descriptor: [u8; KERNEL_DESCRIPTOR_SIZE],
+    pub descriptor: KernelDescriptor,
+    /// Address of the descriptor (the `.kd` symbol).
+    pub descriptor_address: u64,
+    /// Address of the kernel's first instruction.
+    pub code_address: u64,
 }
 
 impl Kernel {
@@ -47,7 +132,11 @@ pub struct CodeObject {
     pub code_object_version: u32,
     pub target: TargetId,
     pub sections: Vec<Section>,
+    pub symbols: Vec<Symbol>,
+    pub relocations: Vec<Relocation>,
     pub metadata: Metadata,
+    /// The metadata note's bytes as stored (MessagePack).
+    pub metadata_note: Vec<u8>,
     pub kernels: Vec<Kernel>,
 }
 
@@ -90,11 +179,17 @@ impl CodeObject {
         let section_table = header.sections(endian, &*bytes).map_err(malformed)?;
         let mut sections = Vec::new();
         let mut note = None;
-        for section in section_table.iter() {
+        for (index, section) in section_table.iter().enumerate() {
             let name = section_table.section_name(endian, section).map_err(malformed)?;
             sections.push(Section {
+                index,
                 name: String::from_utf8_lossy(name).into_owned(),
+                kind: section.sh_type(endian),
+                flags: section.sh_flags(endian),
+                address: section.sh_addr(endian),
+                offset: section.sh_offset(endian),
                 size: section.sh_size(endian),
+                alignment: section.sh_addralign(endian),
                 loadable: section.sh_flags(endian) & u64::from(SHF_ALLOC) != 0,
             });
             if let Some(mut notes) = section.notes(endian, &*bytes).map_err(malformed)? {
@@ -105,7 +200,10 @@ impl CodeObject {
                 }
             }
         }
-        let metadata = Metadata::parse(&note.ok_or(LoadProblem::MissingMetadata)?)?;
+        let metadata_note = note.ok_or(LoadProblem::MissingMetadata)?;
+        let metadata = Metadata::parse(&metadata_note)?;
+        let symbols = read_symbols(header, endian, &bytes, &section_table)?;
+        let relocations = read_relocations(endian, &bytes, &section_table, &sections)?;
 
         let file = object::read::elf::ElfFile64::<Endianness>::parse(&*bytes).map_err(malformed)?;
         let mut kernels = Vec::new();
@@ -131,21 +229,155 @@ impl CodeObject {
                         section.address() + section.size()
                     ))
                 })?;
+            let descriptor = KernelDescriptor::decode(data.try_into().expect("data_range returned 64 bytes"));
+            let code_address = symbol.address().wrapping_add(descriptor.kernel_code_entry_byte_offset as u64);
+            let in_code = sections.iter().any(|s| s.executable() && s.contains(code_address));
+            if !in_code {
+                return Err(problem(format!(
+                    "its descriptor's entry offset {} points at {code_address:#x}, outside the code",
+                    descriptor.kernel_code_entry_byte_offset
+                )));
+            }
             kernels.push(Kernel {
                 metadata: kernel.clone(),
-                descriptor: data.try_into().expect("data_range returned 64 bytes"),
+                descriptor,
+                descriptor_address: symbol.address(),
+                code_address,
             });
         }
-        Ok(CodeObject { origin, bytes, code_object_version, target, sections, metadata, kernels })
+        Ok(CodeObject {
+            origin,
+            bytes,
+            code_object_version,
+            target,
+            sections,
+            symbols,
+            relocations,
+            metadata,
+            metadata_note,
+            kernels,
+        })
     }
 
-    /// A section's contents.
+    /// A section's contents (None for .bss-like sections).
     pub fn section_data(&self, name: &str) -> Option<&[u8]> {
-        let file = object::read::elf::ElfFile64::<Endianness>::parse(&*self.bytes).ok()?;
-        file.section_by_name(name)?.data().ok()
+        let section = self.sections.iter().find(|s| s.name == name)?;
+        self.section_bytes(section)
+    }
+
+    pub fn section_bytes(&self, section: &Section) -> Option<&[u8]> {
+        if section.no_bits() {
+            return None;
+        }
+        self.bytes.get(section.offset as usize..(section.offset + section.size) as usize)
+    }
+
+    /// `length` bytes of loaded memory at `address`.
+    pub fn bytes_at(&self, address: u64, length: u64) -> Option<&[u8]> {
+        let section = self.sections.iter().find(|s| s.loadable && s.contains(address))?;
+        let data = self.section_bytes(section)?;
+        let start = (address - section.address) as usize;
+        data.get(start..start.checked_add(length as usize)?)
+    }
+
+    pub fn section_containing(&self, address: u64) -> Option<&Section> {
+        self.sections.iter().find(|s| s.loadable && s.contains(address))
     }
 
     pub fn has_section(&self, name: &str) -> bool {
         self.sections.iter().any(|s| s.name == name)
     }
+}
+
+type Table<'a> = SectionTable<'a, FileHeader64<Endianness>, &'a [u8]>;
+
+/// Symbols of .symtab, marked dynamic when .dynsym has them too; .dynsym
+/// alone when the file has no .symtab (stripped).
+fn read_symbols(
+    _header: &FileHeader64<Endianness>,
+    endian: Endianness,
+    data: &[u8],
+    sections: &Table<'_>,
+) -> Result<Vec<Symbol>, LoadProblem> {
+    let read = |kind| -> Result<Vec<Symbol>, LoadProblem> {
+        let table = sections.symbols(endian, data, kind).map_err(malformed)?;
+        let mut out = Vec::new();
+        for symbol in table.iter().skip(1) {
+            let name = table.symbol_name(endian, symbol).map_err(malformed)?;
+            let section = symbol.st_shndx(endian);
+            out.push(Symbol {
+                name: String::from_utf8_lossy(name).into_owned(),
+                value: symbol.st_value(endian),
+                size: symbol.st_size(endian),
+                kind: match symbol.st_type() {
+                    object::elf::STT_FUNC => SymbolKind::Function,
+                    object::elf::STT_OBJECT => SymbolKind::Object,
+                    object::elf::STT_NOTYPE => SymbolKind::NoType,
+                    object::elf::STT_SECTION => SymbolKind::Section,
+                    object::elf::STT_FILE => SymbolKind::File,
+                    other => SymbolKind::Other(other),
+                },
+                binding: match symbol.st_bind() {
+                    object::elf::STB_LOCAL => Binding::Local,
+                    object::elf::STB_GLOBAL => Binding::Global,
+                    object::elf::STB_WEAK => Binding::Weak,
+                    other => Binding::Other(other),
+                },
+                visibility: match symbol.st_visibility() {
+                    object::elf::STV_INTERNAL => Visibility::Internal,
+                    object::elf::STV_HIDDEN => Visibility::Hidden,
+                    object::elf::STV_PROTECTED => Visibility::Protected,
+                    _ => Visibility::Default,
+                },
+                section: (section != object::elf::SHN_UNDEF && section < object::elf::SHN_LORESERVE)
+                    .then_some(section as usize),
+                dynamic: kind == SHT_DYNSYM,
+            });
+        }
+        Ok(out)
+    };
+    let dynamic = read(SHT_DYNSYM)?;
+    let mut symbols = read(SHT_SYMTAB)?;
+    if symbols.is_empty() {
+        return Ok(dynamic);
+    }
+    for symbol in &mut symbols {
+        symbol.dynamic = dynamic.iter().any(|d| d.name == symbol.name && d.value == symbol.value);
+    }
+    Ok(symbols)
+}
+
+fn read_relocations(
+    endian: Endianness,
+    data: &[u8],
+    table: &Table<'_>,
+    sections: &[Section],
+) -> Result<Vec<Relocation>, LoadProblem> {
+    let mut out = Vec::new();
+    for (index, section) in table.iter().enumerate() {
+        if section.sh_type(endian) != SHT_RELA {
+            continue;
+        }
+        let Some((relocations, link)) = section.rela(endian, data).map_err(malformed)? else {
+            continue;
+        };
+        let symbols = table.symbol_table_by_index(endian, data, link).map_err(malformed)?;
+        for relocation in relocations {
+            let symbol_index = relocation.r_sym(endian, false);
+            let symbol = if symbol_index == 0 {
+                None
+            } else {
+                let symbol = symbols.symbol(object::SymbolIndex(symbol_index as usize)).map_err(malformed)?;
+                Some(String::from_utf8_lossy(symbols.symbol_name(endian, symbol).map_err(malformed)?).into_owned())
+            };
+            out.push(Relocation {
+                section: sections[index].name.clone(),
+                offset: relocation.r_offset(endian),
+                kind: relocation.r_type(endian, false),
+                symbol,
+                addend: relocation.r_addend(endian),
+            });
+        }
+    }
+    Ok(out)
 }

@@ -5,6 +5,7 @@
 
 pub mod bundle;
 pub mod code_object;
+pub mod descriptor;
 pub mod metadata;
 pub mod target;
 
@@ -12,7 +13,8 @@ use std::path::{Path, PathBuf};
 
 use object::{Object, ObjectSection};
 
-pub use code_object::{CodeObject, Kernel, Section};
+pub use code_object::{Binding, CodeObject, Kernel, Relocation, Section, Symbol, SymbolKind, Visibility};
+pub use descriptor::KernelDescriptor;
 pub use metadata::{KernelArgument, KernelMetadata, Metadata};
 pub use target::{FeatureSetting, TargetId};
 

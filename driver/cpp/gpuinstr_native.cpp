@@ -1,0 +1,285 @@
+#include "gpuinstr_native.h"
+
+#include <llvm/ADT/SmallVector.h>
+#include <llvm/ADT/Triple.h>
+#include <llvm/MC/MCAsmInfo.h>
+#include <llvm/MC/MCCodeEmitter.h>
+#include <llvm/MC/MCContext.h>
+#include <llvm/MC/MCDisassembler/MCDisassembler.h>
+#include <llvm/MC/MCFixup.h>
+#include <llvm/MC/MCInst.h>
+#include <llvm/MC/MCInstPrinter.h>
+#include <llvm/MC/MCInstrInfo.h>
+#include <llvm/MC/MCRegisterInfo.h>
+#include <llvm/MC/MCSubtargetInfo.h>
+#include <llvm/MC/MCTargetOptions.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+
+extern "C" void LLVMInitializeAMDGPUTargetInfo();
+extern "C" void LLVMInitializeAMDGPUTargetMC();
+extern "C" void LLVMInitializeAMDGPUDisassembler();
+
+using namespace llvm;
+
+struct gpuinstr_mc {
+  Triple TheTriple{"amdgcn-amd-amdhsa"};
+  MCTargetOptions Options;
+  std::unique_ptr<MCRegisterInfo> MRI;
+  std::unique_ptr<MCAsmInfo> MAI;
+  std::unique_ptr<MCSubtargetInfo> STI;
+  std::unique_ptr<MCInstrInfo> MII;
+  std::unique_ptr<MCContext> Context;
+  std::unique_ptr<MCDisassembler> Disassembler;
+  std::unique_ptr<MCInstPrinter> Printer;
+  std::unique_ptr<MCCodeEmitter> Emitter;
+};
+
+static void copyError(const std::string &Message, char *Out, size_t Capacity) {
+  if (!Out || Capacity == 0)
+    return;
+  size_t N = std::min(Message.size(), Capacity - 1);
+  std::memcpy(Out, Message.data(), N);
+  Out[N] = '\0';
+}
+
+gpuinstr_mc *gpuinstr_mc_create(const char *Cpu, const char *Features, char *Error, size_t ErrorCapacity) {
+  static std::once_flag Initialized;
+  std::call_once(Initialized, [] {
+    LLVMInitializeAMDGPUTargetInfo();
+    LLVMInitializeAMDGPUTargetMC();
+    LLVMInitializeAMDGPUDisassembler();
+  });
+  auto MC = std::make_unique<gpuinstr_mc>();
+  std::string Message;
+  const Target *T = TargetRegistry::lookupTarget(MC->TheTriple.str(), Message);
+  if (!T) {
+    copyError(Message, Error, ErrorCapacity);
+    return nullptr;
+  }
+  MC->MRI.reset(T->createMCRegInfo(MC->TheTriple.str()));
+  MC->MAI.reset(T->createMCAsmInfo(*MC->MRI, MC->TheTriple.str(), MC->Options));
+  MC->STI.reset(T->createMCSubtargetInfo(MC->TheTriple.str(), Cpu, Features));
+  MC->MII.reset(T->createMCInstrInfo());
+  if (!MC->MRI || !MC->MAI || !MC->STI || !MC->MII) {
+    copyError("LLVM could not create the AMDGPU MC layer", Error, ErrorCapacity);
+    return nullptr;
+  }
+  if (!MC->STI->isCPUStringValid(Cpu)) {
+    copyError(std::string("LLVM 15 does not know the processor ") + Cpu, Error, ErrorCapacity);
+    return nullptr;
+  }
+  MC->Context = std::make_unique<MCContext>(MC->TheTriple, MC->MAI.get(), MC->MRI.get(), MC->STI.get());
+  MC->Disassembler.reset(T->createMCDisassembler(*MC->STI, *MC->Context));
+  MC->Printer.reset(T->createMCInstPrinter(MC->TheTriple, 0, *MC->MAI, *MC->MII, *MC->MRI));
+  MC->Emitter.reset(T->createMCCodeEmitter(*MC->MII, *MC->Context));
+  if (!MC->Disassembler || !MC->Printer || !MC->Emitter) {
+    copyError("LLVM could not create the AMDGPU disassembler, printer or encoder", Error, ErrorCapacity);
+    return nullptr;
+  }
+  return MC.release();
+}
+
+void gpuinstr_mc_destroy(gpuinstr_mc *MC) { delete MC; }
+
+static void fromMCInst(const MCInst &Inst, uint32_t Size, gpuinstr_instruction *Out) {
+  Out->opcode = Inst.getOpcode();
+  Out->size = Size;
+  Out->num_operands = 0;
+  for (const MCOperand &Op : Inst) {
+    if (Out->num_operands == GPUINSTR_MAX_OPERANDS)
+      break;
+    gpuinstr_operand &O = Out->operands[Out->num_operands++];
+    O.reg = 0;
+    O.immediate = 0;
+    if (Op.isReg()) {
+      O.kind = GPUINSTR_OPERAND_REGISTER;
+      O.reg = Op.getReg();
+    } else if (Op.isImm()) {
+      O.kind = GPUINSTR_OPERAND_IMMEDIATE;
+      O.immediate = Op.getImm();
+    } else if (Op.isSFPImm()) {
+      O.kind = GPUINSTR_OPERAND_FLOAT32;
+      O.immediate = Op.getSFPImm();
+    } else if (Op.isDFPImm()) {
+      O.kind = GPUINSTR_OPERAND_FLOAT64;
+      O.immediate = static_cast<int64_t>(Op.getDFPImm());
+    } else if (Op.isExpr()) {
+      O.kind = GPUINSTR_OPERAND_EXPRESSION;
+    } else {
+      O.kind = GPUINSTR_OPERAND_INVALID;
+    }
+  }
+}
+
+static bool toMCInst(const gpuinstr_instruction *In, MCInst &Inst) {
+  Inst.setOpcode(In->opcode);
+  for (uint32_t I = 0; I < In->num_operands; ++I) {
+    const gpuinstr_operand &O = In->operands[I];
+    switch (O.kind) {
+    case GPUINSTR_OPERAND_REGISTER:
+      Inst.addOperand(MCOperand::createReg(O.reg));
+      break;
+    case GPUINSTR_OPERAND_IMMEDIATE:
+      Inst.addOperand(MCOperand::createImm(O.immediate));
+      break;
+    case GPUINSTR_OPERAND_FLOAT32:
+      Inst.addOperand(MCOperand::createSFPImm(static_cast<uint32_t>(O.immediate)));
+      break;
+    case GPUINSTR_OPERAND_FLOAT64:
+      Inst.addOperand(MCOperand::createDFPImm(static_cast<uint64_t>(O.immediate)));
+      break;
+    default:
+      return false;
+    }
+  }
+  return true;
+}
+
+int gpuinstr_mc_decode(gpuinstr_mc *MC, const uint8_t *Bytes, size_t Length, uint64_t Address,
+                       gpuinstr_instruction *Out) {
+  MCInst Inst;
+  uint64_t Size = 0;
+  auto Status = MC->Disassembler->getInstruction(Inst, Size, ArrayRef<uint8_t>(Bytes, Length), Address, nulls());
+  if (Status != MCDisassembler::Success) {
+    Out->opcode = 0;
+    Out->size = static_cast<uint32_t>(Size);
+    Out->num_operands = 0;
+    return 0;
+  }
+  fromMCInst(Inst, static_cast<uint32_t>(Size), Out);
+  return Inst.getNumOperands() <= GPUINSTR_MAX_OPERANDS ? 1 : 0;
+}
+
+size_t gpuinstr_mc_print(gpuinstr_mc *MC, const gpuinstr_instruction *Instruction, uint64_t Address, char *Out,
+                         size_t Capacity) {
+  MCInst Inst;
+  if (!toMCInst(Instruction, Inst))
+    return 0;
+  std::string Text;
+  raw_string_ostream OS(Text);
+  MC->Printer->printInst(&Inst, Address, "", *MC->STI, OS);
+  OS.flush();
+  // The printer indents with a tab; callers want the bare instruction.
+  size_t Start = Text.find_first_not_of(" \t");
+  std::string Trimmed = Start == std::string::npos ? std::string() : Text.substr(Start);
+  copyError(Trimmed, Out, Capacity);
+  return Trimmed.size();
+}
+
+size_t gpuinstr_mc_encode(gpuinstr_mc *MC, const gpuinstr_instruction *Instruction, uint8_t *Out, size_t Capacity) {
+  MCInst Inst;
+  if (!toMCInst(Instruction, Inst))
+    return 0;
+  SmallString<32> Bytes;
+  raw_svector_ostream OS(Bytes);
+  SmallVector<MCFixup, 4> Fixups;
+  MC->Emitter->encodeInstruction(Inst, OS, Fixups, *MC->STI);
+  if (!Fixups.empty() || Bytes.size() > Capacity)
+    return 0;
+  std::memcpy(Out, Bytes.data(), Bytes.size());
+  return Bytes.size();
+}
+
+unsigned gpuinstr_mc_opcode_count(gpuinstr_mc *MC) { return MC->MII->getNumOpcodes(); }
+
+const char *gpuinstr_mc_opcode_name(gpuinstr_mc *MC, unsigned Opcode, size_t *Length) {
+  if (Opcode >= MC->MII->getNumOpcodes()) {
+    *Length = 0;
+    return "";
+  }
+  StringRef Name = MC->MII->getName(Opcode);
+  *Length = Name.size();
+  return Name.data();
+}
+
+int gpuinstr_mc_opcode_info(gpuinstr_mc *MC, unsigned Opcode, gpuinstr_opcode_info *Out) {
+  if (Opcode >= MC->MII->getNumOpcodes())
+    return 0;
+  const MCInstrDesc &Desc = MC->MII->get(Opcode);
+  Out->num_operands = Desc.getNumOperands();
+  Out->num_defs = Desc.getNumDefs();
+  Out->size = Desc.getSize();
+  Out->target_flags = Desc.TSFlags;
+  uint32_t Flags = 0;
+  if (Desc.isBranch())
+    Flags |= GPUINSTR_FLAG_BRANCH;
+  if (Desc.isConditionalBranch())
+    Flags |= GPUINSTR_FLAG_CONDITIONAL_BRANCH;
+  if (Desc.isIndirectBranch())
+    Flags |= GPUINSTR_FLAG_INDIRECT_BRANCH;
+  if (Desc.isCall())
+    Flags |= GPUINSTR_FLAG_CALL;
+  if (Desc.isReturn())
+    Flags |= GPUINSTR_FLAG_RETURN;
+  if (Desc.isTerminator())
+    Flags |= GPUINSTR_FLAG_TERMINATOR;
+  if (Desc.isBarrier())
+    Flags |= GPUINSTR_FLAG_BARRIER;
+  if (Desc.mayLoad())
+    Flags |= GPUINSTR_FLAG_MAY_LOAD;
+  if (Desc.mayStore())
+    Flags |= GPUINSTR_FLAG_MAY_STORE;
+  if (Desc.isPseudo())
+    Flags |= GPUINSTR_FLAG_PSEUDO;
+  if (Desc.isVariadic())
+    Flags |= GPUINSTR_FLAG_VARIADIC;
+  if (Desc.hasUnmodeledSideEffects())
+    Flags |= GPUINSTR_FLAG_HAS_SIDE_EFFECTS;
+  Out->flags = Flags;
+  Out->num_implicit_defs = Desc.getNumImplicitDefs();
+  Out->num_implicit_uses = Desc.getNumImplicitUses();
+  Out->implicit_defs = Desc.getImplicitDefs();
+  Out->implicit_uses = Desc.getImplicitUses();
+  for (unsigned I = 0; I < GPUINSTR_MAX_OPERANDS; ++I) {
+    if (I < Desc.getNumOperands()) {
+      Out->operand_register_class[I] = Desc.OpInfo[I].RegClass;
+      Out->operand_type[I] = Desc.OpInfo[I].OperandType;
+    } else {
+      Out->operand_register_class[I] = -1;
+      Out->operand_type[I] = 0;
+    }
+  }
+  return 1;
+}
+
+unsigned gpuinstr_mc_register_count(gpuinstr_mc *MC) { return MC->MRI->getNumRegs(); }
+
+const char *gpuinstr_mc_register_name(gpuinstr_mc *MC, unsigned Reg, size_t *Length) {
+  if (Reg >= MC->MRI->getNumRegs()) {
+    *Length = 0;
+    return "";
+  }
+  const char *Name = MC->MRI->getName(Reg);
+  *Length = std::strlen(Name);
+  return Name;
+}
+
+size_t gpuinstr_mc_register_units(gpuinstr_mc *MC, unsigned Reg, uint16_t *Out, size_t Capacity) {
+  size_t Count = 0;
+  for (MCRegUnitIterator Unit(Reg, MC->MRI.get()); Unit.isValid(); ++Unit) {
+    if (Count < Capacity)
+      Out[Count] = static_cast<uint16_t>(*Unit);
+    ++Count;
+  }
+  return Count;
+}
+
+unsigned gpuinstr_mc_register_bits(gpuinstr_mc *MC, unsigned Reg) {
+  // The smallest register class containing the register gives its width.
+  unsigned Best = 0;
+  for (unsigned I = 0; I < MC->MRI->getNumRegClasses(); ++I) {
+    const MCRegisterClass &Class = MC->MRI->getRegClass(I);
+    if (Class.contains(Reg)) {
+      unsigned Bits = Class.getSizeInBits();
+      if (Bits && (Best == 0 || Bits < Best))
+        Best = Bits;
+    }
+  }
+  return Best;
+}
