@@ -54,6 +54,9 @@ pub enum Error {
         "{file}: no code object for target `{target}` (the input has {available}); pick one of those with --target"
     )]
     NoSuchTarget { file: PathBuf, target: String, available: String },
+
+    #[error("{file}: the input has several code objects ({targets}); pick one with --target")]
+    SeveralCodeObjects { file: PathBuf, targets: String },
 }
 
 /// What is wrong with an input file.

@@ -1,10 +1,13 @@
 //! gpuinstr's driver library: everything `gpuinstr-link` does, callable from
 //! Rust. Start at [`pipeline`].
 
+pub mod corpus;
 pub mod error;
 pub mod inspect;
 pub mod native;
+pub mod output;
 pub mod pipeline;
+pub mod roundtrip;
 pub mod stages;
 pub mod tool;
 

@@ -13,8 +13,76 @@ struct Cli {
     command: Command,
 }
 
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LiftForm {
+    Mir,
+    Asm,
+    Cfg,
+    Stats,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LinkerChoice {
+    Comgr,
+    Lld,
+}
+
+impl From<LinkerChoice> for gpuinstr::stages::emit::link::Linker {
+    fn from(choice: LinkerChoice) -> Self {
+        match choice {
+            LinkerChoice::Comgr => Self::Comgr,
+            LinkerChoice::Lld => Self::Lld,
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
+    /// Round-trip every code object of one target in a set of files and report the numbers.
+    RoundtripCorpus {
+        files: Vec<PathBuf>,
+        #[arg(long)]
+        target: String,
+        /// Check every n-th code object only (a sample spread over the corpus).
+        #[arg(long)]
+        every: Option<usize>,
+        #[arg(long, value_enum, default_value = "comgr")]
+        linker: LinkerChoice,
+        /// Worker threads (default: the number of cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Lift and re-emit a code object unchanged; --check compares the result kernel by kernel.
+    Roundtrip {
+        file: PathBuf,
+        /// Where to write the re-emitted code object (written only when everything succeeded).
+        #[arg(short, long)]
+        output: PathBuf,
+        #[arg(long)]
+        target: Option<String>,
+        /// Compare code bytes, descriptors and metadata with the input; exit 1 when they differ.
+        #[arg(long)]
+        check: bool,
+        #[arg(long, value_enum, default_value = "comgr")]
+        linker: LinkerChoice,
+        /// With --check, print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Lift a code object and print its functions (MIR, assembly, CFG or counts).
+    Lift {
+        file: PathBuf,
+        /// Which code object of a fat binary (gfx90a, gfx90a:xnack-); needed when there are several.
+        #[arg(long)]
+        target: Option<String>,
+        /// Only this kernel or device function.
+        #[arg(long)]
+        kernel: Option<String>,
+        #[arg(long, value_enum, default_value = "mir")]
+        emit: LiftForm,
+    },
     /// List the code objects of a file, their kernels, and a tool's hooks and intrinsics.
     Inspect {
         /// A device code object, an offload bundle, or a host object/executable with .hip_fatbin.
@@ -28,8 +96,59 @@ enum Command {
     },
 }
 
-fn run(cli: Cli) -> Result<()> {
+fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
+        Command::RoundtripCorpus { files, target, every, linker, jobs, json } => {
+            let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            let sample = every.map_or(gpuinstr::corpus::Sample::All, gpuinstr::corpus::Sample::EveryNth);
+            let report = gpuinstr::corpus::check_corpus(&files, &target, sample, linker.into(), jobs)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", report.render_text());
+            }
+            let clean = report.failures.is_empty() && report.different_functions == 0;
+            return Ok(if clean { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+        }
+        Command::Roundtrip { file, output, target, check, linker, json } => {
+            let input = gpuinstr::stages::load::load_for_target(&file, target.as_deref())?;
+            let code_object = gpuinstr::pipeline::one_code_object(input, target.as_deref())?;
+            let (bytes, report) = gpuinstr::roundtrip::roundtrip(&code_object, linker.into())
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            gpuinstr::output::write_atomically(&output, &bytes)?;
+            if check {
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&report)?);
+                } else {
+                    print!("{}", report.render_text());
+                }
+                if !report.identical() {
+                    return Ok(ExitCode::FAILURE);
+                }
+            }
+        }
+        Command::Lift { file, target, kernel, emit } => {
+            let input = gpuinstr::stages::load::load_for_target(&file, target.as_deref())?;
+            let code_object = gpuinstr::pipeline::one_code_object(input, target.as_deref())?;
+            let lifted =
+                gpuinstr::stages::lift::lift(&code_object).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            if let Some(name) = &kernel {
+                if lifted.function(name).is_none() {
+                    anyhow::bail!(
+                        "{}: no kernel or device function named `{name}` (gpuinstr-link inspect lists them)",
+                        file.display()
+                    );
+                }
+            }
+            let only = kernel.as_deref();
+            let text = match emit {
+                LiftForm::Mir => gpuinstr::stages::lift::print::mir(&lifted, only),
+                LiftForm::Asm => gpuinstr::stages::lift::print::asm(&lifted, only),
+                LiftForm::Cfg => gpuinstr::stages::lift::print::cfg(&lifted, only),
+                LiftForm::Stats => serde_json::to_string_pretty(&lifted.statistics())? + "\n",
+            };
+            print!("{text}");
+        }
         Command::Inspect { file, target, json } => {
             let report = gpuinstr::inspect::inspect(&file, target.as_deref())?;
             if json {
@@ -39,12 +158,12 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 fn main() -> ExitCode {
     match run(Cli::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => {
             eprintln!("gpuinstr-link: error: {error:#}");
             ExitCode::FAILURE

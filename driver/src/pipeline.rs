@@ -18,6 +18,23 @@
 //! Beside the stages: `tool` reads a tool's embedded hook module (the input
 //! of stage 5), `inspect` reports what a file holds.
 
+use crate::error::Error;
+use crate::stages::load::{CodeObject, LoadedInput};
+
 pub use crate::inspect::inspect;
 pub use crate::stages::load::load;
 pub use crate::tool::read_tool_module;
+
+/// The one code object of an input a command works on: the only one, or the
+/// one `--target` selects.
+pub fn one_code_object(input: LoadedInput, target: Option<&str>) -> Result<CodeObject, Error> {
+    let input = match target {
+        Some(target) => input.select_target(target)?,
+        None => input,
+    };
+    if input.code_objects.len() > 1 {
+        let targets: Vec<String> = input.code_objects.iter().map(|c| c.target.to_string()).collect();
+        return Err(Error::SeveralCodeObjects { file: input.path, targets: targets.join(", ") });
+    }
+    Ok(input.code_objects.into_iter().next().expect("load returns at least one code object"))
+}

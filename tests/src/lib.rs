@@ -198,3 +198,76 @@ pub fn patch_symbol_value(elf: &mut [u8], name: &str, value: u64) -> usize {
     }
     offsets.len()
 }
+
+/// A kernel source under tests/inputs/kernels compiled by hipcc for gfx908
+/// and gfx90a, once per test run (the host object with both code objects).
+pub fn test_kernels(name: &str) -> PathBuf {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static BUILT: OnceLock<(tempfile::TempDir, Mutex<HashMap<String, PathBuf>>)> = OnceLock::new();
+    let (dir, built) = BUILT.get_or_init(|| (scratch(), Mutex::new(HashMap::new())));
+    let mut built = built.lock().expect("kernel cache");
+    if let Some(path) = built.get(name) {
+        return path.clone();
+    }
+    let output = dir.path().join(format!("{name}.o"));
+    run_ok(
+        Command::new("hipcc")
+            .args(["--offload-arch=gfx908", "--offload-arch=gfx90a", "-O3", "-c"])
+            .arg(input(&format!("kernels/{name}.hip")))
+            .arg("-o")
+            .arg(&output),
+    );
+    built.insert(name.to_string(), output.clone());
+    output
+}
+
+/// The test kernel sources (file stems).
+pub const TEST_KERNELS: [&str; 4] = ["control_flow", "memory", "calls_and_scratch", "matrix_cores"];
+
+/// A file from a Debian package (downloaded with apt-get download and
+/// extracted once, cached in target/corpus).
+pub fn debian_package_file(package: &str, path_in_package: &str) -> PathBuf {
+    use std::sync::Mutex;
+    static FETCH: Mutex<()> = Mutex::new(());
+    let _guard = FETCH.lock().unwrap_or_else(|e| e.into_inner());
+    // target/<profile>/deps/<test binary> -> target/corpus
+    let exe = std::env::current_exe().expect("test executable path");
+    let target = exe.ancestors().nth(3).expect("the test binary is under target/<profile>/deps");
+    let cache = target.join("corpus");
+    let extracted = cache.join(path_in_package.trim_start_matches('/'));
+    if extracted.exists() {
+        return extracted;
+    }
+    std::fs::create_dir_all(&cache).expect("corpus cache directory");
+    let download = || Command::new("apt-get").arg("download").arg(package).current_dir(&cache).output();
+    let mut output = download().expect("apt-get runs");
+    if !output.status.success() {
+        // Fresh machines may have no package lists yet.
+        let _ = Command::new("apt-get").arg("update").output();
+        output = download().expect("apt-get runs");
+    }
+    assert!(
+        output.status.success(),
+        "cannot download the corpus package {package} with apt-get download: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let deb = std::fs::read_dir(&cache)
+        .expect("corpus cache")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("{package}_"))))
+        .expect("the downloaded .deb");
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "dpkg-deb --fsys-tarfile '{}' | tar -x -C '{}' '.{}'",
+            deb.display(),
+            cache.display(),
+            path_in_package
+        ))
+        .status()
+        .expect("dpkg-deb and tar run");
+    assert!(status.success() && extracted.exists(), "cannot extract {path_in_package} from {}", deb.display());
+    let _ = std::fs::remove_file(&deb);
+    extracted
+}

@@ -2,7 +2,9 @@
 //! toolchain, and the driver on the code objects it produces.
 
 mod cmake;
+mod corpus;
 mod inspect;
+mod lift_emit;
 mod plugin_errors;
 mod plugin_examples;
 mod plugin_rdc;

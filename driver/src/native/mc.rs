@@ -340,4 +340,3 @@ impl Drop for Mc {
         unsafe { ffi::gpuinstr_mc_destroy(self.raw) }
     }
 }
-

@@ -1,6 +1,10 @@
 //! The driver's only unsafe code: calls into LLVM's MC layer through the C++
 //! shim (cpp/gpuinstr_native.h). Everything outside this module is safe.
 
+pub mod comgr;
+mod file_map;
 mod mc;
 
+pub use comgr::{link_relocatable, ComgrError};
+pub use file_map::MappedFile;
 pub use mc::{Mc, McError, OpcodeFlags, OpcodeInfo, Operand, RawInstruction};

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::target::TargetId;
+use super::target::{FeatureSetting, TargetId};
 
 pub const SIZE: usize = 64;
 
@@ -249,16 +249,19 @@ impl KernelDescriptor {
         }
 
         // Granulated register counts: LLVM 15 encodes next_free_vgpr as
-        // ceil(n / 8) - 1 on GFX9 (unified VGPR+AGPR on gfx90a) and
-        // next_free_sgpr plus the extra SGPRs it reserves (6 for flat
-        // scratch) as ceil(n / 8) - 1, with at most 102 addressable SGPRs.
+        // ceil(n / granule) - 1 (8 on gfx90a, unified VGPR+AGPR; 4 on gfx908)
+        // and next_free_sgpr plus the SGPRs it reserves as ceil(n / 8) - 1,
+        // with at most 102 addressable SGPRs. The XNACK mask reservation must
+        // match the target id (on or "any": 4 extra SGPRs); reserving flat
+        // scratch makes the extra 6.
         let vgpr_blocks = self.rsrc1("GRANULATED_WORKITEM_VGPR_COUNT");
         let next_free_vgpr = u64::from(vgpr_blocks + 1) * if gfx90a { 8 } else { 4 };
+        let reserve_xnack = u64::from(!matches!(target.xnack, FeatureSetting::Off | FeatureSetting::Unsupported));
         let sgpr_blocks = u64::from(self.rsrc1("GRANULATED_WAVEFRONT_SGPR_COUNT"));
-        let sgprs = [0u64, 6].into_iter().find_map(|extra| {
+        let sgprs = [(reserve_xnack * 4, 0u64), (6, 1)].into_iter().find_map(|(extra, flat_scratch)| {
             let highest = (sgpr_blocks + 1) * 8 - extra;
             let next_free = highest.min(MAX_ADDRESSABLE_SGPRS);
-            (next_free + extra > sgpr_blocks * 8).then_some((next_free, u64::from(extra == 6)))
+            (next_free + extra > sgpr_blocks * 8 && next_free > 0).then_some((next_free, flat_scratch))
         });
         let (next_free_sgpr, reserve_flat_scratch) = sgprs.unwrap_or_else(|| {
             inexpressible.push(format!("COMPUTE_PGM_RSRC1.GRANULATED_WAVEFRONT_SGPR_COUNT = {sgpr_blocks}"));
@@ -298,7 +301,7 @@ impl KernelDescriptor {
         out.extend([
             (".amdhsa_reserve_vcc", 0),
             (".amdhsa_reserve_flat_scratch", reserve_flat_scratch),
-            (".amdhsa_reserve_xnack_mask", 0),
+            (".amdhsa_reserve_xnack_mask", reserve_xnack),
             (".amdhsa_float_round_mode_32", r1("FLOAT_ROUND_MODE_32")),
             (".amdhsa_float_round_mode_16_64", r1("FLOAT_ROUND_MODE_16_64")),
             (".amdhsa_float_denorm_mode_32", r1("FLOAT_DENORM_MODE_32")),
@@ -326,10 +329,9 @@ impl KernelDescriptor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stages::load::target::FeatureSetting;
 
     fn gfx90a() -> TargetId {
-        TargetId { processor: "gfx90a".into(), xnack: FeatureSetting::Any, sramecc: FeatureSetting::Any }
+        TargetId { processor: "gfx90a".into(), xnack: FeatureSetting::Off, sramecc: FeatureSetting::Any }
     }
 
     #[test]

@@ -61,12 +61,27 @@ const EM_AMDGPU: u16 = 224;
 
 /// Reads and loads a file.
 pub fn load(path: &Path) -> Result<LoadedInput, Error> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Io { location: Location::file(path), source })?;
-    load_bytes(path, &bytes)
+    load_for_target(path, None)
+}
+
+/// Reads and loads a file, parsing only the bundle entries that can match
+/// `target` (a fat binary of many targets is mostly skipped unread).
+pub fn load_for_target(path: &Path, target: Option<&str>) -> Result<LoadedInput, Error> {
+    let file =
+        crate::native::MappedFile::open(path).map_err(|source| Error::Io { location: Location::file(path), source })?;
+    let input = load_filtered(path, file.bytes(), target)?;
+    match target {
+        Some(target) => input.select_target(target),
+        None => Ok(input),
+    }
 }
 
 /// Loads a file already in memory.
 pub fn load_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedInput, Error> {
+    load_filtered(path, bytes, None)
+}
+
+fn load_filtered(path: &Path, bytes: &[u8], target: Option<&str>) -> Result<LoadedInput, Error> {
     let location = Location::file(path);
     let fail = |location: &Location, problem: LoadProblem| Error::Load { location: location.clone(), problem };
     if bytes.starts_with(ELF_MAGIC) && code_object::elf_machine(bytes) == Some(EM_AMDGPU) {
@@ -75,7 +90,7 @@ pub fn load_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedInput, Error> {
     }
     if bytes.starts_with(bundle::BUNDLE_MAGIC) || bytes.starts_with(bundle::COMPRESSED_BUNDLE_MAGIC) {
         let parsed = bundle::parse_bundle(bytes).map_err(|p| fail(&location, p))?;
-        let code_objects = bundle_code_objects(&location, &[], &parsed)?;
+        let code_objects = bundle_code_objects(&location, &[], &parsed, target)?;
         return Ok(LoadedInput { path: path.into(), kind: InputKind::OffloadBundle, code_objects });
     }
     if bytes.starts_with(ELF_MAGIC) {
@@ -96,7 +111,7 @@ pub fn load_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedInput, Error> {
         let mut code_objects = Vec::new();
         for (index, parsed) in bundles.iter().enumerate() {
             let prefix = vec![".hip_fatbin".to_string(), format!("bundle {index}")];
-            code_objects.extend(bundle_code_objects(&location, &prefix, parsed)?);
+            code_objects.extend(bundle_code_objects(&location, &prefix, parsed, target)?);
         }
         return Ok(LoadedInput {
             path: path.into(),
@@ -123,10 +138,11 @@ fn bundle_code_objects(
     file: &Location,
     prefix: &[String],
     parsed: &bundle::Bundle<'_>,
+    target: Option<&str>,
 ) -> Result<Vec<CodeObject>, Error> {
     let mut out = Vec::new();
     for entry in &parsed.entries {
-        if !entry.triple.contains("amdgcn") {
+        if !entry.triple.contains("amdgcn") || target.is_some_and(|t| !TargetId::triple_may_match(&entry.triple, t)) {
             continue;
         }
         let mut origin = prefix.to_vec();

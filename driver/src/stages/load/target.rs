@@ -100,6 +100,30 @@ impl TargetId {
         Ok(TargetId { processor, xnack, sramecc })
     }
 
+    /// Whether a bundle entry's triple (`hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-`)
+    /// can hold a code object the selector picks; a cheap filter applied
+    /// before parsing.
+    pub fn triple_may_match(triple: &str, selector: &str) -> bool {
+        let Some((_, target)) = triple.rsplit_once("--") else {
+            return true;
+        };
+        let mut parts = target.split(':');
+        let processor = parts.next().unwrap_or_default();
+        let features: Vec<&str> = parts.collect();
+        let mut wanted = selector.split(':');
+        if wanted.next() != Some(processor) {
+            return false;
+        }
+        // A feature the selector asks for must not be set the other way.
+        wanted.all(|feature| {
+            let flipped = match feature.strip_suffix('+') {
+                Some(name) => format!("{name}-"),
+                None => feature.strip_suffix('-').map(|name| format!("{name}+")).unwrap_or_default(),
+            };
+            !features.contains(&flipped.as_str())
+        })
+    }
+
     /// Whether a `--target` selector (`gfx90a`, `gfx90a:xnack-`) picks this target.
     pub fn matches(&self, selector: &str) -> bool {
         let mut parts = selector.split(':');
@@ -155,6 +179,16 @@ mod tests {
         assert!(target.matches("gfx90a:xnack-"));
         assert!(!target.matches("gfx90a:xnack+"));
         assert!(!target.matches("gfx908"));
+    }
+
+    #[test]
+    fn bundle_triples_filter_by_selector() {
+        let triple = "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-";
+        assert!(TargetId::triple_may_match(triple, "gfx90a"));
+        assert!(TargetId::triple_may_match(triple, "gfx90a:xnack-"));
+        assert!(!TargetId::triple_may_match(triple, "gfx90a:xnack+"));
+        assert!(!TargetId::triple_may_match(triple, "gfx908"));
+        assert!(TargetId::triple_may_match("hipv4-amdgcn-amd-amdhsa--gfx90a", "gfx90a:xnack+"));
     }
 
     #[test]

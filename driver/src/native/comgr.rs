@@ -1,0 +1,153 @@
+//! AMD CoMGR (libamd_comgr.so.2, 2.4 in Debian's 5.2 ROCm), hand-written
+//! FFI for what the driver uses: linking a relocatable into an executable
+//! code object.
+
+use std::ffi::{c_char, CString};
+
+use thiserror::Error;
+
+mod ffi {
+    use std::ffi::c_char;
+
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    pub struct Handle {
+        pub handle: u64,
+    }
+
+    pub const STATUS_SUCCESS: u32 = 0;
+    pub const DATA_KIND_LOG: u32 = 0x5;
+    pub const DATA_KIND_RELOCATABLE: u32 = 0x7;
+    pub const DATA_KIND_EXECUTABLE: u32 = 0x8;
+    pub const ACTION_LINK_RELOCATABLE_TO_EXECUTABLE: u32 = 0x9;
+
+    #[link(name = "amd_comgr")]
+    extern "C" {
+        pub fn amd_comgr_create_data(kind: u32, data: *mut Handle) -> u32;
+        pub fn amd_comgr_release_data(data: Handle) -> u32;
+        pub fn amd_comgr_set_data(data: Handle, size: usize, bytes: *const c_char) -> u32;
+        pub fn amd_comgr_set_data_name(data: Handle, name: *const c_char) -> u32;
+        pub fn amd_comgr_get_data(data: Handle, size: *mut usize, bytes: *mut c_char) -> u32;
+        pub fn amd_comgr_create_data_set(set: *mut Handle) -> u32;
+        pub fn amd_comgr_destroy_data_set(set: Handle) -> u32;
+        pub fn amd_comgr_data_set_add(set: Handle, data: Handle) -> u32;
+        pub fn amd_comgr_action_data_count(set: Handle, kind: u32, count: *mut usize) -> u32;
+        pub fn amd_comgr_action_data_get_data(set: Handle, kind: u32, index: usize, data: *mut Handle) -> u32;
+        pub fn amd_comgr_create_action_info(info: *mut Handle) -> u32;
+        pub fn amd_comgr_destroy_action_info(info: Handle) -> u32;
+        pub fn amd_comgr_action_info_set_isa_name(info: Handle, isa: *const c_char) -> u32;
+        pub fn amd_comgr_action_info_set_logging(info: Handle, logging: bool) -> u32;
+        pub fn amd_comgr_do_action(kind: u32, info: Handle, input: Handle, result: Handle) -> u32;
+    }
+}
+
+#[derive(Debug, Error)]
+#[error("CoMGR: {step} failed (status {status}){log}")]
+pub struct ComgrError {
+    pub step: &'static str,
+    pub status: u32,
+    pub log: String,
+}
+
+fn check(step: &'static str, status: u32) -> Result<(), ComgrError> {
+    if status == ffi::STATUS_SUCCESS {
+        Ok(())
+    } else {
+        Err(ComgrError { step, status, log: String::new() })
+    }
+}
+
+/// Owned CoMGR objects, released on drop.
+struct Data(ffi::Handle);
+struct DataSet(ffi::Handle);
+struct ActionInfo(ffi::Handle);
+
+impl Drop for Data {
+    fn drop(&mut self) {
+        // SAFETY: created by amd_comgr_create_data / returned by a data set.
+        unsafe { ffi::amd_comgr_release_data(self.0) };
+    }
+}
+impl Drop for DataSet {
+    fn drop(&mut self) {
+        // SAFETY: created by amd_comgr_create_data_set.
+        unsafe { ffi::amd_comgr_destroy_data_set(self.0) };
+    }
+}
+impl Drop for ActionInfo {
+    fn drop(&mut self) {
+        // SAFETY: created by amd_comgr_create_action_info.
+        unsafe { ffi::amd_comgr_destroy_action_info(self.0) };
+    }
+}
+
+fn data_set() -> Result<DataSet, ComgrError> {
+    let mut handle = ffi::Handle { handle: 0 };
+    // SAFETY: out-pointer to a local.
+    check("create data set", unsafe { ffi::amd_comgr_create_data_set(&mut handle) })?;
+    Ok(DataSet(handle))
+}
+
+fn read_data(data: &Data) -> Result<Vec<u8>, ComgrError> {
+    let mut size = 0usize;
+    // SAFETY: first call asks for the size, the second fills a buffer of it.
+    unsafe {
+        check("get data size", ffi::amd_comgr_get_data(data.0, &mut size, std::ptr::null_mut()))?;
+        let mut bytes = vec![0u8; size];
+        check("get data", ffi::amd_comgr_get_data(data.0, &mut size, bytes.as_mut_ptr().cast::<c_char>()))?;
+        bytes.truncate(size);
+        Ok(bytes)
+    }
+}
+
+fn first_of_kind(set: &DataSet, kind: u32) -> Result<Option<Data>, ComgrError> {
+    let mut count = 0usize;
+    // SAFETY: live data set; out-pointers to locals.
+    unsafe {
+        check("count results", ffi::amd_comgr_action_data_count(set.0, kind, &mut count))?;
+        if count == 0 {
+            return Ok(None);
+        }
+        let mut handle = ffi::Handle { handle: 0 };
+        check("get result", ffi::amd_comgr_action_data_get_data(set.0, kind, 0, &mut handle))?;
+        Ok(Some(Data(handle)))
+    }
+}
+
+/// Links a relocatable code object into an executable one for `isa`
+/// (`amdgcn-amd-amdhsa--gfx90a:xnack-`).
+pub fn link_relocatable(relocatable: &[u8], isa: &str) -> Result<Vec<u8>, ComgrError> {
+    let c_isa = CString::new(isa).map_err(|_| ComgrError { step: "isa name", status: 0, log: String::new() })?;
+    // SAFETY: every handle is created here and released by its owner's Drop;
+    // byte buffers outlive the calls that read them.
+    unsafe {
+        let mut handle = ffi::Handle { handle: 0 };
+        check("create data", ffi::amd_comgr_create_data(ffi::DATA_KIND_RELOCATABLE, &mut handle))?;
+        let input = Data(handle);
+        check("set data", ffi::amd_comgr_set_data(input.0, relocatable.len(), relocatable.as_ptr().cast::<c_char>()))?;
+        check("set data name", ffi::amd_comgr_set_data_name(input.0, c"gpuinstr.o".as_ptr()))?;
+        let inputs = data_set()?;
+        check("add input", ffi::amd_comgr_data_set_add(inputs.0, input.0))?;
+        let outputs = data_set()?;
+
+        let mut handle = ffi::Handle { handle: 0 };
+        check("create action info", ffi::amd_comgr_create_action_info(&mut handle))?;
+        let info = ActionInfo(handle);
+        check("set isa", ffi::amd_comgr_action_info_set_isa_name(info.0, c_isa.as_ptr()))?;
+        check("set logging", ffi::amd_comgr_action_info_set_logging(info.0, true))?;
+        let status = ffi::amd_comgr_do_action(ffi::ACTION_LINK_RELOCATABLE_TO_EXECUTABLE, info.0, inputs.0, outputs.0);
+        if status != ffi::STATUS_SUCCESS {
+            let log = match first_of_kind(&outputs, ffi::DATA_KIND_LOG)? {
+                Some(log) => format!(": {}", String::from_utf8_lossy(&read_data(&log)?).trim()),
+                None => String::new(),
+            };
+            return Err(ComgrError { step: "link relocatable to executable", status, log });
+        }
+        let executable = first_of_kind(&outputs, ffi::DATA_KIND_EXECUTABLE)?.ok_or(ComgrError {
+            step: "link produced no executable",
+            status: 0,
+            log: String::new(),
+        })?;
+        read_data(&executable)
+    }
+}

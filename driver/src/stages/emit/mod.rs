@@ -1,0 +1,407 @@
+//! Stage 10, emit + link: a lifted code object written back as assembly
+//! (code with labels and symbolic pc-relative operands, every section's data
+//! at its original offset, an `.amdhsa_kernel` block per kernel, the
+//! `.amdgpu_metadata` block), assembled by llvm-mc-15 and linked by CoMGR or
+//! ld.lld-15.
+
+pub mod link;
+pub mod metadata_yaml;
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::fmt::Write;
+
+use crate::stages::lift::print::{byte_list, AsmNames};
+use crate::stages::lift::{Function, LiftedCodeObject};
+use crate::stages::load::{Binding, FeatureSetting, Section, Symbol, SymbolKind, Visibility};
+
+/// Sections the linker makes; everything else loadable is reproduced.
+const LINKER_SECTIONS: [&str; 9] =
+    [".note", ".dynsym", ".gnu.hash", ".hash", ".dynstr", ".dynamic", ".rela.dyn", ".relr.dyn", ".relro_padding"];
+
+/// What the emitter did besides plain text, for reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EmitNotes {
+    /// Instructions written as their original bytes (address, reason).
+    pub raw_instructions: Vec<(u64, String)>,
+    /// Kernels whose descriptor was written as data instead of an
+    /// `.amdhsa_kernel` block (name, reasons).
+    pub raw_descriptors: Vec<(String, Vec<String>)>,
+    /// Sections not reproduced.
+    pub skipped_sections: Vec<String>,
+}
+
+/// Emission choices.
+#[derive(Clone, Debug, Default)]
+pub struct EmitOptions {
+    /// Addresses of instructions to write as bytes whatever the text
+    /// would assemble to (found by a previous attempt).
+    pub force_bytes: HashSet<u64>,
+}
+
+/// The assembly and what was special about it.
+pub struct Assembly {
+    pub text: String,
+    pub notes: EmitNotes,
+}
+
+/// llvm-mc's command-line target for a code object.
+pub fn mc_target_arguments(lifted: &LiftedCodeObject<'_>) -> Vec<String> {
+    let target = &lifted.code_object.target;
+    let mut features = Vec::new();
+    for (name, setting) in [("xnack", target.xnack), ("sramecc", target.sramecc)] {
+        match setting {
+            FeatureSetting::On => features.push(format!("+{name}")),
+            FeatureSetting::Off => features.push(format!("-{name}")),
+            _ => {}
+        }
+    }
+    let mut arguments = vec![
+        "-triple=amdgcn-amd-amdhsa".to_string(),
+        format!("-mcpu={}", target.processor),
+        format!("--amdhsa-code-object-version={}", lifted.code_object.code_object_version),
+    ];
+    if !features.is_empty() {
+        arguments.push(format!("-mattr={}", features.join(",")));
+    }
+    arguments
+}
+
+fn quoted(name: &str) -> String {
+    if name.chars().all(|c| c.is_ascii_alphanumeric() || "_.$".contains(c))
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+    {
+        name.to_string()
+    } else {
+        format!("\"{}\"", name.replace('\\', "\\\\").replace('"', "\\\""))
+    }
+}
+
+fn symbol_directives(out: &mut String, symbol: &Symbol) {
+    let name = quoted(&symbol.name);
+    match symbol.binding {
+        Binding::Global => writeln!(out, "\t.globl\t{name}").unwrap(),
+        Binding::Weak => writeln!(out, "\t.weak\t{name}").unwrap(),
+        _ => {}
+    }
+    match symbol.visibility {
+        Visibility::Protected => writeln!(out, "\t.protected\t{name}").unwrap(),
+        Visibility::Hidden => writeln!(out, "\t.hidden\t{name}").unwrap(),
+        Visibility::Internal => writeln!(out, "\t.internal\t{name}").unwrap(),
+        Visibility::Default => {}
+    }
+    match symbol.kind {
+        SymbolKind::Function => writeln!(out, "\t.type\t{name},@function").unwrap(),
+        SymbolKind::Object => writeln!(out, "\t.type\t{name},@object").unwrap(),
+        _ => {}
+    }
+    writeln!(out, "{name}:").unwrap();
+    if symbol.size > 0 {
+        writeln!(out, "\t.size\t{name}, {}", symbol.size).unwrap();
+    }
+}
+
+/// Original bytes as `.byte` lines (zero runs as `.zero`).
+fn emit_bytes(out: &mut String, bytes: &[u8]) {
+    let mut index = 0;
+    while index < bytes.len() {
+        let zeros = bytes[index..].iter().take_while(|b| **b == 0).count();
+        if zeros >= 16 {
+            writeln!(out, "\t.zero\t{zeros}").unwrap();
+            index += zeros;
+            continue;
+        }
+        let end = (index + 16).min(bytes.len());
+        writeln!(out, "\t.byte\t{}", byte_list(&bytes[index..end])).unwrap();
+        index = end;
+    }
+}
+
+fn section_header(out: &mut String, section: &Section) {
+    let mut flags = String::from("a");
+    if section.writable() {
+        flags.push('w');
+    }
+    if section.executable() {
+        flags.push('x');
+    }
+    let kind = if section.no_bits() { "@nobits" } else { "@progbits" };
+    writeln!(out, "\n\t.section\t{},\"{flags}\",{kind}", section.name).unwrap();
+    if section.alignment > 1 {
+        writeln!(out, "\t.p2align\t{}", section.alignment.trailing_zeros()).unwrap();
+    }
+}
+
+impl LiftedCodeObject<'_> {
+    /// The symbols defined in a section, by address (`.kd` symbols
+    /// excluded: the descriptor's own text defines them).
+    fn section_symbols(&self, section: &Section, handled_kds: &BTreeSet<&str>) -> BTreeMap<u64, Vec<&Symbol>> {
+        let mut symbols: BTreeMap<u64, Vec<&Symbol>> = BTreeMap::new();
+        let mut seen = HashSet::new();
+        for symbol in &self.code_object.symbols {
+            let named = !symbol.name.is_empty()
+                && matches!(symbol.kind, SymbolKind::Object | SymbolKind::Function | SymbolKind::NoType);
+            if named
+                && symbol.section == Some(section.index)
+                && !handled_kds.contains(symbol.name.as_str())
+                && seen.insert(&symbol.name)
+            {
+                symbols.entry(symbol.value).or_default().push(symbol);
+            }
+        }
+        symbols
+    }
+
+    /// The name an address is referred to by in the assembly: a symbol at
+    /// or before it in the same object, or a label the emitter defines.
+    fn data_reference(&self, address: u64) -> (String, u64) {
+        let containing = self
+            .code_object
+            .symbols
+            .iter()
+            .filter(|s| !s.name.is_empty() && matches!(s.kind, SymbolKind::Object | SymbolKind::Function))
+            .filter(|s| address >= s.value && address < s.value + s.size.max(1))
+            .min_by_key(|s| s.size);
+        match containing {
+            Some(symbol) => (quoted(&symbol.name), address - symbol.value),
+            None => (format!(".Lgpuinstr_{address:x}"), 0),
+        }
+    }
+
+    fn emit_function(
+        &self,
+        out: &mut String,
+        function: &Function,
+        names: &AsmNames,
+        options: &EmitOptions,
+        notes: &mut EmitNotes,
+    ) {
+        let symbol = self
+            .code_object
+            .symbols
+            .iter()
+            .find(|s| s.value == function.address && s.kind == SymbolKind::Function && s.name == function.name)
+            .cloned()
+            .unwrap_or(Symbol {
+                name: function.name.clone(),
+                value: function.address,
+                size: function.size,
+                kind: SymbolKind::Function,
+                binding: Binding::Local,
+                visibility: Visibility::Default,
+                section: None,
+                dynamic: false,
+            });
+        writeln!(out).unwrap();
+        symbol_directives(out, &symbol);
+        let data_name = |address: u64| {
+            let (name, offset) = self.data_reference(address);
+            if offset == 0 {
+                name
+            } else {
+                format!("{name}+{offset}")
+            }
+        };
+        for block in &function.blocks {
+            if block.index > 0 {
+                writeln!(out, "{}:", names.code_labels[&block.address]).unwrap();
+            }
+            for instruction in &block.instructions {
+                let symbolic = instruction.pc_relative.is_some()
+                    || matches!(
+                        instruction.flow,
+                        crate::stages::lift::Flow::Branch { .. } | crate::stages::lift::Flow::ConditionalBranch { .. }
+                    );
+                let text = if options.force_bytes.contains(&instruction.address) {
+                    None
+                } else {
+                    self.asm_instruction(instruction, names, &data_name)
+                };
+                // The assembler picks the shortest encoding; where the
+                // original used another (a literal -1), keep its bytes.
+                let reencodes =
+                    symbolic || self.isa.mc.encode(&instruction.raw).as_deref() == Some(&instruction.bytes[..]);
+                match text {
+                    Some(text) if reencodes => writeln!(out, "\t{text}").unwrap(),
+                    _ => {
+                        let reason = if !instruction.decoded {
+                            "undecodable"
+                        } else if options.force_bytes.contains(&instruction.address) {
+                            "re-assembled differently"
+                        } else {
+                            "encoding differs from the assembler's choice"
+                        };
+                        notes.raw_instructions.push((instruction.address, reason.to_string()));
+                        writeln!(
+                            out,
+                            "\t.byte\t{}\t; {}",
+                            byte_list(&instruction.bytes),
+                            self.isa.opcode_name(instruction.raw.opcode)
+                        )
+                        .unwrap();
+                    }
+                }
+            }
+        }
+    }
+
+    /// The whole code object as assembly.
+    pub fn emit_assembly(&self, options: &EmitOptions) -> Assembly {
+        let code_object = self.code_object;
+        let mut notes = EmitNotes::default();
+        let mut out = String::new();
+        let target =
+            code_object.metadata.target.clone().unwrap_or_else(|| format!("amdgcn-amd-amdhsa--{}", code_object.target));
+        writeln!(out, "; Emitted by gpuinstr-link.\n\t.amdgcn_target \"{target}\"").unwrap();
+        // Global symbols are declared first, in the input's order: the
+        // assembler numbers symbols in the order it meets them and the linker
+        // keeps that order in .dynsym. Undefined ones (LDS variables the code
+        // no longer names) are declared only here, and stay.
+        for symbol in code_object.symbols.iter().filter(|s| !s.name.is_empty()) {
+            let name = quoted(&symbol.name);
+            match symbol.binding {
+                Binding::Global => writeln!(out, "\t.globl\t{name}").unwrap(),
+                Binding::Weak => writeln!(out, "\t.weak\t{name}").unwrap(),
+                _ => continue,
+            }
+            // Visibility too: .amdhsa_kernel copies the kernel symbol's
+            // visibility to the .kd symbol when it runs.
+            match symbol.visibility {
+                Visibility::Protected => writeln!(out, "\t.protected\t{name}").unwrap(),
+                Visibility::Hidden => writeln!(out, "\t.hidden\t{name}").unwrap(),
+                Visibility::Internal => writeln!(out, "\t.internal\t{name}").unwrap(),
+                Visibility::Default => {}
+            }
+        }
+
+        // Each descriptor as an .amdhsa_kernel block when the directives can
+        // express it and the .kd symbol is what the directive makes of it
+        // (it copies the kernel symbol's binding and visibility); otherwise
+        // as data with its own symbol and the entry offset as a relocation.
+        let mut handled_kds = BTreeSet::new();
+        let mut descriptor_text: BTreeMap<u64, String> = BTreeMap::new();
+        for kernel in &code_object.kernels {
+            let find =
+                |name: &str, address: u64| code_object.symbols.iter().find(|s| s.name == name && s.value == address);
+            let kd_symbol = find(&kernel.metadata.symbol, kernel.descriptor_address);
+            let code_symbol = code_object
+                .symbols
+                .iter()
+                .find(|s| s.value == kernel.code_address && s.kind == SymbolKind::Function && s.name == kernel.name());
+            let same_symbol_properties = match (kd_symbol, code_symbol) {
+                (Some(kd), Some(code)) => kd.binding == code.binding && kd.visibility == code.visibility,
+                _ => false,
+            };
+            let text = match kernel.descriptor.directives(&code_object.target) {
+                Ok(directives) if same_symbol_properties => {
+                    let mut text = format!("\t.p2align\t6\n\t.amdhsa_kernel {}\n", quoted(kernel.name()));
+                    for (name, value) in directives {
+                        writeln!(text, "\t\t{name} {value}").unwrap();
+                    }
+                    text.push_str("\t.end_amdhsa_kernel\n");
+                    text
+                }
+                outcome => {
+                    let mut reasons = outcome.err().unwrap_or_default();
+                    if !same_symbol_properties {
+                        reasons.push("its .kd symbol's binding or visibility differs from the kernel symbol's".into());
+                    }
+                    notes.raw_descriptors.push((kernel.name().to_string(), reasons));
+                    let mut text = String::new();
+                    let fallback = Symbol {
+                        name: kernel.metadata.symbol.clone(),
+                        value: kernel.descriptor_address,
+                        size: 64,
+                        kind: SymbolKind::Object,
+                        binding: Binding::Global,
+                        visibility: Visibility::Protected,
+                        section: None,
+                        dynamic: true,
+                    };
+                    symbol_directives(&mut text, kd_symbol.unwrap_or(&fallback));
+                    let bytes = kernel.descriptor.encode();
+                    emit_bytes(&mut text, &bytes[..16]);
+                    // R_AMDGPU_REL64 at offset 16: code - (descriptor + 16) + 16.
+                    writeln!(text, "\t.quad\t{}@rel64+16", quoted(kernel.name())).unwrap();
+                    emit_bytes(&mut text, &bytes[24..]);
+                    text
+                }
+            };
+            descriptor_text.insert(kernel.descriptor_address, text);
+            handled_kds.insert(kernel.metadata.symbol.as_str());
+        }
+
+        let names = AsmNames::new(self);
+        // Local labels for pc-relative targets no symbol covers.
+        let mut data_labels: BTreeSet<u64> = BTreeSet::new();
+        for function in &self.functions {
+            for instruction in function.instructions() {
+                if let Some(pc) = &instruction.pc_relative {
+                    if !names.code_labels.contains_key(&pc.target) && self.data_reference(pc.target).0.starts_with(".L")
+                    {
+                        data_labels.insert(pc.target);
+                    }
+                }
+            }
+        }
+
+        let mut sections: Vec<&Section> = code_object.sections.iter().filter(|s| s.loadable).collect();
+        sections.sort_by_key(|s| s.address);
+        for section in sections {
+            if LINKER_SECTIONS.contains(&section.name.as_str()) {
+                continue;
+            }
+            if section.name == ".got" {
+                notes.skipped_sections.push(section.name.clone());
+                continue;
+            }
+            section_header(&mut out, section);
+            let data = code_object.section_bytes(section);
+            let bytes_between = |out: &mut String, from: u64, to: u64| {
+                if to <= from {
+                    return;
+                }
+                match data {
+                    Some(data) => {
+                        emit_bytes(out, &data[(from - section.address) as usize..(to - section.address) as usize])
+                    }
+                    None => writeln!(out, "\t.zero\t{}", to - from).unwrap(),
+                }
+            };
+            let mut cursor = section.address;
+            if section.executable() {
+                for function in self.functions.iter().filter(|f| section.contains(f.address)) {
+                    bytes_between(&mut out, cursor, function.address);
+                    self.emit_function(&mut out, function, &names, options, &mut notes);
+                    cursor = function.end();
+                }
+            } else {
+                let symbols = self.section_symbols(section, &handled_kds);
+                let mut points: BTreeSet<u64> = symbols.keys().copied().collect();
+                points.extend(descriptor_text.keys().filter(|a| section.contains(**a)));
+                points.extend(data_labels.iter().filter(|a| section.contains(**a)));
+                for point in points {
+                    if point < cursor {
+                        continue; // inside a descriptor already written
+                    }
+                    bytes_between(&mut out, cursor, point);
+                    cursor = point;
+                    if data_labels.contains(&point) {
+                        writeln!(out, ".Lgpuinstr_{point:x}:").unwrap();
+                    }
+                    for symbol in symbols.get(&point).into_iter().flatten() {
+                        symbol_directives(&mut out, symbol);
+                    }
+                    if let Some(text) = descriptor_text.get(&point) {
+                        out.push_str(text);
+                        cursor = point + crate::stages::load::descriptor::SIZE as u64;
+                    }
+                }
+            }
+            bytes_between(&mut out, cursor, section.address + section.size);
+        }
+
+        out.push('\n');
+        out.push_str(&metadata_yaml::amdgpu_metadata_block(&code_object.metadata.document));
+        Assembly { text: out, notes }
+    }
+}

@@ -1,0 +1,238 @@
+//! One target's instruction set as the lifter sees it: LLVM's MC layer for
+//! the processor, LLVM's own real -> pseudo opcode table (driver/data,
+//! generated from the static AMDGPU archives by driver/cpp/opcode-table), and
+//! register names.
+
+use std::cell::OnceCell;
+use std::collections::HashMap;
+
+use thiserror::Error;
+
+use crate::native::{Mc, McError, OpcodeInfo};
+use crate::stages::load::{FeatureSetting, TargetId};
+
+/// The processors gpuinstr lifts.
+pub const SUPPORTED_PROCESSORS: [&str; 2] = ["gfx908", "gfx90a"];
+
+#[derive(Debug, Error)]
+pub enum IsaError {
+    #[error(
+        "gpuinstr lifts gfx908 and gfx90a code objects; this one is for {0} (pick another code object with --target)"
+    )]
+    UnsupportedProcessor(String),
+    #[error(transparent)]
+    Mc(#[from] McError),
+}
+
+/// How a decoded (real) opcode relates to the pseudo opcode MIR uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mapping {
+    /// LLVM encodes this pseudo as the decoded real opcode.
+    Pseudo(u32),
+    /// The decoded opcode is used as is (no pseudo/real split).
+    Native,
+    /// A real opcode the table has no pseudo for.
+    Unmapped,
+}
+
+/// Name endings of real (encoding-specific) opcodes.
+const REAL_SUFFIXES: [&str; 14] = [
+    "_vi",
+    "_gfx9",
+    "_gfx90a",
+    "_gfx940",
+    "_gfx10",
+    "_gfx11",
+    "_si",
+    "_ci",
+    "_gfx6_gfx7",
+    "_gfx8",
+    "_gfx90a_acd",
+    "_gfx90a_vcd",
+    "_gfx940_acd",
+    "_gfx940_vcd",
+];
+
+pub struct Isa {
+    pub target: TargetId,
+    pub mc: Mc,
+    opcode_names: Vec<String>,
+    pseudo_of_real: HashMap<u32, u32>,
+    infos: Vec<OnceCell<Option<OpcodeInfo>>>,
+    register_names: Vec<String>,
+    /// Each register's canonical register: the MC-level variants of a
+    /// register (FLAT_SCR_LO_vi, TTMP0_vi, SGPR_NULL_gfxpre11) map to the
+    /// register MIR and liveness use (FLAT_SCR_LO, TTMP0, SGPR_NULL).
+    canonical: Vec<u32>,
+}
+
+/// Encoding-specific parts of MC register names.
+const REGISTER_VARIANTS: [&str; 5] = ["_vi", "_ci", "_gfxpre11", "_gfx11plus", "_gfx9plus"];
+
+fn mc_features(target: &TargetId) -> String {
+    let mut features = Vec::new();
+    for (name, setting) in [("xnack", target.xnack), ("sramecc", target.sramecc)] {
+        match setting {
+            FeatureSetting::On => features.push(format!("+{name}")),
+            FeatureSetting::Off => features.push(format!("-{name}")),
+            _ => {}
+        }
+    }
+    features.join(",")
+}
+
+/// The opcode table for a processor: `(real, pseudo)` names.
+pub fn opcode_table(processor: &str) -> Option<&'static str> {
+    match processor {
+        "gfx908" => Some(include_str!("../../../data/opcodes-gfx908.tsv")),
+        "gfx90a" => Some(include_str!("../../../data/opcodes-gfx90a.tsv")),
+        _ => None,
+    }
+}
+
+impl Isa {
+    pub fn new(target: &TargetId) -> Result<Self, IsaError> {
+        let table =
+            opcode_table(&target.processor).ok_or_else(|| IsaError::UnsupportedProcessor(target.to_string()))?;
+        let mc = Mc::new(&target.processor, &mc_features(target))?;
+        let opcode_names: Vec<String> = (0..mc.opcode_count()).map(|op| mc.opcode_name(op)).collect();
+        let by_name: HashMap<&str, u32> =
+            opcode_names.iter().enumerate().map(|(op, name)| (name.as_str(), op as u32)).collect();
+        let mut pseudo_of_real = HashMap::new();
+        for line in table.lines().filter(|l| !l.starts_with('#')) {
+            let mut columns = line.split('\t');
+            let (Some(real), Some(pseudo)) = (columns.next(), columns.next()) else {
+                continue;
+            };
+            // Both names come from the same LLVM 15 build; a missing one
+            // would mean a different LLVM, and the entry is left out.
+            if let (Some(real), Some(pseudo)) = (by_name.get(real), by_name.get(pseudo)) {
+                pseudo_of_real.insert(*real, *pseudo);
+            }
+        }
+        let register_names: Vec<String> = (0..mc.register_count()).map(|r| mc.register_name(r)).collect();
+        let register_by_name: HashMap<&str, u32> =
+            register_names.iter().enumerate().map(|(r, name)| (name.as_str(), r as u32)).collect();
+        let canonical = register_names
+            .iter()
+            .enumerate()
+            .map(|(reg, name)| {
+                REGISTER_VARIANTS
+                    .iter()
+                    .filter(|variant| name.contains(*variant))
+                    .find_map(|variant| register_by_name.get(name.replacen(variant, "", 1).as_str()).copied())
+                    .unwrap_or(reg as u32)
+            })
+            .collect();
+        let infos = (0..opcode_names.len()).map(|_| OnceCell::new()).collect();
+        Ok(Isa { target: target.clone(), mc, opcode_names, pseudo_of_real, infos, register_names, canonical })
+    }
+
+    pub fn opcode_name(&self, opcode: u32) -> &str {
+        self.opcode_names.get(opcode as usize).map_or("<unknown opcode>", String::as_str)
+    }
+
+    pub fn opcode_by_name(&self, name: &str) -> Option<u32> {
+        self.opcode_names.iter().position(|n| n == name).map(|p| p as u32)
+    }
+
+    pub fn mapping(&self, real: u32) -> Mapping {
+        if let Some(pseudo) = self.pseudo_of_real.get(&real) {
+            return Mapping::Pseudo(*pseudo);
+        }
+        let name = self.opcode_name(real);
+        if REAL_SUFFIXES.iter().any(|suffix| name.ends_with(suffix)) {
+            Mapping::Unmapped
+        } else {
+            Mapping::Native
+        }
+    }
+
+    /// The opcode MIR uses for a decoded opcode (itself when not mapped).
+    pub fn pseudo(&self, real: u32) -> u32 {
+        match self.mapping(real) {
+            Mapping::Pseudo(pseudo) => pseudo,
+            _ => real,
+        }
+    }
+
+    pub fn info(&self, opcode: u32) -> Option<&OpcodeInfo> {
+        self.infos.get(opcode as usize)?.get_or_init(|| self.mc.opcode_info(opcode)).as_ref()
+    }
+
+    /// The canonical register of an MC register (itself for most).
+    pub fn canonical(&self, reg: u32) -> u32 {
+        self.canonical.get(reg as usize).copied().unwrap_or(reg)
+    }
+
+    /// LLVM's TableGen register name ("SGPR0_SGPR1").
+    pub fn register_name(&self, reg: u32) -> &str {
+        self.register_names.get(reg as usize).map_or("<unknown register>", String::as_str)
+    }
+
+    pub fn register_by_name(&self, name: &str) -> Option<u32> {
+        self.register_names.iter().position(|n| n == name).map(|p| p as u32)
+    }
+
+    /// The register as MIR spells it: `$sgpr0_sgpr1` (canonical).
+    pub fn mir_register(&self, reg: u32) -> String {
+        format!("${}", self.register_name(self.canonical(reg)).to_ascii_lowercase())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn isa(processor: &str) -> Isa {
+        Isa::new(&TargetId { processor: processor.into(), xnack: FeatureSetting::Any, sramecc: FeatureSetting::Any })
+            .unwrap()
+    }
+
+    #[test]
+    fn real_opcodes_map_to_the_pseudos_llvm_encodes() {
+        let isa = isa("gfx90a");
+        for (real, pseudo) in [
+            ("S_ADD_U32_vi", "S_ADD_U32"),
+            ("V_ADD_U32_e32_gfx9", "V_ADD_U32_e32"),
+            ("V_ADD_U32_e32_vi", "V_ADD_CO_U32_e32"),
+            ("DS_ADD_U32_vi", "DS_ADD_U32_gfx9"),
+            ("GLOBAL_LOAD_DWORD_vi", "GLOBAL_LOAD_DWORD"),
+            ("V_MFMA_F32_32X32X1F32_gfx90a_vcd", "V_MFMA_F32_32X32X1F32_vgprcd_e64"),
+        ] {
+            let real = isa.opcode_by_name(real).unwrap();
+            assert_eq!(isa.opcode_name(isa.pseudo(real)), pseudo);
+        }
+    }
+
+    #[test]
+    fn pseudos_carry_the_implicit_operands() {
+        let isa = isa("gfx908");
+        let add = isa.pseudo(isa.opcode_by_name("S_ADD_U32_vi").unwrap());
+        let scc = isa.register_by_name("SCC").unwrap();
+        assert_eq!(isa.info(add).unwrap().implicit_defs, vec![scc as u16]);
+        let real = isa.info(isa.opcode_by_name("S_ADD_U32_vi").unwrap()).unwrap();
+        assert!(real.implicit_defs.is_empty(), "real opcodes lack implicit operands; that is why we map");
+        assert_eq!(isa.mir_register(isa.register_by_name("SGPR0_SGPR1").unwrap()), "$sgpr0_sgpr1");
+        for (variant, canonical) in
+            [("FLAT_SCR_LO_vi", "FLAT_SCR_LO"), ("TTMP3_vi", "TTMP3"), ("SGPR_NULL_gfxpre11", "SGPR_NULL")]
+        {
+            let reg = isa.register_by_name(variant).unwrap();
+            assert_eq!(isa.register_name(isa.canonical(reg)), canonical);
+        }
+        let vcc = isa.register_by_name("VCC").unwrap();
+        assert_eq!(isa.canonical(vcc), vcc);
+    }
+
+    #[test]
+    fn other_processors_are_refused_with_a_reason() {
+        let error = Isa::new(&TargetId {
+            processor: "gfx1030".into(),
+            xnack: FeatureSetting::Unsupported,
+            sramecc: FeatureSetting::Unsupported,
+        })
+        .err()
+        .unwrap();
+        assert!(error.to_string().contains("gpuinstr lifts gfx908 and gfx90a"));
+    }
+}

@@ -1,0 +1,350 @@
+//! Stage 2, lift: a code object becomes functions of basic blocks of
+//! instructions with their pseudo opcodes, register defs and uses, branch
+//! targets and symbolic pc-relative address computations.
+//!
+//! Function extents come from symbol sizes: the zero padding between
+//! functions is never disassembled (it does not decode to valid code).
+
+pub mod cfg;
+pub mod instruction;
+pub mod isa;
+pub mod pc_relative;
+pub mod print;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+pub use cfg::{Block, BlockExit};
+pub use instruction::{Flow, Half, Instruction, PcRelative};
+pub use isa::{Isa, IsaError, Mapping};
+
+use crate::stages::load::{Binding, CodeObject, SymbolKind};
+
+/// What kind of function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FunctionKind {
+    /// A kernel; the index of its entry in `CodeObject::kernels`.
+    Kernel(usize),
+    DeviceFunction,
+}
+
+/// Something the lifter could not handle fully.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub address: u64,
+    pub kind: ProblemKind,
+    pub detail: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProblemKind {
+    /// Bytes LLVM 15 does not decode.
+    UndecodableInstruction,
+    /// A real opcode without a pseudo in LLVM's table.
+    UnmappedOpcode,
+    /// A pc-relative computation that could not be made symbolic: the
+    /// function cannot move.
+    NotRelocatable,
+    /// A pc-relative target outside every loaded section.
+    PcRelativeOutsideCodeObject,
+    BranchOutsideFunction,
+    BranchIntoInstruction,
+    /// Function symbols that overlap.
+    OverlappingFunctions,
+}
+
+impl ProblemKind {
+    /// Whether the function's code may still be moved and patched.
+    pub fn blocks_relocation(self) -> bool {
+        matches!(
+            self,
+            ProblemKind::NotRelocatable
+                | ProblemKind::PcRelativeOutsideCodeObject
+                | ProblemKind::BranchIntoInstruction
+                | ProblemKind::UndecodableInstruction
+        )
+    }
+}
+
+/// A call (`s_swappc_b64`) and, when the callee's address was built by a
+/// symbolic pc-relative computation, the callee.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallSite {
+    pub address: u64,
+    pub target: Option<u64>,
+}
+
+/// A kernel or device function.
+#[derive(Clone, Debug)]
+pub struct Function {
+    pub name: String,
+    pub kind: FunctionKind,
+    pub address: u64,
+    pub size: u64,
+    pub blocks: Vec<Block>,
+    pub calls: Vec<CallSite>,
+    pub problems: Vec<Problem>,
+}
+
+impl Function {
+    pub fn instructions(&self) -> impl Iterator<Item = &Instruction> {
+        self.blocks.iter().flat_map(|b| &b.instructions)
+    }
+
+    pub fn end(&self) -> u64 {
+        self.address + self.size
+    }
+
+    /// Code can move: every pc-relative computation is symbolic and every
+    /// byte decoded.
+    pub fn relocatable(&self) -> bool {
+        !self.problems.iter().any(|p| p.kind.blocks_relocation())
+    }
+
+    pub fn is_kernel(&self) -> bool {
+        matches!(self.kind, FunctionKind::Kernel(_))
+    }
+}
+
+/// Counts over a lifted code object.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LiftStatistics {
+    pub functions: usize,
+    pub kernels: usize,
+    pub instructions: usize,
+    pub undecodable: usize,
+    pub mapped_to_pseudo: usize,
+    pub native_opcodes: usize,
+    pub unmapped_opcodes: usize,
+    pub pc_relative_symbolized: usize,
+    pub indirect_branches: usize,
+    pub not_relocatable_functions: usize,
+    /// Distinct unmapped real opcodes.
+    pub unmapped_names: Vec<String>,
+}
+
+/// A lifted code object.
+pub struct LiftedCodeObject<'c> {
+    pub code_object: &'c CodeObject,
+    pub isa: Isa,
+    /// In address order.
+    pub functions: Vec<Function>,
+}
+
+impl LiftedCodeObject<'_> {
+    pub fn function(&self, name: &str) -> Option<&Function> {
+        self.functions.iter().find(|f| f.name == name)
+    }
+
+    /// The function starting at `address`.
+    pub fn function_at(&self, address: u64) -> Option<&Function> {
+        self.functions.iter().find(|f| f.address == address)
+    }
+
+    pub fn statistics(&self) -> LiftStatistics {
+        let mut stats = LiftStatistics { functions: self.functions.len(), ..Default::default() };
+        let mut unmapped = std::collections::BTreeSet::new();
+        for function in &self.functions {
+            stats.kernels += usize::from(function.is_kernel());
+            stats.not_relocatable_functions += usize::from(!function.relocatable());
+            for instruction in function.instructions() {
+                stats.instructions += 1;
+                if !instruction.decoded {
+                    stats.undecodable += 1;
+                    continue;
+                }
+                match instruction.mapping {
+                    Mapping::Pseudo(_) => stats.mapped_to_pseudo += 1,
+                    Mapping::Native => stats.native_opcodes += 1,
+                    Mapping::Unmapped => {
+                        stats.unmapped_opcodes += 1;
+                        unmapped.insert(self.isa.opcode_name(instruction.raw.opcode).to_string());
+                    }
+                }
+                stats.pc_relative_symbolized += usize::from(instruction.pc_relative.is_some());
+                stats.indirect_branches += usize::from(instruction.flow == Flow::IndirectBranch);
+            }
+        }
+        stats.unmapped_names = unmapped.into_iter().collect();
+        stats
+    }
+}
+
+/// A function's place in the code object before decoding.
+struct Extent {
+    name: String,
+    kind: FunctionKind,
+    start: u64,
+    end: u64,
+}
+
+/// Kernels (from the descriptors) and device functions (function symbols in
+/// executable sections), sized by their symbols.
+fn function_extents(code_object: &CodeObject, problems: &mut Vec<Problem>) -> Vec<Extent> {
+    let executable: Vec<_> = code_object.sections.iter().filter(|s| s.loadable && s.executable()).collect();
+    let in_code = |address: u64| executable.iter().find(|s| s.contains(address));
+    // One function per start address; global names win over local aliases.
+    let mut by_start: BTreeMap<u64, (String, u64, bool)> = BTreeMap::new();
+    for symbol in &code_object.symbols {
+        if symbol.kind != SymbolKind::Function || symbol.size == 0 || in_code(symbol.value).is_none() {
+            continue;
+        }
+        let global = symbol.binding != Binding::Local;
+        let entry = by_start.entry(symbol.value).or_insert((symbol.name.clone(), symbol.size, global));
+        if global && !entry.2 {
+            *entry = (symbol.name.clone(), symbol.size, global);
+        }
+    }
+    for kernel in &code_object.kernels {
+        by_start.entry(kernel.code_address).or_insert_with(|| (kernel.name().to_string(), 0, true));
+    }
+    let starts: Vec<u64> = by_start.keys().copied().collect();
+    let mut extents = Vec::new();
+    for (position, (start, (name, size, _))) in by_start.into_iter().enumerate() {
+        let section_end = in_code(start).map_or(start, |s| s.address + s.size);
+        let next = starts.get(position + 1).copied().unwrap_or(section_end);
+        let mut end = if size > 0 { start + size } else { next.min(section_end) };
+        if end > next {
+            problems.push(Problem {
+                address: start,
+                kind: ProblemKind::OverlappingFunctions,
+                detail: format!("function `{name}` overlaps the next function; cut at {next:#x}"),
+            });
+            end = next;
+        }
+        let kind = code_object
+            .kernels
+            .iter()
+            .position(|k| k.code_address == start)
+            .map_or(FunctionKind::DeviceFunction, FunctionKind::Kernel);
+        let name = match kind {
+            FunctionKind::Kernel(index) => code_object.kernels[index].name().to_string(),
+            FunctionKind::DeviceFunction => name,
+        };
+        extents.push(Extent { name, kind, start, end });
+    }
+    extents
+}
+
+fn lift_function(isa: &Isa, code_object: &CodeObject, extent: Extent, mut problems: Vec<Problem>) -> Function {
+    let bytes = code_object.bytes_at(extent.start, extent.end - extent.start).unwrap_or_default();
+    let mut instructions = Vec::new();
+    let mut offset = 0usize;
+    while offset < bytes.len() {
+        let address = extent.start + offset as u64;
+        match isa.mc.decode(&bytes[offset..], address) {
+            Ok(raw) if raw.size > 0 => {
+                let size = raw.size as usize;
+                let instruction = Instruction::new(isa, address, &bytes[offset..offset + size], raw);
+                if instruction.mapping == Mapping::Unmapped {
+                    problems.push(Problem {
+                        address,
+                        kind: ProblemKind::UnmappedOpcode,
+                        detail: format!("{} has no pseudo in LLVM's table", isa.opcode_name(instruction.raw.opcode)),
+                    });
+                }
+                instructions.push(instruction);
+                offset += size;
+            }
+            Ok(_) | Err(_) => {
+                let size = 4.min(bytes.len() - offset);
+                problems.push(Problem {
+                    address,
+                    kind: ProblemKind::UndecodableInstruction,
+                    detail: format!("LLVM 15 does not decode {:02x?}", &bytes[offset..offset + size]),
+                });
+                instructions.push(Instruction::undecodable(address, &bytes[offset..offset + size]));
+                offset += size;
+            }
+        }
+    }
+
+    for failure in pc_relative::symbolize(isa, &mut instructions) {
+        problems.push(Problem { address: failure.address, kind: ProblemKind::NotRelocatable, detail: failure.detail });
+    }
+    for instruction in &instructions {
+        if let Some(pc) = &instruction.pc_relative {
+            if pc.half == Half::Low && code_object.section_containing(pc.target).is_none() {
+                let at_end = code_object.sections.iter().any(|s| s.loadable && s.address + s.size == pc.target);
+                if !at_end {
+                    problems.push(Problem {
+                        address: pc.getpc,
+                        kind: ProblemKind::PcRelativeOutsideCodeObject,
+                        detail: format!("pc-relative computation points at {:#x}, outside every section", pc.target),
+                    });
+                }
+            }
+        }
+    }
+    let calls = call_sites(&instructions);
+    let mut blocks = cfg::build(instructions, extent.start, extent.end, &mut problems);
+    if extent.kind == FunctionKind::DeviceFunction {
+        mark_returns(isa, &mut blocks);
+    }
+    Function {
+        name: extent.name,
+        kind: extent.kind,
+        address: extent.start,
+        size: extent.end - extent.start,
+        blocks,
+        calls,
+        problems,
+    }
+}
+
+/// `s_setpc_b64 s[30:31]` ends a device function (the ABI's return address).
+fn mark_returns(isa: &Isa, blocks: &mut [Block]) {
+    let return_address = isa.register_by_name("SGPR30_SGPR31");
+    for block in blocks {
+        let last = block.instructions.last().expect("blocks are not empty");
+        if block.exit == BlockExit::Indirect && last.uses.first().copied() == return_address {
+            block.exit = BlockExit::Return;
+        }
+    }
+}
+
+/// Calls and, where a symbolic pc-relative computation built the callee
+/// address in the register pair the call uses, their callees.
+fn call_sites(instructions: &[Instruction]) -> Vec<CallSite> {
+    let mut sites = Vec::new();
+    // The pair each recent s_getpc_b64 defined, and its symbolic target.
+    let mut built: Vec<(u32, u64)> = Vec::new();
+    for (index, instruction) in instructions.iter().enumerate() {
+        if let Some(pc) = instruction.pc_relative.as_ref().filter(|pc| pc.half == Half::High) {
+            if let Some(getpc) = instructions[..index].iter().rev().find(|i| i.address == pc.getpc) {
+                if let Some(pair) = getpc.defs.first() {
+                    built.retain(|(p, _)| p != pair);
+                    built.push((*pair, pc.target));
+                }
+            }
+            continue;
+        }
+        if instruction.flow == Flow::Call {
+            // s_swappc_b64 dst, src: the callee address is in src.
+            let callee = instruction.uses.first().copied();
+            let target = callee.and_then(|pair| built.iter().rev().find(|(p, _)| *p == pair).map(|(_, t)| *t));
+            sites.push(CallSite { address: instruction.address, target });
+            continue;
+        }
+        // A redefinition of a pair forgets what it held.
+        built.retain(|(pair, _)| !instruction.all_defs().any(|d| d == *pair) || instruction.pc_relative.is_some());
+    }
+    sites
+}
+
+/// Lifts every kernel and device function of a code object.
+pub fn lift(code_object: &CodeObject) -> Result<LiftedCodeObject<'_>, IsaError> {
+    let isa = Isa::new(&code_object.target)?;
+    let mut shared_problems = Vec::new();
+    let extents = function_extents(code_object, &mut shared_problems);
+    let functions = extents
+        .into_iter()
+        .map(|extent| {
+            let problems = shared_problems.iter().filter(|p| p.address == extent.start).cloned().collect();
+            lift_function(&isa, code_object, extent, problems)
+        })
+        .collect();
+    Ok(LiftedCodeObject { code_object, isa, functions })
+}

@@ -1,0 +1,120 @@
+//! Pc-relative address computations made symbolic. Clang materialises the
+//! address of a global or a function as
+//!
+//! ```text
+//! s_getpc_b64 s[4:5]                  ; s[4:5] = address of the next instruction
+//! s_add_u32   s4, s4, sym@rel32@lo+4   ; 32-bit literal
+//! s_addc_u32  s5, s5, sym@rel32@hi+12  ; 32-bit literal
+//! ```
+//!
+//! Linked code objects keep only the resolved literals; this pass recovers
+//! the target address so the emitter can write the relocations again and
+//! the code can move.
+
+use super::instruction::{Half, Instruction, PcRelative};
+use super::isa::Isa;
+use crate::native::Operand;
+
+/// Where a symbolisation gave up, for the function's problem list.
+pub struct Unsymbolized {
+    pub address: u64,
+    pub detail: String,
+}
+
+/// The two halves of a 64-bit SGPR pair (by LLVM register name).
+fn halves(isa: &Isa, pair: u32) -> Option<(u32, u32)> {
+    let name = isa.register_name(pair);
+    let (lo, hi) = name.split_once('_')?;
+    if !lo.starts_with("SGPR") || !hi.starts_with("SGPR") {
+        return None;
+    }
+    Some((isa.register_by_name(lo)?, isa.register_by_name(hi)?))
+}
+
+/// The operand index of `reg op literal` / `literal op reg`, if the
+/// instruction is `dst = reg + literal` with `dst == reg`.
+fn adds_literal(instruction: &Instruction, reg: u32) -> Option<usize> {
+    if instruction.defs != [reg] || instruction.raw.operands.len() < 3 {
+        return None;
+    }
+    match (instruction.raw.operands[1], instruction.raw.operands[2]) {
+        (Operand::Register(r), Operand::Immediate(_)) if r == reg => Some(2),
+        (Operand::Immediate(_), Operand::Register(r)) if r == reg => Some(1),
+        _ => None,
+    }
+}
+
+fn literal(instruction: &Instruction, operand: usize) -> u32 {
+    match instruction.raw.operands[operand] {
+        Operand::Immediate(value) => value as u32,
+        _ => 0,
+    }
+}
+
+/// Finds the idiom in a block's instructions and annotates them. Returns
+/// the places it could not make symbolic.
+pub fn symbolize(isa: &Isa, instructions: &mut [Instruction]) -> Vec<Unsymbolized> {
+    let mut failures = Vec::new();
+    for getpc in 0..instructions.len() {
+        if !instructions[getpc].decoded || isa.opcode_name(instructions[getpc].opcode) != "S_GETPC_B64" {
+            continue;
+        }
+        let address = instructions[getpc].address;
+        let Some((lo_reg, hi_reg)) = instructions[getpc].defs.first().and_then(|pair| halves(isa, *pair)) else {
+            continue;
+        };
+        let pair = instructions[getpc].defs[0];
+        let mut low: Option<(usize, usize)> = None;
+        let mut high: Option<(usize, usize)> = None;
+        for (index, candidate) in instructions.iter().enumerate().skip(getpc + 1) {
+            let name = isa.opcode_name(candidate.opcode);
+            if low.is_none() && name == "S_ADD_U32" {
+                if let Some(operand) = adds_literal(candidate, lo_reg) {
+                    low = Some((index, operand));
+                    continue;
+                }
+            }
+            if low.is_some() && name == "S_ADDC_U32" {
+                if let Some(operand) = adds_literal(candidate, hi_reg) {
+                    high = Some((index, operand));
+                    break;
+                }
+            }
+            // Anything else touching the pair ends the search.
+            if candidate.all_defs().chain(candidate.all_uses()).any(|r| r == pair || r == lo_reg || r == hi_reg) {
+                break;
+            }
+        }
+        let (Some((lo_index, lo_operand)), Some((hi_index, hi_operand))) = (low, high) else {
+            failures.push(Unsymbolized {
+                address,
+                detail: "s_getpc_b64 whose result is not only offset by an s_add_u32/s_addc_u32 pair".into(),
+            });
+            continue;
+        };
+        // Only 32-bit literals can carry a relocation; an inline constant
+        // would change the instruction's size.
+        if instructions[lo_index].size() != 8 || instructions[hi_index].size() != 8 {
+            failures.push(Unsymbolized {
+                address,
+                detail: "pc-relative offset encoded with an inline constant, not a 32-bit literal".into(),
+            });
+            continue;
+        }
+        let result = address + 4;
+        let offset = (u64::from(literal(&instructions[hi_index], hi_operand)) << 32)
+            | u64::from(literal(&instructions[lo_index], lo_operand));
+        let target = result.wrapping_add(offset);
+        for (index, operand, half) in [(lo_index, lo_operand, Half::Low), (hi_index, hi_operand, Half::High)] {
+            let literal_field = instructions[index].address + 4;
+            instructions[index].pc_relative = Some(PcRelative {
+                half,
+                operand,
+                target,
+                addend: literal_field as i64 - result as i64,
+                getpc: address,
+            });
+        }
+    }
+    failures
+}

@@ -1,0 +1,278 @@
+//! Text forms of a lifted code object: MIR (close to LLVM's, for LLVM
+//! engineers), assembly (what the emitter writes for llvm-mc), and a CFG
+//! summary.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use super::cfg::BlockExit;
+use super::instruction::{Flow, Half, Instruction};
+use super::{Function, FunctionKind, LiftedCodeObject};
+use crate::native::Operand;
+use crate::stages::load::SymbolKind;
+
+/// Operand values the printer cannot produce by itself, found again in its
+/// output and replaced by names.
+const SENTINEL_BRANCH: i64 = 12_345;
+const SENTINEL_LITERAL: i64 = 0x5eed_c0de;
+
+/// Names the assembly refers to: labels of block starts and data.
+pub struct AsmNames {
+    /// Label of each block start of each function, by address.
+    pub code_labels: HashMap<u64, String>,
+}
+
+impl AsmNames {
+    /// Block labels `.LBB<function>_<block>`, numbered like LLVM's.
+    pub fn new(lifted: &LiftedCodeObject<'_>) -> Self {
+        let mut code_labels = HashMap::new();
+        for (f, function) in lifted.functions.iter().enumerate() {
+            for block in function.blocks.iter().skip(1) {
+                code_labels.insert(block.address, format!(".LBB{f}_{}", block.index));
+            }
+            code_labels.insert(function.address, function.name.clone());
+        }
+        AsmNames { code_labels }
+    }
+}
+
+impl LiftedCodeObject<'_> {
+    /// An address as `symbol+offset` (the innermost named object or function
+    /// containing it), or `section+offset`.
+    pub fn describe_address(&self, address: u64) -> String {
+        let symbol = self
+            .code_object
+            .symbols
+            .iter()
+            .filter(|s| matches!(s.kind, SymbolKind::Object | SymbolKind::Function) && !s.name.is_empty())
+            .filter(|s| address >= s.value && (address < s.value + s.size.max(1)))
+            .min_by_key(|s| s.size);
+        if let Some(symbol) = symbol {
+            return offset_expression(&symbol.name, address - symbol.value);
+        }
+        match self.code_object.sections.iter().find(|s| s.loadable && s.contains(address)) {
+            Some(section) => offset_expression(&section.name, address - section.address),
+            None => format!("{address:#x}"),
+        }
+    }
+
+    /// The assembly text of an instruction, with branch targets and
+    /// pc-relative literals written symbolically; None when it has to be
+    /// emitted as bytes (undecodable).
+    pub fn asm_instruction(
+        &self,
+        instruction: &Instruction,
+        names: &AsmNames,
+        data_name: &dyn Fn(u64) -> String,
+    ) -> Option<String> {
+        if !instruction.decoded {
+            return None;
+        }
+        let mut raw = instruction.raw.clone();
+        let mut replacement = None;
+        match instruction.flow {
+            Flow::Branch { target } | Flow::ConditionalBranch { target } => {
+                if let (Some(label), Some(Operand::Immediate(_))) =
+                    (names.code_labels.get(&target), raw.operands.first())
+                {
+                    raw.operands[0] = Operand::Immediate(SENTINEL_BRANCH);
+                    replacement = Some((SENTINEL_BRANCH.to_string(), label.clone()));
+                }
+            }
+            _ => {}
+        }
+        if let Some(pc) = &instruction.pc_relative {
+            raw.operands[pc.operand] = Operand::Immediate(SENTINEL_LITERAL);
+            let half = if pc.half == Half::Low { "lo" } else { "hi" };
+            let target = names.code_labels.get(&pc.target).cloned().unwrap_or_else(|| data_name(pc.target));
+            replacement = Some((format!("{SENTINEL_LITERAL:#x}"), format!("{target}@rel32@{half}+{}", pc.addend)));
+        }
+        let text = self.isa.mc.print(&raw, instruction.address)?;
+        match replacement {
+            Some((sentinel, name)) if text.contains(&sentinel) => Some(text.replacen(&sentinel, &name, 1)),
+            Some(_) => None,
+            None => Some(text),
+        }
+    }
+}
+
+fn offset_expression(name: &str, offset: u64) -> String {
+    if offset == 0 {
+        name.to_string()
+    } else {
+        format!("{name}+{offset:#x}")
+    }
+}
+
+fn mir_operand(lifted: &LiftedCodeObject<'_>, function: &Function, instruction: &Instruction, index: usize) -> String {
+    if let Some(pc) = instruction.pc_relative.as_ref().filter(|pc| pc.operand == index) {
+        let half = if pc.half == Half::Low { "lo" } else { "hi" };
+        return format!("target-flags(amdgpu-rel32-{half}) @{} + {}", lifted.describe_address(pc.target), pc.addend);
+    }
+    if index == 0 {
+        if let Flow::Branch { target } | Flow::ConditionalBranch { target } = instruction.flow {
+            return match function.blocks.iter().find(|b| b.address == target) {
+                Some(block) => format!("%bb.{}", block.index),
+                None => lifted.describe_address(target),
+            };
+        }
+    }
+    match instruction.raw.operands[index] {
+        Operand::Register(0) => "$noreg".to_string(),
+        Operand::Register(reg) => lifted.isa.mir_register(reg),
+        Operand::Immediate(value) => value.to_string(),
+        Operand::Float32(bits) => format!("{bits:#010x}"),
+        Operand::Float64(bits) => format!("{bits:#018x}"),
+        Operand::Expression => "<expression>".to_string(),
+    }
+}
+
+fn mir_instruction(lifted: &LiftedCodeObject<'_>, function: &Function, instruction: &Instruction) -> String {
+    if !instruction.decoded {
+        return format!("; {:#x}: undecodable {:02x?}", instruction.address, instruction.bytes);
+    }
+    let isa = &lifted.isa;
+    let num_defs = isa.info(instruction.raw.opcode).map_or(0, |i| i.num_defs as usize);
+    let operands: Vec<String> =
+        (0..instruction.raw.operands.len()).map(|i| mir_operand(lifted, function, instruction, i)).collect();
+    let (defs, uses) = operands.split_at(num_defs.min(operands.len()));
+    let mut text = String::new();
+    if !defs.is_empty() {
+        text.push_str(&defs.join(", "));
+        text.push_str(" = ");
+    }
+    text.push_str(isa.opcode_name(instruction.opcode));
+    let mut rest: Vec<String> = uses.to_vec();
+    rest.extend(instruction.implicit_defs.iter().map(|r| format!("implicit-def {}", isa.mir_register(*r))));
+    rest.extend(instruction.implicit_uses.iter().map(|r| format!("implicit {}", isa.mir_register(*r))));
+    if !rest.is_empty() {
+        text.push(' ');
+        text.push_str(&rest.join(", "));
+    }
+    text
+}
+
+fn kind_text(lifted: &LiftedCodeObject<'_>, function: &Function) -> String {
+    let kind = match function.kind {
+        FunctionKind::Kernel(_) => "kernel",
+        FunctionKind::DeviceFunction => "device function",
+    };
+    let _ = lifted;
+    let relocatable = if function.relocatable() { "relocatable" } else { "NOT relocatable" };
+    format!("{kind}, {:#x}..{:#x}, {relocatable}", function.address, function.end())
+}
+
+/// LLVM-style MIR of the selected functions (all when `only` is None).
+pub fn mir(lifted: &LiftedCodeObject<'_>, only: Option<&str>) -> String {
+    let mut out = String::new();
+    writeln!(
+        out,
+        "# Lifted by gpuinstr-link: target {}, code object v{}.\n# Opcodes are LLVM 15 pseudos; comments give addresses.",
+        lifted.code_object.target, lifted.code_object.code_object_version
+    )
+    .unwrap();
+    for function in lifted.functions.iter().filter(|f| only.is_none_or(|name| f.name == name)) {
+        writeln!(out, "---\nname:            {}\n# {}", function.name, kind_text(lifted, function)).unwrap();
+        for problem in &function.problems {
+            writeln!(out, "# problem at {:#x}: {}", problem.address, problem.detail).unwrap();
+        }
+        writeln!(out, "tracksRegLiveness: false\nbody:             |").unwrap();
+        for block in &function.blocks {
+            writeln!(out, "  bb.{}:   ; {:#x}", block.index, block.address).unwrap();
+            if !block.successors.is_empty() {
+                let successors: Vec<String> = block.successors.iter().map(|s| format!("%bb.{s}")).collect();
+                writeln!(out, "    successors: {}", successors.join(", ")).unwrap();
+            }
+            writeln!(out).unwrap();
+            for instruction in &block.instructions {
+                writeln!(out, "    {}", mir_instruction(lifted, function, instruction)).unwrap();
+            }
+            if !block.resolved() {
+                writeln!(out, "    ; successors unknown ({:?})", block.exit).unwrap();
+            }
+            writeln!(out).unwrap();
+        }
+        writeln!(out, "...").unwrap();
+    }
+    out
+}
+
+/// The assembly of the selected functions, as the emitter writes it.
+pub fn asm(lifted: &LiftedCodeObject<'_>, only: Option<&str>) -> String {
+    let names = AsmNames::new(lifted);
+    let data_name = |address: u64| lifted.describe_address(address);
+    let mut out = String::new();
+    for function in lifted.functions.iter().filter(|f| only.is_none_or(|name| f.name == name)) {
+        writeln!(out, "; {}\n{}:", kind_text(lifted, function), function.name).unwrap();
+        for block in &function.blocks {
+            if block.index > 0 {
+                writeln!(out, "{}:", names.code_labels[&block.address]).unwrap();
+            }
+            for instruction in &block.instructions {
+                match lifted.asm_instruction(instruction, &names, &data_name) {
+                    Some(text) => writeln!(out, "\t{text}").unwrap(),
+                    None => writeln!(out, "\t.byte {}", byte_list(&instruction.bytes)).unwrap(),
+                }
+            }
+        }
+        writeln!(out).unwrap();
+    }
+    out
+}
+
+pub fn byte_list(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:#04x}")).collect::<Vec<_>>().join(", ")
+}
+
+/// Blocks, their extents and successors.
+pub fn cfg(lifted: &LiftedCodeObject<'_>, only: Option<&str>) -> String {
+    let mut out = String::new();
+    for function in lifted.functions.iter().filter(|f| only.is_none_or(|name| f.name == name)) {
+        let count: usize = function.blocks.iter().map(|b| b.instructions.len()).sum();
+        writeln!(
+            out,
+            "function {} ({}): {} blocks, {count} instructions",
+            function.name,
+            kind_text(lifted, function),
+            function.blocks.len()
+        )
+        .unwrap();
+        for block in &function.blocks {
+            let successors: Vec<String> = block.successors.iter().map(|s| format!("bb.{s}")).collect();
+            let exit = match block.exit {
+                BlockExit::FallThrough => "falls through",
+                BlockExit::Branch => "branch",
+                BlockExit::ConditionalBranch => "conditional branch",
+                BlockExit::EndProgram => "end of program",
+                BlockExit::Return => "return",
+                BlockExit::Indirect => "indirect branch (successors unknown)",
+                BlockExit::OutsideFunction => "branch outside the function (successors unknown)",
+                BlockExit::FallsOffTheEnd => "falls off the end",
+            };
+            writeln!(
+                out,
+                "  bb.{} {:#x}..{:#x} {} instructions, {exit}{}{}",
+                block.index,
+                block.address,
+                block.end(),
+                block.instructions.len(),
+                if successors.is_empty() { "" } else { " -> " },
+                successors.join(", ")
+            )
+            .unwrap();
+        }
+        for call in &function.calls {
+            let callee = match call.target {
+                Some(target) => {
+                    lifted.function_at(target).map_or_else(|| lifted.describe_address(target), |f| f.name.clone())
+                }
+                None => "unknown callee".to_string(),
+            };
+            writeln!(out, "  call at {:#x} -> {callee}", call.address).unwrap();
+        }
+        for problem in &function.problems {
+            writeln!(out, "  problem at {:#x} ({:?}): {}", problem.address, problem.kind, problem.detail).unwrap();
+        }
+    }
+    out
+}
