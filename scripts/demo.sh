@@ -28,4 +28,11 @@ echo "== the application"
 "$link" inspect "$out/vector-add.o"
 
 echo
+echo "== the application's kernel, lifted (MIR with LLVM pseudo opcodes)"
+"$link" lift "$out/vector-add.o" --emit mir
+
+echo "== re-emitted and linked through CoMGR, checked against the original"
+"$link" roundtrip "$out/vector-add.o" -o "$out/vector-add.roundtrip.hsaco" --check
+
+echo
 echo "(instrumenting the application with the tool, gpuinstr-link instrument, lands with issue 6)"

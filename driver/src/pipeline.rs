@@ -5,7 +5,7 @@
 //! | # | stage      | in -> out                                                     | landed |
 //! |---|------------|---------------------------------------------------------------|--------|
 //! | 1 | load       | ELF / offload bundle / host ELF with .hip_fatbin -> code objects | yes (`stages::load`) |
-//! | 2 | lift       | code object -> functions, blocks, instructions                 | issue 3 |
+//! | 2 | lift       | code object -> functions, blocks, instructions                 | yes (`stages::lift`) |
 //! | 3 | liveness   | lifted module -> live registers per instruction                | issue 4 |
 //! | 4 | sva        | lifted module + liveness -> SVA storage plan                   | issue 6 |
 //! | 5 | payload    | hook bitcode + plan -> one instrumentation IR module           | issue 5 |
@@ -13,15 +13,20 @@
 //! | 7 | codegen    | IR -> pre-RA MIR                                               | issue 5 |
 //! | 8 | lower-mir  | MIR -> MIR with intrinsics lowered                             | issue 5 |
 //! | 9 | patch      | lifted module + payload code -> instrumented module            | issue 6 |
-//! | 10| emit+link  | instrumented module -> code object (llvm-mc, CoMGR)            | issue 3 |
+//! | 10| emit+link  | instrumented module -> code object (llvm-mc, CoMGR)            | yes (`stages::emit`) |
 //!
 //! Beside the stages: `tool` reads a tool's embedded hook module (the input
-//! of stage 5), `inspect` reports what a file holds.
+//! of stage 5), `inspect` reports what a file holds, `roundtrip` and
+//! `corpus` run load -> lift -> emit + link with no changes and check the
+//! result.
 
 use crate::error::Error;
 use crate::stages::load::{CodeObject, LoadedInput};
 
 pub use crate::inspect::inspect;
+pub use crate::roundtrip::roundtrip;
+pub use crate::stages::emit::link::build as emit_and_link;
+pub use crate::stages::lift::lift;
 pub use crate::stages::load::load;
 pub use crate::tool::read_tool_module;
 

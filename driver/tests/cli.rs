@@ -63,3 +63,75 @@ fn errors_are_one_line_with_a_failing_exit_code() {
     let stderr = String::from_utf8(missing.stderr).unwrap();
     assert!(stderr.contains("does-not-exist.o: cannot read the file"), "{stderr}");
 }
+
+/// A kernel built for a processor gpuinstr does not lift.
+fn gfx1030_code_object(dir: &Path) -> std::path::PathBuf {
+    let source = dir.join("k.hip");
+    std::fs::write(&source, "#include <hip/hip_runtime.h>\n__global__ void k(int *x) { x[threadIdx.x] = 1; }\n")
+        .unwrap();
+    let output = dir.join("k-gfx1030.hsaco");
+    let status = Command::new("clang++-15")
+        .args(["-x", "hip", "--offload-arch=gfx1030", "--rocm-path=/usr", "--cuda-device-only"])
+        .arg("--rocm-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
+        .args(["--no-gpu-bundle-output", "-O3", "-c"])
+        .arg(&source)
+        .arg("-o")
+        .arg(&output)
+        .status()
+        .expect("clang++-15 runs");
+    assert!(status.success());
+    output
+}
+
+#[test]
+fn lift_and_roundtrip_errors_name_the_file_and_write_nothing() {
+    let dir = std::env::temp_dir().join(format!("gpuinstr-cli-errors-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let unsupported = gfx1030_code_object(&dir);
+    let out = dir.join("out.hsaco");
+    let run = |args: &[&std::ffi::OsStr]| {
+        let output = gpuinstr_link().args(args).output().unwrap();
+        (output.status.code(), String::from_utf8(output.stderr).unwrap())
+    };
+
+    let (code, stderr) = run(&["roundtrip".as_ref(), unsupported.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("k-gfx1030.hsaco: gpuinstr lifts gfx908 and gfx90a code objects; this one is for gfx1030"),
+        "{stderr}"
+    );
+    assert!(!out.exists(), "a failed round trip left an output file");
+
+    let good = code_object(&dir);
+    let (code, stderr) = run(&["lift".as_ref(), good.as_os_str(), "--kernel".as_ref(), "nosuch".as_ref()]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("no kernel or device function named `nosuch`"), "{stderr}");
+
+    // A fat binary with several code objects needs --target.
+    let fat = dir.join("fat.o");
+    let status = Command::new("hipcc")
+        .args(["--offload-arch=gfx908", "--offload-arch=gfx90a", "-O3", "-c"])
+        .arg(dir.join("scale.hip"))
+        .arg("-o")
+        .arg(&fat)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (code, stderr) = run(&["lift".as_ref(), fat.as_os_str(), "--emit".as_ref(), "cfg".as_ref()]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("several code objects (gfx908, gfx90a); pick one with --target"), "{stderr}");
+
+    // With --target it works, and roundtrip --check reports identity.
+    let (code, stderr) = run(&[
+        "roundtrip".as_ref(),
+        fat.as_os_str(),
+        "--target".as_ref(),
+        "gfx908".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        "--check".as_ref(),
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(out.exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
