@@ -9,7 +9,9 @@ cd "$(dirname "$0")/.."
 
 scripts/setup.sh >/dev/null
 cargo build --release -q -p gpuinstr-driver
-cache=target/corpus
+target_dir="${CARGO_TARGET_DIR:-target}"
+link="$target_dir/release/gpuinstr-link"
+cache="$target_dir/corpus"
 mkdir -p "$cache"
 fetch() { # package path
   local package=$1 path=$2
@@ -26,6 +28,6 @@ rocsparse=$(fetch librocsparse0 /usr/lib/x86_64-linux-gnu/librocsparse.so.0.1)
 status=0
 for target in gfx90a gfx908; do
   echo "== $target: rocRAND and rocSPARSE"
-  target/release/gpuinstr-link roundtrip-corpus "$rocrand" "$rocsparse" --target "$target" "$@" || status=1
+  "$link" roundtrip-corpus "$rocrand" "$rocsparse" --target "$target" "$@" || status=1
 done
 exit $status

@@ -8,10 +8,11 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 cargo build --release -p gpuinstr-llvm-plugin -p gpuinstr-driver
 
-out=target/demo
+target_dir="$(realpath -m "${CARGO_TARGET_DIR:-target}")"
+out="$target_dir/demo"
 mkdir -p "$out"
-plugin="$PWD/target/release/libembed.so"
-link="$PWD/target/release/gpuinstr-link"
+plugin="$target_dir/release/libembed.so"
+link="$target_dir/release/gpuinstr-link"
 
 echo "== compiling the instruction-counter tool with the gpuinstr plugin"
 hipcc --offload-arch=gfx90a -O3 -fpass-plugin="$plugin" -I hook-sdk/include \

@@ -121,6 +121,21 @@ fn calls_and_scratch_are_recovered() {
 }
 
 #[test]
+fn register_spills_go_to_scratch_and_accumulation_registers() {
+    for (target, agpr_spills) in [("gfx908", true), ("gfx90a", false)] {
+        let code_object = code_object("calls_and_scratch", target);
+        let lifted = lifted(&code_object);
+        let isa = &lifted.isa;
+        let spills = lifted.function("_Z14registerSpillsPfPKf").unwrap();
+        let count = |prefix: &str| spills.instructions().filter(|i| i.name(isa).starts_with(prefix)).count();
+        assert!(count("BUFFER_STORE_DWORD_OFFSET") > 10, "{target}: no scratch spills");
+        assert_eq!(count("V_ACCVGPR_WRITE") > 10, agpr_spills, "{target}: AGPR spills");
+        let kernel = code_object.kernels.iter().find(|k| k.name() == "_Z14registerSpillsPfPKf").unwrap();
+        assert!(kernel.descriptor.private_segment_fixed_size > 0);
+    }
+}
+
+#[test]
 fn pc_relative_data_references_are_symbolic() {
     let code_object = code_object("memory", "gfx90a");
     let lifted = lifted(&code_object);
