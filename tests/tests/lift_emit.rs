@@ -202,3 +202,34 @@ fn opcode_tables_match_llvm() {
         assert!(generated == committed, "driver/data/{name} is stale: run driver/cpp/opcode-table/build.sh");
     }
 }
+
+/// Code object v3 (older target-id syntax, no target in the metadata) and
+/// v5 (more hidden arguments) round-trip as v4 does.
+#[test]
+fn code_object_versions_3_and_5_round_trip() {
+    let scratch = scratch();
+    for (version, processor) in [(3, "gfx908"), (5, "gfx90a")] {
+        let output = scratch.path().join(format!("v{version}.hsaco"));
+        run_ok(
+            Command::new("clang++-15")
+                .args(["-x", "hip", "--rocm-path=/usr", "--cuda-device-only", "--no-gpu-bundle-output", "-O3", "-c"])
+                .arg(format!("--offload-arch={processor}"))
+                .arg(format!("--rocm-device-lib-path={ROCM_DEVICE_LIBS}"))
+                .arg(format!("-mcode-object-version={version}"))
+                .arg(input("kernels/memory.hip"))
+                .arg("-o")
+                .arg(&output),
+        );
+        let input = load::load(&output).unwrap();
+        let code_object = &input.code_objects[0];
+        assert_eq!(code_object.code_object_version, version);
+        for linker in [Linker::Comgr, Linker::Lld] {
+            let (_, report) = roundtrip(code_object, linker).unwrap();
+            assert!(
+                report.identical() && report.sections.is_identical(),
+                "v{version} {linker:?}:\n{}",
+                report.render_text()
+            );
+        }
+    }
+}

@@ -99,13 +99,7 @@ pub fn build(
     let directory = tempfile::Builder::new().prefix("gpuinstr-emit-").tempdir()?;
     let assembly = lifted.emit_assembly(options);
     let relocatable = assemble(lifted, &assembly.text, directory.path())?;
-    let isa = lifted
-        .code_object
-        .metadata
-        .target
-        .clone()
-        .unwrap_or_else(|| format!("amdgcn-amd-amdhsa--{}", lifted.code_object.target));
-    let executable = link(&relocatable, &isa, linker, directory.path())?;
+    let executable = link(&relocatable, &lifted.isa_name(), linker, directory.path())?;
     Ok((executable, assembly))
 }
 

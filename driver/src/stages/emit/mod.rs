@@ -132,6 +132,31 @@ fn section_header(out: &mut String, section: &Section) {
 }
 
 impl LiftedCodeObject<'_> {
+    /// The target id as `.amdgcn_target` and CoMGR spell it: from the
+    /// metadata (v4+), or in code object v3's older syntax
+    /// (`gfx908+xnack+sram-ecc`).
+    pub fn target_id_string(&self) -> String {
+        let code_object = self.code_object;
+        let target = &code_object.target;
+        if code_object.code_object_version == 3 {
+            let mut id = format!("amdgcn-amd-amdhsa--{}", target.processor);
+            if target.xnack == FeatureSetting::On {
+                id.push_str("+xnack");
+            }
+            if target.sramecc == FeatureSetting::On {
+                id.push_str("+sram-ecc");
+            }
+            return id;
+        }
+        code_object.metadata.target.clone().unwrap_or_else(|| format!("amdgcn-amd-amdhsa--{target}"))
+    }
+
+    /// The ISA name CoMGR takes: the target id in the current syntax
+    /// whatever the code object version (`amdgcn-amd-amdhsa--gfx908:sramecc+:xnack+`).
+    pub fn isa_name(&self) -> String {
+        format!("amdgcn-amd-amdhsa--{}", self.code_object.target)
+    }
+
     /// The symbols defined in a section, by address (`.kd` symbols
     /// excluded: the descriptor's own text defines them).
     fn section_symbols(&self, section: &Section, handled_kds: &BTreeSet<&str>) -> BTreeMap<u64, Vec<&Symbol>> {
@@ -249,9 +274,7 @@ impl LiftedCodeObject<'_> {
         let code_object = self.code_object;
         let mut notes = EmitNotes::default();
         let mut out = String::new();
-        let target =
-            code_object.metadata.target.clone().unwrap_or_else(|| format!("amdgcn-amd-amdhsa--{}", code_object.target));
-        writeln!(out, "; Emitted by gpuinstr-link.\n\t.amdgcn_target \"{target}\"").unwrap();
+        writeln!(out, "; Emitted by gpuinstr-link.\n\t.amdgcn_target \"{}\"", self.target_id_string()).unwrap();
         // Global symbols are declared first, in the input's order: the
         // assembler numbers symbols in the order it meets them and the linker
         // keeps that order in .dynsym. Undefined ones (LDS variables the code
