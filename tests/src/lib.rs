@@ -271,3 +271,39 @@ pub fn debian_package_file(package: &str, path_in_package: &str) -> PathBuf {
     let _ = std::fs::remove_file(&deb);
     extracted
 }
+
+/// A code object built from hand-written assembly: one kernel `test_kernel`
+/// with `body` as its code, then `functions` (device functions, with their
+/// own labels, `.type` and `.size`). Assembled by llvm-mc-15 and linked by
+/// ld.lld-15, so the lifter sees a real linked code object.
+pub fn kernel_from_assembly(processor: &str, body: &str, functions: &str) -> gpuinstr::stages::load::CodeObject {
+    let accum = if processor == "gfx90a" { "\t.amdhsa_accum_offset 32\n" } else { "" };
+    let text = format!(
+        "\t.amdgcn_target \"amdgcn-amd-amdhsa--{processor}\"\n\
+         \t.text\n\t.globl test_kernel\n\t.p2align 8\n\t.type test_kernel,@function\ntest_kernel:\n{body}\n\
+         \t.size test_kernel, .-test_kernel\n{functions}\n\
+         \t.section .rodata,\"a\",@progbits\n\t.p2align 6\n\t.amdhsa_kernel test_kernel\n\
+         \t.amdhsa_user_sgpr_kernarg_segment_ptr 1\n\t.amdhsa_next_free_vgpr 64\n\t.amdhsa_next_free_sgpr 48\n{accum}\
+         \t.end_amdhsa_kernel\n\
+         \t.amdgpu_metadata\n---\namdhsa.kernels:\n  - .name: test_kernel\n    .symbol: test_kernel.kd\n\
+         \x20   .kernarg_segment_size: 0\n    .kernarg_segment_align: 8\n    .group_segment_fixed_size: 0\n\
+         \x20   .private_segment_fixed_size: 0\n    .wavefront_size: 64\n    .sgpr_count: 48\n    .vgpr_count: 64\n\
+         \x20   .max_flat_workgroup_size: 256\namdhsa.target: amdgcn-amd-amdhsa--{processor}\namdhsa.version:\n  - 1\n  - 1\n...\n\
+         \t.end_amdgpu_metadata\n"
+    );
+    let dir = scratch();
+    let source = dir.path().join("test.s");
+    std::fs::write(&source, &text).unwrap();
+    let object = dir.path().join("test.o");
+    let linked = dir.path().join("test.hsaco");
+    run_ok(
+        Command::new("llvm-mc-15")
+            .args(["-triple=amdgcn-amd-amdhsa", &format!("-mcpu={processor}"), "-filetype=obj"])
+            .arg(&source)
+            .arg("-o")
+            .arg(&object),
+    );
+    run_ok(Command::new("ld.lld-15").args(["-shared", "--no-undefined"]).arg(&object).arg("-o").arg(&linked));
+    let bytes = std::fs::read(&linked).unwrap();
+    gpuinstr::stages::load::CodeObject::parse(bytes, Vec::new()).unwrap()
+}

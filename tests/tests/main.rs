@@ -5,6 +5,7 @@ mod cmake;
 mod corpus;
 mod inspect;
 mod lift_emit;
+mod liveness;
 mod plugin_errors;
 mod plugin_examples;
 mod plugin_rdc;

@@ -3,4 +3,5 @@
 
 pub mod emit;
 pub mod lift;
+pub mod liveness;
 pub mod load;

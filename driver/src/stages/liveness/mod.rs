@@ -1,0 +1,333 @@
+//! Stage 3, liveness: which 32-bit register units are live before and after
+//! every instruction (docs/liveness.md explains the model).
+//!
+//! - Backward dataflow over each function's blocks; a block whose successors
+//!   are unknown (indirect branch, branch out of the function) has everything
+//!   live after it; `s_endpgm` has nothing.
+//! - Vector defs kill only where EXEC is provably full (`exec_mask`): under a
+//!   partial EXEC the inactive lanes keep values that may be live.
+//! - Calls use what the callee's entry needs and kill only the return
+//!   address they write; an unknown callee uses everything. A device function
+//!   returns into what is live after its call sites, or everything when its
+//!   callers are not all known. Iterated to a fixpoint over the call graph.
+
+pub mod exec_mask;
+pub mod units;
+
+use std::collections::HashMap;
+
+use crate::stages::lift::{BlockExit, Flow, Function, FunctionKind, LiftedCodeObject};
+pub use units::{RegisterFile, RegisterUnits, Unit, UnitSet};
+
+/// Liveness of one function, per instruction in `Function::instructions` order.
+#[derive(Clone, Debug, Default)]
+pub struct FunctionLiveness {
+    pub live_in: Vec<UnitSet>,
+    pub live_out: Vec<UnitSet>,
+    /// Units each instruction writes (fully or partly).
+    pub defs: Vec<UnitSet>,
+    /// Units each instruction reads.
+    pub uses: Vec<UnitSet>,
+    /// Whether EXEC is full before each instruction.
+    pub exec_full: Vec<bool>,
+    /// Every unit the function or anything it may call reads or writes.
+    pub touched: UnitSet,
+}
+
+impl FunctionLiveness {
+    /// Units not live before, and not written or read by, instruction `index`:
+    /// free to use there (the paper's persistent registers).
+    pub fn free_at(&self, index: usize, allocated: &UnitSet) -> UnitSet {
+        allocated.difference(&self.live_in[index]).difference(&self.defs[index]).difference(&self.uses[index])
+    }
+}
+
+pub struct Liveness {
+    /// In `LiftedCodeObject::functions` order.
+    pub functions: Vec<FunctionLiveness>,
+}
+
+/// What one instruction does to liveness.
+#[derive(Clone, Copy)]
+struct Effect {
+    uses: UnitSet,
+    kills: UnitSet,
+    defs: UnitSet,
+}
+
+struct Analysis<'a> {
+    lifted: &'a LiftedCodeObject<'a>,
+    units: RegisterUnits,
+    function_at: HashMap<u64, usize>,
+    /// Per function: what is live at its entry (used by calls).
+    entry_live: Vec<UnitSet>,
+    /// Per function: what is live after it returns.
+    return_live: Vec<UnitSet>,
+    /// Per function: units it or its callees may write.
+    may_def: Vec<UnitSet>,
+}
+
+impl<'a> Analysis<'a> {
+    fn callee(&self, function: &Function, address: u64) -> Option<usize> {
+        function.calls.iter().find(|c| c.address == address)?.target.and_then(|t| self.function_at.get(&t).copied())
+    }
+
+    fn effect(&self, function: &Function, instruction: &crate::stages::lift::Instruction, exec_full: bool) -> Effect {
+        if !instruction.decoded {
+            // Unknown semantics: it may read anything, kills nothing.
+            return Effect { uses: UnitSet::all(), kills: UnitSet::EMPTY, defs: UnitSet::EMPTY };
+        }
+        let isa = &self.lifted.isa;
+        let mut uses = UnitSet::EMPTY;
+        let mut kills = UnitSet::EMPTY;
+        let mut defs = UnitSet::EMPTY;
+        for reg in instruction.all_uses() {
+            uses.extend_units(self.units.units(reg));
+        }
+        let single_lane = isa.opcode_name(instruction.opcode).starts_with("V_WRITELANE");
+        for reg in instruction.all_defs() {
+            let partial = self.units.is_partial(reg);
+            for unit in self.units.units(reg) {
+                defs.insert(*unit);
+                if !partial && (!unit.is_vector() || (exec_full && !single_lane)) {
+                    kills.insert(*unit);
+                }
+            }
+        }
+        if instruction.flow == Flow::Call {
+            match self.callee(function, instruction.address) {
+                Some(callee) => {
+                    // The call writes the return address before the callee
+                    // reads it.
+                    uses.union_with(&self.entry_live[callee].difference(&kills));
+                    defs.union_with(&self.may_def[callee]);
+                }
+                None => {
+                    uses = UnitSet::all();
+                    defs = UnitSet::all();
+                }
+            }
+        }
+        Effect { uses, kills, defs }
+    }
+
+    /// Liveness of one function given the current summaries.
+    fn function(&self, index: usize) -> FunctionLiveness {
+        let function = &self.lifted.functions[index];
+        let clobbers = |address: u64| match self.callee(function, address) {
+            Some(callee) => self.may_def[callee],
+            None => UnitSet::all(),
+        };
+        let entry_full = function.is_kernel();
+        let exec_full = exec_mask::exec_full_before(&self.lifted.isa, &self.units, function, entry_full, &clobbers);
+        let mut effects = Vec::with_capacity(exec_full.len());
+        for (instruction, full) in function.instructions().zip(&exec_full) {
+            effects.push(self.effect(function, instruction, *full));
+        }
+
+        // Block summaries: live_in = gen | (live_out - kill).
+        let mut starts = Vec::with_capacity(function.blocks.len());
+        let mut position = 0;
+        for block in &function.blocks {
+            starts.push(position);
+            position += block.instructions.len();
+        }
+        let mut gens = Vec::with_capacity(function.blocks.len());
+        let mut block_kills = Vec::with_capacity(function.blocks.len());
+        for (block, start) in function.blocks.iter().zip(&starts) {
+            let mut gen = UnitSet::EMPTY;
+            let mut kill = UnitSet::EMPTY;
+            for effect in effects[*start..*start + block.instructions.len()].iter().rev() {
+                gen = effect.uses.union(&gen.difference(&effect.kills));
+                kill = kill.union(&effect.kills).difference(&effect.uses);
+            }
+            gens.push(gen);
+            block_kills.push(kill);
+        }
+        let exit_live = |exit: BlockExit| match exit {
+            BlockExit::EndProgram => UnitSet::EMPTY,
+            BlockExit::Return => self.return_live[index],
+            BlockExit::Indirect | BlockExit::OutsideFunction | BlockExit::FallsOffTheEnd => UnitSet::all(),
+            BlockExit::FallThrough | BlockExit::Branch | BlockExit::ConditionalBranch => UnitSet::EMPTY,
+        };
+        let mut block_in = vec![UnitSet::EMPTY; function.blocks.len()];
+        let mut block_out = vec![UnitSet::EMPTY; function.blocks.len()];
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for block in function.blocks.iter().rev() {
+                let mut out = exit_live(block.exit);
+                for successor in &block.successors {
+                    out.union_with(&block_in[*successor]);
+                }
+                let input = gens[block.index].union(&out.difference(&block_kills[block.index]));
+                block_out[block.index] = out;
+                if input != block_in[block.index] {
+                    block_in[block.index] = input;
+                    changed = true;
+                }
+            }
+        }
+
+        let count = effects.len();
+        let mut result = FunctionLiveness {
+            live_in: vec![UnitSet::EMPTY; count],
+            live_out: vec![UnitSet::EMPTY; count],
+            defs: effects.iter().map(|e| e.defs).collect(),
+            uses: effects.iter().map(|e| e.uses).collect(),
+            exec_full,
+            touched: UnitSet::EMPTY,
+        };
+        for (block, start) in function.blocks.iter().zip(&starts) {
+            let mut live = block_out[block.index];
+            for offset in (0..block.instructions.len()).rev() {
+                let at = start + offset;
+                result.live_out[at] = live;
+                live = effects[at].uses.union(&live.difference(&effects[at].kills));
+                result.live_in[at] = live;
+            }
+        }
+        for effect in &effects {
+            result.touched.union_with(&effect.uses);
+            result.touched.union_with(&effect.defs);
+        }
+        result
+    }
+}
+
+impl UnitSet {
+    fn extend_units(&mut self, units: &[Unit]) {
+        for unit in units {
+            self.insert(*unit);
+        }
+    }
+}
+
+/// Liveness of every function of a lifted code object.
+pub fn analyze<'a>(lifted: &'a LiftedCodeObject<'a>) -> Liveness {
+    let count = lifted.functions.len();
+    let function_at: HashMap<u64, usize> = lifted.functions.iter().enumerate().map(|(i, f)| (f.address, i)).collect();
+    let units = RegisterUnits::new(&lifted.isa);
+
+    // Callers of each device function; a function without known callers
+    // returns into unknown code.
+    let mut callers: Vec<Vec<(usize, u64)>> = vec![Vec::new(); count];
+    for (index, function) in lifted.functions.iter().enumerate() {
+        for call in &function.calls {
+            if let Some(callee) = call.target.and_then(|t| function_at.get(&t)) {
+                callers[*callee].push((index, call.address));
+            }
+        }
+    }
+
+    let mut analysis = Analysis {
+        lifted,
+        units,
+        function_at,
+        entry_live: vec![UnitSet::EMPTY; count],
+        return_live: (0..count)
+            .map(|i| {
+                if callers[i].is_empty() && lifted.functions[i].kind == FunctionKind::DeviceFunction {
+                    UnitSet::all()
+                } else {
+                    UnitSet::EMPTY
+                }
+            })
+            .collect(),
+        may_def: vec![UnitSet::EMPTY; count],
+    };
+
+    // May-defs: what each function writes, closed over known callees
+    // (unknown callees write anything).
+    for (index, function) in lifted.functions.iter().enumerate() {
+        let mut defs = UnitSet::EMPTY;
+        for instruction in function.instructions() {
+            for reg in instruction.all_defs() {
+                defs.extend_units(analysis.units.units(reg));
+            }
+        }
+        if function.calls.iter().any(|c| c.target.and_then(|t| analysis.function_at.get(&t)).is_none()) {
+            defs = UnitSet::all();
+        }
+        analysis.may_def[index] = defs;
+    }
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for (index, function) in lifted.functions.iter().enumerate() {
+            let mut defs = analysis.may_def[index];
+            for call in &function.calls {
+                if let Some(callee) = call.target.and_then(|t| analysis.function_at.get(&t)) {
+                    defs.union_with(&analysis.may_def[*callee]);
+                }
+            }
+            if defs != analysis.may_def[index] {
+                analysis.may_def[index] = defs;
+                changed = true;
+            }
+        }
+    }
+
+    // Liveness, to a fixpoint over entry and return summaries.
+    let mut results: Vec<FunctionLiveness> = vec![FunctionLiveness::default(); count];
+    loop {
+        let mut changed = false;
+        for (index, result) in results.iter_mut().enumerate() {
+            *result = analysis.function(index);
+            let entry = result.live_in.first().copied().unwrap_or_default();
+            if entry != analysis.entry_live[index] {
+                analysis.entry_live[index] = entry;
+                changed = true;
+            }
+        }
+        for (callee, sites) in callers.iter().enumerate() {
+            if sites.is_empty() {
+                continue;
+            }
+            let mut live = UnitSet::EMPTY;
+            for (caller, site) in sites {
+                let position = lifted.functions[*caller].instructions().position(|i| i.address == *site);
+                if let Some(position) = position {
+                    live.union_with(&results[*caller].live_out[position]);
+                }
+            }
+            if live != analysis.return_live[callee] {
+                analysis.return_live[callee] = live;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+
+    // What each function touches, with everything it may call.
+    let direct: Vec<UnitSet> = results.iter().map(|r| r.touched).collect();
+    for (index, function) in lifted.functions.iter().enumerate() {
+        let mut touched = direct[index];
+        let mut stack: Vec<usize> = Vec::new();
+        let mut seen = vec![false; count];
+        let mut unknown = false;
+        let push_calls = |f: &Function, stack: &mut Vec<usize>, unknown: &mut bool| {
+            for call in &f.calls {
+                match call.target.and_then(|t| analysis.function_at.get(&t)) {
+                    Some(callee) => stack.push(*callee),
+                    None => *unknown = true,
+                }
+            }
+        };
+        push_calls(function, &mut stack, &mut unknown);
+        while let Some(callee) = stack.pop() {
+            if std::mem::replace(&mut seen[callee], true) {
+                continue;
+            }
+            touched.union_with(&direct[callee]);
+            push_calls(&lifted.functions[callee], &mut stack, &mut unknown);
+        }
+        if unknown {
+            touched = UnitSet::all();
+        }
+        results[index].touched = touched;
+    }
+    Liveness { functions: results }
+}
