@@ -1,6 +1,7 @@
 //! gpuinstr's driver library: everything `gpuinstr-link` does, callable from
 //! Rust. Start at [`pipeline`].
 
+pub mod analyze;
 pub mod corpus;
 pub mod error;
 pub mod inspect;

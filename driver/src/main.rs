@@ -38,6 +38,26 @@ impl From<LinkerChoice> for gpuinstr::stages::emit::link::Linker {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Register availability: allocated, used and free registers per kernel (seed 000's report).
+    Analyze {
+        /// Code objects, bundles or host files; several files (or several code objects) add a corpus summary.
+        files: Vec<PathBuf>,
+        #[arg(long)]
+        target: Option<String>,
+        /// Only this kernel.
+        #[arg(long)]
+        kernel: Option<String>,
+        /// Live and free registers at one instruction: KERNEL:INDEX (indices as `lift --emit mir` counts).
+        #[arg(long, value_name = "KERNEL:INDEX")]
+        at: Option<String>,
+        #[arg(long)]
+        json: bool,
+        /// Only the corpus summary.
+        #[arg(long)]
+        summary: bool,
+        #[arg(long)]
+        jobs: Option<usize>,
+    },
     /// Round-trip every code object of one target in a set of files and report the numbers.
     RoundtripCorpus {
         files: Vec<PathBuf>,
@@ -98,6 +118,50 @@ enum Command {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
+        Command::Analyze { files, target, kernel, at, json, summary, jobs } => {
+            if files.is_empty() {
+                anyhow::bail!("give at least one file to analyze");
+            }
+            if let Some(at) = at {
+                let (name, index) = at
+                    .rsplit_once(':')
+                    .and_then(|(k, i)| Some((k, i.parse::<usize>().ok()?)))
+                    .ok_or_else(|| anyhow::anyhow!("--at takes KERNEL:INDEX, e.g. --at my_kernel:12"))?;
+                let input = gpuinstr::stages::load::load_for_target(&files[0], target.as_deref())?;
+                let code_object = gpuinstr::pipeline::one_code_object(input, None)?;
+                let text = gpuinstr::analyze::at_instruction(&code_object, name, index)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", files[0].display()))?;
+                print!("{text}");
+                return Ok(ExitCode::SUCCESS);
+            }
+            let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            let (mut reports, corpus) = gpuinstr::analyze::corpus(&files, target.as_deref(), jobs)?;
+            if let Some(name) = &kernel {
+                for report in &mut reports {
+                    report.kernels.retain(|k| &k.name == name);
+                }
+                if reports.iter().all(|r| r.kernels.is_empty()) {
+                    anyhow::bail!("no kernel named `{name}` (gpuinstr-link inspect lists them)");
+                }
+            }
+            let several = reports.len() > 1 || files.len() > 1;
+            if json {
+                let value = serde_json::json!({ "code_objects": if summary { serde_json::Value::Null } else { serde_json::to_value(&reports)? }, "summary": corpus });
+                println!("{}", serde_json::to_string_pretty(&value)?);
+            } else {
+                if !summary {
+                    for report in &reports {
+                        print!("{}", gpuinstr::analyze::render_text(report));
+                    }
+                }
+                if several || summary {
+                    print!("{}", corpus.render_text());
+                }
+            }
+            if !corpus.failed_code_objects.is_empty() {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
         Command::RoundtripCorpus { files, target, every, linker, jobs, json } => {
             let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
             let sample = every.map_or(gpuinstr::corpus::Sample::All, gpuinstr::corpus::Sample::EveryNth);

@@ -10,3 +10,4 @@ mod plugin_errors;
 mod plugin_examples;
 mod plugin_rdc;
 mod plugin_steps;
+mod register_report;
