@@ -32,6 +32,9 @@ echo
 echo "== the application's kernel, lifted (MIR with LLVM pseudo opcodes)"
 "$link" lift "$out/vector-add.o" --emit mir
 
+echo "== where instrumentation can find registers (liveness, seed 000's report)"
+"$link" analyze "$out/vector-add.o"
+
 echo "== re-emitted and linked through CoMGR, checked against the original"
 "$link" roundtrip "$out/vector-add.o" -o "$out/vector-add.roundtrip.hsaco" --check
 

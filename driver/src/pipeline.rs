@@ -6,7 +6,7 @@
 //! |---|------------|---------------------------------------------------------------|--------|
 //! | 1 | load       | ELF / offload bundle / host ELF with .hip_fatbin -> code objects | yes (`stages::load`) |
 //! | 2 | lift       | code object -> functions, blocks, instructions                 | yes (`stages::lift`) |
-//! | 3 | liveness   | lifted module -> live registers per instruction                | issue 4 |
+//! | 3 | liveness   | lifted module -> live registers per instruction                | yes (`stages::liveness`) |
 //! | 4 | sva        | lifted module + liveness -> SVA storage plan                   | issue 6 |
 //! | 5 | payload    | hook bitcode + plan -> one instrumentation IR module           | issue 5 |
 //! | 6 | lower-ir   | payload IR -> IR with intrinsic placeholders                   | issue 5 |
@@ -18,7 +18,7 @@
 //! Beside the stages: `tool` reads a tool's embedded hook module (the input
 //! of stage 5), `inspect` reports what a file holds, `roundtrip` and
 //! `corpus` run load -> lift -> emit + link with no changes and check the
-//! result.
+//! result, `analyze` reports register availability from liveness.
 
 use crate::error::Error;
 use crate::stages::load::{CodeObject, LoadedInput};
@@ -27,6 +27,7 @@ pub use crate::inspect::inspect;
 pub use crate::roundtrip::roundtrip;
 pub use crate::stages::emit::link::build as emit_and_link;
 pub use crate::stages::lift::lift;
+pub use crate::stages::liveness::analyze as liveness;
 pub use crate::stages::load::load;
 pub use crate::tool::read_tool_module;
 

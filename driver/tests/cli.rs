@@ -135,3 +135,42 @@ fn lift_and_roundtrip_errors_name_the_file_and_write_nothing() {
     assert!(out.exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn analyze_reports_and_points_at_instructions() {
+    let dir = std::env::temp_dir().join(format!("gpuinstr-cli-analyze-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let object = code_object(&dir);
+    let run = |args: &[&str]| {
+        let output = gpuinstr_link().arg("analyze").arg(&object).args(args).output().unwrap();
+        (output.status.code(), String::from_utf8(output.stdout).unwrap(), String::from_utf8(output.stderr).unwrap())
+    };
+
+    let (code, stdout, _) = run(&[]);
+    assert_eq!(code, Some(0));
+    assert!(stdout.contains("kernel _Z5scalePff"), "{stdout}");
+    assert!(stdout.contains("stack base (2 SGPRs): "), "{stdout}");
+
+    let (code, stdout, _) = run(&["--json"]);
+    assert_eq!(code, Some(0));
+    let value: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let kernel = &value["code_objects"][0]["kernels"][0];
+    assert_eq!(kernel["name"], "_Z5scalePff");
+    assert!(kernel["sgpr"]["allocated"].as_u64().unwrap() >= kernel["sgpr"]["used_up_to"].as_u64().unwrap());
+
+    let (code, stdout, _) = run(&["--at", "_Z5scalePff:0"]);
+    assert_eq!(code, Some(0));
+    assert!(stdout.contains("_Z5scalePff #0 at"), "{stdout}");
+    assert!(stdout.contains("live before:") && stdout.contains("free SGPRs:"), "{stdout}");
+
+    let (code, _, stderr) = run(&["--at", "_Z5scalePff:100000"]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("index 100000 is past the end"), "{stderr}");
+    let (code, _, stderr) = run(&["--at", "nocolon"]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("--at takes KERNEL:INDEX"), "{stderr}");
+    let (code, _, stderr) = run(&["--kernel", "nosuch"]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("no kernel named `nosuch`"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -60,6 +60,8 @@ pub struct Isa {
     pseudo_of_real: HashMap<u32, u32>,
     infos: Vec<OnceCell<Option<OpcodeInfo>>>,
     register_names: Vec<String>,
+    registers_by_name: HashMap<String, u32>,
+    opcodes_by_name: HashMap<String, u32>,
     /// Each register's canonical register: the MC-level variants of a
     /// register (FLAT_SCR_LO_vi, TTMP0_vi, SGPR_NULL_gfxpre11) map to the
     /// register MIR and liveness use (FLAT_SCR_LO, TTMP0, SGPR_NULL).
@@ -125,7 +127,19 @@ impl Isa {
             })
             .collect();
         let infos = (0..opcode_names.len()).map(|_| OnceCell::new()).collect();
-        Ok(Isa { target: target.clone(), mc, opcode_names, pseudo_of_real, infos, register_names, canonical })
+        let registers_by_name = register_names.iter().enumerate().map(|(r, name)| (name.clone(), r as u32)).collect();
+        let opcodes_by_name = opcode_names.iter().enumerate().map(|(op, name)| (name.clone(), op as u32)).collect();
+        Ok(Isa {
+            target: target.clone(),
+            mc,
+            opcode_names,
+            pseudo_of_real,
+            infos,
+            register_names,
+            registers_by_name,
+            opcodes_by_name,
+            canonical,
+        })
     }
 
     pub fn opcode_name(&self, opcode: u32) -> &str {
@@ -133,7 +147,7 @@ impl Isa {
     }
 
     pub fn opcode_by_name(&self, name: &str) -> Option<u32> {
-        self.opcode_names.iter().position(|n| n == name).map(|p| p as u32)
+        self.opcodes_by_name.get(name).copied()
     }
 
     pub fn mapping(&self, real: u32) -> Mapping {
@@ -171,7 +185,7 @@ impl Isa {
     }
 
     pub fn register_by_name(&self, name: &str) -> Option<u32> {
-        self.register_names.iter().position(|n| n == name).map(|p| p as u32)
+        self.registers_by_name.get(name).copied()
     }
 
     /// The register as MIR spells it: `$sgpr0_sgpr1` (canonical).

@@ -9,8 +9,6 @@
 //! restores it. Lanes inactive at the kernel's entry never become active, so
 //! the entry mask counts as full.
 
-use std::collections::BTreeSet;
-
 use crate::native::Operand;
 use crate::stages::lift::{Flow, Function, Instruction, Isa};
 
@@ -21,20 +19,24 @@ use super::units::{RegisterUnits, Unit, UnitSet};
 struct State {
     full: bool,
     /// SGPR pairs (canonical LLVM registers) holding a copy of a full mask.
-    full_copies: BTreeSet<u32>,
+    full_copies: Vec<u32>,
 }
 
 impl State {
     fn meet(&self, other: &State) -> State {
         State {
             full: self.full && other.full,
-            full_copies: self.full_copies.intersection(&other.full_copies).copied().collect(),
+            full_copies: self.full_copies.iter().copied().filter(|c| other.full_copies.contains(c)).collect(),
         }
     }
 }
 
-fn exec_units() -> UnitSet {
-    [Unit::special("EXEC_LO"), Unit::special("EXEC_HI")].into_iter().collect()
+/// What the transfer function needs, looked up once.
+struct Context<'a> {
+    isa: &'a Isa,
+    units: &'a RegisterUnits,
+    exec_reg: Option<u32>,
+    exec_units: UnitSet,
 }
 
 fn register_operand(instruction: &Instruction, isa: &Isa, index: usize) -> Option<u32> {
@@ -44,59 +46,53 @@ fn register_operand(instruction: &Instruction, isa: &Isa, index: usize) -> Optio
     }
 }
 
-fn transfer(
-    isa: &Isa,
-    units: &RegisterUnits,
-    instruction: &Instruction,
-    state: &State,
-    call_clobbers: &UnitSet,
-) -> State {
-    let exec_reg = isa.register_by_name("EXEC");
-    let exec = exec_units();
+fn transfer(context: &Context<'_>, instruction: &Instruction, state: &mut State, call_clobbers: &dyn Fn() -> UnitSet) {
+    let Context { isa, units, exec_reg, exec_units: exec } = context;
     let name = isa.opcode_name(instruction.opcode);
-    let mut next = state.clone();
     let operand = |index| register_operand(instruction, isa, index);
-    let holds_full = |reg: Option<u32>| reg.is_some_and(|r| state.full_copies.contains(&r));
     let defines_exec = instruction.all_defs().any(|r| units.units(r).iter().any(|u| exec.contains(*u)));
+    let was_full = state.full;
+    let held_full: Vec<bool> =
+        [1, 2].iter().map(|i| operand(*i).is_some_and(|r| state.full_copies.contains(&r))).collect();
 
     // Saved masks: a pair written by anything else loses its copy.
-    let written: UnitSet = instruction.all_defs().flat_map(|r| units.units(r).iter().copied()).collect();
-    next.full_copies.retain(|pair| units.units(*pair).iter().all(|u| !written.contains(*u)));
-    if instruction.flow == Flow::Call {
-        next.full_copies.retain(|pair| units.units(*pair).iter().all(|u| !call_clobbers.contains(*u)));
+    if !state.full_copies.is_empty() {
+        let written: UnitSet = instruction.all_defs().flat_map(|r| units.units(r).iter().copied()).collect();
+        let clobbered = if instruction.flow == Flow::Call { written.union(&call_clobbers()) } else { written };
+        state.full_copies.retain(|pair| units.units(*pair).iter().all(|u| !clobbered.contains(*u)));
     }
 
     if name.ends_with("_SAVEEXEC_B64") {
         // dst = old EXEC; EXEC = op(old EXEC, src).
         if let Some(dst) = operand(0) {
-            if state.full {
-                next.full_copies.insert(dst);
+            if was_full && !state.full_copies.contains(&dst) {
+                state.full_copies.push(dst);
             }
         }
-        next.full = name == "S_OR_SAVEEXEC_B64" && (state.full || holds_full(operand(1)));
-        return next;
+        state.full = name == "S_OR_SAVEEXEC_B64" && (was_full || held_full[0]);
+        return;
     }
     if !defines_exec {
         // Copies of a full EXEC.
-        if name == "S_MOV_B64" && state.full && operand(1) == exec_reg {
+        if name == "S_MOV_B64" && was_full && operand(1) == *exec_reg {
             if let Some(dst) = operand(0) {
-                next.full_copies.insert(dst);
+                if !state.full_copies.contains(&dst) {
+                    state.full_copies.push(dst);
+                }
             }
         }
-        return next;
+        return;
     }
-    let to_exec = operand(0) == exec_reg;
-    next.full = match name {
+    let to_exec = operand(0) == *exec_reg;
+    state.full = match name {
         "S_MOV_B64" if to_exec => {
-            holds_full(operand(1)) || matches!(instruction.raw.operands.get(1), Some(Operand::Immediate(-1)))
+            held_full[0] || matches!(instruction.raw.operands.get(1), Some(Operand::Immediate(-1)))
         }
         "S_OR_B64" if to_exec => {
-            let sources = [operand(1), operand(2)];
-            sources.iter().any(|s| holds_full(*s)) || (state.full && sources.contains(&exec_reg))
+            held_full[0] || held_full[1] || (was_full && [operand(1), operand(2)].contains(exec_reg))
         }
         _ => false,
     };
-    next
 }
 
 /// For each instruction of `function` (in `Function::instructions` order),
@@ -110,6 +106,12 @@ pub fn exec_full_before(
     entry_full: bool,
     call_clobbers: &dyn Fn(u64) -> UnitSet,
 ) -> Vec<bool> {
+    let context = Context {
+        isa,
+        units,
+        exec_reg: isa.register_by_name("EXEC"),
+        exec_units: [Unit::special("EXEC_LO"), Unit::special("EXEC_HI")].into_iter().collect(),
+    };
     let blocks = &function.blocks;
     let mut predecessors = vec![Vec::new(); blocks.len()];
     for block in blocks {
@@ -117,10 +119,10 @@ pub fn exec_full_before(
             predecessors[*successor].push(block.index);
         }
     }
-    let partial = State { full: false, full_copies: BTreeSet::new() };
+    let partial = State { full: false, full_copies: Vec::new() };
     let mut block_in: Vec<Option<State>> = vec![None; blocks.len()];
     let mut block_out: Vec<Option<State>> = vec![None; blocks.len()];
-    block_in[0] = Some(State { full: entry_full, full_copies: BTreeSet::new() });
+    block_in[0] = Some(State { full: entry_full, full_copies: Vec::new() });
     // Blocks only reachable through unknown edges start partial.
     for (index, preds) in predecessors.iter().enumerate() {
         if index > 0 && preds.is_empty() {
@@ -149,7 +151,7 @@ pub fn exec_full_before(
             }
             block_in[block.index] = Some(state.clone());
             for instruction in &block.instructions {
-                state = transfer(isa, units, instruction, &state, &call_clobbers(instruction.address));
+                transfer(&context, instruction, &mut state, &|| call_clobbers(instruction.address));
             }
             if block_out[block.index].as_ref() != Some(&state) {
                 block_out[block.index] = Some(state);
@@ -162,7 +164,7 @@ pub fn exec_full_before(
         let mut state = block_in[block.index].clone().unwrap_or_else(|| partial.clone());
         for instruction in &block.instructions {
             full.push(state.full);
-            state = transfer(isa, units, instruction, &state, &call_clobbers(instruction.address));
+            transfer(&context, instruction, &mut state, &|| call_clobbers(instruction.address));
         }
     }
     full

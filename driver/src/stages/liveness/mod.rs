@@ -268,7 +268,9 @@ pub fn analyze<'a>(lifted: &'a LiftedCodeObject<'a>) -> Liveness {
         }
     }
 
-    // Liveness, to a fixpoint over entry and return summaries.
+    // Liveness, to a fixpoint over entry and return summaries (one pass
+    // when nothing calls anything).
+    let has_calls = lifted.functions.iter().any(|f| !f.calls.is_empty());
     let mut results: Vec<FunctionLiveness> = vec![FunctionLiveness::default(); count];
     loop {
         let mut changed = false;
@@ -296,7 +298,7 @@ pub fn analyze<'a>(lifted: &'a LiftedCodeObject<'a>) -> Liveness {
                 changed = true;
             }
         }
-        if !changed {
+        if !changed || !has_calls {
             break;
         }
     }
