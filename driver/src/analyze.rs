@@ -12,9 +12,10 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
+use crate::parallel::{for_each_on_threads, load_code_objects};
 use crate::stages::lift::{lift, Flow, FunctionKind, IsaError, LiftedCodeObject};
 use crate::stages::liveness::{analyze as liveness, Liveness, RegisterFile, Unit, UnitSet};
-use crate::stages::load::{self, CodeObject, FeatureSetting, Kernel};
+use crate::stages::load::{CodeObject, FeatureSetting, Kernel};
 
 /// SGPRs a GFX9 kernel can address.
 pub const MAX_SGPRS: u16 = 102;
@@ -502,29 +503,17 @@ pub fn corpus(
     jobs: usize,
 ) -> Result<(Vec<CodeObjectReport>, CorpusSummary), crate::error::Error> {
     let start = std::time::Instant::now();
-    let mut queue = Vec::new();
-    for file in files {
-        for code_object in load::load_for_target(file, target)?.code_objects {
-            queue.push((file.display().to_string(), code_object));
-        }
-    }
     let summary = Mutex::new(CorpusSummary { target: target.unwrap_or("all").to_string(), ..Default::default() });
     let reports = Mutex::new(Vec::new());
-    let queue = Mutex::new(queue);
-    std::thread::scope(|scope| {
-        for _ in 0..jobs.max(1) {
-            scope.spawn(|| loop {
-                let Some((file, code_object)) = queue.lock().expect("queue").pop() else {
-                    break;
-                };
-                match code_object_report(&code_object) {
-                    Ok(report) => {
-                        summary.lock().expect("summary").add(&report);
-                        reports.lock().expect("reports").push(report);
-                    }
-                    Err(error) => summary.lock().expect("summary").failed_code_objects.push(format!("{file}: {error}")),
-                }
-            });
+    for_each_on_threads(load_code_objects(files, target)?, jobs, |(file, code_object)| {
+        match code_object_report(&code_object) {
+            Ok(report) => {
+                summary.lock().expect("summary").add(&report);
+                reports.lock().expect("reports").push(report);
+            }
+            Err(error) => {
+                summary.lock().expect("summary").failed_code_objects.push(format!("{}: {error}", file.display()))
+            }
         }
     });
     let mut summary = summary.into_inner().expect("summary");

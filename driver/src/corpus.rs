@@ -10,9 +10,10 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::parallel::{for_each_on_threads, load_code_objects};
 use crate::roundtrip::{roundtrip, Verdict};
 use crate::stages::emit::link::Linker;
-use crate::stages::load::{self, CodeObject};
+use crate::stages::load::CodeObject;
 
 /// One failure class: how often, and one example.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -141,87 +142,74 @@ pub fn check_corpus(
 ) -> Result<CorpusReport, crate::error::Error> {
     let start = Instant::now();
     let report = Mutex::new(CorpusReport { target: target.to_string(), files: files.len(), ..Default::default() });
-    let mut queue: Vec<(String, CodeObject)> = Vec::new();
-    for file in files {
-        let input = load::load_for_target(file, Some(target))?;
-        for code_object in input.code_objects {
-            let name = format!("{}: {}", file.display(), code_object.origin.join(": "));
-            queue.push((name, code_object));
-        }
-    }
+    let mut queue: Vec<(String, CodeObject)> = load_code_objects(files, Some(target))?
+        .into_iter()
+        .map(|(file, code_object)| (format!("{}: {}", file.display(), code_object.origin.join(": ")), code_object))
+        .collect();
     if let Sample::EveryNth(n) = sample {
         let n = n.max(1);
         queue = queue.into_iter().enumerate().filter(|(i, _)| i % n == 0).map(|(_, q)| q).collect();
     }
-    let queue = Mutex::new(queue);
-    std::thread::scope(|scope| {
-        for _ in 0..jobs.max(1) {
-            scope.spawn(|| loop {
-                let Some((name, code_object)) = queue.lock().expect("queue").pop() else {
-                    break;
-                };
-                let outcome = roundtrip(&code_object, linker);
-                let mut report = report.lock().expect("report");
-                report.code_objects += 1;
-                match outcome {
-                    Err(error) => {
-                        report.failed_code_objects += 1;
-                        let text = error.to_string();
-                        let class = text.split(':').next().unwrap_or("error").to_string();
-                        report.fail(format!("round trip failed: {class}"), format!("{name}: {text}"));
+    for_each_on_threads(queue, jobs, |(name, code_object)| {
+        let outcome = roundtrip(&code_object, linker);
+        let mut report = report.lock().expect("report");
+        report.code_objects += 1;
+        match outcome {
+            Err(error) => {
+                report.failed_code_objects += 1;
+                let text = error.to_string();
+                let class = text.split(':').next().unwrap_or("error").to_string();
+                report.fail(format!("round trip failed: {class}"), format!("{name}: {text}"));
+            }
+            Ok((_, check)) => {
+                let stats = &check.lift;
+                report.kernels += stats.kernels;
+                report.device_functions += stats.functions - stats.kernels;
+                report.instructions += stats.instructions;
+                report.undecodable += stats.undecodable;
+                report.mapped_to_pseudo += stats.mapped_to_pseudo;
+                report.native_opcodes += stats.native_opcodes;
+                report.unmapped_opcodes += stats.unmapped_opcodes;
+                report.pc_relative_symbolized += stats.pc_relative_symbolized;
+                report.not_relocatable_functions += stats.not_relocatable_functions;
+                report.instructions_written_as_bytes += check.raw_instructions;
+                for reason in &check.raw_descriptor_reasons {
+                    *report.descriptors_as_data.entry(reason.clone()).or_default() += 1;
+                }
+                for unmapped in &stats.unmapped_names {
+                    report.fail(format!("unmapped opcode {unmapped}"), name.clone());
+                }
+                for function in &check.functions {
+                    if function.identical() {
+                        report.identical_functions += 1;
+                        continue;
                     }
-                    Ok((_, check)) => {
-                        let stats = &check.lift;
-                        report.kernels += stats.kernels;
-                        report.device_functions += stats.functions - stats.kernels;
-                        report.instructions += stats.instructions;
-                        report.undecodable += stats.undecodable;
-                        report.mapped_to_pseudo += stats.mapped_to_pseudo;
-                        report.native_opcodes += stats.native_opcodes;
-                        report.unmapped_opcodes += stats.unmapped_opcodes;
-                        report.pc_relative_symbolized += stats.pc_relative_symbolized;
-                        report.not_relocatable_functions += stats.not_relocatable_functions;
-                        report.instructions_written_as_bytes += check.raw_instructions;
-                        for reason in &check.raw_descriptor_reasons {
-                            *report.descriptors_as_data.entry(reason.clone()).or_default() += 1;
-                        }
-                        for unmapped in &stats.unmapped_names {
-                            report.fail(format!("unmapped opcode {unmapped}"), name.clone());
-                        }
-                        for function in &check.functions {
-                            if function.identical() {
-                                report.identical_functions += 1;
-                                continue;
+                    report.different_functions += 1;
+                    for (what, verdict) in [
+                        ("code", Some(&function.code)),
+                        ("descriptor", function.descriptor.as_ref()),
+                        ("metadata", function.metadata.as_ref()),
+                    ] {
+                        match verdict {
+                            Some(Verdict::Different(why)) => {
+                                report.fail(format!("{what} differs"), format!("{name}: {}: {why}", function.name))
                             }
-                            report.different_functions += 1;
-                            for (what, verdict) in [
-                                ("code", Some(&function.code)),
-                                ("descriptor", function.descriptor.as_ref()),
-                                ("metadata", function.metadata.as_ref()),
-                            ] {
-                                match verdict {
-                                    Some(Verdict::Different(why)) => report
-                                        .fail(format!("{what} differs"), format!("{name}: {}: {why}", function.name)),
-                                    Some(Verdict::Missing) => {
-                                        report.fail(format!("{what} missing"), format!("{name}: {}", function.name))
-                                    }
-                                    _ => {}
-                                }
+                            Some(Verdict::Missing) => {
+                                report.fail(format!("{what} missing"), format!("{name}: {}", function.name))
                             }
-                        }
-                        if !check.layout.is_identical() {
-                            report.fail("section layout differs".into(), name.clone());
-                        }
-                        match &check.sections {
-                            Verdict::Identical => report.identical_code_objects += 1,
-                            Verdict::Different(why) => {
-                                report.fail("loaded sections differ".into(), format!("{name}: {why}"))
-                            }
-                            Verdict::Missing => {}
+                            _ => {}
                         }
                     }
                 }
-            });
+                if !check.layout.is_identical() {
+                    report.fail("section layout differs".into(), name.clone());
+                }
+                match &check.sections {
+                    Verdict::Identical => report.identical_code_objects += 1,
+                    Verdict::Different(why) => report.fail("loaded sections differ".into(), format!("{name}: {why}")),
+                    Verdict::Missing => {}
+                }
+            }
         }
     });
     let mut report = report.into_inner().expect("report");

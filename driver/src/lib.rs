@@ -7,6 +7,7 @@ pub mod error;
 pub mod inspect;
 pub mod native;
 pub mod output;
+pub mod parallel;
 pub mod pipeline;
 pub mod roundtrip;
 pub mod stages;

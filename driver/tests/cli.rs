@@ -7,17 +7,18 @@ fn gpuinstr_link() -> Command {
     Command::new(env!("CARGO_BIN_EXE_gpuinstr-link"))
 }
 
-/// A device code object compiled from a small kernel (no plugin needed).
-fn code_object(dir: &Path) -> std::path::PathBuf {
+/// A device code object for `processor` compiled from a small kernel (no plugin needed).
+fn compile_kernel(dir: &Path, processor: &str) -> std::path::PathBuf {
     let source = dir.join("scale.hip");
     std::fs::write(
         &source,
         "#include <hip/hip_runtime.h>\n__global__ void scale(float *x, float s) { x[threadIdx.x] *= s; }\n",
     )
     .unwrap();
-    let output = dir.join("scale.hsaco");
+    let output = dir.join(format!("scale-{processor}.hsaco"));
     let status = Command::new("clang++-15")
-        .args(["-x", "hip", "--offload-arch=gfx90a", "--rocm-path=/usr", "--cuda-device-only"])
+        .args(["-x", "hip", "--rocm-path=/usr", "--cuda-device-only"])
+        .arg(format!("--offload-arch={processor}"))
         .arg("--rocm-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
         .args(["--no-gpu-bundle-output", "-O3", "-c"])
         .arg(&source)
@@ -27,6 +28,10 @@ fn code_object(dir: &Path) -> std::path::PathBuf {
         .expect("clang++-15 runs");
     assert!(status.success());
     output
+}
+
+fn code_object(dir: &Path) -> std::path::PathBuf {
+    compile_kernel(dir, "gfx90a")
 }
 
 #[test]
@@ -64,30 +69,11 @@ fn errors_are_one_line_with_a_failing_exit_code() {
     assert!(stderr.contains("does-not-exist.o: cannot read the file"), "{stderr}");
 }
 
-/// A kernel built for a processor gpuinstr does not lift.
-fn gfx1030_code_object(dir: &Path) -> std::path::PathBuf {
-    let source = dir.join("k.hip");
-    std::fs::write(&source, "#include <hip/hip_runtime.h>\n__global__ void k(int *x) { x[threadIdx.x] = 1; }\n")
-        .unwrap();
-    let output = dir.join("k-gfx1030.hsaco");
-    let status = Command::new("clang++-15")
-        .args(["-x", "hip", "--offload-arch=gfx1030", "--rocm-path=/usr", "--cuda-device-only"])
-        .arg("--rocm-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
-        .args(["--no-gpu-bundle-output", "-O3", "-c"])
-        .arg(&source)
-        .arg("-o")
-        .arg(&output)
-        .status()
-        .expect("clang++-15 runs");
-    assert!(status.success());
-    output
-}
-
 #[test]
 fn lift_and_roundtrip_errors_name_the_file_and_write_nothing() {
     let dir = std::env::temp_dir().join(format!("gpuinstr-cli-errors-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let unsupported = gfx1030_code_object(&dir);
+    let unsupported = compile_kernel(&dir, "gfx1030");
     let out = dir.join("out.hsaco");
     let run = |args: &[&std::ffi::OsStr]| {
         let output = gpuinstr_link().args(args).output().unwrap();
@@ -97,7 +83,7 @@ fn lift_and_roundtrip_errors_name_the_file_and_write_nothing() {
     let (code, stderr) = run(&["roundtrip".as_ref(), unsupported.as_os_str(), "-o".as_ref(), out.as_os_str()]);
     assert_eq!(code, Some(1));
     assert!(
-        stderr.contains("k-gfx1030.hsaco: gpuinstr lifts gfx908 and gfx90a code objects; this one is for gfx1030"),
+        stderr.contains("scale-gfx1030.hsaco: gpuinstr lifts gfx908 and gfx90a code objects; this one is for gfx1030"),
         "{stderr}"
     );
     assert!(!out.exists(), "a failed round trip left an output file");

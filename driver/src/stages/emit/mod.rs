@@ -47,21 +47,14 @@ pub struct Assembly {
 /// llvm-mc's command-line target for a code object.
 pub fn mc_target_arguments(lifted: &LiftedCodeObject<'_>) -> Vec<String> {
     let target = &lifted.code_object.target;
-    let mut features = Vec::new();
-    for (name, setting) in [("xnack", target.xnack), ("sramecc", target.sramecc)] {
-        match setting {
-            FeatureSetting::On => features.push(format!("+{name}")),
-            FeatureSetting::Off => features.push(format!("-{name}")),
-            _ => {}
-        }
-    }
+    let features = target.llvm_features();
     let mut arguments = vec![
         "-triple=amdgcn-amd-amdhsa".to_string(),
         format!("-mcpu={}", target.processor),
         format!("--amdhsa-code-object-version={}", lifted.code_object.code_object_version),
     ];
     if !features.is_empty() {
-        arguments.push(format!("-mattr={}", features.join(",")));
+        arguments.push(format!("-mattr={features}"));
     }
     arguments
 }

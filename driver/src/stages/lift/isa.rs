@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use thiserror::Error;
 
 use crate::native::{Mc, McError, OpcodeInfo};
-use crate::stages::load::{FeatureSetting, TargetId};
+use crate::stages::load::TargetId;
 
 /// The processors gpuinstr lifts.
 pub const SUPPORTED_PROCESSORS: [&str; 2] = ["gfx908", "gfx90a"];
@@ -71,18 +71,6 @@ pub struct Isa {
 /// Encoding-specific parts of MC register names.
 const REGISTER_VARIANTS: [&str; 5] = ["_vi", "_ci", "_gfxpre11", "_gfx11plus", "_gfx9plus"];
 
-fn mc_features(target: &TargetId) -> String {
-    let mut features = Vec::new();
-    for (name, setting) in [("xnack", target.xnack), ("sramecc", target.sramecc)] {
-        match setting {
-            FeatureSetting::On => features.push(format!("+{name}")),
-            FeatureSetting::Off => features.push(format!("-{name}")),
-            _ => {}
-        }
-    }
-    features.join(",")
-}
-
 /// The opcode table for a processor: `(real, pseudo)` names.
 pub fn opcode_table(processor: &str) -> Option<&'static str> {
     match processor {
@@ -96,7 +84,7 @@ impl Isa {
     pub fn new(target: &TargetId) -> Result<Self, IsaError> {
         let table =
             opcode_table(&target.processor).ok_or_else(|| IsaError::UnsupportedProcessor(target.to_string()))?;
-        let mc = Mc::new(&target.processor, &mc_features(target))?;
+        let mc = Mc::new(&target.processor, &target.llvm_features())?;
         let opcode_names: Vec<String> = (0..mc.opcode_count()).map(|op| mc.opcode_name(op)).collect();
         let by_name: HashMap<&str, u32> =
             opcode_names.iter().enumerate().map(|(op, name)| (name.as_str(), op as u32)).collect();
@@ -197,6 +185,7 @@ impl Isa {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stages::load::FeatureSetting;
 
     fn isa(processor: &str) -> Isa {
         Isa::new(&TargetId { processor: processor.into(), xnack: FeatureSetting::Any, sramecc: FeatureSetting::Any })

@@ -100,6 +100,20 @@ impl TargetId {
         Ok(TargetId { processor, xnack, sramecc })
     }
 
+    /// The LLVM subtarget feature string (`+xnack,-sramecc`) pinning the
+    /// settings the code object was compiled with; empty when none are pinned.
+    pub fn llvm_features(&self) -> String {
+        let mut features = Vec::new();
+        for (name, setting) in [("xnack", self.xnack), ("sramecc", self.sramecc)] {
+            match setting {
+                FeatureSetting::On => features.push(format!("+{name}")),
+                FeatureSetting::Off => features.push(format!("-{name}")),
+                _ => {}
+            }
+        }
+        features.join(",")
+    }
+
     /// Whether a bundle entry's triple (`hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-`)
     /// can hold a code object the selector picks; a cheap filter applied
     /// before parsing.
