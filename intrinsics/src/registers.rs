@@ -86,7 +86,7 @@ pub enum Register {
     Special(SpecialRegister),
 }
 
-#[derive(Debug, Error, PartialEq, Eq)]
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum RegisterError {
     #[error("register code {0:#x} has unknown kind {1}")]
     UnknownKind(u32, u32),
@@ -94,6 +94,8 @@ pub enum RegisterError {
     UnknownSpecial(u32),
     #[error("`{0}` is not a register name (expected s4, v0, a1, ttmp2, exec, vcc, scc, m0, ...)")]
     BadName(String),
+    #[error("{0} cannot be accessed as a {1}-bit value")]
+    Width(Register, u32),
 }
 
 impl Register {
@@ -125,6 +127,43 @@ impl Register {
             ),
             other => return Err(RegisterError::UnknownKind(code, other)),
         })
+    }
+}
+
+impl Register {
+    /// The 32-bit registers a `bits`-wide access starting at this register
+    /// covers, low first: `s4` with 64 bits is s4, s5; `exec` with 64 bits is
+    /// exec_lo, exec_hi. SCC reads and writes as 32 bits (0 or 1).
+    pub fn pieces(self, bits: u32) -> Result<Vec<Register>, RegisterError> {
+        use SpecialRegister as S;
+        let wide = |lo, hi| match bits {
+            64 => Ok(vec![Register::Special(lo), Register::Special(hi)]),
+            _ => Err(RegisterError::Width(self, bits)),
+        };
+        match (self, bits) {
+            (Register::Special(S::Exec), _) => wide(S::ExecLo, S::ExecHi),
+            (Register::Special(S::Vcc), _) => wide(S::VccLo, S::VccHi),
+            (Register::Special(S::FlatScratch), _) => wide(S::FlatScratchLo, S::FlatScratchHi),
+            (Register::Special(_), 32) => Ok(vec![self]),
+            (Register::Special(_), _) => Err(RegisterError::Width(self, bits)),
+            (_, 32) => Ok(vec![self]),
+            (_, 64) => {
+                let next = match self {
+                    Register::Sgpr(i) => Register::Sgpr(i + 1),
+                    Register::Vgpr(i) => Register::Vgpr(i + 1),
+                    Register::Agpr(i) => Register::Agpr(i + 1),
+                    Register::Ttmp(i) => Register::Ttmp(i + 1),
+                    Register::Special(_) => unreachable!("handled above"),
+                };
+                Ok(vec![self, next])
+            }
+            _ => Err(RegisterError::Width(self, bits)),
+        }
+    }
+
+    /// Vector registers hold one value per lane.
+    pub fn is_vector(self) -> bool {
+        matches!(self, Register::Vgpr(_) | Register::Agpr(_))
     }
 }
 
@@ -187,6 +226,21 @@ mod tests {
         assert_eq!(Register::Sgpr(4).encode(), 0x1_0004);
         assert_eq!(Register::decode(0x9_0000), Err(RegisterError::UnknownKind(0x9_0000, 9)));
         assert!("q3".parse::<Register>().is_err());
+    }
+
+    #[test]
+    fn wide_accesses_split_into_32_bit_pieces() {
+        use SpecialRegister as S;
+        assert_eq!(Register::Sgpr(4).pieces(64), Ok(vec![Register::Sgpr(4), Register::Sgpr(5)]));
+        assert_eq!(Register::Vgpr(7).pieces(32), Ok(vec![Register::Vgpr(7)]));
+        assert_eq!(
+            Register::Special(S::Exec).pieces(64),
+            Ok(vec![Register::Special(S::ExecLo), Register::Special(S::ExecHi)])
+        );
+        assert_eq!(Register::Special(S::Scc).pieces(32), Ok(vec![Register::Special(S::Scc)]));
+        assert!(Register::Special(S::Exec).pieces(32).is_err());
+        assert!(Register::Special(S::M0).pieces(64).is_err());
+        assert!(Register::Sgpr(0).pieces(16).is_err());
     }
 
     /// The header's `RegKind` values and special-register constants must

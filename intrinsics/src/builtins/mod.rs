@@ -1,5 +1,29 @@
 //! The built-in intrinsics every tool can call, and the kernel-state
-//! `llvm.amdgcn.*` intrinsics the plugin rewrites into them.
+//! `llvm.amdgcn.*` intrinsics the plugin rewrites into them. One file per
+//! lowering; the kernel-state ones share one.
+
+pub mod kernel_state;
+pub mod read_reg;
+pub mod s_atomic_add;
+pub mod write_exec;
+pub mod write_reg;
+
+use crate::lowering::Intrinsic;
+
+/// The lowering of every built-in.
+pub fn lowerings() -> Vec<Box<dyn Intrinsic>> {
+    let mut all: Vec<Box<dyn Intrinsic>> = vec![
+        Box::new(read_reg::ReadReg),
+        Box::new(write_reg::WriteReg),
+        Box::new(write_exec::WriteExec),
+        Box::new(s_atomic_add::SAtomicAdd),
+        Box::new(kernel_state::ImplicitArgPtr),
+    ];
+    for state in kernel_state::KERNEL_STATE {
+        all.push(Box::new(kernel_state::KernelState { name: state.name, argument: state.argument }));
+    }
+    all
+}
 
 /// A built-in intrinsic binding declared in `hook-sdk/include/gpuinstr/gpuinstr.h`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +108,19 @@ mod tests {
         }
     }
 
+    /// Every built-in has a lowering, and every lowering is a documented built-in.
+    #[test]
+    fn every_builtin_has_a_lowering() {
+        let lowered: Vec<String> = lowerings().iter().map(|l| l.name().to_string()).collect();
+        for b in BUILTIN_INTRINSICS {
+            assert!(lowered.iter().any(|n| n == b.name), "{} has no lowering", b.name);
+        }
+        for name in &lowered {
+            assert!(builtin(name).is_some(), "{name} is lowered but not in BUILTIN_INTRINSICS");
+        }
+        assert_eq!(lowered.len(), BUILTIN_INTRINSICS.len());
+    }
+
     #[test]
     fn builtin_names_are_unique() {
         let mut names: Vec<_> = BUILTIN_INTRINSICS.iter().map(|b| b.name).collect();
@@ -95,7 +132,7 @@ mod tests {
     /// The SDK header declares every built-in (and nothing we do not know).
     #[test]
     fn sdk_header_declares_every_builtin() {
-        let header = include_str!("../../hook-sdk/include/gpuinstr/gpuinstr.h");
+        let header = include_str!("../../../hook-sdk/include/gpuinstr/gpuinstr.h");
         for b in BUILTIN_INTRINSICS {
             let short = b.name.strip_prefix("gpuinstr::").unwrap();
             let declared = header.lines().any(|l| {
@@ -112,7 +149,7 @@ mod tests {
     /// docs/intrinsics.md lists every built-in and every substitution.
     #[test]
     fn docs_list_every_builtin_and_substitution() {
-        let docs = include_str!("../../docs/intrinsics.md");
+        let docs = include_str!("../../../docs/intrinsics.md");
         for b in BUILTIN_INTRINSICS {
             assert!(docs.contains(&format!("`{}`", b.name)), "docs/intrinsics.md lacks {}", b.name);
         }
