@@ -283,3 +283,34 @@ unsigned gpuinstr_mc_register_bits(gpuinstr_mc *MC, unsigned Reg) {
   }
   return Best;
 }
+
+unsigned gpuinstr_mc_class_count(gpuinstr_mc *MC) { return MC->MRI->getNumRegClasses(); }
+
+const char *gpuinstr_mc_class_name(gpuinstr_mc *MC, unsigned Class, size_t *Length) {
+  if (Class >= MC->MRI->getNumRegClasses()) {
+    *Length = 0;
+    return "";
+  }
+  const char *Name = MC->MRI->getRegClassName(&MC->MRI->getRegClass(Class));
+  *Length = std::strlen(Name);
+  return Name;
+}
+
+size_t gpuinstr_mc_class_registers(gpuinstr_mc *MC, unsigned Class, uint16_t *Out, size_t Capacity) {
+  if (Class >= MC->MRI->getNumRegClasses())
+    return 0;
+  const MCRegisterClass &RC = MC->MRI->getRegClass(Class);
+  size_t Count = 0;
+  for (MCPhysReg Reg : RC) {
+    if (Count < Capacity)
+      Out[Count] = static_cast<uint16_t>(Reg);
+    ++Count;
+  }
+  return Count;
+}
+
+unsigned gpuinstr_mc_class_bits(gpuinstr_mc *MC, unsigned Class) {
+  if (Class >= MC->MRI->getNumRegClasses())
+    return 0;
+  return MC->MRI->getRegClass(Class).getSizeInBits();
+}

@@ -103,6 +103,15 @@ size_t gpuinstr_mc_register_units(gpuinstr_mc *mc, unsigned reg, uint16_t *out, 
 /// Width of a register in bits (0 if unknown).
 unsigned gpuinstr_mc_register_bits(gpuinstr_mc *mc, unsigned reg);
 
+unsigned gpuinstr_mc_class_count(gpuinstr_mc *mc);
+/// The TableGen name of a register class ("SReg_32_XM0_XEXEC"); MIR spells
+/// it in lower case.
+const char *gpuinstr_mc_class_name(gpuinstr_mc *mc, unsigned reg_class, size_t *length);
+/// The registers of a class. Returns the count.
+size_t gpuinstr_mc_class_registers(gpuinstr_mc *mc, unsigned reg_class, uint16_t *out, size_t capacity);
+/// Register size of a class in bits.
+unsigned gpuinstr_mc_class_bits(gpuinstr_mc *mc, unsigned reg_class);
+
 #ifdef __cplusplus
 }
 #endif

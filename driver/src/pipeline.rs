@@ -8,22 +8,25 @@
 //! | 2 | lift       | code object -> functions, blocks, instructions                 | yes (`stages::lift`) |
 //! | 3 | liveness   | lifted module -> live registers per instruction                | yes (`stages::liveness`) |
 //! | 4 | sva        | lifted module + liveness -> SVA storage plan                   | issue 6 |
-//! | 5 | payload    | hook bitcode + plan -> one instrumentation IR module           | issue 5 |
-//! | 6 | lower-ir   | payload IR -> IR with intrinsic placeholders                   | issue 5 |
-//! | 7 | codegen    | IR -> pre-RA MIR                                               | issue 5 |
-//! | 8 | lower-mir  | MIR -> MIR with intrinsics lowered                             | issue 5 |
+//! | 5 | payload    | hook bitcode + plan -> one instrumentation IR module           | yes (`stages::payload`) |
+//! | 6 | lower-ir   | payload IR -> IR with intrinsic placeholders                   | yes (`stages::lower_ir`) |
+//! | 7 | codegen    | IR -> pre-RA MIR, lowered MIR -> assembly (llc-15)             | yes (`stages::codegen`) |
+//! | 8 | lower-mir  | MIR -> MIR with intrinsics lowered -> final code per point     | yes (`stages::lower_mir`) |
 //! | 9 | patch      | lifted module + payload code -> instrumented module            | issue 6 |
 //! | 10| emit+link  | instrumented module -> code object (llvm-mc, CoMGR)            | yes (`stages::emit`) |
 //!
 //! Beside the stages: `tool` reads a tool's embedded hook module (the input
 //! of stage 5), `inspect` reports what a file holds, `roundtrip` and
 //! `corpus` run load -> lift -> emit + link with no changes and check the
-//! result, `analyze` reports register availability from liveness.
+//! result, `analyze` reports register availability from liveness,
+//! `payloads` runs stages 5-8 for all points of a code object and
+//! `preservation` checks their machine code.
 
 use crate::error::Error;
 use crate::stages::load::{CodeObject, LoadedInput};
 
 pub use crate::inspect::inspect;
+pub use crate::payloads::compile_payloads;
 pub use crate::roundtrip::roundtrip;
 pub use crate::stages::emit::link::build as emit_and_link;
 pub use crate::stages::lift::lift;

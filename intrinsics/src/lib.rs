@@ -18,8 +18,8 @@ pub mod sva;
 
 pub use builtins::{BuiltinIntrinsic, AMDGCN_SUBSTITUTIONS, BUILTIN_INTRINSICS};
 pub use lowering::{
-    ArgumentLowering, Intrinsic, IntrinsicError, IrArgument, IrCall, IrLowering, IrType, MirBuilder, MirOperand,
-    MirOperands, RegisterClass, RegisterKind, TargetInfo, VirtualRegister,
+    ArgumentLowering, Intrinsic, IntrinsicError, IrArgument, IrCall, IrLowering, IrType, MemoryAccess, MemoryOperand,
+    MirBuilder, MirOperand, MirOperands, RegisterClass, RegisterKind, TargetInfo, VirtualRegister,
 };
 pub use naming::{intrinsic_function_name, HOOK_ATTRIBUTE, INTRINSIC_ATTRIBUTE};
 pub use registers::{Register, RegisterError, SpecialRegister};

@@ -264,6 +264,65 @@ pub enum MirOperand {
     Immediate(i64),
     /// In `REG_SEQUENCE`: the piece the register before it fills (`%subreg.sub1`).
     Piece(u8),
+    /// What memory the instruction touches. Give one on every load, store
+    /// or atomic: without it LLVM must assume a sequentially consistent
+    /// system-scope access and surrounds it with cache flushes.
+    Memory(MemoryOperand),
+}
+
+/// How an instruction accesses memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryAccess {
+    Load,
+    Store,
+    /// Read-modify-write (atomics).
+    LoadStore,
+}
+
+/// A memory operand: access, size and address space, and whether the
+/// access is a relaxed (monotonic) atomic at agent scope or a load of
+/// memory that never changes during the dispatch (kernel arguments).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryOperand {
+    pub access: MemoryAccess,
+    pub bits: u32,
+    pub address_space: u32,
+    pub atomic: bool,
+    pub invariant: bool,
+}
+
+impl MemoryOperand {
+    /// A load of kernel-argument memory (constant address space, never changes).
+    pub const fn kernel_argument_load(bits: u32) -> Self {
+        MemoryOperand { access: MemoryAccess::Load, bits, address_space: 4, atomic: false, invariant: true }
+    }
+
+    /// A relaxed atomic read-modify-write of global memory.
+    pub const fn global_atomic(bits: u32) -> Self {
+        MemoryOperand { access: MemoryAccess::LoadStore, bits, address_space: 1, atomic: true, invariant: false }
+    }
+}
+
+impl fmt::Display for MemoryOperand {
+    /// MIR's spelling: `(load store syncscope("agent") monotonic (s64), addrspace 1)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("(")?;
+        if self.invariant {
+            f.write_str("dereferenceable invariant ")?;
+        }
+        if self.atomic {
+            f.write_str("volatile ")?;
+        }
+        f.write_str(match self.access {
+            MemoryAccess::Load => "load",
+            MemoryAccess::Store => "store",
+            MemoryAccess::LoadStore => "load store",
+        })?;
+        if self.atomic {
+            f.write_str(" syncscope(\"agent\") monotonic")?;
+        }
+        write!(f, " (s{}), addrspace {})", self.bits, self.address_space)
+    }
 }
 
 /// The virtual registers of a placeholder: its result (if any) and one

@@ -6,6 +6,7 @@ mod corpus;
 mod inspect;
 mod lift_emit;
 mod liveness;
+mod payloads;
 mod plugin_errors;
 mod plugin_examples;
 mod plugin_rdc;

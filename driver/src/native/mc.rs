@@ -78,6 +78,10 @@ mod ffi {
         pub fn gpuinstr_mc_register_name(mc: *mut Mc, reg: c_uint, length: *mut usize) -> *const c_char;
         pub fn gpuinstr_mc_register_units(mc: *mut Mc, reg: c_uint, out: *mut u16, capacity: usize) -> usize;
         pub fn gpuinstr_mc_register_bits(mc: *mut Mc, reg: c_uint) -> c_uint;
+        pub fn gpuinstr_mc_class_count(mc: *mut Mc) -> c_uint;
+        pub fn gpuinstr_mc_class_name(mc: *mut Mc, class: c_uint, length: *mut usize) -> *const c_char;
+        pub fn gpuinstr_mc_class_registers(mc: *mut Mc, class: c_uint, out: *mut u16, capacity: usize) -> usize;
+        pub fn gpuinstr_mc_class_bits(mc: *mut Mc, class: c_uint) -> c_uint;
     }
 }
 
@@ -331,6 +335,34 @@ impl Mc {
     pub fn register_bits(&self, reg: u32) -> u32 {
         // SAFETY: live handle.
         unsafe { ffi::gpuinstr_mc_register_bits(self.raw, reg as c_uint) }
+    }
+
+    pub fn register_class_count(&self) -> u32 {
+        // SAFETY: live handle.
+        unsafe { ffi::gpuinstr_mc_class_count(self.raw) }
+    }
+
+    /// TableGen name of a register class (`SReg_32_XM0_XEXEC`).
+    pub fn register_class_name(&self, class: u32) -> String {
+        let mut length = 0usize;
+        // SAFETY: live handle; the name has static storage.
+        let ptr = unsafe { ffi::gpuinstr_mc_class_name(self.raw, class as c_uint, &mut length) };
+        copy_str(ptr, length)
+    }
+
+    /// The physical registers of a class.
+    pub fn register_class_registers(&self, class: u32) -> Vec<u16> {
+        // SAFETY: a null buffer with capacity 0 only counts.
+        let count = unsafe { ffi::gpuinstr_mc_class_registers(self.raw, class as c_uint, std::ptr::null_mut(), 0) };
+        let mut registers = vec![0u16; count];
+        // SAFETY: `registers` has room for `count`.
+        unsafe { ffi::gpuinstr_mc_class_registers(self.raw, class as c_uint, registers.as_mut_ptr(), count) };
+        registers
+    }
+
+    pub fn register_class_bits(&self, class: u32) -> u32 {
+        // SAFETY: live handle.
+        unsafe { ffi::gpuinstr_mc_class_bits(self.raw, class as c_uint) }
     }
 }
 

@@ -52,10 +52,11 @@ namespace gpuinstr {
 namespace detail {
 /// Keeps a value alive without generating code (Google Benchmark's
 /// DoNotOptimize). Only used inside intrinsic bindings, whose bodies the
-/// plugin deletes; hooks themselves must not contain inline assembly.
+/// plugin deletes; hooks themselves must not contain inline assembly. The
+/// value's address (a VGPR operand) works for every type, floats included.
 template <typename T>
 __device__ __attribute__((always_inline)) inline void keepAlive(const T &V) {
-  asm volatile("" : : "X"(V) : "memory");
+  asm volatile("" : : "v"(&V) : "memory");
 }
 
 /// A value the optimiser cannot see through. Device functions are

@@ -2,8 +2,8 @@
 //! wavefront (`s_atomic_add`/`s_atomic_add_x2`), whatever EXEC is.
 
 use crate::lowering::{
-    ArgumentLowering, Intrinsic, IntrinsicError, IrCall, IrLowering, IrType, MirBuilder, MirOperand, MirOperands,
-    RegisterKind,
+    ArgumentLowering, Intrinsic, IntrinsicError, IrCall, IrLowering, IrType, MemoryOperand, MirBuilder, MirOperand,
+    MirOperands, RegisterClass, RegisterKind,
 };
 
 pub struct SAtomicAdd;
@@ -45,10 +45,23 @@ impl Intrinsic for SAtomicAdd {
     ) -> Result<(), IntrinsicError> {
         let address = operands.argument(NAME, 0)?;
         let value = operands.argument(NAME, 1)?;
-        let opcode = if lowering.data.first() == Some(&64) { "S_ATOMIC_ADD_X2_IMM" } else { "S_ATOMIC_ADD_IMM" };
+        let bits = if lowering.data.first() == Some(&64) { 64 } else { 32 };
+        // The returning pseudo with GLC clear: LLVM 15's scheduler crashes on
+        // the non-returning SMEM atomic pseudos (no sdst to size), and GLC=0
+        // encodes the same non-returning instruction. The "result" is never
+        // read; it only tells the allocator the data register is consumed.
+        let opcode = if bits == 64 { "S_ATOMIC_ADD_X2_IMM_RTN" } else { "S_ATOMIC_ADD_IMM_RTN" };
+        let unused = builder.new_register(RegisterClass::scalar(bits));
         builder.build(
             opcode,
-            &[MirOperand::Use(value), MirOperand::Use(address), MirOperand::Immediate(0), MirOperand::Immediate(0)],
+            &[
+                MirOperand::Def(unused),
+                MirOperand::Use(value),
+                MirOperand::Use(address),
+                MirOperand::Immediate(0),
+                MirOperand::Immediate(0),
+                MirOperand::Memory(MemoryOperand::global_atomic(bits)),
+            ],
         )
     }
 }

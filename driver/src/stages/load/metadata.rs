@@ -38,6 +38,8 @@ pub struct KernelMetadata {
     pub vgpr_count: u64,
     pub agpr_count: Option<u64>,
     pub wavefront_size: u64,
+    /// `.max_flat_workgroup_size`: bounds the registers a wave may use.
+    pub max_flat_workgroup_size: u64,
 }
 
 /// The whole metadata note.
@@ -110,6 +112,7 @@ impl Metadata {
                     vgpr_count: number(kernel, ".vgpr_count").unwrap_or(0),
                     agpr_count: number(kernel, ".agpr_count"),
                     wavefront_size: number(kernel, ".wavefront_size").unwrap_or(64),
+                    max_flat_workgroup_size: number(kernel, ".max_flat_workgroup_size").unwrap_or(1024),
                 });
             }
         }

@@ -1,0 +1,343 @@
+//! The payload compiler: stages 5 to 8 for all instrumentation points of
+//! one code object, batched into one LLVM module and two llc runs.
+//!
+//! tool bitcode + points -> (payload) IR module -> (lower-ir) O3, placeholders
+//! -> (codegen) MIR -> (lower-mir) intrinsics lowered, live registers kept
+//! -> (codegen) register allocation, assembly -> one instruction list per point.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use gpuinstr_intrinsics::{KernelArgument, Registry, TargetInfo};
+use inkwell::context::Context;
+use thiserror::Error;
+
+use crate::error::ToolProblem;
+use crate::stages::codegen::{self, CodegenError};
+use crate::stages::lift::{FunctionKind, LiftedCodeObject};
+use crate::stages::liveness::{Liveness, UnitSet};
+use crate::stages::load::CodeObject;
+use crate::stages::lower_ir::{self, LowerIrError};
+use crate::stages::lower_mir::final_code::{self, FinalCodeError};
+use crate::stages::lower_mir::{self, LowerMirError, PayloadSite, RegisterClasses};
+use crate::stages::payload::{self, HookCall, PayloadError, PayloadRequest};
+use crate::tool::read_tool_module;
+
+/// Hooks to call before one instruction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PayloadPoint {
+    /// Index in `LiftedCodeObject::functions`.
+    pub function: usize,
+    /// Index in the function's instructions (block order, as `lift --emit mir` counts).
+    pub instruction: usize,
+    pub calls: Vec<HookCall>,
+}
+
+/// Registers stage `sva` gave a function.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FunctionRegisters {
+    pub sva: Option<u16>,
+    pub work_item_ids: Option<u16>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct PayloadOptions {
+    /// Run LLVM's machine verifier after every codegen pass.
+    pub verify: bool,
+    /// Per function index.
+    pub registers: BTreeMap<usize, FunctionRegisters>,
+}
+
+/// One point's payload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompiledPayload {
+    pub label: String,
+    pub function: usize,
+    pub instruction: usize,
+    /// Instructions and labels to splice in front of the instruction.
+    pub code: Vec<String>,
+    pub scratch_bytes: u32,
+    pub sgprs: u32,
+    pub vgprs: u32,
+    pub agprs: u32,
+    pub kernel_arguments: BTreeSet<KernelArgument>,
+    /// Live registers copied in and out, and those kept untouched.
+    pub copied: UnitSet,
+    pub pinned: UnitSet,
+    /// Registers the hooks write on purpose (`writeReg`).
+    pub written: UnitSet,
+}
+
+impl CompiledPayload {
+    /// Whether the payload reads the State Value Array (kernel arguments or stack).
+    pub fn uses_sva(&self) -> bool {
+        self.scratch_bytes > 0
+            || self.kernel_arguments.iter().any(|a| matches!(a.storage(), gpuinstr_intrinsics::Storage::Lanes { .. }))
+            || self.kernel_arguments.iter().any(|a| matches!(a.storage(), gpuinstr_intrinsics::Storage::Hidden { .. }))
+    }
+}
+
+/// Every intermediate text, for `--dump` and snapshot tests.
+#[derive(Clone, Debug, Default)]
+pub struct StageTexts {
+    /// Stage 5: the payload module as built.
+    pub payload_ir: String,
+    /// Stage 6: after O3 and the placeholders.
+    pub lowered_ir: String,
+    /// Stage 7: MIR after instruction selection.
+    pub selected_mir: String,
+    /// Stage 8: MIR with intrinsics lowered and live registers in place.
+    pub lowered_mir: String,
+    /// llc's assembly of all payloads.
+    pub assembly: String,
+}
+
+pub struct CompiledPayloads {
+    pub payloads: Vec<CompiledPayload>,
+    pub texts: StageTexts,
+}
+
+#[derive(Debug, Error)]
+pub enum CompileError {
+    #[error("{0}")]
+    Tool(#[from] ToolProblem),
+    #[error(transparent)]
+    Payload(#[from] PayloadError),
+    #[error(transparent)]
+    LowerIr(#[from] LowerIrError),
+    #[error(transparent)]
+    Codegen(#[from] CodegenError),
+    #[error(transparent)]
+    LowerMir(#[from] LowerMirError),
+    #[error(transparent)]
+    FinalCode(#[from] FinalCodeError),
+    #[error("point {index}: {why}")]
+    BadPoint { index: usize, why: String },
+    #[error("the payload module is invalid after {stage}: {message}")]
+    InvalidModule { stage: &'static str, message: String },
+    #[error("temporary files: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// "kernel k, instruction 3 (S_LOAD_DWORDX2_IMM)".
+fn label(lifted: &LiftedCodeObject<'_>, point: &PayloadPoint) -> Result<String, String> {
+    let function = lifted.functions.get(point.function).ok_or("no such function")?;
+    let instruction = function
+        .instructions()
+        .nth(point.instruction)
+        .ok_or_else(|| format!("{} has no instruction {}", function.name, point.instruction))?;
+    let kind = if function.is_kernel() { "kernel" } else { "function" };
+    Ok(format!("{kind} {}, instruction {} ({})", function.name, point.instruction, instruction.name(&lifted.isa)))
+}
+
+/// What each point offers its payload: the registers live there (from
+/// liveness), the function's SVA and work-item id registers, and the hidden
+/// argument offsets of its kernel.
+pub fn payload_sites(
+    lifted: &LiftedCodeObject<'_>,
+    liveness: &Liveness,
+    points: &[PayloadPoint],
+    options: &PayloadOptions,
+) -> Result<Vec<PayloadSite>, CompileError> {
+    let code_object = lifted.code_object;
+    let mut sites = Vec::with_capacity(points.len());
+    for (index, point) in points.iter().enumerate() {
+        label(lifted, point).map_err(|why| CompileError::BadPoint { index, why })?;
+        let function = &lifted.functions[point.function];
+        let registers = options.registers.get(&point.function).copied().unwrap_or_default();
+        let (hidden_arguments, max_flat_workgroup_size) = match function.kind {
+            FunctionKind::Kernel(kernel) => {
+                let metadata = &code_object.kernels[kernel].metadata;
+                let hidden = metadata
+                    .arguments
+                    .iter()
+                    .filter(|a| a.is_hidden())
+                    .map(|a| (a.value_kind.clone(), a.offset as u32))
+                    .collect();
+                (Some(hidden), metadata.max_flat_workgroup_size as u32)
+            }
+            FunctionKind::DeviceFunction => (None, 1024),
+        };
+        sites.push(PayloadSite {
+            live: liveness.functions[point.function].live_in[point.instruction],
+            sva: registers.sva,
+            work_item_ids: registers.work_item_ids,
+            hidden_arguments,
+            max_flat_workgroup_size,
+        });
+    }
+    Ok(sites)
+}
+
+/// Compiles the payloads of every point of one code object.
+pub fn compile_payloads(
+    tool: &CodeObject,
+    lifted: &LiftedCodeObject<'_>,
+    liveness: &Liveness,
+    points: &[PayloadPoint],
+    registry: &Registry,
+    options: &PayloadOptions,
+) -> Result<CompiledPayloads, CompileError> {
+    let sites = payload_sites(lifted, liveness, points, options)?;
+    compile_payloads_at(tool, lifted, points, &sites, registry, options)
+}
+
+/// Compiles payloads for points whose sites are given (`sites[i]` for `points[i]`).
+pub fn compile_payloads_at(
+    tool: &CodeObject,
+    lifted: &LiftedCodeObject<'_>,
+    points: &[PayloadPoint],
+    sites: &[PayloadSite],
+    registry: &Registry,
+    options: &PayloadOptions,
+) -> Result<CompiledPayloads, CompileError> {
+    let code_object = lifted.code_object;
+    if sites.len() != points.len() {
+        return Err(CompileError::BadPoint {
+            index: sites.len().min(points.len()),
+            why: format!("{} points but {} sites", points.len(), sites.len()),
+        });
+    }
+    let labels = points
+        .iter()
+        .enumerate()
+        .map(|(index, point)| label(lifted, point).map_err(|why| CompileError::BadPoint { index, why }))
+        .collect::<Result<Vec<_>, _>>()?;
+    let requests: Vec<PayloadRequest> = points
+        .iter()
+        .zip(&labels)
+        .zip(sites)
+        .map(|((point, label), site)| PayloadRequest {
+            label: label.clone(),
+            calls: point.calls.clone(),
+            max_flat_workgroup_size: site.max_flat_workgroup_size,
+        })
+        .collect();
+    let target = TargetInfo::for_processor(&code_object.target.processor);
+    let mut texts = StageTexts::default();
+
+    // Stages 5 and 6 in one LLVM context.
+    let context = Context::create();
+    let module = read_tool_module(&context, tool)?;
+    lower_ir::check_intrinsics_known(&module, registry, &payload::used_hooks(&requests))?;
+    payload::build_payload_module(&context, &module, &requests)?;
+    verify(&module, "building the payloads")?;
+    texts.payload_ir = module.print_to_string().to_string();
+    let machine = lower_ir::target_machine(&code_object.target)?;
+    lower_ir::optimize(&module, &machine)?;
+    let placeholders = lower_ir::insert_placeholders(&context, &module, registry, &target, &labels)?;
+    verify(&module, "inserting the intrinsic placeholders")?;
+    texts.lowered_ir = module.print_to_string().to_string();
+
+    // Stages 7 and 8.
+    let directory = tempfile::tempdir()?;
+    let version = code_object.code_object_version;
+    texts.selected_mir =
+        codegen::select_instructions(&texts.lowered_ir, &code_object.target, version, directory.path())?;
+    let mut mir = lower_mir::MirModule::parse(&texts.selected_mir).map_err(LowerMirError::from)?;
+    let classes = RegisterClasses::new(&lifted.isa);
+    let context = lower_mir::LoweringContext {
+        isa: &lifted.isa,
+        classes: &classes,
+        target: &target,
+        registry,
+        placeholders: &placeholders,
+    };
+    let lowered = lower_mir::lower_module(&mut mir, &context, sites, &labels)?;
+    texts.lowered_mir = mir.print();
+    texts.assembly =
+        codegen::finish(&texts.lowered_mir, &code_object.target, version, options.verify, directory.path())?;
+
+    let mut payloads = Vec::with_capacity(points.len());
+    for (index, ((point, site), lowered)) in points.iter().zip(sites).zip(lowered).enumerate() {
+        let name = payload::payload_name(index);
+        let code = final_code::extract(&texts.assembly, &name, index, &site.live, site.sva)?;
+        payloads.push(CompiledPayload {
+            label: labels[index].clone(),
+            function: point.function,
+            instruction: point.instruction,
+            code: code.code,
+            scratch_bytes: code.scratch_bytes,
+            sgprs: code.sgprs,
+            vgprs: code.vgprs,
+            agprs: code.agprs,
+            kernel_arguments: lowered.kernel_arguments,
+            copied: lowered.copied,
+            pinned: lowered.pinned,
+            written: lowered.written,
+        });
+    }
+    Ok(CompiledPayloads { payloads, texts })
+}
+
+fn verify(module: &inkwell::module::Module<'_>, stage: &'static str) -> Result<(), CompileError> {
+    module.verify().map_err(|message| CompileError::InvalidModule { stage, message: message.to_string() })
+}
+
+/// The lines of `text` from the one starting with `start` to the first
+/// line equal to `end` (inclusive).
+fn section<'t>(text: &'t str, start: &str, end: &str) -> Vec<&'t str> {
+    let mut lines = text.lines().skip_while(|l| !l.starts_with(start));
+    let mut out = Vec::new();
+    for line in lines.by_ref() {
+        out.push(line);
+        if line.trim_end() == end {
+            break;
+        }
+    }
+    out
+}
+
+/// The body of MIR function `name`.
+fn mir_body<'t>(mir: &'t str, name: &str) -> Vec<&'t str> {
+    let document = mir.split("\n---\n").find(|d| d.starts_with(&format!("name:            {name}\n")));
+    let Some(document) = document else { return Vec::new() };
+    document
+        .lines()
+        .skip_while(|l| !l.starts_with("body:"))
+        .skip(1)
+        .take_while(|l| l.trim() != "...")
+        .filter(|l| !l.trim().is_empty())
+        .collect()
+}
+
+impl CompiledPayloads {
+    /// Every stage's text of payload `index`, for reading and snapshots.
+    pub fn render_stages(&self, index: usize) -> String {
+        use std::fmt::Write;
+        let name = payload::payload_name(index);
+        let payload = &self.payloads[index];
+        let define = format!("define void @{name}()");
+        let mut out = String::new();
+        writeln!(out, "{}", payload.label).unwrap();
+        writeln!(out, "\n== stage 5, payload IR").unwrap();
+        for line in section(&self.texts.payload_ir, &define, "}") {
+            writeln!(out, "{line}").unwrap();
+        }
+        writeln!(out, "\n== stage 6, after O3 with intrinsic placeholders").unwrap();
+        for line in section(&self.texts.lowered_ir, &define, "}") {
+            writeln!(out, "{line}").unwrap();
+        }
+        writeln!(out, "\n== stage 7, MIR after instruction selection").unwrap();
+        for line in mir_body(&self.texts.selected_mir, &name) {
+            writeln!(out, "{line}").unwrap();
+        }
+        writeln!(out, "\n== stage 8, intrinsics lowered, live registers in place").unwrap();
+        for line in mir_body(&self.texts.lowered_mir, &name) {
+            writeln!(out, "{line}").unwrap();
+        }
+        writeln!(out, "\n== final code").unwrap();
+        for line in &payload.code {
+            writeln!(out, "{}{line}", if line.ends_with(':') { "" } else { "  " }).unwrap();
+        }
+        writeln!(out, "\n== resources").unwrap();
+        let units = |set: &UnitSet| if set.is_empty() { "none".to_string() } else { set.to_string() };
+        writeln!(out, "copied in and out: {}", units(&payload.copied)).unwrap();
+        writeln!(out, "pinned: {}", units(&payload.pinned)).unwrap();
+        writeln!(out, "written for the application: {}", units(&payload.written)).unwrap();
+        let arguments: Vec<String> = payload.kernel_arguments.iter().map(|a| a.to_string()).collect();
+        writeln!(out, "kernel arguments: {}", if arguments.is_empty() { "none".into() } else { arguments.join(", ") })
+            .unwrap();
+        writeln!(out, "stack: {} bytes", payload.scratch_bytes).unwrap();
+        out
+    }
+}

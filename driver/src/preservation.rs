@@ -1,0 +1,515 @@
+//! Proves from machine code alone that inserted code leaves every register
+//! that is live at its point as it found it.
+//!
+//! The code is assembled with llvm-mc-15 and decoded with LLVM's
+//! disassembler, then interpreted abstractly: every register starts as "its
+//! original value"; copies move original values around (`s_mov`, `v_mov`,
+//! `v_writelane`/`v_readlane`, scratch stores and loads at fixed offsets,
+//! `s_cselect`/`s_cmp` round trips of SCC); anything else makes the
+//! destination unknown. Vector registers have two halves: the lanes active
+//! at the entry and the inactive ones. A vector write under the entry EXEC
+//! changes only the first half, under a narrower EXEC it makes the first
+//! half unknown, under any other EXEC both. At every exit, each live
+//! register must hold its original value again, and the SVA may only have
+//! changed in the lanes payloads use to save the application's frame.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use gpuinstr_intrinsics::sva::{FrameValue, FRAME_VALUES};
+use thiserror::Error;
+
+use crate::native::Operand;
+use crate::stages::emit::link::{assemble, EmitError};
+use crate::stages::lift::{Flow, Instruction, Isa, LiftedCodeObject};
+use crate::stages::liveness::{RegisterFile, RegisterUnits, Unit, UnitSet};
+
+#[derive(Debug, Error)]
+pub enum PreservationError {
+    #[error(transparent)]
+    Assemble(#[from] EmitError),
+    #[error("the assembled payloads are not readable: {0}")]
+    Object(String),
+    #[error("{0}")]
+    Undecodable(String),
+    #[error("temporary files: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A register the code does not give back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub unit: Unit,
+    /// Where it was last changed.
+    pub culprit: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} is live here but the code leaves it changed ({})", self.unit, self.culprit)
+    }
+}
+
+/// Assembles instruction lists (one per payload) and decodes them back.
+pub fn decode_code(
+    lifted: &LiftedCodeObject<'_>,
+    functions: &[Vec<String>],
+) -> Result<Vec<Vec<Instruction>>, PreservationError> {
+    let target = &lifted.code_object.target;
+    let mut text = format!("\t.amdgcn_target \"amdgcn-amd-amdhsa--{target}\"\n\t.text\n");
+    for (index, code) in functions.iter().enumerate() {
+        text.push_str(&format!("\t.globl checked{index}\n\t.type checked{index},@function\nchecked{index}:\n"));
+        for line in code {
+            text.push_str(&format!("{}{line}\n", if line.ends_with(':') { "" } else { "\t" }));
+        }
+        text.push_str(&format!("\t.size checked{index}, .-checked{index}\n"));
+    }
+    let directory = tempfile::tempdir()?;
+    let relocatable = assemble(lifted, &text, directory.path())?;
+    let file = object::File::parse(&*relocatable).map_err(|e| PreservationError::Object(e.to_string()))?;
+    use object::{Object, ObjectSection, ObjectSymbol};
+    let section = file.section_by_name(".text").ok_or_else(|| PreservationError::Object("no .text".into()))?;
+    let bytes = section.data().map_err(|e| PreservationError::Object(e.to_string()))?;
+    let mut extents = BTreeMap::new();
+    for symbol in file.symbols() {
+        if let Some(index) =
+            symbol.name().ok().and_then(|n| n.strip_prefix("checked")).and_then(|n| n.parse::<usize>().ok())
+        {
+            extents.insert(index, (symbol.address(), symbol.size()));
+        }
+    }
+    let isa = &lifted.isa;
+    let mut decoded = Vec::with_capacity(functions.len());
+    for index in 0..functions.len() {
+        let (start, size) = extents.get(&index).copied().unwrap_or((0, 0));
+        let mut instructions = Vec::new();
+        let mut offset = start as usize;
+        let end = (start + size) as usize;
+        while offset < end {
+            match isa.mc.decode(&bytes[offset..end], offset as u64) {
+                Ok(raw) if raw.size > 0 => {
+                    let size = raw.size as usize;
+                    instructions.push(Instruction::new(isa, offset as u64, &bytes[offset..offset + size], raw));
+                    offset += size;
+                }
+                _ => {
+                    return Err(PreservationError::Undecodable(format!(
+                        "payload {index}: bytes at {offset:#x} do not decode"
+                    )))
+                }
+            }
+        }
+        decoded.push(instructions);
+    }
+    Ok(decoded)
+}
+
+/// What a register holds, relative to the entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Value {
+    Original(Unit),
+    /// 0 or 1 from the original SCC (`s_cselect_b32 sN, 1, 0`).
+    SccBit,
+    Unknown,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Exec {
+    /// EXEC is what it was at the entry.
+    Entry,
+    /// A subset of the entry EXEC (`s_and_saveexec`).
+    Subset,
+    Unknown,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct State {
+    scalars: HashMap<Unit, Value>,
+    /// Vector registers: (lanes active at the entry, the other lanes).
+    vectors: HashMap<Unit, (Value, Value)>,
+    /// Single lanes written with `v_writelane`: (register, lane).
+    lanes: HashMap<(Unit, i64), Value>,
+    /// Scratch slots at fixed offsets from the stack pointer.
+    slots: HashMap<i64, Value>,
+    exec: Exec,
+    /// Where each unit was last changed.
+    changed_by: HashMap<Unit, u64>,
+    /// Vector registers written other than lane by lane.
+    overwritten: std::collections::BTreeSet<Unit>,
+    /// Every lane written on some path.
+    lanes_touched: std::collections::BTreeSet<(Unit, i64)>,
+}
+
+impl State {
+    fn entry() -> State {
+        State {
+            scalars: HashMap::new(),
+            vectors: HashMap::new(),
+            lanes: HashMap::new(),
+            slots: HashMap::new(),
+            exec: Exec::Entry,
+            changed_by: HashMap::new(),
+            overwritten: std::collections::BTreeSet::new(),
+            lanes_touched: std::collections::BTreeSet::new(),
+        }
+    }
+
+    fn scalar(&self, unit: Unit) -> Value {
+        self.scalars.get(&unit).copied().unwrap_or(Value::Original(unit))
+    }
+
+    fn vector(&self, unit: Unit) -> (Value, Value) {
+        self.vectors.get(&unit).copied().unwrap_or((Value::Original(unit), Value::Original(unit)))
+    }
+
+    fn set_scalar(&mut self, unit: Unit, value: Value, at: u64) {
+        self.scalars.insert(unit, value);
+        self.changed_by.insert(unit, at);
+    }
+
+    /// A vector write of `value` (for the active lanes) under the current EXEC.
+    fn write_vector(&mut self, unit: Unit, value: Value, at: u64) {
+        let (_, inactive) = self.vector(unit);
+        let new = match self.exec {
+            Exec::Entry => (value, inactive),
+            Exec::Subset => (Value::Unknown, inactive),
+            Exec::Unknown => (Value::Unknown, Value::Unknown),
+        };
+        self.vectors.insert(unit, new);
+        self.changed_by.insert(unit, at);
+        self.overwritten.insert(unit);
+    }
+
+    fn join(&mut self, other: &State) {
+        let keys: Vec<Unit> = self.scalars.keys().chain(other.scalars.keys()).copied().collect();
+        for unit in keys {
+            if self.scalar(unit) != other.scalar(unit) {
+                self.scalars.insert(unit, Value::Unknown);
+            }
+        }
+        let keys: Vec<Unit> = self.vectors.keys().chain(other.vectors.keys()).copied().collect();
+        for unit in keys {
+            let (a, b) = (self.vector(unit), other.vector(unit));
+            let merged = (if a.0 == b.0 { a.0 } else { Value::Unknown }, if a.1 == b.1 { a.1 } else { Value::Unknown });
+            self.vectors.insert(unit, merged);
+        }
+        self.lanes.retain(|k, v| other.lanes.get(k) == Some(v));
+        self.slots.retain(|k, v| other.slots.get(k) == Some(v));
+        self.exec = match (self.exec, other.exec) {
+            (a, b) if a == b => a,
+            (Exec::Entry, Exec::Subset) | (Exec::Subset, Exec::Entry) => Exec::Subset,
+            _ => Exec::Unknown,
+        };
+        for (unit, at) in &other.changed_by {
+            self.changed_by.entry(*unit).or_insert(*at);
+        }
+        self.overwritten.extend(other.overwritten.iter().copied());
+        self.lanes_touched.extend(other.lanes_touched.iter().copied());
+    }
+}
+
+struct Interpreter<'a> {
+    isa: &'a Isa,
+    units: &'a RegisterUnits,
+}
+
+fn exec_units() -> [Unit; 2] {
+    [Unit::special("EXEC_LO"), Unit::special("EXEC_HI")]
+}
+
+impl Interpreter<'_> {
+    fn register_units(&self, operand: Option<&Operand>) -> Option<Vec<Unit>> {
+        match operand {
+            Some(Operand::Register(reg)) if *reg != 0 => Some(self.units.units(self.isa.canonical(*reg)).to_vec()),
+            _ => None,
+        }
+    }
+
+    fn immediate(operand: Option<&Operand>) -> Option<i64> {
+        match operand {
+            Some(Operand::Immediate(value)) => Some(*value),
+            _ => None,
+        }
+    }
+
+    /// The value a source operand gives, unit by unit.
+    fn source(&self, state: &State, operand: Option<&Operand>) -> Vec<Value> {
+        match self.register_units(operand) {
+            Some(units) => {
+                units.iter().map(|u| if u.is_vector() { state.vector(*u).0 } else { state.scalar(*u) }).collect()
+            }
+            None => vec![Value::Unknown, Value::Unknown],
+        }
+    }
+
+    fn write_exec(&self, state: &mut State, values: &[Value], at: u64) {
+        let [low, high] = exec_units();
+        state.set_scalar(low, values.first().copied().unwrap_or(Value::Unknown), at);
+        state.set_scalar(high, values.get(1).copied().unwrap_or(Value::Unknown), at);
+        state.exec = if state.scalar(low) == Value::Original(low) && state.scalar(high) == Value::Original(high) {
+            Exec::Entry
+        } else {
+            Exec::Unknown
+        };
+    }
+
+    fn step(&self, state: &mut State, instruction: &Instruction) {
+        let at = instruction.address;
+        let name = instruction.name(self.isa);
+        let operands = &instruction.raw.operands;
+        let destination = self.register_units(operands.first());
+        let writes_exec = destination.as_ref().is_some_and(|d| d.contains(&exec_units()[0]));
+        match name {
+            "S_MOV_B32" | "S_MOV_B64" => {
+                let values = self.source(state, operands.get(1));
+                if writes_exec {
+                    self.write_exec(state, &values, at);
+                    return;
+                }
+                for (unit, value) in destination.unwrap_or_default().into_iter().zip(values) {
+                    state.set_scalar(unit, value, at);
+                }
+                return;
+            }
+            "S_CSELECT_B32"
+                if Self::immediate(operands.get(1)) == Some(1) && Self::immediate(operands.get(2)) == Some(0) =>
+            {
+                let scc = Unit::special("SCC");
+                let value = if state.scalar(scc) == Value::Original(scc) { Value::SccBit } else { Value::Unknown };
+                for unit in destination.unwrap_or_default() {
+                    state.set_scalar(unit, value, at);
+                }
+                return;
+            }
+            "S_CMP_LG_U32" if Self::immediate(operands.get(1)) == Some(0) => {
+                let scc = Unit::special("SCC");
+                let value = if self.source(state, operands.first()).first() == Some(&Value::SccBit) {
+                    Value::Original(scc)
+                } else {
+                    Value::Unknown
+                };
+                state.set_scalar(scc, value, at);
+                return;
+            }
+            "V_MOV_B32_e32" | "V_MOV_B32_e64" | "V_ACCVGPR_WRITE_B32_e64" | "V_ACCVGPR_READ_B32_e64" => {
+                let source_index = if name.ends_with("_e64") && name.starts_with("V_MOV") { 2 } else { 1 };
+                let value = match self.register_units(operands.get(source_index)) {
+                    Some(units) if units.len() == 1 && units[0].is_vector() => state.vector(units[0]).0,
+                    _ => Value::Unknown,
+                };
+                for unit in destination.unwrap_or_default() {
+                    state.write_vector(unit, value, at);
+                }
+                return;
+            }
+            "V_WRITELANE_B32" => {
+                // vdst, src0, lane, vdst_in
+                if let (Some(dst), Some(lane)) = (destination, Self::immediate(operands.get(2))) {
+                    let value = self.source(state, operands.get(1)).first().copied().unwrap_or(Value::Unknown);
+                    for unit in dst {
+                        state.lanes.insert((unit, lane), value);
+                        state.lanes_touched.insert((unit, lane));
+                        let (active, inactive) = state.vector(unit);
+                        // One lane changed: the register as a whole is no longer original.
+                        let changed = (
+                            if active == Value::Original(unit) { Value::Unknown } else { active },
+                            if inactive == Value::Original(unit) { Value::Unknown } else { inactive },
+                        );
+                        state.vectors.insert(unit, changed);
+                        state.changed_by.insert(unit, at);
+                    }
+                    return;
+                }
+            }
+            "V_READLANE_B32" => {
+                if let (Some(dst), Some(source), Some(lane)) =
+                    (destination, self.register_units(operands.get(1)), Self::immediate(operands.get(2)))
+                {
+                    let value =
+                        source.first().and_then(|s| state.lanes.get(&(*s, lane))).copied().unwrap_or(Value::Unknown);
+                    for unit in dst {
+                        state.set_scalar(unit, value, at);
+                    }
+                    return;
+                }
+            }
+            "BUFFER_STORE_DWORD_OFFSET" => {
+                if let Some(offset) = Self::immediate(operands.get(3)) {
+                    let value = match self.register_units(operands.first()) {
+                        Some(units) if units.len() == 1 && state.exec == Exec::Entry => state.vector(units[0]).0,
+                        _ => Value::Unknown,
+                    };
+                    state.slots.insert(offset, value);
+                    return;
+                }
+            }
+            "BUFFER_LOAD_DWORD_OFFSET" => {
+                if let (Some(dst), Some(offset)) = (destination.clone(), Self::immediate(operands.get(3))) {
+                    let value = state.slots.get(&offset).copied().unwrap_or(Value::Unknown);
+                    for unit in dst {
+                        state.write_vector(unit, value, at);
+                    }
+                    return;
+                }
+            }
+            "S_AND_SAVEEXEC_B64" => {
+                let saved = [state.scalar(exec_units()[0]), state.scalar(exec_units()[1])];
+                for (unit, value) in destination.unwrap_or_default().into_iter().zip(saved) {
+                    state.set_scalar(unit, value, at);
+                }
+                for unit in exec_units() {
+                    state.set_scalar(unit, Value::Unknown, at);
+                }
+                state.exec = if state.exec == Exec::Unknown { Exec::Unknown } else { Exec::Subset };
+                self.clobber_implicit(state, instruction);
+                return;
+            }
+            "S_OR_B64" | "S_ANDN2_B64" | "S_AND_B64" if writes_exec => {
+                let narrowing = name != "S_OR_B64";
+                let restores = name == "S_OR_B64"
+                    && self.register_units(operands.get(1)).is_some_and(|u| u == exec_units())
+                    && self.source(state, operands.get(2))
+                        == [Value::Original(exec_units()[0]), Value::Original(exec_units()[1])];
+                let new = match state.exec {
+                    Exec::Entry | Exec::Subset if restores => Exec::Entry,
+                    Exec::Entry | Exec::Subset if narrowing => Exec::Subset,
+                    _ => Exec::Unknown,
+                };
+                for unit in exec_units() {
+                    let value = if new == Exec::Entry { Value::Original(unit) } else { Value::Unknown };
+                    state.set_scalar(unit, value, at);
+                }
+                state.exec = new;
+                self.clobber_implicit(state, instruction);
+                return;
+            }
+            _ => {}
+        }
+        // Anything else: what it writes becomes unknown.
+        for reg in instruction.all_defs() {
+            for unit in self.units.units(reg) {
+                if exec_units().contains(unit) {
+                    state.exec = Exec::Unknown;
+                }
+                if unit.is_vector() {
+                    state.write_vector(*unit, Value::Unknown, at);
+                } else {
+                    state.set_scalar(*unit, Value::Unknown, at);
+                }
+            }
+        }
+    }
+
+    fn clobber_implicit(&self, state: &mut State, instruction: &Instruction) {
+        for reg in &instruction.implicit_defs {
+            for unit in self.units.units(*reg) {
+                if !exec_units().contains(unit) {
+                    state.set_scalar(*unit, Value::Unknown, instruction.address);
+                }
+            }
+        }
+    }
+}
+
+/// Checks one payload's decoded code against the registers live at its point.
+pub fn check(
+    isa: &Isa,
+    units: &RegisterUnits,
+    code: &[Instruction],
+    live: &UnitSet,
+    sva: Option<u16>,
+) -> Result<(), Violation> {
+    let interpreter = Interpreter { isa, units };
+    let index_of: HashMap<u64, usize> = code.iter().enumerate().map(|(i, c)| (c.address, i)).collect();
+    let end = code.last().map_or(0, |c| c.end());
+    let mut at_instruction: Vec<Option<State>> = vec![None; code.len()];
+    let mut at_exit: Option<State> = None;
+    if code.is_empty() {
+        return Ok(());
+    }
+    at_instruction[0] = Some(State::entry());
+    let mut work = vec![0usize];
+    let mut rounds = 0usize;
+    while let Some(index) = work.pop() {
+        rounds += 1;
+        if rounds > 100_000 {
+            break;
+        }
+        let Some(mut state) = at_instruction[index].clone() else { continue };
+        let instruction = &code[index];
+        interpreter.step(&mut state, instruction);
+        let mut successors = Vec::new();
+        match instruction.flow {
+            Flow::Next | Flow::Call => successors.push(instruction.end()),
+            Flow::Branch { target } => successors.push(target),
+            Flow::ConditionalBranch { target } => {
+                successors.push(instruction.end());
+                successors.push(target);
+            }
+            Flow::EndProgram | Flow::IndirectBranch => {}
+        }
+        for successor in successors {
+            if successor == end {
+                match &mut at_exit {
+                    Some(exit) => exit.join(&state),
+                    None => at_exit = Some(state.clone()),
+                }
+                continue;
+            }
+            let Some(&next) = index_of.get(&successor) else { continue };
+            let changed = match &mut at_instruction[next] {
+                Some(existing) => {
+                    let before = existing.clone();
+                    existing.join(&state);
+                    *existing != before
+                }
+                slot @ None => {
+                    *slot = Some(state.clone());
+                    true
+                }
+            };
+            if changed {
+                work.push(next);
+            }
+        }
+    }
+    let Some(exit) = at_exit else { return Ok(()) };
+    let culprit = |unit: Unit| -> String {
+        match exit.changed_by.get(&unit).and_then(|address| code.iter().find(|c| c.address == *address)) {
+            Some(instruction) => format!(
+                "last written by `{}` at +{:#x}",
+                isa.mc.print(&instruction.raw, instruction.address).unwrap_or_default().trim(),
+                instruction.address - code[0].address
+            ),
+            None => "changed on some path".into(),
+        }
+    };
+    for unit in live.iter() {
+        let intact = match unit.file() {
+            RegisterFile::Vgpr | RegisterFile::Agpr => {
+                exit.vector(unit) == (Value::Original(unit), Value::Original(unit))
+            }
+            _ => exit.scalar(unit) == Value::Original(unit),
+        };
+        if !intact {
+            return Err(Violation { unit, culprit: culprit(unit) });
+        }
+    }
+    if let Some(sva) = sva {
+        let unit = Unit::vgpr(sva);
+        let allowed: Vec<i64> = FRAME_VALUES
+            .iter()
+            .filter(|e| matches!(e.value, FrameValue::ApplicationScratchResource | FrameValue::ApplicationStackPointer))
+            .flat_map(|e| (e.first..e.first + e.count).map(i64::from))
+            .collect();
+        let lanes_written: Vec<i64> =
+            exit.lanes_touched.iter().filter(|(u, _)| *u == unit).map(|(_, lane)| *lane).collect();
+        if exit.overwritten.contains(&unit) || lanes_written.iter().any(|l| !allowed.contains(l)) {
+            return Err(Violation {
+                unit,
+                culprit: format!("the SVA changed outside the frame save lanes; {}", culprit(unit)),
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,125 @@
+//! Stage 7, codegen: LLVM's real AMDGPU backend (llc-15) on the whole
+//! payload module at once, in two halves around stage 8:
+//!
+//! - [`select_instructions`]: IR -> MIR, stopping after `finalize-isel`
+//!   (SSA, virtual registers, the placeholders still there);
+//! - [`finish`]: the lowered MIR -> assembly, starting after
+//!   `finalize-isel`: register allocation, prologue/epilogue, waitcnt
+//!   insertion, with the machine verifier after every pass when asked.
+//!
+//! One llc process per half and code object, never one per point.
+
+use std::path::Path;
+use std::process::Command;
+
+use thiserror::Error;
+
+use crate::stages::load::TargetId;
+
+#[derive(Debug, Error)]
+pub enum CodegenError {
+    #[error("cannot run {tool}: {source}; is it installed (scripts/setup.sh)?")]
+    Tool {
+        tool: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("llc-15 {step} failed (input kept in {kept}): {message}")]
+    Llc { step: &'static str, message: String, kept: String },
+    #[error("temporary files: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The llc target arguments for a code object.
+pub fn llc_target_arguments(target: &TargetId, code_object_version: u32) -> Vec<String> {
+    let mut arguments = vec![
+        "-mtriple=amdgcn-amd-amdhsa".to_string(),
+        format!("-mcpu={}", target.processor),
+        format!("--amdhsa-code-object-version={code_object_version}"),
+        "-O3".to_string(),
+    ];
+    let features = target.llvm_features();
+    if !features.is_empty() {
+        arguments.push(format!("-mattr={features}"));
+    }
+    arguments
+}
+
+fn run_llc(
+    step: &'static str,
+    input_name: &str,
+    input: &str,
+    arguments: &[String],
+    directory: &Path,
+) -> Result<String, CodegenError> {
+    let source = directory.join(input_name);
+    let output_path = directory.join(format!("{input_name}.out"));
+    std::fs::write(&source, input)?;
+    let output = Command::new("llc-15")
+        .args(arguments)
+        .arg(&source)
+        .arg("-o")
+        .arg(&output_path)
+        .output()
+        .map_err(|source| CodegenError::Tool { tool: "llc-15", source })?;
+    if !output.status.success() {
+        let kept = std::env::temp_dir().join(format!("gpuinstr-rejected-{}-{input_name}", std::process::id()));
+        let _ = std::fs::copy(&source, &kept);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        return Err(CodegenError::Llc { step, message: summarize_errors(&stderr), kept: kept.display().to_string() });
+    }
+    Ok(std::fs::read_to_string(&output_path)?)
+}
+
+/// The lines of llc's error output that say what is wrong: the machine
+/// verifier's reports (without the function dumps before them), LLVM ERROR
+/// lines, or the first lines.
+fn summarize_errors(stderr: &str) -> String {
+    let interesting: Vec<&str> = stderr
+        .lines()
+        .filter(|l| {
+            l.starts_with("*** Bad machine code")
+                || l.starts_with("- function:")
+                || l.starts_with("- instruction:")
+                || l.starts_with("- operand")
+                || l.starts_with("LLVM ERROR")
+                || l.starts_with("error:")
+                || l.contains(": error:")
+        })
+        .take(12)
+        .collect();
+    let lines: Vec<&str> = if interesting.is_empty() {
+        stderr.lines().filter(|l| !l.trim().is_empty()).take(12).collect()
+    } else {
+        interesting
+    };
+    lines.join(" | ")
+}
+
+/// IR text -> MIR text after instruction selection.
+pub fn select_instructions(
+    ir: &str,
+    target: &TargetId,
+    code_object_version: u32,
+    directory: &Path,
+) -> Result<String, CodegenError> {
+    let mut arguments = llc_target_arguments(target, code_object_version);
+    arguments.push("-stop-after=finalize-isel".into());
+    run_llc("instruction selection", "payloads.ll", ir, &arguments, directory)
+}
+
+/// Lowered MIR text -> assembly text.
+pub fn finish(
+    mir: &str,
+    target: &TargetId,
+    code_object_version: u32,
+    verify: bool,
+    directory: &Path,
+) -> Result<String, CodegenError> {
+    let mut arguments = llc_target_arguments(target, code_object_version);
+    arguments.push("-start-after=finalize-isel".into());
+    if verify {
+        arguments.push("-verify-machineinstrs".into());
+    }
+    run_llc("register allocation and emission", "payloads.mir", mir, &arguments, directory)
+}

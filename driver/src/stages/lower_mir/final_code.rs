@@ -1,0 +1,189 @@
+//! The end of stage 8: llc's assembly of the payload module becomes one
+//! instruction list per payload, ready to splice in front of its point.
+//!
+//! - The return (`s_setpc_b64 s[30:31]`) goes: control falls through to the
+//!   application's instruction.
+//! - Labels get a payload prefix, unique in any code object.
+//! - A payload that uses stack runs on the instrumentation stack: its entry
+//!   saves the application's s0-s3/s32 (those live at the point) into the SVA
+//!   and loads the instrumentation frame from it; every exit restores them
+//!   (docs/sva.md, frame values).
+
+use gpuinstr_intrinsics::sva::{FrameValue, FRAME_VALUES};
+
+use crate::stages::liveness::{Unit, UnitSet};
+
+/// The machine code of one payload.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FinalPayload {
+    /// Instructions and labels, as llvm-mc reads them.
+    pub code: Vec<String>,
+    /// Bytes of instrumentation stack the payload needs.
+    pub scratch_bytes: u32,
+    /// Registers llc counted (the payload alone).
+    pub sgprs: u32,
+    pub vgprs: u32,
+    pub agprs: u32,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum FinalCodeError {
+    #[error("llc-15's assembly has no function `{0}`")]
+    Missing(String),
+    #[error(
+        "{0}: the payload needs {1} bytes of stack, which it reaches through the State Value Array, but this \
+         function has no SVA register"
+    )]
+    StackWithoutSva(String, u32),
+}
+
+/// The function named `name` in llc's assembly output.
+fn function_lines<'t>(assembly: &'t str, name: &str) -> Option<(Vec<&'t str>, Vec<&'t str>)> {
+    let label = format!("{name}:");
+    let mut lines = assembly.lines();
+    lines.by_ref().find(|l| l.split(';').next().unwrap_or("").trim() == label)?;
+    let mut body = Vec::new();
+    for line in lines.by_ref() {
+        if line.starts_with(".Lfunc_end") {
+            break;
+        }
+        body.push(line);
+    }
+    // Resource comments follow the function, before the next one starts.
+    let info: Vec<&str> = lines.take_while(|l| !l.contains("-- Begin function")).collect();
+    Some((body, info))
+}
+
+fn comment_number(info: &[&str], key: &str) -> u32 {
+    info.iter()
+        .find_map(|l| l.trim().strip_prefix(&format!("; {key}:")).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or(0)
+}
+
+/// Extracts payload `index` (function `name`) from llc's assembly.
+pub fn extract(
+    assembly: &str,
+    name: &str,
+    index: usize,
+    live: &UnitSet,
+    sva: Option<u16>,
+) -> Result<FinalPayload, FinalCodeError> {
+    let (body, info) = function_lines(assembly, name).ok_or_else(|| FinalCodeError::Missing(name.to_string()))?;
+    let end_label = format!(".Lgpuinstr_payload{index}_end");
+    let rename = |text: &str| text.replace(".LBB", &format!(".Lgpuinstr_payload{index}_BB"));
+    let mut code: Vec<String> = Vec::new();
+    for line in body {
+        let text = line.split(';').next().unwrap_or("").trim();
+        if text.is_empty() || (text.starts_with('.') && !text.ends_with(':')) {
+            continue;
+        }
+        code.push(rename(text));
+    }
+    let returns = code.iter().filter(|l| l.starts_with("s_setpc_b64")).count();
+    if code.last().is_some_and(|l| l.starts_with("s_setpc_b64")) && returns == 1 {
+        code.pop();
+    } else {
+        for line in code.iter_mut().filter(|l| l.starts_with("s_setpc_b64")) {
+            *line = format!("s_branch {end_label}");
+        }
+        code.push(format!("{end_label}:"));
+    }
+    let scratch_bytes = comment_number(&info, "ScratchSize");
+    let mut payload = FinalPayload {
+        code,
+        scratch_bytes,
+        sgprs: comment_number(&info, "NumSgprs"),
+        vgprs: comment_number(&info, "NumVgprs"),
+        agprs: comment_number(&info, "NumAgprs"),
+    };
+    if scratch_bytes > 0 {
+        let sva = sva.ok_or_else(|| FinalCodeError::StackWithoutSva(name.to_string(), scratch_bytes))?;
+        wrap_frame(&mut payload, live, sva, &end_label);
+    }
+    Ok(payload)
+}
+
+fn lanes(value: FrameValue) -> std::ops::Range<u8> {
+    let entry = FRAME_VALUES.iter().find(|e| e.value == value).expect("frame value in the table");
+    entry.first..entry.first + entry.count
+}
+
+/// Swaps the application's frame registers for the instrumentation frame
+/// around the payload. `s_nop 4`: a VALU write of an SGPR needs 5 wait
+/// states before a memory instruction reads it (GFX9 hazard).
+fn wrap_frame(payload: &mut FinalPayload, live: &UnitSet, sva: u16, end_label: &str) {
+    let frame = [0u16, 1, 2, 3, 32];
+    let application = lanes(FrameValue::ApplicationScratchResource).chain(lanes(FrameValue::ApplicationStackPointer));
+    let instrumentation = lanes(FrameValue::ScratchResource).chain(lanes(FrameValue::StackPointer));
+    let pairs: Vec<(u16, u8, u8)> =
+        frame.iter().zip(application.zip(instrumentation)).map(|(s, (a, i))| (*s, a, i)).collect();
+    let mut prologue = Vec::new();
+    for (sgpr, saved, _) in &pairs {
+        if live.contains(Unit::sgpr(*sgpr)) {
+            prologue.push(format!("v_writelane_b32 v{sva}, s{sgpr}, {saved}"));
+        }
+    }
+    for (sgpr, _, frame_lane) in &pairs {
+        prologue.push(format!("v_readlane_b32 s{sgpr}, v{sva}, {frame_lane}"));
+    }
+    prologue.push("s_nop 4".into());
+    let mut epilogue = Vec::new();
+    for (sgpr, saved, _) in &pairs {
+        if live.contains(Unit::sgpr(*sgpr)) {
+            epilogue.push(format!("v_readlane_b32 s{sgpr}, v{sva}, {saved}"));
+        }
+    }
+    epilogue.push("s_nop 4".into());
+
+    let mut code = prologue;
+    let had_end_label = payload.code.last().is_some_and(|l| l == &format!("{end_label}:"));
+    code.append(&mut payload.code);
+    if !had_end_label {
+        code.push(format!("{end_label}:"));
+    }
+    code.extend(epilogue);
+    payload.code = code;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ASSEMBLY: &str = "\t.globl\tgpuinstr.payload.0 ; -- Begin function gpuinstr.payload.0\n\t.p2align\t2\ngpuinstr.payload.0:                     ; @gpuinstr.payload.0\n; %bb.0:\n\ts_waitcnt vmcnt(0) expcnt(0) lgkmcnt(0)\n\ts_cbranch_execz .LBB0_2\n; %bb.1:\n\tv_mov_b32_e32 v1, 0\n.LBB0_2:\n\ts_setpc_b64 s[30:31]\n.Lfunc_end0:\n\t.size\tgpuinstr.payload.0, .Lfunc_end0-gpuinstr.payload.0\n; Function info:\n; NumSgprs: 36\n; NumVgprs: 2\n; ScratchSize: 0\n";
+
+    #[test]
+    fn the_return_goes_and_labels_are_renamed() {
+        let payload = extract(ASSEMBLY, "gpuinstr.payload.0", 0, &UnitSet::EMPTY, None).unwrap();
+        assert_eq!(
+            payload.code,
+            vec![
+                "s_waitcnt vmcnt(0) expcnt(0) lgkmcnt(0)",
+                "s_cbranch_execz .Lgpuinstr_payload0_BB0_2",
+                "v_mov_b32_e32 v1, 0",
+                ".Lgpuinstr_payload0_BB0_2:",
+            ]
+        );
+        assert_eq!((payload.sgprs, payload.vgprs, payload.scratch_bytes), (36, 2, 0));
+        assert_eq!(
+            extract(ASSEMBLY, "gpuinstr.payload.1", 1, &UnitSet::EMPTY, None),
+            Err(FinalCodeError::Missing("gpuinstr.payload.1".into()))
+        );
+    }
+
+    #[test]
+    fn stack_users_swap_frames_through_the_sva() {
+        let with_stack = ASSEMBLY.replace("ScratchSize: 0", "ScratchSize: 8");
+        let mut live = UnitSet::EMPTY;
+        live.insert(Unit::sgpr(2));
+        let payload = extract(&with_stack, "gpuinstr.payload.0", 0, &live, Some(40)).unwrap();
+        assert_eq!(payload.code[0], "v_writelane_b32 v40, s2, 7");
+        assert_eq!(payload.code[1], "v_readlane_b32 s0, v40, 0");
+        assert_eq!(payload.code[5], "v_readlane_b32 s32, v40, 4");
+        assert_eq!(payload.code.last().unwrap(), "s_nop 4");
+        assert!(payload.code.contains(&"v_readlane_b32 s2, v40, 7".to_string()));
+        assert_eq!(
+            extract(&with_stack, "gpuinstr.payload.0", 0, &live, None),
+            Err(FinalCodeError::StackWithoutSva("gpuinstr.payload.0".into(), 8))
+        );
+    }
+}

@@ -1,0 +1,317 @@
+//! Stage 5, payload: one LLVM IR module per code object holding, for every
+//! instrumentation point, an "injected payload" (seed 004): a naked,
+//! argument-less `void` function that calls the point's hooks. Hook
+//! arguments are constants, or application registers read with
+//! `gpuinstr::readReg`.
+//!
+//! The tool's functions become internal and always-inline (hooks are
+//! inlined into payloads by the next stage's O3 pipeline; nothing of the tool
+//! is emitted on its own), and lose their `target-cpu`/`target-features`: the
+//! payloads are compiled for the application's target.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+
+use gpuinstr_intrinsics::naming::{intrinsic_function_name, HOOK_ATTRIBUTE, INTRINSIC_ATTRIBUTE};
+use gpuinstr_intrinsics::{builtins::read_reg, Register};
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::context::Context;
+use inkwell::module::{Linkage, Module};
+use inkwell::types::BasicMetadataTypeEnum;
+use inkwell::values::AnyValue;
+use inkwell::values::{BasicMetadataValueEnum, CallSiteValue, FunctionValue, InstructionOpcode};
+use thiserror::Error;
+
+/// Name of the payload function of point `index`.
+pub fn payload_name(index: usize) -> String {
+    format!("gpuinstr.payload.{index}")
+}
+
+/// What a hook receives for one parameter.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HookArgument {
+    /// An integer or boolean constant (`true` is 1).
+    Int(i64),
+    Float(f64),
+    /// The value an application register has at the point.
+    Register(Register),
+}
+
+impl fmt::Display for HookArgument {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HookArgument::Int(value) => write!(f, "{value}"),
+            HookArgument::Float(value) => write!(f, "{value}"),
+            HookArgument::Register(register) => write!(f, "{register}"),
+        }
+    }
+}
+
+/// One hook call at a point.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HookCall {
+    pub hook: String,
+    pub arguments: Vec<HookArgument>,
+}
+
+/// The hooks to call at one point, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PayloadRequest {
+    /// Where the point is, for messages ("kernel k, instruction 3").
+    pub label: String,
+    pub calls: Vec<HookCall>,
+    /// The instrumented kernel's largest work-group size (1024 when the
+    /// point may run in any kernel): it bounds the registers a wave may
+    /// have, so the payload is compiled with the same bound.
+    pub max_flat_workgroup_size: u32,
+}
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum PayloadError {
+    #[error("{point}: the tool has no hook `{hook}` (its hooks: {available})")]
+    MissingHook { point: String, hook: String, available: String },
+    #[error("{point}: hook `{hook}` takes {expected} argument(s), the plan gives {given}")]
+    ArgumentCount { point: String, hook: String, expected: usize, given: usize },
+    #[error("{point}: hook `{hook}` argument {index} is {expected}; {given} does not fit")]
+    ArgumentType { point: String, hook: String, index: usize, expected: String, given: String },
+    #[error(
+        "hook `{hook}` uses inline assembly (in `{function}`); gpuinstr cannot allocate registers around it: \
+         use a framework intrinsic instead (docs/intrinsics.md)"
+    )]
+    InlineAssembly { hook: String, function: String },
+}
+
+/// For each hook in `hooks`: the defined functions it may reach (itself included).
+pub fn reachable_functions(module: &Module<'_>, hooks: &BTreeSet<&str>) -> Vec<(String, BTreeSet<String>)> {
+    let defined: HashMap<String, FunctionValue> =
+        module.get_functions().filter(|f| f.count_basic_blocks() > 0).map(|f| (name(f), f)).collect();
+    let mut out = Vec::new();
+    for hook in hooks {
+        let Some(start) = defined.get(*hook) else { continue };
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![*start];
+        while let Some(function) = stack.pop() {
+            if !seen.insert(name(function)) {
+                continue;
+            }
+            for (_, callee, _) in calls(function) {
+                if let Some(next) = callee.and_then(|c| defined.get(&c)) {
+                    stack.push(*next);
+                }
+            }
+        }
+        out.push((hook.to_string(), seen));
+    }
+    out
+}
+
+/// The first `(function, hook)` with inline assembly among what the hooks reach.
+fn inline_assembly_user(module: &Module<'_>, hooks: &BTreeSet<&str>) -> Option<(String, String)> {
+    for (hook, functions) in reachable_functions(module, hooks) {
+        for function in functions {
+            let value = module.get_function(&function).expect("reachable functions are in the module");
+            if calls(value).iter().any(|(_, callee, is_asm)| *is_asm && callee.is_none()) {
+                return Some((function, hook));
+            }
+        }
+    }
+    None
+}
+
+/// Calls in a function: `(call, direct callee name, called value is inline asm)`.
+pub(crate) fn calls<'ctx>(function: FunctionValue<'ctx>) -> Vec<(CallSiteValue<'ctx>, Option<String>, bool)> {
+    let mut out = Vec::new();
+    for block in function.get_basic_block_iter() {
+        for instruction in block.get_instructions() {
+            if instruction.get_opcode() != InstructionOpcode::Call {
+                continue;
+            }
+            let Ok(call) = CallSiteValue::try_from(instruction) else { continue };
+            let callee = call.get_called_fn_value().map(name);
+            // The called value is the last operand; inline assembly prints as `asm ...`.
+            let last = instruction.get_num_operands().saturating_sub(1);
+            let is_asm = callee.is_none()
+                && instruction
+                    .get_operand(last)
+                    .and_then(|o| o.value())
+                    .is_some_and(|v| v.print_to_string().to_string().contains(" asm "));
+            out.push((call, callee, is_asm));
+        }
+    }
+    out
+}
+
+pub(crate) fn name(function: FunctionValue<'_>) -> String {
+    function.get_name().to_string_lossy().into_owned()
+}
+
+fn enum_attribute(context: &Context, attribute: &str) -> Attribute {
+    context.create_enum_attribute(Attribute::get_named_enum_kind_id(attribute), 0)
+}
+
+/// Makes the tool's code ready to be inlined into payloads compiled for
+/// another target.
+fn prepare_tool_functions(context: &Context, module: &Module<'_>) {
+    let always_inline = enum_attribute(context, "alwaysinline");
+    for function in module.get_functions() {
+        for key in ["target-cpu", "target-features", "amdgpu-flat-work-group-size", "amdgpu-waves-per-eu"] {
+            function.remove_string_attribute(AttributeLoc::Function, key);
+        }
+        if function.count_basic_blocks() == 0 {
+            continue;
+        }
+        function.set_linkage(Linkage::Internal);
+        function.remove_enum_attribute(AttributeLoc::Function, Attribute::get_named_enum_kind_id("noinline"));
+        function.remove_enum_attribute(AttributeLoc::Function, Attribute::get_named_enum_kind_id("optnone"));
+        function.add_attribute(AttributeLoc::Function, always_inline);
+    }
+}
+
+/// The `gpuinstr::readReg` declaration for a `bits`-wide integer.
+fn read_reg_function<'ctx>(context: &'ctx Context, module: &Module<'ctx>, bits: u32) -> FunctionValue<'ctx> {
+    let name = intrinsic_function_name(read_reg::NAME, &format!("i{bits}"), &["i32".to_string()]);
+    if let Some(existing) = module.get_function(&name) {
+        return existing;
+    }
+    let result = if bits == 64 { context.i64_type() } else { context.i32_type() };
+    let ty = result.fn_type(&[context.i32_type().into()], false);
+    let function = module.add_function(&name, ty, Some(Linkage::External));
+    function
+        .add_attribute(AttributeLoc::Function, context.create_string_attribute(INTRINSIC_ATTRIBUTE, read_reg::NAME));
+    for attribute in ["convergent", "nounwind"] {
+        function.add_attribute(AttributeLoc::Function, enum_attribute(context, attribute));
+    }
+    function
+}
+
+/// The hooks the requests call.
+pub fn used_hooks(requests: &[PayloadRequest]) -> BTreeSet<&str> {
+    requests.iter().flat_map(|r| r.calls.iter().map(|c| c.hook.as_str())).collect()
+}
+
+/// Adds one payload function per request to the tool's module (which
+/// becomes the payload module).
+pub fn build_payload_module<'ctx>(
+    context: &'ctx Context,
+    module: &Module<'ctx>,
+    requests: &[PayloadRequest],
+) -> Result<(), PayloadError> {
+    let hooks: HashMap<String, FunctionValue<'ctx>> = module
+        .get_functions()
+        .filter(|f| f.get_string_attribute(AttributeLoc::Function, HOOK_ATTRIBUTE).is_some())
+        .map(|f| (name(f), f))
+        .collect();
+    let used = used_hooks(requests);
+    if let Some((function, hook)) = inline_assembly_user(module, &used) {
+        return Err(PayloadError::InlineAssembly { hook, function });
+    }
+    prepare_tool_functions(context, module);
+
+    let builder = context.create_builder();
+    let void = context.void_type().fn_type(&[], false);
+    let payload_attributes: Vec<Attribute> = ["naked", "noinline", "nounwind", "convergent"]
+        .iter()
+        .map(|a| enum_attribute(context, a))
+        .chain(
+            // The payload cannot use the callable ABI's implicit inputs: the
+            // instrumented kernel does not pass them.
+            [
+                "amdgpu-no-dispatch-ptr",
+                "amdgpu-no-queue-ptr",
+                "amdgpu-no-dispatch-id",
+                "amdgpu-no-implicitarg-ptr",
+                "amdgpu-no-workgroup-id-x",
+                "amdgpu-no-workgroup-id-y",
+                "amdgpu-no-workgroup-id-z",
+                "amdgpu-no-workitem-id-x",
+                "amdgpu-no-workitem-id-y",
+                "amdgpu-no-workitem-id-z",
+                "amdgpu-no-lds-kernel-id",
+                "amdgpu-no-heap-ptr",
+                "amdgpu-no-hostcall-ptr",
+                "amdgpu-no-multigrid-sync-arg",
+            ]
+            .iter()
+            .map(|key| context.create_string_attribute(key, "")),
+        )
+        .collect();
+
+    for (index, request) in requests.iter().enumerate() {
+        let payload = module.add_function(&payload_name(index), void, Some(Linkage::External));
+        for attribute in &payload_attributes {
+            payload.add_attribute(AttributeLoc::Function, *attribute);
+        }
+        let workgroup = format!("1,{}", request.max_flat_workgroup_size.clamp(1, 1024));
+        payload.add_attribute(
+            AttributeLoc::Function,
+            context.create_string_attribute("amdgpu-flat-work-group-size", &workgroup),
+        );
+        builder.position_at_end(context.append_basic_block(payload, "entry"));
+        for call in &request.calls {
+            let hook = hooks.get(&call.hook).ok_or_else(|| PayloadError::MissingHook {
+                point: request.label.clone(),
+                hook: call.hook.clone(),
+                available: {
+                    let mut names: Vec<&str> = hooks.keys().map(String::as_str).collect();
+                    names.sort();
+                    if names.is_empty() {
+                        "none".into()
+                    } else {
+                        names.join(", ")
+                    }
+                },
+            })?;
+            let parameters = hook.get_type().get_param_types();
+            if parameters.len() != call.arguments.len() {
+                return Err(PayloadError::ArgumentCount {
+                    point: request.label.clone(),
+                    hook: call.hook.clone(),
+                    expected: parameters.len(),
+                    given: call.arguments.len(),
+                });
+            }
+            let mut values: Vec<BasicMetadataValueEnum> = Vec::new();
+            for (position, (parameter, argument)) in parameters.iter().zip(&call.arguments).enumerate() {
+                let mismatch = || PayloadError::ArgumentType {
+                    point: request.label.clone(),
+                    hook: call.hook.clone(),
+                    index: position,
+                    expected: parameter.print_to_string().to_string(),
+                    given: match argument {
+                        HookArgument::Register(r) => format!("register {r}"),
+                        other => format!("constant {other}"),
+                    },
+                };
+                let value: BasicMetadataValueEnum = match (parameter, argument) {
+                    (BasicMetadataTypeEnum::IntType(ty), HookArgument::Int(value)) => {
+                        let bits = ty.get_bit_width();
+                        let fits = bits >= 64
+                            || (bits == 1 && (*value == 0 || *value == 1))
+                            || (bits > 1 && *value >= -(1i64 << (bits - 1)) && *value < (1i64 << bits));
+                        if !fits {
+                            return Err(mismatch());
+                        }
+                        ty.const_int(*value as u64, true).into()
+                    }
+                    (BasicMetadataTypeEnum::FloatType(ty), HookArgument::Float(value)) => ty.const_float(*value).into(),
+                    (BasicMetadataTypeEnum::FloatType(ty), HookArgument::Int(value)) => {
+                        ty.const_float(*value as f64).into()
+                    }
+                    (BasicMetadataTypeEnum::IntType(ty), HookArgument::Register(register))
+                        if matches!(ty.get_bit_width(), 32 | 64) =>
+                    {
+                        let read = read_reg_function(context, module, ty.get_bit_width());
+                        let code = context.i32_type().const_int(u64::from(register.encode()), false);
+                        let call = builder.build_call(read, &[code.into()], "").expect("builder is positioned");
+                        call.try_as_basic_value().basic().expect("readReg returns a value").into()
+                    }
+                    _ => return Err(mismatch()),
+                };
+                values.push(value);
+            }
+            builder.build_call(*hook, &values, "").expect("builder is positioned");
+        }
+        builder.build_return(None).expect("builder is positioned");
+    }
+    Ok(())
+}

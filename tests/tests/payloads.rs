@@ -1,0 +1,390 @@
+//! The payload compiler (stages 5-8) on our hooks and kernels: every
+//! stage's text as a snapshot per hook, the facts each hook must show, a
+//! property test over generated live sets checked on the final machine code,
+//! and the errors a tool author can run into.
+
+use gpuinstr::payloads::{
+    compile_payloads, compile_payloads_at, CompileError, CompiledPayloads, FunctionRegisters, PayloadOptions,
+    PayloadPoint,
+};
+use gpuinstr::preservation::{check, decode_code};
+use gpuinstr::stages::lift::{lift, LiftedCodeObject};
+use gpuinstr::stages::liveness::{analyze, RegisterUnits, Unit, UnitSet};
+use gpuinstr::stages::load::{self, CodeObject};
+use gpuinstr::stages::lower_mir::PayloadSite;
+use gpuinstr::stages::payload::{HookArgument, HookCall};
+use gpuinstr_intrinsics::{KernelArgument, Register, Registry};
+use gpuinstr_tests::*;
+
+/// A tool built from tests/inputs/tools/<name>.hip with the plugin, once per run.
+fn tool(name: &str) -> CodeObject {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static TOOLS: OnceLock<(tempfile::TempDir, Mutex<HashMap<String, CodeObject>>)> = OnceLock::new();
+    let (dir, built) = TOOLS.get_or_init(|| (scratch(), Mutex::new(HashMap::new())));
+    let mut built = built.lock().unwrap();
+    if let Some(tool) = built.get(name) {
+        return tool.clone();
+    }
+    let path = dir.path().join(format!("{name}.hsaco"));
+    run_ok(&mut tool_compile_command(Compiler::Clang, &input(&format!("tools/{name}.hip")), "-O3", &path));
+    let tool = load::load(&path).unwrap().code_objects.remove(0);
+    built.insert(name.to_string(), tool.clone());
+    tool
+}
+
+fn call(hook: &str, arguments: Vec<HookArgument>) -> HookCall {
+    HookCall { hook: hook.into(), arguments }
+}
+
+fn atomics_kernel() -> CodeObject {
+    load::load_for_target(&test_kernels("memory"), Some("gfx90a")).unwrap().code_objects.remove(0)
+}
+
+fn function_index(lifted: &LiftedCodeObject<'_>, part: &str) -> usize {
+    lifted.functions.iter().position(|f| f.name.contains(part)).unwrap()
+}
+
+/// The SVA and work-item ids in VGPRs the atomics kernel never uses.
+const SVA: u16 = 60;
+const WORK_ITEM_IDS: u16 = 61;
+
+fn options_for(function: usize) -> PayloadOptions {
+    let mut options = PayloadOptions { verify: true, ..Default::default() };
+    options.registers.insert(function, FunctionRegisters { sva: Some(SVA), work_item_ids: Some(WORK_ITEM_IDS) });
+    options
+}
+
+/// Every payload keeps every live register: proven on its machine code.
+fn assert_preserves(lifted: &LiftedCodeObject<'_>, compiled: &CompiledPayloads, sites: &[PayloadSite]) {
+    let codes: Vec<Vec<String>> = compiled.payloads.iter().map(|p| p.code.clone()).collect();
+    let decoded = decode_code(lifted, &codes).unwrap();
+    let units = RegisterUnits::new(&lifted.isa);
+    for ((payload, code), site) in compiled.payloads.iter().zip(&decoded).zip(sites) {
+        let must_keep = site.live.difference(&payload.written);
+        if let Err(violation) = check(&lifted.isa, &units, code, &must_keep, site.sva) {
+            panic!("{}: {violation}\n{}", payload.label, payload.code.join("\n"));
+        }
+    }
+}
+
+const CASES: [&str; 7] = [
+    "scalar_counter",
+    "vector_counter",
+    "register_argument",
+    "kernel_arguments",
+    "write_exec",
+    "stack",
+    "register_write",
+];
+
+#[test]
+fn every_stage_of_small_hooks() {
+    let tool = tool("payload-hooks");
+    let app = atomics_kernel();
+    let lifted = lift(&app).unwrap();
+    let liveness = analyze(&lifted);
+    let function = function_index(&lifted, "atomics");
+    let at = |instruction, calls| PayloadPoint { function, instruction, calls };
+    let points = vec![
+        at(0, vec![call("countScalar", vec![])]),
+        at(3, vec![call("countVector", vec![HookArgument::Int(0)])]),
+        at(5, vec![call("recordValue", vec![HookArgument::Register(Register::Sgpr(4))])]),
+        at(6, vec![call("recordDimensions", vec![])]),
+        at(7, vec![call("countWithOneLane", vec![])]),
+        at(8, vec![call("histogram", vec![HookArgument::Register(Register::Vgpr(0))])]),
+        at(9, vec![call("bumpRegister", vec![])]),
+    ];
+    let options = options_for(function);
+    let sites = gpuinstr::payloads::payload_sites(&lifted, &liveness, &points, &options).unwrap();
+    let compiled = compile_payloads(&tool, &lifted, &liveness, &points, &Registry::with_builtins(), &options).unwrap();
+    for (index, case) in CASES.iter().enumerate() {
+        insta::assert_snapshot!(format!("payload_{case}"), compiled.render_stages(index));
+    }
+    assert_preserves(&lifted, &compiled, &sites);
+
+    let [scalar, vector, argument, dimensions, one_lane, stack, write] = &compiled.payloads[..] else { panic!() };
+    // Scalar counter: one scalar atomic, no cache maintenance around it.
+    assert!(scalar.code.iter().any(|l| l.starts_with("s_atomic_add_x2 ")), "{:?}", scalar.code);
+    assert!(!scalar.code.iter().any(|l| l.starts_with("buffer_wbl2") || l.starts_with("buffer_inv")));
+    // Vector counter: the popcount of EXEC, an atomic from one lane, EXEC back.
+    assert!(vector.code.iter().any(|l| l.starts_with("s_bcnt1_i32_b64")));
+    assert!(vector.code.iter().any(|l| l.starts_with("global_atomic_add_x2")));
+    // A register argument is read where it lives.
+    assert!(argument.code.iter().any(|l| l.ends_with(", s4")), "{:?}", argument.code);
+    // gridDim/blockDim: the dispatch packet and the workgroup ids, from the SVA.
+    for argument in [KernelArgument::DispatchPtr, KernelArgument::WorkgroupIdX, KernelArgument::WorkgroupIdZ] {
+        assert!(dimensions.kernel_arguments.contains(&argument), "{:?}", dimensions.kernel_arguments);
+    }
+    assert!(dimensions.code.iter().any(|l| l.starts_with("v_readlane_b32") && l.ends_with(&format!("v{SVA}, 23"))));
+    // writeExec: EXEC is written with 1 and comes back.
+    assert!(one_lane.code.iter().any(|l| l.starts_with("s_mov_b64 exec, s[")));
+    assert!(one_lane.copied.contains(Unit::special("EXEC_LO")));
+    // Stack: the frame is swapped through the SVA around the payload.
+    assert!(stack.scratch_bytes > 0);
+    assert_eq!(stack.code.iter().filter(|l| l.starts_with("v_readlane_b32 s32")).count(), 1);
+    assert!(stack.code.iter().any(|l| l.contains("buffer_store_dword") && l.contains("s[0:3], s32")));
+    // readReg + writeReg of s6: one add, in place.
+    assert!(write.copied.contains(Unit::sgpr(6)));
+    assert!(write.code.contains(&"s_add_i32 s6, s6, 1".to_string()), "{:?}", write.code);
+}
+
+/// Register pressure: every VGPR but six is live (and the AGPRs too), so
+/// the `pressure` hook, which needs more, must spill; the spills go to
+/// the instrumentation stack through the SVA and every live register survives.
+#[test]
+fn a_hook_that_must_spill() {
+    let tool = tool("payload-hooks");
+    let app = atomics_kernel();
+    let lifted = lift(&app).unwrap();
+    let function = function_index(&lifted, "atomics");
+    let mut live = UnitSet::EMPTY;
+    for vgpr in 0..248 {
+        live.insert(Unit::vgpr(vgpr));
+    }
+    for agpr in 0..256 {
+        live.insert(Unit::agpr(agpr));
+    }
+    for sgpr in 4..10 {
+        live.insert(Unit::sgpr(sgpr));
+    }
+    let sites = vec![PayloadSite {
+        live,
+        sva: Some(248),
+        work_item_ids: Some(249),
+        hidden_arguments: Some(Default::default()),
+        // One wave per SIMD may use every register.
+        max_flat_workgroup_size: 256,
+    }];
+    let points = vec![PayloadPoint {
+        function,
+        instruction: 6,
+        calls: vec![call("pressure", vec![HookArgument::Register(Register::Vgpr(7))])],
+    }];
+    let mut options = PayloadOptions { verify: true, ..Default::default() };
+    options.registers.insert(function, FunctionRegisters { sva: Some(248), work_item_ids: Some(249) });
+    let compiled = compile_payloads_at(&tool, &lifted, &points, &sites, &Registry::with_builtins(), &options).unwrap();
+    insta::assert_snapshot!("payload_spill", compiled.render_stages(0));
+    let payload = &compiled.payloads[0];
+    assert!(payload.scratch_bytes > 0, "no spill:\n{}", payload.code.join("\n"));
+    assert!(payload.code.iter().any(|l| l.starts_with("buffer_store_dword v") && l.contains("s[0:3], s32")));
+    assert!(payload.code.iter().any(|l| l.starts_with("buffer_load_dword v") && l.contains("s[0:3], s32")));
+    assert_preserves(&lifted, &compiled, &sites);
+}
+
+/// A small deterministic generator (xorshift64*), so failures replay.
+struct Generator(u64);
+
+impl Generator {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+/// Property: whatever is live at a point, the final payload never leaves a
+/// live register changed. Live sets are generated from sparse to nearly full
+/// (so the allocator must move and spill application registers), with the
+/// special registers live or not; every payload is checked on its machine code.
+#[test]
+fn payloads_never_clobber_generated_live_sets() {
+    let tool = tool("payload-hooks");
+    let app = atomics_kernel();
+    let lifted = lift(&app).unwrap();
+    let function = function_index(&lifted, "atomics");
+    let hooks: [(&str, Vec<HookArgument>); 6] = [
+        ("countScalar", vec![]),
+        ("countVector", vec![HookArgument::Int(1)]),
+        ("recordValue", vec![HookArgument::Register(Register::Sgpr(40))]),
+        ("countWithOneLane", vec![]),
+        ("bumpRegister", vec![]),
+        ("histogram", vec![HookArgument::Register(Register::Vgpr(3))]),
+    ];
+    let mut generator = Generator(0x5eed_1234_abcd_0001);
+    let mut points = Vec::new();
+    let mut sites = Vec::new();
+    for case in 0..48 {
+        let density = [20, 60, 90, 97][case % 4];
+        let mut live = UnitSet::EMPTY;
+        for sgpr in 0..102 {
+            if generator.chance(density) {
+                live.insert(Unit::sgpr(sgpr));
+            }
+        }
+        for vgpr in 0..48 {
+            if generator.chance(density) {
+                live.insert(Unit::vgpr(vgpr));
+            }
+        }
+        for special in ["VCC_LO", "VCC_HI", "SCC", "M0", "EXEC_LO", "EXEC_HI"] {
+            if special.starts_with("EXEC") || generator.chance(50) {
+                live.insert(Unit::special(special));
+            }
+        }
+        let (hook, arguments) = &hooks[case % hooks.len()];
+        points.push(PayloadPoint { function, instruction: 0, calls: vec![call(hook, arguments.clone())] });
+        sites.push(PayloadSite {
+            live,
+            sva: Some(SVA),
+            work_item_ids: Some(WORK_ITEM_IDS),
+            hidden_arguments: Some(Default::default()),
+            max_flat_workgroup_size: 256,
+        });
+    }
+    let options = options_for(function);
+    let compiled = compile_payloads_at(&tool, &lifted, &points, &sites, &Registry::with_builtins(), &options).unwrap();
+    assert_preserves(&lifted, &compiled, &sites);
+
+    // Not vacuous: in dense cases payloads do write live registers (and put
+    // them back), which is what the check is for.
+    let codes: Vec<Vec<String>> = compiled.payloads.iter().map(|p| p.code.clone()).collect();
+    let decoded = decode_code(&lifted, &codes).unwrap();
+    let units = RegisterUnits::new(&lifted.isa);
+    let restored = decoded
+        .iter()
+        .zip(&sites)
+        .filter(|(code, site)| {
+            code.iter().any(|i| i.all_defs().any(|r| units.units(r).iter().any(|u| site.live.contains(*u))))
+        })
+        .count();
+    assert!(restored >= 10, "only {restored} payloads write a live register");
+}
+
+/// The checker itself catches clobbers: a payload that overwrites a live
+/// register (or only its inactive lanes) is refused.
+#[test]
+fn the_preservation_check_catches_clobbers() {
+    let app = atomics_kernel();
+    let lifted = lift(&app).unwrap();
+    let units = RegisterUnits::new(&lifted.isa);
+    let live: UnitSet =
+        [Unit::sgpr(4), Unit::vgpr(2), Unit::special("SCC"), Unit::special("EXEC_LO"), Unit::special("EXEC_HI")]
+            .into_iter()
+            .collect();
+    let cases: [(&[&str], Option<&str>); 7] = [
+        (&["s_mov_b32 s10, s4", "s_mov_b32 s4, 7", "s_mov_b32 s4, s10"], None),
+        (&["s_mov_b32 s4, 7"], Some("s4")),
+        (&["s_cselect_b32 s9, 1, 0", "s_add_u32 s8, s8, 1", "s_cmp_lg_u32 s9, 0"], None),
+        (&["s_add_u32 s8, s8, 1"], Some("scc")),
+        (&["v_mov_b32_e32 v9, v2", "v_mov_b32_e32 v2, 0", "v_mov_b32_e32 v2, v9"], None),
+        // Under EXEC = 1 the copy back misses the lanes that were active.
+        (
+            &["s_mov_b64 s[12:13], exec", "s_mov_b64 exec, 1", "v_mov_b32_e32 v2, 0", "s_mov_b64 exec, s[12:13]"],
+            Some("v2"),
+        ),
+        (&["v_writelane_b32 v60, s4, 7", "s_mov_b32 s4, 1", "v_readlane_b32 s4, v60, 7"], None),
+    ];
+    let codes: Vec<Vec<String>> = cases.iter().map(|(c, _)| c.iter().map(|l| l.to_string()).collect()).collect();
+    let decoded = decode_code(&lifted, &codes).unwrap();
+    for ((lines, expected), code) in cases.iter().zip(&decoded) {
+        let result = check(&lifted.isa, &units, code, &live, Some(SVA));
+        match expected {
+            None => assert!(result.is_ok(), "{lines:?}: {}", result.unwrap_err()),
+            Some(register) => {
+                let violation = result.expect_err(&format!("{lines:?} must be refused"));
+                assert_eq!(violation.unit.to_string(), *register, "{lines:?}: {violation}");
+            }
+        }
+    }
+    // The SVA may change only in the frame save lanes.
+    let sva_write = decode_code(&lifted, &[vec!["v_writelane_b32 v60, s4, 20".to_string()]]).unwrap();
+    assert!(check(&lifted.isa, &units, &sva_write[0], &live, Some(SVA)).is_err());
+}
+
+fn compile_error(tool_name: &str, hook: &str, arguments: Vec<HookArgument>) -> String {
+    let tool = tool(tool_name);
+    let app = atomics_kernel();
+    let lifted = lift(&app).unwrap();
+    let liveness = analyze(&lifted);
+    let function = function_index(&lifted, "atomics");
+    let points = vec![PayloadPoint { function, instruction: 2, calls: vec![call(hook, arguments)] }];
+    match compile_payloads(&tool, &lifted, &liveness, &points, &Registry::with_builtins(), &options_for(function)) {
+        Ok(_) => panic!("{hook} compiled"),
+        Err(error) => error.to_string(),
+    }
+}
+
+#[test]
+fn tool_and_plan_errors_are_clear() {
+    let point = "kernel _Z7atomicsPKjiPj, instruction 2 (V_CMP_EQ_U32_e32)";
+    let cases: Vec<(&str, Vec<HookArgument>, String)> = vec![
+        ("notAHook", vec![], format!("{point}: the tool has no hook `notAHook` (its hooks: ")),
+        ("countVector", vec![], format!("{point}: hook `countVector` takes 1 argument(s), the plan gives 0")),
+        (
+            "countVector",
+            vec![HookArgument::Int(2)],
+            format!("{point}: hook `countVector` argument 0 is i1; constant 2 does not fit"),
+        ),
+        (
+            "countVector",
+            vec![HookArgument::Register(Register::Sgpr(4))],
+            format!("{point}: hook `countVector` argument 0 is i1; register s4 does not fit"),
+        ),
+    ];
+    for (hook, arguments, expected) in cases {
+        let message = compile_error("payload-hooks", hook, arguments);
+        assert!(message.starts_with(&expected), "{message}\nexpected: {expected}");
+    }
+    let bad: [(&str, &str); 4] = [
+        ("floatAtomic", "gpuinstr::sAtomicAdd: adds 32- or 64-bit integers, not f32"),
+        ("runtimeRegister", "gpuinstr::readReg: argument 0 must be a compile-time constant"),
+        ("registerOutOfRange", "s120 does not exist on gfx90a (it has 102)"),
+        (
+            "unknownIntrinsic",
+            "hook `unknownIntrinsic` calls intrinsic `mytool::notRegistered`, which has no lowering: register it",
+        ),
+    ];
+    for (hook, expected) in bad {
+        let message = compile_error("bad-hooks", hook, vec![]);
+        assert!(message.contains(expected), "{hook}: {message}\nexpected: {expected}");
+    }
+}
+
+/// Bitcode that did not come through our plugin may still hold inline
+/// assembly; the driver refuses it too, naming hook and function.
+#[test]
+fn inline_assembly_in_foreign_bitcode_is_refused() {
+    let dir = scratch();
+    let ir = dir.path().join("asm.ll");
+    std::fs::write(
+        &ir,
+        "target triple = \"amdgcn-amd-amdhsa\"\n\
+         define internal void @helper() {\n  call void asm sideeffect \"s_nop 0\", \"\"()\n  ret void\n}\n\
+         define void @usesAsm() #0 {\n  call void @helper()\n  ret void\n}\n\
+         attributes #0 = { \"gpuinstr_hook\" }\n",
+    )
+    .unwrap();
+    let bitcode = dir.path().join("asm.bc");
+    run_ok(std::process::Command::new("llvm-as-15").arg(&ir).arg("-o").arg(&bitcode));
+    // Any device code object with that bitcode in .llvmbc is a "tool".
+    let object = dir.path().join("tool.hsaco");
+    let app = load::load_for_target(&test_kernels("memory"), Some("gfx90a")).unwrap().code_objects.remove(0);
+    std::fs::write(dir.path().join("plain.hsaco"), &app.bytes).unwrap();
+    run_ok(
+        std::process::Command::new("llvm-objcopy-15")
+            .arg(format!("--add-section=.llvmbc={}", bitcode.display()))
+            .arg(dir.path().join("plain.hsaco"))
+            .arg(&object),
+    );
+    let tool = load::load(&object).unwrap().code_objects.remove(0);
+    let lifted = lift(&app).unwrap();
+    let liveness = analyze(&lifted);
+    let function = function_index(&lifted, "atomics");
+    let points = vec![PayloadPoint { function, instruction: 0, calls: vec![call("usesAsm", vec![])] }];
+    let error =
+        compile_payloads(&tool, &lifted, &liveness, &points, &Registry::with_builtins(), &options_for(function))
+            .err()
+            .expect("inline assembly is refused");
+    assert!(matches!(error, CompileError::Payload(_)), "{error:?}");
+    assert_eq!(
+        error.to_string(),
+        "hook `usesAsm` uses inline assembly (in `helper`); gpuinstr cannot allocate registers around it: use a \
+         framework intrinsic instead (docs/intrinsics.md)"
+    );
+}
