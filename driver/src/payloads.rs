@@ -39,12 +39,20 @@ pub struct FunctionRegisters {
     pub work_item_ids: Option<u16>,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct PayloadOptions {
     /// Run LLVM's machine verifier after every codegen pass.
     pub verify: bool,
     /// Per function index.
     pub registers: BTreeMap<usize, FunctionRegisters>,
+    /// Payload functions per llc run (see [`PAYLOADS_PER_CHUNK`]).
+    pub payloads_per_chunk: usize,
+}
+
+impl Default for PayloadOptions {
+    fn default() -> Self {
+        PayloadOptions { verify: false, registers: BTreeMap::new(), payloads_per_chunk: PAYLOADS_PER_CHUNK }
+    }
 }
 
 /// One point's payload.
@@ -94,6 +102,8 @@ pub struct StageTexts {
 pub struct CompiledPayloads {
     pub payloads: Vec<CompiledPayload>,
     pub texts: StageTexts,
+    /// Wall time of each step, in pipeline order.
+    pub timings: Vec<(&'static str, std::time::Duration)>,
 }
 
 #[derive(Debug, Error)]
@@ -116,6 +126,61 @@ pub enum CompileError {
     InvalidModule { stage: &'static str, message: String },
     #[error("temporary files: {0}")]
     Io(#[from] std::io::Error),
+}
+
+/// Payload functions per llc run: large enough that process start-up does
+/// not matter, small enough that LLVM's per-module costs stay flat.
+pub const PAYLOADS_PER_CHUNK: usize = 256;
+
+/// Splits printed IR into modules of at most `per_chunk` function
+/// definitions each, all with the whole rest of the module (declarations,
+/// globals, attributes, metadata).
+fn chunk_ir(ir: &str, per_chunk: usize) -> Vec<String> {
+    let mut header = String::new();
+    let mut functions: Vec<String> = Vec::new();
+    let mut current: Option<String> = None;
+    for line in ir.lines() {
+        if let Some(function) = current.as_mut() {
+            function.push_str(line);
+            function.push('\n');
+            if line == "}" {
+                functions.push(current.take().expect("inside a function"));
+            }
+            continue;
+        }
+        if line.starts_with("define ") {
+            current = Some(format!("{line}\n"));
+        } else if !line.starts_with("; Function Attrs:") {
+            header.push_str(line);
+            header.push('\n');
+        }
+    }
+    if functions.is_empty() {
+        return vec![header];
+    }
+    functions.chunks(per_chunk.max(1)).map(|chunk| format!("{header}\n{}", chunk.join("\n"))).collect()
+}
+
+/// Runs `work` on every item, on as many threads as there are cores; the
+/// results in item order.
+fn parallel<T: Sync, R: Send>(
+    items: &[T],
+    work: impl Fn(usize, &T) -> Result<R, CompileError> + Sync,
+) -> Result<Vec<R>, CompileError> {
+    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len()).max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<Result<R, CompileError>>>> =
+        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| loop {
+                let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(item) = items.get(index) else { break };
+                *results[index].lock().expect("result slot") = Some(work(index, item));
+            });
+        }
+    });
+    results.into_iter().map(|r| r.into_inner().expect("result slot").expect("every item ran")).collect()
 }
 
 /// "kernel k, instruction 3 (S_LOAD_DWORDX2_IMM)".
@@ -214,6 +279,13 @@ pub fn compile_payloads_at(
         .collect();
     let target = TargetInfo::for_processor(&code_object.target.processor);
     let mut texts = StageTexts::default();
+    let mut timings = Vec::new();
+    let mut clock = std::time::Instant::now();
+    let mut lap = |name: &'static str| {
+        let now = std::time::Instant::now();
+        timings.push((name, now - clock));
+        clock = now;
+    };
 
     // Stages 5 and 6 in one LLVM context.
     let context = Context::create();
@@ -222,35 +294,57 @@ pub fn compile_payloads_at(
     payload::build_payload_module(&context, &module, &requests)?;
     verify(&module, "building the payloads")?;
     texts.payload_ir = module.print_to_string().to_string();
+    lap("payload: build the IR module");
     let machine = lower_ir::target_machine(&code_object.target)?;
     lower_ir::optimize(&module, &machine)?;
+    lap("lower-ir: O3");
     let placeholders = lower_ir::insert_placeholders(&context, &module, registry, &target, &labels)?;
     verify(&module, "inserting the intrinsic placeholders")?;
     texts.lowered_ir = module.print_to_string().to_string();
+    lap("lower-ir: placeholders");
 
-    // Stages 7 and 8.
+    // Stages 7 and 8, in chunks of the module run in parallel: LLVM's MIR
+    // printer costs time proportional to the whole module for every
+    // function, so one llc run over N payloads costs N^2.
     let directory = tempfile::tempdir()?;
     let version = code_object.code_object_version;
-    texts.selected_mir =
-        codegen::select_instructions(&texts.lowered_ir, &code_object.target, version, directory.path())?;
-    let mut mir = lower_mir::MirModule::parse(&texts.selected_mir).map_err(LowerMirError::from)?;
+    let chunks = chunk_ir(&texts.lowered_ir, options.payloads_per_chunk);
+    let selected = parallel(&chunks, |index, ir| {
+        let directory = directory.path().join(format!("chunk{index}"));
+        std::fs::create_dir_all(&directory)?;
+        Ok(codegen::select_instructions(ir, &code_object.target, version, &directory)?)
+    })?;
+    texts.selected_mir = selected.join("\n");
+    lap("codegen: instruction selection (llc)");
     let classes = RegisterClasses::new(&lifted.isa);
-    let context = lower_mir::LoweringContext {
-        isa: &lifted.isa,
-        classes: &classes,
-        target: &target,
-        registry,
-        placeholders: &placeholders,
-    };
-    let lowered = lower_mir::lower_module(&mut mir, &context, sites, &labels)?;
-    texts.lowered_mir = mir.print();
-    texts.assembly =
-        codegen::finish(&texts.lowered_mir, &code_object.target, version, options.verify, directory.path())?;
+    let context = lower_mir::LoweringContext::new(&lifted.isa, &classes, &target, registry, &placeholders);
+    let mut lowered_chunks = Vec::with_capacity(selected.len());
+    let mut lowered: Vec<Option<lower_mir::LoweredPayload>> = vec![None; points.len()];
+    for mir_text in &selected {
+        let mut mir = lower_mir::MirModule::parse(mir_text).map_err(LowerMirError::from)?;
+        for (index, payload) in lower_mir::lower_module(&mut mir, &context, sites, &labels)? {
+            lowered[index] = Some(payload);
+        }
+        lowered_chunks.push(mir.print());
+    }
+    texts.lowered_mir = lowered_chunks.join("\n");
+    lap("lower-mir: registers and intrinsics");
+    let assemblies = parallel(&lowered_chunks, |index, mir| {
+        let directory = directory.path().join(format!("chunk{index}"));
+        Ok(codegen::finish(mir, &code_object.target, version, options.verify, &directory)?)
+    })?;
+    texts.assembly = assemblies.join("\n");
+    lap("codegen: allocation and emission (llc)");
 
     let mut payloads = Vec::with_capacity(points.len());
+    let functions = final_code::AssemblyFunctions::parse(&texts.assembly);
     for (index, ((point, site), lowered)) in points.iter().zip(sites).zip(lowered).enumerate() {
+        let lowered = lowered.ok_or_else(|| CompileError::BadPoint {
+            index,
+            why: "its payload function is missing from llc's output".into(),
+        })?;
         let name = payload::payload_name(index);
-        let code = final_code::extract(&texts.assembly, &name, index, &site.live, site.sva)?;
+        let code = final_code::extract(&functions, &name, index, &site.live, site.sva)?;
         payloads.push(CompiledPayload {
             label: labels[index].clone(),
             function: point.function,
@@ -266,7 +360,8 @@ pub fn compile_payloads_at(
             written: lowered.written,
         });
     }
-    Ok(CompiledPayloads { payloads, texts })
+    lap("final code");
+    Ok(CompiledPayloads { payloads, texts, timings })
 }
 
 fn verify(module: &inkwell::module::Module<'_>, stage: &'static str) -> Result<(), CompileError> {

@@ -37,21 +37,43 @@ pub enum FinalCodeError {
     StackWithoutSva(String, u32),
 }
 
-/// The function named `name` in llc's assembly output.
-fn function_lines<'t>(assembly: &'t str, name: &str) -> Option<(Vec<&'t str>, Vec<&'t str>)> {
-    let label = format!("{name}:");
-    let mut lines = assembly.lines();
-    lines.by_ref().find(|l| l.split(';').next().unwrap_or("").trim() == label)?;
-    let mut body = Vec::new();
-    for line in lines.by_ref() {
-        if line.starts_with(".Lfunc_end") {
-            break;
+/// llc's assembly split by function: each function's body lines and the
+/// resource comments after it. Read once for all payloads.
+pub struct AssemblyFunctions<'t> {
+    functions: std::collections::HashMap<&'t str, (Vec<&'t str>, Vec<&'t str>)>,
+}
+
+impl<'t> AssemblyFunctions<'t> {
+    pub fn parse(assembly: &'t str) -> Self {
+        let mut functions = std::collections::HashMap::new();
+        let mut current: Option<(&'t str, Vec<&'t str>, Vec<&'t str>, bool)> = None;
+        for line in assembly.lines() {
+            let code = line.split(';').next().unwrap_or("").trim_end();
+            if !line.starts_with(['\t', ' ', '.', ';']) && code.ends_with(':') {
+                if let Some((name, body, info, _)) = current.take() {
+                    functions.insert(name, (body, info));
+                }
+                current = Some((&code[..code.len() - 1], Vec::new(), Vec::new(), false));
+                continue;
+            }
+            let Some((_, body, info, ended)) = current.as_mut() else { continue };
+            if line.starts_with(".Lfunc_end") {
+                *ended = true;
+            } else if *ended {
+                info.push(line);
+            } else {
+                body.push(line);
+            }
         }
-        body.push(line);
+        if let Some((name, body, info, _)) = current {
+            functions.insert(name, (body, info));
+        }
+        AssemblyFunctions { functions }
     }
-    // Resource comments follow the function, before the next one starts.
-    let info: Vec<&str> = lines.take_while(|l| !l.contains("-- Begin function")).collect();
-    Some((body, info))
+
+    fn get(&self, name: &str) -> Option<(&[&'t str], &[&'t str])> {
+        self.functions.get(name).map(|(body, info)| (body.as_slice(), info.as_slice()))
+    }
 }
 
 fn comment_number(info: &[&str], key: &str) -> u32 {
@@ -62,13 +84,13 @@ fn comment_number(info: &[&str], key: &str) -> u32 {
 
 /// Extracts payload `index` (function `name`) from llc's assembly.
 pub fn extract(
-    assembly: &str,
+    assembly: &AssemblyFunctions<'_>,
     name: &str,
     index: usize,
     live: &UnitSet,
     sva: Option<u16>,
 ) -> Result<FinalPayload, FinalCodeError> {
-    let (body, info) = function_lines(assembly, name).ok_or_else(|| FinalCodeError::Missing(name.to_string()))?;
+    let (body, info) = assembly.get(name).ok_or_else(|| FinalCodeError::Missing(name.to_string()))?;
     let end_label = format!(".Lgpuinstr_payload{index}_end");
     let rename = |text: &str| text.replace(".LBB", &format!(".Lgpuinstr_payload{index}_BB"));
     let mut code: Vec<String> = Vec::new();
@@ -88,13 +110,13 @@ pub fn extract(
         }
         code.push(format!("{end_label}:"));
     }
-    let scratch_bytes = comment_number(&info, "ScratchSize");
+    let scratch_bytes = comment_number(info, "ScratchSize");
     let mut payload = FinalPayload {
         code,
         scratch_bytes,
-        sgprs: comment_number(&info, "NumSgprs"),
-        vgprs: comment_number(&info, "NumVgprs"),
-        agprs: comment_number(&info, "NumAgprs"),
+        sgprs: comment_number(info, "NumSgprs"),
+        vgprs: comment_number(info, "NumVgprs"),
+        agprs: comment_number(info, "NumAgprs"),
     };
     if scratch_bytes > 0 {
         let sva = sva.ok_or_else(|| FinalCodeError::StackWithoutSva(name.to_string(), scratch_bytes))?;
@@ -153,7 +175,8 @@ mod tests {
 
     #[test]
     fn the_return_goes_and_labels_are_renamed() {
-        let payload = extract(ASSEMBLY, "gpuinstr.payload.0", 0, &UnitSet::EMPTY, None).unwrap();
+        let functions = AssemblyFunctions::parse(ASSEMBLY);
+        let payload = extract(&functions, "gpuinstr.payload.0", 0, &UnitSet::EMPTY, None).unwrap();
         assert_eq!(
             payload.code,
             vec![
@@ -165,7 +188,7 @@ mod tests {
         );
         assert_eq!((payload.sgprs, payload.vgprs, payload.scratch_bytes), (36, 2, 0));
         assert_eq!(
-            extract(ASSEMBLY, "gpuinstr.payload.1", 1, &UnitSet::EMPTY, None),
+            extract(&functions, "gpuinstr.payload.1", 1, &UnitSet::EMPTY, None),
             Err(FinalCodeError::Missing("gpuinstr.payload.1".into()))
         );
     }
@@ -175,14 +198,15 @@ mod tests {
         let with_stack = ASSEMBLY.replace("ScratchSize: 0", "ScratchSize: 8");
         let mut live = UnitSet::EMPTY;
         live.insert(Unit::sgpr(2));
-        let payload = extract(&with_stack, "gpuinstr.payload.0", 0, &live, Some(40)).unwrap();
+        let functions = AssemblyFunctions::parse(&with_stack);
+        let payload = extract(&functions, "gpuinstr.payload.0", 0, &live, Some(40)).unwrap();
         assert_eq!(payload.code[0], "v_writelane_b32 v40, s2, 7");
         assert_eq!(payload.code[1], "v_readlane_b32 s0, v40, 0");
         assert_eq!(payload.code[5], "v_readlane_b32 s32, v40, 4");
         assert_eq!(payload.code.last().unwrap(), "s_nop 4");
         assert!(payload.code.contains(&"v_readlane_b32 s2, v40, 7".to_string()));
         assert_eq!(
-            extract(&with_stack, "gpuinstr.payload.0", 0, &live, None),
+            extract(&functions, "gpuinstr.payload.0", 0, &live, None),
             Err(FinalCodeError::StackWithoutSva("gpuinstr.payload.0".into(), 8))
         );
     }

@@ -300,26 +300,45 @@ pub struct LoweringContext<'a> {
     pub classes: &'a RegisterClasses,
     pub target: &'a TargetInfo,
     pub registry: &'a Registry,
-    pub placeholders: &'a [Placeholder],
+    /// Placeholders by asm text, and by payload.
+    by_text: HashMap<String, &'a Placeholder>,
+    by_payload: HashMap<usize, Vec<&'a Placeholder>>,
 }
 
-/// Lowers every payload function of the module in place.
-/// `sites[i]` and `labels[i]` belong to payload `i`.
+impl<'a> LoweringContext<'a> {
+    pub fn new(
+        isa: &'a Isa,
+        classes: &'a RegisterClasses,
+        target: &'a TargetInfo,
+        registry: &'a Registry,
+        placeholders: &'a [Placeholder],
+    ) -> Self {
+        let by_text = placeholders.iter().map(|p| (crate::stages::lower_ir::placeholder_text(p.id), p)).collect();
+        let mut by_payload: HashMap<usize, Vec<&Placeholder>> = HashMap::new();
+        for placeholder in placeholders {
+            by_payload.entry(placeholder.payload).or_default().push(placeholder);
+        }
+        LoweringContext { isa, classes, target, registry, by_text, by_payload }
+    }
+}
+
+/// Lowers every payload function of the module in place; what was learnt
+/// about each, by payload index. `sites[i]` and `labels[i]` belong to
+/// payload `i`.
 pub fn lower_module(
     module: &mut MirModule,
     context: &LoweringContext<'_>,
     sites: &[PayloadSite],
     labels: &[String],
-) -> Result<Vec<LoweredPayload>, LowerMirError> {
-    let by_text: HashMap<String, &Placeholder> =
-        context.placeholders.iter().map(|p| (crate::stages::lower_ir::placeholder_text(p.id), p)).collect();
-    let mut lowered = vec![LoweredPayload::default(); sites.len()];
+) -> Result<Vec<(usize, LoweredPayload)>, LowerMirError> {
+    let mut lowered = Vec::new();
     for function in &mut module.functions {
         let Some(index) = payload_index(&function.name) else { continue };
         let point = labels.get(index).cloned().unwrap_or_else(|| function.name.clone());
         let default_site = PayloadSite::default();
         let site = sites.get(index).unwrap_or(&default_site);
-        lowered[index] = lower_function(function, index, &point, context, &by_text, site)?;
+        let own = context.by_payload.get(&index).map_or(&[][..], Vec::as_slice);
+        lowered.push((index, lower_function(function, index, &point, context, &context.by_text, own, site)?));
     }
     Ok(lowered)
 }
@@ -330,12 +349,13 @@ fn lower_function(
     point: &str,
     context: &LoweringContext<'_>,
     placeholders: &HashMap<String, &Placeholder>,
+    own_placeholders: &[&Placeholder],
     site: &PayloadSite,
 ) -> Result<LoweredPayload, LowerMirError> {
     let LoweringContext { isa, classes, target, registry, .. } = *context;
     let fail = |error: IntrinsicError| LowerMirError::Intrinsic { point: point.to_string(), error };
     let mut intrinsic_units = UnitSet::EMPTY;
-    for placeholder in placeholders.values().filter(|p| p.payload == index) {
+    for placeholder in own_placeholders {
         for register in placeholder.lowering.reads.iter().chain(&placeholder.lowering.writes) {
             let unit = physical::unit_of(*register).map_err(fail)?;
             if FRAME_UNITS.contains(&unit) {
