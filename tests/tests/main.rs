@@ -3,6 +3,7 @@
 
 mod cmake;
 mod corpus;
+mod custom_intrinsic;
 mod inspect;
 mod lift_emit;
 mod liveness;
