@@ -14,7 +14,7 @@ use thiserror::Error;
 use crate::error::ToolProblem;
 use crate::stages::codegen::{self, CodegenError};
 use crate::stages::lift::{FunctionKind, LiftedCodeObject};
-use crate::stages::liveness::{Liveness, UnitSet};
+use crate::stages::liveness::{Liveness, RegisterUnits, UnitSet};
 use crate::stages::load::CodeObject;
 use crate::stages::lower_ir::{self, LowerIrError};
 use crate::stages::lower_mir::final_code::{self, FinalCodeError};
@@ -43,6 +43,9 @@ pub struct FunctionRegisters {
 pub struct PayloadOptions {
     /// Run LLVM's machine verifier after every codegen pass.
     pub verify: bool,
+    /// Prove on the final machine code that every payload leaves the
+    /// registers live at its point as it found them (crate::preservation).
+    pub check_preservation: bool,
     /// Per function index.
     pub registers: BTreeMap<usize, FunctionRegisters>,
     /// Payload functions per llc run (see [`PAYLOADS_PER_CHUNK`]).
@@ -51,7 +54,12 @@ pub struct PayloadOptions {
 
 impl Default for PayloadOptions {
     fn default() -> Self {
-        PayloadOptions { verify: false, registers: BTreeMap::new(), payloads_per_chunk: PAYLOADS_PER_CHUNK }
+        PayloadOptions {
+            verify: true,
+            check_preservation: true,
+            registers: BTreeMap::new(),
+            payloads_per_chunk: PAYLOADS_PER_CHUNK,
+        }
     }
 }
 
@@ -71,8 +79,11 @@ pub struct CompiledPayload {
     /// Live registers copied in and out, and those kept untouched.
     pub copied: UnitSet,
     pub pinned: UnitSet,
-    /// Registers the hooks write on purpose (`writeReg`).
+    /// Registers the hooks write on purpose (`writeReg`): the application
+    /// sees their new values.
     pub written: UnitSet,
+    /// Every register the final code writes (from its machine code).
+    pub writes: UnitSet,
 }
 
 impl CompiledPayload {
@@ -122,6 +133,13 @@ pub enum CompileError {
     FinalCode(#[from] FinalCodeError),
     #[error("point {index}: {why}")]
     BadPoint { index: usize, why: String },
+    #[error(
+        "{point}: internal error, the payload would leave a register changed: {violation}; please report this \
+         with the tool and the application"
+    )]
+    Clobbers { point: String, violation: crate::preservation::Violation },
+    #[error(transparent)]
+    Preservation(#[from] crate::preservation::PreservationError),
     #[error("the payload module is invalid after {stage}: {message}")]
     InvalidModule { stage: &'static str, message: String },
     #[error("temporary files: {0}")]
@@ -358,9 +376,31 @@ pub fn compile_payloads_at(
             copied: lowered.copied,
             pinned: lowered.pinned,
             written: lowered.written,
+            writes: UnitSet::EMPTY,
         });
     }
     lap("final code");
+
+    // What each payload writes, from its machine code; and the proof that
+    // it gives every live register back.
+    let codes: Vec<Vec<String>> = payloads.iter().map(|p| p.code.clone()).collect();
+    let decoded = crate::preservation::decode_code(lifted, &codes)?;
+    let units = RegisterUnits::new(&lifted.isa);
+    for ((payload, code), site) in payloads.iter_mut().zip(&decoded).zip(sites) {
+        for instruction in code {
+            for reg in instruction.all_defs() {
+                for unit in units.units(reg) {
+                    payload.writes.insert(*unit);
+                }
+            }
+        }
+        if options.check_preservation {
+            let must_keep = site.live.difference(&payload.written);
+            crate::preservation::check(&lifted.isa, &units, code, &must_keep, site.sva)
+                .map_err(|violation| CompileError::Clobbers { point: payload.label.clone(), violation })?;
+        }
+    }
+    lap("machine code check");
     Ok(CompiledPayloads { payloads, texts, timings })
 }
 
@@ -429,6 +469,7 @@ impl CompiledPayloads {
         writeln!(out, "copied in and out: {}", units(&payload.copied)).unwrap();
         writeln!(out, "pinned: {}", units(&payload.pinned)).unwrap();
         writeln!(out, "written for the application: {}", units(&payload.written)).unwrap();
+        writeln!(out, "written by the code: {}", units(&payload.writes)).unwrap();
         let arguments: Vec<String> = payload.kernel_arguments.iter().map(|a| a.to_string()).collect();
         writeln!(out, "kernel arguments: {}", if arguments.is_empty() { "none".into() } else { arguments.join(", ") })
             .unwrap();

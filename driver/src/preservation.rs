@@ -14,7 +14,6 @@
 //! changed in the lanes payloads use to save the application's frame.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
 
 use gpuinstr_intrinsics::sva::{FrameValue, FRAME_VALUES};
 use thiserror::Error;
@@ -37,17 +36,12 @@ pub enum PreservationError {
 }
 
 /// A register the code does not give back.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("{unit} is live here but the code leaves it changed ({culprit})")]
 pub struct Violation {
     pub unit: Unit,
     /// Where it was last changed.
     pub culprit: String,
-}
-
-impl fmt::Display for Violation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} is live here but the code leaves it changed ({})", self.unit, self.culprit)
-    }
 }
 
 /// Assembles instruction lists (one per payload) and decodes them back.

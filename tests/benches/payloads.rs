@@ -6,6 +6,8 @@
 //! share one IR module and two llc runs, so time must grow linearly.
 //!
 //! cargo bench -p gpuinstr-tests --bench payloads [-- --verify]
+//! (--verify: LLVM's machine verifier and the machine-code preservation
+//! check, both on by default in the library.)
 
 use std::time::Instant;
 
@@ -46,7 +48,7 @@ fn main() {
         if verify { "on" } else { "off" }
     );
     println!("points     total s   ms/point   per stage (s)");
-    let mut options = PayloadOptions { verify, ..Default::default() };
+    let mut options = PayloadOptions { verify, check_preservation: verify, ..Default::default() };
     if let Some(i) = std::env::args().position(|a| a == "--chunk") {
         options.payloads_per_chunk = std::env::args().nth(i + 1).and_then(|n| n.parse().ok()).expect("a number");
     }

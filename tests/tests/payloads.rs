@@ -129,6 +129,41 @@ fn every_stage_of_small_hooks() {
     assert!(write.code.contains(&"s_add_i32 s6, s6, 1".to_string()), "{:?}", write.code);
 }
 
+/// The same hooks on gfx908 (no unified register file, no aligned tuples,
+/// AGPRs separate): every payload compiles, passes the machine verifier
+/// and the machine-code check (both on by default).
+#[test]
+fn small_hooks_on_gfx908() {
+    let tool = tool("payload-hooks");
+    let app = load::load_for_target(&test_kernels("memory"), Some("gfx908")).unwrap().code_objects.remove(0);
+    let lifted = lift(&app).unwrap();
+    let liveness = analyze(&lifted);
+    let function = function_index(&lifted, "atomics");
+    let at = |instruction, calls| PayloadPoint { function, instruction, calls };
+    let points = vec![
+        at(0, vec![call("countScalar", vec![])]),
+        at(3, vec![call("countVector", vec![HookArgument::Int(0)])]),
+        at(5, vec![call("recordValue", vec![HookArgument::Register(Register::Sgpr(4))])]),
+        at(6, vec![call("recordDimensions", vec![])]),
+        at(7, vec![call("countWithOneLane", vec![])]),
+        at(8, vec![call("histogram", vec![HookArgument::Register(Register::Vgpr(0))])]),
+        at(9, vec![call("bumpRegister", vec![])]),
+    ];
+    let compiled =
+        compile_payloads(&tool, &lifted, &liveness, &points, &Registry::with_builtins(), &options_for(function))
+            .unwrap();
+    let mut listing = String::new();
+    for payload in &compiled.payloads {
+        listing.push_str(&format!("{}\n", payload.label));
+        for line in &payload.code {
+            listing.push_str(&format!("{}{line}\n", if line.ends_with(':') { "" } else { "  " }));
+        }
+        listing.push_str(&format!("  ; writes {}\n\n", payload.writes));
+    }
+    insta::assert_snapshot!("payloads_gfx908", listing);
+    assert!(compiled.payloads[5].scratch_bytes > 0);
+}
+
 /// Register pressure: every VGPR but six is live (and the AGPRs too), so
 /// the `pressure` hook, which needs more, must spill; the spills go to
 /// the instrumentation stack through the SVA and every live register survives.
