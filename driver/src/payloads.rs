@@ -422,6 +422,25 @@ fn section<'t>(text: &'t str, start: &str, end: &str) -> Vec<&'t str> {
     out
 }
 
+/// An IR line without its attribute-group references (` #12`): their
+/// numbers depend on everything else in the module.
+fn without_attribute_groups(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find(" #") {
+        let digits = rest[at + 2..].chars().take_while(char::is_ascii_digit).count();
+        let after = &rest[at + 2 + digits..];
+        let strip = digits > 0 && (after.is_empty() || after.starts_with(' ') || after.starts_with(','));
+        out.push_str(&rest[..at]);
+        if !strip {
+            out.push_str(&rest[at..at + 2 + digits]);
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The body of MIR function `name`.
 fn mir_body<'t>(mir: &'t str, name: &str) -> Vec<&'t str> {
     let document = mir.split("\n---\n").find(|d| d.starts_with(&format!("name:            {name}\n")));
@@ -446,11 +465,11 @@ impl CompiledPayloads {
         writeln!(out, "{}", payload.label).unwrap();
         writeln!(out, "\n== stage 5, payload IR").unwrap();
         for line in section(&self.texts.payload_ir, &define, "}") {
-            writeln!(out, "{line}").unwrap();
+            writeln!(out, "{}", without_attribute_groups(line)).unwrap();
         }
         writeln!(out, "\n== stage 6, after O3 with intrinsic placeholders").unwrap();
         for line in section(&self.texts.lowered_ir, &define, "}") {
-            writeln!(out, "{line}").unwrap();
+            writeln!(out, "{}", without_attribute_groups(line)).unwrap();
         }
         writeln!(out, "\n== stage 7, MIR after instruction selection").unwrap();
         for line in mir_body(&self.texts.selected_mir, &name) {
@@ -475,5 +494,37 @@ impl CompiledPayloads {
             .unwrap();
         writeln!(out, "stack: {} bytes", payload.scratch_bytes).unwrap();
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attribute_groups_are_left_out_of_rendered_ir() {
+        assert_eq!(without_attribute_groups("define void @p() #19 {"), "define void @p() {");
+        assert_eq!(without_attribute_groups("  call void @f(i32 1) #14"), "  call void @f(i32 1)");
+        assert_eq!(
+            without_attribute_groups("  %1 = load i32, ptr %0, align 4, !tbaa !5"),
+            "  %1 = load i32, ptr %0, align 4, !tbaa !5"
+        );
+        assert_eq!(
+            without_attribute_groups("  call void asm \"; x #3\", \"\"()"),
+            "  call void asm \"; x #3\", \"\"()"
+        );
+    }
+
+    #[test]
+    fn chunks_keep_the_module_header() {
+        let ir = "; ModuleID = 'm'\n@G = external global i32\n; Function Attrs: nounwind\ndefine void @a() {\nentry:\n  ret void\n}\n\ndefine void @b() {\nentry:\n  ret void\n}\nattributes #0 = { nounwind }\n";
+        let chunks = chunk_ir(ir, 1);
+        assert_eq!(chunks.len(), 2);
+        for chunk in &chunks {
+            assert!(chunk.contains("@G = external global i32") && chunk.contains("attributes #0"), "{chunk}");
+            assert!(!chunk.contains("; Function Attrs"));
+        }
+        assert!(chunks[0].contains("define void @a()") && !chunks[0].contains("define void @b()"));
+        assert!(chunks[1].contains("define void @b()"));
     }
 }

@@ -129,6 +129,32 @@ fn every_stage_of_small_hooks() {
     assert!(write.code.contains(&"s_add_i32 s6, s6, 1".to_string()), "{:?}", write.code);
 }
 
+/// `implicitArgPtr` is the kernarg pointer (SVA lanes 17-18) plus the
+/// hidden-argument offset (lane 19), added with a carry.
+#[test]
+fn implicit_argument_pointer_comes_from_the_sva() {
+    let tool = tool("payload-hooks");
+    let app = atomics_kernel();
+    let lifted = lift(&app).unwrap();
+    let liveness = analyze(&lifted);
+    let function = function_index(&lifted, "atomics");
+    let points = vec![PayloadPoint { function, instruction: 4, calls: vec![call("readGlobalOffset", vec![])] }];
+    let compiled =
+        compile_payloads(&tool, &lifted, &liveness, &points, &Registry::with_builtins(), &options_for(function))
+            .unwrap();
+    let payload = &compiled.payloads[0];
+    assert_eq!(
+        payload.kernel_arguments.iter().copied().collect::<Vec<_>>(),
+        vec![KernelArgument::KernargSegmentPtr, KernelArgument::HiddenKernargOffset]
+    );
+    let code = payload.code.join("\n");
+    for lane in [17, 18, 19] {
+        assert!(code.contains(&format!("v{SVA}, {lane}")), "lane {lane}:\n{code}");
+    }
+    assert!(code.contains("s_add_u32 ") && code.contains("s_addc_u32 "), "{code}");
+    assert!(payload.uses_sva());
+}
+
 /// The same hooks on gfx908 (no unified register file, no aligned tuples,
 /// AGPRs separate): every payload compiles, passes the machine verifier
 /// and the machine-code check (both on by default).

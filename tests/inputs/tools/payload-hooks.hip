@@ -71,3 +71,14 @@ GPUINSTR_HOOK pressure(uint32_t Value) {
     Sum += A[I] * A[(I * 5) % 12] + (A[(I + 7) % 12] >> I);
   atomicAdd(&Histogram[Sum & 63], Sum);
 }
+
+__device__ uint64_t FirstGlobalOffset;
+
+/// The hidden arguments through implicitArgPtr (kernarg pointer + the
+/// hidden-argument offset, both from the SVA): code object v4's first
+/// hidden argument is hidden_global_offset_x.
+GPUINSTR_HOOK readGlobalOffset() {
+  const uint64_t *Hidden = static_cast<const uint64_t *>(__builtin_amdgcn_implicitarg_ptr());
+  if (__lane_id() == 0)
+    FirstGlobalOffset = Hidden[0];
+}
