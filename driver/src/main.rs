@@ -38,6 +38,30 @@ impl From<LinkerChoice> for gpuinstr::stages::emit::link::Linker {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Compile one hook call for one instruction and print the payload's machine code (--stages: every stage).
+    Payload {
+        /// The application: code object, offload bundle or host file.
+        file: PathBuf,
+        /// The tool, built with the gpuinstr plugin.
+        #[arg(long)]
+        tool: PathBuf,
+        #[arg(long)]
+        hook: String,
+        /// The hook's arguments in order: true/false, integers, floats, or registers (s4, v0, exec).
+        #[arg(long = "arg", value_name = "VALUE")]
+        arguments: Vec<String>,
+        /// Where: FUNCTION:INDEX (indices as `lift --emit mir` counts); the payload goes before that instruction.
+        #[arg(long, value_name = "FUNCTION:INDEX")]
+        at: String,
+        #[arg(long)]
+        target: Option<String>,
+        /// The VGPR holding the State Value Array (until the sva stage places it), e.g. v60.
+        #[arg(long)]
+        sva: Option<String>,
+        /// Print every stage: payload IR, optimised IR, MIR before and after lowering, final code.
+        #[arg(long)]
+        stages: bool,
+    },
     /// Register availability: allocated, used and free registers per kernel (seed 000's report).
     Analyze {
         /// Code objects, bundles or host files; several files (or several code objects) add a corpus summary.
@@ -118,6 +142,45 @@ enum Command {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
+        Command::Payload { file, tool, hook, arguments, at, target, sva, stages } => {
+            use gpuinstr::payloads::{
+                compile_payloads, parse_hook_argument, parse_point, FunctionRegisters, PayloadOptions, PayloadPoint,
+            };
+            let tool_object = gpuinstr::pipeline::one_code_object(gpuinstr::pipeline::load(&tool)?, None)?;
+            let app = gpuinstr::pipeline::one_code_object(gpuinstr::pipeline::load(&file)?, target.as_deref())?;
+            let lifted = gpuinstr::pipeline::lift(&app).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            let liveness = gpuinstr::pipeline::liveness(&lifted);
+            let (function, instruction) =
+                parse_point(&lifted, &at).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            let arguments = arguments
+                .iter()
+                .map(|a| parse_hook_argument(a))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let mut options = PayloadOptions::default();
+            if let Some(sva) = sva {
+                let index = sva
+                    .strip_prefix('v')
+                    .and_then(|n| n.parse().ok())
+                    .ok_or_else(|| anyhow::anyhow!("--sva takes a VGPR such as v60, not `{sva}`"))?;
+                options.registers.insert(function, FunctionRegisters { sva: Some(index), work_item_ids: None });
+            }
+            let call = gpuinstr::stages::payload::HookCall { hook, arguments };
+            let points = vec![PayloadPoint { function, instruction, calls: vec![call] }];
+            let registry = gpuinstr_intrinsics::Registry::with_builtins();
+            let compiled = compile_payloads(&tool_object, &lifted, &liveness, &points, &registry, &options)?;
+            if stages {
+                print!("{}", compiled.render_stages(0));
+            } else {
+                let payload = &compiled.payloads[0];
+                println!("{}", payload.label);
+                for line in &payload.code {
+                    println!("{}{line}", if line.ends_with(':') { "" } else { "    " });
+                }
+                println!("; writes {}; stack {} bytes", payload.writes, payload.scratch_bytes);
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
         Command::Analyze { files, target, kernel, at, json, summary, jobs } => {
             if files.is_empty() {
                 anyhow::bail!("give at least one file to analyze");

@@ -19,7 +19,7 @@ use crate::stages::load::CodeObject;
 use crate::stages::lower_ir::{self, LowerIrError};
 use crate::stages::lower_mir::final_code::{self, FinalCodeError};
 use crate::stages::lower_mir::{self, LowerMirError, PayloadSite, RegisterClasses};
-use crate::stages::payload::{self, HookCall, PayloadError, PayloadRequest};
+use crate::stages::payload::{self, HookArgument, HookCall, PayloadError, PayloadRequest};
 use crate::tool::read_tool_module;
 
 /// Hooks to call before one instruction.
@@ -199,6 +199,51 @@ fn parallel<T: Sync, R: Send>(
         }
     });
     results.into_iter().map(|r| r.into_inner().expect("result slot").expect("every item ran")).collect()
+}
+
+/// A hook argument as written on a command line or in a plan: `true`,
+/// `false`, an integer (`12`, `-3`, `0x40`), a float (`1.5`), or a register
+/// (`s4`, `v0`, `exec`).
+pub fn parse_hook_argument(text: &str) -> Result<HookArgument, String> {
+    let text = text.trim();
+    match text {
+        "true" => return Ok(HookArgument::Int(1)),
+        "false" => return Ok(HookArgument::Int(0)),
+        _ => {}
+    }
+    let hex = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X"));
+    if let Some(value) = hex.and_then(|h| u64::from_str_radix(h, 16).ok()) {
+        return Ok(HookArgument::Int(value as i64));
+    }
+    if let Ok(value) = text.parse::<i64>() {
+        return Ok(HookArgument::Int(value));
+    }
+    if let Ok(value) = text.parse::<f64>() {
+        return Ok(HookArgument::Float(value));
+    }
+    text.parse::<gpuinstr_intrinsics::Register>().map(HookArgument::Register).map_err(|_| {
+        format!(
+            "`{text}` is not a hook argument (expected true, false, an integer, a float, or a register like s4 or v0)"
+        )
+    })
+}
+
+/// The function and instruction index of `FUNCTION:INDEX`.
+pub fn parse_point(lifted: &LiftedCodeObject<'_>, at: &str) -> Result<(usize, usize), String> {
+    let (name, index) = at
+        .rsplit_once(':')
+        .and_then(|(name, index)| Some((name, index.parse::<usize>().ok()?)))
+        .ok_or_else(|| format!("`{at}` is not FUNCTION:INDEX (e.g. my_kernel:12)"))?;
+    let function = lifted
+        .functions
+        .iter()
+        .position(|f| f.name == name)
+        .ok_or_else(|| format!("no kernel or device function named `{name}` (gpuinstr-link inspect lists them)"))?;
+    let count = lifted.functions[function].instructions().count();
+    if index >= count {
+        return Err(format!("`{name}` has {count} instructions; {index} is out of range"));
+    }
+    Ok((function, index))
 }
 
 /// "kernel k, instruction 3 (S_LOAD_DWORDX2_IMM)".
@@ -513,6 +558,18 @@ mod tests {
             without_attribute_groups("  call void asm \"; x #3\", \"\"()"),
             "  call void asm \"; x #3\", \"\"()"
         );
+    }
+
+    #[test]
+    fn hook_arguments_parse() {
+        use gpuinstr_intrinsics::{Register, SpecialRegister};
+        assert_eq!(parse_hook_argument("true"), Ok(HookArgument::Int(1)));
+        assert_eq!(parse_hook_argument("-3"), Ok(HookArgument::Int(-3)));
+        assert_eq!(parse_hook_argument("0x40"), Ok(HookArgument::Int(64)));
+        assert_eq!(parse_hook_argument("1.5"), Ok(HookArgument::Float(1.5)));
+        assert_eq!(parse_hook_argument("s4"), Ok(HookArgument::Register(Register::Sgpr(4))));
+        assert_eq!(parse_hook_argument("exec"), Ok(HookArgument::Register(Register::Special(SpecialRegister::Exec))));
+        assert!(parse_hook_argument("banana").unwrap_err().contains("is not a hook argument"));
     }
 
     #[test]

@@ -160,3 +160,66 @@ fn analyze_reports_and_points_at_instructions() {
     assert!(stderr.contains("no kernel named `nosuch`"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A minimal tool without the plugin: any device code object with hook
+/// bitcode in `.llvmbc` (here one hook, `count`, calling sAtomicAdd).
+fn minimal_tool(dir: &Path) -> std::path::PathBuf {
+    let ir = dir.join("hooks.ll");
+    std::fs::write(
+        &ir,
+        "target triple = \"amdgcn-amd-amdhsa\"\n\
+         @Count = external addrspace(1) global i64\n\
+         declare void @\"gpuinstr::sAtomicAdd.void.p1.i64\"(ptr addrspace(1), i64) #1\n\
+         define void @count() #0 {\n  call void @\"gpuinstr::sAtomicAdd.void.p1.i64\"(ptr addrspace(1) @Count, i64 1)\n  ret void\n}\n\
+         attributes #0 = { \"gpuinstr_hook\" }\n\
+         attributes #1 = { \"gpuinstr_intrinsic\"=\"gpuinstr::sAtomicAdd\" }\n",
+    )
+    .unwrap();
+    let bitcode = dir.join("hooks.bc");
+    assert!(Command::new("llvm-as-15").arg(&ir).arg("-o").arg(&bitcode).status().unwrap().success());
+    let tool = dir.join("tool.hsaco");
+    let status = Command::new("llvm-objcopy-15")
+        .arg(format!("--add-section=.llvmbc={}", bitcode.display()))
+        .arg(code_object(dir))
+        .arg(&tool)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    tool
+}
+
+#[test]
+fn payload_prints_the_code_of_one_hook_call() {
+    let dir = std::env::temp_dir().join(format!("gpuinstr-cli-payload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tool = minimal_tool(&dir);
+    let app = compile_kernel(&dir, "gfx90a");
+    let run = |extra: &[&str]| {
+        let output = gpuinstr_link().arg("payload").arg(&app).arg("--tool").arg(&tool).args(extra).output().unwrap();
+        (output.status.code(), String::from_utf8(output.stdout).unwrap(), String::from_utf8(output.stderr).unwrap())
+    };
+    let (code, stdout, stderr) = run(&["--hook", "count", "--at", "_Z5scalePff:0"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.starts_with("kernel _Z5scalePff, instruction 0 ("), "{stdout}");
+    assert!(stdout.contains("    s_atomic_add_x2 s["), "{stdout}");
+    assert!(stdout.contains("; writes "), "{stdout}");
+
+    let (code, stdout, _) = run(&["--hook", "count", "--at", "_Z5scalePff:0", "--stages"]);
+    assert_eq!(code, Some(0));
+    for stage in ["== stage 5", "== stage 6", "== stage 7", "== stage 8", "== final code"] {
+        assert!(stdout.contains(stage), "{stage} missing:\n{stdout}");
+    }
+
+    for (extra, message) in [
+        (&["--hook", "missing", "--at", "_Z5scalePff:0"][..], "the tool has no hook `missing` (its hooks: count)"),
+        (&["--hook", "count", "--at", "_Z5scalePff:99999"][..], "`_Z5scalePff` has "),
+        (&["--hook", "count", "--at", "nowhere:0"][..], "no kernel or device function named `nowhere`"),
+        (&["--hook", "count", "--arg", "banana", "--at", "_Z5scalePff:0"][..], "`banana` is not a hook argument"),
+    ] {
+        let (code, stdout, stderr) = run(extra);
+        assert_eq!(code, Some(1), "{extra:?}: {stdout}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.starts_with("gpuinstr-link: error: ") && stderr.contains(message), "{extra:?}: {stderr}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

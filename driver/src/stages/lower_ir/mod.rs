@@ -44,7 +44,8 @@ pub struct Placeholder {
 pub enum LowerIrError {
     #[error(
         "{caller} calls intrinsic `{intrinsic}`, which has no lowering: register it in the intrinsic registry \
-         (docs/intrinsics.md, \"Writing your own intrinsic\")"
+         (gpuinstr-link itself knows only the built-ins; docs/custom-intrinsics.md shows a program that registers \
+         a tool's own)"
     )]
     UnknownIntrinsic { intrinsic: String, caller: String },
     #[error("{point}: {error}")]
