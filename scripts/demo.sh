@@ -39,4 +39,10 @@ echo "== re-emitted and linked through CoMGR, checked against the original"
 "$link" roundtrip "$out/vector-add.o" -o "$out/vector-add.roundtrip.hsaco" --check
 
 echo
-echo "(instrumenting the application with the tool, gpuinstr-link instrument, lands with issue 6)"
+echo "== the counter's hooks compiled for instructions of the kernel (stages 5-8: O3, intrinsics, llc around the live registers)"
+"$link" payload "$out/vector-add.o" --tool "$out/instruction-counter.o" --hook countInstructionsScalar --at _Z9vectorAddPfPKfS1_i:0
+"$link" payload "$out/vector-add.o" --tool "$out/instruction-counter.o" --hook countInstructionsVector --arg false \
+  --at _Z9vectorAddPfPKfS1_i:8
+
+echo
+echo "(splicing payloads into the kernel, gpuinstr-link instrument, lands with issue 6)"
