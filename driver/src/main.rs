@@ -58,6 +58,9 @@ enum Command {
         /// The VGPR holding the State Value Array (until the sva stage places it), e.g. v60.
         #[arg(long)]
         sva: Option<String>,
+        /// The VGPR holding the packed work-item ids (hooks using threadIdx), e.g. v61.
+        #[arg(long)]
+        work_item_ids: Option<String>,
         /// Print every stage: payload IR, optimised IR, MIR before and after lowering, final code.
         #[arg(long)]
         stages: bool,
@@ -142,7 +145,7 @@ enum Command {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Payload { file, tool, hook, arguments, at, target, sva, stages } => {
+        Command::Payload { file, tool, hook, arguments, at, target, sva, work_item_ids, stages } => {
             use gpuinstr::payloads::{
                 compile_payloads, parse_hook_argument, parse_point, FunctionRegisters, PayloadOptions, PayloadPoint,
             };
@@ -157,14 +160,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 .map(|a| parse_hook_argument(a))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let vgpr = |flag: &str, text: Option<String>| -> Result<Option<u16>> {
+                text.map(|t| {
+                    t.strip_prefix('v')
+                        .and_then(|n| n.parse().ok())
+                        .ok_or_else(|| anyhow::anyhow!("{flag} takes a VGPR such as v60, not `{t}`"))
+                })
+                .transpose()
+            };
             let mut options = PayloadOptions::default();
-            if let Some(sva) = sva {
-                let index = sva
-                    .strip_prefix('v')
-                    .and_then(|n| n.parse().ok())
-                    .ok_or_else(|| anyhow::anyhow!("--sva takes a VGPR such as v60, not `{sva}`"))?;
-                options.registers.insert(function, FunctionRegisters { sva: Some(index), work_item_ids: None });
-            }
+            let registers =
+                FunctionRegisters { sva: vgpr("--sva", sva)?, work_item_ids: vgpr("--work-item-ids", work_item_ids)? };
+            options.registers.insert(function, registers);
             let call = gpuinstr::stages::payload::HookCall { hook, arguments };
             let points = vec![PayloadPoint { function, instruction, calls: vec![call] }];
             let registry = gpuinstr_intrinsics::Registry::with_builtins();

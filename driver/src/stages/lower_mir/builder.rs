@@ -92,7 +92,10 @@ impl<'s, 'a> PayloadBuilder<'s, 'a> {
 
     fn read_lanes(&mut self, first: u8, count: u8) -> Result<VirtualRegister, IntrinsicError> {
         let sva = self.state.site.sva.ok_or_else(|| {
-            self.error("needs the State Value Array, but this function has no SVA register (stage sva places it)")
+            self.error(
+                "needs the State Value Array, but this function has no SVA register (stage sva places it; with \
+                 `gpuinstr-link payload` give --sva)",
+            )
         })?;
         let mut pieces = Vec::new();
         for lane in first..first + count {
@@ -338,7 +341,10 @@ impl MirBuilder for PayloadBuilder<'_, '_> {
             }
             Storage::WorkItemId { shift } => {
                 let ids = self.state.site.work_item_ids.ok_or_else(|| {
-                    self.error(format!("{argument} needs the work-item id VGPR the preamble keeps, and none was given"))
+                    self.error(format!(
+                        "{argument} needs the VGPR with the packed work-item ids, and none was given (the kernel \
+                         preamble keeps it; with `gpuinstr-link payload` give --work-item-ids)"
+                    ))
                 })?;
                 let value = self.new_register(RegisterClass::vector(32));
                 self.build(
