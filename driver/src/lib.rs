@@ -10,6 +10,7 @@ pub mod output;
 pub mod parallel;
 pub mod payloads;
 pub mod pipeline;
+pub mod plan;
 pub mod preservation;
 pub mod roundtrip;
 pub mod stages;

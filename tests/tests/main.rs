@@ -8,6 +8,7 @@ mod inspect;
 mod lift_emit;
 mod liveness;
 mod payloads;
+mod plan;
 mod plugin_errors;
 mod plugin_examples;
 mod plugin_rdc;

@@ -1,0 +1,455 @@
+//! Plans: where which hook goes (docs/plan.md). A TOML file of `[[insert]]`
+//! tables, or the same selections from Rust ([`instrumentation_loop`], seed
+//! 004's `instrumentationLoop`); both produce the payload compiler's points.
+
+pub mod classes;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use gpuinstr_intrinsics::{Register, SpecialRegister};
+use regex::Regex;
+use serde::Deserialize;
+use thiserror::Error;
+
+pub use classes::{InstructionClass, CLASSES};
+
+use crate::payloads::PayloadPoint;
+use crate::stages::lift::{Flow, Function, Instruction, LiftedCodeObject};
+use crate::stages::payload::{HookArgument, HookCall};
+
+/// Where in a function an insertion goes: before the instructions it selects.
+#[derive(Clone, Debug)]
+pub enum Where {
+    EachInstruction,
+    /// The first instruction of each kernel (device functions: never).
+    KernelEntry,
+    /// The first instruction of each basic block.
+    EachBlock,
+    /// Each `s_endpgm` (kernels) or return (device functions).
+    BeforeExit,
+    /// Instructions whose pseudo opcode (`V_ADD_U32_e32`) matches.
+    Opcode(Regex),
+    Class(InstructionClass),
+}
+
+/// A value per instrumentation point, given to a hook as a constant or read
+/// at the point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PointValue {
+    /// The instruction's address in the original code object.
+    Address,
+    /// The pseudo opcode number (LLVM's, for this target).
+    Opcode,
+    /// The instruction's index in its function.
+    Index,
+    /// The basic block's index in its function.
+    Block,
+    /// A number unique to the point in this plan run (0, 1, 2, ... in code order).
+    Site,
+}
+
+pub const POINT_VALUES: &[(&str, &str)] = &[
+    ("exec", "the EXEC mask (64-bit register read)"),
+    ("vcc", "VCC (64-bit register read)"),
+    ("address", "the instruction's address in the original code object (constant)"),
+    ("opcode", "the instruction's LLVM pseudo opcode number (constant)"),
+    ("index", "the instruction's index in its function (constant)"),
+    ("block", "the basic block's index in its function (constant)"),
+    ("site", "a number unique to the point in this run, in code order (constant)"),
+];
+
+/// One hook argument of a plan.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PlanArgument {
+    Fixed(HookArgument),
+    Value(PointValue),
+}
+
+/// One `[[insert]]`.
+#[derive(Clone, Debug)]
+pub struct Insert {
+    pub hook: String,
+    pub at: Where,
+    /// Glob on kernel names (`*`, `?`).
+    pub kernels: String,
+    /// Glob on device function names; none by default.
+    pub functions: Option<String>,
+    pub arguments: Vec<PlanArgument>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    pub inserts: Vec<Insert>,
+}
+
+#[derive(Debug, Error)]
+pub enum PlanError {
+    #[error("{file}: cannot read the plan: {source}")]
+    Io {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{file}: not a valid plan: {message}")]
+    Syntax { file: String, message: String },
+    #[error("{file}: insert {index} (hook `{hook}`): {problem}")]
+    Insert { file: String, index: usize, hook: String, problem: String },
+    #[error("{file}: the plan inserts nothing (add [[insert]] tables; docs/plan.md)")]
+    Empty { file: String },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanFile {
+    #[serde(default)]
+    insert: Vec<InsertFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InsertFile {
+    hook: String,
+    #[serde(rename = "where")]
+    at: String,
+    kernels: Option<String>,
+    functions: Option<String>,
+    #[serde(default)]
+    args: Vec<toml::Value>,
+}
+
+/// `*` any run of characters, `?` any one character.
+pub fn glob_matches(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    let (mut pi, mut ni, mut star, mut mark) = (0, 0, None, 0);
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ni;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ni = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+impl Where {
+    pub fn parse(text: &str) -> Result<Where, String> {
+        let text = text.trim();
+        Ok(match text {
+            "each-instruction" => Where::EachInstruction,
+            "kernel-entry" => Where::KernelEntry,
+            "each-block" => Where::EachBlock,
+            "before-exit" => Where::BeforeExit,
+            _ => {
+                if let Some(pattern) = text.strip_prefix("opcode:") {
+                    let anchored = format!("^(?:{pattern})$");
+                    Where::Opcode(Regex::new(&anchored).map_err(|e| format!("bad opcode pattern `{pattern}`: {e}"))?)
+                } else if let Some(name) = text.strip_prefix("class:") {
+                    Where::Class(InstructionClass::from_name(name).ok_or_else(|| {
+                        let names: Vec<&str> = CLASSES.iter().map(|(n, _, _)| *n).collect();
+                        format!("unknown class `{name}` (classes: {})", names.join(", "))
+                    })?)
+                } else {
+                    return Err(format!(
+                        "`where = \"{text}\"` is not a place (each-instruction, kernel-entry, each-block, \
+                         before-exit, opcode:<regex>, class:<name>)"
+                    ));
+                }
+            }
+        })
+    }
+}
+
+impl PlanArgument {
+    fn parse(value: &toml::Value) -> Result<PlanArgument, String> {
+        match value {
+            toml::Value::Boolean(b) => Ok(PlanArgument::Fixed(HookArgument::Int(i64::from(*b)))),
+            toml::Value::Integer(i) => Ok(PlanArgument::Fixed(HookArgument::Int(*i))),
+            toml::Value::Float(f) => Ok(PlanArgument::Fixed(HookArgument::Float(*f))),
+            toml::Value::Table(table) if table.len() == 1 => {
+                if let Some(name) = table.get("reg").and_then(|v| v.as_str()) {
+                    let register: Register =
+                        name.parse().map_err(|e: gpuinstr_intrinsics::RegisterError| e.to_string())?;
+                    return Ok(PlanArgument::Fixed(HookArgument::Register(register)));
+                }
+                if let Some(name) = table.get("value").and_then(|v| v.as_str()) {
+                    return match name {
+                        "exec" => {
+                            Ok(PlanArgument::Fixed(HookArgument::Register(Register::Special(SpecialRegister::Exec))))
+                        }
+                        "vcc" => {
+                            Ok(PlanArgument::Fixed(HookArgument::Register(Register::Special(SpecialRegister::Vcc))))
+                        }
+                        "address" => Ok(PlanArgument::Value(PointValue::Address)),
+                        "opcode" => Ok(PlanArgument::Value(PointValue::Opcode)),
+                        "index" => Ok(PlanArgument::Value(PointValue::Index)),
+                        "block" => Ok(PlanArgument::Value(PointValue::Block)),
+                        "site" => Ok(PlanArgument::Value(PointValue::Site)),
+                        _ => {
+                            let names: Vec<&str> = POINT_VALUES.iter().map(|(n, _)| *n).collect();
+                            Err(format!("unknown value `{name}` (values: {})", names.join(", ")))
+                        }
+                    };
+                }
+                Err(format!("argument `{value}` is not {{ reg = \"s4\" }} or {{ value = \"exec\" }}"))
+            }
+            other => Err(format!(
+                "argument `{other}` is not a constant (true, 3, 1.5), {{ reg = \"s4\" }} or {{ value = \"exec\" }}"
+            )),
+        }
+    }
+}
+
+impl Plan {
+    /// Parses plan text; `file` names it in messages.
+    pub fn parse(text: &str, file: &str) -> Result<Plan, PlanError> {
+        let parsed: PlanFile =
+            toml::from_str(text).map_err(|e| PlanError::Syntax { file: file.to_string(), message: e.to_string() })?;
+        if parsed.insert.is_empty() {
+            return Err(PlanError::Empty { file: file.to_string() });
+        }
+        let mut inserts = Vec::new();
+        for (index, insert) in parsed.insert.into_iter().enumerate() {
+            let problem = |problem: String| PlanError::Insert {
+                file: file.to_string(),
+                index: index + 1,
+                hook: insert.hook.clone(),
+                problem,
+            };
+            let at = Where::parse(&insert.at).map_err(problem)?;
+            let arguments =
+                insert.args.iter().map(PlanArgument::parse).collect::<Result<Vec<_>, _>>().map_err(problem)?;
+            inserts.push(Insert {
+                hook: insert.hook.clone(),
+                at,
+                kernels: insert.kernels.clone().unwrap_or_else(|| "*".into()),
+                functions: insert.functions.clone(),
+                arguments,
+            });
+        }
+        Ok(Plan { inserts })
+    }
+
+    pub fn load(path: &Path) -> Result<Plan, PlanError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| PlanError::Io { file: file.clone(), source })?;
+        Plan::parse(&text, &file)
+    }
+
+    /// The points of a lifted code object the plan selects, with their hook
+    /// calls in plan order.
+    pub fn select(&self, lifted: &LiftedCodeObject<'_>) -> Vec<PayloadPoint> {
+        let mut site = 0i64;
+        instrumentation_loop(lifted, |point| {
+            let mut calls = Vec::new();
+            for insert in &self.inserts {
+                if !insert.applies_to(point) {
+                    continue;
+                }
+                let arguments = insert
+                    .arguments
+                    .iter()
+                    .map(|a| match a {
+                        PlanArgument::Fixed(argument) => argument.clone(),
+                        PlanArgument::Value(value) => HookArgument::Int(match value {
+                            PointValue::Address => point.instruction.address as i64,
+                            PointValue::Opcode => i64::from(point.instruction.opcode),
+                            PointValue::Index => point.index as i64,
+                            PointValue::Block => point.block as i64,
+                            PointValue::Site => site,
+                        }),
+                    })
+                    .collect();
+                calls.push(HookCall { hook: insert.hook.clone(), arguments });
+            }
+            if !calls.is_empty() {
+                site += 1;
+            }
+            calls
+        })
+    }
+}
+
+impl Insert {
+    fn applies_to(&self, point: &Site<'_>) -> bool {
+        let named = if point.function.is_kernel() {
+            glob_matches(&self.kernels, &point.function.name)
+        } else {
+            self.functions.as_deref().is_some_and(|g| glob_matches(g, &point.function.name))
+        };
+        named
+            && match &self.at {
+                Where::EachInstruction => true,
+                Where::KernelEntry => point.function.is_kernel() && point.index == 0,
+                Where::EachBlock => point.first_in_block,
+                Where::BeforeExit => {
+                    matches!(point.instruction.flow, Flow::EndProgram)
+                        || (!point.function.is_kernel() && matches!(point.instruction.flow, Flow::IndirectBranch))
+                }
+                Where::Opcode(pattern) => pattern.is_match(point.opcode_name),
+                Where::Class(class) => class.contains(&point.lifted.isa, point.instruction),
+            }
+    }
+}
+
+/// One instruction, as a selection sees it.
+pub struct Site<'a> {
+    pub lifted: &'a LiftedCodeObject<'a>,
+    pub function_index: usize,
+    pub function: &'a Function,
+    pub instruction: &'a Instruction,
+    /// Index in the function (as `lift --emit mir` counts).
+    pub index: usize,
+    pub block: usize,
+    pub first_in_block: bool,
+    /// The pseudo opcode name (`S_LOAD_DWORDX2_IMM`).
+    pub opcode_name: &'a str,
+}
+
+impl Site<'_> {
+    pub fn is(&self, class: InstructionClass) -> bool {
+        class.contains(&self.lifted.isa, self.instruction)
+    }
+}
+
+/// Seed 004's `instrumentationLoop`: `choose` sees every decoded instruction
+/// of every relocatable function, in code order, and returns the hooks to
+/// call before it (none to leave it alone).
+pub fn instrumentation_loop<'a>(
+    lifted: &'a LiftedCodeObject<'a>,
+    mut choose: impl FnMut(&Site<'a>) -> Vec<HookCall>,
+) -> Vec<PayloadPoint> {
+    let mut points = Vec::new();
+    for (function_index, function) in lifted.functions.iter().enumerate() {
+        if !function.relocatable() {
+            continue;
+        }
+        let mut index = 0usize;
+        for block in &function.blocks {
+            for (position, instruction) in block.instructions.iter().enumerate() {
+                if instruction.decoded {
+                    let site = Site {
+                        lifted,
+                        function_index,
+                        function,
+                        instruction,
+                        index,
+                        block: block.index,
+                        first_in_block: position == 0,
+                        opcode_name: instruction.name(&lifted.isa),
+                    };
+                    let calls = choose(&site);
+                    if !calls.is_empty() {
+                        points.push(PayloadPoint { function: function_index, instruction: index, calls });
+                    }
+                }
+                index += 1;
+            }
+        }
+    }
+    points
+}
+
+/// How many points each hook got, for reports.
+pub fn hook_counts(points: &[PayloadPoint]) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for call in points.iter().flat_map(|p| &p.calls) {
+        *counts.entry(call.hook.clone()).or_default() += 1;
+    }
+    counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/plan.md lists every class and every value as the code has them.
+    #[test]
+    fn docs_list_every_class_and_value() {
+        let docs = include_str!("../../../docs/plan.md");
+        for (name, _, meaning) in CLASSES {
+            let row = format!("| `{name}` | {meaning} |");
+            assert!(docs.contains(&row), "docs/plan.md lacks `{row}`");
+        }
+        for (name, meaning) in POINT_VALUES {
+            let row = format!("| `{name}` | {meaning} |");
+            assert!(docs.contains(&row), "docs/plan.md lacks `{row}`");
+        }
+    }
+
+    #[test]
+    fn globs_match_like_shells() {
+        assert!(glob_matches("*", "_Z3fooPf"));
+        assert!(glob_matches("_Z3foo*", "_Z3fooPf"));
+        assert!(glob_matches("*foo*", "_Z3fooPf"));
+        assert!(glob_matches("_Z3f?oPf", "_Z3fooPf"));
+        assert!(!glob_matches("_Z3bar*", "_Z3fooPf"));
+        assert!(!glob_matches("foo", "foobar"));
+        assert!(glob_matches("a*b*c", "axxbyyc"));
+        assert!(!glob_matches("a*b*c", "axxbyy"));
+    }
+
+    #[test]
+    fn plans_parse_with_every_argument_form() {
+        let plan = Plan::parse(
+            r#"
+[[insert]]
+hook = "countVector"
+where = "class:vector"
+kernels = "_Z9vectorAdd*"
+args = [true]
+
+[[insert]]
+hook = "record"
+where = "opcode:V_ADD_.*"
+args = [{ reg = "s4" }, { value = "exec" }, { value = "opcode" }, 3, 1.5]
+"#,
+            "plan.toml",
+        )
+        .unwrap();
+        assert_eq!(plan.inserts.len(), 2);
+        assert_eq!(plan.inserts[0].arguments, vec![PlanArgument::Fixed(HookArgument::Int(1))]);
+        assert!(matches!(plan.inserts[0].at, Where::Class(InstructionClass::Vector)));
+        assert_eq!(plan.inserts[1].kernels, "*");
+        assert_eq!(
+            plan.inserts[1].arguments,
+            vec![
+                PlanArgument::Fixed(HookArgument::Register(Register::Sgpr(4))),
+                PlanArgument::Fixed(HookArgument::Register(Register::Special(SpecialRegister::Exec))),
+                PlanArgument::Value(PointValue::Opcode),
+                PlanArgument::Fixed(HookArgument::Int(3)),
+                PlanArgument::Fixed(HookArgument::Float(1.5)),
+            ]
+        );
+        let Where::Opcode(pattern) = &plan.inserts[1].at else { panic!() };
+        assert!(pattern.is_match("V_ADD_U32_e32") && !pattern.is_match("S_V_ADD_U32"));
+    }
+
+    #[test]
+    fn bad_plans_say_what_is_wrong_and_where() {
+        let error = |text: &str| Plan::parse(text, "p.toml").unwrap_err().to_string();
+        assert!(error("[[insert]]\nhook = 1").starts_with("p.toml: not a valid plan: "));
+        assert_eq!(error(""), "p.toml: the plan inserts nothing (add [[insert]] tables; docs/plan.md)");
+        assert!(error("[[insert]]\nhook = \"h\"\nwhere = \"everywhere\"")
+            .starts_with("p.toml: insert 1 (hook `h`): `where = \"everywhere\"` is not a place"));
+        assert!(error("[[insert]]\nhook = \"h\"\nwhere = \"class:fancy\"")
+            .starts_with("p.toml: insert 1 (hook `h`): unknown class `fancy` (classes: scalar, "));
+        assert!(error("[[insert]]\nhook = \"h\"\nwhere = \"opcode:(\"").contains("bad opcode pattern `(`"));
+        assert!(error("[[insert]]\nhook = \"h\"\nwhere = \"kernel-entry\"\nargs = [{ reg = \"q9\" }]")
+            .contains("`q9` is not a register name"));
+        assert!(error("[[insert]]\nhook = \"h\"\nwhere = \"kernel-entry\"\nargs = [{ value = \"moon\" }]")
+            .contains("unknown value `moon` (values: exec, vcc, address"));
+        assert!(error("[[insert]]\nhook = \"h\"\nwhere = \"kernel-entry\"\nargs = [[1]]").contains("is not a constant"));
+        assert!(error("[[insert]]\nhook = \"h\"\nwhere = \"kernel-entry\"\nkernel = \"x\"")
+            .contains("unknown field `kernel`"));
+    }
+}
