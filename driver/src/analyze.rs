@@ -180,7 +180,7 @@ fn file_report(allocated: &UnitSet, touched: &UnitSet, file: RegisterFile, decla
 }
 
 /// Instructions a kernel runs: its own and those of everything it may call.
-fn reachable_functions(lifted: &LiftedCodeObject<'_>, kernel: usize) -> Vec<usize> {
+pub fn reachable_functions(lifted: &LiftedCodeObject<'_>, kernel: usize) -> Vec<usize> {
     let mut seen = vec![false; lifted.functions.len()];
     let mut stack = vec![kernel];
     let mut out = Vec::new();

@@ -7,7 +7,7 @@
 //! | 1 | load       | ELF / offload bundle / host ELF with .hip_fatbin -> code objects | yes (`stages::load`) |
 //! | 2 | lift       | code object -> functions, blocks, instructions                 | yes (`stages::lift`) |
 //! | 3 | liveness   | lifted module -> live registers per instruction                | yes (`stages::liveness`) |
-//! | 4 | sva        | lifted module + liveness -> SVA storage plan                   | issue 6 |
+//! | 4 | sva        | lifted module + liveness -> SVA storage plan                   | placement (`stages::sva`); preamble: issue 6 |
 //! | 5 | payload    | hook bitcode + plan -> one instrumentation IR module           | yes (`stages::payload`) |
 //! | 6 | lower-ir   | payload IR -> IR with intrinsic placeholders                   | yes (`stages::lower_ir`) |
 //! | 7 | codegen    | IR -> pre-RA MIR, lowered MIR -> assembly (llc-15)             | yes (`stages::codegen`) |

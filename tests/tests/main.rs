@@ -14,3 +14,4 @@ mod plugin_examples;
 mod plugin_rdc;
 mod plugin_steps;
 mod register_report;
+mod sva;

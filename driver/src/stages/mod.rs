@@ -9,3 +9,4 @@ pub mod load;
 pub mod lower_ir;
 pub mod lower_mir;
 pub mod payload;
+pub mod sva;

@@ -1,0 +1,161 @@
+//! Stage 4, sva: homes for the State Value Array and the work-item ids.
+
+use gpuinstr::analyze::{allocation, reachable_functions};
+use gpuinstr::payloads::{compile_payloads, PayloadOptions, PayloadPoint};
+use gpuinstr::stages::lift::{lift, FunctionKind, LiftedCodeObject};
+use gpuinstr::stages::liveness::{analyze, Liveness, Unit};
+use gpuinstr::stages::load;
+use gpuinstr::stages::payload::{HookArgument, HookCall};
+use gpuinstr::stages::sva::{place, Home, SvaRequest};
+use gpuinstr_tests::*;
+
+/// Untouched by the kernel and everything it calls, and inside its
+/// allocation: its VGPRs, or on gfx90a its whole unified allocation when it
+/// uses no AGPR.
+fn free_in(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, kernel: usize, vgpr: u16) -> bool {
+    let FunctionKind::Kernel(index) = lifted.functions[kernel].kind else { panic!("not a kernel") };
+    let touched = &liveness.functions[kernel].touched;
+    let allocation = allocation(lifted.code_object, &lifted.code_object.kernels[index], touched);
+    let uses_agprs = touched.iter().any(|u| u.file() == gpuinstr::stages::liveness::RegisterFile::Agpr);
+    let capacity = if lifted.code_object.target.processor == "gfx90a" && !uses_agprs {
+        allocation.vgprs.len() + allocation.agprs.len()
+    } else {
+        allocation.vgprs.len()
+    };
+    usize::from(vgpr) < capacity && !touched.contains(Unit::vgpr(vgpr))
+}
+
+#[test]
+fn homes_are_vgprs_nothing_in_the_kernel_touches() {
+    for (kernels, target) in [("memory", "gfx90a"), ("control_flow", "gfx908"), ("calls_and_scratch", "gfx90a")] {
+        let code_object = load::load_for_target(&test_kernels(kernels), Some(target)).unwrap().code_objects.remove(0);
+        let lifted = lift(&code_object).unwrap();
+        let liveness = analyze(&lifted);
+        let instrumented = (0..lifted.functions.len()).filter(|f| lifted.functions[*f].is_kernel()).collect();
+        let placement = place(&lifted, &liveness, &SvaRequest { instrumented, work_item_ids: true, grow: false });
+        assert_eq!(placement.kernels.len(), lifted.functions.iter().filter(|f| f.is_kernel()).count());
+        let mut placed = 0;
+        for kernel in &placement.kernels {
+            let name = &lifted.functions[kernel.kernel].name;
+            let free: Vec<u16> = (0..256).filter(|v| free_in(&lifted, &liveness, kernel.kernel, *v)).collect();
+            if free.len() < 2 {
+                // A problem exactly when there are not two free VGPRs.
+                assert!(
+                    kernel.problem.as_deref().is_some_and(|p| p.contains("--grow-registers")),
+                    "{name}: {kernel:?}"
+                );
+                assert!(!placement.functions.contains_key(&kernel.kernel));
+                continue;
+            }
+            assert_eq!(kernel.problem, None, "{name}");
+            let (Some(Home::Free(sva)), Some(Home::Free(ids))) = (kernel.sva, kernel.work_item_ids) else {
+                panic!("{name}: {kernel:?}")
+            };
+            assert_ne!(sva, ids);
+            assert!(free.contains(&sva) && free.contains(&ids), "{name}: v{sva}, v{ids} of {free:?}");
+            // The highest free ones: payloads allocate from the bottom.
+            assert_eq!(sva, *free.last().unwrap());
+            assert_eq!(placement.functions[&kernel.kernel].sva, Some(sva));
+            placed += 1;
+        }
+        assert!(placed * 2 >= placement.kernels.len(), "{kernels} {target}: {placed} of {}", placement.kernels.len());
+    }
+}
+
+/// Kernels calling the same instrumented device function get the same SVA,
+/// free in all of them; the device function gets it too.
+#[test]
+fn kernels_sharing_an_instrumented_device_function_agree() {
+    let code_object =
+        load::load_for_target(&test_kernels("calls_and_scratch"), Some("gfx90a")).unwrap().code_objects.remove(0);
+    let lifted = lift(&code_object).unwrap();
+    let liveness = analyze(&lifted);
+    let device = (0..lifted.functions.len())
+        .filter(|f| !lifted.functions[*f].is_kernel())
+        .max_by_key(|f| {
+            (0..lifted.functions.len())
+                .filter(|k| lifted.functions[*k].is_kernel() && reachable_functions(&lifted, *k).contains(f))
+                .count()
+        })
+        .expect("a device function");
+    let users: Vec<usize> = (0..lifted.functions.len())
+        .filter(|k| lifted.functions[*k].is_kernel() && reachable_functions(&lifted, *k).contains(&device))
+        .collect();
+    assert!(!users.is_empty());
+    let placement = place(
+        &lifted,
+        &liveness,
+        &SvaRequest { instrumented: [device].into_iter().collect(), work_item_ids: false, grow: false },
+    );
+    let homes: Vec<_> = placement.kernels.iter().map(|k| k.sva).collect();
+    assert_eq!(placement.kernels.len(), users.len(), "only the kernels reaching it are placed");
+    assert!(homes.windows(2).all(|w| w[0] == w[1]), "{homes:?}");
+    let Some(Home::Free(sva)) = homes[0] else { panic!("{homes:?}") };
+    for kernel in &users {
+        assert!(free_in(&lifted, &liveness, *kernel, sva));
+    }
+    assert_eq!(placement.functions[&device].sva, Some(sva));
+    assert_eq!(placement.functions[&device].work_item_ids, None);
+}
+
+/// A kernel using every VGPR it has (and an AGPR, so the unified file
+/// cannot be split differently): no home, a clear problem; with growing
+/// allowed, the first VGPR past the allocation.
+#[test]
+fn a_kernel_without_free_vgprs_needs_growing() {
+    let body: String = (0..32).map(|v| format!("\tv_mov_b32_e32 v{v}, 0\n")).collect::<String>()
+        + "\tv_accvgpr_write_b32 a0, 0\n\ts_endpgm";
+    let code_object = kernel_from_assembly("gfx90a", &body, "");
+    let lifted = lift(&code_object).unwrap();
+    let liveness = analyze(&lifted);
+    let request = SvaRequest { instrumented: [0].into_iter().collect(), work_item_ids: false, grow: false };
+    let placement = place(&lifted, &liveness, &request);
+    assert_eq!(placement.kernels[0].sva, None);
+    assert_eq!(
+        placement.kernels[0].problem.as_deref(),
+        Some("no VGPR is free for the whole kernel (32 VGPRs allocated); rerun with --grow-registers to raise the allocation")
+    );
+    assert!(placement.functions.is_empty());
+    let grown = place(&lifted, &liveness, &SvaRequest { grow: true, ..request });
+    assert_eq!(grown.kernels[0].sva, Some(Home::Grown(32)));
+    assert_eq!(grown.kernels[0].problem, None);
+}
+
+/// The placement feeds the payload compiler: hooks reading kernel arguments
+/// and work-item ids compile everywhere with it.
+#[test]
+fn placed_registers_serve_the_payloads() {
+    let dir = scratch();
+    let tool_path = dir.path().join("hooks.hsaco");
+    run_ok(&mut tool_compile_command(Compiler::Clang, &input("tools/payload-hooks.hip"), "-O3", &tool_path));
+    let tool = load::load(&tool_path).unwrap().code_objects.remove(0);
+    let code_object = load::load_for_target(&test_kernels("memory"), Some("gfx90a")).unwrap().code_objects.remove(0);
+    let lifted = lift(&code_object).unwrap();
+    let liveness = analyze(&lifted);
+    let kernels: Vec<usize> = (0..lifted.functions.len()).filter(|f| lifted.functions[*f].is_kernel()).collect();
+    let placement = place(
+        &lifted,
+        &liveness,
+        &SvaRequest { instrumented: kernels.iter().copied().collect(), work_item_ids: true, grow: false },
+    );
+    let mut points = Vec::new();
+    for kernel in &kernels {
+        points.push(PayloadPoint {
+            function: *kernel,
+            instruction: 0,
+            calls: vec![
+                HookCall { hook: "recordDimensions".into(), arguments: vec![] },
+                HookCall { hook: "histogram".into(), arguments: vec![HookArgument::Int(3)] },
+            ],
+        });
+    }
+    let options = PayloadOptions { registers: placement.functions.clone(), ..Default::default() };
+    let compiled =
+        compile_payloads(&tool, &lifted, &liveness, &points, &gpuinstr_intrinsics::Registry::with_builtins(), &options)
+            .unwrap();
+    for (payload, point) in compiled.payloads.iter().zip(&points) {
+        let sva = placement.functions[&point.function].sva.unwrap();
+        assert!(payload.code.iter().any(|l| l.starts_with("v_readlane_b32") && l.contains(&format!("v{sva}, "))));
+        assert!(payload.uses_sva());
+    }
+}
