@@ -45,4 +45,8 @@ echo "== the counter's hooks compiled for instructions of the kernel (stages 5-8
   --at _Z9vectorAddPfPKfS1_i:8
 
 echo
-echo "(splicing payloads into the kernel, gpuinstr-link instrument, lands with issue 6)"
+echo "== the application instrumented with the counter's plan (every instruction), checked by LLVM's tools"
+"$link" instrument "$out/vector-add.o" --target gfx90a --tool "$out/instruction-counter.o" \
+  --plan hook-sdk/examples/instruction-counter/plan.toml -o "$out/vector-add.instrumented.hsaco"
+llvm-readelf-15 --syms "$out/vector-add.instrumented.hsaco" | grep -E "vectorAdd|Counter"
+llvm-objdump-15 -d --mcpu=gfx90a "$out/vector-add.instrumented.hsaco" | sed -n '/<_Z9vectorAddPfPKfS1_i>:/,+24p'

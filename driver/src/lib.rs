@@ -5,6 +5,7 @@ pub mod analyze;
 pub mod corpus;
 pub mod error;
 pub mod inspect;
+pub mod instrument;
 pub mod native;
 pub mod output;
 pub mod parallel;

@@ -38,6 +38,29 @@ impl From<LinkerChoice> for gpuinstr::stages::emit::link::Linker {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Instrument a device code object with a tool and a plan (docs/plan.md); writes OUTPUT only on success.
+    Instrument {
+        /// The application's device code object (or a file holding one; --target picks it).
+        file: PathBuf,
+        /// The tool, built with the gpuinstr plugin.
+        #[arg(long)]
+        tool: PathBuf,
+        /// The plan: where which hook goes.
+        #[arg(long)]
+        plan: PathBuf,
+        #[arg(short, long)]
+        output: PathBuf,
+        #[arg(long)]
+        target: Option<String>,
+        /// Let a kernel's VGPR allocation grow when instrumentation needs a register nothing frees.
+        #[arg(long)]
+        grow_registers: bool,
+        #[arg(long, value_enum, default_value = "comgr")]
+        linker: LinkerChoice,
+        /// Print the run report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Compile one hook call for one instruction and print the payload's machine code (--stages: every stage).
     Payload {
         /// The application: code object, offload bundle or host file.
@@ -64,6 +87,9 @@ enum Command {
         /// Print every stage: payload IR, optimised IR, MIR before and after lowering, final code.
         #[arg(long)]
         stages: bool,
+        /// Skip the machine-code preservation check (to look at a payload it refuses).
+        #[arg(long)]
+        unchecked: bool,
     },
     /// Register availability: allocated, used and free registers per kernel (seed 000's report).
     Analyze {
@@ -145,7 +171,26 @@ enum Command {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Payload { file, tool, hook, arguments, at, target, sva, work_item_ids, stages } => {
+        Command::Instrument { file, tool, plan, output, target, grow_registers, linker, json } => {
+            let plan = gpuinstr::plan::Plan::load(&plan)?;
+            let tool_object = gpuinstr::pipeline::one_code_object(gpuinstr::pipeline::load(&tool)?, None)?;
+            let app = gpuinstr::pipeline::one_code_object(gpuinstr::pipeline::load(&file)?, target.as_deref())?;
+            let options =
+                gpuinstr::instrument::InstrumentOptions { grow_registers, linker: linker.into(), ..Default::default() };
+            let registry = gpuinstr_intrinsics::Registry::with_builtins();
+            let (bytes, report) =
+                gpuinstr::instrument::instrument_code_object(&tool_object, &app, &plan, &registry, &options)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            gpuinstr::output::write_atomically(&output, &bytes)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", report.render_text());
+                println!("wrote {}", output.display());
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        Command::Payload { file, tool, hook, arguments, at, target, sva, work_item_ids, stages, unchecked } => {
             use gpuinstr::payloads::{
                 compile_payloads, parse_hook_argument, parse_point, FunctionRegisters, PayloadOptions, PayloadPoint,
             };
@@ -168,7 +213,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 })
                 .transpose()
             };
-            let mut options = PayloadOptions::default();
+            let mut options = PayloadOptions { check_preservation: !unchecked, ..PayloadOptions::default() };
             let registers =
                 FunctionRegisters { sva: vgpr("--sva", sva)?, work_item_ids: vgpr("--work-item-ids", work_item_ids)? };
             options.registers.insert(function, registers);
@@ -180,6 +225,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 print!("{}", compiled.render_stages(0));
             } else {
                 let payload = &compiled.payloads[0];
+                if let Some(reason) = &payload.rejected {
+                    anyhow::bail!("{}: {reason}", payload.label);
+                }
                 println!("{}", payload.label);
                 for line in &payload.code {
                     println!("{}{line}", if line.ends_with(':') { "" } else { "    " });

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use gpuinstr_intrinsics::{KernelArgument, Registry, TargetInfo};
 use inkwell::context::Context;
+use inkwell::values::BasicValue;
 use thiserror::Error;
 
 use crate::error::ToolProblem;
@@ -84,6 +85,9 @@ pub struct CompiledPayload {
     pub written: UnitSet,
     /// Every register the final code writes (from its machine code).
     pub writes: UnitSet,
+    /// Why LLVM could not compile this payload (then it has no code and the
+    /// point is left alone).
+    pub rejected: Option<String>,
 }
 
 impl CompiledPayload {
@@ -110,8 +114,21 @@ pub struct StageTexts {
     pub assembly: String,
 }
 
+/// A global variable of the tool that payloads use: the instrumented code
+/// object defines it (zero-initialised) so the code links and the host can
+/// find it by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolGlobal {
+    pub name: String,
+    pub size: u64,
+    pub alignment: u32,
+    pub address_space: u32,
+}
+
 pub struct CompiledPayloads {
     pub payloads: Vec<CompiledPayload>,
+    /// The tool's globals the payloads' code refers to.
+    pub globals: Vec<ToolGlobal>,
     pub texts: StageTexts,
     /// Wall time of each step, in pipeline order.
     pub timings: Vec<(&'static str, std::time::Duration)>,
@@ -133,11 +150,6 @@ pub enum CompileError {
     FinalCode(#[from] FinalCodeError),
     #[error("point {index}: {why}")]
     BadPoint { index: usize, why: String },
-    #[error(
-        "{point}: internal error, the payload would leave a register changed: {violation}; please report this \
-         with the tool and the application"
-    )]
-    Clobbers { point: String, violation: crate::preservation::Violation },
     #[error(transparent)]
     Preservation(#[from] crate::preservation::PreservationError),
     #[error("the payload module is invalid after {stage}: {message}")]
@@ -177,6 +189,48 @@ fn chunk_ir(ir: &str, per_chunk: usize) -> Vec<String> {
         return vec![header];
     }
     functions.chunks(per_chunk.max(1)).map(|chunk| format!("{header}\n{}", chunk.join("\n"))).collect()
+}
+
+/// llc's allocation and emission of a lowered chunk. When it fails, the
+/// chunk is split in halves until the payloads LLVM cannot compile stand
+/// alone; those are left out, named in `rejected` with llc's message.
+fn finish_rejecting(
+    module: &lower_mir::MirModule,
+    target: &crate::stages::load::TargetId,
+    version: u32,
+    verify: bool,
+    directory: &std::path::Path,
+    rejected: &mut Vec<(String, String)>,
+) -> Result<String, CompileError> {
+    match codegen::finish(&module.print(), target, version, verify, directory) {
+        Ok(assembly) => Ok(assembly),
+        Err(CodegenError::Llc { message, .. }) => {
+            let names: Vec<String> = module.functions.iter().map(|f| f.name.clone()).collect();
+            if names.len() <= 1 {
+                rejected.extend(names.into_iter().map(|n| (n, message.clone())));
+                return Ok(String::new());
+            }
+            let (left, right) = names.split_at(names.len() / 2);
+            let first = finish_rejecting(
+                &module.retain(|n| left.iter().any(|l| l == n)),
+                target,
+                version,
+                verify,
+                directory,
+                rejected,
+            )?;
+            let second = finish_rejecting(
+                &module.retain(|n| right.iter().any(|r| r == n)),
+                target,
+                version,
+                verify,
+                directory,
+                rejected,
+            )?;
+            Ok(format!("{first}\n{second}"))
+        }
+        Err(other) => Err(other.into()),
+    }
 }
 
 /// Runs `work` on every item, on as many threads as there are cores; the
@@ -365,6 +419,21 @@ pub fn compile_payloads_at(
     verify(&module, "inserting the intrinsic placeholders")?;
     texts.lowered_ir = module.print_to_string().to_string();
     lap("lower-ir: placeholders");
+    let target_data = machine.get_target_data();
+    let all_globals: Vec<ToolGlobal> = module
+        .get_globals()
+        .filter(|g| g.as_pointer_value().get_first_use().is_some())
+        .map(|g| {
+            let ty = g.get_value_type();
+            ToolGlobal {
+                name: g.get_name().to_string_lossy().into_owned(),
+                size: target_data.get_store_size(&ty),
+                alignment: target_data.get_abi_alignment(&ty).max(g.get_alignment()),
+                address_space: crate::tool::address_space_of(g),
+            }
+        })
+        .filter(|g| !g.name.starts_with("llvm."))
+        .collect();
 
     // Stages 7 and 8, in chunks of the module run in parallel: LLVM's MIR
     // printer costs time proportional to the whole module for every
@@ -381,21 +450,43 @@ pub fn compile_payloads_at(
     lap("codegen: instruction selection (llc)");
     let classes = RegisterClasses::new(&lifted.isa);
     let context = lower_mir::LoweringContext::new(&lifted.isa, &classes, &target, registry, &placeholders);
-    let mut lowered_chunks = Vec::with_capacity(selected.len());
+    let mut lowered_modules = Vec::with_capacity(selected.len());
     let mut lowered: Vec<Option<lower_mir::LoweredPayload>> = vec![None; points.len()];
     for mir_text in &selected {
         let mut mir = lower_mir::MirModule::parse(mir_text).map_err(LowerMirError::from)?;
         for (index, payload) in lower_mir::lower_module(&mut mir, &context, sites, &labels)? {
             lowered[index] = Some(payload);
         }
-        lowered_chunks.push(mir.print());
+        lowered_modules.push(mir);
     }
-    texts.lowered_mir = lowered_chunks.join("\n");
+    texts.lowered_mir = lowered_modules.iter().map(lower_mir::MirModule::print).collect::<Vec<_>>().join("\n");
     lap("lower-mir: registers and intrinsics");
-    let assemblies = parallel(&lowered_chunks, |index, mir| {
+    let finished = parallel(&lowered_modules, |index, mir| {
         let directory = directory.path().join(format!("chunk{index}"));
-        Ok(codegen::finish(mir, &code_object.target, version, options.verify, &directory)?)
+        let mut rejected = Vec::new();
+        let assembly = finish_rejecting(mir, &code_object.target, version, options.verify, &directory, &mut rejected)?;
+        Ok((assembly, rejected))
     })?;
+    let mut rejected: BTreeMap<usize, String> = BTreeMap::new();
+    let mut assemblies = Vec::with_capacity(finished.len());
+    for (assembly, chunk_rejected) in finished {
+        assemblies.push(assembly);
+        for (name, message) in chunk_rejected {
+            if let Some(index) = name.strip_prefix("gpuinstr.payload.").and_then(|n| n.parse::<usize>().ok()) {
+                let live = &sites[index].live;
+                rejected.insert(
+                    index,
+                    format!(
+                        "LLVM found no registers for the payload ({} VGPRs, {} AGPRs and {} SGPRs are live here): {}",
+                        live.count_in(crate::stages::liveness::RegisterFile::Vgpr),
+                        live.count_in(crate::stages::liveness::RegisterFile::Agpr),
+                        live.count_in(crate::stages::liveness::RegisterFile::Sgpr),
+                        message.split(" | ").next().unwrap_or(&message)
+                    ),
+                );
+            }
+        }
+    }
     texts.assembly = assemblies.join("\n");
     lap("codegen: allocation and emission (llc)");
 
@@ -406,6 +497,25 @@ pub fn compile_payloads_at(
             index,
             why: "its payload function is missing from llc's output".into(),
         })?;
+        if let Some(reason) = rejected.get(&index) {
+            payloads.push(CompiledPayload {
+                label: labels[index].clone(),
+                function: point.function,
+                instruction: point.instruction,
+                code: Vec::new(),
+                scratch_bytes: 0,
+                sgprs: 0,
+                vgprs: 0,
+                agprs: 0,
+                kernel_arguments: Default::default(),
+                copied: UnitSet::EMPTY,
+                pinned: UnitSet::EMPTY,
+                written: UnitSet::EMPTY,
+                writes: UnitSet::EMPTY,
+                rejected: Some(reason.clone()),
+            });
+            continue;
+        }
         let name = payload::payload_name(index);
         let code = final_code::extract(&functions, &name, index, &site.live, site.sva)?;
         payloads.push(CompiledPayload {
@@ -422,6 +532,7 @@ pub fn compile_payloads_at(
             pinned: lowered.pinned,
             written: lowered.written,
             writes: UnitSet::EMPTY,
+            rejected: None,
         });
     }
     lap("final code");
@@ -439,14 +550,24 @@ pub fn compile_payloads_at(
                 }
             }
         }
-        if options.check_preservation {
+        if options.check_preservation && payload.rejected.is_none() {
             let must_keep = site.live.difference(&payload.written);
-            crate::preservation::check(&lifted.isa, &units, code, &must_keep, site.sva)
-                .map_err(|violation| CompileError::Clobbers { point: payload.label.clone(), violation })?;
+            if let Err(violation) = crate::preservation::check(&lifted.isa, &units, code, &must_keep, site.sva) {
+                // Never splice code that would change the application's state.
+                payload.rejected = Some(format!("its machine code would leave a live register changed: {violation}"));
+                payload.code.clear();
+                payload.writes = UnitSet::EMPTY;
+            }
         }
     }
     lap("machine code check");
-    Ok(CompiledPayloads { payloads, texts, timings })
+    let globals = all_globals
+        .into_iter()
+        .filter(|g| {
+            texts.assembly.contains(&format!("{}@", g.name)) || texts.assembly.contains(&format!("{}+", g.name))
+        })
+        .collect();
+    Ok(CompiledPayloads { payloads, globals, texts, timings })
 }
 
 fn verify(module: &inkwell::module::Module<'_>, stage: &'static str) -> Result<(), CompileError> {

@@ -12,15 +12,16 @@
 //! | 6 | lower-ir   | payload IR -> IR with intrinsic placeholders                   | yes (`stages::lower_ir`) |
 //! | 7 | codegen    | IR -> pre-RA MIR, lowered MIR -> assembly (llc-15)             | yes (`stages::codegen`) |
 //! | 8 | lower-mir  | MIR -> MIR with intrinsics lowered -> final code per point     | yes (`stages::lower_mir`) |
-//! | 9 | patch      | lifted module + payload code -> instrumented module            | issue 6 |
+//! | 9 | patch      | lifted module + payload code -> instrumented module            | splice + counts (`stages::patch`); preamble: issue 6 |
 //! | 10| emit+link  | instrumented module -> code object (llvm-mc, CoMGR)            | yes (`stages::emit`) |
 //!
 //! Beside the stages: `tool` reads a tool's embedded hook module (the input
 //! of stage 5), `inspect` reports what a file holds, `roundtrip` and
 //! `corpus` run load -> lift -> emit + link with no changes and check the
 //! result, `analyze` reports register availability from liveness,
-//! `payloads` runs stages 5-8 for all points of a code object and
-//! `preservation` checks their machine code.
+//! `payloads` runs stages 5-8 for all points of a code object,
+//! `preservation` checks their machine code, `plan` selects points and
+//! `instrument` runs everything.
 
 use crate::error::Error;
 use crate::stages::load::{CodeObject, LoadedInput};

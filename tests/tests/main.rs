@@ -5,6 +5,7 @@ mod cmake;
 mod corpus;
 mod custom_intrinsic;
 mod inspect;
+mod instrument;
 mod lift_emit;
 mod liveness;
 mod payloads;

@@ -1,6 +1,7 @@
 //! AMD CoMGR (libamd_comgr.so.2, 2.4 in Debian's 5.2 ROCm), hand-written
 //! FFI for what the driver uses: linking a relocatable into an executable
-//! code object.
+//! code object, and reading a code object's metadata the way the runtime
+//! does.
 
 use std::ffi::{c_char, CString};
 
@@ -38,6 +39,12 @@ mod ffi {
         pub fn amd_comgr_action_info_set_isa_name(info: Handle, isa: *const c_char) -> u32;
         pub fn amd_comgr_action_info_set_logging(info: Handle, logging: bool) -> u32;
         pub fn amd_comgr_do_action(kind: u32, info: Handle, input: Handle, result: Handle) -> u32;
+        pub fn amd_comgr_get_data_metadata(data: Handle, metadata: *mut Handle) -> u32;
+        pub fn amd_comgr_destroy_metadata(metadata: Handle) -> u32;
+        pub fn amd_comgr_metadata_lookup(metadata: Handle, key: *const c_char, value: *mut Handle) -> u32;
+        pub fn amd_comgr_get_metadata_list_size(metadata: Handle, size: *mut usize) -> u32;
+        pub fn amd_comgr_index_list_metadata(metadata: Handle, index: usize, value: *mut Handle) -> u32;
+        pub fn amd_comgr_get_metadata_string(metadata: Handle, size: *mut usize, string: *mut c_char) -> u32;
     }
 }
 
@@ -59,6 +66,72 @@ fn check(step: &'static str, status: u32) -> Result<(), ComgrError> {
 
 /// Owned CoMGR objects, released on drop.
 struct Data(ffi::Handle);
+struct Metadata(ffi::Handle);
+
+impl Drop for Metadata {
+    fn drop(&mut self) {
+        // SAFETY: returned by a CoMGR metadata call.
+        unsafe { ffi::amd_comgr_destroy_metadata(self.0) };
+    }
+}
+
+impl Metadata {
+    fn lookup(&self, key: &std::ffi::CStr) -> Result<Metadata, ComgrError> {
+        let mut handle = ffi::Handle { handle: 0 };
+        // SAFETY: live node; out-pointer to a local.
+        check("metadata lookup", unsafe { ffi::amd_comgr_metadata_lookup(self.0, key.as_ptr(), &mut handle) })?;
+        Ok(Metadata(handle))
+    }
+
+    fn list(&self) -> Result<Vec<Metadata>, ComgrError> {
+        let mut size = 0usize;
+        // SAFETY: live node; out-pointers to locals.
+        unsafe {
+            check("metadata list size", ffi::amd_comgr_get_metadata_list_size(self.0, &mut size))?;
+            (0..size)
+                .map(|i| {
+                    let mut handle = ffi::Handle { handle: 0 };
+                    check("metadata list item", ffi::amd_comgr_index_list_metadata(self.0, i, &mut handle))?;
+                    Ok(Metadata(handle))
+                })
+                .collect()
+        }
+    }
+
+    fn string(&self) -> Result<String, ComgrError> {
+        let mut size = 0usize;
+        // SAFETY: the first call asks for the size (with the NUL), the second fills it.
+        unsafe {
+            check("metadata string size", ffi::amd_comgr_get_metadata_string(self.0, &mut size, std::ptr::null_mut()))?;
+            let mut bytes = vec![0u8; size];
+            check("metadata string", ffi::amd_comgr_get_metadata_string(self.0, &mut size, bytes.as_mut_ptr().cast()))?;
+            bytes.truncate(size.saturating_sub(1));
+            Ok(String::from_utf8_lossy(&bytes).into_owned())
+        }
+    }
+}
+
+/// The kernel names (`.name`) and descriptor symbols (`.symbol`) in an
+/// executable code object's metadata, as CoMGR (and so the runtime) reads it.
+pub fn metadata_kernels(executable: &[u8]) -> Result<Vec<(String, String)>, ComgrError> {
+    // SAFETY: handles are owned by values that release them; the buffer
+    // outlives the calls that read it.
+    unsafe {
+        let mut handle = ffi::Handle { handle: 0 };
+        check("create data", ffi::amd_comgr_create_data(ffi::DATA_KIND_EXECUTABLE, &mut handle))?;
+        let data = Data(handle);
+        check("set data", ffi::amd_comgr_set_data(data.0, executable.len(), executable.as_ptr().cast::<c_char>()))?;
+        let mut node = ffi::Handle { handle: 0 };
+        check("get metadata", ffi::amd_comgr_get_data_metadata(data.0, &mut node))?;
+        let root = Metadata(node);
+        let kernels = root.lookup(c"amdhsa.kernels")?;
+        kernels
+            .list()?
+            .iter()
+            .map(|kernel| Ok((kernel.lookup(c".name")?.string()?, kernel.lookup(c".symbol")?.string()?)))
+            .collect()
+    }
+}
 struct DataSet(ffi::Handle);
 struct ActionInfo(ffi::Handle);
 

@@ -5,6 +5,6 @@ pub mod comgr;
 mod file_map;
 mod mc;
 
-pub use comgr::{link_relocatable, ComgrError};
+pub use comgr::{link_relocatable, metadata_kernels, ComgrError};
 pub use file_map::MappedFile;
 pub use mc::{Mc, McError, OpcodeFlags, OpcodeInfo, Operand, RawInstruction};

@@ -8,5 +8,6 @@ pub mod liveness;
 pub mod load;
 pub mod lower_ir;
 pub mod lower_mir;
+pub mod patch;
 pub mod payload;
 pub mod sva;

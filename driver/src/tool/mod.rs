@@ -92,6 +92,11 @@ fn address_space_number(space: AddressSpace) -> u32 {
     (0u16..=8).find(|n| AddressSpace::from(*n) == space).map_or(u32::MAX, u32::from)
 }
 
+/// The address space of a global variable.
+pub fn address_space_of(global: inkwell::values::GlobalValue<'_>) -> u32 {
+    address_space_number(global.as_pointer_value().get_type().get_address_space())
+}
+
 fn string_attribute(function: FunctionValue<'_>, key: &str) -> Option<String> {
     function
         .get_string_attribute(AttributeLoc::Function, key)

@@ -55,6 +55,11 @@ fn run_llc(
     let source = directory.join(input_name);
     let output_path = directory.join(format!("{input_name}.out"));
     std::fs::write(&source, input)?;
+    // Debugging aid: GPUINSTR_KEEP_CODEGEN=<dir> keeps every llc input.
+    if let Some(keep) = std::env::var_os("GPUINSTR_KEEP_CODEGEN") {
+        let name = format!("{}-{input_name}", directory.file_name().map_or("chunk".into(), |n| n.to_string_lossy()));
+        let _ = std::fs::copy(&source, std::path::Path::new(&keep).join(name));
+    }
     let output = Command::new("llc-15")
         .args(arguments)
         .arg(&source)
@@ -118,6 +123,10 @@ pub fn finish(
 ) -> Result<String, CodegenError> {
     let mut arguments = llc_target_arguments(target, code_object_version);
     arguments.push("-start-after=finalize-isel".into());
+    // These move code into a block above stage 8's per-block clobbers, or
+    // rewrite the terminators that carry the pinned registers' uses.
+    arguments.push("-disable-machine-sink".into());
+    arguments.push("-disable-early-taildup".into());
     if verify {
         arguments.push("-verify-machineinstrs".into());
     }

@@ -7,11 +7,12 @@
 pub mod link;
 pub mod metadata_yaml;
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write;
 
 use crate::stages::lift::print::{byte_list, AsmNames};
 use crate::stages::lift::{Function, LiftedCodeObject};
+use crate::stages::load::descriptor::KernelDescriptor;
 use crate::stages::load::{Binding, FeatureSetting, Section, Symbol, SymbolKind, Visibility};
 
 /// Sections the linker makes; everything else loadable is reproduced.
@@ -36,6 +37,22 @@ pub struct EmitOptions {
     /// Addresses of instructions to write as bytes whatever the text
     /// would assemble to (found by a previous attempt).
     pub force_bytes: HashSet<u64>,
+    /// Changes to make (stage 9, patch); none for an exact round trip.
+    pub patch: Option<Patch>,
+}
+
+/// What the patch stage changes in the emitted code object.
+#[derive(Clone, Debug, Default)]
+pub struct Patch {
+    /// Assembly lines to put before the instruction at an address (after
+    /// its block's label, so branches to it run them too).
+    pub before: HashMap<u64, Vec<String>>,
+    /// Replacement descriptors, by index in `CodeObject::kernels`.
+    pub descriptors: HashMap<usize, KernelDescriptor>,
+    /// The metadata document to write instead of the input's.
+    pub metadata: Option<rmpv::Value>,
+    /// Assembly appended at the end (definitions of the tool's globals).
+    pub appended: String,
 }
 
 /// The assembly and what was special about it.
@@ -70,6 +87,14 @@ fn quoted(name: &str) -> String {
 }
 
 fn symbol_directives(out: &mut String, symbol: &Symbol) {
+    symbol_header(out, symbol);
+    if symbol.size > 0 {
+        writeln!(out, "\t.size\t{}, {}", quoted(&symbol.name), symbol.size).unwrap();
+    }
+}
+
+/// Binding, visibility, type and label, without the size.
+fn symbol_header(out: &mut String, symbol: &Symbol) {
     let name = quoted(&symbol.name);
     match symbol.binding {
         Binding::Global => writeln!(out, "\t.globl\t{name}").unwrap(),
@@ -88,9 +113,6 @@ fn symbol_directives(out: &mut String, symbol: &Symbol) {
         _ => {}
     }
     writeln!(out, "{name}:").unwrap();
-    if symbol.size > 0 {
-        writeln!(out, "\t.size\t{name}, {}", symbol.size).unwrap();
-    }
 }
 
 /// Original bytes as `.byte` lines (zero runs as `.zero`).
@@ -210,7 +232,15 @@ impl LiftedCodeObject<'_> {
                 dynamic: false,
             });
         writeln!(out).unwrap();
-        symbol_directives(out, &symbol);
+        let patch = options.patch.as_ref();
+        if patch.is_some() {
+            // Code moves: kernels must start 256-byte aligned, and sizes
+            // are whatever the instrumented code takes.
+            writeln!(out, "\t.p2align\t{}", if function.is_kernel() { 8 } else { 2 }).unwrap();
+            symbol_header(out, &symbol);
+        } else {
+            symbol_directives(out, &symbol);
+        }
         let data_name = |address: u64| {
             let (name, offset) = self.data_reference(address);
             if offset == 0 {
@@ -224,6 +254,15 @@ impl LiftedCodeObject<'_> {
                 writeln!(out, "{}:", names.code_labels[&block.address]).unwrap();
             }
             for instruction in &block.instructions {
+                if let Some(lines) = patch.and_then(|p| p.before.get(&instruction.address)) {
+                    for line in lines {
+                        if line.ends_with(':') {
+                            writeln!(out, "{line}").unwrap();
+                        } else {
+                            writeln!(out, "\t{line}").unwrap();
+                        }
+                    }
+                }
                 let symbolic = instruction.pc_relative.is_some()
                     || matches!(
                         instruction.flow,
@@ -260,6 +299,10 @@ impl LiftedCodeObject<'_> {
                 }
             }
         }
+        if patch.is_some() {
+            let name = quoted(&function.name);
+            writeln!(out, "\t.size\t{name}, .-{name}").unwrap();
+        }
     }
 
     /// The whole code object as assembly.
@@ -295,7 +338,9 @@ impl LiftedCodeObject<'_> {
         // as data with its own symbol and the entry offset as a relocation.
         let mut handled_kds = BTreeSet::new();
         let mut descriptor_text: BTreeMap<u64, String> = BTreeMap::new();
-        for kernel in &code_object.kernels {
+        let patch = options.patch.as_ref();
+        for (kernel_index, kernel) in code_object.kernels.iter().enumerate() {
+            let descriptor = patch.and_then(|p| p.descriptors.get(&kernel_index)).unwrap_or(&kernel.descriptor);
             let find =
                 |name: &str, address: u64| code_object.symbols.iter().find(|s| s.name == name && s.value == address);
             let kd_symbol = find(&kernel.metadata.symbol, kernel.descriptor_address);
@@ -307,7 +352,7 @@ impl LiftedCodeObject<'_> {
                 (Some(kd), Some(code)) => kd.binding == code.binding && kd.visibility == code.visibility,
                 _ => false,
             };
-            let text = match kernel.descriptor.directives(&code_object.target) {
+            let text = match descriptor.directives(&code_object.target) {
                 Ok(directives) if same_symbol_properties => {
                     let mut text = format!("\t.p2align\t6\n\t.amdhsa_kernel {}\n", quoted(kernel.name()));
                     for (name, value) in directives {
@@ -334,7 +379,7 @@ impl LiftedCodeObject<'_> {
                         dynamic: true,
                     };
                     symbol_directives(&mut text, kd_symbol.unwrap_or(&fallback));
-                    let bytes = kernel.descriptor.encode();
+                    let bytes = descriptor.encode();
                     emit_bytes(&mut text, &bytes[..16]);
                     // R_AMDGPU_REL64 at offset 16: code - (descriptor + 16) + 16.
                     writeln!(text, "\t.quad\t{}@rel64+16", quoted(kernel.name())).unwrap();
@@ -386,7 +431,10 @@ impl LiftedCodeObject<'_> {
             let mut cursor = section.address;
             if section.executable() {
                 for function in self.functions.iter().filter(|f| section.contains(f.address)) {
-                    bytes_between(&mut out, cursor, function.address);
+                    // Patched code moves; padding becomes alignment (emit_function).
+                    if patch.is_none() {
+                        bytes_between(&mut out, cursor, function.address);
+                    }
                     self.emit_function(&mut out, function, &names, options, &mut notes);
                     cursor = function.end();
                 }
@@ -413,11 +461,17 @@ impl LiftedCodeObject<'_> {
                     }
                 }
             }
-            bytes_between(&mut out, cursor, section.address + section.size);
+            if !(section.executable() && patch.is_some()) {
+                bytes_between(&mut out, cursor, section.address + section.size);
+            }
         }
 
+        if let Some(patch) = patch {
+            out.push_str(&patch.appended);
+        }
         out.push('\n');
-        out.push_str(&metadata_yaml::amdgpu_metadata_block(&code_object.metadata.document));
+        let metadata = patch.and_then(|p| p.metadata.as_ref()).unwrap_or(&code_object.metadata.document);
+        out.push_str(&metadata_yaml::amdgpu_metadata_block(metadata));
         Assembly { text: out, notes }
     }
 }

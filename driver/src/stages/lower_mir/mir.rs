@@ -56,6 +56,32 @@ impl MirModule {
         Ok(MirModule { header, functions })
     }
 
+    /// The module with only the functions `keep` accepts, in the MIR
+    /// functions and in the embedded IR alike (llc needs both to agree).
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) -> MirModule {
+        let mut header = String::with_capacity(self.header.len());
+        let mut skipping = false;
+        for line in self.header.split_inclusive('\n') {
+            let trimmed = line.trim_start();
+            if skipping {
+                if trimmed.trim_end() == "}" {
+                    skipping = false;
+                }
+                continue;
+            }
+            if let Some(rest) = trimmed.strip_prefix("define ") {
+                let name = rest.split('@').nth(1).and_then(|n| n.split('(').next()).unwrap_or("");
+                if !keep(name.trim_matches('"')) {
+                    skipping = !trimmed.trim_end().ends_with('}');
+                    continue;
+                }
+            }
+            header.push_str(line);
+        }
+        let functions = self.functions.iter().filter(|f| keep(&f.name)).cloned().collect();
+        MirModule { header, functions }
+    }
+
     pub fn print(&self) -> String {
         let mut out = self.header.clone();
         for function in &self.functions {
@@ -271,6 +297,16 @@ mod tests {
         assert_eq!(function.next_register(), 2);
         let again = MirModule::parse(&module.print()).unwrap();
         assert_eq!(again.print(), module.print());
+    }
+
+    #[test]
+    fn modules_keep_only_the_functions_asked_for() {
+        let text = "--- |\n  define void @a() {\n  entry:\n    ret void\n  }\n  define void @b() {\n  entry:\n    ret void\n  }\n...\n---\nname:            a\nregisters:       []\nbody:             |\n  bb.0:\n    SI_RETURN\n\n...\n---\nname:            b\nregisters:       []\nbody:             |\n  bb.0:\n    SI_RETURN\n\n...\n";
+        let module = MirModule::parse(text).unwrap();
+        let only_b = module.retain(|name| name == "b");
+        assert_eq!(only_b.functions.len(), 1);
+        assert_eq!(only_b.functions[0].name, "b");
+        assert!(!only_b.header.contains("@a()") && only_b.header.contains("@b()"), "{}", only_b.header);
     }
 
     #[test]

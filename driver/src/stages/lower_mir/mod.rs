@@ -614,10 +614,13 @@ fn opcode(line: &str) -> &str {
 
 /// Keeps vector registers untouched through the payload whatever EXEC is:
 /// each block (after the entry, where they are live-ins) starts with an
-/// empty inline assembly that "defines" them and ends with a terminator that
-/// uses them, so the allocator sees them occupied everywhere and no code
-/// writes them. (A copy into a virtual register would move only the active
-/// lanes, and a lane inactive here may hold a live value.)
+/// empty inline assembly that "defines" them, followed by a scheduling
+/// barrier, and ends with a terminator that uses them, so the allocator sees
+/// them occupied everywhere and no code writes them. (A copy into a virtual
+/// register would move only the active lanes, and a lane inactive here may
+/// hold a live value.) Codegen runs without machine sinking and early tail
+/// duplication, which could move code above the clobber or drop the
+/// terminator's uses; the machine-code check is the proof.
 fn pin_vector_registers(function: &mut MirFunction, isa: &Isa, pinned: &UnitSet) {
     if pinned.is_empty() {
         return;
@@ -634,7 +637,10 @@ fn pin_vector_registers(function: &mut MirFunction, isa: &Isa, pinned: &UnitSet)
     let numbers: Vec<u32> = function.blocks.iter().map(|b| b.number).collect();
     for (index, block) in function.blocks.iter_mut().enumerate() {
         if index > 0 {
+            // Nothing may be scheduled above the clobber: a value living
+            // only before it could take a pinned register.
             let first = block.instructions.iter().position(|l| opcode(l) != "PHI").unwrap_or(block.instructions.len());
+            block.instructions.insert(first, "SCHED_BARRIER 0".to_string());
             block.instructions.insert(first, clobber.clone());
         }
         match block.instructions.last() {

@@ -61,8 +61,7 @@ pub struct PayloadRequest {
     pub label: String,
     pub calls: Vec<HookCall>,
     /// The instrumented kernel's largest work-group size (1024 when the
-    /// point may run in any kernel): it bounds the registers a wave may
-    /// have, so the payload is compiled with the same bound.
+    /// point may run in any kernel); payloads are compiled for at most 256.
     pub max_flat_workgroup_size: u32,
 }
 
@@ -241,7 +240,11 @@ pub fn build_payload_module<'ctx>(
         for attribute in &payload_attributes {
             payload.add_attribute(AttributeLoc::Function, *attribute);
         }
-        let workgroup = format!("1,{}", request.max_flat_workgroup_size.clamp(1, 1024));
+        // LLVM gives a callable function half of the wave's registers as
+        // VGPRs (the rest for AGPRs); a bound of at most 256 work-items lets
+        // it use every free VGPR. The patch stage holds the instrumented
+        // kernel to its own bound.
+        let workgroup = format!("1,{}", request.max_flat_workgroup_size.clamp(1, 256));
         payload.add_attribute(
             AttributeLoc::Function,
             context.create_string_attribute("amdgpu-flat-work-group-size", &workgroup),

@@ -1,0 +1,318 @@
+//! Stage 9, patch: each payload goes before its instruction (after the
+//! block's label, so branches to the instruction run it too); kernel
+//! descriptors and metadata grow to cover every register the instrumented
+//! code uses; the tool's globals the payloads use are defined.
+//!
+//! Not yet: the kernel preamble that fills the State Value Array (payloads
+//! reading kernel arguments or using stack are refused with a message),
+//! branch relaxation for branches pushed out of range.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::analyze::{allocation, reachable_functions};
+use crate::payloads::{CompiledPayloads, PayloadPoint, ToolGlobal};
+use crate::stages::emit::Patch;
+use crate::stages::lift::{FunctionKind, LiftedCodeObject};
+use crate::stages::liveness::{Liveness, RegisterFile, UnitSet};
+use crate::stages::load::descriptor::{KernelDescriptor, RSRC1, RSRC3_GFX90A};
+use crate::stages::sva::SvaPlacement;
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum PatchError {
+    #[error(
+        "{point}: the payload reads kernel arguments or uses stack, which needs the kernel preamble that fills \
+         the State Value Array; this version of gpuinstr-link does not emit it yet"
+    )]
+    NeedsPreamble { point: String },
+    #[error("{kernel}: the instrumented code needs {needed} {file}s; a wave can address {limit}")]
+    TooManyRegisters { kernel: String, file: &'static str, needed: usize, limit: usize },
+}
+
+/// What the patch did to one kernel.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KernelPatch {
+    pub name: String,
+    /// Instrumentation points in the kernel and the device functions it reaches.
+    pub sites: usize,
+    /// Instructions added by those points.
+    pub instructions_added: usize,
+    pub vgprs: (usize, usize),
+    pub agprs: (usize, usize),
+    pub sgprs: (usize, usize),
+    pub stack_bytes: (u32, u32),
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PatchReport {
+    pub kernels: Vec<KernelPatch>,
+    pub globals: Vec<String>,
+    /// Points left alone, and why.
+    pub rejected: Vec<String>,
+}
+
+/// Instructions in a payload's code (labels excluded).
+fn instruction_count(code: &[String]) -> usize {
+    code.iter().filter(|l| !l.ends_with(':')).count()
+}
+
+/// The code spliced for one payload: gfx9 hazards across the splice are
+/// covered with wait states (`s_nop 4`: five), before it (the application's
+/// last instruction may be a VALU write the payload's first reads need) and
+/// after it when it ends with a vector instruction.
+fn splice(code: &[String]) -> Vec<String> {
+    let mut lines = Vec::with_capacity(code.len() + 2);
+    lines.push("s_nop 4".to_string());
+    lines.extend(code.iter().cloned());
+    let last = code.iter().rev().find(|l| !l.ends_with(':') && !l.starts_with("s_waitcnt"));
+    if last.is_some_and(|l| l.starts_with("v_")) {
+        lines.push("s_nop 4".to_string());
+    }
+    lines
+}
+
+/// The tool's globals as zero-initialised definitions the host can look up.
+fn global_definitions(globals: &[ToolGlobal]) -> String {
+    let mut out = String::new();
+    if globals.is_empty() {
+        return out;
+    }
+    writeln!(out, "\n\t.section\t.bss.gpuinstr,\"aw\",@nobits").unwrap();
+    for global in globals {
+        let name = if global.name.chars().all(|c| c.is_ascii_alphanumeric() || "_.$".contains(c)) {
+            global.name.clone()
+        } else {
+            format!("\"{}\"", global.name)
+        };
+        writeln!(out, "\t.globl\t{name}\n\t.type\t{name},@object").unwrap();
+        writeln!(out, "\t.p2align\t{}", global.alignment.max(1).trailing_zeros()).unwrap();
+        writeln!(out, "{name}:\n\t.zero\t{}\n\t.size\t{name}, {}", global.size.max(1), global.size.max(1)).unwrap();
+    }
+    out
+}
+
+fn round_up(value: usize, granule: usize) -> usize {
+    value.div_ceil(granule) * granule
+}
+
+/// Sets a field of a kernel's metadata map.
+fn set_metadata(document: &mut rmpv::Value, kernel_name: &str, key: &str, value: u64) {
+    let rmpv::Value::Map(map) = document else { return };
+    let Some((_, rmpv::Value::Array(kernels))) = map.iter_mut().find(|(k, _)| k.as_str() == Some("amdhsa.kernels"))
+    else {
+        return;
+    };
+    for kernel in kernels {
+        let rmpv::Value::Map(fields) = kernel else { continue };
+        if !fields.iter().any(|(k, v)| k.as_str() == Some(".name") && v.as_str() == Some(kernel_name)) {
+            continue;
+        }
+        match fields.iter_mut().find(|(k, _)| k.as_str() == Some(key)) {
+            Some((_, old)) => *old = rmpv::Value::from(value),
+            None => fields.push((rmpv::Value::from(key), rmpv::Value::from(value))),
+        }
+    }
+}
+
+/// The VGPRs and the registers in all (VGPRs + AGPRs on gfx90a's unified
+/// file) a wave of a kernel may have: enough waves of its largest work-group
+/// must fit on one compute unit's four SIMDs at once.
+fn register_limit(code_object: &crate::stages::load::CodeObject, kernel: usize) -> (usize, usize) {
+    let workgroup = code_object.kernels[kernel].metadata.max_flat_workgroup_size.max(1) as usize;
+    let waves_per_simd = workgroup.div_ceil(64).div_ceil(4).max(1);
+    if code_object.target.processor == "gfx90a" {
+        let total = (512 / waves_per_simd) / 8 * 8;
+        (total.min(256), total)
+    } else {
+        let each = (256 / waves_per_simd) / 4 * 4;
+        (each, each)
+    }
+}
+
+/// Splices the payloads and grows what must grow.
+pub fn patch(
+    lifted: &LiftedCodeObject<'_>,
+    liveness: &Liveness,
+    points: &[PayloadPoint],
+    compiled: &CompiledPayloads,
+    placement: &SvaPlacement,
+) -> Result<(Patch, PatchReport), PatchError> {
+    let code_object = lifted.code_object;
+    let gfx90a = code_object.target.processor == "gfx90a";
+    let mut patch = Patch { metadata: Some(code_object.metadata.document.clone()), ..Patch::default() };
+    let mut report = PatchReport::default();
+
+    // Where each instruction's payload goes, per function: before the
+    // instruction, except inside a pc-relative computation, where code
+    // between `s_getpc_b64` and the literal that counts from it would change
+    // the address it computes: there, before the `s_getpc_b64`.
+    let addresses: Vec<Vec<u64>> = lifted
+        .functions
+        .iter()
+        .map(|f| f.instructions().map(|i| i.pc_relative.as_ref().map_or(i.address, |pc| pc.getpc)).collect())
+        .collect();
+    // What the instrumentation in each function writes, and how much it adds.
+    let mut writes: HashMap<usize, UnitSet> = HashMap::new();
+    let mut added: HashMap<usize, (usize, usize, u32)> = HashMap::new();
+    // The registers a wave of each kernel may have, from its work-group bound.
+    let limits: HashMap<usize, (usize, usize)> = lifted
+        .functions
+        .iter()
+        .enumerate()
+        .filter_map(|(index, f)| match f.kind {
+            FunctionKind::Kernel(kernel) => Some((index, register_limit(code_object, kernel))),
+            FunctionKind::DeviceFunction => None,
+        })
+        .collect();
+    let kernels_reaching: HashMap<usize, Vec<usize>> = {
+        let mut map: HashMap<usize, Vec<usize>> = HashMap::new();
+        for kernel in limits.keys() {
+            for f in reachable_functions(lifted, *kernel) {
+                map.entry(f).or_default().push(*kernel);
+            }
+        }
+        map
+    };
+    for (point, payload) in points.iter().zip(&compiled.payloads) {
+        if let Some(reason) = &payload.rejected {
+            report.rejected.push(format!("{}: {reason}", payload.label));
+            continue;
+        }
+        let highest =
+            |file: RegisterFile| payload.writes.in_file(file).iter().map(|u| u.index() as usize + 1).max().unwrap_or(0);
+        let (vgprs, agprs) = (highest(RegisterFile::Vgpr), highest(RegisterFile::Agpr));
+        let over = kernels_reaching.get(&point.function).into_iter().flatten().find_map(|kernel| {
+            let (vgpr_limit, total_limit) = limits[kernel];
+            let total = if gfx90a { round_up(vgprs.max(1), 4) + agprs } else { vgprs.max(agprs) };
+            (vgprs > vgpr_limit || total > total_limit).then(|| (lifted.functions[*kernel].name.clone(), total_limit))
+        });
+        if let Some((kernel, limit)) = over {
+            report.rejected.push(format!(
+                "{}: the payload needs {vgprs} VGPRs and {agprs} AGPRs, past the {limit} registers a wave of {kernel} \
+                 may have with its work-group size",
+                payload.label
+            ));
+            continue;
+        }
+        if payload.uses_sva() {
+            return Err(PatchError::NeedsPreamble { point: payload.label.clone() });
+        }
+        let lines = splice(&payload.code);
+        let entry = added.entry(point.function).or_default();
+        entry.0 += 1;
+        entry.1 += instruction_count(&lines);
+        entry.2 = entry.2.max(payload.scratch_bytes);
+        writes.entry(point.function).or_insert(UnitSet::EMPTY).union_with(&payload.writes);
+        patch.before.entry(addresses[point.function][point.instruction]).or_default().extend(lines);
+    }
+
+    for (function_index, function) in lifted.functions.iter().enumerate() {
+        let FunctionKind::Kernel(kernel_index) = function.kind else { continue };
+        let reached = reachable_functions(lifted, function_index);
+        let mut used = UnitSet::EMPTY;
+        let (mut sites, mut instructions, mut stack) = (0, 0, 0u32);
+        for f in &reached {
+            if let Some(w) = writes.get(f) {
+                used.union_with(w);
+            }
+            if let Some((s, i, b)) = added.get(f) {
+                sites += s;
+                instructions += i;
+                stack = stack.max(*b);
+            }
+        }
+        let registers = placement.functions.get(&function_index);
+        for vgpr in registers.iter().flat_map(|r| [r.sva, r.work_item_ids]).flatten() {
+            used.insert(crate::stages::liveness::Unit::vgpr(vgpr));
+        }
+        if sites == 0 && used.is_empty() {
+            continue;
+        }
+        let kernel = &code_object.kernels[kernel_index];
+        let touched = &liveness.functions[function_index].touched;
+        let before = allocation(code_object, kernel, touched);
+        let highest = |file: RegisterFile| used.in_file(file).iter().map(|u| u.index() as usize + 1).max().unwrap_or(0);
+        let touched_highest =
+            |file: RegisterFile| touched.in_file(file).iter().map(|u| u.index() as usize + 1).max().unwrap_or(0);
+        let (vgprs_before, agprs_before, sgprs_before) = (before.vgprs.len(), before.agprs.len(), before.sgprs.len());
+        let vgprs_needed = vgprs_before.max(highest(RegisterFile::Vgpr));
+        let agprs_needed = agprs_before.max(highest(RegisterFile::Agpr));
+        let sgprs_needed = sgprs_before.max(highest(RegisterFile::Sgpr));
+        let name = kernel.name().to_string();
+        let limit = |file: &'static str, needed: usize, max: usize| {
+            if needed > max {
+                Err(PatchError::TooManyRegisters { kernel: name.clone(), file, needed, limit: max })
+            } else {
+                Ok(())
+            }
+        };
+        limit("VGPR", vgprs_needed, 256)?;
+        limit("SGPR", sgprs_needed, 102)?;
+
+        let mut descriptor: KernelDescriptor = kernel.descriptor.clone();
+        let set1 = |d: &mut KernelDescriptor, field: &str, value: u32| {
+            let f = *RSRC1.iter().find(|f| f.name == field).expect("RSRC1 field");
+            d.compute_pgm_rsrc1 = f.set(d.compute_pgm_rsrc1, value);
+        };
+        let (vgprs_after, agprs_after) = if gfx90a {
+            // One file: [0, ACCUM_OFFSET) VGPRs, then the AGPRs.
+            let uses_agprs = touched_highest(RegisterFile::Agpr) > 0 || highest(RegisterFile::Agpr) > 0;
+            let accum = round_up(vgprs_needed.max(1), 4);
+            let agprs = if uses_agprs { agprs_needed } else { 0 };
+            let total = round_up(accum + agprs, 8).max(vgprs_before + agprs_before);
+            let agprs = total - accum;
+            set1(&mut descriptor, "GRANULATED_WORKITEM_VGPR_COUNT", (total / 8 - 1) as u32);
+            let f = *RSRC3_GFX90A.iter().find(|f| f.name == "ACCUM_OFFSET").expect("ACCUM_OFFSET");
+            descriptor.compute_pgm_rsrc3 = f.set(descriptor.compute_pgm_rsrc3, (accum / 4 - 1) as u32);
+            (accum, agprs)
+        } else {
+            let total = round_up(vgprs_needed.max(agprs_needed).max(1), 4);
+            set1(&mut descriptor, "GRANULATED_WORKITEM_VGPR_COUNT", (total / 4 - 1) as u32);
+            (total, total)
+        };
+        // SGPRs: the allocation also holds the extra SGPRs (VCC, XNACK mask,
+        // flat scratch); 6 covers all of them.
+        if sgprs_needed > sgprs_before {
+            let blocks = (sgprs_needed + 6).div_ceil(8).min(16) as u32;
+            let old = descriptor.rsrc1("GRANULATED_WAVEFRONT_SGPR_COUNT");
+            set1(&mut descriptor, "GRANULATED_WAVEFRONT_SGPR_COUNT", old.max(blocks - 1));
+        }
+        descriptor.private_segment_fixed_size += stack;
+        let after = crate::stages::load::Kernel { descriptor: descriptor.clone(), ..kernel.clone() };
+        let sgprs_after = allocation(code_object, &after, touched).sgprs.len().max(sgprs_needed);
+        patch.descriptors.insert(kernel_index, descriptor);
+
+        let metadata = patch.metadata.as_mut().expect("set above");
+        let vgpr_count = kernel.metadata.vgpr_count.max(highest(RegisterFile::Vgpr) as u64);
+        set_metadata(metadata, &name, ".vgpr_count", vgpr_count);
+        if kernel.metadata.sgpr_count < sgprs_needed as u64 {
+            set_metadata(metadata, &name, ".sgpr_count", sgprs_needed as u64 + 6);
+        }
+        if stack > 0 {
+            set_metadata(
+                metadata,
+                &name,
+                ".private_segment_fixed_size",
+                u64::from(kernel.descriptor.private_segment_fixed_size + stack),
+            );
+        }
+        report.kernels.push(KernelPatch {
+            name,
+            sites,
+            instructions_added: instructions,
+            vgprs: (vgprs_before, vgprs_after),
+            agprs: (agprs_before, agprs_after),
+            sgprs: (sgprs_before, sgprs_after),
+            stack_bytes: (
+                kernel.descriptor.private_segment_fixed_size,
+                kernel.descriptor.private_segment_fixed_size + stack,
+            ),
+        });
+    }
+    patch.appended = global_definitions(&compiled.globals);
+    report.globals = compiled.globals.iter().map(|g| g.name.clone()).collect();
+    Ok((patch, report))
+}

@@ -1,0 +1,142 @@
+//! `gpuinstr-link instrument` end to end: real tools read every output.
+
+use std::process::Command;
+
+use gpuinstr::analyze::allocation;
+use gpuinstr::instrument::{instrument_code_object, InstrumentOptions};
+use gpuinstr::plan::Plan;
+use gpuinstr::stages::lift::{lift, FunctionKind};
+use gpuinstr::stages::liveness::{analyze, RegisterUnits};
+use gpuinstr::stages::load::{self, CodeObject};
+use gpuinstr_intrinsics::Registry;
+use gpuinstr_tests::*;
+
+fn counter_tool(dir: &std::path::Path) -> CodeObject {
+    let path = dir.join("counter.hsaco");
+    run_ok(&mut tool_compile_command(Compiler::Clang, &example("instruction-counter"), "-O3", &path));
+    load::load(&path).unwrap().code_objects.remove(0)
+}
+
+/// llvm-readelf, llvm-objdump (no unknown instructions) and CoMGR's
+/// metadata query accept the output, which still has every kernel.
+fn assert_accepted(original: &CodeObject, output: &[u8], dir: &std::path::Path, name: &str) {
+    let path = dir.join(format!("{name}.hsaco"));
+    std::fs::write(&path, output).unwrap();
+    let readelf = run(Command::new("llvm-readelf-15").args(["-a", "--notes"]).arg(&path));
+    assert!(readelf.status.success(), "{name}: llvm-readelf failed");
+    let stderr = String::from_utf8_lossy(&readelf.stderr);
+    assert!(!stderr.contains("warning") && !stderr.contains("error"), "{name}: {stderr}");
+    let objdump =
+        run(Command::new("llvm-objdump-15").args(["-d", &format!("--mcpu={}", original.target.processor)]).arg(&path));
+    assert!(objdump.status.success(), "{name}: llvm-objdump failed");
+    assert!(!String::from_utf8_lossy(&objdump.stdout).contains("<unknown>"), "{name}: unknown instructions");
+    let mut kernels = gpuinstr::native::metadata_kernels(output).unwrap();
+    kernels.sort();
+    let mut expected: Vec<(String, String)> =
+        original.kernels.iter().map(|k| (k.name().to_string(), k.metadata.symbol.clone())).collect();
+    expected.sort();
+    assert_eq!(kernels, expected, "{name}: CoMGR's metadata");
+}
+
+/// Every register the instrumented code uses is inside its kernel's new
+/// allocation (as the descriptor says it).
+fn assert_allocations_cover_the_code(output: &CodeObject, name: &str) {
+    let lifted = lift(output).unwrap();
+    let liveness = analyze(&lifted);
+    let _units = RegisterUnits::new(&lifted.isa);
+    for (index, function) in lifted.functions.iter().enumerate() {
+        let FunctionKind::Kernel(kernel) = function.kind else { continue };
+        let touched = &liveness.functions[index].touched;
+        let allocation = allocation(output, &output.kernels[kernel], touched);
+        for unit in touched.iter() {
+            let inside = match unit.file() {
+                gpuinstr::stages::liveness::RegisterFile::Sgpr => allocation.sgprs.contains(unit),
+                gpuinstr::stages::liveness::RegisterFile::Vgpr => allocation.vgprs.contains(unit),
+                gpuinstr::stages::liveness::RegisterFile::Agpr => allocation.agprs.contains(unit),
+                gpuinstr::stages::liveness::RegisterFile::Special => true,
+            };
+            assert!(inside, "{name}: {} uses {unit} outside its allocation", function.name);
+        }
+    }
+}
+
+#[test]
+fn the_instruction_counter_instruments_our_kernels() {
+    let dir = scratch();
+    let tool = counter_tool(dir.path());
+    let plan = Plan::load(&repo().join("hook-sdk/examples/instruction-counter/plan.toml")).unwrap();
+    let registry = Registry::with_builtins();
+    for kernels in TEST_KERNELS {
+        for target in ["gfx90a", "gfx908"] {
+            let name = format!("{kernels}-{target}");
+            let app = load::load_for_target(&test_kernels(kernels), Some(target)).unwrap().code_objects.remove(0);
+            let (bytes, report) = instrument_code_object(&tool, &app, &plan, &registry, &InstrumentOptions::default())
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_accepted(&app, &bytes, dir.path(), &name);
+            let output = CodeObject::parse(bytes, Vec::new()).unwrap();
+            assert_allocations_cover_the_code(&output, &name);
+            // Every original instruction of every kernel got its hook.
+            let original = lift(&app).unwrap();
+            let instructions: usize = original
+                .functions
+                .iter()
+                .filter(|f| f.is_kernel() && f.relocatable())
+                .map(|f| f.instructions().filter(|i| i.decoded).count())
+                .sum();
+            assert_eq!(report.points, instructions, "{name}");
+            let added: usize = report.kernels.iter().map(|k| k.instructions_added).sum();
+            let instrumented = lift(&output).unwrap();
+            let now: usize =
+                instrumented.functions.iter().filter(|f| f.is_kernel()).map(|f| f.instructions().count()).sum();
+            let before: usize =
+                original.functions.iter().filter(|f| f.is_kernel()).map(|f| f.instructions().count()).sum();
+            assert_eq!(now, before + added, "{name}: instruction counts");
+            assert_eq!(report.globals, vec!["Counter".to_string()], "{name}");
+        }
+    }
+}
+
+/// The run report of the counter on vector-add, without the time.
+#[test]
+fn the_run_report_says_what_was_added() {
+    let dir = scratch();
+    let tool = counter_tool(dir.path());
+    let plan = Plan::load(&repo().join("hook-sdk/examples/instruction-counter/plan.toml")).unwrap();
+    let object = dir.path().join("vector-add.o");
+    run_ok(
+        Command::new("hipcc")
+            .args(["--offload-arch=gfx90a", "-O3", "-c"])
+            .arg(repo().join("hook-sdk/examples/applications/vector-add/vector-add.hip"))
+            .arg("-o")
+            .arg(&object),
+    );
+    let app = load::load_for_target(&object, Some("gfx90a")).unwrap().code_objects.remove(0);
+    let (_, report) =
+        instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &InstrumentOptions::default()).unwrap();
+    let text = report.render_text();
+    let without_time: Vec<&str> = text.lines().skip(1).collect();
+    insta::assert_snapshot!("instrument_report_vector_add", without_time.join("\n"));
+}
+
+#[test]
+fn instrument_errors_name_the_problem_and_write_nothing() {
+    let dir = scratch();
+    let tool = counter_tool(dir.path());
+    let app = load::load_for_target(&test_kernels("memory"), Some("gfx90a")).unwrap().code_objects.remove(0);
+    let registry = Registry::with_builtins();
+    let plan = Plan::parse("[[insert]]\nhook = \"nothere\"\nwhere = \"kernel-entry\"\n", "p.toml").unwrap();
+    let error = instrument_code_object(&tool, &app, &plan, &registry, &InstrumentOptions::default()).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("the tool has no hook `nothere` (its hooks: countInstructionsScalar, countInstructionsVector)"),
+        "{error}"
+    );
+    let plan = Plan::parse(
+        "[[insert]]\nhook = \"countInstructionsScalar\"\nwhere = \"kernel-entry\"\nkernels = \"zzz*\"\n",
+        "p.toml",
+    )
+    .unwrap();
+    let error = instrument_code_object(&tool, &app, &plan, &registry, &InstrumentOptions::default()).unwrap_err();
+    assert!(error.to_string().starts_with("the plan selects no instruction of this code object (kernels: "), "{error}");
+}
