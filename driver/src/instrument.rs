@@ -107,6 +107,14 @@ pub fn instrument_code_object(
     let placement = place(&lifted, &liveness, &request);
     let mut payload_options = options.payloads.clone();
     payload_options.registers.extend(placement.functions.iter().map(|(f, r)| (*f, *r)));
+    for kernel in &placement.kernels {
+        if let Some(problem) = &kernel.problem {
+            let why = format!("{}: {problem}", lifted.functions[kernel.kernel].name);
+            for function in crate::analyze::reachable_functions(&lifted, kernel.kernel) {
+                payload_options.unplaced.entry(function).or_insert_with(|| why.clone());
+            }
+        }
+    }
     let compiled = compile_payloads(tool, &lifted, &liveness, &points, registry, &payload_options)?;
     let (patch, patch_report) = patch(&lifted, &liveness, &points, &compiled, &placement)?;
 

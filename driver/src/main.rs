@@ -347,8 +347,24 @@ fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("gpuinstr-link: error: {error:#}");
+            eprintln!("gpuinstr-link: error: {}", one_message(&error));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes, each cause only when the message before does
+/// not already say it (our library errors quote their sources).
+fn one_message(error: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            if !message.is_empty() {
+                message.push_str(": ");
+            }
+            message.push_str(&text);
+        }
+    }
+    message
 }

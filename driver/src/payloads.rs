@@ -51,6 +51,8 @@ pub struct PayloadOptions {
     pub registers: BTreeMap<usize, FunctionRegisters>,
     /// Payload functions per llc run (see [`PAYLOADS_PER_CHUNK`]).
     pub payloads_per_chunk: usize,
+    /// Functions stage sva found no register for, and why.
+    pub unplaced: BTreeMap<usize, String>,
 }
 
 impl Default for PayloadOptions {
@@ -60,6 +62,7 @@ impl Default for PayloadOptions {
             check_preservation: true,
             registers: BTreeMap::new(),
             payloads_per_chunk: PAYLOADS_PER_CHUNK,
+            unplaced: BTreeMap::new(),
         }
     }
 }
@@ -119,7 +122,11 @@ pub struct StageTexts {
 /// find it by name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolGlobal {
+    /// The name in the instrumented code object.
     pub name: String,
+    /// The name in the tool: different when the application has a symbol of
+    /// that name (the tool's global is then `gpuinstr.tool.<name>`).
+    pub tool_name: String,
     pub size: u64,
     pub alignment: u32,
     pub address_space: u32,
@@ -345,6 +352,7 @@ pub fn payload_sites(
             work_item_ids: registers.work_item_ids,
             hidden_arguments,
             max_flat_workgroup_size,
+            unplaced: options.unplaced.get(&point.function).cloned(),
         });
     }
     Ok(sites)
@@ -408,6 +416,17 @@ pub fn compile_payloads_at(
     let context = Context::create();
     let module = read_tool_module(&context, tool)?;
     lower_ir::check_intrinsics_known(&module, registry, &payload::used_hooks(&requests))?;
+    // The tool's globals must not take the application's symbols.
+    let application_symbols: BTreeSet<&str> = code_object.symbols.iter().map(|s| s.name.as_str()).collect();
+    let mut renamed: BTreeMap<String, String> = BTreeMap::new();
+    for global in module.get_globals() {
+        let name = global.get_name().to_string_lossy().into_owned();
+        if application_symbols.contains(name.as_str()) {
+            let new = format!("gpuinstr.tool.{name}");
+            global.as_pointer_value().set_name(&new);
+            renamed.insert(new, name);
+        }
+    }
     payload::build_payload_module(&context, &module, &requests)?;
     verify(&module, "building the payloads")?;
     texts.payload_ir = module.print_to_string().to_string();
@@ -425,8 +444,10 @@ pub fn compile_payloads_at(
         .filter(|g| g.as_pointer_value().get_first_use().is_some())
         .map(|g| {
             let ty = g.get_value_type();
+            let name = g.get_name().to_string_lossy().into_owned();
             ToolGlobal {
-                name: g.get_name().to_string_lossy().into_owned(),
+                tool_name: renamed.get(&name).cloned().unwrap_or_else(|| name.clone()),
+                name,
                 size: target_data.get_store_size(&ty),
                 alignment: target_data.get_abi_alignment(&ty).max(g.get_alignment()),
                 address_space: crate::tool::address_space_of(g),
@@ -452,10 +473,17 @@ pub fn compile_payloads_at(
     let context = lower_mir::LoweringContext::new(&lifted.isa, &classes, &target, registry, &placeholders);
     let mut lowered_modules = Vec::with_capacity(selected.len());
     let mut lowered: Vec<Option<lower_mir::LoweredPayload>> = vec![None; points.len()];
+    let mut rejected: BTreeMap<usize, String> = BTreeMap::new();
     for mir_text in &selected {
         let mut mir = lower_mir::MirModule::parse(mir_text).map_err(LowerMirError::from)?;
-        for (index, payload) in lower_mir::lower_module(&mut mir, &context, sites, &labels)? {
-            lowered[index] = Some(payload);
+        for (index, outcome) in lower_mir::lower_module(&mut mir, &context, sites, &labels)? {
+            match outcome {
+                lower_mir::LoweredOrRejected::Lowered(payload) => lowered[index] = Some(*payload),
+                lower_mir::LoweredOrRejected::Rejected(why) => {
+                    lowered[index] = Some(lower_mir::LoweredPayload::default());
+                    rejected.insert(index, why);
+                }
+            }
         }
         lowered_modules.push(mir);
     }
@@ -467,7 +495,6 @@ pub fn compile_payloads_at(
         let assembly = finish_rejecting(mir, &code_object.target, version, options.verify, &directory, &mut rejected)?;
         Ok((assembly, rejected))
     })?;
-    let mut rejected: BTreeMap<usize, String> = BTreeMap::new();
     let mut assemblies = Vec::with_capacity(finished.len());
     for (assembly, chunk_rejected) in finished {
         assemblies.push(assembly);

@@ -223,3 +223,54 @@ fn payload_prints_the_code_of_one_hook_call() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn instrument_writes_the_output_only_on_success() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let tool = minimal_tool(dir);
+    let app = compile_kernel(dir, "gfx90a");
+    let plan = dir.join("plan.toml");
+    std::fs::write(&plan, "[[insert]]\nhook = \"count\"\nwhere = \"kernel-entry\"\n").unwrap();
+    let output = dir.join("out.hsaco");
+    let run = |plan: &Path| {
+        let result = gpuinstr_link()
+            .arg("instrument")
+            .arg(&app)
+            .arg("--tool")
+            .arg(&tool)
+            .arg("--plan")
+            .arg(plan)
+            .arg("-o")
+            .arg(&output)
+            .output()
+            .unwrap();
+        (result.status.code(), String::from_utf8(result.stdout).unwrap(), String::from_utf8(result.stderr).unwrap())
+    };
+
+    let missing = dir.join("missing.toml");
+    let (code, _, stderr) = run(&missing);
+    assert_eq!(code, Some(1));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("missing.toml: cannot read the plan: No such file or directory"), "{stderr}");
+    // The cause is said once, not repeated by the error chain.
+    assert_eq!(stderr.matches("No such file or directory").count(), 1, "{stderr}");
+    assert!(!output.exists());
+
+    let wrong = dir.join("wrong.toml");
+    std::fs::write(&wrong, "[[insert]]\nhook = \"absent\"\nwhere = \"kernel-entry\"\n").unwrap();
+    let (code, _, stderr) = run(&wrong);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("the tool has no hook `absent` (its hooks: count)"), "{stderr}");
+    assert!(!output.exists());
+
+    let (code, stdout, stderr) = run(&plan);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("hook count: 1 points"), "{stdout}");
+    assert!(stdout.contains(&format!("wrote {}", output.display())), "{stdout}");
+    let elf = std::fs::read(&output).unwrap();
+    assert_eq!(&elf[..4], b"\x7fELF");
+    // No temporary file is left next to the output.
+    let left: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.iter().all(|name| !name.to_string_lossy().contains(".tmp")), "{left:?}");
+}

@@ -140,3 +140,98 @@ fn instrument_errors_name_the_problem_and_write_nothing() {
     let error = instrument_code_object(&tool, &app, &plan, &registry, &InstrumentOptions::default()).unwrap_err();
     assert!(error.to_string().starts_with("the plan selects no instruction of this code object (kernels: "), "{error}");
 }
+
+/// Hooks reading kernel arguments (seed 004's gridDim/blockDim tool) and
+/// hooks with stack get the kernel preamble: the inputs they need enabled,
+/// the SVA filled at the entry, the private segment grown.
+#[test]
+fn kernels_get_a_preamble_when_hooks_need_the_sva() {
+    let dir = scratch();
+    let arguments_tool = dir.path().join("kernel-arguments.hsaco");
+    run_ok(&mut tool_compile_command(Compiler::Clang, &example("kernel-arguments"), "-O3", &arguments_tool));
+    let arguments_tool = load::load(&arguments_tool).unwrap().code_objects.remove(0);
+    let hooks_tool = dir.path().join("payload-hooks.hsaco");
+    run_ok(&mut tool_compile_command(Compiler::Clang, &input("tools/payload-hooks.hip"), "-O3", &hooks_tool));
+    let hooks_tool = load::load(&hooks_tool).unwrap().code_objects.remove(0);
+    let dimensions = Plan::load(&repo().join("hook-sdk/examples/kernel-arguments/plan.toml")).unwrap();
+    let stack = Plan::parse(
+        "[[insert]]\nhook = \"histogram\"\nwhere = \"kernel-entry\"\nargs = [{ reg = \"s4\" }]\n",
+        "stack.toml",
+    )
+    .unwrap();
+    let registry = Registry::with_builtins();
+    for kernels in ["memory", "control_flow"] {
+        for target in ["gfx90a", "gfx908"] {
+            let app = load::load_for_target(&test_kernels(kernels), Some(target)).unwrap().code_objects.remove(0);
+            for (tool, plan, what) in [(&arguments_tool, &dimensions, "dimensions"), (&hooks_tool, &stack, "stack")] {
+                let name = format!("{kernels}-{target}-{what}");
+                // Without growing, a kernel with no free VGPR keeps its
+                // points and says why; the others are instrumented.
+                let (_, report) = instrument_code_object(tool, &app, plan, &registry, &InstrumentOptions::default())
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                for rejected in &report.rejected {
+                    assert!(
+                        rejected.contains("--grow-registers") || rejected.contains("State Value Array"),
+                        "{name}: {rejected}"
+                    );
+                }
+                assert!(report.rejected.len() < report.points, "{name}: everything rejected");
+                let grow = InstrumentOptions { grow_registers: true, ..InstrumentOptions::default() };
+                let (bytes, report) = instrument_code_object(tool, &app, plan, &registry, &grow)
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert!(report.rejected.is_empty(), "{name}: {:?}", report.rejected);
+                assert_accepted(&app, &bytes, dir.path(), &name);
+                let output = CodeObject::parse(bytes, Vec::new()).unwrap();
+                assert_allocations_cover_the_code(&output, &name);
+                for (before, after) in app.kernels.iter().zip(&output.kernels) {
+                    let context = format!("{name}: {}", before.name());
+                    let d = &after.descriptor;
+                    if what == "dimensions" {
+                        // blockDim/gridDim in code object v4 read the dispatch packet.
+                        assert_eq!(d.property("ENABLE_SGPR_DISPATCH_PTR"), 1, "{context}");
+                    } else {
+                        assert_eq!(d.property("ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER"), 1, "{context}");
+                        assert_eq!(d.rsrc2("ENABLE_PRIVATE_SEGMENT"), 1, "{context}");
+                        assert!(
+                            d.private_segment_fixed_size > before.descriptor.private_segment_fixed_size,
+                            "{context}: stack"
+                        );
+                    }
+                    // The user SGPR count is what the enabled inputs take.
+                    let user: u32 = [
+                        ("ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER", 4),
+                        ("ENABLE_SGPR_DISPATCH_PTR", 2),
+                        ("ENABLE_SGPR_QUEUE_PTR", 2),
+                        ("ENABLE_SGPR_KERNARG_SEGMENT_PTR", 2),
+                        ("ENABLE_SGPR_DISPATCH_ID", 2),
+                        ("ENABLE_SGPR_FLAT_SCRATCH_INIT", 2),
+                        ("ENABLE_SGPR_PRIVATE_SEGMENT_SIZE", 1),
+                    ]
+                    .iter()
+                    .map(|(field, size)| d.property(field) * size)
+                    .sum();
+                    assert_eq!(d.rsrc2("USER_SGPR_COUNT"), user, "{context}");
+                }
+                // The preamble packs work-item ids, then writes SVA lanes: the
+                // kernel starts with id moves, SALU work on its inputs and
+                // v_writelane into the SVA.
+                let lifted = lift(&output).unwrap();
+                for function in lifted.functions.iter().filter(|f| f.is_kernel()) {
+                    let start: Vec<&str> = function.instructions().take(12).map(|i| i.name(&lifted.isa)).collect();
+                    let first_write = start.iter().position(|n| *n == "V_WRITELANE_B32");
+                    assert!(first_write.is_some(), "{name}: {}: {start:?}", function.name);
+                    assert!(
+                        start[..first_write.unwrap()].iter().all(|n| {
+                            n.starts_with("S_ADD")
+                                || n.starts_with("S_MOV")
+                                || ["V_MOV_B32_e32", "V_AND_B32_e32", "V_LSHL_OR_B32_e64", "V_LSHLREV_B32_e32"]
+                                    .contains(n)
+                        }),
+                        "{name}: {}: {start:?}",
+                        function.name
+                    );
+                }
+            }
+        }
+    }
+}

@@ -188,6 +188,10 @@ fn small_hooks_on_gfx908() {
     }
     insta::assert_snapshot!("payloads_gfx908", listing);
     assert!(compiled.payloads[5].scratch_bytes > 0);
+    // The application has its own `Histogram`: the tool's is renamed.
+    let histogram = compiled.globals.iter().find(|g| g.tool_name == "Histogram").unwrap();
+    assert_eq!(histogram.name, "gpuinstr.tool.Histogram");
+    assert!(app.symbols.iter().any(|s| s.name == "Histogram"), "the application defines Histogram");
 }
 
 /// Register pressure: every VGPR but six is live (and the AGPRs too), so
@@ -216,6 +220,7 @@ fn a_hook_that_must_spill() {
         hidden_arguments: Some(Default::default()),
         // One wave per SIMD may use every register.
         max_flat_workgroup_size: 256,
+        unplaced: None,
     }];
     let points = vec![PayloadPoint {
         function,
@@ -296,6 +301,7 @@ fn payloads_never_clobber_generated_live_sets() {
             work_item_ids: Some(WORK_ITEM_IDS),
             hidden_arguments: Some(Default::default()),
             max_flat_workgroup_size: 256,
+            unplaced: None,
         });
     }
     let options = options_for(function);

@@ -91,11 +91,12 @@ impl<'s, 'a> PayloadBuilder<'s, 'a> {
     }
 
     fn read_lanes(&mut self, first: u8, count: u8) -> Result<VirtualRegister, IntrinsicError> {
-        let sva = self.state.site.sva.ok_or_else(|| {
-            self.error(
+        let sva = self.state.site.sva.ok_or_else(|| match &self.state.site.unplaced {
+            Some(why) => self.error(format!("needs the State Value Array, which has no register here: {why}")),
+            None => self.error(
                 "needs the State Value Array, but this function has no SVA register (stage sva places it; with \
                  `gpuinstr-link payload` give --sva)",
-            )
+            ),
         })?;
         let mut pieces = Vec::new();
         for lane in first..first + count {
@@ -340,11 +341,13 @@ impl MirBuilder for PayloadBuilder<'_, '_> {
                 Ok(value)
             }
             Storage::WorkItemId { shift } => {
-                let ids = self.state.site.work_item_ids.ok_or_else(|| {
-                    self.error(format!(
+                let ids = self.state.site.work_item_ids.ok_or_else(|| match &self.state.site.unplaced {
+                    Some(why) => self
+                        .error(format!("{argument} needs a VGPR for the work-item ids, and there is none here: {why}")),
+                    None => self.error(format!(
                         "{argument} needs the VGPR with the packed work-item ids, and none was given (the kernel \
                          preamble keeps it; with `gpuinstr-link payload` give --work-item-ids)"
-                    ))
+                    )),
                 })?;
                 let value = self.new_register(RegisterClass::vector(32));
                 self.build(

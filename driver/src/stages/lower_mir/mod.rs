@@ -46,6 +46,8 @@ pub struct PayloadSite {
     pub hidden_arguments: Option<BTreeMap<String, u32>>,
     /// The kernel's `.max_flat_workgroup_size` (1024 in device functions).
     pub max_flat_workgroup_size: u32,
+    /// Why stage sva found no register here, when it did not.
+    pub unplaced: Option<String>,
 }
 
 impl Default for PayloadSite {
@@ -56,6 +58,7 @@ impl Default for PayloadSite {
             work_item_ids: None,
             hidden_arguments: None,
             max_flat_workgroup_size: 1024,
+            unplaced: None,
         }
     }
 }
@@ -330,17 +333,40 @@ pub fn lower_module(
     context: &LoweringContext<'_>,
     sites: &[PayloadSite],
     labels: &[String],
-) -> Result<Vec<(usize, LoweredPayload)>, LowerMirError> {
+) -> Result<Vec<(usize, LoweredOrRejected)>, LowerMirError> {
     let mut lowered = Vec::new();
+    let mut rejected: BTreeMap<String, String> = BTreeMap::new();
     for function in &mut module.functions {
         let Some(index) = payload_index(&function.name) else { continue };
         let point = labels.get(index).cloned().unwrap_or_else(|| function.name.clone());
         let default_site = PayloadSite::default();
         let site = sites.get(index).unwrap_or(&default_site);
         let own = context.by_payload.get(&index).map_or(&[][..], Vec::as_slice);
-        lowered.push((index, lower_function(function, index, &point, context, &context.by_text, own, site)?));
+        let original = function.clone();
+        match lower_function(function, index, &point, context, &context.by_text, own, site) {
+            Ok(payload) => lowered.push((index, LoweredOrRejected::Lowered(Box::new(payload)))),
+            // What a MIR callback cannot do is about this point only (no SVA
+            // register here, a hidden argument this kernel lacks): the point
+            // is left alone and the others compile.
+            Err(LowerMirError::Intrinsic { error, .. }) => {
+                *function = original;
+                rejected.insert(function.name.clone(), error.to_string());
+                lowered.push((index, LoweredOrRejected::Rejected(error.to_string())));
+            }
+            Err(other) => return Err(other),
+        }
+    }
+    if !rejected.is_empty() {
+        *module = module.retain(|name| !rejected.contains_key(name));
     }
     Ok(lowered)
+}
+
+/// A payload lowered, or why it could not be.
+#[derive(Clone, Debug)]
+pub enum LoweredOrRejected {
+    Lowered(Box<LoweredPayload>),
+    Rejected(String),
 }
 
 fn lower_function(

@@ -3,9 +3,11 @@
 //! descriptors and metadata grow to cover every register the instrumented
 //! code uses; the tool's globals the payloads use are defined.
 //!
-//! Not yet: the kernel preamble that fills the State Value Array (payloads
-//! reading kernel arguments or using stack are refused with a message),
-//! branch relaxation for branches pushed out of range.
+//! Kernels whose payloads read kernel arguments or use stack get a preamble
+//! (preamble.rs) that fills the State Value Array. Not yet: branch
+//! relaxation for branches pushed out of range.
+
+pub mod preamble;
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -23,11 +25,6 @@ use crate::stages::sva::SvaPlacement;
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum PatchError {
-    #[error(
-        "{point}: the payload reads kernel arguments or uses stack, which needs the kernel preamble that fills \
-         the State Value Array; this version of gpuinstr-link does not emit it yet"
-    )]
-    NeedsPreamble { point: String },
     #[error("{kernel}: the instrumented code needs {needed} {file}s; a wave can address {limit}")]
     TooManyRegisters { kernel: String, file: &'static str, needed: usize, limit: usize },
 }
@@ -176,6 +173,39 @@ pub fn patch(
         }
         map
     };
+    // Each kernel's preamble, decided before any code is spliced: a payload
+    // that needs the SVA or stack goes in only where every kernel that can
+    // reach it has one.
+    let mut needs: HashMap<usize, preamble::Needs> = HashMap::new();
+    for (point, payload) in points.iter().zip(&compiled.payloads) {
+        if payload.rejected.is_some() || (payload.kernel_arguments.is_empty() && payload.scratch_bytes == 0) {
+            continue;
+        }
+        for kernel in kernels_reaching.get(&point.function).into_iter().flatten() {
+            let entry = needs.entry(*kernel).or_default();
+            entry.arguments.extend(payload.kernel_arguments.iter().copied());
+            entry.stack_bytes = entry.stack_bytes.max(payload.scratch_bytes);
+        }
+    }
+    let mut preambles: HashMap<usize, Result<preamble::Preamble, String>> = HashMap::new();
+    for (kernel, mut kernel_needs) in needs {
+        let FunctionKind::Kernel(index) = lifted.functions[kernel].kind else { continue };
+        let registers = placement.functions.get(&kernel);
+        let problem = placement.kernels.iter().find(|p| p.kernel == kernel).and_then(|p| p.problem.clone());
+        let outcome = match registers.and_then(|r| r.sva) {
+            None => Err(problem.unwrap_or_else(|| "the State Value Array has no register in this kernel".into())),
+            Some(sva) => {
+                kernel_needs.sva = sva;
+                kernel_needs.work_item_ids = registers.and_then(|r| r.work_item_ids);
+                let live = &liveness.functions[kernel].live_in[0];
+                kernel_needs.free_sgprs =
+                    (0..102u16).filter(|s| !live.contains(crate::stages::liveness::Unit::sgpr(*s))).collect();
+                preamble::build(&code_object.kernels[index], &kernel_needs, gfx90a)
+            }
+        };
+        preambles.insert(kernel, outcome);
+    }
+
     for (point, payload) in points.iter().zip(&compiled.payloads) {
         if let Some(reason) = &payload.rejected {
             report.rejected.push(format!("{}: {reason}", payload.label));
@@ -197,8 +227,19 @@ pub fn patch(
             ));
             continue;
         }
-        if payload.uses_sva() {
-            return Err(PatchError::NeedsPreamble { point: payload.label.clone() });
+        if !payload.kernel_arguments.is_empty() || payload.scratch_bytes > 0 {
+            let missing =
+                kernels_reaching.get(&point.function).into_iter().flatten().find_map(|kernel| {
+                    match preambles.get(kernel) {
+                        Some(Ok(_)) => None,
+                        Some(Err(why)) => Some(format!("{}: {why}", lifted.functions[*kernel].name)),
+                        None => Some(format!("{}: no preamble", lifted.functions[*kernel].name)),
+                    }
+                });
+            if let Some(why) = missing {
+                report.rejected.push(format!("{}: the payload needs the kernel preamble, and {why}", payload.label));
+                continue;
+            }
         }
         let lines = splice(&payload.code);
         let entry = added.entry(point.function).or_default();
@@ -224,9 +265,30 @@ pub fn patch(
                 stack = stack.max(*b);
             }
         }
-        let registers = placement.functions.get(&function_index);
-        for vgpr in registers.iter().flat_map(|r| [r.sva, r.work_item_ids]).flatten() {
-            used.insert(crate::stages::liveness::Unit::vgpr(vgpr));
+        let preamble = preambles.get(&function_index).and_then(|p| p.as_ref().ok());
+        if let Some(preamble) = preamble {
+            let registers = placement.functions.get(&function_index);
+            for vgpr in registers.iter().flat_map(|r| [r.sva, r.work_item_ids]).flatten() {
+                used.insert(crate::stages::liveness::Unit::vgpr(vgpr));
+            }
+            for line in &preamble.code {
+                for register in line.split([',', ' ']).filter_map(|t| t.strip_prefix('s')) {
+                    if let Ok(index) = register.parse::<u16>() {
+                        used.insert(crate::stages::liveness::Unit::sgpr(index));
+                    }
+                }
+            }
+            let entry = function.instructions().next().map(|i| i.address).expect("a kernel has code");
+            let lines = patch.before.entry(entry).or_default();
+            // A payload spliced at the entry starts with the same wait states.
+            let mut code = preamble.code.as_slice();
+            if code.last().map(String::as_str) == Some("s_nop 4")
+                && lines.first().map(String::as_str) == Some("s_nop 4")
+            {
+                code = &code[..code.len() - 1];
+            }
+            instructions += code.len();
+            lines.splice(0..0, code.iter().cloned());
         }
         if sites == 0 && used.is_empty() {
             continue;
@@ -252,7 +314,8 @@ pub fn patch(
         limit("VGPR", vgprs_needed, 256)?;
         limit("SGPR", sgprs_needed, 102)?;
 
-        let mut descriptor: KernelDescriptor = kernel.descriptor.clone();
+        let mut descriptor: KernelDescriptor =
+            preamble.map_or_else(|| kernel.descriptor.clone(), |p| p.descriptor.clone());
         let set1 = |d: &mut KernelDescriptor, field: &str, value: u32| {
             let f = *RSRC1.iter().find(|f| f.name == field).expect("RSRC1 field");
             d.compute_pgm_rsrc1 = f.set(d.compute_pgm_rsrc1, value);
@@ -280,7 +343,9 @@ pub fn patch(
             let old = descriptor.rsrc1("GRANULATED_WAVEFRONT_SGPR_COUNT");
             set1(&mut descriptor, "GRANULATED_WAVEFRONT_SGPR_COUNT", old.max(blocks - 1));
         }
-        descriptor.private_segment_fixed_size += stack;
+        if preamble.is_none() {
+            descriptor.private_segment_fixed_size += stack;
+        }
         let after = crate::stages::load::Kernel { descriptor: descriptor.clone(), ..kernel.clone() };
         let sgprs_after = allocation(code_object, &after, touched).sgprs.len().max(sgprs_needed);
         patch.descriptors.insert(kernel_index, descriptor);
@@ -313,6 +378,16 @@ pub fn patch(
         });
     }
     patch.appended = global_definitions(&compiled.globals);
-    report.globals = compiled.globals.iter().map(|g| g.name.clone()).collect();
+    report.globals = compiled
+        .globals
+        .iter()
+        .map(|g| {
+            if g.name == g.tool_name {
+                g.name.clone()
+            } else {
+                format!("{} (as {}: the application has a {})", g.tool_name, g.name, g.tool_name)
+            }
+        })
+        .collect();
     Ok((patch, report))
 }

@@ -1,0 +1,310 @@
+//! The kernel preamble: code at an instrumented kernel's entry that fills
+//! the State Value Array (docs/sva.md) before anything else runs.
+//!
+//! The hardware loads the kernel's inputs into SGPRs in a fixed order (user
+//! SGPRs, then system SGPRs) for the inputs its descriptor enables. Inputs
+//! payloads need and the kernel does not receive are enabled; that shifts the
+//! later inputs up, so the preamble saves what payloads need into SVA lanes
+//! and then moves every input the application expects back to where it
+//! expects it (in ascending order: every source is above its destination).
+
+use std::collections::BTreeSet;
+
+use gpuinstr_intrinsics::sva::{FrameValue, FRAME_VALUES};
+use gpuinstr_intrinsics::{KernelArgument, Storage};
+
+use crate::stages::load::descriptor::{KernelDescriptor, KERNEL_CODE_PROPERTIES, RSRC2};
+use crate::stages::load::Kernel;
+
+/// A kernel input SGPR block, in hardware order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Input {
+    PrivateSegmentBuffer,
+    DispatchPtr,
+    QueuePtr,
+    KernargSegmentPtr,
+    DispatchId,
+    FlatScratchInit,
+    PrivateSegmentSize,
+    WorkgroupIdX,
+    WorkgroupIdY,
+    WorkgroupIdZ,
+    WorkgroupInfo,
+    PrivateSegmentWaveOffset,
+}
+
+/// `(input, enable bit (properties for user SGPRs, rsrc2 for system), size)`.
+const INPUTS: [(Input, &str, bool, u16); 12] = [
+    (Input::PrivateSegmentBuffer, "ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER", true, 4),
+    (Input::DispatchPtr, "ENABLE_SGPR_DISPATCH_PTR", true, 2),
+    (Input::QueuePtr, "ENABLE_SGPR_QUEUE_PTR", true, 2),
+    (Input::KernargSegmentPtr, "ENABLE_SGPR_KERNARG_SEGMENT_PTR", true, 2),
+    (Input::DispatchId, "ENABLE_SGPR_DISPATCH_ID", true, 2),
+    (Input::FlatScratchInit, "ENABLE_SGPR_FLAT_SCRATCH_INIT", true, 2),
+    (Input::PrivateSegmentSize, "ENABLE_SGPR_PRIVATE_SEGMENT_SIZE", true, 1),
+    (Input::WorkgroupIdX, "ENABLE_SGPR_WORKGROUP_ID_X", false, 1),
+    (Input::WorkgroupIdY, "ENABLE_SGPR_WORKGROUP_ID_Y", false, 1),
+    (Input::WorkgroupIdZ, "ENABLE_SGPR_WORKGROUP_ID_Z", false, 1),
+    (Input::WorkgroupInfo, "ENABLE_SGPR_WORKGROUP_INFO", false, 1),
+    (Input::PrivateSegmentWaveOffset, "ENABLE_PRIVATE_SEGMENT", false, 1),
+];
+
+fn enabled(descriptor: &KernelDescriptor, name: &str, user: bool) -> bool {
+    if user {
+        descriptor.property(name) != 0
+    } else {
+        descriptor.rsrc2(name) != 0
+    }
+}
+
+/// Where each enabled input is: `(input, first SGPR, count)`.
+pub fn layout(descriptor: &KernelDescriptor) -> Vec<(Input, u16, u16)> {
+    let mut next = 0u16;
+    let mut out = Vec::new();
+    for (input, name, user, size) in INPUTS {
+        if enabled(descriptor, name, user) {
+            out.push((input, next, size));
+            next += size;
+        }
+    }
+    out
+}
+
+/// The input holding a kernel argument, if one does.
+fn input_of(argument: KernelArgument) -> Option<Input> {
+    Some(match argument {
+        KernelArgument::PrivateSegmentBuffer => Input::PrivateSegmentBuffer,
+        KernelArgument::DispatchPtr => Input::DispatchPtr,
+        KernelArgument::QueuePtr => Input::QueuePtr,
+        KernelArgument::KernargSegmentPtr => Input::KernargSegmentPtr,
+        KernelArgument::DispatchId => Input::DispatchId,
+        KernelArgument::FlatScratch => Input::FlatScratchInit,
+        KernelArgument::WorkItemPrivateSegmentSize => Input::PrivateSegmentSize,
+        KernelArgument::WorkgroupIdX => Input::WorkgroupIdX,
+        KernelArgument::WorkgroupIdY => Input::WorkgroupIdY,
+        KernelArgument::WorkgroupIdZ => Input::WorkgroupIdZ,
+        KernelArgument::PrivateSegmentWaveByteOffset => Input::PrivateSegmentWaveOffset,
+        _ => return None,
+    })
+}
+
+/// What the payloads of one kernel need from its preamble.
+#[derive(Clone, Debug, Default)]
+pub struct Needs {
+    pub arguments: BTreeSet<KernelArgument>,
+    /// Bytes of instrumentation stack (the largest payload frame).
+    pub stack_bytes: u32,
+    /// The VGPRs holding the SVA and the packed work-item ids.
+    pub sva: u16,
+    pub work_item_ids: Option<u16>,
+    /// SGPRs not live at the entry, ascending; the preamble takes two above
+    /// the kernel's inputs.
+    pub free_sgprs: Vec<u16>,
+}
+
+/// The preamble's code and the descriptor it needs.
+#[derive(Clone, Debug)]
+pub struct Preamble {
+    pub code: Vec<String>,
+    pub descriptor: KernelDescriptor,
+}
+
+/// Builds the preamble for `kernel` (gfx90a packs work-item ids in v0).
+pub fn build(kernel: &Kernel, needs: &Needs, gfx90a: bool) -> Result<Preamble, String> {
+    let original = &kernel.descriptor;
+    let mut descriptor = original.clone();
+    let mut inputs: BTreeSet<Input> = BTreeSet::new();
+    for argument in &needs.arguments {
+        match argument.storage() {
+            Storage::Lanes { .. } => match argument {
+                KernelArgument::HiddenKernargOffset | KernelArgument::UserKernargOffset => {}
+                _ => {
+                    let input = input_of(*argument).ok_or_else(|| {
+                        format!("hooks read the kernel argument {argument}, which the preamble cannot fill yet")
+                    })?;
+                    inputs.insert(input);
+                }
+            },
+            Storage::Hidden { .. } => {
+                inputs.insert(Input::KernargSegmentPtr);
+            }
+            Storage::WorkItemId { .. } => {}
+        }
+    }
+    if needs.stack_bytes > 0 {
+        inputs.insert(Input::PrivateSegmentBuffer);
+        inputs.insert(Input::PrivateSegmentWaveOffset);
+    }
+    // Enable what is missing.
+    for input in &inputs {
+        let (_, name, user, _) = INPUTS.iter().find(|(i, ..)| i == input).expect("every input is listed");
+        if !enabled(&descriptor, name, *user) {
+            if *user {
+                let field = *KERNEL_CODE_PROPERTIES.iter().find(|f| f.name == *name).expect("property");
+                descriptor.kernel_code_properties = field.set(u32::from(descriptor.kernel_code_properties), 1) as u16;
+            } else {
+                let field = *RSRC2.iter().find(|f| f.name == *name).expect("rsrc2 field");
+                descriptor.compute_pgm_rsrc2 = field.set(descriptor.compute_pgm_rsrc2, 1);
+            }
+        }
+    }
+    let before = layout(original);
+    let after = layout(&descriptor);
+    let user_sgprs: u16 =
+        after.iter().filter(|(i, ..)| INPUTS.iter().any(|(j, _, user, _)| j == i && *user)).map(|(_, _, n)| n).sum();
+    if user_sgprs > 16 {
+        return Err(format!("hooks need {user_sgprs} user SGPR inputs; a kernel can receive 16"));
+    }
+    let field = *RSRC2.iter().find(|f| f.name == "USER_SGPR_COUNT").expect("USER_SGPR_COUNT");
+    descriptor.compute_pgm_rsrc2 = field.set(descriptor.compute_pgm_rsrc2, u32::from(user_sgprs));
+    let at = |input: Input| after.iter().find(|(i, ..)| *i == input).map(|(_, first, _)| *first);
+
+    // Work-item ids: the dimensions payloads read must be delivered.
+    let wanted_dimensions = needs
+        .arguments
+        .iter()
+        .filter_map(|a| match a {
+            KernelArgument::WorkItemIdX => Some(0),
+            KernelArgument::WorkItemIdY => Some(1),
+            KernelArgument::WorkItemIdZ => Some(2),
+            _ => None,
+        })
+        .max();
+    let delivered = original.rsrc2("ENABLE_VGPR_WORKITEM_ID");
+    if let Some(wanted) = wanted_dimensions.filter(|w| *w > delivered) {
+        let field = *RSRC2.iter().find(|f| f.name == "ENABLE_VGPR_WORKITEM_ID").expect("field");
+        descriptor.compute_pgm_rsrc2 = field.set(descriptor.compute_pgm_rsrc2, wanted);
+    }
+
+    let end = after.iter().map(|(_, first, n)| first + n).max().unwrap_or(0);
+    let mut temporaries = needs.free_sgprs.iter().copied().filter(|s| *s >= end);
+    let (Some(t0), Some(t1)) = (temporaries.next(), temporaries.next()) else {
+        return Err("no two SGPRs are free at the kernel's entry for the preamble".into());
+    };
+    let sva = needs.sva;
+    let mut code = vec![];
+    // 1. Packed work-item ids (x | y << 10 | z << 20), first: the SVA's or
+    // the ids' own VGPR may be one the hardware now fills with an id.
+    if let Some(ids) = needs.work_item_ids {
+        let dimensions = descriptor.rsrc2("ENABLE_VGPR_WORKITEM_ID");
+        if gfx90a {
+            if ids != 0 {
+                code.push(format!("v_mov_b32_e32 v{ids}, v0"));
+                // v0 is packed: give the application only the dimensions it asked for.
+                if delivered < dimensions {
+                    let mask = if delivered == 0 { 0x3ff } else { 0xfffff };
+                    code.push(format!("v_and_b32_e32 v0, {mask:#x}, v0"));
+                }
+            }
+        } else {
+            code.extend(pack_work_item_ids(ids, dimensions));
+        }
+    }
+    // 2. What payloads need, from the inputs' new places.
+    for argument in &needs.arguments {
+        let Storage::Lanes { first, count } = argument.storage() else { continue };
+        match argument {
+            KernelArgument::HiddenKernargOffset => {
+                let offset = kernel
+                    .metadata
+                    .arguments
+                    .iter()
+                    .filter(|a| a.is_hidden())
+                    .map(|a| a.offset)
+                    .min()
+                    .unwrap_or(kernel.metadata.kernarg_segment_size);
+                code.push(format!("s_mov_b32 s{t0}, {offset}"));
+                code.push(format!("v_writelane_b32 v{sva}, s{t0}, {first}"));
+            }
+            KernelArgument::UserKernargOffset => {
+                code.push(format!("s_mov_b32 s{t0}, {}", kernel.metadata.kernarg_segment_size));
+                code.push(format!("v_writelane_b32 v{sva}, s{t0}, {first}"));
+            }
+            _ => {
+                if let Some(base) = input_of(*argument).and_then(at) {
+                    for part in 0..u16::from(count) {
+                        code.push(format!("v_writelane_b32 v{sva}, s{}, {}", base + part, u16::from(first) + part));
+                    }
+                }
+            }
+        }
+    }
+    // 3. The instrumentation stack: the application's scratch resource with
+    // this wave's offset added (as the calling convention expects s[0:3]),
+    // and the stack pointer past the application's own private segment.
+    if needs.stack_bytes > 0 {
+        let rsrc = at(Input::PrivateSegmentBuffer).expect("enabled above");
+        let offset = at(Input::PrivateSegmentWaveOffset).expect("enabled above");
+        let lanes = |value: FrameValue| FRAME_VALUES.iter().find(|e| e.value == value).expect("frame value").first;
+        let resource = lanes(FrameValue::ScratchResource);
+        code.push(format!("s_add_u32 s{t0}, s{rsrc}, s{offset}"));
+        code.push(format!("s_addc_u32 s{t1}, s{}, 0", rsrc + 1));
+        code.push(format!("v_writelane_b32 v{sva}, s{t0}, {resource}"));
+        code.push(format!("v_writelane_b32 v{sva}, s{t1}, {}", resource + 1));
+        code.push(format!("v_writelane_b32 v{sva}, s{}, {}", rsrc + 2, resource + 2));
+        code.push(format!("v_writelane_b32 v{sva}, s{}, {}", rsrc + 3, resource + 3));
+        // Wave-scaled: bytes per lane times 64.
+        let stack_pointer = u64::from(original.private_segment_fixed_size) * 64;
+        code.push(format!("s_mov_b32 s{t0}, {stack_pointer}"));
+        code.push(format!("v_writelane_b32 v{sva}, s{t0}, {}", lanes(FrameValue::StackPointer)));
+        descriptor.private_segment_fixed_size += needs.stack_bytes;
+    }
+    // 4. Every input back where the application expects it.
+    for (input, first, count) in &before {
+        let moved = at(*input).expect("inputs are only ever added");
+        if moved != *first {
+            for part in 0..*count {
+                code.push(format!("s_mov_b32 s{}, s{}", first + part, moved + part));
+            }
+        }
+    }
+    if !code.is_empty() {
+        // A VALU write of an SGPR is followed by memory reads of it only after five wait states.
+        code.push("s_nop 4".to_string());
+    }
+    Ok(Preamble { code, descriptor })
+}
+
+/// gfx908 delivers the ids in v0, v1, v2; packs the first `dimensions + 1`
+/// into `ids`, starting from `ids` itself when it is one of them so no id is
+/// overwritten before it is read.
+fn pack_work_item_ids(ids: u16, dimensions: u32) -> Vec<String> {
+    let sources: Vec<(u16, u32)> = (0..=dimensions.min(2)).map(|d| (d as u16, d * 10)).collect();
+    let mut code = vec![];
+    let rest: Vec<(u16, u32)> = match sources.iter().find(|(v, _)| *v == ids) {
+        Some(&(_, shift)) => {
+            if shift > 0 {
+                code.push(format!("v_lshlrev_b32_e32 v{ids}, {shift}, v{ids}"));
+            }
+            sources.into_iter().filter(|(v, _)| *v != ids).collect()
+        }
+        None => {
+            code.push(format!("v_mov_b32_e32 v{ids}, v0"));
+            sources.into_iter().skip(1).collect()
+        }
+    };
+    for (source, shift) in rest {
+        code.push(format!("v_lshl_or_b32 v{ids}, v{source}, {shift}, v{ids}"));
+    }
+    code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pack_work_item_ids;
+
+    #[test]
+    fn work_item_ids_are_packed_without_overwriting_a_source() {
+        assert_eq!(
+            pack_work_item_ids(7, 2),
+            ["v_mov_b32_e32 v7, v0", "v_lshl_or_b32 v7, v1, 10, v7", "v_lshl_or_b32 v7, v2, 20, v7"]
+        );
+        assert_eq!(
+            pack_work_item_ids(2, 2),
+            ["v_lshlrev_b32_e32 v2, 20, v2", "v_lshl_or_b32 v2, v0, 0, v2", "v_lshl_or_b32 v2, v1, 10, v2"]
+        );
+        assert_eq!(pack_work_item_ids(1, 1), ["v_lshlrev_b32_e32 v1, 10, v1", "v_lshl_or_b32 v1, v0, 0, v1"]);
+        assert_eq!(pack_work_item_ids(0, 0), Vec::<String>::new());
+        assert_eq!(pack_work_item_ids(5, 0), ["v_mov_b32_e32 v5, v0"]);
+    }
+}
