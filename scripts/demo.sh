@@ -50,3 +50,7 @@ echo "== the application instrumented with the counter's plan (every instruction
   --plan hook-sdk/examples/instruction-counter/plan.toml -o "$out/vector-add.instrumented.hsaco"
 llvm-readelf-15 --syms "$out/vector-add.instrumented.hsaco" | grep -E "vectorAdd|Counter"
 llvm-objdump-15 -d --mcpu=gfx90a "$out/vector-add.instrumented.hsaco" | sed -n '/<_Z9vectorAddPfPKfS1_i>:/,+24p'
+
+echo
+echo "== the instrumented code object checked against the original (instructions in order, live registers kept)"
+"$link" verify "$out/vector-add.o" "$out/vector-add.instrumented.hsaco" --target gfx90a

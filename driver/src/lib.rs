@@ -16,5 +16,6 @@ pub mod preservation;
 pub mod roundtrip;
 pub mod stages;
 pub mod tool;
+pub mod verify;
 
 pub use error::{Error, LoadProblem, Location, ToolProblem};

@@ -61,6 +61,17 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Prove from two code objects that INSTRUMENTED runs ORIGINAL's instructions in order, that every inserted region
+    /// leaves the live registers as it found them, that branches land where they did and that descriptors cover the
+    /// registers used (docs/verify.md). Exit status 1 when something is found.
+    Verify {
+        original: PathBuf,
+        instrumented: PathBuf,
+        #[arg(long)]
+        target: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Compile one hook call for one instruction and print the payload's machine code (--stages: every stage).
     Payload {
         /// The application: code object, offload bundle or host file.
@@ -189,6 +200,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 println!("wrote {}", output.display());
             }
             return Ok(ExitCode::SUCCESS);
+        }
+        Command::Verify { original, instrumented, target, json } => {
+            let before = gpuinstr::pipeline::one_code_object(gpuinstr::pipeline::load(&original)?, target.as_deref())?;
+            let after =
+                gpuinstr::pipeline::one_code_object(gpuinstr::pipeline::load(&instrumented)?, target.as_deref())?;
+            let report = gpuinstr::verify::verify(&before, &after)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", instrumented.display()))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", report.render_text());
+            }
+            return Ok(if report.ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE });
         }
         Command::Payload { file, tool, hook, arguments, at, target, sva, work_item_ids, stages, unchecked } => {
             use gpuinstr::payloads::{

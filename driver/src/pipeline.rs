@@ -20,8 +20,9 @@
 //! `corpus` run load -> lift -> emit + link with no changes and check the
 //! result, `analyze` reports register availability from liveness,
 //! `payloads` runs stages 5-8 for all points of a code object,
-//! `preservation` checks their machine code, `plan` selects points and
-//! `instrument` runs everything.
+//! `preservation` checks their machine code, `plan` selects points,
+//! `instrument` runs everything and `verify` checks its output against the
+//! original.
 
 use crate::error::Error;
 use crate::stages::load::{CodeObject, LoadedInput};

@@ -104,6 +104,8 @@ enum Value {
     Original(Unit),
     /// 0 or 1 from the original SCC (`s_cselect_b32 sN, 1, 0`).
     SccBit,
+    /// The original value with more bits above a mask (`Entry::widened`).
+    Widened(Unit, i64),
     Unknown,
 }
 
@@ -296,6 +298,21 @@ impl Interpreter<'_> {
                 }
                 return;
             }
+            "V_AND_B32_e32" => {
+                // vdst, src0, vsrc1: masking a widened value back.
+                let mask = Self::immediate(operands.get(1));
+                let source = match self.register_units(operands.get(2)) {
+                    Some(units) if units.len() == 1 && units[0].is_vector() => state.vector(units[0]).0,
+                    _ => Value::Unknown,
+                };
+                if let (Some(mask), Value::Widened(unit, widened_mask)) = (mask, source) {
+                    let value = if mask == widened_mask { Value::Original(unit) } else { Value::Unknown };
+                    for dst in destination.unwrap_or_default() {
+                        state.write_vector(dst, value, at);
+                    }
+                    return;
+                }
+            }
             "V_WRITELANE_B32" => {
                 // vdst, src0, lane, vdst_in
                 if let (Some(dst), Some(lane)) = (destination, Self::immediate(operands.get(2))) {
@@ -405,6 +422,21 @@ impl Interpreter<'_> {
     }
 }
 
+/// How registers start, when not each with its own original value: a
+/// kernel's entry after its preamble enabled more inputs (the hardware puts
+/// the application's inputs elsewhere and the preamble moves them back).
+#[derive(Clone, Debug, Default)]
+pub struct Entry {
+    /// `(unit, original)`: `unit` starts with the value `original` had.
+    pub holds: Vec<(Unit, Unit)>,
+    /// Units that start with something other than their original value.
+    pub unknown: Vec<Unit>,
+    /// A VGPR holding its original value with more bits above `mask` in its
+    /// active lanes (gfx90a's packed work-item ids with more dimensions);
+    /// `v_and_b32 v, mask, v` gives the original back.
+    pub widened: Option<(Unit, i64)>,
+}
+
 /// Checks one payload's decoded code against the registers live at its point.
 pub fn check(
     isa: &Isa,
@@ -412,6 +444,18 @@ pub fn check(
     code: &[Instruction],
     live: &UnitSet,
     sva: Option<u16>,
+) -> Result<(), Violation> {
+    check_from(isa, units, code, live, sva, &Entry::default())
+}
+
+/// `check`, with registers starting as `entry` says.
+pub fn check_from(
+    isa: &Isa,
+    units: &RegisterUnits,
+    code: &[Instruction],
+    live: &UnitSet,
+    sva: Option<u16>,
+    entry: &Entry,
 ) -> Result<(), Violation> {
     let interpreter = Interpreter { isa, units };
     let index_of: HashMap<u64, usize> = code.iter().enumerate().map(|(i, c)| (c.address, i)).collect();
@@ -421,7 +465,25 @@ pub fn check(
     if code.is_empty() {
         return Ok(());
     }
-    at_instruction[0] = Some(State::entry());
+    let mut first = State::entry();
+    for unit in &entry.unknown {
+        if unit.is_vector() {
+            first.vectors.insert(*unit, (Value::Unknown, Value::Unknown));
+        } else {
+            first.scalars.insert(*unit, Value::Unknown);
+        }
+    }
+    for (unit, original) in &entry.holds {
+        if unit.is_vector() {
+            first.vectors.insert(*unit, (Value::Original(*original), Value::Original(*original)));
+        } else {
+            first.scalars.insert(*unit, Value::Original(*original));
+        }
+    }
+    if let Some((unit, mask)) = entry.widened {
+        first.vectors.insert(unit, (Value::Widened(unit, mask), Value::Original(unit)));
+    }
+    at_instruction[0] = Some(first);
     let mut work = vec![0usize];
     let mut rounds = 0usize;
     while let Some(index) = work.pop() {

@@ -273,4 +273,20 @@ fn instrument_writes_the_output_only_on_success() {
     // No temporary file is left next to the output.
     let left: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert!(left.iter().all(|name| !name.to_string_lossy().contains(".tmp")), "{left:?}");
+
+    // verify: the output against its original passes; the original against
+    // itself has nothing inserted and passes; against another kernel fails.
+    let verify = |original: &Path, instrumented: &Path| {
+        let result = gpuinstr_link().arg("verify").arg(original).arg(instrumented).output().unwrap();
+        (result.status.code(), String::from_utf8(result.stdout).unwrap())
+    };
+    let (code, stdout) = verify(&app, &output);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("inserted regions preserving the live registers: 1 (") && stdout.ends_with("verified\n"));
+    let (code, stdout) = verify(&app, &app);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("inserted regions preserving the live registers: 0 (0 instructions)"), "{stdout}");
+    let (code, stdout) = verify(&output, &app);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(stdout.contains("1 findings:") && stdout.contains("expected the original instruction"), "{stdout}");
 }

@@ -2,11 +2,9 @@
 
 use std::process::Command;
 
-use gpuinstr::analyze::allocation;
 use gpuinstr::instrument::{instrument_code_object, InstrumentOptions};
 use gpuinstr::plan::Plan;
-use gpuinstr::stages::lift::{lift, FunctionKind};
-use gpuinstr::stages::liveness::{analyze, RegisterUnits};
+use gpuinstr::stages::lift::lift;
 use gpuinstr::stages::load::{self, CodeObject};
 use gpuinstr_intrinsics::Registry;
 use gpuinstr_tests::*;
@@ -38,26 +36,14 @@ fn assert_accepted(original: &CodeObject, output: &[u8], dir: &std::path::Path, 
     assert_eq!(kernels, expected, "{name}: CoMGR's metadata");
 }
 
-/// Every register the instrumented code uses is inside its kernel's new
-/// allocation (as the descriptor says it).
-fn assert_allocations_cover_the_code(output: &CodeObject, name: &str) {
-    let lifted = lift(output).unwrap();
-    let liveness = analyze(&lifted);
-    let _units = RegisterUnits::new(&lifted.isa);
-    for (index, function) in lifted.functions.iter().enumerate() {
-        let FunctionKind::Kernel(kernel) = function.kind else { continue };
-        let touched = &liveness.functions[index].touched;
-        let allocation = allocation(output, &output.kernels[kernel], touched);
-        for unit in touched.iter() {
-            let inside = match unit.file() {
-                gpuinstr::stages::liveness::RegisterFile::Sgpr => allocation.sgprs.contains(unit),
-                gpuinstr::stages::liveness::RegisterFile::Vgpr => allocation.vgprs.contains(unit),
-                gpuinstr::stages::liveness::RegisterFile::Agpr => allocation.agprs.contains(unit),
-                gpuinstr::stages::liveness::RegisterFile::Special => true,
-            };
-            assert!(inside, "{name}: {} uses {unit} outside its allocation", function.name);
-        }
-    }
+/// `gpuinstr-link verify` finds nothing: original instructions in order,
+/// regions preserving live registers, branches landing where they did,
+/// descriptors covering every register the new code uses.
+pub fn assert_verified(original: &CodeObject, output: &CodeObject, name: &str) -> gpuinstr::verify::VerifyReport {
+    let report = gpuinstr::verify::verify(original, output).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert!(report.ok(), "{name}:\n{}", report.render_text());
+    assert!(report.regions > 0, "{name}: nothing inserted");
+    report
 }
 
 #[test]
@@ -74,7 +60,9 @@ fn the_instruction_counter_instruments_our_kernels() {
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_accepted(&app, &bytes, dir.path(), &name);
             let output = CodeObject::parse(bytes, Vec::new()).unwrap();
-            assert_allocations_cover_the_code(&output, &name);
+            let verified = assert_verified(&app, &output, &name);
+            let added: usize = report.kernels.iter().map(|k| k.instructions_added).sum();
+            assert_eq!(verified.inserted_instructions, added, "{name}: the report and the site table agree");
             // Every original instruction of every kernel got its hook.
             let original = lift(&app).unwrap();
             let instructions: usize = original
@@ -160,7 +148,7 @@ fn kernels_get_a_preamble_when_hooks_need_the_sva() {
     )
     .unwrap();
     let registry = Registry::with_builtins();
-    for kernels in ["memory", "control_flow"] {
+    for kernels in ["memory", "control_flow", "calls_and_scratch"] {
         for target in ["gfx90a", "gfx908"] {
             let app = load::load_for_target(&test_kernels(kernels), Some(target)).unwrap().code_objects.remove(0);
             for (tool, plan, what) in [(&arguments_tool, &dimensions, "dimensions"), (&hooks_tool, &stack, "stack")] {
@@ -182,7 +170,9 @@ fn kernels_get_a_preamble_when_hooks_need_the_sva() {
                 assert!(report.rejected.is_empty(), "{name}: {:?}", report.rejected);
                 assert_accepted(&app, &bytes, dir.path(), &name);
                 let output = CodeObject::parse(bytes, Vec::new()).unwrap();
-                assert_allocations_cover_the_code(&output, &name);
+                let verified = assert_verified(&app, &output, &name);
+                let added: usize = report.kernels.iter().map(|k| k.instructions_added).sum();
+                assert_eq!(verified.inserted_instructions, added, "{name}: the report and the site table agree");
                 for (before, after) in app.kernels.iter().zip(&output.kernels) {
                     let context = format!("{name}: {}", before.name());
                     let d = &after.descriptor;

@@ -16,3 +16,4 @@ mod plugin_rdc;
 mod plugin_steps;
 mod register_report;
 mod sva;
+mod verify;

@@ -255,6 +255,8 @@ impl LiftedCodeObject<'_> {
             }
             for instruction in &block.instructions {
                 if let Some(lines) = patch.and_then(|p| p.before.get(&instruction.address)) {
+                    let site = instruction.address;
+                    writeln!(out, ".Lgpuinstr_site_{site:x}_begin:").unwrap();
                     for line in lines {
                         if line.ends_with(':') {
                             writeln!(out, "{line}").unwrap();
@@ -262,6 +264,7 @@ impl LiftedCodeObject<'_> {
                             writeln!(out, "\t{line}").unwrap();
                         }
                     }
+                    writeln!(out, ".Lgpuinstr_site_{site:x}_end:").unwrap();
                 }
                 let symbolic = instruction.pc_relative.is_some()
                     || matches!(
@@ -468,10 +471,28 @@ impl LiftedCodeObject<'_> {
 
         if let Some(patch) = patch {
             out.push_str(&patch.appended);
+            out.push_str(&site_table(patch));
         }
         out.push('\n');
         let metadata = patch.and_then(|p| p.metadata.as_ref()).unwrap_or(&code_object.metadata.document);
         out.push_str(&metadata_yaml::amdgpu_metadata_block(metadata));
         Assembly { text: out, notes }
     }
+}
+
+/// The site table (`.gpuinstr.sites`, not loaded): one entry per address
+/// that got inserted code, `(original address, first byte, end)` as three
+/// little-endian u64, in original address order. Tools map a site back to
+/// the application's code with it; `verify` reads the inserted regions from it.
+fn site_table(patch: &Patch) -> String {
+    let mut sites: Vec<u64> = patch.before.iter().filter(|(_, lines)| !lines.is_empty()).map(|(a, _)| *a).collect();
+    if sites.is_empty() {
+        return String::new();
+    }
+    sites.sort_unstable();
+    let mut out = String::from("\n\t.section\t.gpuinstr.sites,\"\",@progbits\n\t.p2align\t3\n");
+    for site in sites {
+        writeln!(out, "\t.quad\t{site:#x}, .Lgpuinstr_site_{site:x}_begin, .Lgpuinstr_site_{site:x}_end").unwrap();
+    }
+    out
 }

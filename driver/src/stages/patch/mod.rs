@@ -303,6 +303,12 @@ pub fn patch(
         let vgprs_needed = vgprs_before.max(highest(RegisterFile::Vgpr));
         let agprs_needed = agprs_before.max(highest(RegisterFile::Agpr));
         let sgprs_needed = sgprs_before.max(highest(RegisterFile::Sgpr));
+        // The extra SGPRs (VCC, flat scratch) sit at the top of the
+        // allocation: instrumentation that starts using VCC takes two
+        // SGPRs from what the application had.
+        let mut touched_after = *touched;
+        touched_after.union_with(&used);
+        let sgprs_available = allocation(code_object, kernel, &touched_after).sgprs.len();
         let name = kernel.name().to_string();
         let limit = |file: &'static str, needed: usize, max: usize| {
             if needed > max {
@@ -338,8 +344,8 @@ pub fn patch(
         };
         // SGPRs: the allocation also holds the extra SGPRs (VCC, XNACK mask,
         // flat scratch); 6 covers all of them.
-        if sgprs_needed > sgprs_before {
-            let blocks = (sgprs_needed + 6).div_ceil(8).min(16) as u32;
+        if highest(RegisterFile::Sgpr) > sgprs_available {
+            let blocks = (highest(RegisterFile::Sgpr) + 6).div_ceil(8).min(16) as u32;
             let old = descriptor.rsrc1("GRANULATED_WAVEFRONT_SGPR_COUNT");
             set1(&mut descriptor, "GRANULATED_WAVEFRONT_SGPR_COUNT", old.max(blocks - 1));
         }
@@ -347,7 +353,7 @@ pub fn patch(
             descriptor.private_segment_fixed_size += stack;
         }
         let after = crate::stages::load::Kernel { descriptor: descriptor.clone(), ..kernel.clone() };
-        let sgprs_after = allocation(code_object, &after, touched).sgprs.len().max(sgprs_needed);
+        let sgprs_after = allocation(code_object, &after, &touched_after).sgprs.len();
         patch.descriptors.insert(kernel_index, descriptor);
 
         let metadata = patch.metadata.as_mut().expect("set above");

@@ -1,0 +1,492 @@
+//! `gpuinstr-link verify ORIGINAL INSTRUMENTED`: proves from the two binaries
+//! that instrumentation changed nothing the application can observe.
+//!
+//! - The original instructions appear in the instrumented code in order and
+//!   unchanged (branch offsets and pc-relative literals aside: those are
+//!   checked by where they land); everything else is an inserted region the
+//!   site table (`.gpuinstr.sites`) names, ending at its original instruction.
+//! - Every inserted region leaves every register live at its point (SCC,
+//!   VCC, EXEC, M0 included) as it found it, by the abstract interpretation
+//!   of preservation.rs; at a kernel's entry, the application's inputs must
+//!   be back where the original descriptor put them.
+//! - Code in a region stays in it: no branch out, no end of program.
+//! - Branches and pc-relative computations land on the same original
+//!   instruction (or the start of the region before it) or the same symbol.
+//! - Every kernel's descriptor allocates every register its code and the
+//!   functions it may call use.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
+
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::analyze::allocation;
+use crate::preservation::{check_from, Entry};
+use crate::stages::lift::{lift, Flow, Function, FunctionKind, Instruction, IsaError, LiftedCodeObject};
+use crate::stages::liveness::{analyze, RegisterFile, Unit, UnitSet};
+use crate::stages::load::descriptor::KernelDescriptor;
+use crate::stages::load::CodeObject;
+use crate::stages::patch::preamble::layout;
+
+/// The site table's section.
+pub const SITE_TABLE: &str = ".gpuinstr.sites";
+
+#[derive(Debug, Error)]
+pub enum VerifyError {
+    #[error(transparent)]
+    Lift(#[from] IsaError),
+    #[error("the two code objects are for different targets ({0} and {1})")]
+    Targets(String, String),
+    #[error("the site table {SITE_TABLE} is malformed: {0}")]
+    SiteTable(String),
+}
+
+/// One inserted region: the original instruction it runs before, and where
+/// the inserted code is in the instrumented code object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Site {
+    pub original: u64,
+    pub begin: u64,
+    pub end: u64,
+}
+
+/// Reads the site table of an instrumented code object (empty when none).
+pub fn site_table(code_object: &CodeObject) -> Result<Vec<Site>, VerifyError> {
+    let Some(section) = code_object.sections.iter().find(|s| s.name == SITE_TABLE) else {
+        return Ok(Vec::new());
+    };
+    let start = section.offset as usize;
+    let bytes = code_object
+        .bytes
+        .get(start..start + section.size as usize)
+        .ok_or_else(|| VerifyError::SiteTable("it lies outside the file".into()))?;
+    if bytes.len() % 24 != 0 {
+        return Err(VerifyError::SiteTable(format!("{} bytes is not a whole number of entries", bytes.len())));
+    }
+    let word = |chunk: &[u8]| u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+    Ok(bytes
+        .chunks_exact(24)
+        .map(|e| Site { original: word(&e[0..8]), begin: word(&e[8..16]), end: word(&e[16..24]) })
+        .collect())
+}
+
+/// Something the instrumented code does that the original would not.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub function: String,
+    /// Address in the instrumented code object (0 when not about one place).
+    pub address: u64,
+    pub problem: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct VerifyReport {
+    pub target: String,
+    pub functions: usize,
+    pub original_instructions: usize,
+    pub regions: usize,
+    pub inserted_instructions: usize,
+    pub branches: usize,
+    pub pc_relative: usize,
+    pub kernels: usize,
+    pub findings: Vec<Finding>,
+}
+
+impl VerifyReport {
+    pub fn ok(&self) -> bool {
+        self.findings.is_empty()
+    }
+
+    pub fn render_text(&self) -> String {
+        let mut out = String::new();
+        writeln!(out, "target {}: {} functions", self.target, self.functions).unwrap();
+        writeln!(out, "  original instructions in order: {}", self.original_instructions).unwrap();
+        writeln!(
+            out,
+            "  inserted regions preserving the live registers: {} ({} instructions)",
+            self.regions, self.inserted_instructions
+        )
+        .unwrap();
+        writeln!(out, "  branches landing where they did: {}", self.branches).unwrap();
+        writeln!(out, "  pc-relative computations landing where they did: {}", self.pc_relative).unwrap();
+        writeln!(out, "  kernel descriptors covering their registers: {}", self.kernels).unwrap();
+        if self.ok() {
+            writeln!(out, "verified").unwrap();
+        } else {
+            writeln!(out, "{} findings:", self.findings.len()).unwrap();
+            for finding in &self.findings {
+                writeln!(out, "  {} at {:#x}: {}", finding.function, finding.address, finding.problem).unwrap();
+            }
+        }
+        out
+    }
+}
+
+/// Operands equal, the branch offset and the pc-relative literal aside.
+fn same_instruction(original: &Instruction, instrumented: &Instruction) -> bool {
+    if original.decoded != instrumented.decoded {
+        return false;
+    }
+    if !original.decoded {
+        return original.bytes == instrumented.bytes;
+    }
+    if original.raw.opcode != instrumented.raw.opcode || original.raw.operands.len() != instrumented.raw.operands.len()
+    {
+        return false;
+    }
+    let branch = matches!(original.flow, Flow::Branch { .. } | Flow::ConditionalBranch { .. });
+    let literal = original.pc_relative.as_ref().map(|pc| pc.operand);
+    original
+        .raw
+        .operands
+        .iter()
+        .zip(&instrumented.raw.operands)
+        .enumerate()
+        .all(|(index, (a, b))| a == b || (branch && index == 0) || literal == Some(index))
+}
+
+fn text(lifted: &LiftedCodeObject<'_>, instruction: &Instruction) -> String {
+    lifted.isa.mc.print(&instruction.raw, instruction.address).unwrap_or_default().trim().to_string()
+}
+
+/// Where original addresses went.
+#[derive(Default)]
+struct AddressMap {
+    /// Original instruction address -> instrumented address.
+    instructions: HashMap<u64, u64>,
+    /// Instrumented address of an original instruction -> start of the
+    /// region inserted before it.
+    region_before: HashMap<u64, u64>,
+}
+
+impl AddressMap {
+    /// Whether landing on `landed` runs the original instruction at `original`
+    /// (directly or through the whole region before it).
+    fn lands_on(&self, original: u64, landed: u64) -> bool {
+        match self.instructions.get(&original) {
+            Some(&mapped) => landed == mapped || self.region_before.get(&mapped) == Some(&landed),
+            None => false,
+        }
+    }
+}
+
+/// Checks `instrumented` against `original`.
+pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<VerifyReport, VerifyError> {
+    if original.target != instrumented.target {
+        return Err(VerifyError::Targets(original.target.to_string(), instrumented.target.to_string()));
+    }
+    let sites = site_table(instrumented)?;
+    let before = lift(original)?;
+    let after = lift(instrumented)?;
+    let liveness = analyze(&before);
+    let units = crate::stages::liveness::RegisterUnits::new(&after.isa);
+    let mut report = VerifyReport { target: original.target.to_string(), ..VerifyReport::default() };
+    let regions: BTreeMap<u64, Site> = sites.iter().map(|s| (s.begin, *s)).collect();
+    let mut map = AddressMap::default();
+    // Pairs of (original function, instrumented function) that aligned.
+    let mut aligned: Vec<(usize, usize)> = Vec::new();
+
+    // 1. Alignment: original instructions in order, regions between them.
+    for (index, function) in before.functions.iter().enumerate() {
+        report.functions += 1;
+        let Some(other) = after.functions.iter().position(|f| f.name == function.name) else {
+            report.findings.push(Finding {
+                function: function.name.clone(),
+                address: 0,
+                problem: "the instrumented code object has no function of this name".into(),
+            });
+            continue;
+        };
+        let g = &after.functions[other];
+        if function.is_kernel() != g.is_kernel() {
+            report.findings.push(Finding {
+                function: function.name.clone(),
+                address: g.address,
+                problem: "a kernel in one code object and not in the other".into(),
+            });
+            continue;
+        }
+        if align(&before, function, &after, g, &regions, &mut map, &mut report) {
+            aligned.push((index, other));
+        }
+    }
+    for site in &sites {
+        let holder = after.functions.iter().position(|f| f.address <= site.begin && site.begin < f.end());
+        if holder.is_some_and(|g| !aligned.iter().any(|(_, a)| *a == g)) {
+            continue; // already reported: the function did not align
+        }
+        if map.instructions.get(&site.original).is_none_or(|m| *m != site.end) {
+            report.findings.push(Finding {
+                function: holder.map_or_else(|| "(outside every function)".into(), |g| after.functions[g].name.clone()),
+                address: site.begin,
+                problem: format!(
+                    "the site table says this region runs before the original instruction at {:#x}, which is not \
+                     where it ends",
+                    site.original
+                ),
+            });
+        }
+    }
+
+    // 2. Branches and pc-relative computations land where they did.
+    for &(f, g) in &aligned {
+        let originals = before.functions[f].instructions();
+        let kept = after.functions[g].instructions().filter(|i| !in_region(&regions, i.address));
+        for (o, i) in originals.zip(kept) {
+            let problem = match (o.flow, i.flow) {
+                (Flow::Branch { target: t }, Flow::Branch { target: u })
+                | (Flow::ConditionalBranch { target: t }, Flow::ConditionalBranch { target: u }) => {
+                    report.branches += 1;
+                    (!map.lands_on(t, u))
+                        .then(|| format!("`{}` lands at {u:#x}, not on the original's target {t:#x}", text(&after, i)))
+                }
+                _ => None,
+            };
+            let problem = problem.or_else(|| match (&o.pc_relative, &i.pc_relative) {
+                (Some(a), Some(b)) => {
+                    report.pc_relative += 1;
+                    let lands = map.lands_on(a.target, b.target)
+                        || same_symbol_offset(original, a.target, instrumented, b.target);
+                    (!lands).then(|| {
+                        format!(
+                            "`{}` computes {:#x}, which is not what the original's {:#x} became",
+                            text(&after, i),
+                            b.target,
+                            a.target
+                        )
+                    })
+                }
+                (Some(a), None) => Some(format!(
+                    "`{}` no longer computes an address from its s_getpc_b64 (the original computed {:#x})",
+                    text(&after, i),
+                    a.target
+                )),
+                _ => None,
+            });
+            if let Some(problem) = problem {
+                report.findings.push(Finding {
+                    function: after.functions[g].name.clone(),
+                    address: i.address,
+                    problem,
+                });
+            }
+        }
+    }
+
+    // 3. Regions preserve what is live at their point.
+    for &(f, g) in &aligned {
+        let function = &before.functions[f];
+        let instrumented_function = &after.functions[g];
+        let index_of: HashMap<u64, usize> = function.instructions().enumerate().map(|(n, i)| (i.address, n)).collect();
+        let code: Vec<&Instruction> = instrumented_function.instructions().collect();
+        let inside = |s: &&Site| s.begin >= instrumented_function.address && s.end <= instrumented_function.end();
+        for site in regions.values().filter(inside) {
+            let Some(&position) = index_of.get(&site.original) else { continue };
+            let region: Vec<Instruction> =
+                code.iter().filter(|i| i.address >= site.begin && i.address < site.end).map(|i| (*i).clone()).collect();
+            report.regions += 1;
+            report.inserted_instructions += region.len();
+            let finding = |address: u64, problem: String| Finding {
+                function: instrumented_function.name.clone(),
+                address,
+                problem,
+            };
+            if let Some(escape) = region.iter().find_map(|i| leaves_region(i, site)) {
+                report.findings.push(finding(escape.0, escape.1));
+                continue;
+            }
+            let mut live = liveness.functions[f].live_in[position];
+            let mut entry = Entry::default();
+            if position == 0 {
+                if let FunctionKind::Kernel(k) = function.kind {
+                    let descriptor = &before.code_object.kernels[k].descriptor;
+                    let (inputs, kernel_entry) = kernel_entry(
+                        descriptor,
+                        kernel_descriptor(instrumented, &function.name).unwrap_or(descriptor),
+                        original.target.processor == "gfx90a",
+                    );
+                    live = live.intersection(&inputs);
+                    entry = kernel_entry;
+                }
+            }
+            if let Err(violation) = check_from(&after.isa, &units, &region, &live, None, &entry) {
+                report.findings.push(finding(
+                    site.begin,
+                    format!("the region before the original instruction at {:#x}: {violation}", site.original),
+                ));
+            }
+        }
+    }
+
+    // 4. Descriptors cover every register the code uses.
+    let after_liveness = analyze(&after);
+    for (index, function) in after.functions.iter().enumerate() {
+        let FunctionKind::Kernel(k) = function.kind else { continue };
+        report.kernels += 1;
+        let touched = &after_liveness.functions[index].touched;
+        let allocated = allocation(instrumented, &instrumented.kernels[k], touched);
+        for unit in touched.iter() {
+            let inside = match unit.file() {
+                RegisterFile::Sgpr => allocated.sgprs.contains(unit),
+                RegisterFile::Vgpr => allocated.vgprs.contains(unit),
+                RegisterFile::Agpr => allocated.agprs.contains(unit),
+                _ => true,
+            };
+            if !inside {
+                report.findings.push(Finding {
+                    function: function.name.clone(),
+                    address: 0,
+                    problem: format!(
+                        "uses {unit}, outside what the descriptor allocates ({} SGPRs, {} VGPRs, {} AGPRs)",
+                        allocated.sgprs.len(),
+                        allocated.vgprs.len(),
+                        allocated.agprs.len()
+                    ),
+                });
+                break;
+            }
+        }
+    }
+    report.original_instructions = aligned.iter().map(|(f, _)| before.functions[*f].instructions().count()).sum();
+    Ok(report)
+}
+
+fn in_region(regions: &BTreeMap<u64, Site>, address: u64) -> bool {
+    regions.range(..=address).next_back().is_some_and(|(_, s)| address < s.end)
+}
+
+/// Walks the instrumented function: every instruction outside a region must
+/// be the next original one. Records where each went.
+fn align(
+    before: &LiftedCodeObject<'_>,
+    function: &Function,
+    after: &LiftedCodeObject<'_>,
+    instrumented: &Function,
+    regions: &BTreeMap<u64, Site>,
+    map: &mut AddressMap,
+    report: &mut VerifyReport,
+) -> bool {
+    let mut originals = function.instructions().peekable();
+    for instruction in instrumented.instructions() {
+        if in_region(regions, instruction.address) {
+            continue;
+        }
+        let Some(original) = originals.next() else {
+            report.findings.push(Finding {
+                function: function.name.clone(),
+                address: instruction.address,
+                problem: format!(
+                    "`{}` is neither an original instruction nor in an inserted region (the original code ended)",
+                    text(after, instruction)
+                ),
+            });
+            return false;
+        };
+        if !same_instruction(original, instruction) {
+            report.findings.push(Finding {
+                function: function.name.clone(),
+                address: instruction.address,
+                problem: format!(
+                    "expected the original instruction at {:#x}, `{}`, found `{}`",
+                    original.address,
+                    text(before, original),
+                    text(after, instruction)
+                ),
+            });
+            return false;
+        }
+        map.instructions.insert(original.address, instruction.address);
+        if let Some((_, site)) = regions.range(..instruction.address).next_back() {
+            if site.end == instruction.address {
+                map.region_before.insert(instruction.address, site.begin);
+            }
+        }
+    }
+    if let Some(missing) = originals.next() {
+        report.findings.push(Finding {
+            function: function.name.clone(),
+            address: instrumented.end(),
+            problem: format!(
+                "the original instruction at {:#x}, `{}`, is missing",
+                missing.address,
+                text(before, missing)
+            ),
+        });
+        return false;
+    }
+    true
+}
+
+/// Whether an instruction of a region may leave it other than by falling
+/// through its end: `(address, why)`.
+fn leaves_region(instruction: &Instruction, site: &Site) -> Option<(u64, String)> {
+    let inside = |target: u64| target >= site.begin && target <= site.end;
+    match instruction.flow {
+        Flow::Branch { target } | Flow::ConditionalBranch { target } if !inside(target) => {
+            Some((instruction.address, format!("inserted code branches out of its region, to {target:#x}")))
+        }
+        Flow::EndProgram => Some((instruction.address, "inserted code ends the program".into())),
+        Flow::IndirectBranch => Some((instruction.address, "inserted code jumps through registers".into())),
+        _ => None,
+    }
+}
+
+fn kernel_descriptor<'c>(code_object: &'c CodeObject, name: &str) -> Option<&'c KernelDescriptor> {
+    code_object.kernels.iter().find(|k| k.name() == name).map(|k| &k.descriptor)
+}
+
+/// What a kernel's entry region must give back, and how registers start:
+/// the application's inputs (under the original descriptor) and, where the
+/// instrumented descriptor enables more, where the hardware now puts them.
+fn kernel_entry(original: &KernelDescriptor, instrumented: &KernelDescriptor, gfx90a: bool) -> (UnitSet, Entry) {
+    let old = layout(original);
+    let new = layout(instrumented);
+    let mut inputs = UnitSet::EMPTY;
+    let mut entry = Entry::default();
+    for (input, first, count) in &old {
+        for part in 0..*count {
+            inputs.insert(Unit::sgpr(first + part));
+        }
+        if let Some((_, moved, _)) = new.iter().find(|(i, ..)| i == input) {
+            for part in 0..*count {
+                if moved != first {
+                    entry.holds.push((Unit::sgpr(moved + part), Unit::sgpr(first + part)));
+                }
+            }
+        }
+    }
+    // An input that moved leaves its old place holding another input; the
+    // moves recorded above take precedence (check_from applies them last).
+    for (input, first, count) in &old {
+        if new.iter().any(|(i, f, _)| i == input && f != first) {
+            entry.unknown.extend((0..*count).map(|part| Unit::sgpr(first + part)));
+        }
+    }
+    let dimensions = original.rsrc2("ENABLE_VGPR_WORKITEM_ID");
+    let vgprs = if gfx90a { 0 } else { dimensions.min(2) as u16 };
+    for v in 0..=vgprs {
+        inputs.insert(Unit::vgpr(v));
+    }
+    if gfx90a && instrumented.rsrc2("ENABLE_VGPR_WORKITEM_ID") > dimensions {
+        entry.widened = Some((Unit::vgpr(0), if dimensions == 0 { 0x3ff } else { 0xfffff }));
+    }
+    inputs.insert(Unit::special("EXEC_LO"));
+    inputs.insert(Unit::special("EXEC_HI"));
+    (inputs, entry)
+}
+
+/// Whether two addresses are the same offset from same-named symbols (data
+/// the code refers to).
+fn same_symbol_offset(original: &CodeObject, a: u64, instrumented: &CodeObject, b: u64) -> bool {
+    let containing = |code_object: &CodeObject, address: u64| {
+        code_object
+            .symbols
+            .iter()
+            .filter(|s| !s.name.is_empty() && s.value <= address && (address < s.value + s.size.max(1)))
+            .map(|s| (s.name.clone(), address - s.value))
+            .collect::<Vec<_>>()
+    };
+    let ours = containing(instrumented, b);
+    containing(original, a).iter().any(|pair| ours.contains(pair))
+}

@@ -1,0 +1,132 @@
+//! `gpuinstr-link verify` on broken instrumentation: each way an inserted
+//! region, a branch, an original instruction or a descriptor can go wrong is
+//! made by hand in a correct output, and the checker must name it.
+
+use gpuinstr::instrument::{instrument_code_object, InstrumentOptions};
+use gpuinstr::plan::Plan;
+use gpuinstr::stages::lift::{lift, Flow};
+use gpuinstr::stages::liveness::{analyze, RegisterFile};
+use gpuinstr::stages::load::{self, CodeObject};
+use gpuinstr::verify::{site_table, verify, Site};
+use gpuinstr_intrinsics::Registry;
+use gpuinstr_tests::*;
+
+/// control_flow for gfx90a with the instruction counter on every instruction.
+fn instrumented() -> (CodeObject, Vec<u8>) {
+    let dir = scratch();
+    let tool = dir.path().join("counter.hsaco");
+    run_ok(&mut tool_compile_command(Compiler::Clang, &example("instruction-counter"), "-O3", &tool));
+    let tool = load::load(&tool).unwrap().code_objects.remove(0);
+    let plan = Plan::load(&repo().join("hook-sdk/examples/instruction-counter/plan.toml")).unwrap();
+    let app = load::load_for_target(&test_kernels("control_flow"), Some("gfx90a")).unwrap().code_objects.remove(0);
+    let (bytes, _) =
+        instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &InstrumentOptions::default()).unwrap();
+    (app, bytes)
+}
+
+/// File offset of an address in a loaded section.
+fn file_offset(code_object: &CodeObject, address: u64) -> usize {
+    let section = code_object.sections.iter().find(|s| s.loadable && s.contains(address)).expect("a loaded address");
+    (section.offset + (address - section.address)) as usize
+}
+
+fn findings(app: &CodeObject, bytes: Vec<u8>) -> Vec<String> {
+    let output = CodeObject::parse(bytes, Vec::new()).unwrap();
+    let report = verify(app, &output).unwrap();
+    report.findings.iter().map(|f| format!("{} at {:#x}: {}", f.function, f.address, f.problem)).collect()
+}
+
+const S_NOP_4: [u8; 4] = 0xbf80_0004u32.to_le_bytes();
+
+#[test]
+fn verify_names_each_kind_of_breakage() {
+    let (app, bytes) = instrumented();
+    let output = CodeObject::parse(bytes.clone(), Vec::new()).unwrap();
+    assert!(verify(&app, &output).unwrap().ok(), "the unbroken output verifies");
+    let sites: Vec<Site> = site_table(&output).unwrap();
+    assert!(sites.len() > 50, "{} sites", sites.len());
+    let original = lift(&app).unwrap();
+    let liveness = analyze(&original);
+
+    // 1. A region that overwrites a live SGPR: its leading `s_nop 4` becomes
+    // `s_mov_b32 sN, 0`, at a site inside a kernel (not its entry).
+    let (site, sgpr) = sites
+        .iter()
+        .find_map(|site| {
+            let (index, function) = original
+                .functions
+                .iter()
+                .enumerate()
+                .find(|(_, f)| f.address <= site.original && site.original < f.end())?;
+            let position = function.instructions().position(|i| i.address == site.original)?;
+            if position == 0 {
+                return None;
+            }
+            let live = liveness.functions[index].live_in[position].in_file(RegisterFile::Sgpr);
+            let first = live.iter().next().map(|unit| unit.index());
+            first.map(|index| (*site, index))
+        })
+        .expect("a site with a live SGPR");
+    let mut broken = bytes.clone();
+    let at = file_offset(&output, site.begin);
+    assert_eq!(broken[at..at + 4], S_NOP_4, "regions start with s_nop 4");
+    broken[at..at + 4].copy_from_slice(&(0xbe80_0080u32 | (u32::from(sgpr) << 16)).to_le_bytes());
+    let found = findings(&app, broken);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(
+        found[0].contains(&format!("s{sgpr} is live here but the code leaves it changed"))
+            && found[0].contains("s_mov_b32"),
+        "{found:#?}"
+    );
+
+    // 2. A branch of the application moved by one dword: it now lands inside
+    // the region before its target, skipping the region's start.
+    let instrumented = lift(&output).unwrap();
+    let in_region = |address: u64| sites.iter().any(|s| s.begin <= address && address < s.end);
+    let branch = instrumented
+        .functions
+        .iter()
+        .flat_map(|f| f.instructions())
+        .find(|i| matches!(i.flow, Flow::ConditionalBranch { .. }) && !in_region(i.address))
+        .expect("an application branch");
+    let mut broken = bytes.clone();
+    let at = file_offset(&output, branch.address);
+    let offset = i16::from_le_bytes([broken[at], broken[at + 1]]) + 1;
+    broken[at..at + 2].copy_from_slice(&offset.to_le_bytes());
+    let found = findings(&app, broken);
+    assert!(found.len() == 1 && found[0].contains("not on the original's target"), "{found:#?}");
+
+    // 3. An original instruction replaced.
+    let victim = instrumented
+        .functions
+        .iter()
+        .flat_map(|f| f.instructions())
+        .find(|i| !in_region(i.address) && i.size() == 4 && i.name(&instrumented.isa).starts_with("V_"))
+        .expect("a 4-byte vector instruction of the application");
+    let mut broken = bytes.clone();
+    let at = file_offset(&output, victim.address);
+    broken[at..at + 4].copy_from_slice(&0xbf80_0000u32.to_le_bytes());
+    let found = findings(&app, broken);
+    assert!(found.len() == 1 && found[0].contains("expected the original instruction"), "{found:#?}");
+    assert!(found[0].contains("found `s_nop 0`"), "{found:#?}");
+
+    // 4. A descriptor that allocates fewer VGPRs than the code uses.
+    let kernel = &output.kernels[0];
+    let descriptor = output.symbols.iter().find(|s| s.name == format!("{}.kd", kernel.name())).expect("kd symbol");
+    let mut broken = bytes.clone();
+    let at = file_offset(&output, descriptor.value) + 48; // compute_pgm_rsrc1
+    broken[at] &= !0x3f; // GRANULATED_WORKITEM_VGPR_COUNT = 0: 8 VGPRs
+    let found = findings(&app, broken);
+    assert!(
+        found.iter().any(|f| f.starts_with(kernel.name()) && f.contains("outside what the descriptor allocates")),
+        "{found:#?}"
+    );
+
+    // 5. No site table: the inserted code is unexplained.
+    let table = output.sections.iter().find(|s| s.name == ".gpuinstr.sites").expect("a site table");
+    let mut broken = bytes;
+    let start = table.offset as usize;
+    broken[start..start + table.size as usize].fill(0);
+    let found = findings(&app, broken);
+    assert!(found.iter().any(|f| f.contains("expected the original instruction")), "{found:#?}");
+}
