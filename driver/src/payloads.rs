@@ -94,6 +94,28 @@ pub struct CompiledPayload {
 }
 
 impl CompiledPayload {
+    /// A point left alone, and why.
+    fn refused(label: String, point: &PayloadPoint, reason: String) -> CompiledPayload {
+        CompiledPayload {
+            label,
+            function: point.function,
+            instruction: point.instruction,
+            code: Vec::new(),
+            scratch_bytes: 0,
+            sgprs: 0,
+            vgprs: 0,
+            agprs: 0,
+            kernel_arguments: Default::default(),
+            copied: UnitSet::EMPTY,
+            pinned: UnitSet::EMPTY,
+            written: UnitSet::EMPTY,
+            writes: UnitSet::EMPTY,
+            rejected: Some(reason),
+        }
+    }
+}
+
+impl CompiledPayload {
     /// Whether the payload reads the State Value Array (kernel arguments or stack).
     pub fn uses_sva(&self) -> bool {
         self.scratch_bytes > 0
@@ -525,26 +547,19 @@ pub fn compile_payloads_at(
             why: "its payload function is missing from llc's output".into(),
         })?;
         if let Some(reason) = rejected.get(&index) {
-            payloads.push(CompiledPayload {
-                label: labels[index].clone(),
-                function: point.function,
-                instruction: point.instruction,
-                code: Vec::new(),
-                scratch_bytes: 0,
-                sgprs: 0,
-                vgprs: 0,
-                agprs: 0,
-                kernel_arguments: Default::default(),
-                copied: UnitSet::EMPTY,
-                pinned: UnitSet::EMPTY,
-                written: UnitSet::EMPTY,
-                writes: UnitSet::EMPTY,
-                rejected: Some(reason.clone()),
-            });
+            payloads.push(CompiledPayload::refused(labels[index].clone(), point, reason.clone()));
             continue;
         }
         let name = payload::payload_name(index);
         let code = final_code::extract(&functions, &name, index, &site.live, site.sva)?;
+        if code.scratch_bytes > 0 && !lowered.frame_reads.is_empty() {
+            let why = format!(
+                "its hooks read {}, which holds the payload's stack frame: the payload needs {} bytes of stack here",
+                lowered.frame_reads, code.scratch_bytes
+            );
+            payloads.push(CompiledPayload::refused(labels[index].clone(), point, why));
+            continue;
+        }
         payloads.push(CompiledPayload {
             label: labels[index].clone(),
             function: point.function,

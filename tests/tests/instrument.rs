@@ -225,3 +225,81 @@ fn kernels_get_a_preamble_when_hooks_need_the_sva() {
         }
     }
 }
+
+/// The opcode histogram, the memory tracer and the branch-divergence tool
+/// with their plans, on every test kernel: nothing rejected (registers may
+/// grow), every output accepted and verified; the plans select what they
+/// say (flat and global instructions with their address operands; every
+/// `s_and_saveexec_b64` with its condition).
+#[test]
+fn the_examples_instrument_our_kernels() {
+    use gpuinstr::stages::payload::HookArgument;
+    use gpuinstr_intrinsics::{Register, SpecialRegister};
+    let dir = scratch();
+    let registry = Registry::with_builtins();
+    let grow = InstrumentOptions { grow_registers: true, ..InstrumentOptions::default() };
+    for (example, targets) in [
+        ("opcode-histogram", &["gfx90a"][..]),
+        ("memory-tracer", &["gfx90a", "gfx908"][..]),
+        ("branch-divergence", &["gfx90a", "gfx908"][..]),
+    ] {
+        let tool = dir.path().join(format!("{example}.hsaco"));
+        run_ok(&mut tool_compile_command(Compiler::Clang, &self::example(example), "-O3", &tool));
+        let tool = load::load(&tool).unwrap().code_objects.remove(0);
+        let plan = Plan::load(&repo().join(format!("hook-sdk/examples/{example}/plan.toml"))).unwrap();
+        for kernels in TEST_KERNELS {
+            for target in targets {
+                let name = format!("{example}-{kernels}-{target}");
+                let app = load::load_for_target(&test_kernels(kernels), Some(target)).unwrap().code_objects.remove(0);
+                let lifted = lift(&app).unwrap();
+                let points = plan.select(&lifted);
+                for point in &points {
+                    let instruction =
+                        lifted.functions[point.function].instructions().nth(point.instruction).expect("instruction");
+                    let opcode = instruction.name(&lifted.isa);
+                    let arguments = &point.calls[0].arguments;
+                    match example {
+                        "memory-tracer" => {
+                            assert!(opcode.starts_with("GLOBAL_") || opcode.starts_with("FLAT_"), "{name}: {opcode}");
+                            let HookArgument::MemoryAddress { base, index, .. } = arguments[1] else {
+                                panic!("{name}: {opcode}: {arguments:?}")
+                            };
+                            if opcode.contains("_SADDR") {
+                                assert!(matches!((base, index), (Register::Sgpr(_), Some(Register::Vgpr(_)))));
+                            } else {
+                                assert!(matches!((base, index), (Register::Vgpr(_), None)), "{name}: {opcode}");
+                            }
+                        }
+                        "branch-divergence" => {
+                            assert_eq!(opcode, "S_AND_SAVEEXEC_B64", "{name}");
+                            assert!(
+                                matches!(
+                                    arguments[2],
+                                    HookArgument::Register(Register::Special(SpecialRegister::Vcc) | Register::Sgpr(_))
+                                ),
+                                "{name}: {arguments:?}"
+                            );
+                        }
+                        _ => {}
+                    }
+                }
+                if points.is_empty() {
+                    continue; // matrix_cores has no s_and_saveexec_b64
+                }
+                let (bytes, report) = instrument_code_object(&tool, &app, &plan, &registry, &grow)
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                // Only a kernel's register limit may refuse a point (gfx908's
+                // manyRegisters: 1,024 work-items leave 64 VGPRs per wave).
+                for rejected in &report.rejected {
+                    assert!(rejected.contains("registers a wave of"), "{name}: {rejected}");
+                }
+                assert!(report.rejected.len() * 4 < points.len(), "{name}: {:#?}", report.rejected);
+                assert_accepted(&app, &bytes, dir.path(), &name);
+                let output = CodeObject::parse(bytes, Vec::new()).unwrap();
+                let verified = assert_verified(&app, &output, &name);
+                let added: usize = report.kernels.iter().map(|k| k.instructions_added).sum();
+                assert_eq!(verified.inserted_instructions, added, "{name}");
+            }
+        }
+    }
+}

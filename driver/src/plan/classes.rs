@@ -6,7 +6,7 @@ use crate::native::OpcodeFlags;
 use crate::stages::lift::{Instruction, Isa};
 
 /// SIInstrFlags bits (llvm/lib/Target/AMDGPU/SIDefines.h, LLVM 15).
-mod si {
+pub(crate) mod si {
     pub const SALU: u64 = 1 << 0;
     pub const VALU: u64 = 1 << 1;
     pub const MUBUF: u64 = 1 << 17;

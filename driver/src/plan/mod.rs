@@ -3,6 +3,7 @@
 //! 004's `instrumentationLoop`); both produce the payload compiler's points.
 
 pub mod classes;
+pub mod operands;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -47,6 +48,12 @@ pub enum PointValue {
     Block,
     /// A number unique to the point in this plan run (0, 1, 2, ... in code order).
     Site,
+    /// The address a flat or global instruction accesses, per lane, read at
+    /// the point; an insert using it selects only such instructions.
+    MemoryAddress,
+    /// The value of the instruction's Nth source register at the point; an
+    /// insert using it selects instructions whose Nth source is a register.
+    Source(usize),
 }
 
 pub const POINT_VALUES: &[(&str, &str)] = &[
@@ -57,6 +64,12 @@ pub const POINT_VALUES: &[(&str, &str)] = &[
     ("index", "the instruction's index in its function (constant)"),
     ("block", "the basic block's index in its function (constant)"),
     ("site", "a number unique to the point in this run, in code order (constant)"),
+    (
+        "memory-address",
+        "the 64-bit address a flat or global instruction accesses, per lane, computed at the point from the \
+         instruction's own operands: `vaddr` (64-bit), or `saddr` + the 32-bit `vaddr`, plus the offset; a 64-bit \
+         integer parameter",
+    ),
 ];
 
 /// One hook argument of a plan.
@@ -181,6 +194,11 @@ impl PlanArgument {
                         name.parse().map_err(|e: gpuinstr_intrinsics::RegisterError| e.to_string())?;
                     return Ok(PlanArgument::Fixed(HookArgument::Register(register)));
                 }
+                if let Some(n) = table.get("source").and_then(|v| v.as_integer()) {
+                    return usize::try_from(n)
+                        .map(|n| PlanArgument::Value(PointValue::Source(n)))
+                        .map_err(|_| format!("`source = {n}`: a source operand number is 0 or more"));
+                }
                 if let Some(name) = table.get("value").and_then(|v| v.as_str()) {
                     return match name {
                         "exec" => {
@@ -194,6 +212,7 @@ impl PlanArgument {
                         "index" => Ok(PlanArgument::Value(PointValue::Index)),
                         "block" => Ok(PlanArgument::Value(PointValue::Block)),
                         "site" => Ok(PlanArgument::Value(PointValue::Site)),
+                        "memory-address" => Ok(PlanArgument::Value(PointValue::MemoryAddress)),
                         _ => {
                             let names: Vec<&str> = POINT_VALUES.iter().map(|(n, _)| *n).collect();
                             Err(format!("unknown value `{name}` (values: {})", names.join(", ")))
@@ -255,20 +274,24 @@ impl Plan {
                 if !insert.applies_to(point) {
                     continue;
                 }
-                let arguments = insert
+                let arguments: Option<Vec<HookArgument>> = insert
                     .arguments
                     .iter()
                     .map(|a| match a {
-                        PlanArgument::Fixed(argument) => argument.clone(),
-                        PlanArgument::Value(value) => HookArgument::Int(match value {
-                            PointValue::Address => point.instruction.address as i64,
-                            PointValue::Opcode => i64::from(point.instruction.opcode),
-                            PointValue::Index => point.index as i64,
-                            PointValue::Block => point.block as i64,
-                            PointValue::Site => site,
-                        }),
+                        PlanArgument::Fixed(argument) => Some(argument.clone()),
+                        PlanArgument::Value(value) => match value {
+                            PointValue::MemoryAddress => operands::memory_address(&lifted.isa, point.instruction),
+                            PointValue::Source(n) => operands::source_register(&lifted.isa, point.instruction, *n),
+                            PointValue::Address => Some(HookArgument::Int(point.instruction.address as i64)),
+                            PointValue::Opcode => Some(HookArgument::Int(i64::from(point.instruction.opcode))),
+                            PointValue::Index => Some(HookArgument::Int(point.index as i64)),
+                            PointValue::Block => Some(HookArgument::Int(point.block as i64)),
+                            PointValue::Site => Some(HookArgument::Int(site)),
+                        },
                     })
                     .collect();
+                // An insert reading an operand applies where the instruction has it.
+                let Some(arguments) = arguments else { continue };
                 calls.push(HookCall { hook: insert.hook.clone(), arguments });
             }
             if !calls.is_empty() {

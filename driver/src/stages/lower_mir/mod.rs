@@ -74,6 +74,9 @@ pub struct LoweredPayload {
     /// Units intrinsics write on purpose (`writeReg`): the application sees
     /// the new values.
     pub written: UnitSet,
+    /// Frame registers (s0-s3, s32) intrinsics read: right only if the
+    /// payload gets no stack frame.
+    pub frame_reads: UnitSet,
 }
 
 #[derive(Debug, Error)]
@@ -381,15 +384,25 @@ fn lower_function(
     let LoweringContext { isa, classes, target, registry, .. } = *context;
     let fail = |error: IntrinsicError| LowerMirError::Intrinsic { point: point.to_string(), error };
     let mut intrinsic_units = UnitSet::EMPTY;
+    let mut frame_reads = UnitSet::EMPTY;
     for placeholder in own_placeholders {
-        for register in placeholder.lowering.reads.iter().chain(&placeholder.lowering.writes) {
+        for register in &placeholder.lowering.reads {
+            let unit = physical::unit_of(*register).map_err(fail)?;
+            // The application's value while the payload has no stack frame;
+            // payloads that get one are refused after code generation.
+            if FRAME_UNITS.contains(&unit) {
+                frame_reads.insert(unit);
+            }
+            intrinsic_units.insert(unit);
+        }
+        for register in &placeholder.lowering.writes {
             let unit = physical::unit_of(*register).map_err(fail)?;
             if FRAME_UNITS.contains(&unit) {
                 return Err(fail(IntrinsicError::Lowering {
                     intrinsic: placeholder.intrinsic.clone(),
                     why: format!(
-                        "{register} holds the payload's stack frame (s0-s3, s32); read the application's scratch \
-                         resource with the kernel argument private_segment_buffer instead"
+                        "{register} holds the payload's stack frame (s0-s3, s32); the application's s0-s3 and s32 \
+                         cannot be written"
                     ),
                 }));
             }
@@ -604,7 +617,13 @@ fn lower_function(
 
     let mut written: UnitSet = writes.iter().map(|w| w.unit).collect();
     written.union_with(&state.written_in_place);
-    Ok(LoweredPayload { kernel_arguments: std::mem::take(&mut state.kernel_arguments), copied, pinned, written })
+    Ok(LoweredPayload {
+        kernel_arguments: std::mem::take(&mut state.kernel_arguments),
+        copied,
+        pinned,
+        written,
+        frame_reads,
+    })
 }
 
 /// Writes the class at the definition of every virtual register stage 8

@@ -35,6 +35,14 @@ pub enum HookArgument {
     Float(f64),
     /// The value an application register has at the point.
     Register(Register),
+    /// A 64-bit address computed at the point: the 64-bit value of `base`
+    /// (a register pair), plus the zero-extended 32-bit `index` register,
+    /// plus `offset` (a flat or global instruction's address operands).
+    MemoryAddress {
+        base: Register,
+        index: Option<Register>,
+        offset: i64,
+    },
 }
 
 impl fmt::Display for HookArgument {
@@ -43,6 +51,13 @@ impl fmt::Display for HookArgument {
             HookArgument::Int(value) => write!(f, "{value}"),
             HookArgument::Float(value) => write!(f, "{value}"),
             HookArgument::Register(register) => write!(f, "{register}"),
+            HookArgument::MemoryAddress { base, index, offset } => {
+                write!(f, "{base}[64]")?;
+                if let Some(index) = index {
+                    write!(f, " + {index}")?;
+                }
+                write!(f, " + {offset}")
+            }
         }
     }
 }
@@ -282,6 +297,7 @@ pub fn build_payload_module<'ctx>(
                     expected: parameter.print_to_string().to_string(),
                     given: match argument {
                         HookArgument::Register(r) => format!("register {r}"),
+                        HookArgument::MemoryAddress { .. } => format!("the memory address {argument}"),
                         other => format!("constant {other}"),
                     },
                 };
@@ -307,6 +323,25 @@ pub fn build_payload_module<'ctx>(
                         let code = context.i32_type().const_int(u64::from(register.encode()), false);
                         let call = builder.build_call(read, &[code.into()], "").expect("builder is positioned");
                         call.try_as_basic_value().basic().expect("readReg returns a value").into()
+                    }
+                    (BasicMetadataTypeEnum::IntType(ty), HookArgument::MemoryAddress { base, index, offset })
+                        if ty.get_bit_width() == 64 =>
+                    {
+                        let read = |register: &Register, bits: u32| {
+                            let function = read_reg_function(context, module, bits);
+                            let code = context.i32_type().const_int(u64::from(register.encode()), false);
+                            let call = builder.build_call(function, &[code.into()], "").expect("builder is positioned");
+                            call.try_as_basic_value().basic().expect("readReg returns a value").into_int_value()
+                        };
+                        let mut address = read(base, 64);
+                        if let Some(index) = index {
+                            let index = builder
+                                .build_int_z_extend(read(index, 32), context.i64_type(), "")
+                                .expect("builder is positioned");
+                            address = builder.build_int_add(address, index, "").expect("builder is positioned");
+                        }
+                        let offset = context.i64_type().const_int(*offset as u64, true);
+                        builder.build_int_add(address, offset, "").expect("builder is positioned").into()
                     }
                     _ => return Err(mismatch()),
                 };
