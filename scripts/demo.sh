@@ -45,12 +45,16 @@ echo "== the counter's hooks compiled for instructions of the kernel (stages 5-8
   --at _Z9vectorAddPfPKfS1_i:8
 
 echo
-echo "== the application instrumented with the counter's plan (every instruction), checked by LLVM's tools"
+echo "== the application instrumented with the counter's plan (every instruction): the host object comes back"
+echo "   with its gfx90a code object instrumented and the counter defined"
 "$link" instrument "$out/vector-add.o" --target gfx90a --tool "$out/instruction-counter.o" \
-  --plan hook-sdk/examples/instruction-counter/plan.toml -o "$out/vector-add.instrumented.hsaco"
-llvm-readelf-15 --syms "$out/vector-add.instrumented.hsaco" | grep -E "vectorAdd|Counter"
-llvm-objdump-15 -d --mcpu=gfx90a "$out/vector-add.instrumented.hsaco" | sed -n '/<_Z9vectorAddPfPKfS1_i>:/,+24p'
+  --plan hook-sdk/examples/instruction-counter/plan.toml -o "$out/vector-add.instrumented.o"
+"$link" inspect "$out/vector-add.instrumented.o" --target gfx90a
+
+echo
+echo "== the instrumented kernel's first instructions (an inserted region, then the application's s_load)"
+"$link" lift "$out/vector-add.instrumented.o" --target gfx90a --emit mir | sed -n '1,40p'
 
 echo
 echo "== the instrumented code object checked against the original (instructions in order, live registers kept)"
-"$link" verify "$out/vector-add.o" "$out/vector-add.instrumented.hsaco" --target gfx90a
+"$link" verify "$out/vector-add.o" "$out/vector-add.instrumented.o" --target gfx90a

@@ -2,7 +2,7 @@
 //! code object, through every stage: load -> lift -> liveness -> plan ->
 //! sva -> payloads (5-8) -> patch -> emit + link.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 
 use gpuinstr_intrinsics::Registry;
@@ -37,6 +37,8 @@ impl Default for InstrumentOptions {
 /// What a run did.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct InstrumentReport {
+    /// Where the code object is in its file (empty for a code object file).
+    pub origin: String,
     pub target: String,
     /// Points per hook.
     pub hooks: BTreeMap<String, usize>,
@@ -64,6 +66,116 @@ pub enum InstrumentError {
     Emit(#[from] EmitError),
     #[error("the plan selects no instruction of this code object ({0})")]
     NothingSelected(String),
+    #[error(transparent)]
+    Load(#[from] crate::Error),
+    #[error("{origin}: {source}")]
+    InCodeObject { origin: String, source: Box<InstrumentError> },
+    #[error("{0}")]
+    Container(#[from] crate::stages::emit::container::ContainerError),
+}
+
+/// What instrumenting a whole file did: one report per code object
+/// instrumented, and the code objects left as they were.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FileReport {
+    pub code_objects: Vec<InstrumentReport>,
+    /// `(where in the file, why)`.
+    pub unchanged: Vec<(String, String)>,
+}
+
+impl FileReport {
+    pub fn render_text(&self) -> String {
+        let mut out = String::new();
+        for report in &self.code_objects {
+            if !report.origin.is_empty() {
+                writeln!(out, "{}:", report.origin).unwrap();
+            }
+            out.push_str(&report.render_text());
+        }
+        for (origin, why) in &self.unchanged {
+            writeln!(out, "{origin}: left as it was: {why}").unwrap();
+        }
+        out
+    }
+}
+
+/// Instruments every code object of a file (matching `target` when given)
+/// and puts them back where they came from: a code object gives a code
+/// object, a bundle a bundle, a host file with `.hip_fatbin` the same host
+/// file with its device code instrumented. Code objects the plan selects
+/// nothing in stay as they were (unless the file holds only one: then that
+/// is an error).
+pub fn instrument_file(
+    tool: &CodeObject,
+    path: &std::path::Path,
+    bytes: &[u8],
+    plan: &Plan,
+    registry: &Registry,
+    options: &InstrumentOptions,
+    target: Option<&str>,
+) -> Result<(Vec<u8>, FileReport), InstrumentError> {
+    use crate::stages::emit::container::{rewrite_bundle, rewrite_host_file};
+    use crate::stages::load::{bundle, load_bytes, InputKind};
+    let mut input = load_bytes(path, bytes)?;
+    if let Some(target) = target {
+        input = input.select_target(target)?;
+    }
+    let single = input.code_objects.len() == 1;
+    let mut report = FileReport::default();
+    // Instrumented code objects by (bundle index, entry triple).
+    let mut replaced: HashMap<(usize, String), Vec<u8>> = HashMap::new();
+    for code_object in &input.code_objects {
+        let origin = code_object.origin.join(", ");
+        match instrument_code_object(tool, code_object, plan, registry, options) {
+            Ok((new, mut one)) => {
+                one.origin = origin;
+                report.code_objects.push(one);
+                let bundle_index = code_object
+                    .origin
+                    .iter()
+                    .find_map(|o| o.strip_prefix("bundle ").and_then(|n| n.parse().ok()))
+                    .unwrap_or(0);
+                let triple =
+                    code_object.origin.iter().find_map(|o| o.strip_prefix("entry ")).unwrap_or_default().to_string();
+                replaced.insert((bundle_index, triple), new);
+            }
+            Err(InstrumentError::NothingSelected(why)) if !single => report.unchanged.push((origin, why)),
+            Err(error) if origin.is_empty() => return Err(error),
+            Err(error) => return Err(InstrumentError::InCodeObject { origin, source: Box::new(error) }),
+        }
+    }
+    let replace_in = |bundle_index: usize, data: &[u8]| -> Result<Vec<u8>, InstrumentError> {
+        let parsed = bundle::parse_bundle(data)
+            .map_err(|p| crate::Error::Load { location: crate::Location::file(path), problem: p })?;
+        let replacements: HashMap<usize, Vec<u8>> = parsed
+            .entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| replaced.get(&(bundle_index, e.triple.clone())).map(|b| (i, b.clone())))
+            .collect();
+        if replacements.is_empty() {
+            return Ok(data[..parsed.size].to_vec());
+        }
+        Ok(rewrite_bundle(data, &replacements)?)
+    };
+    let bytes = match input.kind {
+        InputKind::CodeObject => replaced.into_values().next().unwrap_or_else(|| bytes.to_vec()),
+        InputKind::OffloadBundle => replace_in(0, bytes)?,
+        InputKind::HostWithFatbin { .. } => {
+            let fatbin = fatbin_section(bytes).ok_or_else(|| crate::Error::Load {
+                location: crate::Location::file(path),
+                problem: crate::LoadProblem::EmptyFatbin,
+            })?;
+            let found = bundle::fatbin_bundles(fatbin)
+                .map_err(|problem| crate::Error::Load { location: crate::Location::file(path), problem })?;
+            let mut bundles = Vec::with_capacity(found.len());
+            for (index, (start, _)) in found.iter().enumerate() {
+                bundles.push(replace_in(index, &fatbin[*start..])?);
+            }
+            rewrite_host_file(bytes, &bundles)?
+        }
+    };
+    Ok((bytes, report))
 }
 
 /// Instruments one code object; the new code object's bytes and a report.
@@ -175,4 +287,11 @@ impl InstrumentReport {
         }
         out
     }
+}
+
+/// The bytes of a host ELF file's `.hip_fatbin` section.
+fn fatbin_section(bytes: &[u8]) -> Option<&[u8]> {
+    use object::{Object, ObjectSection};
+    let file = object::File::parse(bytes).ok()?;
+    file.section_by_name(".hip_fatbin")?.data().ok()
 }

@@ -38,9 +38,10 @@ impl From<LinkerChoice> for gpuinstr::stages::emit::link::Linker {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Instrument a device code object with a tool and a plan (docs/plan.md); writes OUTPUT only on success.
+    /// Instrument an application with a tool and a plan (docs/plan.md); writes OUTPUT only on success.
     Instrument {
-        /// The application's device code object (or a file holding one; --target picks it).
+        /// A device code object, an offload bundle, or a host executable/library/object with .hip_fatbin; OUTPUT is
+        /// the same kind of file with its device code (the --target code objects, or all) instrumented.
         file: PathBuf,
         /// The tool, built with the gpuinstr plugin.
         #[arg(long)]
@@ -185,14 +186,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Instrument { file, tool, plan, output, target, grow_registers, linker, json } => {
             let plan = gpuinstr::plan::Plan::load(&plan)?;
             let tool_object = gpuinstr::pipeline::one_code_object(gpuinstr::pipeline::load(&tool)?, None)?;
-            let app = gpuinstr::pipeline::one_code_object(gpuinstr::pipeline::load(&file)?, target.as_deref())?;
+            let bytes = std::fs::read(&file).map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", file.display()))?;
             let options =
                 gpuinstr::instrument::InstrumentOptions { grow_registers, linker: linker.into(), ..Default::default() };
             let registry = gpuinstr_intrinsics::Registry::with_builtins();
-            let (bytes, report) =
-                gpuinstr::instrument::instrument_code_object(&tool_object, &app, &plan, &registry, &options)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-            gpuinstr::output::write_atomically(&output, &bytes)?;
+            let (bytes, report) = gpuinstr::instrument::instrument_file(
+                &tool_object,
+                &file,
+                &bytes,
+                &plan,
+                &registry,
+                &options,
+                target.as_deref(),
+            )
+            .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            gpuinstr::output::write_atomically_like(&output, &bytes, &file)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
@@ -202,17 +210,38 @@ fn run(cli: Cli) -> Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         Command::Verify { original, instrumented, target, json } => {
-            let before = gpuinstr::pipeline::one_code_object(gpuinstr::pipeline::load(&original)?, target.as_deref())?;
-            let after =
-                gpuinstr::pipeline::one_code_object(gpuinstr::pipeline::load(&instrumented)?, target.as_deref())?;
-            let report = gpuinstr::verify::verify(&before, &after)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", instrumented.display()))?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                print!("{}", report.render_text());
+            let load = |path: &PathBuf| -> Result<gpuinstr::stages::load::LoadedInput> {
+                let input = gpuinstr::pipeline::load(path)?;
+                Ok(match target.as_deref() {
+                    Some(target) => input.select_target(target)?,
+                    None => input,
+                })
+            };
+            let (before, after) = (load(&original)?, load(&instrumented)?);
+            let mut reports = Vec::new();
+            for code_object in &before.code_objects {
+                let origin = code_object.origin.join(", ");
+                let Some(other) = after.code_objects.iter().find(|c| c.origin == code_object.origin) else {
+                    anyhow::bail!("{}: has no code object at {origin}", instrumented.display());
+                };
+                let report = gpuinstr::verify::verify(code_object, other)
+                    .map_err(|e| anyhow::anyhow!("{}: {origin}: {e}", instrumented.display()))?;
+                reports.push((origin, report));
             }
-            return Ok(if report.ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+            if json {
+                let list: Vec<_> =
+                    reports.iter().map(|(o, r)| serde_json::json!({ "origin": o, "report": r })).collect();
+                println!("{}", serde_json::to_string_pretty(&list)?);
+            } else {
+                for (origin, report) in &reports {
+                    if !origin.is_empty() {
+                        println!("{origin}:");
+                    }
+                    print!("{}", report.render_text());
+                }
+            }
+            let ok = reports.iter().all(|(_, r)| r.ok());
+            return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
         }
         Command::Payload { file, tool, hook, arguments, at, target, sva, work_item_ids, stages, unchecked } => {
             use gpuinstr::payloads::{

@@ -19,3 +19,14 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     file.persist(path).map_err(|e| io(e.error))?;
     Ok(())
 }
+
+/// `write_atomically`, with the permissions of `like` (an instrumented
+/// library stays executable).
+pub fn write_atomically_like(path: &Path, bytes: &[u8], like: &Path) -> Result<(), Error> {
+    write_atomically(path, bytes)?;
+    if let Ok(metadata) = std::fs::metadata(like) {
+        std::fs::set_permissions(path, metadata.permissions())
+            .map_err(|source| Error::Io { location: Location::file(path), source })?;
+    }
+    Ok(())
+}

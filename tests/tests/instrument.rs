@@ -303,3 +303,98 @@ fn the_examples_instrument_our_kernels() {
         }
     }
 }
+
+/// A host library, a host object and a bundle come back as the same kind of
+/// file with every code object instrumented: each verifies against its
+/// original; the library still loads with glibc's dynamic loader and its
+/// `__hip_fatbin_wrapper` points, after relocation, at the new bundle; the
+/// instrumented object links with hipcc into a library that verifies too.
+#[test]
+fn host_files_and_bundles_come_back_instrumented() {
+    use gpuinstr::instrument::instrument_file;
+    use object::{Object, ObjectSection};
+    let dir = scratch();
+    let dir = dir.path();
+    let tool = counter_tool(dir);
+    let plan = Plan::load(&repo().join("hook-sdk/examples/instruction-counter/plan.toml")).unwrap();
+    let registry = Registry::with_builtins();
+    let options = InstrumentOptions::default();
+    let source = repo().join("hook-sdk/examples/applications/vector-add/vector-add.hip");
+    let hipcc = |extra: &[&str], output: &std::path::Path| {
+        run_ok(
+            Command::new("hipcc")
+                .args(["--offload-arch=gfx90a", "--offload-arch=gfx908", "-O3", "-fPIC"])
+                .args(extra)
+                .arg("-o")
+                .arg(output),
+        );
+    };
+    let verify_all = |original: &std::path::Path, instrumented: &std::path::Path, name: &str| {
+        let before = load::load(original).unwrap().code_objects;
+        let after = load::load(instrumented).unwrap().code_objects;
+        assert_eq!(before.len(), 2, "{name}: both targets");
+        assert_eq!(after.len(), before.len(), "{name}");
+        for (b, a) in before.iter().zip(&after) {
+            assert_eq!(b.origin, a.origin, "{name}");
+            assert_verified(b, a, &format!("{name}: {}", b.origin.join(", ")));
+        }
+    };
+
+    // A shared library.
+    let library = dir.join("libvectoradd.so");
+    hipcc(&["-shared", source.to_str().unwrap()], &library);
+    let bytes = std::fs::read(&library).unwrap();
+    let (out, report) = instrument_file(&tool, &library, &bytes, &plan, &registry, &options, None).unwrap();
+    assert_eq!(report.code_objects.len(), 2);
+    assert!(report.unchanged.is_empty());
+    let instrumented = dir.join("libvectoradd.instrumented.so");
+    std::fs::write(&instrumented, &out).unwrap();
+    verify_all(&library, &instrumented, "library");
+    let readelf = run(Command::new("llvm-readelf-15").args(["-l", "-S", "-r"]).arg(&instrumented));
+    assert!(readelf.status.success() && readelf.stderr.is_empty(), "{}", String::from_utf8_lossy(&readelf.stderr));
+    let file = object::File::parse(&*out).unwrap();
+    let fatbin = file.section_by_name(".hip_fatbin").unwrap().address();
+    let wrapper = file.section_by_name(".hipFatBinSegment").unwrap().address();
+    let original_fatbin = object::File::parse(&*bytes).unwrap().section_by_name(".hip_fatbin").unwrap().address();
+    assert_ne!(fatbin, original_fatbin, "the new fat binary has its own segment");
+    let loader = dir.join("fatbin_loader");
+    run_ok(Command::new("clang-15").arg(input("host/fatbin_loader.c")).arg("-o").arg(&loader).arg("-ldl"));
+    for (path, expected) in [(&library, original_fatbin), (&instrumented, fatbin)] {
+        let result = run(Command::new(&loader).arg(path).arg(format!("{wrapper:#x}")));
+        let stdout = String::from_utf8_lossy(&result.stdout);
+        assert!(result.status.success(), "{}: {stdout}", path.display());
+        assert_eq!(stdout.trim(), format!("bundle at {expected:#x}"), "{}", path.display());
+    }
+
+    // A host object: instrumented, then linked by hipcc.
+    let object = dir.join("vectoradd.o");
+    hipcc(&["-c", source.to_str().unwrap()], &object);
+    let bytes = std::fs::read(&object).unwrap();
+    let (out, _) = instrument_file(&tool, &object, &bytes, &plan, &registry, &options, None).unwrap();
+    let instrumented_object = dir.join("vectoradd.instrumented.o");
+    std::fs::write(&instrumented_object, &out).unwrap();
+    verify_all(&object, &instrumented_object, "object");
+    let (linked, linked_instrumented) = (dir.join("liba.so"), dir.join("liba.instrumented.so"));
+    hipcc(&["-shared", object.to_str().unwrap()], &linked);
+    hipcc(&["-shared", instrumented_object.to_str().unwrap()], &linked_instrumented);
+    verify_all(&linked, &linked_instrumented, "linked object");
+
+    // A bundle (what a .hipfb file holds): the object's fat binary.
+    let bundle = object::File::parse(&*bytes).unwrap().section_by_name(".hip_fatbin").unwrap().data().unwrap().to_vec();
+    let bundle_path = dir.join("vectoradd.hipfb");
+    std::fs::write(&bundle_path, &bundle).unwrap();
+    let (out, report) =
+        instrument_file(&tool, &bundle_path, &bundle, &plan, &registry, &options, Some("gfx90a")).unwrap();
+    assert_eq!(report.code_objects.len(), 1, "--target picks one");
+    let instrumented_bundle = dir.join("vectoradd.instrumented.hipfb");
+    std::fs::write(&instrumented_bundle, &out).unwrap();
+    let after = load::load(&instrumented_bundle).unwrap().code_objects;
+    let before = load::load(&bundle_path).unwrap().code_objects;
+    for (b, a) in before.iter().zip(&after) {
+        if b.target.processor == "gfx90a" {
+            assert_verified(b, a, "bundle gfx90a");
+        } else {
+            assert_eq!(a.bytes, b.bytes, "the entry not selected stays as it was");
+        }
+    }
+}

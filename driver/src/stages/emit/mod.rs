@@ -4,6 +4,7 @@
 //! `.amdgpu_metadata` block), assembled by llvm-mc-15 and linked by CoMGR or
 //! ld.lld-15.
 
+pub mod container;
 pub mod link;
 pub mod metadata_yaml;
 

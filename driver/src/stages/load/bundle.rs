@@ -69,6 +69,11 @@ pub fn parse_bundle(data: &[u8]) -> Result<Bundle<'_>, LoadProblem> {
 /// Splits a `.hip_fatbin` section into its bundles: each starts with the
 /// magic, on a 4096-byte boundary for hipcc, but only the magic is relied on.
 pub fn split_fatbin(section: &[u8]) -> Result<Vec<Bundle<'_>>, LoadProblem> {
+    Ok(fatbin_bundles(section)?.into_iter().map(|(_, bundle)| bundle).collect())
+}
+
+/// The bundles of a `.hip_fatbin` section with their offsets in it.
+pub fn fatbin_bundles(section: &[u8]) -> Result<Vec<(usize, Bundle<'_>)>, LoadProblem> {
     let mut bundles = Vec::new();
     let mut at = 0;
     while let Some(found) = find(&section[at..], BUNDLE_MAGIC).or_else(|| find(&section[at..], COMPRESSED_BUNDLE_MAGIC))
@@ -76,7 +81,7 @@ pub fn split_fatbin(section: &[u8]) -> Result<Vec<Bundle<'_>>, LoadProblem> {
         let start = at + found;
         let bundle = parse_bundle(&section[start..])?;
         at = start + bundle.size.max(BUNDLE_MAGIC.len());
-        bundles.push(bundle);
+        bundles.push((start, bundle));
         if at >= section.len() {
             break;
         }
