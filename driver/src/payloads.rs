@@ -551,7 +551,7 @@ pub fn compile_payloads_at(
             continue;
         }
         let name = payload::payload_name(index);
-        let code = final_code::extract(&functions, &name, index, &site.live, site.sva)?;
+        let code = final_code::extract(&functions, &name, index, &site.live, site.sva, &lowered.saves_frame)?;
         if code.scratch_bytes > 0 && !lowered.frame_reads.is_empty() {
             let why = format!(
                 "its hooks read {}, which holds the payload's stack frame: the payload needs {} bytes of stack here",

@@ -155,6 +155,44 @@ fn implicit_argument_pointer_comes_from_the_sva() {
     assert!(payload.uses_sva());
 }
 
+/// Hooks reading s0-s3 or s32 (the payload's own frame registers) get the
+/// application's values from the SVA lanes the payload's entry saves them
+/// in, with and without a stack frame of the payload's own.
+#[test]
+fn frame_registers_are_read_from_their_save_lanes() {
+    let tool = tool("payload-hooks");
+    let app = atomics_kernel();
+    let lifted = lift(&app).unwrap();
+    let liveness = analyze(&lifted);
+    let function = function_index(&lifted, "atomics");
+    let points: Vec<PayloadPoint> = [("recordValue", 2u16, 7), ("histogram", 32, 9)]
+        .iter()
+        .map(|(hook, sgpr, _)| PayloadPoint {
+            function,
+            instruction: 4,
+            calls: vec![call(hook, vec![HookArgument::Register(Register::Sgpr(*sgpr))])],
+        })
+        .collect();
+    let compiled =
+        compile_payloads(&tool, &lifted, &liveness, &points, &Registry::with_builtins(), &options_for(function))
+            .unwrap();
+    for ((hook, sgpr, lane), payload) in [("recordValue", 2u16, 7), ("histogram", 32, 9)].iter().zip(&compiled.payloads)
+    {
+        assert!(payload.rejected.is_none(), "{hook}: {:?}", payload.rejected);
+        let save = format!("v_writelane_b32 v{SVA}, s{sgpr}, {lane}");
+        let read = format!("v{SVA}, {lane}");
+        let saved_at = payload.code.iter().position(|l| *l == save).unwrap_or_else(|| panic!("{hook}: no `{save}`"));
+        let read_at = payload
+            .code
+            .iter()
+            .position(|l| l.starts_with("v_readlane_b32") && l.ends_with(&read))
+            .unwrap_or_else(|| panic!("{hook}: no read of lane {lane}:\n{}", payload.code.join("\n")));
+        assert!(saved_at < read_at, "{hook}");
+    }
+    // `histogram` uses stack: its frame is swapped in after the save.
+    assert!(compiled.payloads[1].scratch_bytes > 0);
+}
+
 /// The same hooks on gfx908 (no unified register file, no aligned tuples,
 /// AGPRs separate): every payload compiles, passes the machine verifier
 /// and the machine-code check (both on by default).

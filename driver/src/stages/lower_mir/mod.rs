@@ -74,9 +74,12 @@ pub struct LoweredPayload {
     /// Units intrinsics write on purpose (`writeReg`): the application sees
     /// the new values.
     pub written: UnitSet,
-    /// Frame registers (s0-s3, s32) intrinsics read: right only if the
-    /// payload gets no stack frame.
+    /// Frame registers (s0-s3, s32) intrinsics read directly (no SVA):
+    /// right only if the payload gets no stack frame.
     pub frame_reads: UnitSet,
+    /// Frame registers the payload's entry must save in the SVA's frame
+    /// lanes: intrinsics read them from there.
+    pub saves_frame: UnitSet,
 }
 
 #[derive(Debug, Error)]
@@ -125,6 +128,9 @@ pub struct FunctionState<'a> {
     pub defined_directly: UnitSet,
     /// Pinned (vector) units intrinsics write in place.
     pub written_in_place: UnitSet,
+    /// Frame registers (s0-s3, s32) intrinsics read from the SVA lanes the
+    /// payload's entry saves them in.
+    pub reads_saved_frame: UnitSet,
     reads: Vec<PendingRead>,
     writes: Vec<Write>,
     sequence: u32,
@@ -388,9 +394,10 @@ fn lower_function(
     for placeholder in own_placeholders {
         for register in &placeholder.lowering.reads {
             let unit = physical::unit_of(*register).map_err(fail)?;
-            // The application's value while the payload has no stack frame;
-            // payloads that get one are refused after code generation.
-            if FRAME_UNITS.contains(&unit) {
+            // Without an SVA the builder reads the register itself: right
+            // while the payload has no stack frame; payloads that get one
+            // are refused after code generation.
+            if FRAME_UNITS.contains(&unit) && site.sva.is_none() {
                 frame_reads.insert(unit);
             }
             intrinsic_units.insert(unit);
@@ -420,6 +427,7 @@ fn lower_function(
         intrinsic_units,
         defined_directly: UnitSet::EMPTY,
         written_in_place: UnitSet::EMPTY,
+        reads_saved_frame: UnitSet::EMPTY,
         reads: Vec::new(),
         writes: Vec::new(),
         sequence: 0,
@@ -623,6 +631,7 @@ fn lower_function(
         pinned,
         written,
         frame_reads,
+        saves_frame: state.reads_saved_frame,
     })
 }
 
