@@ -11,19 +11,9 @@ scripts/setup.sh >/dev/null
 cargo build --release -q -p gpuinstr-driver
 target_dir="${CARGO_TARGET_DIR:-target}"
 link="$target_dir/release/gpuinstr-link"
-cache="$target_dir/corpus"
-mkdir -p "$cache"
-fetch() { # package path
-  local package=$1 path=$2
-  if [ ! -f "$cache/$path" ]; then
-    (cd "$cache" && apt-get download "$package" >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get download "$package" >/dev/null; })
-    dpkg-deb --fsys-tarfile "$cache/${package}"_*.deb | tar -x -C "$cache" ".$path"
-    rm -f "$cache/${package}"_*.deb
-  fi
-  echo "$cache/$path"
-}
-rocrand=$(fetch librocrand1 /usr/lib/x86_64-linux-gnu/librocrand.so.1.1)
-rocsparse=$(fetch librocsparse0 /usr/lib/x86_64-linux-gnu/librocsparse.so.0.1)
+libraries=$(scripts/fetch-corpus.sh)
+rocrand=$(echo "$libraries" | sed -n 1p)
+rocsparse=$(echo "$libraries" | sed -n 2p)
 
 status=0
 for target in gfx90a gfx908; do

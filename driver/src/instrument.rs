@@ -20,17 +20,34 @@ use crate::stages::load::CodeObject;
 use crate::stages::patch::{patch, KernelPatch, PatchError};
 use crate::stages::sva::{place, SvaRequest};
 
+/// What becomes of the tool's globals (`Counter`) in the output.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ToolGlobals {
+    /// Defined, zero-initialised, for the host to find by name.
+    #[default]
+    Defined,
+    /// Undefined symbols a loader defines before it loads the code object.
+    External,
+}
+
 #[derive(Clone, Debug)]
 pub struct InstrumentOptions {
     /// Let kernels' register allocations grow when the SVA needs a register.
     pub grow_registers: bool,
+    pub tool_globals: ToolGlobals,
     pub linker: Linker,
     pub payloads: PayloadOptions,
 }
 
 impl Default for InstrumentOptions {
     fn default() -> Self {
-        InstrumentOptions { grow_registers: false, linker: Linker::Comgr, payloads: PayloadOptions::default() }
+        InstrumentOptions {
+            grow_registers: false,
+            tool_globals: ToolGlobals::Defined,
+            linker: Linker::Comgr,
+            payloads: PayloadOptions::default(),
+        }
     }
 }
 
@@ -49,6 +66,7 @@ pub struct InstrumentReport {
     /// Points left alone, and why.
     pub rejected: Vec<String>,
     pub globals: Vec<String>,
+    pub tool_globals: ToolGlobals,
     pub seconds: f64,
 }
 
@@ -228,7 +246,8 @@ pub fn instrument_code_object(
         }
     }
     let compiled = compile_payloads(tool, &lifted, &liveness, &points, registry, &payload_options)?;
-    let (patch, patch_report) = patch(&lifted, &liveness, &points, &compiled, &placement)?;
+    let define = options.tool_globals == ToolGlobals::Defined;
+    let (patch, patch_report) = patch(&lifted, &liveness, &points, &compiled, &placement, define)?;
 
     let emit = EmitOptions { patch: Some(patch), ..EmitOptions::default() };
     let (bytes, _assembly) = build(&lifted, &emit, options.linker)?;
@@ -236,6 +255,7 @@ pub fn instrument_code_object(
     report.points = points.len();
     report.kernels = patch_report.kernels;
     report.globals = patch_report.globals;
+    report.tool_globals = options.tool_globals;
     report.rejected = patch_report.rejected;
     report.seconds = start.elapsed().as_secs_f64();
     Ok((bytes, report))
@@ -283,7 +303,13 @@ impl InstrumentReport {
             }
         }
         if !self.globals.is_empty() {
-            writeln!(out, "  tool globals defined: {}", self.globals.join(", ")).unwrap();
+            match self.tool_globals {
+                ToolGlobals::Defined => writeln!(out, "  tool globals defined: {}", self.globals.join(", ")).unwrap(),
+                ToolGlobals::External => {
+                    writeln!(out, "  tool globals left external (the loader defines them): {}", self.globals.join(", "))
+                        .unwrap()
+                }
+            }
         }
         out
     }

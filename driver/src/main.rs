@@ -22,6 +22,12 @@ enum LiftForm {
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
+enum ToolGlobalsChoice {
+    Defined,
+    External,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
 enum LinkerChoice {
     Comgr,
     Lld,
@@ -56,6 +62,10 @@ enum Command {
         /// Let a kernel's VGPR allocation grow when instrumentation needs a register nothing frees.
         #[arg(long)]
         grow_registers: bool,
+        /// `defined`: the tool's globals are defined in the output for the host to find by name; `external`: left
+        /// undefined for a loader to define.
+        #[arg(long, value_enum, default_value = "defined")]
+        tool_globals: ToolGlobalsChoice,
         #[arg(long, value_enum, default_value = "comgr")]
         linker: LinkerChoice,
         /// Print the run report as JSON.
@@ -72,6 +82,14 @@ enum Command {
         target: Option<String>,
         #[arg(long)]
         json: bool,
+    },
+    /// Write each device code object of a file (--target: those matching) to DIRECTORY, for llvm-objdump and friends.
+    Extract {
+        file: PathBuf,
+        #[arg(long)]
+        target: Option<String>,
+        #[arg(short, long)]
+        output: PathBuf,
     },
     /// Compile one hook call for one instruction and print the payload's machine code (--stages: every stage).
     Payload {
@@ -183,12 +201,19 @@ enum Command {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Instrument { file, tool, plan, output, target, grow_registers, linker, json } => {
+        Command::Instrument { file, tool, plan, output, target, grow_registers, tool_globals, linker, json } => {
             let plan = gpuinstr::plan::Plan::load(&plan)?;
             let tool_object = gpuinstr::pipeline::one_code_object(gpuinstr::pipeline::load(&tool)?, None)?;
             let bytes = std::fs::read(&file).map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", file.display()))?;
-            let options =
-                gpuinstr::instrument::InstrumentOptions { grow_registers, linker: linker.into(), ..Default::default() };
+            let options = gpuinstr::instrument::InstrumentOptions {
+                grow_registers,
+                tool_globals: match tool_globals {
+                    ToolGlobalsChoice::Defined => gpuinstr::instrument::ToolGlobals::Defined,
+                    ToolGlobalsChoice::External => gpuinstr::instrument::ToolGlobals::External,
+                },
+                linker: linker.into(),
+                ..Default::default()
+            };
             let registry = gpuinstr_intrinsics::Registry::with_builtins();
             let (bytes, report) = gpuinstr::instrument::instrument_file(
                 &tool_object,
@@ -208,6 +233,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 println!("wrote {}", output.display());
             }
             return Ok(ExitCode::SUCCESS);
+        }
+        Command::Extract { file, target, output } => {
+            let input = gpuinstr::pipeline::load(&file)?;
+            let input = match target.as_deref() {
+                Some(target) => input.select_target(target)?,
+                None => input,
+            };
+            std::fs::create_dir_all(&output)
+                .map_err(|e| anyhow::anyhow!("{}: cannot create: {e}", output.display()))?;
+            for (index, code_object) in input.code_objects.iter().enumerate() {
+                let name = format!("{index}-{}.hsaco", code_object.target.to_string().replace(':', "_"));
+                let path = output.join(name);
+                gpuinstr::output::write_atomically(&path, &code_object.bytes)?;
+                println!("{} ({})", path.display(), code_object.origin.join(", "));
+            }
         }
         Command::Verify { original, instrumented, target, json } => {
             let load = |path: &PathBuf| -> Result<gpuinstr::stages::load::LoadedInput> {

@@ -13,7 +13,8 @@
 //! - Branches and pc-relative computations land on the same original
 //!   instruction (or the start of the region before it) or the same symbol.
 //! - Every kernel's descriptor allocates every register its code and the
-//!   functions it may call use.
+//!   functions it may call use; CoMGR's metadata query lists the original's
+//!   kernels and descriptor symbols.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
@@ -90,6 +91,8 @@ pub struct VerifyReport {
     pub branches: usize,
     pub pc_relative: usize,
     pub kernels: usize,
+    /// Kernels CoMGR's metadata query lists (as in the original).
+    pub metadata_kernels: usize,
     pub findings: Vec<Finding>,
 }
 
@@ -111,6 +114,7 @@ impl VerifyReport {
         writeln!(out, "  branches landing where they did: {}", self.branches).unwrap();
         writeln!(out, "  pc-relative computations landing where they did: {}", self.pc_relative).unwrap();
         writeln!(out, "  kernel descriptors covering their registers: {}", self.kernels).unwrap();
+        writeln!(out, "  kernels in CoMGR's metadata query, as in the original: {}", self.metadata_kernels).unwrap();
         if self.ok() {
             writeln!(out, "verified").unwrap();
         } else {
@@ -319,7 +323,29 @@ pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<Verify
         }
     }
 
-    // 4. Descriptors cover every register the code uses.
+    // 4. CoMGR's metadata query lists the same kernels and descriptors.
+    let listed = |code_object: &CodeObject| {
+        crate::native::metadata_kernels(&code_object.bytes).map(|mut kernels| {
+            kernels.sort();
+            kernels
+        })
+    };
+    match (listed(original), listed(instrumented)) {
+        (Ok(a), Ok(b)) if a == b => report.metadata_kernels = b.len(),
+        (Ok(a), Ok(b)) => report.findings.push(Finding {
+            function: String::new(),
+            address: 0,
+            problem: format!("CoMGR's metadata lists {} kernels, the original {}", b.len(), a.len()),
+        }),
+        (_, Err(error)) => report.findings.push(Finding {
+            function: String::new(),
+            address: 0,
+            problem: format!("CoMGR cannot read the metadata: {error}"),
+        }),
+        (Err(_), Ok(b)) => report.metadata_kernels = b.len(),
+    }
+
+    // 5. Descriptors cover every register the code uses.
     let after_liveness = analyze(&after);
     for (index, function) in after.functions.iter().enumerate() {
         let FunctionKind::Kernel(k) = function.kind else { continue };

@@ -398,3 +398,41 @@ fn host_files_and_bundles_come_back_instrumented() {
         }
     }
 }
+
+/// `--tool-globals=external`: the counter is an undefined dynamic symbol
+/// the code reaches through a GOT entry with an R_AMDGPU_ABS64 relocation,
+/// for a loader to define; by default it is defined in `.bss`.
+#[test]
+fn tool_globals_are_defined_or_left_to_a_loader() {
+    use gpuinstr::instrument::ToolGlobals;
+    use object::{Object, ObjectSection, ObjectSymbol};
+    let dir = scratch();
+    let tool = counter_tool(dir.path());
+    let plan =
+        Plan::parse("[[insert]]\nhook = \"countInstructionsScalar\"\nwhere = \"kernel-entry\"\n", "p.toml").unwrap();
+    let app = load::load_for_target(&test_kernels("control_flow"), Some("gfx90a")).unwrap().code_objects.remove(0);
+    for mode in [ToolGlobals::Defined, ToolGlobals::External] {
+        let options = InstrumentOptions { tool_globals: mode, ..InstrumentOptions::default() };
+        let (bytes, report) = instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &options).unwrap();
+        assert_eq!(report.globals, vec!["Counter".to_string()]);
+        assert!(report.render_text().contains(match mode {
+            ToolGlobals::Defined => "tool globals defined: Counter",
+            ToolGlobals::External => "tool globals left external (the loader defines them): Counter",
+        }));
+        let file = object::File::parse(&*bytes).unwrap();
+        let counter = file.dynamic_symbols().find(|s| s.name() == Ok("Counter")).expect("Counter in .dynsym");
+        let relocated =
+            file.dynamic_relocations().into_iter().flatten().any(
+                |(_, r)| matches!(r.target(), object::RelocationTarget::Symbol(index) if index == counter.index()),
+            );
+        match mode {
+            ToolGlobals::Defined => {
+                assert!(!counter.is_undefined());
+                let section = file.section_by_index(counter.section_index().unwrap()).unwrap();
+                assert_eq!(section.name(), Ok(".bss"), "zero-initialised, taking no file space");
+            }
+            ToolGlobals::External => assert!(counter.is_undefined() && relocated, "a loader fills the GOT entry"),
+        }
+        assert_verified(&app, &CodeObject::parse(bytes, Vec::new()).unwrap(), &format!("{mode:?}"));
+    }
+}

@@ -161,8 +161,7 @@ fn frame_saves(sva: u16, which: impl Fn(u16) -> bool) -> Vec<String> {
 /// frame registers and those hooks read are saved.
 fn wrap_frame(payload: &mut FinalPayload, live: &UnitSet, sva: u16, end_label: &str, read: &UnitSet) {
     let pairs = frame_pairs();
-    let mut prologue =
-        frame_saves(sva, |sgpr| read.contains(Unit::sgpr(sgpr)) || live.contains(Unit::sgpr(sgpr)));
+    let mut prologue = frame_saves(sva, |sgpr| read.contains(Unit::sgpr(sgpr)) || live.contains(Unit::sgpr(sgpr)));
     for (sgpr, _, frame_lane) in &pairs {
         prologue.push(format!("v_readlane_b32 s{sgpr}, v{sva}, {frame_lane}"));
     }

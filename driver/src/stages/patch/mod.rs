@@ -136,6 +136,7 @@ pub fn patch(
     points: &[PayloadPoint],
     compiled: &CompiledPayloads,
     placement: &SvaPlacement,
+    define_globals: bool,
 ) -> Result<(Patch, PatchReport), PatchError> {
     let code_object = lifted.code_object;
     let gfx90a = code_object.target.processor == "gfx90a";
@@ -383,7 +384,11 @@ pub fn patch(
             ),
         });
     }
-    patch.appended = global_definitions(&compiled.globals);
+    // Left external, the references stay undefined symbols reached through
+    // the GOT: a loader defines them (hsa_executable_agent_global_variable_define).
+    if define_globals {
+        patch.appended = global_definitions(&compiled.globals);
+    }
     report.globals = compiled
         .globals
         .iter()
