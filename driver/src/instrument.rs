@@ -140,11 +140,22 @@ pub fn instrument_file(
     }
     let single = input.code_objects.len() == 1;
     let mut report = FileReport::default();
-    // Instrumented code objects by (bundle index, entry triple).
+    // Instrumented code objects by (bundle index, entry triple); code
+    // objects are independent, so they are instrumented on a few threads.
     let mut replaced: HashMap<(usize, String), Vec<u8>> = HashMap::new();
-    for code_object in &input.code_objects {
+    let outcomes = std::sync::Mutex::new(Vec::new());
+    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get()).min(input.code_objects.len());
+    let items: Vec<(usize, &CodeObject)> = input.code_objects.iter().enumerate().rev().collect();
+    crate::parallel::for_each_on_threads(items, jobs, |(index, code_object)| {
+        let outcome = instrument_code_object(tool, code_object, plan, registry, options);
+        outcomes.lock().expect("outcomes").push((index, outcome));
+    });
+    let mut outcomes = outcomes.into_inner().expect("outcomes");
+    outcomes.sort_by_key(|(index, _)| *index);
+    for (index, outcome) in outcomes {
+        let code_object = &input.code_objects[index];
         let origin = code_object.origin.join(", ");
-        match instrument_code_object(tool, code_object, plan, registry, options) {
+        match outcome {
             Ok((new, mut one)) => {
                 one.origin = origin;
                 report.code_objects.push(one);
@@ -153,8 +164,12 @@ pub fn instrument_file(
                     .iter()
                     .find_map(|o| o.strip_prefix("bundle ").and_then(|n| n.parse().ok()))
                     .unwrap_or(0);
-                let triple =
-                    code_object.origin.iter().find_map(|o| o.strip_prefix("entry ")).unwrap_or_default().to_string();
+                let triple = code_object
+                    .origin
+                    .iter()
+                    .find_map(|o| o.strip_prefix("entry "))
+                    .unwrap_or_default()
+                    .to_string();
                 replaced.insert((bundle_index, triple), new);
             }
             Err(InstrumentError::NothingSelected(why)) if !single => report.unchanged.push((origin, why)),
