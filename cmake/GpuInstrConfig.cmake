@@ -11,8 +11,19 @@
 #   Defines the target <name> and sets its GPUINSTR_TOOL property to the
 #   library's path. OFFLOAD_ARCH defaults to GPUINSTR_OFFLOAD_ARCH (gfx90a).
 #
+# gpuinstr_instrument(<target> TOOL <tool> PLAN <plan.toml> [OUTPUT <file>]
+#                     [GPU_TARGET <gfx90a...>] [GROW_REGISTERS] [OPTIONS <gpuinstr-link options>...])
+#   A post-build step of <target> (an executable or library with HIP device
+#   code): `gpuinstr-link instrument` writes the same file with its device
+#   code instrumented to OUTPUT (default: instrumented/<file name> in the
+#   current binary directory, so LD_LIBRARY_PATH can pick it). TOOL is a
+#   gpuinstr_add_tool() target (built first) or a tool file; the run report
+#   is in the build log. The target's GPUINSTR_INSTRUMENTED property lists
+#   the outputs.
+#
 # Cache variables:
 #   GPUINSTR_PLUGIN  libembed.so (default: the repository's target/release, then target/debug)
+#   GPUINSTR_LINK    gpuinstr-link (default: the repository's target/release, then target/debug)
 #   GPUINSTR_HIPCC   hipcc
 #   GPUINSTR_OFFLOAD_ARCH  default targets
 
@@ -35,6 +46,16 @@ if(NOT EXISTS "${GPUINSTR_PLUGIN}")
     "gpuinstr: the pass plugin libembed.so was not found; build it with "
     "`cargo build --release -p gpuinstr-llvm-plugin` in ${GPUINSTR_ROOT} or set GPUINSTR_PLUGIN")
 endif()
+
+if(NOT GPUINSTR_LINK)
+  foreach(profile release debug)
+    if(EXISTS "${GPUINSTR_ROOT}/target/${profile}/gpuinstr-link")
+      set(GPUINSTR_LINK "${GPUINSTR_ROOT}/target/${profile}/gpuinstr-link")
+      break()
+    endif()
+  endforeach()
+endif()
+set(GPUINSTR_LINK "${GPUINSTR_LINK}" CACHE FILEPATH "the gpuinstr-link driver")
 
 find_program(GPUINSTR_HIPCC hipcc)
 if(NOT GPUINSTR_HIPCC)
@@ -72,4 +93,50 @@ function(gpuinstr_add_tool name)
     VERBATIM)
   add_custom_target(${name} ALL DEPENDS "${library}")
   set_target_properties(${name} PROPERTIES GPUINSTR_TOOL "${library}")
+endfunction()
+
+function(gpuinstr_instrument target)
+  cmake_parse_arguments(PARSE_ARGV 1 INSTRUMENT "GROW_REGISTERS" "TOOL;PLAN;OUTPUT;GPU_TARGET" "OPTIONS")
+  if(NOT TARGET ${target})
+    message(FATAL_ERROR "gpuinstr_instrument(${target}): no target named ${target}")
+  endif()
+  if(NOT INSTRUMENT_TOOL OR NOT INSTRUMENT_PLAN)
+    message(FATAL_ERROR "gpuinstr_instrument(${target}): give TOOL (a gpuinstr_add_tool target or file) and PLAN")
+  endif()
+  if(NOT EXISTS "${GPUINSTR_LINK}")
+    message(FATAL_ERROR
+      "gpuinstr: gpuinstr-link was not found; build it with "
+      "`cargo build --release -p gpuinstr-driver` in ${GPUINSTR_ROOT} or set GPUINSTR_LINK")
+  endif()
+  if(TARGET ${INSTRUMENT_TOOL})
+    get_target_property(tool_file ${INSTRUMENT_TOOL} GPUINSTR_TOOL)
+    if(NOT tool_file)
+      message(FATAL_ERROR "gpuinstr_instrument(${target}): ${INSTRUMENT_TOOL} is not a gpuinstr_add_tool() target")
+    endif()
+    add_dependencies(${target} ${INSTRUMENT_TOOL})
+  else()
+    get_filename_component(tool_file "${INSTRUMENT_TOOL}" ABSOLUTE)
+  endif()
+  get_filename_component(plan "${INSTRUMENT_PLAN}" ABSOLUTE)
+  if(INSTRUMENT_OUTPUT)
+    get_filename_component(output "${INSTRUMENT_OUTPUT}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_BINARY_DIR}")
+    get_filename_component(output_dir "${output}" DIRECTORY)
+  else()
+    set(output_dir "${CMAKE_CURRENT_BINARY_DIR}/instrumented")
+    set(output "${output_dir}/$<TARGET_FILE_NAME:${target}>")
+  endif()
+  set(flags ${INSTRUMENT_OPTIONS})
+  if(INSTRUMENT_GROW_REGISTERS)
+    list(APPEND flags --grow-registers)
+  endif()
+  if(INSTRUMENT_GPU_TARGET)
+    list(APPEND flags --target ${INSTRUMENT_GPU_TARGET})
+  endif()
+  add_custom_command(TARGET ${target} POST_BUILD
+    COMMAND "${CMAKE_COMMAND}" -E make_directory "${output_dir}"
+    COMMAND "${GPUINSTR_LINK}" instrument "$<TARGET_FILE:${target}>" --tool "${tool_file}" --plan "${plan}"
+            -o "${output}" ${flags}
+    COMMENT "gpuinstr: instrumenting ${target} with ${INSTRUMENT_TOOL}"
+    VERBATIM)
+  set_property(TARGET ${target} APPEND PROPERTY GPUINSTR_INSTRUMENTED "${output}")
 endfunction()

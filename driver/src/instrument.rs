@@ -164,12 +164,8 @@ pub fn instrument_file(
                     .iter()
                     .find_map(|o| o.strip_prefix("bundle ").and_then(|n| n.parse().ok()))
                     .unwrap_or(0);
-                let triple = code_object
-                    .origin
-                    .iter()
-                    .find_map(|o| o.strip_prefix("entry "))
-                    .unwrap_or_default()
-                    .to_string();
+                let triple =
+                    code_object.origin.iter().find_map(|o| o.strip_prefix("entry ")).unwrap_or_default().to_string();
                 replaced.insert((bundle_index, triple), new);
             }
             Err(InstrumentError::NothingSelected(why)) if !single => report.unchanged.push((origin, why)),

@@ -50,3 +50,62 @@ fn cmake_builds_a_tool_with_the_plugin() {
         message.contains("libembed.so was not found; build it with `cargo build --release -p gpuinstr-llvm-plugin`")
     );
 }
+
+/// `gpuinstr_instrument()`: a HIP library built by CMake (hipcc as the C++
+/// compiler) is instrumented after it links, with a tool CMake also builds;
+/// the output verifies against the library.
+#[test]
+fn cmake_instruments_a_library_after_it_builds() {
+    let scratch = scratch();
+    let project = scratch.path().join("project");
+    let build = scratch.path().join("build");
+    std::fs::create_dir_all(&project).unwrap();
+    let link = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().join("gpuinstr-link");
+    if !link.exists() {
+        // `cargo test -p gpuinstr-tests` alone does not build the binary.
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        run_ok(
+            Command::new(cargo).args(["build", "-p", "gpuinstr-driver", "--bin", "gpuinstr-link"]).current_dir(repo()),
+        );
+    }
+    std::fs::write(
+        project.join("CMakeLists.txt"),
+        format!(
+            "cmake_minimum_required(VERSION 3.20)\n\
+             project(app CXX)\n\
+             find_package(GpuInstr REQUIRED PATHS \"{cmake}\" NO_DEFAULT_PATH)\n\
+             gpuinstr_add_tool(counter SOURCES \"{tool}\" OFFLOAD_ARCH gfx90a)\n\
+             set_source_files_properties(\"{app}\" PROPERTIES LANGUAGE CXX)\n\
+             add_library(vectoradd SHARED \"{app}\")\n\
+             target_compile_options(vectoradd PRIVATE -x hip --offload-arch=gfx90a)\n\
+             target_link_options(vectoradd PRIVATE --offload-arch=gfx90a)\n\
+             gpuinstr_instrument(vectoradd TOOL counter PLAN \"{plan}\")\n",
+            cmake = repo().join("cmake").display(),
+            tool = example("instruction-counter").display(),
+            app = repo().join("hook-sdk/examples/applications/vector-add/vector-add.hip").display(),
+            plan = repo().join("hook-sdk/examples/instruction-counter/plan.toml").display(),
+        ),
+    )
+    .unwrap();
+    run_ok(
+        Command::new("cmake")
+            .arg("-S")
+            .arg(&project)
+            .arg("-B")
+            .arg(&build)
+            .arg("-DCMAKE_CXX_COMPILER=hipcc")
+            .arg(format!("-DGPUINSTR_PLUGIN={}", plugin().display()))
+            .arg(format!("-DGPUINSTR_LINK={}", link.display())),
+    );
+    let built = run_ok(Command::new("cmake").arg("--build").arg(&build));
+    let log = String::from_utf8_lossy(&built.stdout);
+    assert!(log.contains("gpuinstr: instrumenting vectoradd with counter"), "{log}");
+    assert!(log.contains("hook countInstructionsVector: 17 points"), "{log}");
+    let original = build.join("libvectoradd.so");
+    let instrumented = build.join("instrumented/libvectoradd.so");
+    let before = gpuinstr::stages::load::load(&original).unwrap().code_objects;
+    let after = gpuinstr::stages::load::load(&instrumented).unwrap().code_objects;
+    assert_eq!(before.len(), 1);
+    let report = gpuinstr::verify::verify(&before[0], &after[0]).unwrap();
+    assert!(report.ok() && report.regions == 33, "{}", report.render_text());
+}
