@@ -304,6 +304,10 @@ impl InstrumentReport {
             )
             .unwrap();
         }
+        let relaxed: usize = self.kernels.iter().map(|k| k.branches_relaxed).sum();
+        if relaxed > 0 {
+            writeln!(out, "  branches relaxed into long jumps: {relaxed}").unwrap();
+        }
         for skipped in &self.skipped {
             writeln!(out, "  not instrumented: {skipped}").unwrap();
         }

@@ -88,6 +88,12 @@ pub struct CompiledPayload {
     pub written: UnitSet,
     /// Every register the final code writes (from its machine code).
     pub writes: UnitSet,
+    /// Every register it reads or writes, implicit operands included (a
+    /// flat instruction reads FLAT_SCRATCH: the allocation's extra SGPRs
+    /// depend on it).
+    pub touches: UnitSet,
+    /// Bytes of the final code, encoded.
+    pub bytes: usize,
     /// Why LLVM could not compile this payload (then it has no code and the
     /// point is left alone).
     pub rejected: Option<String>,
@@ -110,6 +116,8 @@ impl CompiledPayload {
             pinned: UnitSet::EMPTY,
             written: UnitSet::EMPTY,
             writes: UnitSet::EMPTY,
+            touches: UnitSet::EMPTY,
+            bytes: 0,
             rejected: Some(reason),
         }
     }
@@ -574,6 +582,8 @@ pub fn compile_payloads_at(
             pinned: lowered.pinned,
             written: lowered.written,
             writes: UnitSet::EMPTY,
+            touches: UnitSet::EMPTY,
+            bytes: 0,
             rejected: None,
         });
     }
@@ -585,10 +595,17 @@ pub fn compile_payloads_at(
     let decoded = crate::preservation::decode_code(lifted, &codes)?;
     let units = RegisterUnits::new(&lifted.isa);
     for ((payload, code), site) in payloads.iter_mut().zip(&decoded).zip(sites) {
+        payload.bytes = code.iter().map(|i| i.size() as usize).sum();
         for instruction in code {
             for reg in instruction.all_defs() {
                 for unit in units.units(reg) {
                     payload.writes.insert(*unit);
+                    payload.touches.insert(*unit);
+                }
+            }
+            for reg in instruction.all_uses() {
+                for unit in units.units(reg) {
+                    payload.touches.insert(*unit);
                 }
             }
         }

@@ -162,6 +162,9 @@ struct AddressMap {
     /// Instrumented address of an original instruction -> start of the
     /// region inserted before it.
     region_before: HashMap<u64, u64>,
+    /// Original branches emitted as long jumps: original address ->
+    /// (where the long jump lands, its SGPR pair).
+    relaxed: HashMap<u64, (u64, u16)>,
 }
 
 impl AddressMap {
@@ -235,12 +238,33 @@ pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<Verify
 
     // 2. Branches and pc-relative computations land where they did.
     for &(f, g) in &aligned {
-        let originals = before.functions[f].instructions();
-        let kept = after.functions[g].instructions().filter(|i| !in_region(&regions, i.address));
-        for (o, i) in originals.zip(kept) {
-            let problem = match (o.flow, i.flow) {
-                (Flow::Branch { target: t }, Flow::Branch { target: u })
-                | (Flow::ConditionalBranch { target: t }, Flow::ConditionalBranch { target: u }) => {
+        let at: HashMap<u64, &Instruction> = after.functions[g].instructions().map(|i| (i.address, i)).collect();
+        let original_index: HashMap<u64, usize> =
+            before.functions[f].instructions().enumerate().map(|(n, i)| (i.address, n)).collect();
+        for o in before.functions[f].instructions() {
+            let Some(i) = map.instructions.get(&o.address).and_then(|a| at.get(a)) else { continue };
+            let problem = match (o.flow, i.flow, map.relaxed.get(&o.address)) {
+                (Flow::Branch { target: t } | Flow::ConditionalBranch { target: t }, _, Some(&(u, pair))) => {
+                    report.branches += 1;
+                    let live = original_index.get(&t).map(|n| liveness.functions[f].live_in[*n]);
+                    let clobbered = live.and_then(|live| {
+                        [Unit::sgpr(pair), Unit::sgpr(pair + 1), Unit::special("SCC")]
+                            .into_iter()
+                            .find(|unit| live.contains(*unit))
+                    });
+                    if !map.lands_on(t, u) {
+                        Some(format!("the long jump for the branch at {:#x} lands at {u:#x}, not on {t:#x}", o.address))
+                    } else {
+                        clobbered.map(|unit| {
+                            format!(
+                                "the long jump for the branch at {:#x} changes {unit}, live at its target",
+                                o.address
+                            )
+                        })
+                    }
+                }
+                (Flow::Branch { target: t }, Flow::Branch { target: u }, None)
+                | (Flow::ConditionalBranch { target: t }, Flow::ConditionalBranch { target: u }, None) => {
                     report.branches += 1;
                     (!map.lands_on(t, u))
                         .then(|| format!("`{}` lands at {u:#x}, not on the original's target {t:#x}", text(&after, i)))
@@ -394,10 +418,9 @@ fn align(
     report: &mut VerifyReport,
 ) -> bool {
     let mut originals = function.instructions().peekable();
-    for instruction in instrumented.instructions() {
-        if in_region(regions, instruction.address) {
-            continue;
-        }
+    let kept: Vec<&Instruction> = instrumented.instructions().filter(|i| !in_region(regions, i.address)).collect();
+    let mut next = 0;
+    while let Some(&instruction) = kept.get(next) {
         let Some(original) = originals.next() else {
             report.findings.push(Finding {
                 function: function.name.clone(),
@@ -409,7 +432,12 @@ fn align(
             });
             return false;
         };
-        if !same_instruction(original, instruction) {
+        let length = if same_instruction(original, instruction) {
+            1
+        } else if let Some((length, lands, pair)) = relaxed_branch(before, after, original, &kept[next..]) {
+            map.relaxed.insert(original.address, (lands, pair));
+            length
+        } else {
             report.findings.push(Finding {
                 function: function.name.clone(),
                 address: instruction.address,
@@ -421,13 +449,14 @@ fn align(
                 ),
             });
             return false;
-        }
+        };
         map.instructions.insert(original.address, instruction.address);
         if let Some((_, site)) = regions.range(..instruction.address).next_back() {
             if site.end == instruction.address {
                 map.region_before.insert(instruction.address, site.begin);
             }
         }
+        next += length;
     }
     if let Some(missing) = originals.next() {
         report.findings.push(Finding {
@@ -442,6 +471,46 @@ fn align(
         return false;
     }
     true
+}
+
+/// An original branch emitted as a long jump (relax.rs): `[s_cbranch_<inverse>
+/// over,] s_getpc_b64 s[n:n+1]; s_add_u32; s_addc_u32; s_setpc_b64 s[n:n+1]`.
+/// Returns how many instructions it takes, where it lands and `n`.
+fn relaxed_branch(
+    before: &LiftedCodeObject<'_>,
+    after: &LiftedCodeObject<'_>,
+    original: &Instruction,
+    kept: &[&Instruction],
+) -> Option<(usize, u64, u16)> {
+    let name = |i: &Instruction| after.isa.opcode_name(i.opcode).to_string();
+    let mut at = 0;
+    let mut over = None;
+    match original.flow {
+        Flow::ConditionalBranch { .. } => {
+            let inverse = crate::stages::patch::relax::inverse(original.name(&before.isa))?;
+            let first = kept.first()?;
+            if name(first).to_ascii_lowercase() != inverse {
+                return None;
+            }
+            let Flow::ConditionalBranch { target } = first.flow else { return None };
+            over = Some(target);
+            at = 1;
+        }
+        Flow::Branch { .. } => {}
+        _ => return None,
+    }
+    let [getpc, add, addc, setpc] = kept.get(at..at + 4)? else { return None };
+    let names = [name(getpc), name(add), name(addc), name(setpc)];
+    if names != ["S_GETPC_B64", "S_ADD_U32", "S_ADDC_U32", "S_SETPC_B64"] || getpc.defs != setpc.uses {
+        return None;
+    }
+    if over.is_some_and(|over| over != setpc.end()) {
+        return None;
+    }
+    let lands = add.pc_relative.as_ref()?.target;
+    let pair_name = after.isa.register_name(*getpc.defs.first()?);
+    let pair = pair_name.strip_prefix("SGPR")?.split('_').next()?.parse().ok()?;
+    Some((at + 4, lands, pair))
 }
 
 /// Whether an instruction of a region may leave it other than by falling

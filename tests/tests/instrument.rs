@@ -436,3 +436,33 @@ fn tool_globals_are_defined_or_left_to_a_loader() {
         assert_verified(&app, &CodeObject::parse(bytes, Vec::new()).unwrap(), &format!("{mode:?}"));
     }
 }
+
+/// A kernel whose branches reach ~1,500 instructions: with a payload before
+/// every instruction they no longer reach their targets (±32,767 dwords) and
+/// become long jumps (s_getpc/s_add/s_addc/s_setpc, behind the inverse
+/// short branch); the output assembles, and verify follows the long jumps to
+/// the original targets.
+#[test]
+fn far_branches_become_long_jumps() {
+    let dir = scratch();
+    let tool = counter_tool(dir.path());
+    let plan = Plan::load(&repo().join("hook-sdk/examples/instruction-counter/plan.toml")).unwrap();
+    let adds = "\tv_add_u32_e32 v1, v1, v1\n".repeat(1_500);
+    let body = format!(
+        "\ts_cmp_eq_u32 s2, 0\n\ts_cbranch_scc1 .Lfar\n{adds}\ts_branch .Lend\n.Lfar:\n{adds}.Lend:\n\ts_endpgm\n"
+    );
+    let app = kernel_from_assembly("gfx90a", &body, "");
+    let (bytes, report) =
+        instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &InstrumentOptions::default()).unwrap();
+    assert!(report.rejected.is_empty(), "{:?}", report.rejected);
+    assert_eq!(report.kernels[0].branches_relaxed, 2, "{}", report.render_text());
+    assert!(report.render_text().contains("branches relaxed into long jumps: 2"), "{}", report.render_text());
+    assert_accepted(&app, &bytes, dir.path(), "far-branches");
+    let output = CodeObject::parse(bytes, Vec::new()).unwrap();
+    let verified = assert_verified(&app, &output, "far-branches");
+    assert_eq!(verified.branches, 2);
+    let lifted = lift(&output).unwrap();
+    let names: Vec<&str> = lifted.functions[0].instructions().map(|i| i.name(&lifted.isa)).collect();
+    assert_eq!(names.iter().filter(|n| **n == "S_SETPC_B64").count(), 2);
+    assert!(names.contains(&"S_CBRANCH_SCC0"), "the inverse of s_cbranch_scc1");
+}

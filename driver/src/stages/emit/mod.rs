@@ -54,6 +54,8 @@ pub struct Patch {
     pub metadata: Option<rmpv::Value>,
     /// Assembly appended at the end (definitions of the tool's globals).
     pub appended: String,
+    /// Branches that no longer reach their targets, emitted as long jumps.
+    pub relaxed: HashMap<u64, crate::stages::patch::relax::RelaxedBranch>,
 }
 
 /// The assembly and what was special about it.
@@ -266,6 +268,24 @@ impl LiftedCodeObject<'_> {
                         }
                     }
                     writeln!(out, ".Lgpuinstr_site_{site:x}_end:").unwrap();
+                }
+                if let Some(relaxed) = patch.and_then(|p| p.relaxed.get(&instruction.address)) {
+                    let target = match instruction.flow {
+                        crate::stages::lift::Flow::Branch { target }
+                        | crate::stages::lift::Flow::ConditionalBranch { target } => target,
+                        _ => instruction.address,
+                    };
+                    let target = &names.code_labels[&target];
+                    let (at, n) = (instruction.address, relaxed.pair);
+                    if let Some(inverse) = relaxed.inverse {
+                        writeln!(out, "\t{inverse} .Lgpuinstr_relax_{at:x}_skip").unwrap();
+                    }
+                    writeln!(out, "\ts_getpc_b64 s[{n}:{}]\n.Lgpuinstr_relax_{at:x}_pc:", n + 1).unwrap();
+                    writeln!(out, "\ts_add_u32 s{n}, s{n}, ({target}-.Lgpuinstr_relax_{at:x}_pc)&4294967295").unwrap();
+                    writeln!(out, "\ts_addc_u32 s{}, s{}, ({target}-.Lgpuinstr_relax_{at:x}_pc)>>32", n + 1, n + 1)
+                        .unwrap();
+                    writeln!(out, "\ts_setpc_b64 s[{n}:{}]\n.Lgpuinstr_relax_{at:x}_skip:", n + 1).unwrap();
+                    continue;
                 }
                 let symbolic = instruction.pc_relative.is_some()
                     || matches!(

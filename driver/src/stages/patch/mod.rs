@@ -4,10 +4,11 @@
 //! code uses; the tool's globals the payloads use are defined.
 //!
 //! Kernels whose payloads read kernel arguments or use stack get a preamble
-//! (preamble.rs) that fills the State Value Array. Not yet: branch
-//! relaxation for branches pushed out of range.
+//! (preamble.rs) that fills the State Value Array; branches the inserted
+//! code pushes out of reach become long jumps (relax.rs).
 
 pub mod preamble;
+pub mod relax;
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -27,6 +28,8 @@ use crate::stages::sva::SvaPlacement;
 pub enum PatchError {
     #[error("{kernel}: the instrumented code needs {needed} {file}s; a wave can address {limit}")]
     TooManyRegisters { kernel: String, file: &'static str, needed: usize, limit: usize },
+    #[error("{0}")]
+    BranchOutOfRange(String),
 }
 
 /// What the patch did to one kernel.
@@ -41,6 +44,9 @@ pub struct KernelPatch {
     pub agprs: (usize, usize),
     pub sgprs: (usize, usize),
     pub stack_bytes: (u32, u32),
+    /// Branches turned into long jumps because inserted code pushed their
+    /// targets out of reach.
+    pub branches_relaxed: usize,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -154,7 +160,11 @@ pub fn patch(
         .collect();
     // What the instrumentation in each function writes, and how much it adds.
     let mut writes: HashMap<usize, UnitSet> = HashMap::new();
+    // And everything it reads or writes (implicit operands included).
+    let mut touches: HashMap<usize, UnitSet> = HashMap::new();
     let mut added: HashMap<usize, (usize, usize, u32)> = HashMap::new();
+    // Bytes inserted before each address (for branch reach).
+    let mut inserted: HashMap<u64, usize> = HashMap::new();
     // The registers a wave of each kernel may have, from its work-group bound.
     let limits: HashMap<usize, (usize, usize)> = lifted
         .functions
@@ -243,22 +253,49 @@ pub fn patch(
             }
         }
         let lines = splice(&payload.code);
+        // Bytes: the payload's own, and 4 per wait-state nop around it.
+        let nops = lines.len() - payload.code.len();
+        *inserted.entry(addresses[point.function][point.instruction]).or_default() += payload.bytes + 4 * nops;
         let entry = added.entry(point.function).or_default();
         entry.0 += 1;
         entry.1 += instruction_count(&lines);
         entry.2 = entry.2.max(payload.scratch_bytes);
         writes.entry(point.function).or_insert(UnitSet::EMPTY).union_with(&payload.writes);
+        touches.entry(point.function).or_insert(UnitSet::EMPTY).union_with(&payload.touches);
         patch.before.entry(addresses[point.function][point.instruction]).or_default().extend(lines);
+    }
+
+    // Branches the inserted code pushes out of reach become long jumps
+    // (preambles: at most 8 bytes an instruction, SALU with a literal or
+    // v_writelane).
+    let mut reach = inserted;
+    for (kernel, preamble) in &preambles {
+        if let (Ok(preamble), Some(entry)) = (preamble, lifted.functions[*kernel].instructions().next()) {
+            *reach.entry(entry.address).or_default() += 8 * preamble.code.len();
+        }
+    }
+    patch.relaxed = relax::relax(lifted, liveness, &reach, 102).map_err(PatchError::BranchOutOfRange)?;
+    let mut relaxed_in: HashMap<usize, usize> = HashMap::new();
+    for branch in patch.relaxed.values() {
+        let pair = writes.entry(branch.function).or_insert(UnitSet::EMPTY);
+        pair.insert(crate::stages::liveness::Unit::sgpr(branch.pair));
+        pair.insert(crate::stages::liveness::Unit::sgpr(branch.pair + 1));
+        *relaxed_in.entry(branch.function).or_default() += 1;
     }
 
     for (function_index, function) in lifted.functions.iter().enumerate() {
         let FunctionKind::Kernel(kernel_index) = function.kind else { continue };
         let reached = reachable_functions(lifted, function_index);
         let mut used = UnitSet::EMPTY;
+        let mut touched_by_payloads = UnitSet::EMPTY;
         let (mut sites, mut instructions, mut stack) = (0, 0, 0u32);
+        let branches_relaxed: usize = reached.iter().filter_map(|f| relaxed_in.get(f)).sum();
         for f in &reached {
             if let Some(w) = writes.get(f) {
                 used.union_with(w);
+            }
+            if let Some(t) = touches.get(f) {
+                touched_by_payloads.union_with(t);
             }
             if let Some((s, i, b)) = added.get(f) {
                 sites += s;
@@ -309,6 +346,7 @@ pub fn patch(
         // SGPRs from what the application had.
         let mut touched_after = *touched;
         touched_after.union_with(&used);
+        touched_after.union_with(&touched_by_payloads);
         let sgprs_available = allocation(code_object, kernel, &touched_after).sgprs.len();
         let name = kernel.name().to_string();
         let limit = |file: &'static str, needed: usize, max: usize| {
@@ -345,8 +383,12 @@ pub fn patch(
         };
         // SGPRs: the allocation also holds the extra SGPRs (VCC, XNACK mask,
         // flat scratch); 6 covers all of them.
-        if highest(RegisterFile::Sgpr) > sgprs_available {
-            let blocks = (highest(RegisterFile::Sgpr) + 6).div_ceil(8).min(16) as u32;
+        // The application's own SGPRs count too: instrumentation that
+        // starts using flat instructions (FLAT_SCRATCH) or VCC takes extra
+        // SGPRs from the top of the allocation the application used.
+        let sgprs_highest = highest(RegisterFile::Sgpr).max(touched_highest(RegisterFile::Sgpr));
+        if sgprs_highest > sgprs_available {
+            let blocks = (sgprs_highest + 6).div_ceil(8).min(16) as u32;
             let old = descriptor.rsrc1("GRANULATED_WAVEFRONT_SGPR_COUNT");
             set1(&mut descriptor, "GRANULATED_WAVEFRONT_SGPR_COUNT", old.max(blocks - 1));
         }
@@ -382,6 +424,7 @@ pub fn patch(
                 kernel.descriptor.private_segment_fixed_size,
                 kernel.descriptor.private_segment_fixed_size + stack,
             ),
+            branches_relaxed,
         });
     }
     // Left external, the references stay undefined symbols reached through
