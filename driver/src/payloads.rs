@@ -376,8 +376,20 @@ pub fn payload_sites(
             }
             FunctionKind::DeviceFunction => (None, 1024),
         };
+        let mut live = liveness.functions[point.function].live_in[point.instruction];
+        if let (FunctionKind::Kernel(kernel), 0, false) =
+            (function.kind, point.instruction, function.entry_is_branch_target())
+        {
+            // At a kernel's first instruction only what the hardware set
+            // holds anything: registers read before any write are undefined.
+            let gfx90a = code_object.target.processor == "gfx90a";
+            live = live.intersection(&crate::stages::patch::preamble::kernel_inputs(
+                &code_object.kernels[kernel].descriptor,
+                gfx90a,
+            ));
+        }
         sites.push(PayloadSite {
-            live: liveness.functions[point.function].live_in[point.instruction],
+            live,
             sva: registers.sva,
             work_item_ids: registers.work_item_ids,
             hidden_arguments,

@@ -28,7 +28,7 @@ use crate::stages::lift::{lift, Flow, Function, FunctionKind, Instruction, IsaEr
 use crate::stages::liveness::{analyze, RegisterFile, Unit, UnitSet};
 use crate::stages::load::descriptor::KernelDescriptor;
 use crate::stages::load::CodeObject;
-use crate::stages::patch::preamble::layout;
+use crate::stages::patch::preamble::{kernel_inputs, layout};
 
 /// The site table's section.
 pub const SITE_TABLE: &str = ".gpuinstr.sites";
@@ -326,7 +326,7 @@ pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<Verify
             }
             let mut live = liveness.functions[f].live_in[position];
             let mut entry = Entry::default();
-            if position == 0 {
+            if position == 0 && !function.entry_is_branch_target() {
                 if let FunctionKind::Kernel(k) = function.kind {
                     let descriptor = &before.code_object.kernels[k].descriptor;
                     let (inputs, kernel_entry) = kernel_entry(
@@ -537,12 +537,9 @@ fn kernel_descriptor<'c>(code_object: &'c CodeObject, name: &str) -> Option<&'c 
 fn kernel_entry(original: &KernelDescriptor, instrumented: &KernelDescriptor, gfx90a: bool) -> (UnitSet, Entry) {
     let old = layout(original);
     let new = layout(instrumented);
-    let mut inputs = UnitSet::EMPTY;
+    let inputs = kernel_inputs(original, gfx90a);
     let mut entry = Entry::default();
     for (input, first, count) in &old {
-        for part in 0..*count {
-            inputs.insert(Unit::sgpr(first + part));
-        }
         if let Some((_, moved, _)) = new.iter().find(|(i, ..)| i == input) {
             for part in 0..*count {
                 if moved != first {
@@ -559,15 +556,9 @@ fn kernel_entry(original: &KernelDescriptor, instrumented: &KernelDescriptor, gf
         }
     }
     let dimensions = original.rsrc2("ENABLE_VGPR_WORKITEM_ID");
-    let vgprs = if gfx90a { 0 } else { dimensions.min(2) as u16 };
-    for v in 0..=vgprs {
-        inputs.insert(Unit::vgpr(v));
-    }
     if gfx90a && instrumented.rsrc2("ENABLE_VGPR_WORKITEM_ID") > dimensions {
         entry.widened = Some((Unit::vgpr(0), if dimensions == 0 { 0x3ff } else { 0xfffff }));
     }
-    inputs.insert(Unit::special("EXEC_LO"));
-    inputs.insert(Unit::special("EXEC_HI"));
     (inputs, entry)
 }
 

@@ -106,6 +106,15 @@ impl Function {
     pub fn is_kernel(&self) -> bool {
         matches!(self.kind, FunctionKind::Kernel(_))
     }
+
+    /// Whether a branch of the function goes back to its first instruction
+    /// (then the registers there are not only what the entry set).
+    pub fn entry_is_branch_target(&self) -> bool {
+        self.instructions().any(|i| match i.flow {
+            Flow::Branch { target } | Flow::ConditionalBranch { target } => target == self.address,
+            _ => false,
+        })
+    }
 }
 
 /// Counts over a lifted code object.

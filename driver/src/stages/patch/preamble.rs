@@ -14,6 +14,7 @@ use gpuinstr_intrinsics::sva::{FrameValue, FRAME_VALUES};
 use gpuinstr_intrinsics::{KernelArgument, Storage};
 
 use crate::stages::load::descriptor::{KernelDescriptor, KERNEL_CODE_PROPERTIES, RSRC2};
+use crate::stages::liveness::{Unit, UnitSet};
 use crate::stages::load::Kernel;
 
 /// A kernel input SGPR block, in hardware order.
@@ -68,6 +69,26 @@ pub fn layout(descriptor: &KernelDescriptor) -> Vec<(Input, u16, u16)> {
         }
     }
     out
+}
+
+/// The registers the hardware sets when a wave of the kernel starts: the
+/// enabled input SGPRs, the work-item id VGPRs, EXEC. Every other register
+/// holds nothing defined there.
+pub fn kernel_inputs(descriptor: &KernelDescriptor, gfx90a: bool) -> UnitSet {
+    let mut inputs = UnitSet::EMPTY;
+    for (_, first, count) in layout(descriptor) {
+        for part in 0..count {
+            inputs.insert(Unit::sgpr(first + part));
+        }
+    }
+    let dimensions = descriptor.rsrc2("ENABLE_VGPR_WORKITEM_ID");
+    let vgprs = if gfx90a { 0 } else { dimensions.min(2) as u16 };
+    for v in 0..=vgprs {
+        inputs.insert(Unit::vgpr(v));
+    }
+    inputs.insert(Unit::special("EXEC_LO"));
+    inputs.insert(Unit::special("EXEC_HI"));
+    inputs
 }
 
 /// The input holding a kernel argument, if one does.
