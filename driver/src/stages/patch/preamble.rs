@@ -13,8 +13,8 @@ use std::collections::BTreeSet;
 use gpuinstr_intrinsics::sva::{FrameValue, FRAME_VALUES};
 use gpuinstr_intrinsics::{KernelArgument, Storage};
 
-use crate::stages::load::descriptor::{KernelDescriptor, KERNEL_CODE_PROPERTIES, RSRC2};
 use crate::stages::liveness::{Unit, UnitSet};
+use crate::stages::load::descriptor::{KernelDescriptor, KERNEL_CODE_PROPERTIES, RSRC2};
 use crate::stages::load::Kernel;
 
 /// A kernel input SGPR block, in hardware order.
