@@ -257,17 +257,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     None => input,
                 })
             };
-            let (before, after) = (load(&original)?, load(&instrumented)?);
-            let mut reports = Vec::new();
-            for code_object in &before.code_objects {
-                let origin = code_object.origin.join(", ");
-                let Some(other) = after.code_objects.iter().find(|c| c.origin == code_object.origin) else {
-                    anyhow::bail!("{}: has no code object at {origin}", instrumented.display());
-                };
-                let report = gpuinstr::verify::verify(code_object, other)
-                    .map_err(|e| anyhow::anyhow!("{}: {origin}: {e}", instrumented.display()))?;
-                reports.push((origin, report));
-            }
+            let reports = gpuinstr::verify::verify_files(&load(&original)?, &load(&instrumented)?)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", instrumented.display()))?;
             if json {
                 let list: Vec<_> =
                     reports.iter().map(|(o, r)| serde_json::json!({ "origin": o, "report": r })).collect();

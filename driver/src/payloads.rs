@@ -248,23 +248,12 @@ fn finish_rejecting(
                 return Ok(String::new());
             }
             let (left, right) = names.split_at(names.len() / 2);
-            let first = finish_rejecting(
-                &module.retain(|n| left.iter().any(|l| l == n)),
-                target,
-                version,
-                verify,
-                directory,
-                rejected,
-            )?;
-            let second = finish_rejecting(
-                &module.retain(|n| right.iter().any(|r| r == n)),
-                target,
-                version,
-                verify,
-                directory,
-                rejected,
-            )?;
-            Ok(format!("{first}\n{second}"))
+            let mut halves = Vec::with_capacity(2);
+            for half in [left, right] {
+                let part = module.retain(|n| half.iter().any(|h| h == n));
+                halves.push(finish_rejecting(&part, target, version, verify, directory, rejected)?);
+            }
+            Ok(halves.join("\n"))
         }
         Err(other) => Err(other.into()),
     }

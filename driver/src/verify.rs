@@ -27,7 +27,7 @@ use crate::preservation::{check_from, Entry};
 use crate::stages::lift::{lift, Flow, Function, FunctionKind, Instruction, IsaError, LiftedCodeObject};
 use crate::stages::liveness::{analyze, RegisterFile, Unit, UnitSet};
 use crate::stages::load::descriptor::KernelDescriptor;
-use crate::stages::load::CodeObject;
+use crate::stages::load::{CodeObject, LoadedInput};
 use crate::stages::patch::preamble::{kernel_inputs, layout};
 
 /// The site table's section.
@@ -41,6 +41,8 @@ pub enum VerifyError {
     Targets(String, String),
     #[error("the site table {SITE_TABLE} is malformed: {0}")]
     SiteTable(String),
+    #[error("the instrumented file has no code object at {0}")]
+    Missing(String),
 }
 
 /// One inserted region: the original instruction it runs before, and where
@@ -176,6 +178,26 @@ impl AddressMap {
             None => false,
         }
     }
+}
+
+/// Checks every code object of an instrumented file (code object, bundle
+/// or host file) against the one at the same place in the original file:
+/// `(where in the file, report)`, in the original's order.
+pub fn verify_files(
+    original: &LoadedInput,
+    instrumented: &LoadedInput,
+) -> Result<Vec<(String, VerifyReport)>, VerifyError> {
+    let mut reports = Vec::with_capacity(original.code_objects.len());
+    for code_object in &original.code_objects {
+        let origin = code_object.origin.join(", ");
+        let other = instrumented
+            .code_objects
+            .iter()
+            .find(|c| c.origin == code_object.origin)
+            .ok_or_else(|| VerifyError::Missing(origin.clone()))?;
+        reports.push((origin, verify(code_object, other)?));
+    }
+    Ok(reports)
 }
 
 /// Checks `instrumented` against `original`.

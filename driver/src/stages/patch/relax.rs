@@ -107,9 +107,11 @@ pub fn relax(
                     function.name, instruction.address
                 ));
             }
-            let pair = (0..sgpr_limit.saturating_sub(1))
+            // From s4: s[0:3] is a device function's scratch resource, which
+            // liveness does not see as read where only the callee uses it.
+            let pair = (4..sgpr_limit.saturating_sub(1))
                 .step_by(2)
-                .find(|s| !live.contains(Unit::sgpr(*s)) && !live.contains(Unit::sgpr(s + 1)) && *s >= 4)
+                .find(|s| !live.contains(Unit::sgpr(*s)) && !live.contains(Unit::sgpr(s + 1)))
                 .ok_or_else(|| {
                     format!(
                         "{}: the branch at {:#x} is out of range after instrumentation, and no SGPR pair is free at \
