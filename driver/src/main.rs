@@ -298,8 +298,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 .transpose()
             };
             let mut options = PayloadOptions { check_preservation: !unchecked, ..PayloadOptions::default() };
-            let registers =
-                FunctionRegisters { sva: vgpr("--sva", sva)?, work_item_ids: vgpr("--work-item-ids", work_item_ids)? };
+            let registers = FunctionRegisters {
+                sva: vgpr("--sva", sva)?,
+                work_item_ids: vgpr("--work-item-ids", work_item_ids)?,
+                ..FunctionRegisters::default()
+            };
             options.registers.insert(function, registers);
             let call = gpuinstr::stages::payload::HookCall { hook, arguments };
             let points = vec![PayloadPoint { function, instruction, calls: vec![call] }];

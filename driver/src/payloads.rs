@@ -15,10 +15,10 @@ use thiserror::Error;
 use crate::error::ToolProblem;
 use crate::stages::codegen::{self, CodegenError};
 use crate::stages::lift::{FunctionKind, LiftedCodeObject};
-use crate::stages::liveness::{Liveness, RegisterUnits, UnitSet};
+use crate::stages::liveness::{Liveness, RegisterUnits, Unit, UnitSet};
 use crate::stages::load::CodeObject;
 use crate::stages::lower_ir::{self, LowerIrError};
-use crate::stages::lower_mir::final_code::{self, FinalCodeError};
+use crate::stages::lower_mir::final_code::{self, FinalCodeError, Parking};
 use crate::stages::lower_mir::{self, LowerMirError, PayloadSite, RegisterClasses};
 use crate::stages::payload::{self, HookArgument, HookCall, PayloadError, PayloadRequest};
 use crate::tool::read_tool_module;
@@ -36,8 +36,95 @@ pub struct PayloadPoint {
 /// Registers stage `sva` gave a function.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FunctionRegisters {
+    /// VGPRs holding the SVA and the packed work-item ids for the whole function.
     pub sva: Option<u16>,
     pub work_item_ids: Option<u16>,
+    /// Or AGPRs holding them: each payload loads them into VGPRs dead at its point.
+    pub in_agprs: Option<AgprHomes>,
+    /// VGPRs and AGPRs below these are in the allocation of every kernel
+    /// reaching the function (0: payloads never park registers here).
+    pub vgpr_limit: u16,
+    pub agpr_limit: u16,
+}
+
+/// The SVA (and the work-item ids) kept in AGPRs (seed 004's fallback when
+/// no VGPR is free for the whole kernel).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AgprHomes {
+    pub sva: u16,
+    pub work_item_ids: Option<u16>,
+}
+
+/// VGPRs a payload gets at least where AGPRs allow: at points with fewer
+/// dead VGPRs, live ones are parked in dead AGPRs for the payload's time.
+pub const PAYLOAD_VGPRS: usize = 12;
+
+/// A VGPR site and what to copy around the payload there.
+struct SiteParking {
+    sva: Option<u16>,
+    work_item_ids: Option<u16>,
+    parking: Parking,
+}
+
+/// Plans the whole-wave copies at a point with `live` registers, in a wave
+/// that may have `wave_vgprs` VGPRs: AGPR homes load into the highest dead
+/// VGPRs of the allocation (payloads allocate from the bottom), else the
+/// lowest past it; where fewer than [`PAYLOAD_VGPRS`] VGPRs stay dead in
+/// the whole wave, the highest live ones are parked in dead AGPRs. EXEC is
+/// saved in the lowest dead aligned SGPR pair. `None`: nothing to copy.
+fn plan_parking(registers: &FunctionRegisters, live: &UnitSet, wave_vgprs: u16) -> Result<Option<SiteParking>, String> {
+    let homes: Vec<u16> = registers.sva.iter().chain(&registers.work_item_ids).copied().collect();
+    let dead = |v: &u16| !live.contains(Unit::vgpr(*v)) && !homes.contains(v);
+    let limit = registers.vgpr_limit.min(wave_vgprs);
+    let dead_vgprs: Vec<u16> = (0..limit).rev().filter(dead).chain((limit..wave_vgprs).filter(dead)).collect();
+    let loads_wanted = registers.in_agprs.map_or(0, |h| 1 + usize::from(h.work_item_ids.is_some()));
+    let short = (PAYLOAD_VGPRS + loads_wanted).saturating_sub(dead_vgprs.len());
+    if loads_wanted == 0 && short == 0 {
+        return Ok(None);
+    }
+    let agpr_homes: Vec<u16> =
+        registers.in_agprs.iter().flat_map(|h| std::iter::once(h.sva).chain(h.work_item_ids)).collect();
+    // Lowest first: inside the allocation before past it.
+    let mut dead_agprs =
+        (0..registers.agpr_limit).filter(|a| !live.contains(Unit::agpr(*a)) && !agpr_homes.contains(a));
+    let mut borrowed = Vec::new();
+    let mut live_vgprs = (0..limit).rev().filter(|v| live.contains(Unit::vgpr(*v)));
+    for _ in 0..short {
+        match (live_vgprs.next(), dead_agprs.next()) {
+            (Some(vgpr), Some(agpr)) => borrowed.push((vgpr, agpr)),
+            _ => break,
+        }
+    }
+    // Loads take dead VGPRs first, then borrowed ones.
+    let mut targets = dead_vgprs.iter().copied().chain(borrowed.iter().map(|(v, _)| *v));
+    let mut loads = Vec::new();
+    let (mut sva, mut work_item_ids) = (registers.sva, registers.work_item_ids);
+    if let Some(h) = registers.in_agprs {
+        let Some(target) = targets.next() else {
+            return Err(format!(
+                "the State Value Array is kept in a{}, and no VGPR is dead here to load it into, nor an AGPR to \
+                 park a live one in",
+                h.sva
+            ));
+        };
+        loads.push((h.sva, target));
+        sva = Some(target);
+        if let Some(ids) = h.work_item_ids {
+            let target = targets.next().ok_or_else(|| {
+                "the work-item ids are kept in an AGPR, and no second VGPR is free here to load them into".to_string()
+            })?;
+            loads.push((ids, target));
+            work_item_ids = Some(target);
+        }
+    }
+    if loads.is_empty() && borrowed.is_empty() {
+        return Ok(None);
+    }
+    let exec_pair = (0..crate::analyze::MAX_SGPRS - 1)
+        .step_by(2)
+        .find(|s| !live.contains(Unit::sgpr(*s)) && !live.contains(Unit::sgpr(s + 1)))
+        .ok_or_else(|| "no SGPR pair is dead here to save EXEC in around whole-wave copies".to_string())?;
+    Ok(Some(SiteParking { sva, work_item_ids, parking: Parking { exec_pair, loads, borrowed } }))
 }
 
 #[derive(Clone, Debug)]
@@ -377,14 +464,42 @@ pub fn payload_sites(
                 gfx90a,
             ));
         }
-        sites.push(PayloadSite {
+        let mut site = PayloadSite {
             live,
             sva: registers.sva,
             work_item_ids: registers.work_item_ids,
             hidden_arguments,
             max_flat_workgroup_size,
             unplaced: options.unplaced.get(&point.function).cloned(),
-        });
+            parking: None,
+        };
+        // AGPR homes stay put: LLVM spills to free AGPRs on gfx908/gfx90a.
+        for home in registers.in_agprs.iter().flat_map(|h| std::iter::once(h.sva).chain(h.work_item_ids)) {
+            site.live.insert(Unit::agpr(home));
+        }
+        let (wave_vgprs, _) =
+            crate::stages::patch::wave_register_limit(&code_object.target.processor, max_flat_workgroup_size);
+        match plan_parking(&registers, &live, wave_vgprs as u16) {
+            Ok(Some(planned)) => {
+                site.sva = planned.sva;
+                site.work_item_ids = planned.work_item_ids;
+                // Parked VGPRs are the payload's; the AGPRs holding them are not.
+                for (vgpr, agpr) in &planned.parking.borrowed {
+                    site.live.remove(Unit::vgpr(*vgpr));
+                    site.live.insert(Unit::agpr(*agpr));
+                }
+                site.parking = Some(planned.parking);
+            }
+            Ok(None) => {}
+            Err(why) => {
+                if registers.in_agprs.is_some() {
+                    site.sva = None;
+                    site.work_item_ids = None;
+                }
+                site.unplaced = Some(why);
+            }
+        }
+        sites.push(site);
     }
     Ok(sites)
 }
@@ -560,7 +675,27 @@ pub fn compile_payloads_at(
             continue;
         }
         let name = payload::payload_name(index);
-        let code = final_code::extract(&functions, &name, index, &site.live, site.sva, &lowered.saves_frame)?;
+        let mut code = final_code::extract(&functions, &name, index, &site.live, site.sva, &lowered.saves_frame)?;
+        if let Some(parking) = &site.parking {
+            // Load only what the payload reads.
+            let reads_sva = code.scratch_bytes > 0
+                || !lowered.saves_frame.is_empty()
+                || lowered.kernel_arguments.iter().any(|a| {
+                    matches!(
+                        a.storage(),
+                        gpuinstr_intrinsics::Storage::Lanes { .. } | gpuinstr_intrinsics::Storage::Hidden { .. }
+                    )
+                });
+            let reads_ids = lowered
+                .kernel_arguments
+                .iter()
+                .any(|a| matches!(a.storage(), gpuinstr_intrinsics::Storage::WorkItemId { .. }));
+            let mut used = parking.clone();
+            used.loads.retain(|(_, vgpr)| {
+                (reads_sva && Some(*vgpr) == site.sva) || (reads_ids && Some(*vgpr) == site.work_item_ids)
+            });
+            used.wrap(&mut code, &final_code::end_label(index));
+        }
         if code.scratch_bytes > 0 && !lowered.frame_reads.is_empty() {
             let why = format!(
                 "its hooks read {}, which holds the payload's stack frame: the payload needs {} bytes of stack here",
@@ -611,8 +746,27 @@ pub fn compile_payloads_at(
             }
         }
         if options.check_preservation && payload.rejected.is_none() {
-            let must_keep = site.live.difference(&payload.written);
-            if let Err(violation) = crate::preservation::check(&lifted.isa, &units, code, &must_keep, site.sva) {
+            let mut must_keep = site.live.difference(&payload.written);
+            // Parked VGPRs come back; a loaded SVA is a copy in a dead VGPR,
+            // and its AGPR home must stay.
+            let sva = match &site.parking {
+                Some(parking) => {
+                    for (vgpr, agpr) in &parking.borrowed {
+                        must_keep.remove(Unit::agpr(*agpr));
+                        must_keep.insert(Unit::vgpr(*vgpr));
+                    }
+                    for (agpr, _) in &parking.loads {
+                        must_keep.insert(Unit::agpr(*agpr));
+                    }
+                    if parking.loads.is_empty() {
+                        site.sva
+                    } else {
+                        None
+                    }
+                }
+                None => site.sva,
+            };
+            if let Err(violation) = crate::preservation::check(&lifted.isa, &units, code, &must_keep, sva) {
                 // Never splice code that would change the application's state.
                 payload.rejected = Some(format!("its machine code would leave a live register changed: {violation}"));
                 payload.code.clear();

@@ -115,6 +115,8 @@ enum Exec {
     Entry,
     /// A subset of the entry EXEC (`s_and_saveexec`).
     Subset,
+    /// Every lane (`s_mov_b64 exec, -1`): vector copies move both halves.
+    All,
     Unknown,
 }
 
@@ -169,7 +171,7 @@ impl State {
         let new = match self.exec {
             Exec::Entry => (value, inactive),
             Exec::Subset => (Value::Unknown, inactive),
-            Exec::Unknown => (Value::Unknown, Value::Unknown),
+            Exec::All | Exec::Unknown => (Value::Unknown, Value::Unknown),
         };
         self.vectors.insert(unit, new);
         self.changed_by.insert(unit, at);
@@ -238,12 +240,14 @@ impl Interpreter<'_> {
         }
     }
 
-    fn write_exec(&self, state: &mut State, values: &[Value], at: u64) {
+    fn write_exec(&self, state: &mut State, values: &[Value], all_lanes: bool, at: u64) {
         let [low, high] = exec_units();
         state.set_scalar(low, values.first().copied().unwrap_or(Value::Unknown), at);
         state.set_scalar(high, values.get(1).copied().unwrap_or(Value::Unknown), at);
         state.exec = if state.scalar(low) == Value::Original(low) && state.scalar(high) == Value::Original(high) {
             Exec::Entry
+        } else if all_lanes {
+            Exec::All
         } else {
             Exec::Unknown
         };
@@ -259,7 +263,8 @@ impl Interpreter<'_> {
             "S_MOV_B32" | "S_MOV_B64" => {
                 let values = self.source(state, operands.get(1));
                 if writes_exec {
-                    self.write_exec(state, &values, at);
+                    let all_lanes = name == "S_MOV_B64" && Self::immediate(operands.get(1)) == Some(-1);
+                    self.write_exec(state, &values, all_lanes, at);
                     return;
                 }
                 for (unit, value) in destination.unwrap_or_default().into_iter().zip(values) {
@@ -289,12 +294,24 @@ impl Interpreter<'_> {
             }
             "V_MOV_B32_e32" | "V_MOV_B32_e64" | "V_ACCVGPR_WRITE_B32_e64" | "V_ACCVGPR_READ_B32_e64" => {
                 let source_index = if name.ends_with("_e64") && name.starts_with("V_MOV") { 2 } else { 1 };
-                let value = match self.register_units(operands.get(source_index)) {
-                    Some(units) if units.len() == 1 && units[0].is_vector() => state.vector(units[0]).0,
-                    _ => Value::Unknown,
+                let source = match self.register_units(operands.get(source_index)) {
+                    Some(units) if units.len() == 1 && units[0].is_vector() => Some(units[0]),
+                    _ => None,
                 };
                 for unit in destination.unwrap_or_default() {
-                    state.write_vector(unit, value, at);
+                    match (state.exec, source) {
+                        // Every lane: a whole-register copy (AGPR parking).
+                        (Exec::All, Some(source)) => {
+                            let both = state.vector(source);
+                            state.vectors.insert(unit, both);
+                            state.changed_by.insert(unit, at);
+                            state.overwritten.insert(unit);
+                        }
+                        _ => {
+                            let value = source.map_or(Value::Unknown, |s| state.vector(s).0);
+                            state.write_vector(unit, value, at)
+                        }
+                    }
                 }
                 return;
             }

@@ -54,7 +54,7 @@ fn main() {
     }
     for index in 0..lifted.functions.len() {
         // The SVA is not read by the counter's hooks; any VGPR will do.
-        options.registers.insert(index, FunctionRegisters { sva: None, work_item_ids: None });
+        options.registers.insert(index, FunctionRegisters::default());
     }
     let registry = Registry::with_builtins();
     for count in counts() {

@@ -465,3 +465,95 @@ fn far_branches_become_long_jumps() {
     assert_eq!(names.iter().filter(|n| **n == "S_SETPC_B64").count(), 2);
     assert!(names.contains(&"S_CBRANCH_SCC0"), "the inverse of s_cbranch_scc1");
 }
+
+/// Kernels where inline assembly writes every VGPR (tests/inputs/kernels/
+/// register_pressure.hip): no VGPR is free for the whole kernel, so the SVA
+/// and the work-item ids live in AGPRs nothing uses (gfx908: inside the
+/// allocation, which covers both files; gfx90a: the AGPR part of its unified
+/// allocation), the preamble copies
+/// them there with EXEC at every lane, and every payload that reads them
+/// loads them into VGPRs dead at its point, or parks live VGPRs in AGPRs
+/// where none is dead. A kernel that also writes every AGPR cannot hold the
+/// SVA anywhere: it says so and the other kernels are still instrumented.
+#[test]
+fn kernels_with_no_free_vgpr_keep_the_sva_in_an_agpr() {
+    use gpuinstr::stages::liveness::{analyze, Unit};
+    use gpuinstr::stages::sva::{place, Home, SvaRequest};
+    let dir = scratch();
+    let registry = Registry::with_builtins();
+    let tool = dir.path().join("branch-divergence.hsaco");
+    run_ok(&mut tool_compile_command(Compiler::Clang, &example("branch-divergence"), "-O3", &tool));
+    let tool = load::load(&tool).unwrap().code_objects.remove(0);
+    let branches = Plan::load(&repo().join("hook-sdk/examples/branch-divergence/plan.toml")).unwrap();
+    // Every instruction: points where all 256 VGPRs are live park some.
+    let every = Plan::parse(
+        "[[insert]]\nhook = \"recordBranch\"\nwhere = \"each-instruction\"\nkernels = \"*everyVgpr*\"\n\
+         args = [{ value = \"site\" }, { value = \"exec\" }, { value = \"exec\" }]\n",
+        "every.toml",
+    )
+    .unwrap();
+    for (target, grow) in [("gfx908", false), ("gfx90a", true)] {
+        let app =
+            load::load_for_target(&test_kernels("register_pressure"), Some(target)).unwrap().code_objects.remove(0);
+        let lifted = lift(&app).unwrap();
+        let liveness = analyze(&lifted);
+        let kernel = |name: &str| lifted.functions.iter().position(|f| f.name.contains(name)).expect(name);
+        let (every_vgpr, every_register) = (kernel("everyVgpr"), kernel("everyVectorRegister"));
+        let placement = place(
+            &lifted,
+            &liveness,
+            &SvaRequest { instrumented: [every_vgpr, every_register].into(), work_item_ids: true, grow },
+        );
+        let placed = |k: usize| placement.kernels.iter().find(|p| p.kernel == k).unwrap().clone();
+        let (sva, ids) = (placed(every_vgpr).sva, placed(every_vgpr).work_item_ids);
+        let (Some(sva), Some(ids)) = (sva.and_then(Home::agpr), ids.and_then(Home::agpr)) else {
+            panic!("{target}: {:?}", placed(every_vgpr))
+        };
+        let touched = &liveness.functions[every_vgpr].touched;
+        assert!(!touched.contains(Unit::agpr(sva)) && !touched.contains(Unit::agpr(ids)), "{target}: a{sva} a{ids}");
+        // The compiler parks what lives across the assembly in a0, so the
+        // allocation already has AGPRs nothing touches.
+        assert!(matches!(placed(every_vgpr).sva, Some(Home::Agpr(_))), "{target}");
+        let problem = placed(every_register).problem.unwrap_or_default();
+        assert!(problem.contains("no VGPR or AGPR is free for the whole kernel"), "{target}: {problem}");
+
+        let options = InstrumentOptions { grow_registers: grow, ..InstrumentOptions::default() };
+        for (plan, what) in [(&branches, "branches"), (&every, "every-instruction")] {
+            let name = format!("register_pressure-{target}-{what}");
+            let (bytes, report) = instrument_code_object(&tool, &app, plan, &registry, &options)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            // Only the kernel with no register to spare keeps its points.
+            assert!(!report.rejected.is_empty() || what != "branches", "{name}");
+            for rejected in &report.rejected {
+                assert!(rejected.contains("everyVectorRegister") && rejected.contains("AGPR"), "{name}: {rejected}");
+            }
+            let instrumented: Vec<&str> = report.kernels.iter().map(|k| k.name.as_str()).collect();
+            assert!(instrumented.iter().any(|k| k.contains("everyVgpr")), "{name}: {instrumented:?}");
+            assert_accepted(&app, &bytes, dir.path(), &name);
+            let output = CodeObject::parse(bytes, Vec::new()).unwrap();
+            assert_verified(&app, &output, &name);
+            let lifted_output = lift(&output).unwrap();
+            let function = lifted_output.functions.iter().find(|f| f.name.contains("everyVgpr")).unwrap();
+            let code: Vec<String> = function
+                .instructions()
+                .map(|i| lifted_output.isa.mc.print(&i.raw, i.address).unwrap_or_default().trim().to_string())
+                .collect();
+            // The preamble stores the SVA in its AGPR with EXEC at every lane...
+            let store = code
+                .iter()
+                .position(|l| l == &format!("v_accvgpr_write_b32 a{sva}, v255"))
+                .or_else(|| code.iter().position(|l| l.starts_with(&format!("v_accvgpr_write_b32 a{sva}, v"))));
+            let store = store.unwrap_or_else(|| panic!("{name}: no store of a{sva}:\n{}", code[..40].join("\n")));
+            assert!(code[..store].iter().any(|l| l == "s_mov_b64 exec, -1"), "{name}");
+            // ...and payloads load it back the same way.
+            let loads = code.iter().filter(|l| l.starts_with("v_accvgpr_read_b32") && l.ends_with(&format!("a{sva}")));
+            assert!(loads.count() > 0, "{name}");
+            if what == "every-instruction" {
+                // Right after the inline assembly all 256 VGPRs are live:
+                // live VGPRs are parked in AGPRs and given back.
+                let parked = code.iter().filter(|l| l.starts_with("v_accvgpr_write_b32") && l.contains(", v")).count();
+                assert!(parked > 1, "{name}: {parked}");
+            }
+        }
+    }
+}

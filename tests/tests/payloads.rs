@@ -51,7 +51,10 @@ const WORK_ITEM_IDS: u16 = 61;
 
 fn options_for(function: usize) -> PayloadOptions {
     let mut options = PayloadOptions { verify: true, ..Default::default() };
-    options.registers.insert(function, FunctionRegisters { sva: Some(SVA), work_item_ids: Some(WORK_ITEM_IDS) });
+    options.registers.insert(
+        function,
+        FunctionRegisters { sva: Some(SVA), work_item_ids: Some(WORK_ITEM_IDS), ..Default::default() },
+    );
     options
 }
 
@@ -258,7 +261,7 @@ fn a_hook_that_must_spill() {
         hidden_arguments: Some(Default::default()),
         // One wave per SIMD may use every register.
         max_flat_workgroup_size: 256,
-        unplaced: None,
+        ..PayloadSite::default()
     }];
     let points = vec![PayloadPoint {
         function,
@@ -266,7 +269,9 @@ fn a_hook_that_must_spill() {
         calls: vec![call("pressure", vec![HookArgument::Register(Register::Vgpr(7))])],
     }];
     let mut options = PayloadOptions { verify: true, ..Default::default() };
-    options.registers.insert(function, FunctionRegisters { sva: Some(248), work_item_ids: Some(249) });
+    options
+        .registers
+        .insert(function, FunctionRegisters { sva: Some(248), work_item_ids: Some(249), ..Default::default() });
     let compiled = compile_payloads_at(&tool, &lifted, &points, &sites, &Registry::with_builtins(), &options).unwrap();
     insta::assert_snapshot!("payload_spill", compiled.render_stages(0));
     let payload = &compiled.payloads[0];
@@ -339,7 +344,7 @@ fn payloads_never_clobber_generated_live_sets() {
             work_item_ids: Some(WORK_ITEM_IDS),
             hidden_arguments: Some(Default::default()),
             max_flat_workgroup_size: 256,
-            unplaced: None,
+            ..PayloadSite::default()
         });
     }
     let options = options_for(function);

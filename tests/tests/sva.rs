@@ -39,12 +39,21 @@ fn homes_are_vgprs_nothing_in_the_kernel_touches() {
             let name = &lifted.functions[kernel.kernel].name;
             let free: Vec<u16> = (0..256).filter(|v| free_in(&lifted, &liveness, kernel.kernel, *v)).collect();
             if free.len() < 2 {
-                // A problem exactly when there are not two free VGPRs.
-                assert!(
-                    kernel.problem.as_deref().is_some_and(|p| p.contains("--grow-registers")),
-                    "{name}: {kernel:?}"
-                );
-                assert!(!placement.functions.contains_key(&kernel.kernel));
+                // Not two free VGPRs: two AGPRs nothing touches, or a problem.
+                match (kernel.sva, kernel.work_item_ids) {
+                    (Some(Home::Agpr(sva)), Some(Home::Agpr(ids))) => {
+                        let touched = &liveness.functions[kernel.kernel].touched;
+                        assert!(sva != ids && !touched.contains(Unit::agpr(sva)), "{name}: {kernel:?}");
+                        assert!(!touched.contains(Unit::agpr(ids)), "{name}: {kernel:?}");
+                    }
+                    _ => {
+                        assert!(
+                            kernel.problem.as_deref().is_some_and(|p| p.contains("--grow-registers")),
+                            "{name}: {kernel:?}"
+                        );
+                        assert!(!placement.functions.contains_key(&kernel.kernel));
+                    }
+                }
                 continue;
             }
             assert_eq!(kernel.problem, None, "{name}");
@@ -99,21 +108,38 @@ fn kernels_sharing_an_instrumented_device_function_agree() {
 }
 
 /// A kernel using every VGPR it has (and an AGPR, so the unified file
-/// cannot be split differently): no home, a clear problem; with growing
+/// cannot be split differently): the SVA goes to a free AGPR (seed 004's
+/// fallback). Using every AGPR too: no home, a clear problem; with growing
 /// allowed, the first VGPR past the allocation.
 #[test]
-fn a_kernel_without_free_vgprs_needs_growing() {
-    let body: String = (0..32).map(|v| format!("\tv_mov_b32_e32 v{v}, 0\n")).collect::<String>()
-        + "\tv_accvgpr_write_b32 a0, 0\n\ts_endpgm";
-    let code_object = kernel_from_assembly("gfx90a", &body, "");
+fn a_kernel_without_free_vector_registers_needs_growing() {
+    // The allocation: v0-v31 and a0-a31 (gfx90a, ACCUM_OFFSET 32).
+    let vgprs: String = (0..32).map(|v| format!("\tv_mov_b32_e32 v{v}, 0\n")).collect();
+    let request = SvaRequest { instrumented: [0].into_iter().collect(), work_item_ids: false, grow: false };
+    // Every VGPR written: an AGPR of the allocation nothing uses holds the SVA.
+    let code_object = kernel_from_assembly("gfx90a", &(vgprs.clone() + "\tv_accvgpr_write_b32 a0, 0\n\ts_endpgm"), "");
     let lifted = lift(&code_object).unwrap();
     let liveness = analyze(&lifted);
-    let request = SvaRequest { instrumented: [0].into_iter().collect(), work_item_ids: false, grow: false };
+    let placement = place(&lifted, &liveness, &request);
+    assert_eq!((placement.kernels[0].sva, placement.kernels[0].problem.as_deref()), (Some(Home::Agpr(31)), None));
+    let registers = placement.functions[&0];
+    assert_eq!(registers.sva, None);
+    assert_eq!(registers.in_agprs.map(|h| (h.sva, h.work_item_ids)), Some((31, None)));
+    assert_eq!(registers.vgpr_limit, 32);
+
+    // Every VGPR and AGPR written: nothing without growing.
+    let agprs: String = (0..32).map(|a| format!("\tv_accvgpr_write_b32 a{a}, 0\n")).collect();
+    let code_object = kernel_from_assembly("gfx90a", &(vgprs + &agprs + "\ts_endpgm"), "");
+    let lifted = lift(&code_object).unwrap();
+    let liveness = analyze(&lifted);
     let placement = place(&lifted, &liveness, &request);
     assert_eq!(placement.kernels[0].sva, None);
     assert_eq!(
         placement.kernels[0].problem.as_deref(),
-        Some("no VGPR is free for the whole kernel (32 VGPRs allocated); rerun with --grow-registers to raise the allocation")
+        Some(
+            "no VGPR or AGPR is free for the whole kernel (32 VGPRs allocated); rerun with --grow-registers to raise \
+             the allocation"
+        )
     );
     assert!(placement.functions.is_empty());
     let grown = place(&lifted, &liveness, &SvaRequest { grow: true, ..request });

@@ -92,7 +92,7 @@ pub fn extract(
     save_frame: &UnitSet,
 ) -> Result<FinalPayload, FinalCodeError> {
     let (body, info) = assembly.get(name).ok_or_else(|| FinalCodeError::Missing(name.to_string()))?;
-    let end_label = format!(".Lgpuinstr_payload{index}_end");
+    let end_label = end_label(index);
     let rename = |text: &str| text.replace(".LBB", &format!(".Lgpuinstr_payload{index}_BB"));
     let mut code: Vec<String> = Vec::new();
     for line in body {
@@ -130,6 +130,64 @@ pub fn extract(
         payload.code = saves;
     }
     Ok(payload)
+}
+
+/// Whole-wave copies between AGPRs and VGPRs around a payload. EXEC is
+/// saved in a pair dead at the point and set to every lane: a copy under the
+/// application's EXEC would miss the inactive lanes (the SVA's slots are
+/// lanes, and a parked register's inactive lanes may be live).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Parking {
+    /// Even SGPR of a pair dead at the point.
+    pub exec_pair: u16,
+    /// `(agpr, vgpr)` copied at the entry: the SVA and the work-item ids
+    /// kept in AGPRs, loaded into VGPRs dead at the point.
+    pub loads: Vec<(u16, u16)>,
+    /// `(vgpr, agpr)`: live VGPRs parked in AGPRs dead at the point while
+    /// the payload uses them, given back at the exit.
+    pub borrowed: Vec<(u16, u16)>,
+}
+
+impl Parking {
+    fn whole_wave(&self, copies: impl Iterator<Item = String>) -> Vec<String> {
+        let pair = format!("s[{}:{}]", self.exec_pair, self.exec_pair + 1);
+        let mut code = vec![format!("s_mov_b64 {pair}, exec"), "s_mov_b64 exec, -1".to_string()];
+        code.extend(copies);
+        code.push(format!("s_mov_b64 exec, {pair}"));
+        code
+    }
+
+    /// Wraps `payload`: parks and loads at the entry, gives the parked
+    /// registers back after every exit. Wait states (gfx908): an AGPR read
+    /// needs 3 after its write, an MFMA reading a VGPR 2 after
+    /// `v_accvgpr_read` wrote it.
+    pub fn wrap(&self, payload: &mut FinalPayload, end_label: &str) {
+        if self.loads.is_empty() && self.borrowed.is_empty() {
+            return;
+        }
+        let mut code = self.whole_wave(
+            self.borrowed
+                .iter()
+                .map(|(v, a)| format!("v_accvgpr_write_b32 a{a}, v{v}"))
+                .chain(self.loads.iter().map(|(a, v)| format!("v_accvgpr_read_b32 v{v}, a{a}"))),
+        );
+        let had_end_label = payload.code.iter().any(|l| l == &format!("{end_label}:"));
+        code.append(&mut payload.code);
+        if !self.borrowed.is_empty() {
+            if !had_end_label {
+                code.push(format!("{end_label}:"));
+            }
+            code.push("s_nop 2".into());
+            code.extend(self.whole_wave(self.borrowed.iter().map(|(v, a)| format!("v_accvgpr_read_b32 v{v}, a{a}"))));
+            code.push("s_nop 1".into());
+        }
+        payload.code = code;
+    }
+}
+
+/// The label every exit of payload `index` reaches.
+pub fn end_label(index: usize) -> String {
+    format!(".Lgpuinstr_payload{index}_end")
 }
 
 fn lanes(value: FrameValue) -> std::ops::Range<u8> {

@@ -48,6 +48,9 @@ pub struct PayloadSite {
     pub max_flat_workgroup_size: u32,
     /// Why stage sva found no register here, when it did not.
     pub unplaced: Option<String>,
+    /// Whole-wave copies around the payload: the SVA and work-item ids
+    /// loaded from AGPRs into `sva`/`work_item_ids`, live VGPRs parked.
+    pub parking: Option<final_code::Parking>,
 }
 
 impl Default for PayloadSite {
@@ -59,6 +62,7 @@ impl Default for PayloadSite {
             hidden_arguments: None,
             max_flat_workgroup_size: 1024,
             unplaced: None,
+            parking: None,
         }
     }
 }

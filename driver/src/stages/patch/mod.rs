@@ -20,7 +20,7 @@ use crate::analyze::{allocation, reachable_functions};
 use crate::payloads::{CompiledPayloads, PayloadPoint, ToolGlobal};
 use crate::stages::emit::Patch;
 use crate::stages::lift::{FunctionKind, LiftedCodeObject};
-use crate::stages::liveness::{Liveness, RegisterFile, UnitSet};
+use crate::stages::liveness::{Liveness, RegisterFile, Unit, UnitSet};
 use crate::stages::load::descriptor::{KernelDescriptor, RSRC1, RSRC3_GFX90A};
 use crate::stages::sva::SvaPlacement;
 
@@ -55,6 +55,32 @@ pub struct PatchReport {
     pub globals: Vec<String>,
     /// Points left alone, and why.
     pub rejected: Vec<String>,
+}
+
+/// The registers an assembly line names (`s4`, `v[2:3]`, `a7`...).
+fn registers_named(line: &str) -> UnitSet {
+    let mut units = UnitSet::EMPTY;
+    let operands = line.split_once(' ').map_or("", |(_, rest)| rest);
+    for token in operands.split([',', ' ']).filter(|t| !t.is_empty()) {
+        let Some(file) = token.chars().next().filter(|c| matches!(c, 's' | 'v' | 'a')) else { continue };
+        let rest = &token[1..];
+        let (first, last) = match rest.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
+            Some(range) => match range.split_once(':') {
+                Some((a, b)) => (a.parse::<u16>(), b.parse::<u16>()),
+                None => continue,
+            },
+            None => (rest.parse::<u16>(), rest.parse::<u16>()),
+        };
+        let (Ok(first), Ok(last)) = (first, last) else { continue };
+        for index in first..=last {
+            units.insert(match file {
+                's' => Unit::sgpr(index),
+                'v' => Unit::vgpr(index),
+                _ => Unit::agpr(index),
+            });
+        }
+    }
+    units
 }
 
 /// Instructions in a payload's code (labels excluded).
@@ -123,16 +149,21 @@ fn set_metadata(document: &mut rmpv::Value, kernel_name: &str, key: &str, value:
 /// The VGPRs and the registers in all (VGPRs + AGPRs on gfx90a's unified
 /// file) a wave of a kernel may have: enough waves of its largest work-group
 /// must fit on one compute unit's four SIMDs at once.
-fn register_limit(code_object: &crate::stages::load::CodeObject, kernel: usize) -> (usize, usize) {
-    let workgroup = code_object.kernels[kernel].metadata.max_flat_workgroup_size.max(1) as usize;
+pub fn wave_register_limit(processor: &str, max_flat_workgroup_size: u32) -> (usize, usize) {
+    let workgroup = max_flat_workgroup_size.max(1) as usize;
     let waves_per_simd = workgroup.div_ceil(64).div_ceil(4).max(1);
-    if code_object.target.processor == "gfx90a" {
+    if processor == "gfx90a" {
         let total = (512 / waves_per_simd) / 8 * 8;
         (total.min(256), total)
     } else {
         let each = (256 / waves_per_simd) / 4 * 4;
         (each, each)
     }
+}
+
+fn register_limit(code_object: &crate::stages::load::CodeObject, kernel: usize) -> (usize, usize) {
+    let workgroup = code_object.kernels[kernel].metadata.max_flat_workgroup_size as u32;
+    wave_register_limit(&code_object.target.processor, workgroup)
 }
 
 /// Splices the payloads and grows what must grow.
@@ -203,16 +234,31 @@ pub fn patch(
         let FunctionKind::Kernel(index) = lifted.functions[kernel].kind else { continue };
         let registers = placement.functions.get(&kernel);
         let problem = placement.kernels.iter().find(|p| p.kernel == kernel).and_then(|p| p.problem.clone());
-        let outcome = match registers.and_then(|r| r.sva) {
-            None => Err(problem.unwrap_or_else(|| "the State Value Array has no register in this kernel".into())),
-            Some(sva) => {
+        let live = &liveness.functions[kernel].live_in[0];
+        kernel_needs.free_sgprs = (0..102u16).filter(|s| !live.contains(Unit::sgpr(*s))).collect();
+        let outcome = match registers.map(|r| (r.sva, r.work_item_ids, r.in_agprs)) {
+            Some((Some(sva), work_item_ids, _)) => {
                 kernel_needs.sva = sva;
-                kernel_needs.work_item_ids = registers.and_then(|r| r.work_item_ids);
-                let live = &liveness.functions[kernel].live_in[0];
-                kernel_needs.free_sgprs =
-                    (0..102u16).filter(|s| !live.contains(crate::stages::liveness::Unit::sgpr(*s))).collect();
+                kernel_needs.work_item_ids = work_item_ids;
                 preamble::build(&code_object.kernels[index], &kernel_needs, gfx90a)
             }
+            Some((None, _, Some(homes))) => {
+                // Built in VGPRs dead at the entry, then copied to the AGPRs.
+                // Inside the allocation, else (growing) past it.
+                let limit = registers.map_or(0, |r| r.vgpr_limit);
+                let past = if placement.grow { 256 } else { limit };
+                let mut dead = (0..limit).rev().chain(limit..past).filter(|v| !live.contains(Unit::vgpr(*v)));
+                match (dead.next(), dead.next()) {
+                    (Some(sva), ids) if ids.is_some() || homes.work_item_ids.is_none() => {
+                        kernel_needs.sva = sva;
+                        kernel_needs.work_item_ids = homes.work_item_ids.and(ids);
+                        kernel_needs.agprs = Some((homes.sva, homes.work_item_ids));
+                        preamble::build(&code_object.kernels[index], &kernel_needs, gfx90a)
+                    }
+                    _ => Err("no VGPR is dead at the kernel's entry to build the State Value Array in".into()),
+                }
+            }
+            _ => Err(problem.unwrap_or_else(|| "the State Value Array has no register in this kernel".into())),
         };
         preambles.insert(kernel, outcome);
     }
@@ -278,8 +324,8 @@ pub fn patch(
     let mut relaxed_in: HashMap<usize, usize> = HashMap::new();
     for branch in patch.relaxed.values() {
         let pair = writes.entry(branch.function).or_insert(UnitSet::EMPTY);
-        pair.insert(crate::stages::liveness::Unit::sgpr(branch.pair));
-        pair.insert(crate::stages::liveness::Unit::sgpr(branch.pair + 1));
+        pair.insert(Unit::sgpr(branch.pair));
+        pair.insert(Unit::sgpr(branch.pair + 1));
         *relaxed_in.entry(branch.function).or_default() += 1;
     }
 
@@ -305,16 +351,8 @@ pub fn patch(
         }
         let preamble = preambles.get(&function_index).and_then(|p| p.as_ref().ok());
         if let Some(preamble) = preamble {
-            let registers = placement.functions.get(&function_index);
-            for vgpr in registers.iter().flat_map(|r| [r.sva, r.work_item_ids]).flatten() {
-                used.insert(crate::stages::liveness::Unit::vgpr(vgpr));
-            }
             for line in &preamble.code {
-                for register in line.split([',', ' ']).filter_map(|t| t.strip_prefix('s')) {
-                    if let Ok(index) = register.parse::<u16>() {
-                        used.insert(crate::stages::liveness::Unit::sgpr(index));
-                    }
-                }
+                used.union_with(&registers_named(line));
             }
             let entry = function.instructions().next().map(|i| i.address).expect("a kernel has code");
             let lines = patch.before.entry(entry).or_default();
@@ -402,6 +440,9 @@ pub fn patch(
         let metadata = patch.metadata.as_mut().expect("set above");
         let vgpr_count = kernel.metadata.vgpr_count.max(highest(RegisterFile::Vgpr) as u64);
         set_metadata(metadata, &name, ".vgpr_count", vgpr_count);
+        if let Some(agpr_count) = kernel.metadata.agpr_count {
+            set_metadata(metadata, &name, ".agpr_count", agpr_count.max(highest(RegisterFile::Agpr) as u64));
+        }
         if kernel.metadata.sgpr_count < sgprs_needed as u64 {
             set_metadata(metadata, &name, ".sgpr_count", sgprs_needed as u64 + 6);
         }

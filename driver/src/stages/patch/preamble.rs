@@ -121,6 +121,9 @@ pub struct Needs {
     /// SGPRs not live at the entry, ascending; the preamble takes two above
     /// the kernel's inputs.
     pub free_sgprs: Vec<u16>,
+    /// AGPRs that keep the SVA and the work-item ids (`sva` and
+    /// `work_item_ids` are then VGPRs the preamble builds them in).
+    pub agprs: Option<(u16, Option<u16>)>,
 }
 
 /// The preamble's code and the descriptor it needs.
@@ -269,6 +272,25 @@ pub fn build(kernel: &Kernel, needs: &Needs, gfx90a: bool) -> Result<Preamble, S
         code.push(format!("s_mov_b32 s{t0}, {stack_pointer}"));
         code.push(format!("v_writelane_b32 v{sva}, s{t0}, {}", lanes(FrameValue::StackPointer)));
         descriptor.private_segment_fixed_size += needs.stack_bytes;
+    }
+    // 3b. Kept in AGPRs: whole-wave copies (the SVA's slots are lanes, and
+    // lanes inactive at the entry must hold them too).
+    if let Some((sva_agpr, ids_agpr)) = needs.agprs {
+        let pair = needs
+            .free_sgprs
+            .iter()
+            .copied()
+            .find(|s| *s >= end && s % 2 == 0 && needs.free_sgprs.contains(&(s + 1)))
+            .ok_or("no SGPR pair is free at the kernel's entry to save EXEC in")?;
+        code.push(format!("s_mov_b64 s[{pair}:{}], exec", pair + 1));
+        code.push("s_mov_b64 exec, -1".into());
+        // gfx908: v_accvgpr_write reads a VGPR a VALU wrote 2 wait states later.
+        code.push("s_nop 1".into());
+        code.push(format!("v_accvgpr_write_b32 a{sva_agpr}, v{sva}"));
+        if let (Some(agpr), Some(vgpr)) = (ids_agpr, needs.work_item_ids) {
+            code.push(format!("v_accvgpr_write_b32 a{agpr}, v{vgpr}"));
+        }
+        code.push(format!("s_mov_b64 exec, s[{pair}:{}]", pair + 1));
     }
     // 4. Every input back where the application expects it.
     for (input, first, count) in &before {

@@ -6,18 +6,20 @@
 //! registers; 66% of rocSPARSE/rocRAND gfx90a kernels have one, docs/
 //! liveness.md). On gfx90a, a kernel that uses no AGPR may also take a VGPR
 //! from the AGPR part of its unified allocation. Kernels that share an instrumented device function must
-//! agree on the register, so they are placed together. When no register is
-//! free, `grow` takes the first VGPR past the allocation (the patch stage
-//! raises it); otherwise the kernels get a problem and are left alone, and
-//! the other kernels are still instrumented.
+//! agree on the register, so they are placed together. When no VGPR is free,
+//! seed 004's fallback: an AGPR nothing uses holds it, and each payload that
+//! reads it copies it into a VGPR dead at its point (payloads.rs,
+//! `agpr_loads`). With `grow`, the first VGPR (or AGPR) past the allocation
+//! (the patch stage raises it); otherwise the kernels get a problem and are
+//! left alone, and the other kernels are still instrumented.
 //!
-//! Not yet: seed 004's fallbacks (an AGPR on gfx908, the SVA spilled to
-//! scratch) and moving the SVA between locally free registers.
+//! Not yet: the SVA spilled to scratch with SGPRs pointing at it (targets
+//! without AGPRs, which are not lifted yet).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::analyze::{allocation, reachable_functions, MAX_VGPRS};
-use crate::payloads::FunctionRegisters;
+use crate::payloads::{AgprHomes, FunctionRegisters};
 use crate::stages::lift::{FunctionKind, LiftedCodeObject};
 use crate::stages::liveness::{Liveness, RegisterFile, Unit, UnitSet};
 
@@ -28,12 +30,38 @@ pub enum Home {
     Free(u16),
     /// A VGPR past the allocation: the kernel's VGPR count must grow to include it.
     Grown(u16),
+    /// An AGPR inside the allocation that nothing uses (gfx908/gfx90a):
+    /// payloads that read it load it into a VGPR dead at their point.
+    Agpr(u16),
+    /// An AGPR past the allocation.
+    GrownAgpr(u16),
 }
 
 impl Home {
-    pub fn vgpr(self) -> u16 {
+    /// The VGPR, for homes in VGPRs.
+    pub fn vgpr(self) -> Option<u16> {
         match self {
-            Home::Free(v) | Home::Grown(v) => v,
+            Home::Free(v) | Home::Grown(v) => Some(v),
+            Home::Agpr(_) | Home::GrownAgpr(_) => None,
+        }
+    }
+
+    /// The AGPR, for homes in AGPRs.
+    pub fn agpr(self) -> Option<u16> {
+        match self {
+            Home::Agpr(a) | Home::GrownAgpr(a) => Some(a),
+            Home::Free(_) | Home::Grown(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Home {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Home::Free(v) => write!(f, "v{v}"),
+            Home::Grown(v) => write!(f, "v{v} (allocation grown)"),
+            Home::Agpr(a) => write!(f, "a{a} (loaded by each payload that reads it)"),
+            Home::GrownAgpr(a) => write!(f, "a{a} (allocation grown; loaded by each payload that reads it)"),
         }
     }
 }
@@ -54,6 +82,9 @@ pub struct SvaPlacement {
     pub kernels: Vec<KernelPlacement>,
     /// The registers each instrumented function (kernel or device function) uses.
     pub functions: BTreeMap<usize, FunctionRegisters>,
+    /// Whether allocations may grow (the preamble may then build an AGPR
+    /// home in a VGPR past the allocation).
+    pub grow: bool,
 }
 
 /// What to place.
@@ -112,16 +143,29 @@ fn groups(lifted: &LiftedCodeObject<'_>, request: &SvaRequest) -> Vec<(Vec<usize
     by_root.into_values().collect()
 }
 
+/// Waves of a kernel one SIMD holds with `registers` vector registers
+/// (gfx90a: VGPRs and AGPRs of the unified file, granule 8; gfx908: the
+/// larger of the two files, granule 4).
+fn waves_per_simd(processor: &str, registers: u16) -> u16 {
+    let (file, granule, most) = if processor == "gfx90a" { (512, 8, 8) } else { (256, 4, 10) };
+    (file / registers.max(1).div_ceil(granule).max(1) / granule).min(most)
+}
+
 /// Places the SVA (and the work-item id register when asked) for every
 /// kernel that has points or reaches a device function that has.
 pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRequest) -> SvaPlacement {
     let code_object = lifted.code_object;
-    let mut placement = SvaPlacement::default();
+    let mut placement = SvaPlacement { grow: request.grow, ..SvaPlacement::default() };
     let wanted = 1 + usize::from(request.work_item_ids);
+    // Both targets lifted here have AGPRs; gfx908's live in a file of their own.
+    let has_agprs = matches!(code_object.target.processor.as_str(), "gfx908" | "gfx90a");
     for (kernels, devices) in groups(lifted, request) {
-        // VGPRs free in every kernel of the group, and the largest allocation.
+        // Registers free in every kernel of the group, and the largest allocations.
         let mut free: Option<UnitSet> = None;
-        let mut largest = 0u16;
+        let mut free_agprs: Option<UnitSet> = None;
+        let (mut largest, mut largest_agprs, mut vgpr_limit) = (0u16, 0u16, MAX_VGPRS);
+        // gfx90a: (VGPR part, whole unified allocation) of the smallest kernel.
+        let (mut agpr_limit, mut unified) = (MAX_VGPRS, u16::MAX);
         for kernel in &kernels {
             let FunctionKind::Kernel(index) = lifted.functions[*kernel].kind else { continue };
             let touched = &liveness.functions[*kernel].touched;
@@ -136,46 +180,105 @@ pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRe
                     allocation.vgprs
                 };
             largest = largest.max(allocated.len() as u16);
+            largest_agprs = largest_agprs.max(allocation.agprs.len() as u16);
+            vgpr_limit = vgpr_limit.min(allocation.vgprs.len() as u16);
+            agpr_limit = agpr_limit.min(allocation.agprs.len() as u16);
+            unified = unified.min((allocation.vgprs.len() + allocation.agprs.len()) as u16);
             let here = allocated.difference(touched);
             free = Some(match free {
                 Some(so_far) => so_far.intersection(&here),
                 None => here,
             });
+            let here = allocation.agprs.difference(touched);
+            free_agprs = Some(match free_agprs {
+                Some(so_far) => so_far.intersection(&here),
+                None => here,
+            });
         }
-        let free = free.unwrap_or(UnitSet::EMPTY).in_file(RegisterFile::Vgpr);
         // Highest first: payloads allocate from the bottom.
-        let free: Vec<Unit> = free.iter().collect();
-        let mut homes: Vec<Home> = free.iter().rev().take(wanted).map(|u| Home::Free(u.index())).collect();
+        let highest = |set: Option<UnitSet>, file: RegisterFile| -> Vec<u16> {
+            let units: Vec<Unit> = set.unwrap_or(UnitSet::EMPTY).in_file(file).iter().collect();
+            units.iter().rev().take(wanted).map(|u| u.index()).collect()
+        };
+        let free = highest(free, RegisterFile::Vgpr);
+        let free_agprs = highest(free_agprs, RegisterFile::Agpr);
+        // In order: a free VGPR, a free AGPR (seed 004's fallback; costs
+        // each payload reading it a whole-wave copy), and with `grow` a VGPR
+        // or else an AGPR past the allocation.
+        let fits = |first: u16| usize::from(first) + wanted <= usize::from(MAX_VGPRS);
+        // Growing that costs no wave is cheaper than loading from an AGPR at
+        // every payload.
+        let processor = code_object.target.processor.as_str();
+        let in_file = |vgprs: u16| if processor == "gfx90a" { vgprs + largest_agprs } else { vgprs.max(largest_agprs) };
+        let free_growth = request.grow
+            && fits(largest)
+            && waves_per_simd(processor, in_file(largest + wanted as u16))
+                == waves_per_simd(processor, in_file(largest));
+        let homes: Option<Vec<Home>> = if free.len() == wanted {
+            Some(free.iter().map(|v| Home::Free(*v)).collect())
+        } else if free_growth {
+            Some((0..wanted as u16).map(|i| Home::Grown(largest + i)).collect())
+        } else if free_agprs.len() == wanted && has_agprs {
+            Some(free_agprs.iter().map(|a| Home::Agpr(*a)).collect())
+        } else if request.grow && fits(largest) {
+            Some((0..wanted as u16).map(|i| Home::Grown(largest + i)).collect())
+        } else if request.grow && has_agprs && fits(largest_agprs) {
+            Some((0..wanted as u16).map(|i| Home::GrownAgpr(largest_agprs + i)).collect())
+        } else {
+            None
+        };
         let mut problem = None;
-        if homes.len() < wanted {
-            let missing = wanted - homes.len();
-            if request.grow && usize::from(largest) + missing <= usize::from(MAX_VGPRS) {
-                homes.extend((0..missing as u16).map(|i| Home::Grown(largest + i)));
+        if homes.is_none() {
+            let names: Vec<&str> = kernels.iter().map(|k| lifted.functions[*k].name.as_str()).collect();
+            let shared = if names.len() > 1 {
+                format!(" (kernels sharing instrumented device functions: {})", names.join(", "))
             } else {
-                let names: Vec<&str> = kernels.iter().map(|k| lifted.functions[*k].name.as_str()).collect();
-                problem = Some(if request.grow {
-                    format!(
-                        "no VGPR is free in {} and the allocation cannot grow past {} VGPRs",
-                        names.join(", "),
-                        MAX_VGPRS
-                    )
-                } else {
-                    format!(
-                        "no VGPR is free for the whole kernel{} ({} VGPRs allocated{}); rerun with --grow-registers \
-                         to raise the allocation",
-                        if names.len() > 1 { "s that share instrumented device functions" } else { "" },
-                        largest,
-                        if names.len() > 1 { format!(": {}", names.join(", ")) } else { String::new() },
-                    )
-                });
-            }
+                String::new()
+            };
+            problem = Some(if request.grow {
+                format!(
+                    "no VGPR{} is free for the whole kernel and the allocation cannot grow past {MAX_VGPRS} \
+                     registers{shared}",
+                    if has_agprs { " or AGPR" } else { "" },
+                )
+            } else {
+                format!(
+                    "no VGPR{} is free for the whole kernel ({largest} VGPRs allocated){shared}; rerun with \
+                     --grow-registers to raise the allocation",
+                    if has_agprs { " or AGPR" } else { "" },
+                )
+            });
         }
+        let homes = homes.unwrap_or_default();
         let (sva, work_item_ids) = if problem.is_some() {
             (None, None)
         } else {
             (homes.first().copied(), if request.work_item_ids { homes.get(1).copied() } else { None })
         };
-        let registers = FunctionRegisters { sva: sva.map(Home::vgpr), work_item_ids: work_item_ids.map(Home::vgpr) };
+        // gfx90a: a VGPR home past ACCUM_OFFSET moves it, and the AGPRs
+        // payloads may park registers in shrink with it.
+        if code_object.target.processor == "gfx90a" {
+            let highest_home = [sva, work_item_ids].iter().flatten().filter_map(|h| h.vgpr()).max();
+            if let Some(home) = highest_home.filter(|h| *h >= vgpr_limit) {
+                agpr_limit = unified.saturating_sub((home + 1).div_ceil(4) * 4).min(agpr_limit);
+            }
+        }
+        let registers = FunctionRegisters {
+            sva: sva.and_then(Home::vgpr),
+            work_item_ids: work_item_ids.and_then(Home::vgpr),
+            in_agprs: sva
+                .and_then(Home::agpr)
+                .map(|agpr| AgprHomes { sva: agpr, work_item_ids: work_item_ids.and_then(Home::agpr) }),
+            vgpr_limit: if has_agprs { vgpr_limit } else { 0 },
+            // Growing, payloads may park registers in AGPRs past the
+            // allocation too (the patch still holds it to what a wave of
+            // the kernel's work-group size may have).
+            agpr_limit: match (has_agprs, request.grow) {
+                (false, _) => 0,
+                (true, false) => agpr_limit,
+                (true, true) => MAX_VGPRS,
+            },
+        };
         for kernel in &kernels {
             placement.kernels.push(KernelPlacement { kernel: *kernel, sva, work_item_ids, problem: problem.clone() });
             if problem.is_none() {
