@@ -55,6 +55,13 @@ pub struct AgprHomes {
     pub work_item_ids: Option<u16>,
 }
 
+impl AgprHomes {
+    /// The AGPRs in use.
+    pub fn agprs(&self) -> impl Iterator<Item = u16> {
+        std::iter::once(self.sva).chain(self.work_item_ids)
+    }
+}
+
 /// VGPRs a payload gets at least where AGPRs allow: at points with fewer
 /// dead VGPRs, live ones are parked in dead AGPRs for the payload's time.
 pub const PAYLOAD_VGPRS: usize = 12;
@@ -82,8 +89,7 @@ fn plan_parking(registers: &FunctionRegisters, live: &UnitSet, wave_vgprs: u16) 
     if loads_wanted == 0 && short == 0 {
         return Ok(None);
     }
-    let agpr_homes: Vec<u16> =
-        registers.in_agprs.iter().flat_map(|h| std::iter::once(h.sva).chain(h.work_item_ids)).collect();
+    let agpr_homes: Vec<u16> = registers.in_agprs.iter().flat_map(AgprHomes::agprs).collect();
     // Lowest first: inside the allocation before past it.
     let mut dead_agprs =
         (0..registers.agpr_limit).filter(|a| !live.contains(Unit::agpr(*a)) && !agpr_homes.contains(a));
@@ -213,10 +219,15 @@ impl CompiledPayload {
 impl CompiledPayload {
     /// Whether the payload reads the State Value Array (kernel arguments or stack).
     pub fn uses_sva(&self) -> bool {
-        self.scratch_bytes > 0
-            || self.kernel_arguments.iter().any(|a| matches!(a.storage(), gpuinstr_intrinsics::Storage::Lanes { .. }))
-            || self.kernel_arguments.iter().any(|a| matches!(a.storage(), gpuinstr_intrinsics::Storage::Hidden { .. }))
+        self.scratch_bytes > 0 || reads_sva_lanes(&self.kernel_arguments)
     }
+}
+
+/// Whether hooks reading `arguments` read SVA lanes (kernel arguments the
+/// preamble stored, or the kernarg pointer for hidden ones).
+fn reads_sva_lanes(arguments: &BTreeSet<KernelArgument>) -> bool {
+    use gpuinstr_intrinsics::Storage;
+    arguments.iter().any(|a| matches!(a.storage(), Storage::Lanes { .. } | Storage::Hidden { .. }))
 }
 
 /// Every intermediate text, for `--dump` and snapshot tests.
@@ -474,7 +485,7 @@ pub fn payload_sites(
             parking: None,
         };
         // AGPR homes stay put: LLVM spills to free AGPRs on gfx908/gfx90a.
-        for home in registers.in_agprs.iter().flat_map(|h| std::iter::once(h.sva).chain(h.work_item_ids)) {
+        for home in registers.in_agprs.iter().flat_map(AgprHomes::agprs) {
             site.live.insert(Unit::agpr(home));
         }
         let (wave_vgprs, _) =
@@ -678,14 +689,8 @@ pub fn compile_payloads_at(
         let mut code = final_code::extract(&functions, &name, index, &site.live, site.sva, &lowered.saves_frame)?;
         if let Some(parking) = &site.parking {
             // Load only what the payload reads.
-            let reads_sva = code.scratch_bytes > 0
-                || !lowered.saves_frame.is_empty()
-                || lowered.kernel_arguments.iter().any(|a| {
-                    matches!(
-                        a.storage(),
-                        gpuinstr_intrinsics::Storage::Lanes { .. } | gpuinstr_intrinsics::Storage::Hidden { .. }
-                    )
-                });
+            let reads_sva =
+                code.scratch_bytes > 0 || !lowered.saves_frame.is_empty() || reads_sva_lanes(&lowered.kernel_arguments);
             let reads_ids = lowered
                 .kernel_arguments
                 .iter()

@@ -246,7 +246,7 @@ pub fn patch(
                 // Built in VGPRs dead at the entry, then copied to the AGPRs.
                 // Inside the allocation, else (growing) past it.
                 let limit = registers.map_or(0, |r| r.vgpr_limit);
-                let past = if placement.grow { 256 } else { limit };
+                let past = if placement.grow { crate::analyze::MAX_VGPRS } else { limit };
                 let mut dead = (0..limit).rev().chain(limit..past).filter(|v| !live.contains(Unit::vgpr(*v)));
                 match (dead.next(), dead.next()) {
                     (Some(sva), ids) if ids.is_some() || homes.work_item_ids.is_none() => {

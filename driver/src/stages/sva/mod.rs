@@ -9,7 +9,7 @@
 //! agree on the register, so they are placed together. When no VGPR is free,
 //! seed 004's fallback: an AGPR nothing uses holds it, and each payload that
 //! reads it copies it into a VGPR dead at its point (payloads.rs,
-//! `agpr_loads`). With `grow`, the first VGPR (or AGPR) past the allocation
+//! `plan_parking`). With `grow`, the first VGPR (or AGPR) past the allocation
 //! (the patch stage raises it); otherwise the kernels get a problem and are
 //! left alone, and the other kernels are still instrumented.
 //!
@@ -51,17 +51,6 @@ impl Home {
         match self {
             Home::Agpr(a) | Home::GrownAgpr(a) => Some(a),
             Home::Free(_) | Home::Grown(_) => None,
-        }
-    }
-}
-
-impl std::fmt::Display for Home {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Home::Free(v) => write!(f, "v{v}"),
-            Home::Grown(v) => write!(f, "v{v} (allocation grown)"),
-            Home::Agpr(a) => write!(f, "a{a} (loaded by each payload that reads it)"),
-            Home::GrownAgpr(a) => write!(f, "a{a} (allocation grown; loaded by each payload that reads it)"),
         }
     }
 }
@@ -148,7 +137,7 @@ fn groups(lifted: &LiftedCodeObject<'_>, request: &SvaRequest) -> Vec<(Vec<usize
 /// larger of the two files, granule 4).
 fn waves_per_simd(processor: &str, registers: u16) -> u16 {
     let (file, granule, most) = if processor == "gfx90a" { (512, 8, 8) } else { (256, 4, 10) };
-    (file / registers.max(1).div_ceil(granule).max(1) / granule).min(most)
+    (file / registers.max(1).div_ceil(granule) / granule).min(most)
 }
 
 /// Places the SVA (and the work-item id register when asked) for every
