@@ -60,6 +60,8 @@ pub struct InstrumentReport {
     /// Points per hook.
     pub hooks: BTreeMap<String, usize>,
     pub points: usize,
+    /// Payloads LLVM compiled for the points (alike points share one).
+    pub payloads_compiled: usize,
     pub kernels: Vec<KernelPatch>,
     /// Functions that were not instrumented, and why.
     pub skipped: Vec<String>,
@@ -264,6 +266,7 @@ pub fn instrument_code_object(
     let (bytes, _assembly) = build(&lifted, &emit, options.linker)?;
     report.hooks = hook_counts(&points);
     report.points = points.len();
+    report.payloads_compiled = compiled.distinct_payloads();
     report.kernels = patch_report.kernels;
     report.globals = patch_report.globals;
     report.tool_globals = options.tool_globals;
@@ -276,6 +279,7 @@ impl InstrumentReport {
     pub fn render_text(&self) -> String {
         let mut out = String::new();
         writeln!(out, "target {}: {} points, {:.2} s", self.target, self.points, self.seconds).unwrap();
+        writeln!(out, "  payloads compiled: {} (alike points share one)", self.payloads_compiled).unwrap();
         for (hook, count) in &self.hooks {
             writeln!(out, "  hook {hook}: {count} points").unwrap();
         }

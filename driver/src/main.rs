@@ -68,6 +68,9 @@ enum Command {
         tool_globals: ToolGlobalsChoice,
         #[arg(long, value_enum, default_value = "comgr")]
         linker: LinkerChoice,
+        /// Compile one payload per point even where alike points could share one (slower; for comparison).
+        #[arg(long)]
+        no_shared_payloads: bool,
         /// Print the run report as JSON.
         #[arg(long)]
         json: bool,
@@ -201,7 +204,18 @@ enum Command {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Instrument { file, tool, plan, output, target, grow_registers, tool_globals, linker, json } => {
+        Command::Instrument {
+            file,
+            tool,
+            plan,
+            output,
+            target,
+            grow_registers,
+            tool_globals,
+            linker,
+            no_shared_payloads,
+            json,
+        } => {
             let plan = gpuinstr::plan::Plan::load(&plan)?;
             let tool_object = gpuinstr::pipeline::one_code_object(gpuinstr::pipeline::load(&tool)?, None)?;
             let bytes = std::fs::read(&file).map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", file.display()))?;
@@ -212,7 +226,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     ToolGlobalsChoice::External => gpuinstr::instrument::ToolGlobals::External,
                 },
                 linker: linker.into(),
-                ..Default::default()
+                payloads: gpuinstr::payloads::PayloadOptions {
+                    share_payloads: !no_shared_payloads,
+                    ..Default::default()
+                },
             };
             let registry = gpuinstr_intrinsics::Registry::with_builtins();
             let (bytes, report) = gpuinstr::instrument::instrument_file(

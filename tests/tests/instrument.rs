@@ -80,6 +80,16 @@ fn the_instruction_counter_instruments_our_kernels() {
                 original.functions.iter().filter(|f| f.is_kernel()).map(|f| f.instructions().count()).sum();
             assert_eq!(now, before + added, "{name}: instruction counts");
             assert_eq!(report.globals, vec!["Counter".to_string()], "{name}");
+            // Alike points share payloads, and sharing costs next to no code.
+            assert!(report.payloads_compiled * 2 < report.points, "{name}: {} payloads", report.payloads_compiled);
+            if target == "gfx90a" {
+                let mut each = InstrumentOptions::default();
+                each.payloads.share_payloads = false;
+                let (_, unshared) = instrument_code_object(&tool, &app, &plan, &registry, &each).unwrap();
+                assert_eq!(unshared.payloads_compiled, unshared.points, "{name}");
+                let added_each: usize = unshared.kernels.iter().map(|k| k.instructions_added).sum();
+                assert!(added * 100 <= added_each * 102, "{name}: {added} added shared, {added_each} one by one");
+            }
         }
     }
 }

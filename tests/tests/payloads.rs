@@ -498,3 +498,78 @@ fn inline_assembly_in_foreign_bitcode_is_refused() {
          framework intrinsic instead (docs/intrinsics.md)"
     );
 }
+
+/// Alike points share one compiled payload; a group whose union of live
+/// registers leaves LLVM nothing to work with is compiled again point by
+/// point, and every point's code keeps its own live registers.
+#[test]
+fn alike_points_share_a_payload_and_a_union_too_dense_is_retried_point_by_point() {
+    let tool = tool("payload-hooks");
+    let app = atomics_kernel();
+    let lifted = lift(&app).unwrap();
+    let function = function_index(&lifted, "atomics");
+    let site = |vgprs: &mut dyn Iterator<Item = u16>| {
+        let mut live = UnitSet::EMPTY;
+        for vgpr in vgprs {
+            live.insert(Unit::vgpr(vgpr));
+        }
+        for agpr in 0..256 {
+            live.insert(Unit::agpr(agpr));
+        }
+        for special in ["EXEC_LO", "EXEC_HI"] {
+            live.insert(Unit::special(special));
+        }
+        PayloadSite {
+            live,
+            sva: Some(SVA),
+            work_item_ids: Some(WORK_ITEM_IDS),
+            hidden_arguments: Some(Default::default()),
+            max_flat_workgroup_size: 256,
+            ..PayloadSite::default()
+        }
+    };
+    let not_home = |v: &u16| *v != SVA && *v != WORK_ITEM_IDS;
+    let sites = vec![
+        // Alike: one payload for both.
+        site(&mut (0..40u16)),
+        site(&mut (0..42u16)),
+        // Each leaves 4 VGPRs free, their union none.
+        site(&mut (0..256u16).filter(|v| !(100..104).contains(v)).filter(not_home)),
+        site(&mut (0..256u16).filter(|v| !(104..108).contains(v)).filter(not_home)),
+    ];
+    let points: Vec<PayloadPoint> = (0..sites.len())
+        .map(|instruction| PayloadPoint {
+            function,
+            instruction,
+            calls: vec![call("histogram", vec![HookArgument::Register(Register::Vgpr(3))])],
+        })
+        .collect();
+    let options = options_for(function);
+    let compiled = compile_payloads_at(&tool, &lifted, &points, &sites, &Registry::with_builtins(), &options).unwrap();
+    for payload in &compiled.payloads {
+        assert_eq!(payload.rejected, None, "{}", payload.label);
+    }
+    assert_eq!(compiled.compiled_as[0], compiled.compiled_as[1]);
+    assert!(!compiled.compiled_as[0].retried);
+    assert!(compiled.compiled_as[2].retried && compiled.compiled_as[3].retried);
+    assert_ne!(compiled.compiled_as[2], compiled.compiled_as[3]);
+    assert_eq!(compiled.distinct_payloads(), 3);
+    // Each retried payload allocates in its own free VGPRs.
+    let writes_vgprs_in = |index: usize, free: std::ops::Range<u16>| {
+        compiled.payloads[index]
+            .writes
+            .iter()
+            .filter(|u| u.file() == gpuinstr::stages::liveness::RegisterFile::Vgpr)
+            .all(|u| free.contains(&u.index()))
+    };
+    assert!(writes_vgprs_in(2, 100..104), "{}", compiled.payloads[2].code.join("\n"));
+    assert!(writes_vgprs_in(3, 104..108), "{}", compiled.payloads[3].code.join("\n"));
+    assert_preserves(&lifted, &compiled, &sites);
+    // Labels are each point's own, so the spliced code assembles.
+    for (index, payload) in compiled.payloads.iter().enumerate() {
+        for line in payload.code.iter().filter(|l| l.contains(".Lgpuinstr_payload")) {
+            assert!(line.contains(&format!(".Lgpuinstr_payload{index}_")), "{index}: {line}");
+        }
+    }
+    assert!(compiled.render_stages(3).contains("== final code"));
+}

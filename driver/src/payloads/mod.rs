@@ -5,6 +5,8 @@
 //! -> (codegen) MIR -> (lower-mir) intrinsics lowered, live registers kept
 //! -> (codegen) register allocation, assembly -> one instruction list per point.
 
+pub mod sharing;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use gpuinstr_intrinsics::{KernelArgument, Registry, TargetInfo};
@@ -146,6 +148,8 @@ pub struct PayloadOptions {
     pub payloads_per_chunk: usize,
     /// Functions stage sva found no register for, and why.
     pub unplaced: BTreeMap<usize, String>,
+    /// Alike points share one payload (see [`sharing`]).
+    pub share_payloads: bool,
 }
 
 impl Default for PayloadOptions {
@@ -156,6 +160,7 @@ impl Default for PayloadOptions {
             registers: BTreeMap::new(),
             payloads_per_chunk: PAYLOADS_PER_CHUNK,
             unplaced: BTreeMap::new(),
+            share_payloads: true,
         }
     }
 }
@@ -265,8 +270,28 @@ pub struct CompiledPayloads {
     /// The tool's globals the payloads' code refers to.
     pub globals: Vec<ToolGlobal>,
     pub texts: StageTexts,
+    /// The texts of points compiled again one by one after their shared
+    /// payload failed.
+    pub retried_texts: Option<StageTexts>,
+    /// Per point: which payload function of which texts is its code.
+    pub compiled_as: Vec<PayloadSource>,
     /// Wall time of each step, in pipeline order.
     pub timings: Vec<(&'static str, std::time::Duration)>,
+}
+
+/// Where a point's payload was compiled: function `position` of the
+/// shared compilation's texts, or of the retried one's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PayloadSource {
+    pub retried: bool,
+    pub position: usize,
+}
+
+impl CompiledPayloads {
+    /// How many payload functions LLVM compiled for the points.
+    pub fn distinct_payloads(&self) -> usize {
+        self.compiled_as.iter().collect::<BTreeSet<_>>().len()
+    }
 }
 
 #[derive(Debug, Error)]
@@ -291,6 +316,19 @@ pub enum CompileError {
     InvalidModule { stage: &'static str, message: String },
     #[error("temporary files: {0}")]
     Io(#[from] std::io::Error),
+}
+
+impl CompileError {
+    /// The error of a compilation over some of the points, with point
+    /// indices of that compilation (`indices[i]` for its point `i`).
+    fn at_points(self, indices: &[usize]) -> CompileError {
+        match self {
+            CompileError::BadPoint { index, why } => {
+                CompileError::BadPoint { index: indices.get(index).copied().unwrap_or(index), why }
+            }
+            other => other,
+        }
+    }
 }
 
 /// Payload functions per llc run: large enough that process start-up does
@@ -528,7 +566,9 @@ pub fn compile_payloads(
     compile_payloads_at(tool, lifted, points, &sites, registry, options)
 }
 
-/// Compiles payloads for points whose sites are given (`sites[i]` for `points[i]`).
+/// Compiles payloads for points whose sites are given (`sites[i]` for
+/// `points[i]`); alike points share one payload (see [`sharing`]) unless
+/// `options.share_payloads` is off.
 pub fn compile_payloads_at(
     tool: &CodeObject,
     lifted: &LiftedCodeObject<'_>,
@@ -537,13 +577,102 @@ pub fn compile_payloads_at(
     registry: &Registry,
     options: &PayloadOptions,
 ) -> Result<CompiledPayloads, CompileError> {
-    let code_object = lifted.code_object;
     if sites.len() != points.len() {
         return Err(CompileError::BadPoint {
             index: sites.len().min(points.len()),
             why: format!("{} points but {} sites", points.len(), sites.len()),
         });
     }
+    let started = std::time::Instant::now();
+    let groups = if options.share_payloads { sharing::group_points(points, sites) } else { Vec::new() };
+    if groups.len() == points.len() || !options.share_payloads {
+        return compile_each(tool, lifted, points, sites, registry, options);
+    }
+    let labels = points
+        .iter()
+        .enumerate()
+        .map(|(index, point)| label(lifted, point).map_err(|why| CompileError::BadPoint { index, why }))
+        .collect::<Result<Vec<_>, _>>()?;
+    let grouping_time = started.elapsed();
+    let first_members: Vec<usize> = groups.iter().map(|g| g.members[0]).collect();
+    let group_points: Vec<PayloadPoint> = first_members.iter().map(|m| points[*m].clone()).collect();
+    let group_sites: Vec<PayloadSite> = groups.iter().map(|g| g.site.clone()).collect();
+    let mut shared = compile_each(tool, lifted, &group_points, &group_sites, registry, options)
+        .map_err(|error| error.at_points(&first_members))?;
+    // A group LLVM could not compile for the union: its points one by one.
+    let retried_points: Vec<usize> = groups
+        .iter()
+        .zip(&shared.payloads)
+        .filter(|(group, payload)| payload.rejected.is_some() && group.members.len() > 1)
+        .flat_map(|(group, _)| group.members.iter().copied())
+        .collect();
+    let retried = if retried_points.is_empty() {
+        None
+    } else {
+        let retry_points: Vec<PayloadPoint> = retried_points.iter().map(|i| points[*i].clone()).collect();
+        let retry_sites: Vec<PayloadSite> = retried_points.iter().map(|i| sites[*i].clone()).collect();
+        Some(
+            compile_each(tool, lifted, &retry_points, &retry_sites, registry, options)
+                .map_err(|error| error.at_points(&retried_points))?,
+        )
+    };
+
+    let mut payloads: Vec<Option<CompiledPayload>> = vec![None; points.len()];
+    let mut compiled_as = vec![PayloadSource::default(); points.len()];
+    let mut place = |member: usize, compiled: &CompiledPayload, source: PayloadSource| {
+        payloads[member] = Some(CompiledPayload {
+            label: labels[member].clone(),
+            function: points[member].function,
+            instruction: points[member].instruction,
+            code: sharing::relabel(&compiled.code, source.position, member),
+            ..compiled.clone()
+        });
+        compiled_as[member] = source;
+    };
+    for (position, (group, compiled)) in groups.iter().zip(&shared.payloads).enumerate() {
+        if compiled.rejected.is_some() && group.members.len() > 1 {
+            continue;
+        }
+        for member in &group.members {
+            place(*member, compiled, PayloadSource { retried: false, position });
+        }
+    }
+    let mut globals = std::mem::take(&mut shared.globals);
+    let mut timings = shared.timings;
+    timings.insert(0, ("payload: group alike points", grouping_time));
+    let mut retried_texts = None;
+    if let Some(retried) = retried {
+        for (position, (member, compiled)) in retried_points.iter().zip(&retried.payloads).enumerate() {
+            place(*member, compiled, PayloadSource { retried: true, position });
+        }
+        for global in retried.globals {
+            if !globals.iter().any(|g| g.name == global.name) {
+                globals.push(global);
+            }
+        }
+        timings.extend(retried.timings);
+        retried_texts = Some(retried.texts);
+    }
+    let payloads = payloads
+        .into_iter()
+        .enumerate()
+        .map(|(index, payload)| {
+            payload.ok_or_else(|| CompileError::BadPoint { index, why: "no payload was compiled for it".into() })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(CompiledPayloads { payloads, globals, texts: shared.texts, retried_texts, compiled_as, timings })
+}
+
+/// Compiles one payload per point (`sites[i]` for `points[i]`).
+fn compile_each(
+    tool: &CodeObject,
+    lifted: &LiftedCodeObject<'_>,
+    points: &[PayloadPoint],
+    sites: &[PayloadSite],
+    registry: &Registry,
+    options: &PayloadOptions,
+) -> Result<CompiledPayloads, CompileError> {
+    let code_object = lifted.code_object;
     let labels = points
         .iter()
         .enumerate()
@@ -786,7 +915,8 @@ pub fn compile_payloads_at(
             texts.assembly.contains(&format!("{}@", g.name)) || texts.assembly.contains(&format!("{}+", g.name))
         })
         .collect();
-    Ok(CompiledPayloads { payloads, globals, texts, timings })
+    let compiled_as = (0..payloads.len()).map(|position| PayloadSource { retried: false, position }).collect();
+    Ok(CompiledPayloads { payloads, globals, texts, retried_texts: None, compiled_as, timings })
 }
 
 fn verify(module: &inkwell::module::Module<'_>, stage: &'static str) -> Result<(), CompileError> {
@@ -843,25 +973,30 @@ impl CompiledPayloads {
     /// Every stage's text of payload `index`, for reading and snapshots.
     pub fn render_stages(&self, index: usize) -> String {
         use std::fmt::Write;
-        let name = payload::payload_name(index);
+        let source = self.compiled_as[index];
+        let texts = match (&self.retried_texts, source.retried) {
+            (Some(retried), true) => retried,
+            _ => &self.texts,
+        };
+        let name = payload::payload_name(source.position);
         let payload = &self.payloads[index];
         let define = format!("define void @{name}()");
         let mut out = String::new();
         writeln!(out, "{}", payload.label).unwrap();
         writeln!(out, "\n== stage 5, payload IR").unwrap();
-        for line in section(&self.texts.payload_ir, &define, "}") {
+        for line in section(&texts.payload_ir, &define, "}") {
             writeln!(out, "{}", without_attribute_groups(line)).unwrap();
         }
         writeln!(out, "\n== stage 6, after O3 with intrinsic placeholders").unwrap();
-        for line in section(&self.texts.lowered_ir, &define, "}") {
+        for line in section(&texts.lowered_ir, &define, "}") {
             writeln!(out, "{}", without_attribute_groups(line)).unwrap();
         }
         writeln!(out, "\n== stage 7, MIR after instruction selection").unwrap();
-        for line in mir_body(&self.texts.selected_mir, &name) {
+        for line in mir_body(&texts.selected_mir, &name) {
             writeln!(out, "{line}").unwrap();
         }
         writeln!(out, "\n== stage 8, intrinsics lowered, live registers in place").unwrap();
-        for line in mir_body(&self.texts.lowered_mir, &name) {
+        for line in mir_body(&texts.lowered_mir, &name) {
             writeln!(out, "{line}").unwrap();
         }
         writeln!(out, "\n== final code").unwrap();

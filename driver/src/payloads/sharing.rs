@@ -1,0 +1,179 @@
+//! Shared payloads: points of one function that call the same hooks with
+//! the same arguments get one compiled payload where it fits them all. It
+//! is compiled for the union of their live registers, so it keeps every
+//! register any of them needs kept, and the machine-code check that proves
+//! it for the union proves it for each point (a subset). LLVM's work then
+//! grows with the groups, not with the points: an instruction counter
+//! before every instruction compiles one payload per stretch of code whose
+//! live registers stay alike.
+
+use std::collections::HashMap;
+
+use crate::stages::liveness::{RegisterFile, UnitSet};
+use crate::stages::lower_mir::PayloadSite;
+
+use super::PayloadPoint;
+
+/// How many more VGPRs (SGPRs) a group's union may have live than its
+/// sparsest point: the shared payload allocates around the union, so this
+/// bounds how much less room any point's payload gets than its own would.
+pub const SHARED_EXTRA_VGPRS: usize = 8;
+pub const SHARED_EXTRA_SGPRS: usize = 16;
+
+/// Points compiled as one payload.
+#[derive(Clone, Debug)]
+pub struct PayloadGroup {
+    /// Point indices, in order; the first one names the group in messages.
+    pub members: Vec<usize>,
+    /// The members' site with the union of their live registers.
+    pub site: PayloadSite,
+    sparsest_vgprs: usize,
+    sparsest_sgprs: usize,
+}
+
+/// What must be equal for two points to share a payload: the function, the
+/// calls, the site's registers, kernel and whole-wave copies, and which
+/// special registers (SCC, VCC, EXEC, M0, ...) are live, since saving one
+/// costs code.
+fn sharing_key(point: &PayloadPoint, site: &PayloadSite) -> String {
+    let specials: Vec<String> =
+        site.live.iter().filter(|u| u.file() == RegisterFile::Special).map(|u| u.to_string()).collect();
+    format!(
+        "{}|{:?}|{:?}|{:?}|{:?}|{}|{:?}|{:?}|{}",
+        point.function,
+        point.calls,
+        site.sva,
+        site.work_item_ids,
+        site.hidden_arguments,
+        site.max_flat_workgroup_size,
+        site.unplaced,
+        site.parking,
+        specials.join(",")
+    )
+}
+
+/// Groups points (each `sites[i]` for `points[i]`): a point joins the
+/// latest group of its key when the union stays within the extra
+/// registers allowed, else it starts a new one. Linear in the points.
+pub fn group_points(points: &[PayloadPoint], sites: &[PayloadSite]) -> Vec<PayloadGroup> {
+    let mut groups: Vec<PayloadGroup> = Vec::new();
+    let mut open: HashMap<String, usize> = HashMap::new();
+    for (index, (point, site)) in points.iter().zip(sites).enumerate() {
+        let vgprs = site.live.count_in(RegisterFile::Vgpr);
+        let sgprs = site.live.count_in(RegisterFile::Sgpr);
+        let key = sharing_key(point, site);
+        if let Some(group) = open.get(&key).map(|g| &mut groups[*g]) {
+            let union: UnitSet = group.site.live.union(&site.live);
+            let sparsest_vgprs = group.sparsest_vgprs.min(vgprs);
+            let sparsest_sgprs = group.sparsest_sgprs.min(sgprs);
+            if union.count_in(RegisterFile::Vgpr) <= sparsest_vgprs + SHARED_EXTRA_VGPRS
+                && union.count_in(RegisterFile::Sgpr) <= sparsest_sgprs + SHARED_EXTRA_SGPRS
+            {
+                group.site.live = union;
+                group.sparsest_vgprs = sparsest_vgprs;
+                group.sparsest_sgprs = sparsest_sgprs;
+                group.members.push(index);
+                continue;
+            }
+        }
+        open.insert(key, groups.len());
+        groups.push(PayloadGroup {
+            members: vec![index],
+            site: site.clone(),
+            sparsest_vgprs: vgprs,
+            sparsest_sgprs: sgprs,
+        });
+    }
+    groups
+}
+
+/// Gives payload `from`'s local labels the names of payload `to`'s (every
+/// local label of a payload is `.Lgpuinstr_payload<index>_...`).
+pub fn relabel(code: &[String], from: usize, to: usize) -> Vec<String> {
+    if from == to {
+        return code.to_vec();
+    }
+    let (old, new) = (format!(".Lgpuinstr_payload{from}_"), format!(".Lgpuinstr_payload{to}_"));
+    code.iter().map(|line| line.replace(&old, &new)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stages::liveness::Unit;
+    use crate::stages::payload::{HookArgument, HookCall};
+
+    fn point(function: usize, hook: &str) -> PayloadPoint {
+        PayloadPoint {
+            function,
+            instruction: 0,
+            calls: vec![HookCall { hook: hook.into(), arguments: vec![HookArgument::Int(1)] }],
+        }
+    }
+
+    fn site(vgprs: impl IntoIterator<Item = u16>, specials: &[&str]) -> PayloadSite {
+        let mut site = PayloadSite { sva: Some(200), ..Default::default() };
+        for v in vgprs {
+            site.live.insert(Unit::vgpr(v));
+        }
+        for s in specials {
+            site.live.insert(Unit::special(s));
+        }
+        site
+    }
+
+    #[test]
+    fn alike_points_share_and_the_union_is_kept() {
+        let points = vec![point(0, "count"), point(0, "count"), point(0, "count")];
+        let sites = vec![site(0..10, &[]), site(2..12, &[]), site(0..11, &[])];
+        let groups = group_points(&points, &sites);
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].members, vec![0, 1, 2]);
+        assert_eq!(groups[0].site.live.count_in(RegisterFile::Vgpr), 12);
+        for site in &sites {
+            assert_eq!(site.live.difference(&groups[0].site.live), UnitSet::EMPTY);
+        }
+    }
+
+    #[test]
+    fn different_hooks_functions_specials_and_dense_unions_do_not_share() {
+        let points =
+            vec![point(0, "count"), point(0, "other"), point(1, "count"), point(0, "count"), point(0, "count")];
+        let sites =
+            vec![site(0..10, &[]), site(0..10, &[]), site(0..10, &[]), site(0..10, &["SCC"]), site(20..30, &[])];
+        let groups = group_points(&points, &sites);
+        let members: Vec<Vec<usize>> = groups.iter().map(|g| g.members.clone()).collect();
+        assert_eq!(members, vec![vec![0], vec![1], vec![2], vec![3], vec![4]]);
+    }
+
+    #[test]
+    fn points_share_only_the_same_whole_wave_copies_and_sva_problem() {
+        let points = vec![point(0, "count"), point(0, "count"), point(0, "count")];
+        let mut sites = vec![site(0..10, &[]), site(0..10, &[]), site(0..10, &[])];
+        sites[1].unplaced = Some("no register".into());
+        sites[2].unplaced = Some("no register".into());
+        let members: Vec<Vec<usize>> = group_points(&points, &sites).iter().map(|g| g.members.clone()).collect();
+        assert_eq!(members, vec![vec![0], vec![1, 2]]);
+        sites[1].unplaced = None;
+        sites[0].parking = Some(Default::default());
+        let members: Vec<Vec<usize>> = group_points(&points, &sites).iter().map(|g| g.members.clone()).collect();
+        assert_eq!(members, vec![vec![0], vec![1], vec![2]]);
+    }
+
+    #[test]
+    fn relabelling_touches_only_the_payloads_labels() {
+        let code = vec![
+            "s_cbranch_scc1 .Lgpuinstr_payload1_BB0_2".to_string(),
+            ".Lgpuinstr_payload1_end:".to_string(),
+            "s_nop 0 ; .Lgpuinstr_payload12_end".to_string(),
+        ];
+        assert_eq!(
+            relabel(&code, 1, 7),
+            vec![
+                "s_cbranch_scc1 .Lgpuinstr_payload7_BB0_2".to_string(),
+                ".Lgpuinstr_payload7_end:".to_string(),
+                "s_nop 0 ; .Lgpuinstr_payload12_end".to_string(),
+            ]
+        );
+    }
+}
