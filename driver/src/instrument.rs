@@ -70,6 +70,8 @@ pub struct InstrumentReport {
     pub globals: Vec<String>,
     pub tool_globals: ToolGlobals,
     pub seconds: f64,
+    /// Wall time per step, in pipeline order.
+    pub steps: Vec<(String, f64)>,
 }
 
 #[derive(Debug, Error)]
@@ -218,8 +220,17 @@ pub fn instrument_code_object(
     options: &InstrumentOptions,
 ) -> Result<(Vec<u8>, InstrumentReport), InstrumentError> {
     let start = std::time::Instant::now();
+    let mut steps = Vec::new();
+    let mut clock = start;
+    let mut lap = |name: &str| {
+        let now = std::time::Instant::now();
+        steps.push((name.to_string(), (now - clock).as_secs_f64()));
+        clock = now;
+    };
     let lifted = lift(app)?;
+    lap("lift");
     let liveness = analyze(&lifted);
+    lap("liveness");
     let mut report = InstrumentReport { target: app.target.to_string(), ..InstrumentReport::default() };
     for function in lifted.functions.iter().filter(|f| !f.relocatable()) {
         report.skipped.push(format!("{}: its code cannot move (see gpuinstr-link lift --emit stats)", function.name));
@@ -248,6 +259,7 @@ pub fn instrument_code_object(
         grow: options.grow_registers,
     };
     let placement = place(&lifted, &liveness, &request);
+    lap("plan and sva");
     let mut payload_options = options.payloads.clone();
     payload_options.registers.extend(placement.functions.iter().map(|(f, r)| (*f, *r)));
     for kernel in &placement.kernels {
@@ -259,11 +271,16 @@ pub fn instrument_code_object(
         }
     }
     let compiled = compile_payloads(tool, &lifted, &liveness, &points, registry, &payload_options)?;
+    lap("payloads");
+    let payload_steps: Vec<(String, f64)> =
+        compiled.timings.iter().map(|(name, time)| (format!("  {name}"), time.as_secs_f64())).collect();
     let define = options.tool_globals == ToolGlobals::Defined;
     let (patch, patch_report) = patch(&lifted, &liveness, &points, &compiled, &placement, define)?;
+    lap("patch");
 
     let emit = EmitOptions { patch: Some(patch), ..EmitOptions::default() };
     let (bytes, _assembly) = build(&lifted, &emit, options.linker)?;
+    lap("emit and link");
     report.hooks = hook_counts(&points);
     report.points = points.len();
     report.payloads_compiled = compiled.distinct_payloads();
@@ -272,13 +289,18 @@ pub fn instrument_code_object(
     report.tool_globals = options.tool_globals;
     report.rejected = patch_report.rejected;
     report.seconds = start.elapsed().as_secs_f64();
+    report.steps = steps;
+    let at = report.steps.iter().position(|(name, _)| name == "payloads").map_or(0, |i| i + 1);
+    report.steps.splice(at..at, payload_steps);
     Ok((bytes, report))
 }
 
 impl InstrumentReport {
     pub fn render_text(&self) -> String {
         let mut out = String::new();
-        writeln!(out, "target {}: {} points, {:.2} s", self.target, self.points, self.seconds).unwrap();
+        let steps: Vec<String> = self.steps.iter().map(|(name, seconds)| format!("{name} {seconds:.2}")).collect();
+        writeln!(out, "target {}: {} points, {:.2} s ({})", self.target, self.points, self.seconds, steps.join(", "))
+            .unwrap();
         writeln!(out, "  payloads compiled: {} (alike points share one)", self.payloads_compiled).unwrap();
         for (hook, count) in &self.hooks {
             writeln!(out, "  hook {hook}: {count} points").unwrap();
