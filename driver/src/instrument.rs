@@ -273,7 +273,7 @@ pub fn instrument_code_object(
     let compiled = compile_payloads(tool, &lifted, &liveness, &points, registry, &payload_options)?;
     lap("payloads");
     let payload_steps: Vec<(String, f64)> =
-        compiled.timings.iter().map(|(name, time)| (format!("  {name}"), time.as_secs_f64())).collect();
+        compiled.timings.iter().map(|(name, time)| (format!("payloads/{name}"), time.as_secs_f64())).collect();
     let define = options.tool_globals == ToolGlobals::Defined;
     let (patch, patch_report) = patch(&lifted, &liveness, &points, &compiled, &placement, define)?;
     lap("patch");
@@ -298,7 +298,13 @@ pub fn instrument_code_object(
 impl InstrumentReport {
     pub fn render_text(&self) -> String {
         let mut out = String::new();
-        let steps: Vec<String> = self.steps.iter().map(|(name, seconds)| format!("{name} {seconds:.2}")).collect();
+        // The payload compiler's own steps are in the JSON report.
+        let steps: Vec<String> = self
+            .steps
+            .iter()
+            .filter(|(name, _)| !name.contains('/'))
+            .map(|(name, seconds)| format!("{name} {seconds:.2}"))
+            .collect();
         writeln!(out, "target {}: {} points, {:.2} s ({})", self.target, self.points, self.seconds, steps.join(", "))
             .unwrap();
         writeln!(out, "  payloads compiled: {} (alike points share one)", self.payloads_compiled).unwrap();

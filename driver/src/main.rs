@@ -6,6 +6,22 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+/// `print!` that returns the write error (a closed pipe, `| head`) instead
+/// of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write;
+        write!(std::io::stdout().lock(), $($arg)*)?;
+    }};
+}
+
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write;
+        writeln!(std::io::stdout().lock(), $($arg)*)?;
+    }};
+}
+
 #[derive(Parser)]
 #[command(name = "gpuinstr-link", version, about = "Instrument AMDGPU code objects with gpuinstr hooks")]
 struct Cli {
@@ -244,10 +260,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
             gpuinstr::output::write_atomically_like(&output, &bytes, &file)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                outln!("{}", serde_json::to_string_pretty(&report)?);
             } else {
-                print!("{}", report.render_text());
-                println!("wrote {}", output.display());
+                out!("{}", report.render_text());
+                outln!("wrote {}", output.display());
             }
             return Ok(ExitCode::SUCCESS);
         }
@@ -263,7 +279,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 let name = format!("{index}-{}.hsaco", code_object.target.to_string().replace(':', "_"));
                 let path = output.join(name);
                 gpuinstr::output::write_atomically(&path, &code_object.bytes)?;
-                println!("{} ({})", path.display(), code_object.origin.join(", "));
+                outln!("{} ({})", path.display(), code_object.origin.join(", "));
             }
         }
         Command::Verify { original, instrumented, target, json } => {
@@ -279,13 +295,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if json {
                 let list: Vec<_> =
                     reports.iter().map(|(o, r)| serde_json::json!({ "origin": o, "report": r })).collect();
-                println!("{}", serde_json::to_string_pretty(&list)?);
+                outln!("{}", serde_json::to_string_pretty(&list)?);
             } else {
                 for (origin, report) in &reports {
                     if !origin.is_empty() {
-                        println!("{origin}:");
+                        outln!("{origin}:");
                     }
-                    print!("{}", report.render_text());
+                    out!("{}", report.render_text());
                 }
             }
             let ok = reports.iter().all(|(_, r)| r.ok());
@@ -326,17 +342,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let registry = gpuinstr_intrinsics::Registry::with_builtins();
             let compiled = compile_payloads(&tool_object, &lifted, &liveness, &points, &registry, &options)?;
             if stages {
-                print!("{}", compiled.render_stages(0));
+                out!("{}", compiled.render_stages(0));
             } else {
                 let payload = &compiled.payloads[0];
                 if let Some(reason) = &payload.rejected {
                     anyhow::bail!("{}: {reason}", payload.label);
                 }
-                println!("{}", payload.label);
+                outln!("{}", payload.label);
                 for line in &payload.code {
-                    println!("{}{line}", if line.ends_with(':') { "" } else { "    " });
+                    outln!("{}{line}", if line.ends_with(':') { "" } else { "    " });
                 }
-                println!("; writes {}; stack {} bytes", payload.writes, payload.scratch_bytes);
+                outln!("; writes {}; stack {} bytes", payload.writes, payload.scratch_bytes);
             }
             return Ok(ExitCode::SUCCESS);
         }
@@ -353,7 +369,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 let code_object = gpuinstr::pipeline::one_code_object(input, None)?;
                 let text = gpuinstr::analyze::at_instruction(&code_object, name, index)
                     .map_err(|e| anyhow::anyhow!("{}: {e}", files[0].display()))?;
-                print!("{text}");
+                out!("{text}");
                 return Ok(ExitCode::SUCCESS);
             }
             let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -369,15 +385,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let several = reports.len() > 1 || files.len() > 1;
             if json {
                 let value = serde_json::json!({ "code_objects": if summary { serde_json::Value::Null } else { serde_json::to_value(&reports)? }, "summary": corpus });
-                println!("{}", serde_json::to_string_pretty(&value)?);
+                outln!("{}", serde_json::to_string_pretty(&value)?);
             } else {
                 if !summary {
                     for report in &reports {
-                        print!("{}", gpuinstr::analyze::render_text(report));
+                        out!("{}", gpuinstr::analyze::render_text(report));
                     }
                 }
                 if several || summary {
-                    print!("{}", corpus.render_text());
+                    out!("{}", corpus.render_text());
                 }
             }
             if !corpus.failed_code_objects.is_empty() {
@@ -389,9 +405,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let sample = every.map_or(gpuinstr::corpus::Sample::All, gpuinstr::corpus::Sample::EveryNth);
             let report = gpuinstr::corpus::check_corpus(&files, &target, sample, linker.into(), jobs)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                outln!("{}", serde_json::to_string_pretty(&report)?);
             } else {
-                print!("{}", report.render_text());
+                out!("{}", report.render_text());
             }
             let clean = report.failures.is_empty() && report.different_functions == 0;
             return Ok(if clean { ExitCode::SUCCESS } else { ExitCode::FAILURE });
@@ -404,9 +420,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             gpuinstr::output::write_atomically(&output, &bytes)?;
             if check {
                 if json {
-                    println!("{}", serde_json::to_string_pretty(&report)?);
+                    outln!("{}", serde_json::to_string_pretty(&report)?);
                 } else {
-                    print!("{}", report.render_text());
+                    out!("{}", report.render_text());
                 }
                 if !report.identical() {
                     return Ok(ExitCode::FAILURE);
@@ -433,14 +449,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 LiftForm::Cfg => gpuinstr::stages::lift::print::cfg(&lifted, only),
                 LiftForm::Stats => serde_json::to_string_pretty(&lifted.statistics())? + "\n",
             };
-            print!("{text}");
+            out!("{text}");
         }
         Command::Inspect { file, target, json } => {
             let report = gpuinstr::inspect::inspect(&file, target.as_deref())?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                outln!("{}", serde_json::to_string_pretty(&report)?);
             } else {
-                print!("{}", gpuinstr::inspect::render_text(&report));
+                out!("{}", gpuinstr::inspect::render_text(&report));
             }
         }
     }
@@ -450,6 +466,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(code) => code,
+        // Whoever read the output stopped reading (`| head`): nothing to say.
+        Err(error)
+            if error.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(error) => {
             eprintln!("gpuinstr-link: error: {}", one_message(&error));
             ExitCode::FAILURE

@@ -290,3 +290,24 @@ fn instrument_writes_the_output_only_on_success() {
     assert_eq!(code, Some(1), "{stdout}");
     assert!(stdout.contains("1 findings:") && stdout.contains("expected the original instruction"), "{stdout}");
 }
+
+/// `gpuinstr-link lift X | head` must not panic when the reader goes away.
+#[test]
+fn a_closed_output_pipe_ends_the_command_quietly() {
+    let dir = std::env::temp_dir().join(format!("gpuinstr-cli-pipe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let object = code_object(&dir);
+    let mut child = gpuinstr_link()
+        .arg("lift")
+        .arg(&object)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader is gone before anything is written
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    std::fs::remove_dir_all(&dir).ok();
+}
