@@ -329,12 +329,15 @@ pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<Verify
         let function = &before.functions[f];
         let instrumented_function = &after.functions[g];
         let index_of: HashMap<u64, usize> = function.instructions().enumerate().map(|(n, i)| (i.address, n)).collect();
-        let code: Vec<&Instruction> = instrumented_function.instructions().collect();
-        let inside = |s: &&Site| s.begin >= instrumented_function.address && s.end <= instrumented_function.end();
-        for site in regions.values().filter(inside) {
+        let mut code: Vec<&Instruction> = instrumented_function.instructions().collect();
+        code.sort_by_key(|i| i.address);
+        let (begin, end) = (instrumented_function.address, instrumented_function.end());
+        // Sites and instructions by address: linear in the function's size.
+        for site in regions.range(begin..end).map(|(_, s)| s).filter(|s| s.end <= end) {
             let Some(&position) = index_of.get(&site.original) else { continue };
+            let first = code.partition_point(|i| i.address < site.begin);
             let region: Vec<Instruction> =
-                code.iter().filter(|i| i.address >= site.begin && i.address < site.end).map(|i| (*i).clone()).collect();
+                code[first..].iter().take_while(|i| i.address < site.end).map(|i| (*i).clone()).collect();
             report.regions += 1;
             report.inserted_instructions += region.len();
             let finding = |address: u64, problem: String| Finding {

@@ -573,3 +573,46 @@ fn alike_points_share_a_payload_and_a_union_too_dense_is_retried_point_by_point(
     }
     assert!(compiled.render_stages(3).contains("== final code"));
 }
+
+/// A payload LLVM must spill needs the SVA's stack: where the function has
+/// no SVA register, that point is left alone with the reason and the
+/// others compile.
+#[test]
+fn a_spilling_payload_without_an_sva_rejects_only_its_point() {
+    let tool = tool("payload-hooks");
+    let app = atomics_kernel();
+    let lifted = lift(&app).unwrap();
+    let function = function_index(&lifted, "atomics");
+    let mut dense = UnitSet::EMPTY;
+    for vgpr in 0..250 {
+        dense.insert(Unit::vgpr(vgpr));
+    }
+    for agpr in 0..256 {
+        dense.insert(Unit::agpr(agpr));
+    }
+    let unplaced = Some("no VGPR or AGPR is free for the whole kernel".to_string());
+    let site = |live| PayloadSite {
+        live,
+        hidden_arguments: Some(Default::default()),
+        max_flat_workgroup_size: 256,
+        // The hook reads threadIdx; only the SVA has no register.
+        work_item_ids: Some(250),
+        unplaced: unplaced.clone(),
+        ..PayloadSite::default()
+    };
+    let sites = vec![site(dense), site(UnitSet::EMPTY)];
+    let points: Vec<PayloadPoint> = (0..2)
+        .map(|instruction| PayloadPoint {
+            function,
+            instruction,
+            calls: vec![call("pressure", vec![HookArgument::Register(Register::Vgpr(7))])],
+        })
+        .collect();
+    let options = PayloadOptions { verify: true, ..Default::default() };
+    let compiled = compile_payloads_at(&tool, &lifted, &points, &sites, &Registry::with_builtins(), &options).unwrap();
+    let why = compiled.payloads[0].rejected.as_deref().expect("the dense point is rejected");
+    assert!(why.contains("spills") && why.contains("no VGPR or AGPR is free"), "{why}");
+    assert!(compiled.payloads[0].code.is_empty());
+    assert_eq!(compiled.payloads[1].rejected, None);
+    assert_eq!(compiled.payloads[1].scratch_bytes, 0);
+}

@@ -815,7 +815,23 @@ fn compile_each(
             continue;
         }
         let name = payload::payload_name(index);
-        let mut code = final_code::extract(&functions, &name, index, &site.live, site.sva, &lowered.saves_frame)?;
+        let mut code = match final_code::extract(&functions, &name, index, &site.live, site.sva, &lowered.saves_frame) {
+            Ok(code) => code,
+            // A spill needs the SVA's stack: without one, only this point is left alone.
+            Err(FinalCodeError::StackWithoutSva(_, bytes)) => {
+                let why = match &site.unplaced {
+                    Some(problem) => format!(": {problem}"),
+                    None => String::new(),
+                };
+                let reason = format!(
+                    "LLVM spills {bytes} bytes of the payload's registers here, and the stack is reached through the \
+                     State Value Array, which this function has no register for{why}"
+                );
+                payloads.push(CompiledPayload::refused(labels[index].clone(), point, reason));
+                continue;
+            }
+            Err(other) => return Err(other.into()),
+        };
         if let Some(parking) = &site.parking {
             // Load only what the payload reads.
             let reads_sva =
