@@ -7,7 +7,10 @@
 //! the hooks need at minimum: their own instructions as clang compiled them
 //! in the tool (without the return).
 //!
-//! cargo bench -p gpuinstr-tests --bench instrument [-- --kernels N]
+//! cargo bench -p gpuinstr-tests --bench instrument [-- --kernels N] [--one-by-one]
+//!
+//! `--one-by-one` compiles one payload per point (no shared payloads), for
+//! comparison.
 
 use std::time::Instant;
 
@@ -25,6 +28,8 @@ fn main() {
         .and_then(|i| std::env::args().nth(i + 1))
         .and_then(|n| n.parse().ok())
         .unwrap_or(3);
+    let mut options = InstrumentOptions::default();
+    options.payloads.share_payloads = !std::env::args().any(|a| a == "--one-by-one");
     let dir = scratch();
     let tool_path = dir.path().join("counter.hsaco");
     run_ok(&mut tool_compile_command(Compiler::Clang, &example("instruction-counter"), "-O3", &tool_path));
@@ -54,7 +59,7 @@ fn main() {
          rocSPARSE gfx90a:xnack-, {} code objects",
         code_objects.len()
     );
-    println!("kernel instructions   sites   total s   s/1,000 sites   added/site: median  max   rejected");
+    println!("kernel instructions   sites  payloads   total s   s/1,000 sites   added/site: median  max   rejected");
     let registry = Registry::with_builtins();
     for (instructions, index, name) in largest.into_iter().take(kernels) {
         let app: &CodeObject = &code_objects[index];
@@ -62,8 +67,7 @@ fn main() {
         let plan_text = plan_text.replace("where = ", &format!("kernels = \"{name}\"\nwhere = "));
         let plan = Plan::parse(&plan_text, "bench.toml").unwrap();
         let start = Instant::now();
-        let (bytes, report) =
-            instrument_code_object(&tool, app, &plan, &registry, &InstrumentOptions::default()).unwrap();
+        let (bytes, report) = instrument_code_object(&tool, app, &plan, &registry, &options).unwrap();
         let seconds = start.elapsed().as_secs_f64();
         let output = CodeObject::parse(bytes, Vec::new()).unwrap();
         let lifted = lift(&output).unwrap();
@@ -75,8 +79,9 @@ fn main() {
         let median = sizes.get(sizes.len() / 2).copied().unwrap_or(0);
         let max = sizes.last().copied().unwrap_or(0);
         println!(
-            "{instructions:>18} {:>7} {seconds:>9.1} {:>15.2} {median:>20} {max:>4} {:>10}",
+            "{instructions:>18} {:>7} {:>9} {seconds:>9.1} {:>15.2} {median:>20} {max:>4} {:>10}",
             sites.len(),
+            report.payloads_compiled,
             seconds * 1000.0 / sites.len().max(1) as f64,
             report.rejected.len()
         );

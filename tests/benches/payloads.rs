@@ -5,9 +5,11 @@
 //! object, cycling when there are fewer instructions than points. All points
 //! share one IR module and two llc runs, so time must grow linearly.
 //!
-//! cargo bench -p gpuinstr-tests --bench payloads [-- --verify]
+//! cargo bench -p gpuinstr-tests --bench payloads [-- --verify] [--shared]
 //! (--verify: LLVM's machine verifier and the machine-code preservation
-//! check, both on by default in the library.)
+//! check, both on by default in the library. Each point gets its own
+//! payload, to measure the stages; --shared lets alike points share one,
+//! as `instrument` does.)
 
 use std::time::Instant;
 
@@ -48,7 +50,8 @@ fn main() {
         if verify { "on" } else { "off" }
     );
     println!("points     total s   ms/point   per stage (s)");
-    let mut options = PayloadOptions { verify, check_preservation: verify, ..Default::default() };
+    let share_payloads = std::env::args().any(|a| a == "--shared");
+    let mut options = PayloadOptions { verify, check_preservation: verify, share_payloads, ..Default::default() };
     if let Some(i) = std::env::args().position(|a| a == "--chunk") {
         options.payloads_per_chunk = std::env::args().nth(i + 1).and_then(|n| n.parse().ok()).expect("a number");
     }
@@ -82,7 +85,12 @@ fn main() {
         }
         let stages: Vec<String> =
             compiled.timings.iter().map(|(name, time)| format!("{name} {:.2}", time.as_secs_f64())).collect();
-        println!("{count:>6} {seconds:>11.2} {:>10.2}   {}", seconds * 1000.0 / count as f64, stages.join(", "));
+        println!(
+            "{count:>6} {seconds:>11.2} {:>10.2}   {} payloads compiled; {}",
+            seconds * 1000.0 / count as f64,
+            compiled.distinct_payloads(),
+            stages.join(", ")
+        );
         let instructions: usize =
             compiled.payloads.iter().map(|p| p.code.iter().filter(|l| !l.ends_with(':')).count()).sum();
         println!("{:>6}   instructions per payload: {:.1}", "", instructions as f64 / count as f64);
