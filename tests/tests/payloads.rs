@@ -45,6 +45,18 @@ fn function_index(lifted: &LiftedCodeObject<'_>, part: &str) -> usize {
     lifted.functions.iter().position(|f| f.name.contains(part)).unwrap()
 }
 
+/// `vgprs` and every AGPR live: register pressure for the allocator.
+fn vgprs_and_all_agprs_live(vgprs: impl IntoIterator<Item = u16>) -> UnitSet {
+    let mut live = UnitSet::EMPTY;
+    for vgpr in vgprs {
+        live.insert(Unit::vgpr(vgpr));
+    }
+    for agpr in 0..256 {
+        live.insert(Unit::agpr(agpr));
+    }
+    live
+}
+
 /// The SVA and work-item ids in VGPRs the atomics kernel never uses.
 const SVA: u16 = 60;
 const WORK_ITEM_IDS: u16 = 61;
@@ -244,13 +256,7 @@ fn a_hook_that_must_spill() {
     let app = atomics_kernel();
     let lifted = lift(&app).unwrap();
     let function = function_index(&lifted, "atomics");
-    let mut live = UnitSet::EMPTY;
-    for vgpr in 0..248 {
-        live.insert(Unit::vgpr(vgpr));
-    }
-    for agpr in 0..256 {
-        live.insert(Unit::agpr(agpr));
-    }
+    let mut live = vgprs_and_all_agprs_live(0..248);
     for sgpr in 4..10 {
         live.insert(Unit::sgpr(sgpr));
     }
@@ -509,13 +515,7 @@ fn alike_points_share_a_payload_and_a_union_too_dense_is_retried_point_by_point(
     let lifted = lift(&app).unwrap();
     let function = function_index(&lifted, "atomics");
     let site = |vgprs: &mut dyn Iterator<Item = u16>| {
-        let mut live = UnitSet::EMPTY;
-        for vgpr in vgprs {
-            live.insert(Unit::vgpr(vgpr));
-        }
-        for agpr in 0..256 {
-            live.insert(Unit::agpr(agpr));
-        }
+        let mut live = vgprs_and_all_agprs_live(vgprs);
         for special in ["EXEC_LO", "EXEC_HI"] {
             live.insert(Unit::special(special));
         }
@@ -583,13 +583,7 @@ fn a_spilling_payload_without_an_sva_rejects_only_its_point() {
     let app = atomics_kernel();
     let lifted = lift(&app).unwrap();
     let function = function_index(&lifted, "atomics");
-    let mut dense = UnitSet::EMPTY;
-    for vgpr in 0..250 {
-        dense.insert(Unit::vgpr(vgpr));
-    }
-    for agpr in 0..256 {
-        dense.insert(Unit::agpr(agpr));
-    }
+    let dense = vgprs_and_all_agprs_live(0..250);
     let unplaced = Some("no VGPR or AGPR is free for the whole kernel".to_string());
     let site = |live| PayloadSite {
         live,

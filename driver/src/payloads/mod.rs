@@ -473,6 +473,15 @@ fn label(lifted: &LiftedCodeObject<'_>, point: &PayloadPoint) -> Result<String, 
     Ok(format!("{kind} {}, instruction {} ({})", function.name, point.instruction, instruction.name(&lifted.isa)))
 }
 
+/// Every point's label; a point that names no instruction is an error.
+fn point_labels(lifted: &LiftedCodeObject<'_>, points: &[PayloadPoint]) -> Result<Vec<String>, CompileError> {
+    points
+        .iter()
+        .enumerate()
+        .map(|(index, point)| label(lifted, point).map_err(|why| CompileError::BadPoint { index, why }))
+        .collect()
+}
+
 /// What each point offers its payload: the registers live there (from
 /// liveness), the function's SVA and work-item id registers, and the hidden
 /// argument offsets of its kernel.
@@ -584,15 +593,14 @@ pub fn compile_payloads_at(
         });
     }
     let started = std::time::Instant::now();
-    let groups = if options.share_payloads { sharing::group_points(points, sites) } else { Vec::new() };
-    if groups.len() == points.len() || !options.share_payloads {
+    if !options.share_payloads {
         return compile_each(tool, lifted, points, sites, registry, options);
     }
-    let labels = points
-        .iter()
-        .enumerate()
-        .map(|(index, point)| label(lifted, point).map_err(|why| CompileError::BadPoint { index, why }))
-        .collect::<Result<Vec<_>, _>>()?;
+    let groups = sharing::group_points(points, sites);
+    if groups.len() == points.len() {
+        return compile_each(tool, lifted, points, sites, registry, options);
+    }
+    let labels = point_labels(lifted, points)?;
     let grouping_time = started.elapsed();
     let first_members: Vec<usize> = groups.iter().map(|g| g.members[0]).collect();
     let group_points: Vec<PayloadPoint> = first_members.iter().map(|m| points[*m].clone()).collect();
@@ -673,11 +681,7 @@ fn compile_each(
     options: &PayloadOptions,
 ) -> Result<CompiledPayloads, CompileError> {
     let code_object = lifted.code_object;
-    let labels = points
-        .iter()
-        .enumerate()
-        .map(|(index, point)| label(lifted, point).map_err(|why| CompileError::BadPoint { index, why }))
-        .collect::<Result<Vec<_>, _>>()?;
+    let labels = point_labels(lifted, points)?;
     let requests: Vec<PayloadRequest> = points
         .iter()
         .zip(&labels)
