@@ -1,0 +1,157 @@
+//! The emulated device: one code object loaded into device memory (its
+//! sections at a load base, dynamic relocations applied), buffers the
+//! caller allocates, and kernel launches.
+
+use std::path::Path;
+
+use gpuinstr::stages::load::{self, CodeObject, Kernel};
+
+use crate::dispatch::{self, DispatchMemory, Launch, Options, RunReport};
+use crate::error::EmulatorError;
+use crate::memory::Memory;
+use crate::program::Program;
+use crate::semantics::Machine;
+use crate::wave::LANES;
+
+/// R_AMDGPU_* relocation types the loader applies.
+const R_AMDGPU_ABS32_LO: u32 = 4;
+const R_AMDGPU_ABS32_HI: u32 = 5;
+const R_AMDGPU_ABS64: u32 = 3;
+const R_AMDGPU_ABS32: u32 = 6;
+const R_AMDGPU_RELATIVE64: u32 = 13;
+
+pub struct Device {
+    pub memory: Memory,
+    pub program: Program,
+    /// Device address of code object address 0.
+    pub load_base: u64,
+    pub options: Options,
+    file: String,
+}
+
+impl Device {
+    /// Loads the code object of `path` (a code object, a bundle or a host
+    /// file with `.hip_fatbin`) for `target` (e.g. `gfx90a`; needed when the
+    /// file holds several).
+    pub fn open(path: &Path, target: Option<&str>) -> Result<Self, EmulatorError> {
+        let input = load::load_for_target(path, target)?;
+        let file = path.display().to_string();
+        let count = input.code_objects.len();
+        let Some(code_object) = input.code_objects.into_iter().next() else {
+            return Err(EmulatorError::Isa(format!("{file}: no code object for {}", target.unwrap_or("any target"))));
+        };
+        if count > 1 {
+            return Err(EmulatorError::Isa(format!(
+                "{file} holds {count} code objects; pick one with a target (e.g. --target gfx90a:xnack-)"
+            )));
+        }
+        Self::new(code_object, file)
+    }
+
+    pub fn new(code_object: CodeObject, file: String) -> Result<Self, EmulatorError> {
+        let mut memory = Memory::default();
+        let load_base = load_code_object(&mut memory, &code_object)?;
+        let program = Program::new(code_object)?;
+        Ok(Device { memory, program, load_base, options: Options::default(), file })
+    }
+
+    pub fn code_object(&self) -> &CodeObject {
+        &self.program.code_object
+    }
+
+    pub fn kernel(&self, name: &str) -> Result<&Kernel, EmulatorError> {
+        let kernels = &self.program.code_object.kernels;
+        kernels.iter().find(|k| k.name() == name || k.metadata.symbol == name).ok_or_else(|| EmulatorError::NoKernel {
+            file: self.file.clone(),
+            kernel: name.to_string(),
+            available: kernels.iter().map(|k| k.name().to_string()).collect::<Vec<_>>().join(", "),
+        })
+    }
+
+    /// The device address of a symbol of the code object (a global).
+    pub fn symbol_address(&self, name: &str) -> Option<u64> {
+        let symbol = self.program.code_object.symbols.iter().find(|s| s.name == name && s.section.is_some())?;
+        Some(self.load_base + symbol.value)
+    }
+
+    pub fn allocate(&mut self, name: &str, bytes: &[u8]) -> u64 {
+        self.memory.allocate_bytes(name, bytes)
+    }
+
+    /// Runs a kernel to completion. `arguments` are the explicit kernel
+    /// arguments' bytes, in order.
+    pub fn launch(&mut self, kernel: &str, launch: Launch, arguments: &[Vec<u8>]) -> Result<RunReport, EmulatorError> {
+        let kernel = self.kernel(kernel)?.clone();
+        let gfx90a = self.program.code_object.target.processor == "gfx90a";
+        let name = kernel.name().to_string();
+        if launch.workgroup_size.iter().product::<u32>() == 0 || launch.workgroups.iter().product::<u32>() == 0 {
+            return Err(EmulatorError::Dispatch { kernel: name, message: "an empty grid or workgroup".into() });
+        }
+        let threads = launch.workgroup_size.iter().product::<u32>();
+        if u64::from(threads) > kernel.metadata.max_flat_workgroup_size.max(1) {
+            return Err(EmulatorError::Dispatch {
+                kernel: name,
+                message: format!(
+                    "workgroups of {threads} work-items exceed the kernel's .max_flat_workgroup_size {}",
+                    kernel.metadata.max_flat_workgroup_size
+                ),
+            });
+        }
+        let queue = self.memory.allocate(&format!("{name} queue"), 256);
+        let kernarg_bytes = dispatch::kernarg_segment(&kernel, &launch, arguments, queue)?;
+        let kernarg = self.memory.allocate_bytes(&format!("{name} kernel arguments"), &kernarg_bytes);
+        let kernel_object = self.load_base + kernel.descriptor_address;
+        let packet_bytes = dispatch::dispatch_packet_for(&launch, &kernel, kernarg, kernel_object);
+        let packet = self.memory.allocate_bytes(&format!("{name} dispatch packet"), &packet_bytes);
+        let waves = u64::from(threads.div_ceil(LANES as u32))
+            * launch.workgroups.iter().map(|&g| u64::from(g)).product::<u64>();
+        let per_lane = dispatch::private_bytes_per_lane_of(&kernel);
+        let scratch_per_wave = per_lane * LANES as u64;
+        let scratch = self.memory.allocate(&format!("{name} scratch"), (scratch_per_wave * waves).max(4));
+        let memory = DispatchMemory { packet, queue, kernarg, scratch, scratch_per_wave };
+        let (vgprs, sgprs) = dispatch::allocated_registers(&kernel.descriptor, gfx90a);
+        let machine = Machine {
+            load_base: self.load_base,
+            lds_size: u64::from(kernel.descriptor.group_segment_fixed_size + launch.dynamic_lds),
+            vgprs,
+            sgprs,
+            gfx90a,
+        };
+        dispatch::run(&mut self.program, &mut self.memory, &kernel, &launch, &memory, &machine, &self.options)
+    }
+}
+
+/// Copies the code object's loadable sections into a fresh allocation and
+/// applies its dynamic relocations; returns the load base.
+fn load_code_object(memory: &mut Memory, code_object: &CodeObject) -> Result<u64, EmulatorError> {
+    let end = code_object.sections.iter().filter(|s| s.loadable).map(|s| s.address + s.size).max().unwrap_or(0);
+    let base = memory.allocate("code object", end.max(4));
+    for section in code_object.sections.iter().filter(|s| s.loadable && !s.no_bits()) {
+        if let Some(bytes) = code_object.section_bytes(section) {
+            memory.write(base + section.address, bytes).map_err(|f| EmulatorError::Isa(f.to_string()))?;
+        }
+    }
+    let symbol_value = |name: &Option<String>| -> u64 {
+        name.as_ref()
+            .and_then(|n| code_object.symbols.iter().find(|s| &s.name == n && s.section.is_some()))
+            .map_or(0, |s| base + s.value)
+    };
+    for relocation in &code_object.relocations {
+        let at = base + relocation.offset;
+        let value = symbol_value(&relocation.symbol).wrapping_add(relocation.addend as u64);
+        let result = match relocation.kind {
+            R_AMDGPU_ABS64 => memory.write_u64(at, value),
+            R_AMDGPU_RELATIVE64 => memory.write_u64(at, base.wrapping_add(relocation.addend as u64)),
+            R_AMDGPU_ABS32_LO | R_AMDGPU_ABS32 => memory.write_u32(at, value as u32),
+            R_AMDGPU_ABS32_HI => memory.write_u32(at, (value >> 32) as u32),
+            other => {
+                return Err(EmulatorError::Isa(format!(
+                    "relocation type {other} at {:#x} is not supported by the emulator's loader",
+                    relocation.offset
+                )))
+            }
+        };
+        result.map_err(|f| EmulatorError::Isa(format!("relocation at {:#x}: {f}", relocation.offset)))?;
+    }
+    Ok(base)
+}

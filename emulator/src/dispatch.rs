@@ -1,0 +1,410 @@
+//! A kernel dispatch: the AQL packet, the kernel argument segment with its
+//! hidden arguments, scratch, each wave's initial registers exactly as the
+//! hardware sets them from the kernel descriptor, and the run loop
+//! (workgroups one after another; the waves of a workgroup interleave at
+//! barriers).
+
+use std::collections::HashMap;
+
+use gpuinstr::stages::load::descriptor::{KernelDescriptor, RSRC1};
+use gpuinstr::stages::load::Kernel;
+use gpuinstr::stages::patch::preamble::{layout, Input};
+
+use crate::error::{EmulatorError, StopSite};
+use crate::memory::{Memory, PRIVATE_APERTURE, SHARED_APERTURE};
+use crate::operands::FLAT_SCRATCH;
+use crate::program::Program;
+use crate::semantics::{Context, Machine};
+use crate::wave::{Wave, WaveId, WaveState, LANES};
+
+/// Grid and workgroup shape, in work-items per workgroup and workgroups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
+    pub workgroups: [u32; 3],
+    pub workgroup_size: [u32; 3],
+    /// Dynamic LDS bytes on top of the kernel's fixed group segment.
+    pub dynamic_lds: u32,
+}
+
+impl Launch {
+    pub fn linear(workgroups: u32, workgroup_size: u32) -> Self {
+        Launch { workgroups: [workgroups, 1, 1], workgroup_size: [workgroup_size, 1, 1], dynamic_lds: 0 }
+    }
+
+    fn dimensions(&self) -> u16 {
+        if self.workgroups[2] > 1 || self.workgroup_size[2] > 1 {
+            3
+        } else if self.workgroups[1] > 1 || self.workgroup_size[1] > 1 {
+            2
+        } else {
+            1
+        }
+    }
+}
+
+/// What a run counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Instructions executed by each wave, by dispatch-wide wave index.
+    pub per_wave: Vec<u64>,
+    /// Per instruction address: (times executed by a wave, active lanes
+    /// summed over those executions).
+    pub per_address: HashMap<u64, (u64, u64)>,
+}
+
+impl Counts {
+    pub fn instructions(&self) -> u64 {
+        self.per_wave.iter().sum()
+    }
+}
+
+/// One executed instruction, for traces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceEntry {
+    pub wave: u32,
+    /// Code object address.
+    pub address: u64,
+    /// EXEC before the instruction.
+    pub exec: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Stop a wave after this many instructions (a hung kernel).
+    pub max_instructions: u64,
+    /// Record every executed instruction (large).
+    pub trace: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { max_instructions: 50_000_000, trace: false }
+    }
+}
+
+/// What a dispatch produced besides memory.
+#[derive(Clone, Debug, Default)]
+pub struct RunReport {
+    pub counts: Counts,
+    pub trace: Vec<TraceEntry>,
+}
+
+/// Bytes of scratch each lane gets (the private segment size, 16-aligned).
+pub fn private_bytes_per_lane_of(kernel: &Kernel) -> u64 {
+    let size = u64::from(kernel.descriptor.private_segment_fixed_size).max(kernel.metadata.private_segment_fixed_size);
+    size.next_multiple_of(16)
+}
+
+/// The AQL kernel dispatch packet (64 bytes).
+pub fn dispatch_packet_for(launch: &Launch, kernel: &Kernel, kernarg: u64, kernel_object: u64) -> [u8; 64] {
+    let mut p = [0u8; 64];
+    let header: u16 = 2 | (1 << 8) | (2 << 9) | (2 << 11); // KERNEL_DISPATCH, barrier, system scopes
+    p[0..2].copy_from_slice(&header.to_le_bytes());
+    p[2..4].copy_from_slice(&launch.dimensions().to_le_bytes());
+    for d in 0..3 {
+        p[4 + 2 * d..6 + 2 * d].copy_from_slice(&(launch.workgroup_size[d] as u16).to_le_bytes());
+        let grid = launch.workgroups[d] * launch.workgroup_size[d];
+        p[12 + 4 * d..16 + 4 * d].copy_from_slice(&grid.to_le_bytes());
+    }
+    p[24..28].copy_from_slice(&(private_bytes_per_lane_of(kernel) as u32).to_le_bytes());
+    let group = kernel.descriptor.group_segment_fixed_size + launch.dynamic_lds;
+    p[28..32].copy_from_slice(&group.to_le_bytes());
+    p[32..40].copy_from_slice(&kernel_object.to_le_bytes());
+    p[40..48].copy_from_slice(&kernarg.to_le_bytes());
+    p
+}
+
+/// A hidden argument's value, or None for one the emulator does not know.
+fn hidden_argument(kind: &str, launch: &Launch, queue: u64) -> Option<u64> {
+    let axis = |name: &str| match name.chars().last() {
+        Some('x') => Some(0usize),
+        Some('y') => Some(1),
+        Some('z') => Some(2),
+        _ => None,
+    };
+    Some(match kind {
+        k if k.starts_with("hidden_block_count_") => u64::from(launch.workgroups[axis(k)?]),
+        k if k.starts_with("hidden_group_size_") => u64::from(launch.workgroup_size[axis(k)?]),
+        k if k.starts_with("hidden_remainder_") => 0,
+        k if k.starts_with("hidden_global_offset_") => 0,
+        "hidden_grid_dims" => u64::from(launch.dimensions()),
+        "hidden_dynamic_lds_size" => u64::from(launch.dynamic_lds),
+        "hidden_private_base" => PRIVATE_APERTURE >> 32,
+        "hidden_shared_base" => SHARED_APERTURE >> 32,
+        "hidden_queue_ptr" => queue,
+        "hidden_none"
+        | "hidden_printf_buffer"
+        | "hidden_hostcall_buffer"
+        | "hidden_default_queue"
+        | "hidden_completion_action"
+        | "hidden_multigrid_sync_arg"
+        | "hidden_heap_v1" => 0,
+        _ => return None,
+    })
+}
+
+/// The kernel argument segment: explicit arguments as given, hidden ones
+/// from the launch.
+pub fn kernarg_segment(
+    kernel: &Kernel,
+    launch: &Launch,
+    arguments: &[Vec<u8>],
+    queue: u64,
+) -> Result<Vec<u8>, EmulatorError> {
+    let name = kernel.name().to_string();
+    let fail = |message: String| EmulatorError::Dispatch { kernel: name.clone(), message };
+    let size = kernel.metadata.kernarg_segment_size.max(u64::from(kernel.descriptor.kernarg_size));
+    let mut segment = vec![0u8; size as usize];
+    let explicit: Vec<_> = kernel.metadata.arguments.iter().filter(|a| !a.is_hidden()).collect();
+    if explicit.len() != arguments.len() {
+        let names: Vec<String> = explicit
+            .iter()
+            .map(|a| format!("{} ({} bytes)", a.name.clone().unwrap_or_else(|| "?".into()), a.size))
+            .collect();
+        return Err(fail(format!(
+            "takes {} arguments, {} given: {}",
+            explicit.len(),
+            arguments.len(),
+            names.join(", ")
+        )));
+    }
+    for (index, (argument, value)) in explicit.iter().zip(arguments).enumerate() {
+        if value.len() as u64 != argument.size {
+            return Err(fail(format!(
+                "argument {index} ({}) is {} bytes, {} given",
+                argument.name.clone().unwrap_or_default(),
+                argument.size,
+                value.len()
+            )));
+        }
+        let at = argument.offset as usize;
+        segment[at..at + value.len()].copy_from_slice(value);
+    }
+    for argument in kernel.metadata.arguments.iter().filter(|a| a.is_hidden()) {
+        let value = hidden_argument(&argument.value_kind, launch, queue)
+            .ok_or_else(|| fail(format!("hidden argument {} is not supported", argument.value_kind)))?;
+        let at = argument.offset as usize;
+        let bytes = value.to_le_bytes();
+        let n = (argument.size as usize).min(8);
+        if at + n <= segment.len() {
+            segment[at..at + n].copy_from_slice(&bytes[..n]);
+        }
+    }
+    Ok(segment)
+}
+
+/// The MODE register a wave starts with (from COMPUTE_PGM_RSRC1).
+fn initial_mode(descriptor: &KernelDescriptor) -> u32 {
+    let get = |name| descriptor.rsrc1(name);
+    get("FLOAT_ROUND_MODE_32")
+        | (get("FLOAT_ROUND_MODE_16_64") << 2)
+        | (get("FLOAT_DENORM_MODE_32") << 4)
+        | (get("FLOAT_DENORM_MODE_16_64") << 6)
+        | (get("ENABLE_DX10_CLAMP") << 8)
+        | (get("ENABLE_IEEE_MODE") << 9)
+}
+
+/// Device addresses a dispatch sets up once.
+pub struct DispatchMemory {
+    pub packet: u64,
+    pub queue: u64,
+    pub kernarg: u64,
+    pub scratch: u64,
+    pub scratch_per_wave: u64,
+}
+
+/// A wave's registers at its first instruction.
+pub fn initial_wave(
+    kernel: &Kernel,
+    launch: &Launch,
+    dispatch: &DispatchMemory,
+    id: WaveId,
+    gfx90a: bool,
+    load_base: u64,
+) -> Wave {
+    let descriptor = &kernel.descriptor;
+    let mut wave = Wave::new(id);
+    let wave_offset = dispatch.scratch_per_wave * u64::from(id.global);
+    wave.scratch_base = dispatch.scratch + wave_offset;
+    wave.mode = initial_mode(descriptor);
+    wave.pc = load_base + kernel.code_address;
+    let mut set = |first: u16, values: &[u32]| {
+        for (k, v) in values.iter().enumerate() {
+            wave.sgpr[first as usize + k] = *v;
+        }
+    };
+    let split = |v: u64| [v as u32, (v >> 32) as u32];
+    for (input, first, _) in layout(descriptor) {
+        match input {
+            Input::PrivateSegmentBuffer => {
+                // Swizzled, 4-byte elements, index stride 64, lane id added:
+                // each lane's private dwords interleave across the wave.
+                let [lo, hi] = split(dispatch.scratch);
+                let word3 = (4 << 15) | (1 << 19) | (3 << 21) | (1 << 23);
+                set(first, &[lo, (hi & 0xffff) | (1 << 31), u32::MAX, word3]);
+            }
+            Input::DispatchPtr => set(first, &split(dispatch.packet)),
+            Input::QueuePtr => set(first, &split(dispatch.queue)),
+            Input::KernargSegmentPtr => set(first, &split(dispatch.kernarg)),
+            Input::DispatchId => set(first, &[0, 0]),
+            Input::FlatScratchInit => set(first, &split(dispatch.scratch)),
+            Input::PrivateSegmentSize => set(first, &[private_bytes_per_lane_of(kernel) as u32]),
+            Input::WorkgroupIdX => set(first, &[id.workgroup[0]]),
+            Input::WorkgroupIdY => set(first, &[id.workgroup[1]]),
+            Input::WorkgroupIdZ => set(first, &[id.workgroup[2]]),
+            Input::WorkgroupInfo => set(first, &[0]),
+            Input::PrivateSegmentWaveOffset => set(first, &[wave_offset as u32]),
+        }
+    }
+    let [bx, by, _] = launch.workgroup_size;
+    let threads = launch.workgroup_size.iter().product::<u32>();
+    let mut exec = 0u64;
+    for lane in 0..LANES {
+        let t = id.wave * LANES as u32 + lane as u32;
+        if t >= threads {
+            break;
+        }
+        exec |= 1 << lane;
+        let (x, y, z) = (t % bx, (t / bx) % by, t / (bx * by));
+        if gfx90a {
+            wave.vgpr[0][lane] = x | (y << 10) | (z << 20);
+        } else {
+            wave.vgpr[0][lane] = x;
+            wave.vgpr[1][lane] = y;
+            wave.vgpr[2][lane] = z;
+        }
+    }
+    wave.set_exec(exec);
+    // Without architected flat scratch the kernel sets FLAT_SCRATCH itself;
+    // start it at the wave's scratch so flat private accesses work either way.
+    let [lo, hi] = split(wave.scratch_base);
+    wave.sgpr[FLAT_SCRATCH as usize] = lo;
+    wave.sgpr[FLAT_SCRATCH as usize + 1] = hi;
+    wave
+}
+
+/// Runs every workgroup of a dispatch.
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    program: &mut Program,
+    memory: &mut Memory,
+    kernel: &Kernel,
+    launch: &Launch,
+    dispatch: &DispatchMemory,
+    machine: &Machine,
+    options: &Options,
+) -> Result<RunReport, EmulatorError> {
+    let gfx90a = machine.gfx90a;
+    let threads = launch.workgroup_size.iter().product::<u32>();
+    let waves_per_group = threads.div_ceil(LANES as u32);
+    let mut report = RunReport::default();
+    let mut global = 0u32;
+    let [gx, gy, gz] = launch.workgroups;
+    for z in 0..gz {
+        for y in 0..gy {
+            for x in 0..gx {
+                let mut lds = vec![0u8; machine.lds_size as usize];
+                let mut waves: Vec<Wave> = (0..waves_per_group)
+                    .map(|w| {
+                        let id = WaveId { workgroup: [x, y, z], wave: w, global: global + w };
+                        initial_wave(kernel, launch, dispatch, id, gfx90a, machine.load_base)
+                    })
+                    .collect();
+                global += waves_per_group;
+                run_workgroup(program, memory, kernel, &mut waves, &mut lds, machine, options, &mut report)?;
+                for wave in &waves {
+                    report.counts.per_wave.push(wave.instructions);
+                }
+            }
+        }
+    }
+    Ok(report)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_workgroup(
+    program: &mut Program,
+    memory: &mut Memory,
+    kernel: &Kernel,
+    waves: &mut [Wave],
+    lds: &mut [u8],
+    machine: &Machine,
+    options: &Options,
+    report: &mut RunReport,
+) -> Result<(), EmulatorError> {
+    loop {
+        for wave in waves.iter_mut() {
+            while wave.state == WaveState::Running {
+                step(program, memory, kernel, wave, lds, machine, options, report)?;
+            }
+        }
+        if waves.iter().all(|w| w.state == WaveState::Ended) {
+            return Ok(());
+        }
+        // Every wave that has not ended waits at the barrier: release them.
+        for wave in waves.iter_mut().filter(|w| w.state == WaveState::AtBarrier) {
+            wave.state = WaveState::Running;
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn step(
+    program: &mut Program,
+    memory: &mut Memory,
+    kernel: &Kernel,
+    wave: &mut Wave,
+    lds: &mut [u8],
+    machine: &Machine,
+    options: &Options,
+    report: &mut RunReport,
+) -> Result<(), EmulatorError> {
+    let address = wave.pc.wrapping_sub(machine.load_base);
+    let Some(inst) = program.fetch(address) else {
+        return Err(EmulatorError::Undecodable {
+            kernel: kernel.name().to_string(),
+            wave: wave.id.to_string(),
+            address,
+        });
+    };
+    if wave.instructions >= options.max_instructions {
+        return Err(EmulatorError::InstructionLimit {
+            kernel: kernel.name().to_string(),
+            wave: wave.id.to_string(),
+            limit: options.max_instructions,
+        });
+    }
+    let exec = wave.exec();
+    if options.trace {
+        report.trace.push(TraceEntry { wave: wave.id.global, address, exec });
+    }
+    let entry = report.counts.per_address.entry(address).or_insert((0, 0));
+    entry.0 += 1;
+    entry.1 += u64::from(exec.count_ones());
+    let next_pc = wave.pc + u64::from(inst.size);
+    let mut context = Context { wave, memory, lds, machine, next_pc };
+    let outcome = (inst.handler)(&mut context, &inst);
+    let next_pc = context.next_pc;
+    if let Err(fault) = outcome {
+        let site = StopSite {
+            kernel: kernel.name().to_string(),
+            wave: wave.id.to_string(),
+            address,
+            opcode: inst.name.clone(),
+            text: program.text(address),
+        };
+        return Err(EmulatorError::Stopped { site: Box::new(site), fault });
+    }
+    wave.pc = next_pc;
+    wave.instructions += 1;
+    Ok(())
+}
+
+/// Granule-rounded register counts of a descriptor (for HW_REG_GPR_ALLOC).
+pub fn allocated_registers(descriptor: &KernelDescriptor, gfx90a: bool) -> (u32, u32) {
+    let vgpr_granule = if gfx90a { 8 } else { 4 };
+    let field = |name| RSRC1.iter().find(|f| f.name == name).map(|f| f.get(descriptor.compute_pgm_rsrc1)).unwrap_or(0);
+    let vgprs = (field("GRANULATED_WORKITEM_VGPR_COUNT") + 1) * vgpr_granule;
+    let sgprs = (field("GRANULATED_WAVEFRONT_SGPR_COUNT") + 1) * 16;
+    (vgprs, sgprs)
+}

@@ -1,0 +1,98 @@
+//! `gpuinstr-emulate`: runs one kernel of a code object on the CPU.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context as _, Result};
+use clap::Parser;
+use gpuinstr_emulator::arguments::{self, Argument, Element};
+use gpuinstr_emulator::{Device, Launch};
+
+/// Runs an AMDGPU kernel (gfx908/gfx90a) on the CPU and prints its buffers.
+#[derive(Parser)]
+#[command(name = "gpuinstr-emulate", version)]
+struct Cli {
+    /// A code object, offload bundle or host file with .hip_fatbin.
+    file: PathBuf,
+    /// The kernel (its name or its .kd symbol).
+    #[arg(long)]
+    kernel: String,
+    /// Which code object of a bundle or host file (e.g. gfx90a).
+    #[arg(long)]
+    target: Option<String>,
+    /// Workgroups: X or X,Y or X,Y,Z.
+    #[arg(long, default_value = "1")]
+    grid: String,
+    /// Work-items per workgroup: X or X,Y or X,Y,Z.
+    #[arg(long, default_value = "64")]
+    block: String,
+    /// A kernel argument (u32:5, f32:0.5, buffer:f32:1,2,3, zeros:u32:64, ...), in order.
+    #[arg(long = "arg")]
+    arguments: Vec<String>,
+    /// A file with one argument per line (after the --arg ones).
+    #[arg(long)]
+    arguments_file: Option<PathBuf>,
+    /// Stop a wave after this many instructions.
+    #[arg(long, default_value_t = 50_000_000)]
+    max_instructions: u64,
+    /// Print every executed instruction.
+    #[arg(long)]
+    trace: bool,
+}
+
+fn dims(text: &str) -> Result<[u32; 3]> {
+    let parts: Vec<u32> = text
+        .split(',')
+        .map(|p| p.trim().parse())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("`{text}` is not X[,Y[,Z]]"))?;
+    if parts.is_empty() || parts.len() > 3 {
+        bail!("`{text}` is not X[,Y[,Z]]");
+    }
+    let mut out = [1u32; 3];
+    out[..parts.len()].copy_from_slice(&parts);
+    Ok(out)
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let mut texts = cli.arguments.clone();
+    if let Some(file) = &cli.arguments_file {
+        let content = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        texts.extend(content.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from));
+    }
+    let mut device = Device::open(&cli.file, cli.target.as_deref())?;
+    device.options.max_instructions = cli.max_instructions;
+    device.options.trace = cli.trace;
+    let mut values = Vec::new();
+    let mut buffers: Vec<(usize, u64, Element, usize)> = Vec::new();
+    for (index, text) in texts.iter().enumerate() {
+        match arguments::parse(text)? {
+            Argument::Value(bytes) => values.push(bytes),
+            Argument::Buffer { element, bytes } => {
+                let address = device.allocate(&format!("argument {index}"), &bytes);
+                buffers.push((index, address, element, bytes.len()));
+                values.push(address.to_le_bytes().to_vec());
+            }
+        }
+    }
+    let launch = Launch { workgroups: dims(&cli.grid)?, workgroup_size: dims(&cli.block)?, dynamic_lds: 0 };
+    let report = device.launch(&cli.kernel, launch, &values)?;
+    if cli.trace {
+        for entry in &report.trace {
+            println!(
+                "wave {:>4} {:#010x} exec {:016x} {}",
+                entry.wave,
+                entry.address,
+                entry.exec,
+                device.program.text(entry.address)
+            );
+        }
+    }
+    let waves = report.counts.per_wave.len();
+    println!("{}: {} waves, {} instructions", cli.kernel, waves, report.counts.instructions());
+    for (index, address, element, length) in buffers {
+        let bytes = device.memory.bytes(address, length).map_err(|f| anyhow::anyhow!("{f}"))?;
+        println!("argument {index}: {}", element.render(&bytes).join(" "));
+    }
+    Ok(())
+}

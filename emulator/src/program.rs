@@ -1,0 +1,171 @@
+//! A code object as the emulator runs it: instructions decoded on first
+//! execution through the lifter's MC layer (the same decoder, the same
+//! real -> pseudo opcode table), each bound to its semantics once.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use gpuinstr::native::Operand as McOperand;
+use gpuinstr::stages::lift::{Instruction, Isa};
+use gpuinstr::stages::load::CodeObject;
+
+use crate::error::EmulatorError;
+use crate::operands::{register_operand, Operand};
+use crate::semantics::{self, Handler};
+
+/// LLVM's MCOI operand types the decoder tells apart (LLVM 15).
+mod operand_type {
+    pub const IMMEDIATE: u8 = 1;
+    pub const PCREL: u8 = 4;
+    pub const REG_IMM_INT64: u8 = 14;
+    pub const REG_IMM_FP64: u8 = 17;
+    pub const REG_INLINE_C_INT64: u8 = 27;
+    pub const REG_INLINE_C_FP64: u8 = 30;
+    pub const REG_INLINE_AC_FP64: u8 = 41;
+    /// Source modifiers (neg/abs/sext/op_sel) of the next source.
+    pub const INPUT_MODS: u8 = 46;
+}
+
+/// A source operand with its modifiers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Source {
+    pub operand: Operand,
+    pub mods: u32,
+}
+
+/// One decoded instruction, ready to run.
+pub struct Inst {
+    /// Address in the code object (not the device address).
+    pub address: u64,
+    pub size: u32,
+    /// The pseudo opcode's name (`V_ADD_U32_e32`).
+    pub name: String,
+    pub handler: Handler,
+    /// Registers written, in operand order.
+    pub defs: Vec<Operand>,
+    /// Register or constant sources, in operand order.
+    pub srcs: Vec<Source>,
+    /// Control fields (offsets, clamp, omod, cache policy, simm16...).
+    pub imms: Vec<i64>,
+    /// Where an `s_branch`/`s_cbranch_*` goes (code object address).
+    pub target: Option<u64>,
+}
+
+impl Inst {
+    pub fn imm(&self, index: usize) -> i64 {
+        self.imms.get(index).copied().unwrap_or(0)
+    }
+}
+
+/// The code object's instructions, decoded on demand.
+pub struct Program {
+    pub isa: Isa,
+    pub code_object: CodeObject,
+    decoded: HashMap<u64, Rc<Inst>>,
+}
+
+impl Program {
+    pub fn new(code_object: CodeObject) -> Result<Self, EmulatorError> {
+        let isa = Isa::new(&code_object.target).map_err(|e| EmulatorError::Isa(e.to_string()))?;
+        Ok(Program { isa, code_object, decoded: HashMap::new() })
+    }
+
+    /// The instruction at a code object address; None where LLVM cannot
+    /// decode the bytes or the address is outside executable sections.
+    pub fn fetch(&mut self, address: u64) -> Option<Rc<Inst>> {
+        if let Some(inst) = self.decoded.get(&address) {
+            return Some(inst.clone());
+        }
+        let section = self.code_object.section_containing(address).filter(|s| s.executable())?;
+        let end = section.address + section.size;
+        let bytes = self.code_object.bytes_at(address, (end - address).min(12))?;
+        let raw = self.isa.mc.decode(bytes, address).ok()?;
+        let size = raw.size as usize;
+        let lifted = Instruction::new(&self.isa, address, &bytes[..size], raw);
+        let inst = Rc::new(decode(&self.isa, &lifted));
+        self.decoded.insert(address, inst.clone());
+        Some(inst)
+    }
+
+    /// The instruction as LLVM prints it, for messages and traces.
+    pub fn text(&self, address: u64) -> String {
+        let Some(bytes) = self.code_object.bytes_at(address, 12).or_else(|| self.code_object.bytes_at(address, 4))
+        else {
+            return String::from("<outside the code object>");
+        };
+        match self.isa.mc.decode(bytes, address) {
+            Ok(raw) => self.isa.mc.print(&raw, address).unwrap_or_default().trim().to_string(),
+            Err(_) => String::from("<undecodable>"),
+        }
+    }
+}
+
+fn decode(isa: &Isa, lifted: &Instruction) -> Inst {
+    let name = isa.opcode_name(lifted.opcode).to_string();
+    let real_info = isa.info(lifted.raw.opcode);
+    let num_defs = real_info.map_or(0, |i| i.num_defs as usize);
+    let types = real_info.map(|i| i.operand_types.clone()).unwrap_or_default();
+    let mut defs = Vec::new();
+    let mut srcs = Vec::new();
+    let mut imms = Vec::new();
+    let mut pending_mods = 0u32;
+    let mut unmodelled = false;
+    for (index, operand) in lifted.raw.operands.iter().enumerate() {
+        let kind = types.get(index).copied().unwrap_or(0);
+        let value = match *operand {
+            McOperand::Register(0) => continue, // an absent optional operand
+            McOperand::Register(reg) => match register_operand(isa, reg) {
+                Some(op) => op,
+                None => {
+                    unmodelled = true;
+                    continue;
+                }
+            },
+            McOperand::Immediate(v) => Operand::Constant(v),
+            McOperand::Float32(bits) => Operand::Constant(i64::from(bits)),
+            McOperand::Float64(bits) => Operand::Constant(bits as i64),
+            McOperand::Expression => {
+                unmodelled = true;
+                continue;
+            }
+        };
+        if index < num_defs {
+            defs.push(value);
+            continue;
+        }
+        match (kind, value) {
+            (operand_type::INPUT_MODS, Operand::Constant(mods)) => pending_mods = mods as u32,
+            (operand_type::IMMEDIATE | operand_type::PCREL, Operand::Constant(v)) => imms.push(v),
+            (_, value) => {
+                let operand = match value {
+                    Operand::Constant(v) => Operand::Constant(widen_constant(kind, v)),
+                    other => other,
+                };
+                srcs.push(Source { operand, mods: std::mem::take(&mut pending_mods) });
+            }
+        }
+    }
+    let target = match lifted.flow {
+        gpuinstr::stages::lift::Flow::Branch { target }
+        | gpuinstr::stages::lift::Flow::ConditionalBranch { target } => Some(target),
+        _ => None,
+    };
+    let handler = if unmodelled { semantics::unmodelled_operand } else { semantics::handler(&name) };
+    Inst { address: lifted.address, size: lifted.raw.size, name, handler, defs, srcs, imms, target }
+}
+
+/// A constant in a 64-bit operand: LLVM 15 decodes a 32-bit literal as
+/// written; the hardware puts it in the high half of a double and
+/// zero-extends it for integers. Inline constants are already 64-bit.
+fn widen_constant(kind: u8, value: i64) -> i64 {
+    let inline_integer = (-16..=64).contains(&value);
+    match kind {
+        operand_type::REG_IMM_FP64 | operand_type::REG_INLINE_C_FP64 | operand_type::REG_INLINE_AC_FP64
+            if !inline_integer && (0..=i64::from(u32::MAX)).contains(&value) =>
+        {
+            value << 32
+        }
+        operand_type::REG_IMM_INT64 | operand_type::REG_INLINE_C_INT64 if !inline_integer => value & 0xffff_ffff,
+        _ => value,
+    }
+}

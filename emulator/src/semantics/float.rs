@@ -1,0 +1,428 @@
+//! Vector ALU, floating point: 32- and 64-bit arithmetic with VOP3 source
+//! modifiers (neg, abs), output modifiers (omod, clamp), the MODE
+//! register's denormal flushing, the division helpers and gfx90a's packed
+//! 32-bit operations.
+//!
+//! Transcendentals (rcp, rsq, sqrt, exp, log, sin, cos) are computed
+//! correctly rounded; the hardware is within 1 ULP of that. Rounding modes
+//! other than round-to-nearest-even stop the run.
+
+use super::{base_name, Context, Handler};
+use crate::error::Fault;
+use crate::operands::modifiers::{ABS, NEG, NEG_HI, OP_SEL_0, OP_SEL_1};
+use crate::program::{Inst, Source};
+use crate::wave::active_lanes;
+
+/// MODE bits: FP_ROUND [3:0], FP_DENORM [7:4] (single in [5:4]).
+fn check_rounding(c: &Context<'_>) -> Result<(), Fault> {
+    if c.wave.mode & 0xf != 0 {
+        return Err(Fault::UnimplementedCase(format!("rounding mode {:#x}", c.wave.mode & 0xf)));
+    }
+    Ok(())
+}
+
+fn flush32(c: &Context<'_>) -> bool {
+    (c.wave.mode >> 4) & 3 == 0
+}
+
+fn flush_denormal(x: f32) -> f32 {
+    if x.is_subnormal() {
+        0.0f32.copysign(x)
+    } else {
+        x
+    }
+}
+
+fn f32_source(c: &Context<'_>, s: &Source, lane: usize, flush: bool) -> f32 {
+    let mut bits = c.wave.lane32(&s.operand, lane);
+    if s.mods & ABS != 0 {
+        bits &= 0x7fff_ffff;
+    }
+    if s.mods & NEG != 0 {
+        bits ^= 0x8000_0000;
+    }
+    let x = f32::from_bits(bits);
+    if flush {
+        flush_denormal(x)
+    } else {
+        x
+    }
+}
+
+fn f64_source(c: &Context<'_>, s: &Source, lane: usize) -> f64 {
+    let mut bits = c.wave.lane64(&s.operand, lane);
+    if s.mods & ABS != 0 {
+        bits &= !(1 << 63);
+    }
+    if s.mods & NEG != 0 {
+        bits ^= 1 << 63;
+    }
+    f64::from_bits(bits)
+}
+
+/// (clamp, omod) of a VOP3 form; VOP1/VOP2 forms have neither.
+fn output_modifiers(i: &Inst) -> (bool, i64) {
+    if i.name.ends_with("_e64") {
+        (i.imm(0) != 0, i.imm(1))
+    } else {
+        (false, 0)
+    }
+}
+
+fn omod_scale(omod: i64) -> f64 {
+    match omod {
+        1 => 2.0,
+        2 => 4.0,
+        3 => 0.5,
+        _ => 1.0,
+    }
+}
+
+fn finish32(x: f32, clamp: bool, omod: i64, flush: bool) -> u32 {
+    let mut x = if omod != 0 { x * omod_scale(omod) as f32 } else { x };
+    if clamp {
+        x = if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) };
+    }
+    if flush {
+        x = flush_denormal(x);
+    }
+    x.to_bits()
+}
+
+fn finish64(x: f64, clamp: bool, omod: i64) -> u64 {
+    let mut x = if omod != 0 { x * omod_scale(omod) } else { x };
+    if clamp {
+        x = if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) };
+    }
+    x.to_bits()
+}
+
+/// `vdst = f(src0, src1, src2)` on f32 lanes.
+macro_rules! f32_op {
+    ($f:expr) => {
+        |c: &mut Context<'_>, i: &Inst| {
+            check_rounding(c)?;
+            let f: fn(f32, f32, f32) -> f32 = $f;
+            let flush = flush32(c);
+            let (clamp, omod) = output_modifiers(i);
+            let n = i.srcs.len().min(3);
+            for lane in active_lanes(c.wave.exec()) {
+                let mut a = [0f32; 3];
+                for (k, slot) in a.iter_mut().enumerate().take(n) {
+                    *slot = f32_source(c, &i.srcs[k], lane, flush);
+                }
+                let r = finish32(f(a[0], a[1], a[2]), clamp, omod, flush);
+                c.wave.write_lane32(&i.defs[0], lane, r);
+            }
+            Ok(())
+        }
+    };
+}
+
+macro_rules! f64_op {
+    ($f:expr) => {
+        |c: &mut Context<'_>, i: &Inst| {
+            check_rounding(c)?;
+            let f: fn(f64, f64, f64) -> f64 = $f;
+            let (clamp, omod) = output_modifiers(i);
+            let n = i.srcs.len().min(3);
+            for lane in active_lanes(c.wave.exec()) {
+                let mut a = [0f64; 3];
+                for (k, slot) in a.iter_mut().enumerate().take(n) {
+                    *slot = f64_source(c, &i.srcs[k], lane);
+                }
+                let r = finish64(f(a[0], a[1], a[2]), clamp, omod);
+                c.wave.write_lane64(&i.defs[0], lane, r);
+            }
+            Ok(())
+        }
+    };
+}
+
+/// f64 with a 32-bit integer second source (ldexp).
+macro_rules! f64_int_op {
+    ($f:expr) => {
+        |c: &mut Context<'_>, i: &Inst| {
+            let f: fn(f64, i32) -> f64 = $f;
+            let (clamp, omod) = output_modifiers(i);
+            for lane in active_lanes(c.wave.exec()) {
+                let a = f64_source(c, &i.srcs[0], lane);
+                let b = c.wave.lane32(&i.srcs[1].operand, lane) as i32;
+                c.wave.write_lane64(&i.defs[0], lane, finish64(f(a, b), clamp, omod));
+            }
+            Ok(())
+        }
+    };
+}
+
+/// A float result of one source written as a 32-bit integer (frexp_exp).
+macro_rules! f_to_int {
+    ($wide:expr, $f:expr) => {
+        |c: &mut Context<'_>, i: &Inst| {
+            let f: fn(f64) -> i32 = $f;
+            for lane in active_lanes(c.wave.exec()) {
+                let x = if $wide {
+                    f64_source(c, &i.srcs[0], lane)
+                } else {
+                    f64::from(f32_source(c, &i.srcs[0], lane, false))
+                };
+                c.wave.write_lane32(&i.defs[0], lane, f(x) as u32);
+            }
+            Ok(())
+        }
+    };
+}
+
+pub fn ldexp(x: f64, e: i32) -> f64 {
+    // Two steps keep intermediate powers of two representable.
+    let e = e.clamp(-2200, 2200);
+    let half = e / 2;
+    x * 2f64.powi(half) * 2f64.powi(e - half)
+}
+
+fn ldexp32(x: f32, e: i32) -> f32 {
+    ldexp(f64::from(x), e) as f32
+}
+
+fn frexp(x: f64) -> (f64, i32) {
+    if x == 0.0 || !x.is_finite() {
+        return (x, 0);
+    }
+    let mut e = x.abs().log2().floor() as i32 + 1;
+    let mut m = ldexp(x, -e);
+    // Correct log2 rounding at the edges.
+    if m.abs() >= 1.0 {
+        m /= 2.0;
+        e += 1;
+    } else if m.abs() < 0.5 {
+        m *= 2.0;
+        e -= 1;
+    }
+    (m, e)
+}
+
+fn fract32(x: f32) -> f32 {
+    if !x.is_finite() {
+        return x;
+    }
+    (x - x.floor()).min(f32::from_bits(0x3f7f_ffff))
+}
+
+fn fract64(x: f64) -> f64 {
+    if !x.is_finite() {
+        return x;
+    }
+    (x - x.floor()).min(f64::from_bits(0x3fef_ffff_ffff_ffff))
+}
+
+/// IEEE-mode min/max: a quiet NaN input loses to the other operand.
+fn min32(a: f32, b: f32) -> f32 {
+    a.min(b)
+}
+
+fn max32(a: f32, b: f32) -> f32 {
+    a.max(b)
+}
+
+fn med3(a: f32, b: f32, c: f32) -> f32 {
+    if a.is_nan() || b.is_nan() || c.is_nan() {
+        return min32(min32(a, b), c);
+    }
+    a.max(b).min(a.min(b).max(c))
+}
+
+/// v_div_fixup: the quotient's sign and the special cases of num / den.
+fn div_fixup64(quotient: f64, den: f64, num: f64) -> f64 {
+    let negative = den.is_sign_negative() != num.is_sign_negative();
+    let signed = |x: f64| if negative { -x } else { x };
+    if den.is_nan() {
+        den
+    } else if num.is_nan() {
+        num
+    } else if (den == 0.0 && num == 0.0) || (den.is_infinite() && num.is_infinite()) {
+        f64::NAN
+    } else if den == 0.0 || num.is_infinite() {
+        signed(f64::INFINITY)
+    } else if den.is_infinite() || num == 0.0 {
+        signed(0.0)
+    } else {
+        signed(quotient.abs())
+    }
+}
+
+/// Operands v_div_scale/v_div_fmas only pass through unchanged when the
+/// quotient needs no scaling; the scaled cases are not modelled.
+fn needs_scaling(den: f64, num: f64, denormal_limit: f64, exponent_span: i32) -> bool {
+    let exponent = |x: f64| frexp(x).1;
+    den == 0.0
+        || num == 0.0
+        || !den.is_finite()
+        || !num.is_finite()
+        || den.abs() < denormal_limit
+        || num.abs() < denormal_limit
+        || (exponent(num) - exponent(den)).abs() >= exponent_span
+}
+
+fn div_scale(c: &mut Context<'_>, i: &Inst, wide: bool) -> Result<(), Fault> {
+    for lane in active_lanes(c.wave.exec()) {
+        let (value, den, num) = if wide {
+            (f64_source(c, &i.srcs[0], lane), f64_source(c, &i.srcs[1], lane), f64_source(c, &i.srcs[2], lane))
+        } else {
+            let f = |k| f64::from(f32_source(c, &i.srcs[k], lane, false));
+            (f(0), f(1), f(2))
+        };
+        let (limit, span) = if wide { (f64::MIN_POSITIVE * 2f64.powi(53), 768) } else { (1e-30, 96) };
+        if needs_scaling(den, num, limit, span) {
+            return Err(Fault::UnimplementedCase(format!(
+                "v_div_scale for {num:e} / {den:e} (zero, infinite, tiny or far-apart operands need scaling)"
+            )));
+        }
+        if wide {
+            c.wave.write_lane64(&i.defs[0], lane, value.to_bits());
+        } else {
+            c.wave.write_lane32(&i.defs[0], lane, (value as f32).to_bits());
+        }
+    }
+    // No lane needed scaling: the flag is clear.
+    match i.defs.get(1) {
+        Some(sdst) => c.wave.write_scalar64(sdst, 0),
+        None => c.wave.set_vcc(0),
+    }
+    Ok(())
+}
+
+fn div_fmas(c: &mut Context<'_>, i: &Inst, wide: bool) -> Result<(), Fault> {
+    if c.wave.vcc() & c.wave.exec() != 0 {
+        return Err(Fault::UnimplementedCase("v_div_fmas with the scale flag set".into()));
+    }
+    if wide {
+        f64_op!(|a, b, c| a.mul_add(b, c))(c, i)
+    } else {
+        f32_op!(|a, b, c| a.mul_add(b, c))(c, i)
+    }
+}
+
+/// gfx90a's packed f32 operations: each half picks its source dwords by
+/// op_sel (low) / op_sel_hi (high) and negates by neg_lo / neg_hi.
+macro_rules! pk_f32 {
+    ($f:expr) => {
+        |c: &mut Context<'_>, i: &Inst| {
+            check_rounding(c)?;
+            let f: fn(f32, f32, f32) -> f32 = $f;
+            let flush = flush32(c);
+            let clamp = i.imm(0) != 0;
+            let n = i.srcs.len().min(3);
+            for lane in active_lanes(c.wave.exec()) {
+                for half in 0..2 {
+                    let mut a = [0f32; 3];
+                    for (k, slot) in a.iter_mut().enumerate().take(n) {
+                        let s = &i.srcs[k];
+                        let select = if half == 0 { OP_SEL_0 } else { OP_SEL_1 };
+                        let dword = usize::from(s.mods & select != 0);
+                        let mut bits = c.wave.lane32_at(&s.operand, lane, dword);
+                        let negate = if half == 0 { NEG } else { NEG_HI };
+                        if s.mods & negate != 0 {
+                            bits ^= 0x8000_0000;
+                        }
+                        let x = f32::from_bits(bits);
+                        *slot = if flush { flush_denormal(x) } else { x };
+                    }
+                    let r = finish32(f(a[0], a[1], a[2]), clamp, 0, flush);
+                    c.wave.write_lane32_at(&i.defs[0], lane, half, r);
+                }
+            }
+            Ok(())
+        }
+    };
+}
+
+pub fn handler(name: &str) -> Option<Handler> {
+    if name.ends_with("_sdwa") || name.ends_with("_dpp") {
+        return None;
+    }
+    Some(match base_name(name) {
+        "V_ADD_F32" => f32_op!(|a, b, _| a + b),
+        "V_SUB_F32" => f32_op!(|a, b, _| a - b),
+        "V_SUBREV_F32" => f32_op!(|a, b, _| b - a),
+        "V_MUL_F32" => f32_op!(|a, b, _| a * b),
+        "V_MUL_LEGACY_F32" => f32_op!(|a, b, _| if a == 0.0 || b == 0.0 { 0.0 } else { a * b }),
+        "V_MIN_F32" => f32_op!(|a, b, _| min32(a, b)),
+        "V_MAX_F32" => f32_op!(|a, b, _| max32(a, b)),
+        "V_MIN3_F32" => f32_op!(|a, b, c| min32(min32(a, b), c)),
+        "V_MAX3_F32" => f32_op!(|a, b, c| max32(max32(a, b), c)),
+        "V_MED3_F32" => f32_op!(med3),
+        "V_FMA_F32" | "V_FMAC_F32" => f32_op!(|a, b, c| a.mul_add(b, c)),
+        // mad/mac round the product, and never keep denormals.
+        "V_MAD_F32" | "V_MAC_F32" | "V_MADMK_F32" | "V_MADAK_F32" => {
+            f32_op!(|a, b, c| flush_denormal(flush_denormal(flush_denormal(a) * flush_denormal(b)) + flush_denormal(c)))
+        }
+        "V_LDEXP_F32" => |c, i| {
+            let (clamp, omod) = output_modifiers(i);
+            let flush = flush32(c);
+            for lane in active_lanes(c.wave.exec()) {
+                let a = f32_source(c, &i.srcs[0], lane, flush);
+                let e = c.wave.lane32(&i.srcs[1].operand, lane) as i32;
+                let r = finish32(ldexp32(a, e), clamp, omod, flush);
+                c.wave.write_lane32(&i.defs[0], lane, r);
+            }
+            Ok(())
+        },
+        "V_RCP_F32" | "V_RCP_IFLAG_F32" => f32_op!(|a, _, _| 1.0 / a),
+        "V_RSQ_F32" => f32_op!(|a, _, _| (1.0 / f64::from(a).sqrt()) as f32),
+        "V_SQRT_F32" => f32_op!(|a, _, _| a.sqrt()),
+        "V_EXP_F32" => f32_op!(|a, _, _| a.exp2()),
+        "V_LOG_F32" => f32_op!(|a, _, _| a.log2()),
+        "V_SIN_F32" => f32_op!(|a, _, _| (f64::from(a) * std::f64::consts::TAU).sin() as f32),
+        "V_COS_F32" => f32_op!(|a, _, _| (f64::from(a) * std::f64::consts::TAU).cos() as f32),
+        "V_FRACT_F32" => f32_op!(|a, _, _| fract32(a)),
+        "V_TRUNC_F32" => f32_op!(|a, _, _| a.trunc()),
+        "V_CEIL_F32" => f32_op!(|a, _, _| a.ceil()),
+        "V_FLOOR_F32" => f32_op!(|a, _, _| a.floor()),
+        "V_RNDNE_F32" => f32_op!(|a, _, _| a.round_ties_even()),
+        "V_FREXP_MANT_F32" => f32_op!(|a, _, _| frexp(f64::from(a)).0 as f32),
+        "V_FREXP_EXP_I32_F32" => f_to_int!(false, |a| frexp(a).1),
+        "V_DIV_FIXUP_F32" => f32_op!(|q, d, n| div_fixup64(f64::from(q), f64::from(d), f64::from(n)) as f32),
+        "V_DIV_SCALE_F32" => |c, i| div_scale(c, i, false),
+        "V_DIV_FMAS_F32" => |c, i| div_fmas(c, i, false),
+        "V_ADD_F64" => f64_op!(|a, b, _| a + b),
+        "V_MUL_F64" => f64_op!(|a, b, _| a * b),
+        "V_FMA_F64" | "V_FMAC_F64" => f64_op!(|a, b, c| a.mul_add(b, c)),
+        "V_MIN_F64" => f64_op!(|a, b, _| a.min(b)),
+        "V_MAX_F64" => f64_op!(|a, b, _| a.max(b)),
+        "V_LDEXP_F64" => f64_int_op!(ldexp),
+        "V_RCP_F64" => f64_op!(|a, _, _| 1.0 / a),
+        "V_RSQ_F64" => f64_op!(|a, _, _| 1.0 / a.sqrt()),
+        "V_SQRT_F64" => f64_op!(|a, _, _| a.sqrt()),
+        "V_FRACT_F64" => f64_op!(|a, _, _| fract64(a)),
+        "V_TRUNC_F64" => f64_op!(|a, _, _| a.trunc()),
+        "V_CEIL_F64" => f64_op!(|a, _, _| a.ceil()),
+        "V_FLOOR_F64" => f64_op!(|a, _, _| a.floor()),
+        "V_RNDNE_F64" => f64_op!(|a, _, _| a.round_ties_even()),
+        "V_FREXP_MANT_F64" => f64_op!(|a, _, _| frexp(a).0),
+        "V_FREXP_EXP_I32_F64" => f_to_int!(true, |a| frexp(a).1),
+        "V_DIV_FIXUP_F64" => f64_op!(div_fixup64),
+        "V_DIV_SCALE_F64" => |c, i| div_scale(c, i, true),
+        "V_DIV_FMAS_F64" => |c, i| div_fmas(c, i, true),
+        "V_PK_FMA_F32" => pk_f32!(|a, b, c| a.mul_add(b, c)),
+        "V_PK_MUL_F32" => pk_f32!(|a, b, _| a * b),
+        "V_PK_ADD_F32" => pk_f32!(|a, b, _| a + b),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn helpers_match_libm() {
+        assert_eq!(frexp(8.0), (0.5, 4));
+        assert_eq!(frexp(-0.75), (-0.75, 0));
+        assert_eq!(ldexp(1.0, -1074), f64::from_bits(1));
+        assert_eq!(fract32(-0.25), 0.75);
+        assert_eq!(div_fixup64(2.0, -1.0, 2.0), -2.0);
+        assert!(div_fixup64(0.0, 0.0, 0.0).is_nan());
+        assert_eq!(div_fixup64(0.0, 0.0, 1.0), f64::INFINITY);
+        assert_eq!(med3(1.0, 3.0, 2.0), 2.0);
+    }
+}

@@ -1,0 +1,91 @@
+//! What each instruction does, one file per instruction family. A decoded
+//! instruction is bound to its handler once (by pseudo opcode name); an
+//! opcode no family knows gets `unimplemented`, which stops the run naming
+//! it, so a missing semantic can never produce a silent wrong result.
+
+mod compare;
+mod control;
+mod convert;
+mod float;
+mod lds;
+mod scalar;
+mod scalar_memory;
+mod vector;
+mod vector_memory;
+
+use crate::error::Fault;
+use crate::memory::Memory;
+use crate::program::Inst;
+use crate::wave::Wave;
+
+/// What the dispatch tells a wave about where it runs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Machine {
+    /// Device address of code object address 0.
+    pub load_base: u64,
+    /// Bytes of LDS the workgroup has.
+    pub lds_size: u64,
+    /// VGPRs and SGPRs the kernel allocates (HW_REG_GPR_ALLOC).
+    pub vgprs: u32,
+    pub sgprs: u32,
+    pub gfx90a: bool,
+}
+
+/// Everything an instruction may touch.
+pub struct Context<'a> {
+    pub wave: &'a mut Wave,
+    pub memory: &'a mut Memory,
+    pub lds: &'a mut [u8],
+    pub machine: &'a Machine,
+    /// Device address of the next instruction; branches change it.
+    pub next_pc: u64,
+}
+
+impl Context<'_> {
+    /// Makes a code object address the next instruction.
+    pub fn jump(&mut self, address: u64) {
+        self.next_pc = self.machine.load_base + address;
+    }
+}
+
+pub type Handler = fn(&mut Context<'_>, &Inst) -> Result<(), Fault>;
+
+/// The semantics of a pseudo opcode.
+pub fn handler(name: &str) -> Handler {
+    let families: [fn(&str) -> Option<Handler>; 9] = [
+        control::handler,
+        scalar::handler,
+        scalar_memory::handler,
+        vector::handler,
+        float::handler,
+        convert::handler,
+        compare::handler,
+        vector_memory::handler,
+        lds::handler,
+    ];
+    families.iter().find_map(|family| family(name)).unwrap_or(unimplemented)
+}
+
+pub fn unimplemented(_: &mut Context<'_>, _: &Inst) -> Result<(), Fault> {
+    Err(Fault::Unimplemented)
+}
+
+/// An operand the emulator does not model (LDS_DIRECT, an MC expression).
+pub fn unmodelled_operand(_: &mut Context<'_>, _: &Inst) -> Result<(), Fault> {
+    Err(Fault::UnimplementedCase("an operand the emulator does not model".into()))
+}
+
+/// The encoding-neutral part of a pseudo name: `V_ADD_U32_e64` -> `V_ADD_U32`.
+pub fn base_name(name: &str) -> &str {
+    for suffix in ["_e32", "_e64", "_gfx9", "_vi"] {
+        if let Some(base) = name.strip_suffix(suffix) {
+            return base;
+        }
+    }
+    name
+}
+
+/// A constant source holding a literal (rather than a register).
+pub fn unsupported_modifier(what: &str) -> Fault {
+    Fault::UnimplementedCase(format!("the {what} modifier"))
+}
