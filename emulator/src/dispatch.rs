@@ -159,7 +159,10 @@ pub fn kernarg_segment(
     if explicit.len() != arguments.len() {
         let names: Vec<String> = explicit
             .iter()
-            .map(|a| format!("{} ({} bytes)", a.name.clone().unwrap_or_else(|| "?".into()), a.size))
+            .map(|a| match &a.name {
+                Some(name) => format!("{name} ({} bytes)", a.size),
+                None => format!("{} bytes", a.size),
+            })
             .collect();
         return Err(fail(format!(
             "takes {} arguments, {} given: {}",
@@ -170,12 +173,8 @@ pub fn kernarg_segment(
     }
     for (index, (argument, value)) in explicit.iter().zip(arguments).enumerate() {
         if value.len() as u64 != argument.size {
-            return Err(fail(format!(
-                "argument {index} ({}) is {} bytes, {} given",
-                argument.name.clone().unwrap_or_default(),
-                argument.size,
-                value.len()
-            )));
+            let name = argument.name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default();
+            return Err(fail(format!("argument {index}{name} is {} bytes, {} given", argument.size, value.len())));
         }
         let at = argument.offset as usize;
         segment[at..at + value.len()].copy_from_slice(value);

@@ -202,23 +202,29 @@ pub fn patch_symbol_value(elf: &mut [u8], name: &str, value: u64) -> usize {
 /// A kernel source under tests/inputs/kernels compiled by hipcc for gfx908
 /// and gfx90a, once per test run (the host object with both code objects).
 pub fn test_kernels(name: &str) -> PathBuf {
+    hip_object(&format!("kernels/{name}.hip"))
+}
+
+/// A HIP source under tests/inputs compiled by hipcc for gfx908 and gfx90a,
+/// once per test run (the host object with both code objects).
+pub fn hip_object(relative: &str) -> PathBuf {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
     static BUILT: OnceLock<(tempfile::TempDir, Mutex<HashMap<String, PathBuf>>)> = OnceLock::new();
     let (dir, built) = BUILT.get_or_init(|| (scratch(), Mutex::new(HashMap::new())));
     let mut built = built.lock().expect("kernel cache");
-    if let Some(path) = built.get(name) {
+    if let Some(path) = built.get(relative) {
         return path.clone();
     }
-    let output = dir.path().join(format!("{name}.o"));
+    let output = dir.path().join(format!("{}.o", relative.replace('/', "_")));
     run_ok(
         Command::new("hipcc")
             .args(["--offload-arch=gfx908", "--offload-arch=gfx90a", "-O3", "-c"])
-            .arg(input(&format!("kernels/{name}.hip")))
+            .arg(input(relative))
             .arg("-o")
             .arg(&output),
     );
-    built.insert(name.to_string(), output.clone());
+    built.insert(relative.to_string(), output.clone());
     output
 }
 

@@ -4,6 +4,7 @@
 mod cmake;
 mod corpus;
 mod custom_intrinsic;
+mod emulator;
 mod inspect;
 mod instrument;
 mod lift_emit;

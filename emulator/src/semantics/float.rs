@@ -250,17 +250,12 @@ fn div_fixup64(quotient: f64, den: f64, num: f64) -> f64 {
     }
 }
 
-/// Operands v_div_scale/v_div_fmas only pass through unchanged when the
-/// quotient needs no scaling; the scaled cases are not modelled.
+/// Finite, nonzero operands pass v_div_scale/v_div_fmas unchanged unless
+/// the quotient needs scaling (tiny operands, far-apart exponents), which
+/// is not modelled.
 fn needs_scaling(den: f64, num: f64, denormal_limit: f64, exponent_span: i32) -> bool {
     let exponent = |x: f64| frexp(x).1;
-    den == 0.0
-        || num == 0.0
-        || !den.is_finite()
-        || !num.is_finite()
-        || den.abs() < denormal_limit
-        || num.abs() < denormal_limit
-        || (exponent(num) - exponent(den)).abs() >= exponent_span
+    den.abs() < denormal_limit || num.abs() < denormal_limit || (exponent(num) - exponent(den)).abs() >= exponent_span
 }
 
 fn div_scale(c: &mut Context<'_>, i: &Inst, wide: bool) -> Result<(), Fault> {
@@ -271,10 +266,21 @@ fn div_scale(c: &mut Context<'_>, i: &Inst, wide: bool) -> Result<(), Fault> {
             let f = |k| f64::from(f32_source(c, &i.srcs[k], lane, false));
             (f(0), f(1), f(2))
         };
+        // Zero, infinite and NaN operands: v_div_fixup decides the result
+        // from the operands alone, whatever the quotient; the manual gives NaN.
+        let special = |x: f64| x == 0.0 || !x.is_finite();
+        if special(den) || special(num) {
+            if wide {
+                c.wave.write_lane64(&i.defs[0], lane, f64::NAN.to_bits());
+            } else {
+                c.wave.write_lane32(&i.defs[0], lane, f32::NAN.to_bits());
+            }
+            continue;
+        }
         let (limit, span) = if wide { (f64::MIN_POSITIVE * 2f64.powi(53), 768) } else { (1e-30, 96) };
         if needs_scaling(den, num, limit, span) {
             return Err(Fault::UnimplementedCase(format!(
-                "v_div_scale for {num:e} / {den:e} (zero, infinite, tiny or far-apart operands need scaling)"
+                "v_div_scale for {num:e} / {den:e} (tiny or far-apart operands need scaling)"
             )));
         }
         if wide {

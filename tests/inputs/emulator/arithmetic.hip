@@ -1,0 +1,43 @@
+// Kernels for the emulator's tests: the arithmetic hipcc emits for ordinary
+// code (float and double math, integer division, conversions, cross-lane
+// shuffles), each checked against the same computation on the CPU.
+#include <hip/hip_runtime.h>
+
+__global__ void vectorAdd(float *C, const float *A, const float *B, int N) {
+  int I = blockIdx.x * blockDim.x + threadIdx.x;
+  if (I < N)
+    C[I] = A[I] + B[I];
+}
+
+__global__ void doubleMath(double *Out, const double *X, double A) {
+  int I = threadIdx.x;
+  double V = X[I];
+  Out[I] = A * V + V * V - 0.5 * V;
+}
+
+__global__ void integerDivision(int *Quotient, unsigned *Remainder, const int *Num, const int *Den) {
+  int I = threadIdx.x;
+  Quotient[I] = Num[I] / Den[I];
+  Remainder[I] = static_cast<unsigned>(Num[I]) % static_cast<unsigned>(Den[I]);
+}
+
+__global__ void floatDivision(float *Out, const float *Num, const float *Den) {
+  int I = threadIdx.x;
+  Out[I] = Num[I] / Den[I];
+}
+
+__global__ void conversions(int *AsInt, float *AsFloat, double *AsDouble, const float *In) {
+  int I = threadIdx.x;
+  AsInt[I] = static_cast<int>(In[I]);
+  AsFloat[I] = static_cast<float>(static_cast<unsigned>(I * 7919u));
+  AsDouble[I] = static_cast<double>(In[I]) * 3.0;
+}
+
+__global__ void shuffles(int *Out, const int *In) {
+  int I = threadIdx.x;
+  int V = In[I];
+  // A butterfly sum over the wave: every lane ends with the wave's total.
+  for (int Mask = 1; Mask < 64; Mask <<= 1)
+    V += __shfl_xor(V, Mask);
+  Out[I] = V + __shfl(In[I], (I + 1) & 63);
+}
