@@ -74,6 +74,17 @@ impl Device {
         Some(self.load_base + symbol.value)
     }
 
+    /// Does what the HIP runtime does for a `__managed__` variable: the
+    /// device global holds a pointer to memory the host shares; this
+    /// allocates `size` zeroed bytes, stores their address in the global and
+    /// returns it (None when the code object has no such global).
+    pub fn bind_managed(&mut self, name: &str, size: u64) -> Option<u64> {
+        let global = self.symbol_address(name)?;
+        let cell = self.memory.allocate(&format!("managed {name}"), size);
+        self.memory.write_u64(global, cell).ok()?;
+        Some(cell)
+    }
+
     pub fn allocate(&mut self, name: &str, bytes: &[u8]) -> u64 {
         self.memory.allocate_bytes(name, bytes)
     }

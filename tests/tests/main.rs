@@ -4,6 +4,7 @@
 mod cmake;
 mod corpus;
 mod custom_intrinsic;
+mod differential;
 mod emulator;
 mod inspect;
 mod instrument;
