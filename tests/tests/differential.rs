@@ -21,9 +21,12 @@ fn example_plan(example_name: &str) -> Plan {
     Plan::load(&repo().join(format!("hook-sdk/examples/{example_name}/plan.toml"))).unwrap()
 }
 
+/// Instruments with registers allowed to grow (as scripts/instrument-corpus.sh
+/// does), so every point the plan selects is instrumented.
 fn instrumented(tool: &CodeObject, app: &CodeObject, plan: &Plan) -> CodeObject {
-    let (bytes, _) =
-        instrument_code_object(tool, app, plan, &Registry::with_builtins(), &InstrumentOptions::default()).unwrap();
+    let options = InstrumentOptions { grow_registers: true, ..InstrumentOptions::default() };
+    let (bytes, report) = instrument_code_object(tool, app, plan, &Registry::with_builtins(), &options).unwrap();
+    assert!(report.rejected.is_empty(), "{:?}", report.rejected);
     CodeObject::parse(bytes, Vec::new()).unwrap()
 }
 
@@ -124,6 +127,171 @@ fn the_instruction_counter_counts_what_the_emulator_ran() {
                 instrumented_report.counts.instructions() > report.counts.instructions(),
                 "{name}: the payloads ran"
             );
+        }
+    }
+}
+
+/// Original and instrumented runs of a case; asserts the application's
+/// memory is identical; returns the original's report and the
+/// instrumented device (to read the tool's globals from).
+fn run_both(
+    app: &CodeObject,
+    output: &CodeObject,
+    case: &Case,
+    managed: &[(&str, u64)],
+    trace: bool,
+) -> (RunReport, Device, Vec<u64>) {
+    let name = format!("{} {}", app.target.processor, case.kernel);
+    let mut original = Device::new(app.clone(), "original".into()).unwrap();
+    original.options.trace = trace;
+    let (memory, report) = run_case(&mut original, case);
+    let mut instrumented = Device::new(output.clone(), "instrumented".into()).unwrap();
+    let cells = managed
+        .iter()
+        .map(|(global, size)| instrumented.bind_managed(global, *size).unwrap_or_else(|| panic!("no {global}")))
+        .collect();
+    let (instrumented_memory, _) = run_case(&mut instrumented, case);
+    assert_eq!(memory, instrumented_memory, "{name}: the application's memory");
+    (report, instrumented, cells)
+}
+
+fn u64s(device: &Device, address: u64, count: usize) -> Vec<u64> {
+    let bytes = device.memory.bytes(address, count * 8).unwrap();
+    bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+#[test]
+fn the_kernel_argument_tool_reads_the_launch_shape() {
+    let dir = scratch();
+    let tool = example_tool("kernel-arguments", dir.path());
+    let plan = example_plan("kernel-arguments");
+    for target in ["gfx90a", "gfx908"] {
+        let app = load::load_for_target(&test_kernels("control_flow"), Some(target)).unwrap().code_objects.remove(0);
+        let output = instrumented(&tool, &app, &plan);
+        let mut case = control_flow_cases().remove(0);
+        // A two-dimensional launch: 3x2 workgroups of 64x2 work-items.
+        case.launch = Launch { workgroups: [3, 2, 1], workgroup_size: [64, 2, 1], dynamic_lds: 0 };
+        let (_, device, cells) = run_both(&app, &output, &case, &[("GridDim", 12), ("BlockDim", 12)], false);
+        let dims = |address| {
+            let b = device.memory.bytes(address, 12).unwrap();
+            [0, 4, 8].map(|k| u32::from_le_bytes(b[k..k + 4].try_into().unwrap()))
+        };
+        assert_eq!(dims(cells[0]), [3, 2, 1], "{target}: gridDim");
+        assert_eq!(dims(cells[1]), [64, 2, 1], "{target}: blockDim");
+    }
+}
+
+#[test]
+fn the_opcode_histogram_counts_every_executed_instruction() {
+    let dir = scratch();
+    let tool = example_tool("opcode-histogram", dir.path());
+    let plan = example_plan("opcode-histogram");
+    let slots = 1usize << 15;
+    for target in ["gfx90a", "gfx908"] {
+        let app = load::load_for_target(&test_kernels("control_flow"), Some(target)).unwrap().code_objects.remove(0);
+        let lifted = lift(&app).unwrap();
+        let output = instrumented(&tool, &app, &plan);
+        for case in control_flow_cases() {
+            let name = format!("{target} {}", case.kernel);
+            let (report, device, cells) =
+                run_both(&app, &output, &case, &[("OpcodeHistogram", (slots * 8) as u64)], false);
+            let histogram = u64s(&device, cells[0], slots);
+            let mut expected = vec![0u64; slots];
+            for instruction in lifted.functions.iter().flat_map(|f| f.instructions()) {
+                if let Some((waves, _)) = report.counts.per_address.get(&instruction.address) {
+                    expected[instruction.opcode as usize % slots] += waves;
+                }
+            }
+            assert_eq!(histogram.iter().sum::<u64>(), report.counts.instructions(), "{name}: every instruction");
+            for (slot, (got, want)) in histogram.iter().zip(&expected).enumerate() {
+                assert_eq!(got, want, "{name}: opcode {}", lifted.isa.opcode_name(slot as u32));
+            }
+        }
+    }
+}
+
+#[test]
+fn the_branch_divergence_tool_records_the_exec_history() {
+    let dir = scratch();
+    let tool = example_tool("branch-divergence", dir.path());
+    let plan = example_plan("branch-divergence");
+    let capacity = 1usize << 18;
+    for target in ["gfx90a", "gfx908"] {
+        let app = load::load_for_target(&test_kernels("control_flow"), Some(target)).unwrap().code_objects.remove(0);
+        let output = instrumented(&tool, &app, &plan);
+        let case = control_flow_cases().remove(0);
+        let managed = [
+            ("BranchExecutions", 4096 * 8),
+            ("BranchDivergences", 4096 * 8),
+            ("BranchRecords", (capacity * 24) as u64),
+            ("BranchRecordCount", 8),
+        ];
+        let (report, device, cells) = run_both(&app, &output, &case, &managed, true);
+        let lifted = lift(&app).unwrap();
+        let branches: std::collections::HashSet<u64> = lifted
+            .functions
+            .iter()
+            .flat_map(|f| f.instructions())
+            .filter(|i| i.name(&lifted.isa) == "S_AND_SAVEEXEC_B64")
+            .map(|i| i.address)
+            .collect();
+        // The emulator's own history: EXEC before each s_and_saveexec_b64
+        // and EXEC after it (before the wave's next instruction).
+        let mut expected = Vec::new();
+        for (k, entry) in report.trace.iter().enumerate() {
+            if !branches.contains(&entry.address) {
+                continue;
+            }
+            let after = report.trace[k + 1..].iter().find(|e| e.wave == entry.wave).expect("a next instruction");
+            expected.push((entry.wave, entry.exec, after.exec));
+        }
+        let count = u64s(&device, cells[3], 1)[0] as usize;
+        assert_eq!(count, expected.len(), "{target}: one record per executed branch");
+        let raw = device.memory.bytes(cells[2], count * 24).unwrap();
+        let word =
+            |r: &[u8], at: usize, n: usize| r[at..at + n].iter().rev().fold(0u64, |v, b| (v << 8) | u64::from(*b));
+        let mut records: Vec<(u32, u64, u64)> =
+            raw.chunks_exact(24).map(|r| (word(r, 4, 4) as u32, word(r, 8, 8), word(r, 16, 8))).collect();
+        records.sort();
+        expected.sort();
+        assert_eq!(records, expected, "{target}: (wavefront, old mask, if mask) per executed branch");
+        let executions: u64 = u64s(&device, cells[0], 4096).iter().sum();
+        let divergences: u64 = u64s(&device, cells[1], 4096).iter().sum();
+        let divergent = expected.iter().filter(|(_, old, new)| new != old && *new != 0).count() as u64;
+        assert_eq!((executions, divergences), (count as u64, divergent), "{target}: per-branch counters");
+        assert!(divergent > 0, "{target}: the inputs make some wave diverge");
+    }
+}
+
+#[test]
+fn the_memory_tracer_traces_every_lane_access() {
+    let dir = scratch();
+    let tool = example_tool("memory-tracer", dir.path());
+    let plan = example_plan("memory-tracer");
+    let capacity = 1usize << 20;
+    for target in ["gfx90a", "gfx908"] {
+        let app = load::load_for_target(&test_kernels("control_flow"), Some(target)).unwrap().code_objects.remove(0);
+        let lifted = lift(&app).unwrap();
+        let output = instrumented(&tool, &app, &plan);
+        for case in control_flow_cases() {
+            let name = format!("{target} {}", case.kernel);
+            let managed = [("Trace", (capacity * 16) as u64), ("TraceCount", 8)];
+            let (report, device, cells) = run_both(&app, &output, &case, &managed, false);
+            let mut expected = 0;
+            for point in plan.select(&lifted) {
+                let instruction = lifted.functions[point.function].instructions().nth(point.instruction).unwrap();
+                expected += report.counts.per_address.get(&instruction.address).map_or(0, |(_, lanes)| *lanes);
+            }
+            let count = u64s(&device, cells[1], 1)[0];
+            assert_eq!(count, expected, "{name}: one record per active lane of each memory instruction");
+            assert!(count > 0);
+            // Every traced address lies in a buffer the case allocated.
+            let raw = device.memory.bytes(cells[0], count as usize * 16).unwrap();
+            for record in raw.chunks_exact(16) {
+                let address = u64::from_le_bytes(record[..8].try_into().unwrap());
+                let owner = device.memory.allocation(address).map(|(_, a)| a.name.clone());
+                assert_eq!(owner.as_deref(), Some("buffer"), "{name}: traced address {address:#x}");
+            }
         }
     }
 }
