@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The main job on the shipped examples: build gpuinstr, compile the
-# instruction-counter tool with the plugin, and show what gpuinstr-link sees
-# in the tool and in an application kernel.
+# instruction-counter tool with the plugin, show what gpuinstr-link sees in
+# the tool and in an application kernel, instrument the application, verify
+# it, and run the original and the instrumented kernel in the emulator.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh
-cargo build --release -p gpuinstr-llvm-plugin -p gpuinstr-driver
+cargo build --release -p gpuinstr-llvm-plugin -p gpuinstr-driver -p gpuinstr-emulator
 
 target_dir="$(realpath -m "${CARGO_TARGET_DIR:-target}")"
 out="$target_dir/demo"
@@ -58,3 +59,12 @@ echo "== the instrumented kernel's first instructions (an inserted region, then 
 echo
 echo "== the instrumented code object checked against the original (instructions in order, live registers kept)"
 "$link" verify "$out/vector-add.o" "$out/vector-add.instrumented.o" --target gfx90a
+
+echo
+echo "== both run on the CPU in gpuinstr's emulator (no GPU here): the same sums, and the counter"
+echo "   (scalar instructions once per wavefront, vector instructions per active lane)"
+emulate="$(dirname "$link")/gpuinstr-emulate"
+inputs=(--grid 2 --block 64 --arg zeros:f32:128 --arg "buffer:f32:$(seq -s, 1 128)" --arg "buffer:f32:$(seq -s, 1 128)" --arg i32:100)
+"$emulate" "$out/vector-add.o" --target gfx90a --kernel _Z9vectorAddPfPKfS1_i "${inputs[@]}" | head -2
+"$emulate" "$out/vector-add.instrumented.o" --target gfx90a --kernel _Z9vectorAddPfPKfS1_i "${inputs[@]}" \
+  --managed Counter:u64:1 | head -3

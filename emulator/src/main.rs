@@ -1,5 +1,7 @@
 //! `gpuinstr-emulate`: runs one kernel of a code object on the CPU.
 
+use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context as _, Result};
@@ -37,6 +39,22 @@ struct Cli {
     /// Print every executed instruction.
     #[arg(long)]
     trace: bool,
+    /// A `__managed__` global to bind (as the HIP runtime does) and print
+    /// after the run: NAME:ELEMENT:COUNT, e.g. Counter:u64:1.
+    #[arg(long = "managed")]
+    managed: Vec<String>,
+}
+
+/// NAME:ELEMENT:COUNT.
+fn managed_global(text: &str) -> Result<(String, Element, usize)> {
+    let mut parts = text.split(':');
+    let (Some(name), Some(element), Some(count), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        bail!("--managed `{text}` is not NAME:ELEMENT:COUNT (e.g. Counter:u64:1)");
+    };
+    let element = Element::parse(element).with_context(|| format!("--managed `{text}`: unknown element type"))?;
+    let count = count.parse().with_context(|| format!("--managed `{text}`: the count is not a number"))?;
+    Ok((name.to_string(), element, count))
 }
 
 fn dims(text: &str) -> Result<[u32; 3]> {
@@ -75,24 +93,43 @@ fn main() -> Result<()> {
             }
         }
     }
+    let mut managed = Vec::new();
+    for text in &cli.managed {
+        let (name, element, count) = managed_global(text)?;
+        let size = (count * element.size()) as u64;
+        let Some(address) = device.bind_managed(&name, size) else {
+            bail!("{}: no global named {name}", cli.file.display());
+        };
+        managed.push((name, address, element, size as usize));
+    }
     let launch = Launch { workgroups: dims(&cli.grid)?, workgroup_size: dims(&cli.block)?, dynamic_lds: 0 };
     let report = device.launch(&cli.kernel, launch, &values)?;
+    let mut text = String::new();
     if cli.trace {
         for entry in &report.trace {
-            println!(
+            writeln!(
+                text,
                 "wave {:>4} {:#010x} exec {:016x} {}",
                 entry.wave,
                 entry.address,
                 entry.exec,
                 device.program.text(entry.address)
-            );
+            )?;
         }
     }
     let waves = report.counts.per_wave.len();
-    println!("{}: {} waves, {} instructions", cli.kernel, waves, report.counts.instructions());
+    writeln!(text, "{}: {} waves, {} instructions", cli.kernel, waves, report.counts.instructions())?;
+    for (name, address, element, length) in managed {
+        let bytes = device.memory.bytes(address, length).map_err(|f| anyhow::anyhow!("{f}"))?;
+        writeln!(text, "{name}: {}", element.render(&bytes).join(" "))?;
+    }
     for (index, address, element, length) in buffers {
         let bytes = device.memory.bytes(address, length).map_err(|f| anyhow::anyhow!("{f}"))?;
-        println!("argument {index}: {}", element.render(&bytes).join(" "));
+        writeln!(text, "argument {index}: {}", element.render(&bytes).join(" "))?;
     }
-    Ok(())
+    // A reader that stops early (`| head`) is not an error.
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
 }
