@@ -52,6 +52,9 @@ pub enum Operand {
     /// operand's type gives it; 32-bit literals as written).
     Constant(i64),
     Special(Special),
+    /// A DPP instruction's `src0` after its lane permutation
+    /// (`Wave::permuted`).
+    Permuted,
 }
 
 impl Operand {

@@ -49,6 +49,23 @@ pub struct Inst {
     pub imms: Vec<i64>,
     /// Where an `s_branch`/`s_cbranch_*` goes (code object address).
     pub target: Option<u64>,
+    /// A DPP instruction: its lane permutation and the plain operation.
+    pub dpp: Option<Box<Dpp>>,
+}
+
+/// A DPP form: `src0` is read through a lane permutation, then the plain
+/// (e32) operation runs on the lanes the masks and bound control enable.
+pub struct Dpp {
+    /// DPP_CTRL: quad_perm, row shifts and rotates, wave shifts, mirrors, broadcasts.
+    pub control: u32,
+    pub row_mask: u32,
+    pub bank_mask: u32,
+    /// Lanes whose source is out of range or inactive read 0 (else they are not written).
+    pub bound_ctrl: bool,
+    /// The source the permutation reads.
+    pub source: Operand,
+    /// The plain operation, reading `Operand::Permuted` for `src0`.
+    pub base: Inst,
 }
 
 impl Inst {
@@ -150,8 +167,37 @@ fn decode(isa: &Isa, lifted: &Instruction) -> Inst {
         | gpuinstr::stages::lift::Flow::ConditionalBranch { target } => Some(target),
         _ => None,
     };
+    if let Some(plain) = name.strip_suffix("_dpp").filter(|_| !unmodelled && srcs.len() >= 2 && imms.len() >= 4) {
+        // Operands: vdst; old (tied to vdst), src0[, src1]; dpp_ctrl, row_mask, bank_mask, bound_ctrl.
+        let source = srcs[1].operand;
+        let mut base_srcs: Vec<Source> = srcs[1..].to_vec();
+        base_srcs[0].operand = Operand::Permuted;
+        let base_name = format!("{plain}_e32");
+        let base = Inst {
+            address: lifted.address,
+            size: lifted.raw.size,
+            handler: semantics::handler(&base_name),
+            name: base_name,
+            defs: defs.clone(),
+            srcs: base_srcs,
+            imms: Vec::new(),
+            target: None,
+            dpp: None,
+        };
+        let dpp = Dpp {
+            control: imms[0] as u32,
+            row_mask: imms[1] as u32,
+            bank_mask: imms[2] as u32,
+            bound_ctrl: imms[3] != 0,
+            source,
+            base,
+        };
+        let handler = semantics::dpp::execute;
+        let (address, size) = (lifted.address, lifted.raw.size);
+        return Inst { address, size, name, handler, defs, srcs, imms, target, dpp: Some(Box::new(dpp)) };
+    }
     let handler = if unmodelled { semantics::unmodelled_operand } else { semantics::handler(&name) };
-    Inst { address: lifted.address, size: lifted.raw.size, name, handler, defs, srcs, imms, target }
+    Inst { address: lifted.address, size: lifted.raw.size, name, handler, defs, srcs, imms, target, dpp: None }
 }
 
 /// A constant in a 64-bit operand: LLVM 15 decodes a 32-bit literal as

@@ -4,7 +4,7 @@
 //! whatever order or contraction the compiler picked.
 
 use gpuinstr_emulator::{Device, EmulatorError, Launch};
-use gpuinstr_tests::{hip_object, test_kernels};
+use gpuinstr_tests::{debian_package_file, hip_object, test_kernels};
 
 const TARGETS: [&str; 2] = ["gfx908", "gfx90a"];
 
@@ -290,4 +290,83 @@ fn what_the_emulator_cannot_run_it_names() {
         .launch("_Z17divergentBranchesPiPKii", Launch::linear(1, 64), &[pointer(out), pointer(out), pointer(out)])
         .unwrap_err();
     assert!(error.to_string().contains("argument 2 is 4 bytes, 8 given"), "{error}");
+}
+
+/// A rocSPARSE gfx90a:xnack- code object holding `kernel`, from Debian's package.
+fn rocsparse_kernel_object(kernel: &str) -> gpuinstr::stages::load::CodeObject {
+    let library = debian_package_file("librocsparse0", "/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1");
+    let objects = gpuinstr::stages::load::load_for_target(&library, Some("gfx90a:xnack-")).unwrap().code_objects;
+    objects.into_iter().find(|o| o.kernels.iter().any(|k| k.name() == kernel)).expect("the kernel")
+}
+
+/// rocSPARSE's own kernels (nobody here wrote them), from Debian's package,
+/// against CPU implementations: csrmv (y = alpha A x + beta y, the general
+/// kernel with its DPP wavefront reduction) on a generated matrix, and
+/// gthrz (gather and zero) with a one-based index.
+#[test]
+fn rocsparse_kernels_compute_what_the_cpu_computes() {
+    let csrmv = "_ZL21csrmvn_general_kernelILj512ELj64EiidPKdEvbT2_T4_PKT1_PKS2_PKT3_SB_S3_PS9_21rocsparse_index_base_";
+    let mut d = Device::new(rocsparse_kernel_object(csrmv), "librocsparse.so.0.1".into()).unwrap();
+    // A 300 x 200 matrix with 0 to 9 entries per row, pseudo-random columns.
+    let (m, n) = (300usize, 200usize);
+    let mut row_ptr = vec![0i32];
+    let mut col_ind = Vec::new();
+    let mut values = Vec::new();
+    for row in 0..m {
+        let entries = (row * 7) % 10;
+        let mut columns: Vec<i32> = (0..entries).map(|k| ((row * 31 + k * 17) % n) as i32).collect();
+        columns.sort();
+        columns.dedup();
+        for column in columns {
+            col_ind.push(column);
+            values.push(f64::from(column % 5) - 1.5 + row as f64 / 64.0);
+        }
+        row_ptr.push(col_ind.len() as i32);
+    }
+    let x: Vec<f64> = (0..n).map(|i| (i % 13) as f64 * 0.25 - 1.0).collect();
+    let y: Vec<f64> = (0..m).map(|i| (i % 7) as f64).collect();
+    let (alpha, beta) = (1.5f64, -0.5f64);
+    let pointers = [
+        d.allocate("alpha", &f64s(&[alpha])),
+        d.allocate("row_ptr", &i32s(&row_ptr)),
+        d.allocate("col_ind", &i32s(&col_ind)),
+        d.allocate("values", &f64s(&values)),
+        d.allocate("x", &f64s(&x)),
+        d.allocate("beta", &f64s(&[beta])),
+        d.allocate("y", &f64s(&y)),
+    ];
+    let mut arguments = vec![vec![0u8], i32s(&[m as i32])];
+    arguments.extend(pointers.iter().map(|p| pointer(*p)));
+    arguments.push(i32s(&[0]));
+    // 64 work-items per row, 512 per workgroup: 8 rows per workgroup, 10 workgroups cover 80
+    // rows at a time (the kernel loops over the rest).
+    d.launch(csrmv, Launch::linear(10, 512), &arguments).unwrap();
+    let result = read(&d, pointers[6], m, f64::from_le_bytes);
+    for row in 0..m {
+        let range = row_ptr[row] as usize..row_ptr[row + 1] as usize;
+        let dot: f64 = range.map(|k| values[k] * x[col_ind[k] as usize]).sum();
+        let expected = alpha * dot + beta * y[row];
+        // The kernel sums in a different order: allow for rounding.
+        assert!(
+            (result[row] - expected).abs() <= 1e-12 * (1.0 + expected.abs()),
+            "csrmv row {row}: {} vs {expected}",
+            result[row]
+        );
+    }
+
+    let gthrz = "_ZL12gthrz_kernelILj512EfEviPT0_S1_PKi21rocsparse_index_base_";
+    let mut d = Device::new(rocsparse_kernel_object(gthrz), "librocsparse.so.0.1".into()).unwrap();
+    let dense: Vec<f32> = (0..2000).map(|i| i as f32 * 0.5).collect();
+    let indices: Vec<i32> = (0..700).map(|i| i * 2 + 1 + i % 2).collect(); // one-based
+    let (py, pi) = (d.allocate("y", &f32s(&dense)), d.allocate("x_ind", &i32s(&indices)));
+    let px = d.allocate("x_val", &f32s(&[-1.0; 700]));
+    let arguments = [i32s(&[700]), pointer(py), pointer(px), pointer(pi), i32s(&[1])];
+    d.launch(gthrz, Launch::linear(2, 512), &arguments).unwrap();
+    let (gathered, zeroed) = (read_f32(&d, px, 700), read_f32(&d, py, 2000));
+    let mut expected = dense.clone();
+    for (k, index) in indices.iter().enumerate() {
+        assert_eq!(gathered[k], dense[*index as usize - 1], "gthrz x_val[{k}]");
+        expected[*index as usize - 1] = 0.0;
+    }
+    assert_eq!(zeroed, expected, "gthrz zeroes what it gathered");
 }

@@ -6,6 +6,7 @@
 mod compare;
 mod control;
 mod convert;
+pub mod dpp;
 mod float;
 mod lds;
 mod scalar;
