@@ -295,3 +295,54 @@ fn the_memory_tracer_traces_every_lane_access() {
         }
     }
 }
+
+/// A kernel nobody here wrote: rocSPARSE's csrmv (gfx90a:xnack-, from
+/// Debian's package) instrumented with the instruction counter (only that
+/// kernel selected) computes the same y and counts what the emulator ran.
+#[test]
+fn an_instrumented_rocsparse_kernel_runs_unchanged_and_counts_exactly() {
+    let kernel =
+        "_ZL21csrmvn_general_kernelILj512ELj64EiidPKdEvbT2_T4_PKT1_PKS2_PKT3_SB_S3_PS9_21rocsparse_index_base_";
+    let library = debian_package_file("librocsparse0", "/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1");
+    let app = load::load_for_target(&library, Some("gfx90a:xnack-"))
+        .unwrap()
+        .code_objects
+        .into_iter()
+        .find(|o| o.kernels.iter().any(|k| k.name() == kernel))
+        .unwrap();
+    let dir = scratch();
+    let tool = example_tool("instruction-counter", dir.path());
+    let text = std::fs::read_to_string(repo().join("hook-sdk/examples/instruction-counter/plan.toml")).unwrap();
+    let text = text.replace("[[insert]]", &format!("[[insert]]\nkernels = \"{kernel}\""));
+    let plan = Plan::parse(&text, "csrmv-counter.toml").unwrap();
+    let output = instrumented(&tool, &app, &plan);
+    // A 40 x 30 matrix, 0 to 5 entries per row; alpha and beta by pointer.
+    let mut row_ptr = vec![0i32];
+    let mut col_ind = Vec::new();
+    for row in 0..40 {
+        col_ind.extend((0..row % 6).map(|k| (row * 7 + k * 5) % 30));
+        row_ptr.push(col_ind.len() as i32);
+    }
+    let doubles = |v: Vec<f64>| v.into_iter().flat_map(f64::to_le_bytes).collect::<Vec<u8>>();
+    let case = Case {
+        kernel,
+        launch: Launch::linear(2, 512),
+        buffers: vec![
+            None,
+            None,
+            Some(doubles(vec![2.0])),
+            Some(words(row_ptr.iter().copied())),
+            Some(words(col_ind.iter().copied())),
+            Some(doubles((0..col_ind.len()).map(|k| k as f64 * 0.5).collect())),
+            Some(doubles((0..30).map(f64::from).collect())),
+            Some(doubles(vec![0.25])),
+            Some(doubles((0..40).map(|i| f64::from(i) - 3.0).collect())),
+            None,
+        ],
+        scalars: vec![vec![0], 40i32.to_le_bytes().to_vec(), 0i32.to_le_bytes().to_vec()],
+    };
+    let (report, device, cells) = run_both(&app, &output, &case, &[("Counter", 8)], false);
+    let counted = device.memory.read_u64(cells[0]).unwrap();
+    assert_eq!(counted, expected_count(&app, &plan, &report), "csrmv: Counter");
+    assert!(counted > 1000, "{counted}");
+}
