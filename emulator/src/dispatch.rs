@@ -297,6 +297,8 @@ pub fn run(
     let threads = launch.workgroup_size.iter().product::<u32>();
     let waves_per_group = threads.div_ceil(LANES as u32);
     let mut report = RunReport::default();
+    // Per code slot: (wave executions, active lanes); a map at the end.
+    let mut tally = vec![(0u64, 0u64); program.slots()];
     let mut global = 0u32;
     let [gx, gy, gz] = launch.workgroups;
     for z in 0..gz {
@@ -310,14 +312,27 @@ pub fn run(
                     })
                     .collect();
                 global += waves_per_group;
-                run_workgroup(program, memory, kernel, &mut waves, &mut lds, machine, options, &mut report)?;
+                let mut state = RunState { report: &mut report, tally: &mut tally };
+                run_workgroup(program, memory, kernel, &mut waves, &mut lds, machine, options, &mut state)?;
                 for wave in &waves {
                     report.counts.per_wave.push(wave.instructions);
                 }
             }
         }
     }
+    report.counts.per_address = tally
+        .iter()
+        .enumerate()
+        .filter(|(_, (waves, _))| *waves > 0)
+        .map(|(slot, counts)| (program.slot_address(slot), *counts))
+        .collect();
     Ok(report)
+}
+
+/// What a run accumulates besides memory.
+struct RunState<'a> {
+    report: &'a mut RunReport,
+    tally: &'a mut Vec<(u64, u64)>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -329,12 +344,12 @@ fn run_workgroup(
     lds: &mut [u8],
     machine: &Machine,
     options: &Options,
-    report: &mut RunReport,
+    state: &mut RunState<'_>,
 ) -> Result<(), EmulatorError> {
     loop {
         for wave in waves.iter_mut() {
             while wave.state == WaveState::Running {
-                step(program, memory, kernel, wave, lds, machine, options, report)?;
+                step(program, memory, kernel, wave, lds, machine, options, state)?;
             }
         }
         if waves.iter().all(|w| w.state == WaveState::Ended) {
@@ -356,7 +371,7 @@ fn step(
     lds: &mut [u8],
     machine: &Machine,
     options: &Options,
-    report: &mut RunReport,
+    state: &mut RunState<'_>,
 ) -> Result<(), EmulatorError> {
     let address = wave.pc.wrapping_sub(machine.load_base);
     let Some(inst) = program.fetch(address) else {
@@ -375,11 +390,13 @@ fn step(
     }
     let exec = wave.exec();
     if options.trace {
-        report.trace.push(TraceEntry { wave: wave.id.global, address, exec });
+        state.report.trace.push(TraceEntry { wave: wave.id.global, address, exec });
     }
-    let entry = report.counts.per_address.entry(address).or_insert((0, 0));
-    entry.0 += 1;
-    entry.1 += u64::from(exec.count_ones());
+    if let Some(slot) = program.slot(address) {
+        let entry = &mut state.tally[slot];
+        entry.0 += 1;
+        entry.1 += u64::from(exec.count_ones());
+    }
     let next_pc = wave.pc + u64::from(inst.size);
     let mut context = Context { wave, memory, lds, machine, next_pc };
     let outcome = (inst.handler)(&mut context, &inst);

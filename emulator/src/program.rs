@@ -2,7 +2,6 @@
 //! execution through the lifter's MC layer (the same decoder, the same
 //! real -> pseudo opcode table), each bound to its semantics once.
 
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use gpuinstr::native::Operand as McOperand;
@@ -74,23 +73,48 @@ impl Inst {
     }
 }
 
-/// The code object's instructions, decoded on demand.
+/// The code object's instructions, decoded on demand into a table with a
+/// slot per dword of its code.
 pub struct Program {
     pub isa: Isa,
     pub code_object: CodeObject,
-    decoded: HashMap<u64, Rc<Inst>>,
+    /// Code object addresses of the first and past the last code byte.
+    code_start: u64,
+    code_end: u64,
+    decoded: Vec<Option<Rc<Inst>>>,
 }
 
 impl Program {
     pub fn new(code_object: CodeObject) -> Result<Self, EmulatorError> {
         let isa = Isa::new(&code_object.target).map_err(|e| EmulatorError::Isa(e.to_string()))?;
-        Ok(Program { isa, code_object, decoded: HashMap::new() })
+        let code = code_object.sections.iter().filter(|s| s.loadable && s.executable());
+        let code_start = code.clone().map(|s| s.address).min().unwrap_or(0) & !3;
+        let code_end = code.map(|s| s.address + s.size).max().unwrap_or(0);
+        let slots = (code_end.saturating_sub(code_start)).div_ceil(4) as usize;
+        Ok(Program { isa, code_object, code_start, code_end, decoded: vec![None; slots] })
+    }
+
+    /// The table slot of a code address (instructions are dword aligned).
+    pub fn slot(&self, address: u64) -> Option<usize> {
+        (address & 3 == 0 && address >= self.code_start && address < self.code_end)
+            .then(|| ((address - self.code_start) / 4) as usize)
+    }
+
+    /// Slots in the table (one per dword of code).
+    pub fn slots(&self) -> usize {
+        self.decoded.len()
+    }
+
+    /// The code address of a slot.
+    pub fn slot_address(&self, slot: usize) -> u64 {
+        self.code_start + 4 * slot as u64
     }
 
     /// The instruction at a code object address; None where LLVM cannot
     /// decode the bytes or the address is outside executable sections.
     pub fn fetch(&mut self, address: u64) -> Option<Rc<Inst>> {
-        if let Some(inst) = self.decoded.get(&address) {
+        let slot = self.slot(address)?;
+        if let Some(inst) = &self.decoded[slot] {
             return Some(inst.clone());
         }
         let section = self.code_object.section_containing(address).filter(|s| s.executable())?;
@@ -100,7 +124,7 @@ impl Program {
         let size = raw.size as usize;
         let lifted = Instruction::new(&self.isa, address, &bytes[..size], raw);
         let inst = Rc::new(decode(&self.isa, &lifted));
-        self.decoded.insert(address, inst.clone());
+        self.decoded[slot] = Some(inst.clone());
         Some(inst)
     }
 
