@@ -370,3 +370,50 @@ fn rocsparse_kernels_compute_what_the_cpu_computes() {
     }
     assert_eq!(zeroed, expected, "gthrz zeroes what it gathered");
 }
+
+/// Philox4x32-10 (Salmon et al., Random123) on the CPU.
+fn philox4x32_10(mut counter: [u32; 4], mut key: [u32; 2]) -> [u32; 4] {
+    for round in 0..10 {
+        if round > 0 {
+            key = [key[0].wrapping_add(0x9E37_79B9), key[1].wrapping_add(0xBB67_AE85)];
+        }
+        let p0 = u64::from(0xD251_1F53u32) * u64::from(counter[0]);
+        let p1 = u64::from(0xCD9E_8D57u32) * u64::from(counter[2]);
+        counter =
+            [(p1 >> 32) as u32 ^ counter[1] ^ key[0], p1 as u32, (p0 >> 32) as u32 ^ counter[3] ^ key[1], p0 as u32];
+    }
+    counter
+}
+
+/// rocRAND's Philox generator kernel (Debian's gfx90a:xnack- code object)
+/// writes the Philox4x32-10 sequence: counter 0, 1, 2, ... under the seed's
+/// key, four numbers per counter, across a grid of 4 workgroups of 256.
+#[test]
+fn rocrand_philox_writes_the_philox4x32_10_sequence() {
+    assert_eq!(
+        philox4x32_10([0; 4], [0; 2]),
+        [0x6627_e8d5, 0xe169_c58d, 0xbc57_ac4c, 0x9b00_dbd8],
+        "Random123's known answer"
+    );
+    let kernel = "_ZN12rocrand_host6detailL15generate_kernelIj20uniform_distributionIjEEEvNS0_27philox4x32_10_device_engineEPT_mT0_";
+    let library = debian_package_file("librocrand1", "/usr/lib/x86_64-linux-gnu/librocrand.so.1.1");
+    let object = gpuinstr::stages::load::load_for_target(&library, Some("gfx90a:xnack-"))
+        .unwrap()
+        .code_objects
+        .into_iter()
+        .find(|o| o.kernels.iter().any(|k| k.name() == kernel))
+        .expect("the kernel");
+    let mut d = Device::new(object, "librocrand.so.1.1".into()).unwrap();
+    let key = [0x1234_5678u32, 0x9abc_def0];
+    // The engine passed by value: counter, result, key, substate, padding.
+    let mut engine = vec![0u8; 48];
+    engine[32..36].copy_from_slice(&key[0].to_le_bytes());
+    engine[36..40].copy_from_slice(&key[1].to_le_bytes());
+    let n = 5000usize;
+    let data = d.allocate("data", &vec![0; n * 4]);
+    d.launch(kernel, Launch::linear(4, 256), &[engine, pointer(data), (n as u64).to_le_bytes().to_vec(), vec![0]])
+        .unwrap();
+    let generated = read_u32(&d, data, n);
+    let expected: Vec<u32> = (0..n.div_ceil(4) as u32).flat_map(|c| philox4x32_10([c, 0, 0, 0], key)).take(n).collect();
+    assert_eq!(generated, expected);
+}
