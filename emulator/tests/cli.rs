@@ -1,0 +1,93 @@
+//! `gpuinstr-emulate` as a user runs it: a kernel compiled by clang-15,
+//! arguments on the command line, buffers printed; mistakes named.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const KERNEL: &str = r#"
+#include <hip/hip_runtime.h>
+__device__ unsigned long long Total;
+__global__ void scale(float *Out, const float *In, float Factor, int N) {
+  int I = blockIdx.x * blockDim.x + threadIdx.x;
+  if (I < N) {
+    Out[I] = In[I] * Factor;
+    atomicAdd(&Total, 1ull);
+  }
+}
+"#;
+
+fn code_object(dir: &Path) -> PathBuf {
+    let source = dir.join("scale.hip");
+    std::fs::write(&source, KERNEL).unwrap();
+    let output = dir.join("scale.hsaco");
+    let status = Command::new("clang++-15")
+        .args(["-x", "hip", "--offload-arch=gfx90a", "--rocm-path=/usr"])
+        .arg("--rocm-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
+        .args(["--cuda-device-only", "--no-gpu-bundle-output", "-O3", "-c"])
+        .arg(&source)
+        .arg("-o")
+        .arg(&output)
+        .status()
+        .expect("clang++-15");
+    assert!(status.success());
+    output
+}
+
+fn emulate(file: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpuinstr-emulate"))
+        .arg(file)
+        .args(args)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn runs_a_kernel_and_prints_its_buffers() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = code_object(dir.path());
+    let kernel = "_Z5scalePfPKffi";
+    let output = emulate(
+        &file,
+        &[
+            "--kernel",
+            kernel,
+            "--grid",
+            "2",
+            "--block",
+            "4",
+            "--arg",
+            "zeros:f32:8",
+            "--arg",
+            "buffer:f32:1,2,3,4,5,6,7,8",
+        ]
+        .iter()
+        .chain(&["--arg", "f32:0.5", "--arg", "i32:6"])
+        .copied()
+        .collect::<Vec<_>>(),
+    );
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let text = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with(&format!("{kernel}: 2 waves, ")), "{text}");
+    assert_eq!(lines[1], "argument 0: 0.5 1 1.5 2 2.5 3 0 0");
+    assert_eq!(lines[2], "argument 1: 1 2 3 4 5 6 7 8");
+}
+
+#[test]
+fn mistakes_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = code_object(dir.path());
+    let cases: [(&[&str], &str); 4] = [
+        (&["--kernel", "missing"], "no kernel named missing (kernels: _Z5scalePfPKffi)"),
+        (&["--kernel", "_Z5scalePfPKffi", "--arg", "f32:1"], "takes 4 arguments, 1 given"),
+        (&["--kernel", "_Z5scalePfPKffi", "--arg", "vec:1"], "kernel argument `vec:1`: unknown kind"),
+        (&["--kernel", "_Z5scalePfPKffi", "--managed", "Nothing:u64:1"], "no global named Nothing"),
+    ];
+    for (args, message) in cases {
+        let output = emulate(&file, args);
+        assert!(!output.status.success(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+}
