@@ -86,7 +86,7 @@ pub fn base_name(name: &str) -> &str {
     name
 }
 
-/// A constant source holding a literal (rather than a register).
+/// A modifier the emulator does not model (integer clamp, omod on a conversion...).
 pub fn unsupported_modifier(what: &str) -> Fault {
     Fault::UnimplementedCase(format!("the {what} modifier"))
 }
