@@ -4,7 +4,7 @@
 //! whatever order or contraction the compiler picked.
 
 use gpuinstr_emulator::{Device, EmulatorError, Launch};
-use gpuinstr_tests::{debian_package_file, hip_object, test_kernels};
+use gpuinstr_tests::{debian_package_file, hip_object, input, run_ok, scratch, test_kernels};
 
 const TARGETS: [&str; 2] = ["gfx908", "gfx90a"];
 
@@ -219,40 +219,63 @@ fn lds_barriers_atomics_and_globals() {
 fn device_calls_scratch_and_spills() {
     for target in TARGETS {
         let mut d = device(&test_kernels("calls_and_scratch"), target);
-        let polynomial = |x: f32, degree: i32| (0..degree).fold(0.0f32, |r, i| r * x + (i + 1) as f32);
-        let data: Vec<f32> = (0..128).map(|i| (i % 40) as f32 - 9.0).collect();
-        let pdata = d.allocate("data", &f32s(&data));
-        d.launch("_Z19callsDeviceFunctionPfi", Launch::linear(2, 64), &[pointer(pdata), i32s(&[3])]).unwrap();
-        let out = read_f32(&d, pdata, 128);
-        for i in 0..128 {
-            let x = data[i];
-            assert_eq!(out[i], polynomial(x, 3) + polynomial(x * 0.5, 4), "{target}: callsDeviceFunction[{i}]");
-        }
+        check_calls_scratch_and_spills(&mut d, target);
+    }
+    // The same kernels with scratch through SCRATCH instructions and
+    // FLAT_SCRATCH (the `enable-flat-scratch` target feature) instead of MUBUF.
+    let dir = scratch();
+    let object = dir.path().join("flat-scratch.hsaco");
+    run_ok(
+        std::process::Command::new("clang++-15")
+            .args(["-x", "hip", "--offload-arch=gfx90a", "--rocm-path=/usr"])
+            .arg("--rocm-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
+            .args(["--cuda-device-only", "--no-gpu-bundle-output", "-O3"])
+            .args(["-Xclang", "-target-feature", "-Xclang", "+enable-flat-scratch", "-c"])
+            .arg(input("kernels/calls_and_scratch.hip"))
+            .arg("-o")
+            .arg(&object),
+    );
+    let mut d = device(&object, "gfx90a");
+    let text = String::from_utf8_lossy(
+        &run_ok(std::process::Command::new("llvm-objdump-15").args(["-d", "--mcpu=gfx90a"]).arg(&object)).stdout,
+    )
+    .to_string();
+    assert!(text.contains("scratch_store_dwordx4") && !text.contains("buffer_store"), "flat scratch code");
+    check_calls_scratch_and_spills(&mut d, "gfx90a, flat scratch");
+}
 
-        // A dynamically indexed private array lives in scratch.
-        let indices: Vec<i32> = (0..20).map(|i| i * 13 + 5).collect();
-        let (pout, pidx) = (d.allocate("out", &i32s(&[0; 128])), d.allocate("indices", &i32s(&indices)));
-        d.launch("_Z12scratchArrayPiPKii", Launch::linear(1, 128), &[pointer(pout), pointer(pidx), i32s(&[20])])
-            .unwrap();
-        let out = read_i32(&d, pout, 128);
-        for (t, value) in out.iter().enumerate() {
-            let expected: i32 = indices.iter().map(|i| (i & 63) * t as i32).sum();
-            assert_eq!(*value, expected, "{target}: scratchArray[{t}]");
-        }
+fn check_calls_scratch_and_spills(d: &mut Device, target: &str) {
+    let polynomial = |x: f32, degree: i32| (0..degree).fold(0.0f32, |r, i| r * x + (i + 1) as f32);
+    let data: Vec<f32> = (0..128).map(|i| (i % 40) as f32 - 9.0).collect();
+    let pdata = d.allocate("data", &f32s(&data));
+    d.launch("_Z19callsDeviceFunctionPfi", Launch::linear(2, 64), &[pointer(pdata), i32s(&[3])]).unwrap();
+    let out = read_f32(d, pdata, 128);
+    for i in 0..128 {
+        let x = data[i];
+        assert_eq!(out[i], polynomial(x, 3) + polynomial(x * 0.5, 4), "{target}: callsDeviceFunction[{i}]");
+    }
 
-        // Spills (to scratch, or AGPRs on gfx908) and high register pressure.
-        for (kernel, count) in [("_Z14registerSpillsPfPKf", 64usize), ("_Z13manyRegistersPfPKf", 160)] {
-            let input: Vec<f32> = (0..64 * count).map(|i| (i % 8) as f32).collect();
-            let (pout, pin) = (d.allocate("out", &f32s(&[0.0; 64])), d.allocate("in", &f32s(&input)));
-            d.launch(kernel, Launch::linear(1, 64), &[pointer(pout), pointer(pin)]).unwrap();
-            let out = read_f32(&d, pout, 64);
-            for t in 0..64 {
-                let v = &input[t * count..(t + 1) * count];
-                let step = if count == 64 { 5 } else { 13 };
-                let expected: f32 =
-                    (0..count).map(|i| (0..count).step_by(step).map(|j| v[i] * v[j]).sum::<f32>()).sum();
-                assert_eq!(out[t], expected, "{target}: {kernel}[{t}]");
-            }
+    // A dynamically indexed private array lives in scratch.
+    let indices: Vec<i32> = (0..20).map(|i| i * 13 + 5).collect();
+    let (pout, pidx) = (d.allocate("out", &i32s(&[0; 128])), d.allocate("indices", &i32s(&indices)));
+    d.launch("_Z12scratchArrayPiPKii", Launch::linear(1, 128), &[pointer(pout), pointer(pidx), i32s(&[20])]).unwrap();
+    let out = read_i32(d, pout, 128);
+    for (t, value) in out.iter().enumerate() {
+        let expected: i32 = indices.iter().map(|i| (i & 63) * t as i32).sum();
+        assert_eq!(*value, expected, "{target}: scratchArray[{t}]");
+    }
+
+    // Spills (to scratch, or AGPRs on gfx908) and high register pressure.
+    for (kernel, count) in [("_Z14registerSpillsPfPKf", 64usize), ("_Z13manyRegistersPfPKf", 160)] {
+        let input: Vec<f32> = (0..64 * count).map(|i| (i % 8) as f32).collect();
+        let (pout, pin) = (d.allocate("out", &f32s(&[0.0; 64])), d.allocate("in", &f32s(&input)));
+        d.launch(kernel, Launch::linear(1, 64), &[pointer(pout), pointer(pin)]).unwrap();
+        let out = read_f32(d, pout, 64);
+        for t in 0..64 {
+            let v = &input[t * count..(t + 1) * count];
+            let step = if count == 64 { 5 } else { 13 };
+            let expected: f32 = (0..count).map(|i| (0..count).step_by(step).map(|j| v[i] * v[j]).sum::<f32>()).sum();
+            assert_eq!(out[t], expected, "{target}: {kernel}[{t}]");
         }
     }
 }

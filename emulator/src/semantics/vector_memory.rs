@@ -6,7 +6,7 @@
 use super::{Context, Handler};
 use crate::error::Fault;
 use crate::memory::{APERTURE_SIZE, PRIVATE_APERTURE, SHARED_APERTURE};
-use crate::operands::Operand;
+use crate::operands::{Operand, FLAT_SCRATCH};
 use crate::program::Inst;
 use crate::wave::active_lanes;
 
@@ -68,14 +68,6 @@ fn write(c: &mut Context<'_>, place: Place, data: &[u8]) -> Result<(), Fault> {
     }
 }
 
-fn offset_by(place: Place, bytes: u64) -> Place {
-    match place {
-        Place::Global(a) => Place::Global(a + bytes),
-        Place::Lds(o) => Place::Lds(o + bytes),
-        Place::Nowhere => Place::Nowhere,
-    }
-}
-
 /// What a load or store moves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Width {
@@ -125,14 +117,24 @@ fn width_of(op: &str) -> Option<Width> {
     })
 }
 
-fn load_lane(c: &mut Context<'_>, i: &Inst, lane: usize, place: Place, width: Width) -> Result<(), Fault> {
-    let dst = i.defs[0];
+/// The places of an access's dwords (swizzled scratch keeps a lane's dwords
+/// apart, so each is placed on its own).
+fn dword_places(width: Width, place_of: impl Fn(u64) -> Place) -> Vec<Place> {
     match width {
-        Width::Dwords(n) => {
-            for k in 0..n {
+        Width::Dwords(n) => (0..u64::from(n)).map(|k| place_of(4 * k)).collect(),
+        _ => vec![place_of(0)],
+    }
+}
+
+fn load_lane(c: &mut Context<'_>, i: &Inst, lane: usize, places: &[Place], width: Width) -> Result<(), Fault> {
+    let dst = i.defs[0];
+    let place = places[0];
+    match width {
+        Width::Dwords(_) => {
+            for (k, place) in places.iter().enumerate() {
                 let mut bytes = [0u8; 4];
-                read(c, offset_by(place, u64::from(k) * 4), &mut bytes)?;
-                c.wave.write_lane32_at(&dst, lane, k as usize, u32::from_le_bytes(bytes));
+                read(c, *place, &mut bytes)?;
+                c.wave.write_lane32_at(&dst, lane, k, u32::from_le_bytes(bytes));
             }
         }
         Width::Byte { signed } => {
@@ -168,12 +170,13 @@ fn load_lane(c: &mut Context<'_>, i: &Inst, lane: usize, place: Place, width: Wi
     Ok(())
 }
 
-fn store_lane(c: &mut Context<'_>, data: &Operand, lane: usize, place: Place, width: Width) -> Result<(), Fault> {
+fn store_lane(c: &mut Context<'_>, data: &Operand, lane: usize, places: &[Place], width: Width) -> Result<(), Fault> {
+    let place = places[0];
     match width {
-        Width::Dwords(n) => {
-            for k in 0..n {
-                let v = c.wave.lane32_at(data, lane, k as usize);
-                write(c, offset_by(place, u64::from(k) * 4), &v.to_le_bytes())?;
+        Width::Dwords(_) => {
+            for (k, place) in places.iter().enumerate() {
+                let v = c.wave.lane32_at(data, lane, k);
+                write(c, *place, &v.to_le_bytes())?;
             }
         }
         Width::Byte { .. } => {
@@ -216,15 +219,22 @@ fn flat_addressing(i: &Inst, load: bool) -> FlatAddressing {
     FlatAddressing { vaddr, saddr, offset: i.imm(0), flat }
 }
 
+fn flat_lane_places(c: &Context<'_>, a: &FlatAddressing, lane: usize, width: Width) -> Vec<Place> {
+    let address = flat_lane_address(c, a, lane);
+    dword_places(
+        width,
+        |offset| {
+            if a.flat {
+                flat_place(c, address + offset, lane)
+            } else {
+                Place::Global(address + offset)
+            }
+        },
+    )
+}
+
 fn flat_lane_place(c: &Context<'_>, a: &FlatAddressing, lane: usize) -> Place {
-    let address = match a.saddr {
-        Some(saddr) => {
-            let base = c.wave.scalar64(&saddr);
-            base.wrapping_add(u64::from(c.wave.lane32(&a.vaddr, lane)))
-        }
-        None => c.wave.lane64(&a.vaddr, lane),
-    }
-    .wrapping_add(a.offset as u64);
+    let address = flat_lane_address(c, a, lane);
     if a.flat {
         flat_place(c, address, lane)
     } else {
@@ -232,12 +242,23 @@ fn flat_lane_place(c: &Context<'_>, a: &FlatAddressing, lane: usize) -> Place {
     }
 }
 
+fn flat_lane_address(c: &Context<'_>, a: &FlatAddressing, lane: usize) -> u64 {
+    match a.saddr {
+        Some(saddr) => {
+            let base = c.wave.scalar64(&saddr);
+            base.wrapping_add(u64::from(c.wave.lane32(&a.vaddr, lane)))
+        }
+        None => c.wave.lane64(&a.vaddr, lane),
+    }
+    .wrapping_add(a.offset as u64)
+}
+
 fn flat_load(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let width = width(&i.name).ok_or(Fault::Unimplemented)?;
     let a = flat_addressing(i, true);
     for lane in active_lanes(c.wave.exec()) {
-        let place = flat_lane_place(c, &a, lane);
-        load_lane(c, i, lane, place, width)?;
+        let places = flat_lane_places(c, &a, lane, width);
+        load_lane(c, i, lane, &places, width)?;
     }
     Ok(())
 }
@@ -247,8 +268,8 @@ fn flat_store(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let a = flat_addressing(i, false);
     let data = i.srcs[1].operand;
     for lane in active_lanes(c.wave.exec()) {
-        let place = flat_lane_place(c, &a, lane);
-        store_lane(c, &data, lane, place, width)?;
+        let places = flat_lane_places(c, &a, lane, width);
+        store_lane(c, &data, lane, &places, width)?;
     }
     Ok(())
 }
@@ -398,6 +419,41 @@ fn flat_atomic(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     Ok(())
 }
 
+/// SCRATCH forms: a private offset from a VGPR (or an SGPR for `_SADDR`)
+/// plus the instruction offset, swizzled into the wave's scratch at
+/// FLAT_SCRATCH. Loads: `srcs` = [vaddr | saddr]; stores: [vaddr, vdata] or
+/// [vdata, saddr].
+fn scratch_places(c: &Context<'_>, i: &Inst, lane: usize, load: bool, width: Width) -> Vec<Place> {
+    let saddr_form = i.name.contains("_SADDR");
+    let address = match (load, saddr_form) {
+        (true, _) | (false, false) => &i.srcs[0].operand,
+        (false, true) => &i.srcs[1].operand,
+    };
+    let base = if saddr_form { c.wave.scalar32(address) } else { c.wave.lane32(address, lane) };
+    let private = u64::from(base.wrapping_add(i.imm(0) as u32));
+    let flat_scratch = c.wave.scalar64(&Operand::Scalar { index: FLAT_SCRATCH, dwords: 2 });
+    dword_places(width, |offset| Place::Global(swizzled_private(flat_scratch, private + offset, lane)))
+}
+
+fn scratch_load(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
+    let width = width(&i.name).ok_or(Fault::Unimplemented)?;
+    for lane in active_lanes(c.wave.exec()) {
+        let places = scratch_places(c, i, lane, true, width);
+        load_lane(c, i, lane, &places, width)?;
+    }
+    Ok(())
+}
+
+fn scratch_store(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
+    let width = width(&i.name).ok_or(Fault::Unimplemented)?;
+    let data = if i.name.contains("_SADDR") { i.srcs[0].operand } else { i.srcs[1].operand };
+    for lane in active_lanes(c.wave.exec()) {
+        let places = scratch_places(c, i, lane, false, width);
+        store_lane(c, &data, lane, &places, width)?;
+    }
+    Ok(())
+}
+
 /// A buffer resource (V#) as GFX9 lays it out.
 struct Resource {
     base: u64,
@@ -425,7 +481,7 @@ fn resource(c: &Context<'_>, operand: &Operand) -> Resource {
 
 /// MUBUF operands: (vaddr, resource, soffset) positions in `srcs` after the
 /// data operand of stores and atomics.
-fn buffer_place(c: &Context<'_>, i: &Inst, first: usize, lane: usize, size: u64) -> Place {
+fn buffer_place(c: &Context<'_>, i: &Inst, first: usize, lane: usize, extra: u64, size: u64) -> Place {
     let name = i.name.as_str();
     let (offen, idxen) =
         (name.contains("_OFFEN") || name.contains("_BOTHEN"), name.contains("_IDXEN") || name.contains("_BOTHEN"));
@@ -433,7 +489,7 @@ fn buffer_place(c: &Context<'_>, i: &Inst, first: usize, lane: usize, size: u64)
     let vaddr = i.srcs[first].operand;
     let r = resource(c, &i.srcs[first + usize::from(has_vaddr)].operand);
     let soffset = u64::from(c.wave.scalar32(&i.srcs[first + usize::from(has_vaddr) + 1].operand));
-    let (mut index, mut offset) = (0u64, i.imm(0) as u64);
+    let (mut index, mut offset) = (0u64, (i.imm(0) as u64).wrapping_add(extra));
     match (idxen, offen) {
         (true, true) => {
             index = u64::from(c.wave.lane32_at(&vaddr, lane, 0));
@@ -480,9 +536,10 @@ fn buffer_load(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     if i.name.contains("_LDS") {
         return Err(Fault::UnimplementedCase("buffer loads into LDS".into()));
     }
+    let size = width_bytes(width).min(4);
     for lane in active_lanes(c.wave.exec()) {
-        let place = buffer_place(c, i, 0, lane, width_bytes(width));
-        load_lane(c, i, lane, place, width)?;
+        let places = dword_places(width, |extra| buffer_place(c, i, 0, lane, extra, size));
+        load_lane(c, i, lane, &places, width)?;
     }
     Ok(())
 }
@@ -490,9 +547,10 @@ fn buffer_load(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
 fn buffer_store(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let width = width(&i.name).ok_or(Fault::Unimplemented)?;
     let data = i.srcs[0].operand;
+    let size = width_bytes(width).min(4);
     for lane in active_lanes(c.wave.exec()) {
-        let place = buffer_place(c, i, 1, lane, width_bytes(width));
-        store_lane(c, &data, lane, place, width)?;
+        let places = dword_places(width, |extra| buffer_place(c, i, 1, lane, extra, size));
+        store_lane(c, &data, lane, &places, width)?;
     }
     Ok(())
 }
@@ -501,7 +559,7 @@ fn buffer_atomic(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let data = i.srcs[0].operand;
     let (_, wide, _) = atomic_kind(&i.name).ok_or(Fault::Unimplemented)?;
     for lane in active_lanes(c.wave.exec()) {
-        let place = buffer_place(c, i, 1, lane, if wide { 8 } else { 4 });
+        let place = buffer_place(c, i, 1, lane, 0, if wide { 8 } else { 4 });
         atomic_lane(c, i, &data, lane, place)?;
     }
     Ok(())
@@ -520,6 +578,14 @@ pub fn handler(name: &str) -> Option<Handler> {
     if flat_or_global && name.contains("_STORE_") {
         width(name)?;
         return Some(flat_store);
+    }
+    if name.starts_with("SCRATCH_LOAD_") {
+        width(name)?;
+        return Some(scratch_load);
+    }
+    if name.starts_with("SCRATCH_STORE_") {
+        width(name)?;
+        return Some(scratch_store);
     }
     if name.starts_with("BUFFER_ATOMIC_") {
         atomic_kind(name)?;
