@@ -154,7 +154,10 @@ pub fn kernarg_segment(
     let name = kernel.name().to_string();
     let fail = |message: String| EmulatorError::Dispatch { kernel: name.clone(), message };
     let size = kernel.metadata.kernarg_segment_size.max(u64::from(kernel.descriptor.kernarg_size));
-    let mut segment = vec![0u8; size as usize];
+    // Kernels load arguments in wide scalar loads that may run past the
+    // last one; the runtime's kernarg memory has room after it, so zeroes
+    // follow here too.
+    let mut segment = vec![0u8; (size + 64).max(256).next_multiple_of(64) as usize];
     let explicit: Vec<_> = kernel.metadata.arguments.iter().filter(|a| !a.is_hidden()).collect();
     if explicit.len() != arguments.len() {
         let names: Vec<String> = explicit

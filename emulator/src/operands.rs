@@ -129,6 +129,8 @@ pub mod modifiers {
     /// VOP3P: the high half reads the source's high half.
     pub const OP_SEL_1: u32 = 8;
     pub const NEG_HI: u32 = 2;
+    /// VOP3 16-bit operations: the result goes to the destination's high half.
+    pub const DST_OP_SEL: u32 = 8;
 }
 
 #[cfg(test)]

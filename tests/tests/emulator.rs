@@ -120,6 +120,29 @@ fn arithmetic_kernels_compute_what_the_cpu_computes() {
             assert_eq!(doubles[i], f64::from(input[i]) * 3.0, "{target}: (double){} * 3", input[i]);
         }
 
+        // f16 arithmetic (VOP2, VOP3 fma) and packed f16 (VOP3P with a
+        // scalar packed constant); inputs keep every result exact in f16.
+        let h = |x: f64| half::f16::from_f64(x).to_bits();
+        let a: Vec<u16> = (0..64).map(|i| h(f64::from(i) / 4.0)).collect();
+        let b: Vec<u16> = (0..64).map(|i| h(f64::from(i % 9))).collect();
+        let pairs: Vec<u32> =
+            (0..64).map(|i| u32::from(h(f64::from(i % 16) / 2.0)) | (u32::from(h(f64::from(i % 5))) << 16)).collect();
+        let (pa, pb) = (d.allocate("a", &bytes(&a, u16::to_le_bytes)), d.allocate("b", &bytes(&b, u16::to_le_bytes)));
+        let pp = d.allocate("pairs", &bytes(&pairs, u32::to_le_bytes));
+        let (po, ppo) = (d.allocate("out", &[0; 128]), d.allocate("pairs out", &[0; 256]));
+        let args = [pointer(po), pointer(ppo), pointer(pa), pointer(pb), pointer(pp)];
+        d.launch("_Z8halfMathP6__halfP7__half2PKS_S4_PKS1_", Launch::linear(1, 64), &args).unwrap();
+        let out = read(&d, po, 64, u16::from_le_bytes);
+        let pairs_out = read_u32(&d, ppo, 64);
+        let f = |bits: u16| f64::from(half::f16::from_bits(bits));
+        for i in 0..64 {
+            let (x, y) = (f(a[i]), f(b[i]));
+            assert_eq!(f(out[i]), x * y + (y - x), "{target}: halfMath[{i}]");
+            let (lo, hi) = (f(pairs[i] as u16), f((pairs[i] >> 16) as u16));
+            let expected = u32::from(h(lo * lo + lo * 0.5)) | (u32::from(h(hi * hi + hi * 2.0)) << 16);
+            assert_eq!(pairs_out[i], expected, "{target}: packed halfMath[{i}]");
+        }
+
         // Cross-lane shuffles: a butterfly sum, then a rotation.
         let values: Vec<i32> = (0..64).map(|i| i * i - 7).collect();
         let (pin, po) = (d.allocate("in", &i32s(&values)), d.allocate("out", &i32s(&[0; 64])));

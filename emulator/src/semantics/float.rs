@@ -9,7 +9,7 @@
 
 use super::{base_name, Context, Handler};
 use crate::error::Fault;
-use crate::operands::modifiers::{ABS, NEG, NEG_HI, OP_SEL_0, OP_SEL_1};
+use crate::operands::modifiers::{ABS, DST_OP_SEL, NEG, NEG_HI, OP_SEL_0, OP_SEL_1};
 use crate::program::{Inst, Source};
 use crate::wave::active_lanes;
 
@@ -17,6 +17,15 @@ use crate::wave::active_lanes;
 fn check_rounding(c: &Context<'_>) -> Result<(), Fault> {
     if c.wave.mode & 0xf != 0 {
         return Err(Fault::UnimplementedCase(format!("rounding mode {:#x}", c.wave.mode & 0xf)));
+    }
+    Ok(())
+}
+
+/// f16 and f64 denormals are kept (MODE FP_DENORM[7:6] = 3, what HIP
+/// kernels ask for); flushing them is not modelled.
+fn check_wide_denormals(c: &Context<'_>) -> Result<(), Fault> {
+    if (c.wave.mode >> 6) & 3 != 3 {
+        return Err(Fault::UnimplementedCase("flushing f16/f64 denormals (MODE FP_DENORM[7:6] != 3)".into()));
     }
     Ok(())
 }
@@ -123,6 +132,7 @@ macro_rules! f64_op {
     ($f:expr) => {
         |c: &mut Context<'_>, i: &Inst| {
             check_rounding(c)?;
+            check_wide_denormals(c)?;
             let f: fn(f64, f64, f64) -> f64 = $f;
             let (clamp, omod) = output_modifiers(i);
             let n = i.srcs.len().min(3);
@@ -167,6 +177,90 @@ macro_rules! f_to_int {
                     f64::from(f32_source(c, &i.srcs[0], lane, false))
                 };
                 c.wave.write_lane32(&i.defs[0], lane, f(x) as u32);
+            }
+            Ok(())
+        }
+    };
+}
+
+/// A 16-bit source: the low half, or the high half when op_sel selects it
+/// (VOP3 forms), after neg/abs.
+fn f16_source(c: &Context<'_>, s: &Source, lane: usize) -> f64 {
+    let word = c.wave.lane32(&s.operand, lane);
+    let mut bits = if s.mods & OP_SEL_0 != 0 { (word >> 16) as u16 } else { word as u16 };
+    if s.mods & ABS != 0 {
+        bits &= 0x7fff;
+    }
+    if s.mods & NEG != 0 {
+        bits ^= 0x8000;
+    }
+    f64::from(half::f16::from_bits(bits))
+}
+
+/// `vdst.f16 = f(src0, src1, src2)`, computed exactly in f64 and rounded
+/// once; the destination's high half is zeroed (GFX9), or, with the VOP3
+/// destination op_sel, the result goes to the high half and the low half
+/// is kept.
+macro_rules! f16_op {
+    ($f:expr) => {
+        |c: &mut Context<'_>, i: &Inst| {
+            check_rounding(c)?;
+            check_wide_denormals(c)?;
+            let f: fn(f64, f64, f64) -> f64 = $f;
+            let (clamp, omod) = output_modifiers(i);
+            let high = i.name.ends_with("_e64") && i.srcs.first().is_some_and(|s| s.mods & DST_OP_SEL != 0);
+            let n = i.srcs.len().min(3);
+            for lane in active_lanes(c.wave.exec()) {
+                let mut a = [0f64; 3];
+                for (k, slot) in a.iter_mut().enumerate().take(n) {
+                    *slot = f16_source(c, &i.srcs[k], lane);
+                }
+                let mut r = f(a[0], a[1], a[2]) * omod_scale(omod);
+                if clamp {
+                    r = if r.is_nan() { 0.0 } else { r.clamp(0.0, 1.0) };
+                }
+                let bits = u32::from(half::f16::from_f64(r).to_bits());
+                let old = c.wave.lane32(&i.defs[0], lane);
+                let value = if high { (old & 0xffff) | (bits << 16) } else { bits };
+                c.wave.write_lane32(&i.defs[0], lane, value);
+            }
+            Ok(())
+        }
+    };
+}
+
+/// Packed f16 (VOP3P): each half picks its source half by op_sel (low) /
+/// op_sel_hi (high) and negates by neg_lo / neg_hi.
+macro_rules! pk_f16 {
+    ($f:expr) => {
+        |c: &mut Context<'_>, i: &Inst| {
+            check_rounding(c)?;
+            check_wide_denormals(c)?;
+            let f: fn(f64, f64, f64) -> f64 = $f;
+            let clamp = i.imm(0) != 0;
+            let n = i.srcs.len().min(3);
+            for lane in active_lanes(c.wave.exec()) {
+                let mut out = 0u32;
+                for half in 0..2 {
+                    let mut a = [0f64; 3];
+                    for (k, slot) in a.iter_mut().enumerate().take(n) {
+                        let s = &i.srcs[k];
+                        let select = if half == 0 { OP_SEL_0 } else { OP_SEL_1 };
+                        let word = c.wave.lane32(&s.operand, lane);
+                        let mut bits = if s.mods & select != 0 { (word >> 16) as u16 } else { word as u16 };
+                        let negate = if half == 0 { NEG } else { NEG_HI };
+                        if s.mods & negate != 0 {
+                            bits ^= 0x8000;
+                        }
+                        *slot = f64::from(half::f16::from_bits(bits));
+                    }
+                    let mut r = f(a[0], a[1], a[2]);
+                    if clamp {
+                        r = if r.is_nan() { 0.0 } else { r.clamp(0.0, 1.0) };
+                    }
+                    out |= u32::from(half::f16::from_f64(r).to_bits()) << (16 * half);
+                }
+                c.wave.write_lane32(&i.defs[0], lane, out);
             }
             Ok(())
         }
@@ -409,6 +503,28 @@ pub fn handler(name: &str) -> Option<Handler> {
         "V_DIV_FIXUP_F64" => f64_op!(div_fixup64),
         "V_DIV_SCALE_F64" => |c, i| div_scale(c, i, true),
         "V_DIV_FMAS_F64" => |c, i| div_fmas(c, i, true),
+        "V_ADD_F16" => f16_op!(|a, b, _| a + b),
+        "V_SUB_F16" => f16_op!(|a, b, _| a - b),
+        "V_SUBREV_F16" => f16_op!(|a, b, _| b - a),
+        "V_MUL_F16" => f16_op!(|a, b, _| a * b),
+        "V_MIN_F16" => f16_op!(|a, b, _| a.min(b)),
+        "V_MAX_F16" => f16_op!(|a, b, _| a.max(b)),
+        // In f64 (the f16 product is exact there), then rounded to f16.
+        "V_FMA_F16" | "V_FMAC_F16" | "V_MAC_F16" | "V_MAD_F16" => f16_op!(|a, b, c| a * b + c),
+        "V_SQRT_F16" => f16_op!(|a, _, _| a.sqrt()),
+        "V_RCP_F16" => f16_op!(|a, _, _| 1.0 / a),
+        "V_RSQ_F16" => f16_op!(|a, _, _| 1.0 / a.sqrt()),
+        "V_EXP_F16" => f16_op!(|a, _, _| a.exp2()),
+        "V_LOG_F16" => f16_op!(|a, _, _| a.log2()),
+        "V_FLOOR_F16" => f16_op!(|a, _, _| a.floor()),
+        "V_CEIL_F16" => f16_op!(|a, _, _| a.ceil()),
+        "V_TRUNC_F16" => f16_op!(|a, _, _| a.trunc()),
+        "V_RNDNE_F16" => f16_op!(|a, _, _| a.round_ties_even()),
+        "V_PK_ADD_F16" => pk_f16!(|a, b, _| a + b),
+        "V_PK_MUL_F16" => pk_f16!(|a, b, _| a * b),
+        "V_PK_FMA_F16" => pk_f16!(|a, b, c| a * b + c),
+        "V_PK_MIN_F16" => pk_f16!(|a, b, _| a.min(b)),
+        "V_PK_MAX_F16" => pk_f16!(|a, b, _| a.max(b)),
         "V_PK_FMA_F32" => pk_f32!(|a, b, c| a.mul_add(b, c)),
         "V_PK_MUL_F32" => pk_f32!(|a, b, _| a * b),
         "V_PK_ADD_F32" => pk_f32!(|a, b, _| a + b),

@@ -76,14 +76,14 @@ pub fn unmodelled_operand(_: &mut Context<'_>, _: &Inst) -> Result<(), Fault> {
     Err(Fault::UnimplementedCase("an operand the emulator does not model".into()))
 }
 
-/// The encoding-neutral part of a pseudo name: `V_ADD_U32_e64` -> `V_ADD_U32`.
+/// The encoding-neutral part of a pseudo name: `V_ADD_U32_e64` -> `V_ADD_U32`,
+/// `V_FMA_F16_gfx9_e64` -> `V_FMA_F16`.
 pub fn base_name(name: &str) -> &str {
-    for suffix in ["_e32", "_e64", "_gfx9", "_vi"] {
-        if let Some(base) = name.strip_suffix(suffix) {
-            return base;
-        }
+    let mut base = name;
+    while let Some(stripped) = ["_e32", "_e64", "_gfx9", "_vi"].iter().find_map(|s| base.strip_suffix(s)) {
+        base = stripped;
     }
-    name
+    base
 }
 
 /// A modifier the emulator does not model (integer clamp, omod on a conversion...).

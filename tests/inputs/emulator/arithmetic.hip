@@ -41,3 +41,11 @@ __global__ void shuffles(int *Out, const int *In) {
     V += __shfl_xor(V, Mask);
   Out[I] = V + __shfl(In[I], (I + 1) & 63);
 }
+
+#include <hip/hip_fp16.h>
+
+__global__ void halfMath(__half *Out, __half2 *PairsOut, const __half *A, const __half *B, const __half2 *Pairs) {
+  int I = threadIdx.x;
+  Out[I] = __hadd(__hmul(A[I], B[I]), __hsub(B[I], A[I]));
+  PairsOut[I] = __hfma2(Pairs[I], Pairs[I], __hmul2(Pairs[I], __floats2half2_rn(0.5f, 2.0f)));
+}
