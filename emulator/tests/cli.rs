@@ -75,6 +75,22 @@ fn runs_a_kernel_and_prints_its_buffers() {
 }
 
 #[test]
+fn arguments_come_from_a_file_and_traces_name_each_instruction() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = code_object(dir.path());
+    let arguments = dir.path().join("arguments.txt");
+    std::fs::write(&arguments, "# out, in, factor, n\nzeros:f32:4\nbuffer:f32:1,2,3,4\n\nf32:-2\ni32:4\n").unwrap();
+    let args = ["--kernel", "_Z5scalePfPKffi", "--block", "4", "--trace", "--arguments-file"];
+    let output = emulate(&file, &args.iter().copied().chain([arguments.to_str().unwrap()]).collect::<Vec<_>>());
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.contains("argument 0: -2 -4 -6 -8"), "{text}");
+    let trace: Vec<&str> = text.lines().filter(|l| l.starts_with("wave ")).collect();
+    assert!(trace.first().is_some_and(|l| l.contains("exec 000000000000000f")), "{text}");
+    assert!(trace.last().is_some_and(|l| l.ends_with("s_endpgm")), "{text}");
+}
+
+#[test]
 fn mistakes_are_named() {
     let dir = tempfile::tempdir().unwrap();
     let file = code_object(dir.path());
