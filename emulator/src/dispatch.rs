@@ -286,7 +286,6 @@ pub fn initial_wave(
 }
 
 /// Runs every workgroup of a dispatch.
-#[allow(clippy::too_many_arguments)]
 pub fn run(
     program: &mut Program,
     memory: &mut Memory,
@@ -296,12 +295,11 @@ pub fn run(
     machine: &Machine,
     options: &Options,
 ) -> Result<RunReport, EmulatorError> {
-    let gfx90a = machine.gfx90a;
     let threads = launch.workgroup_size.iter().product::<u32>();
     let waves_per_group = threads.div_ceil(LANES as u32);
-    let mut report = RunReport::default();
     // Per code slot: (wave executions, active lanes); a map at the end.
-    let mut tally = vec![(0u64, 0u64); program.slots()];
+    let tally = vec![(0u64, 0u64); program.slots()];
+    let mut runner = Runner { program, memory, kernel, machine, options, report: RunReport::default(), tally };
     let mut global = 0u32;
     let [gx, gy, gz] = launch.workgroups;
     for z in 0..gz {
@@ -311,18 +309,16 @@ pub fn run(
                 let mut waves: Vec<Wave> = (0..waves_per_group)
                     .map(|w| {
                         let id = WaveId { workgroup: [x, y, z], wave: w, global: global + w };
-                        initial_wave(kernel, launch, dispatch, id, gfx90a, machine.load_base)
+                        initial_wave(kernel, launch, dispatch, id, machine.gfx90a, machine.load_base)
                     })
                     .collect();
                 global += waves_per_group;
-                let mut state = RunState { report: &mut report, tally: &mut tally };
-                run_workgroup(program, memory, kernel, &mut waves, &mut lds, machine, options, &mut state)?;
-                for wave in &waves {
-                    report.counts.per_wave.push(wave.instructions);
-                }
+                runner.run_workgroup(&mut waves, &mut lds)?;
+                runner.report.counts.per_wave.extend(waves.iter().map(|w| w.instructions));
             }
         }
     }
+    let Runner { program, mut report, tally, .. } = runner;
     report.counts.per_address = tally
         .iter()
         .enumerate()
@@ -332,91 +328,72 @@ pub fn run(
     Ok(report)
 }
 
-/// What a run accumulates besides memory.
-struct RunState<'a> {
-    report: &'a mut RunReport,
-    tally: &'a mut Vec<(u64, u64)>,
+/// One dispatch in progress: what every step reads and what it accumulates.
+struct Runner<'a> {
+    program: &'a mut Program,
+    memory: &'a mut Memory,
+    kernel: &'a Kernel,
+    machine: &'a Machine,
+    options: &'a Options,
+    report: RunReport,
+    tally: Vec<(u64, u64)>,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_workgroup(
-    program: &mut Program,
-    memory: &mut Memory,
-    kernel: &Kernel,
-    waves: &mut [Wave],
-    lds: &mut [u8],
-    machine: &Machine,
-    options: &Options,
-    state: &mut RunState<'_>,
-) -> Result<(), EmulatorError> {
-    loop {
-        for wave in waves.iter_mut() {
-            while wave.state == WaveState::Running {
-                step(program, memory, kernel, wave, lds, machine, options, state)?;
+impl Runner<'_> {
+    fn run_workgroup(&mut self, waves: &mut [Wave], lds: &mut [u8]) -> Result<(), EmulatorError> {
+        loop {
+            for wave in waves.iter_mut() {
+                while wave.state == WaveState::Running {
+                    self.step(wave, lds)?;
+                }
+            }
+            if waves.iter().all(|w| w.state == WaveState::Ended) {
+                return Ok(());
+            }
+            // Every wave that has not ended waits at the barrier: release them.
+            for wave in waves.iter_mut().filter(|w| w.state == WaveState::AtBarrier) {
+                wave.state = WaveState::Running;
             }
         }
-        if waves.iter().all(|w| w.state == WaveState::Ended) {
-            return Ok(());
-        }
-        // Every wave that has not ended waits at the barrier: release them.
-        for wave in waves.iter_mut().filter(|w| w.state == WaveState::AtBarrier) {
-            wave.state = WaveState::Running;
-        }
     }
-}
 
-#[allow(clippy::too_many_arguments)]
-fn step(
-    program: &mut Program,
-    memory: &mut Memory,
-    kernel: &Kernel,
-    wave: &mut Wave,
-    lds: &mut [u8],
-    machine: &Machine,
-    options: &Options,
-    state: &mut RunState<'_>,
-) -> Result<(), EmulatorError> {
-    let address = wave.pc.wrapping_sub(machine.load_base);
-    let Some(inst) = program.fetch(address) else {
-        return Err(EmulatorError::Undecodable {
-            kernel: kernel.name().to_string(),
-            wave: wave.id.to_string(),
-            address,
-        });
-    };
-    if wave.instructions >= options.max_instructions {
-        return Err(EmulatorError::InstructionLimit {
-            kernel: kernel.name().to_string(),
-            wave: wave.id.to_string(),
-            limit: options.max_instructions,
-        });
-    }
-    let exec = wave.exec();
-    if options.trace {
-        state.report.trace.push(TraceEntry { wave: wave.id.global, address, exec });
-    }
-    if let Some(slot) = program.slot(address) {
-        let entry = &mut state.tally[slot];
-        entry.0 += 1;
-        entry.1 += u64::from(exec.count_ones());
-    }
-    let next_pc = wave.pc + u64::from(inst.size);
-    let mut context = Context { wave, memory, lds, machine, next_pc };
-    let outcome = (inst.handler)(&mut context, &inst);
-    let next_pc = context.next_pc;
-    if let Err(fault) = outcome {
-        let site = StopSite {
-            kernel: kernel.name().to_string(),
-            wave: wave.id.to_string(),
-            address,
-            opcode: inst.name.clone(),
-            text: program.text(address),
+    fn step(&mut self, wave: &mut Wave, lds: &mut [u8]) -> Result<(), EmulatorError> {
+        let kernel = self.kernel.name();
+        let address = wave.pc.wrapping_sub(self.machine.load_base);
+        let Some(inst) = self.program.fetch(address) else {
+            return Err(EmulatorError::Undecodable { kernel: kernel.into(), wave: wave.id.to_string(), address });
         };
-        return Err(EmulatorError::Stopped { site: Box::new(site), fault });
+        if wave.instructions >= self.options.max_instructions {
+            let limit = self.options.max_instructions;
+            return Err(EmulatorError::InstructionLimit { kernel: kernel.into(), wave: wave.id.to_string(), limit });
+        }
+        let exec = wave.exec();
+        if self.options.trace {
+            self.report.trace.push(TraceEntry { wave: wave.id.global, address, exec });
+        }
+        if let Some(slot) = self.program.slot(address) {
+            let entry = &mut self.tally[slot];
+            entry.0 += 1;
+            entry.1 += u64::from(exec.count_ones());
+        }
+        let next_pc = wave.pc + u64::from(inst.size);
+        let mut context = Context { wave, memory: self.memory, lds, machine: self.machine, next_pc };
+        let outcome = (inst.handler)(&mut context, &inst);
+        let next_pc = context.next_pc;
+        if let Err(fault) = outcome {
+            let site = StopSite {
+                kernel: kernel.into(),
+                wave: wave.id.to_string(),
+                address,
+                opcode: inst.name.clone(),
+                text: self.program.text(address),
+            };
+            return Err(EmulatorError::Stopped { site: Box::new(site), fault });
+        }
+        wave.pc = next_pc;
+        wave.instructions += 1;
+        Ok(())
     }
-    wave.pc = next_pc;
-    wave.instructions += 1;
-    Ok(())
 }
 
 /// Granule-rounded register counts of a descriptor (for HW_REG_GPR_ALLOC).

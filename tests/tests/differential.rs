@@ -30,6 +30,24 @@ fn instrumented(tool: &CodeObject, app: &CodeObject, plan: &Plan) -> CodeObject 
     CodeObject::parse(bytes, Vec::new()).unwrap()
 }
 
+/// Our control-flow kernels, for gfx90a and gfx908, with the example's
+/// plan: the plan and each (original, instrumented) pair.
+fn instrumented_control_flow(example_name: &str) -> (Plan, Vec<(CodeObject, CodeObject)>) {
+    let dir = scratch();
+    let tool = example_tool(example_name, dir.path());
+    let plan = example_plan(example_name);
+    let pairs = ["gfx90a", "gfx908"]
+        .into_iter()
+        .map(|target| {
+            let app =
+                load::load_for_target(&test_kernels("control_flow"), Some(target)).unwrap().code_objects.remove(0);
+            let output = instrumented(&tool, &app, &plan);
+            (app, output)
+        })
+        .collect();
+    (plan, pairs)
+}
+
 /// One launch: the buffers (bytes) its arguments point at, the scalar
 /// arguments, and the shape.
 struct Case {
@@ -104,12 +122,9 @@ fn expected_count(app: &CodeObject, plan: &Plan, report: &RunReport) -> u64 {
 
 #[test]
 fn the_instruction_counter_counts_what_the_emulator_ran() {
-    let dir = scratch();
-    let tool = example_tool("instruction-counter", dir.path());
-    let plan = example_plan("instruction-counter");
-    for target in ["gfx90a", "gfx908"] {
-        let app = load::load_for_target(&test_kernels("control_flow"), Some(target)).unwrap().code_objects.remove(0);
-        let output = instrumented(&tool, &app, &plan);
+    let (plan, pairs) = instrumented_control_flow("instruction-counter");
+    for (app, output) in &pairs {
+        let target = &app.target.processor;
         for case in control_flow_cases() {
             let name = format!("{target} {}", case.kernel);
             let mut original = Device::new(app.clone(), "original".into()).unwrap();
@@ -120,7 +135,7 @@ fn the_instruction_counter_counts_what_the_emulator_ran() {
             let (instrumented_memory, instrumented_report) = run_case(&mut instrumented, &case);
             assert_eq!(memory, instrumented_memory, "{name}: the application's memory");
             let counted = instrumented.memory.read_u64(counter).unwrap();
-            let expected = expected_count(&app, &plan, &report);
+            let expected = expected_count(app, &plan, &report);
             assert!(expected > 0);
             assert_eq!(counted, expected, "{name}: Counter");
             assert!(
@@ -162,16 +177,13 @@ fn u64s(device: &Device, address: u64, count: usize) -> Vec<u64> {
 
 #[test]
 fn the_kernel_argument_tool_reads_the_launch_shape() {
-    let dir = scratch();
-    let tool = example_tool("kernel-arguments", dir.path());
-    let plan = example_plan("kernel-arguments");
-    for target in ["gfx90a", "gfx908"] {
-        let app = load::load_for_target(&test_kernels("control_flow"), Some(target)).unwrap().code_objects.remove(0);
-        let output = instrumented(&tool, &app, &plan);
+    let (_, pairs) = instrumented_control_flow("kernel-arguments");
+    for (app, output) in &pairs {
+        let target = &app.target.processor;
         let mut case = control_flow_cases().remove(0);
         // A two-dimensional launch: 3x2 workgroups of 64x2 work-items.
         case.launch = Launch { workgroups: [3, 2, 1], workgroup_size: [64, 2, 1], dynamic_lds: 0 };
-        let (_, device, cells) = run_both(&app, &output, &case, &[("GridDim", 12), ("BlockDim", 12)], false);
+        let (_, device, cells) = run_both(app, output, &case, &[("GridDim", 12), ("BlockDim", 12)], false);
         let dims = |address| {
             let b = device.memory.bytes(address, 12).unwrap();
             [0, 4, 8].map(|k| u32::from_le_bytes(b[k..k + 4].try_into().unwrap()))
@@ -183,18 +195,15 @@ fn the_kernel_argument_tool_reads_the_launch_shape() {
 
 #[test]
 fn the_opcode_histogram_counts_every_executed_instruction() {
-    let dir = scratch();
-    let tool = example_tool("opcode-histogram", dir.path());
-    let plan = example_plan("opcode-histogram");
+    let (_, pairs) = instrumented_control_flow("opcode-histogram");
     let slots = 1usize << 15;
-    for target in ["gfx90a", "gfx908"] {
-        let app = load::load_for_target(&test_kernels("control_flow"), Some(target)).unwrap().code_objects.remove(0);
-        let lifted = lift(&app).unwrap();
-        let output = instrumented(&tool, &app, &plan);
+    for (app, output) in &pairs {
+        let target = &app.target.processor;
+        let lifted = lift(app).unwrap();
         for case in control_flow_cases() {
             let name = format!("{target} {}", case.kernel);
             let (report, device, cells) =
-                run_both(&app, &output, &case, &[("OpcodeHistogram", (slots * 8) as u64)], false);
+                run_both(app, output, &case, &[("OpcodeHistogram", (slots * 8) as u64)], false);
             let histogram = u64s(&device, cells[0], slots);
             let mut expected = vec![0u64; slots];
             for instruction in lifted.functions.iter().flat_map(|f| f.instructions()) {
@@ -212,13 +221,10 @@ fn the_opcode_histogram_counts_every_executed_instruction() {
 
 #[test]
 fn the_branch_divergence_tool_records_the_exec_history() {
-    let dir = scratch();
-    let tool = example_tool("branch-divergence", dir.path());
-    let plan = example_plan("branch-divergence");
+    let (_, pairs) = instrumented_control_flow("branch-divergence");
     let capacity = 1usize << 18;
-    for target in ["gfx90a", "gfx908"] {
-        let app = load::load_for_target(&test_kernels("control_flow"), Some(target)).unwrap().code_objects.remove(0);
-        let output = instrumented(&tool, &app, &plan);
+    for (app, output) in &pairs {
+        let target = &app.target.processor;
         let case = control_flow_cases().remove(0);
         let managed = [
             ("BranchExecutions", 4096 * 8),
@@ -226,8 +232,8 @@ fn the_branch_divergence_tool_records_the_exec_history() {
             ("BranchRecords", (capacity * 24) as u64),
             ("BranchRecordCount", 8),
         ];
-        let (report, device, cells) = run_both(&app, &output, &case, &managed, true);
-        let lifted = lift(&app).unwrap();
+        let (report, device, cells) = run_both(app, output, &case, &managed, true);
+        let lifted = lift(app).unwrap();
         let branches: std::collections::HashSet<u64> = lifted
             .functions
             .iter()
@@ -265,18 +271,15 @@ fn the_branch_divergence_tool_records_the_exec_history() {
 
 #[test]
 fn the_memory_tracer_traces_every_lane_access() {
-    let dir = scratch();
-    let tool = example_tool("memory-tracer", dir.path());
-    let plan = example_plan("memory-tracer");
+    let (plan, pairs) = instrumented_control_flow("memory-tracer");
     let capacity = 1usize << 20;
-    for target in ["gfx90a", "gfx908"] {
-        let app = load::load_for_target(&test_kernels("control_flow"), Some(target)).unwrap().code_objects.remove(0);
-        let lifted = lift(&app).unwrap();
-        let output = instrumented(&tool, &app, &plan);
+    for (app, output) in &pairs {
+        let target = &app.target.processor;
+        let lifted = lift(app).unwrap();
         for case in control_flow_cases() {
             let name = format!("{target} {}", case.kernel);
             let managed = [("Trace", (capacity * 16) as u64), ("TraceCount", 8)];
-            let (report, device, cells) = run_both(&app, &output, &case, &managed, false);
+            let (report, device, cells) = run_both(app, output, &case, &managed, false);
             let mut expected = 0;
             for point in plan.select(&lifted) {
                 let instruction = lifted.functions[point.function].instructions().nth(point.instruction).unwrap();
