@@ -57,19 +57,6 @@ pub enum Operand {
     Permuted,
 }
 
-impl Operand {
-    pub fn dwords(&self) -> u8 {
-        match self {
-            Operand::Scalar { dwords, .. } | Operand::Vector { dwords, .. } | Operand::Accum { dwords, .. } => *dwords,
-            _ => 1,
-        }
-    }
-
-    pub fn is_vector(&self) -> bool {
-        matches!(self, Operand::Vector { .. } | Operand::Accum { .. })
-    }
-}
-
 /// The operand an LLVM MC register denotes, or None for registers the
 /// emulator does not model (LDS_DIRECT, trap registers...).
 pub fn register_operand(isa: &Isa, reg: u32) -> Option<Operand> {
