@@ -6,6 +6,7 @@ mod corpus;
 mod custom_intrinsic;
 mod differential;
 mod emulator;
+mod emulator_rocrand;
 mod inspect;
 mod instrument;
 mod lift_emit;

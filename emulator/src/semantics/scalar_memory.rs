@@ -1,6 +1,7 @@
-//! SMEM: scalar loads and stores through a 64-bit address or a buffer
-//! resource, cache controls and the time counters.
+//! SMEM: scalar loads, stores and atomics through a 64-bit address or a
+//! buffer resource, cache controls and the time counters.
 
+use super::vector_memory::atomic_result;
 use super::{Context, Handler};
 use crate::error::Fault;
 use crate::operands::Operand;
@@ -68,7 +69,76 @@ fn store(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     Ok(())
 }
 
+/// `S_BUFFER_ATOMIC_CMPSWAP_X2_IMM_RTN` -> ("CMPSWAP", wide, buffer, returns).
+fn atomic_kind(name: &str) -> Option<(&str, bool, bool, bool)> {
+    let (buffer, rest) = match name.strip_prefix("S_BUFFER_ATOMIC_") {
+        Some(rest) => (true, rest),
+        None => (false, name.strip_prefix("S_ATOMIC_")?),
+    };
+    let (rest, returns) = match rest.strip_suffix("_RTN") {
+        Some(rest) => (rest, true),
+        None => (rest, false),
+    };
+    let op = rest.strip_suffix("_IMM").or_else(|| rest.strip_suffix("_SGPR"))?;
+    let (op, wide) = match op.strip_suffix("_X2") {
+        Some(op) => (op, true),
+        None => (op, false),
+    };
+    atomic_result(op, 0, [0, 0], wide)?;
+    Some((op, wide, buffer, returns))
+}
+
+/// One read-modify-write by the whole wave. Operands: [sdata, sbase or
+/// resource, soffset for `_SGPR`]; CMPSWAP's sdata holds the new value then
+/// the compare value; `_RTN` returns the old value in sdst.
+fn atomic(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
+    let (op, wide, buffer_form, returns) = atomic_kind(&i.name).ok_or(Fault::Unimplemented)?;
+    let data = i.srcs[0].operand;
+    let offset = offset(c, i, 2);
+    let address = if buffer_form {
+        let (base, records) = buffer(c, &i.srcs[1].operand);
+        let size = if wide { 8 } else { 4 };
+        // Out of range: nothing is written and the old value reads as zero.
+        (offset + size <= records).then_some(base + offset)
+    } else {
+        Some(c.wave.scalar64(&i.srcs[1].operand).wrapping_add(offset))
+    };
+    let value = |k: usize| {
+        if wide {
+            u64::from(c.wave.scalar_dword(&data, 2 * k)) | (u64::from(c.wave.scalar_dword(&data, 2 * k + 1)) << 32)
+        } else {
+            u64::from(c.wave.scalar_dword(&data, k))
+        }
+    };
+    let operands = [value(0), if op == "CMPSWAP" { value(1) } else { 0 }];
+    let old = match address {
+        Some(address) => {
+            let address = address & !if wide { 7 } else { 3 };
+            let old = if wide { c.memory.read_u64(address)? } else { u64::from(c.memory.read_u32(address)?) };
+            let new = atomic_result(op, old, operands, wide).ok_or(Fault::Unimplemented)?;
+            if wide {
+                c.memory.write_u64(address, new)?;
+            } else {
+                c.memory.write_u32(address, new as u32)?;
+            }
+            old
+        }
+        None => 0,
+    };
+    if returns {
+        c.wave.write_scalar_dword(&i.defs[0], 0, old as u32);
+        if wide {
+            c.wave.write_scalar_dword(&i.defs[0], 1, (old >> 32) as u32);
+        }
+    }
+    Ok(())
+}
+
 pub fn handler(name: &str) -> Option<Handler> {
+    if name.starts_with("S_ATOMIC_") || name.starts_with("S_BUFFER_ATOMIC_") {
+        atomic_kind(name)?;
+        return Some(atomic);
+    }
     let base = name.trim_end_matches("_ci");
     let base = base.strip_suffix("_IMM").or_else(|| base.strip_suffix("_SGPR")).unwrap_or(base);
     Some(match base {
@@ -90,4 +160,18 @@ pub fn handler(name: &str) -> Option<Handler> {
         },
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::atomic_kind;
+
+    #[test]
+    fn atomic_names_decompose() {
+        assert_eq!(atomic_kind("S_ATOMIC_ADD_IMM_RTN"), Some(("ADD", false, false, true)));
+        assert_eq!(atomic_kind("S_ATOMIC_CMPSWAP_X2_SGPR"), Some(("CMPSWAP", true, false, false)));
+        assert_eq!(atomic_kind("S_BUFFER_ATOMIC_SUB_IMM_RTN"), Some(("SUB", false, true, true)));
+        assert_eq!(atomic_kind("S_ATOMIC_NAND_IMM"), None);
+        assert_eq!(atomic_kind("S_LOAD_DWORD_IMM"), None);
+    }
 }

@@ -276,7 +276,7 @@ fn flat_store(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
 
 /// The value an atomic leaves in memory, given the old value and the data
 /// (`data[1]` is the compare value of cmpswap).
-fn atomic_result(op: &str, old: u64, data: [u64; 2], wide: bool) -> Option<u64> {
+pub(super) fn atomic_result(op: &str, old: u64, data: [u64; 2], wide: bool) -> Option<u64> {
     let (o32, d32) = (old as u32, data[0] as u32);
     Some(if wide {
         match op {
