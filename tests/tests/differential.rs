@@ -11,6 +11,10 @@ use gpuinstr_emulator::{Device, Launch, RunReport};
 use gpuinstr_intrinsics::Registry;
 use gpuinstr_tests::*;
 
+/// The example tools of hook-sdk/examples that instrument applications.
+const EXAMPLE_TOOLS: [&str; 5] =
+    ["instruction-counter", "kernel-arguments", "opcode-histogram", "branch-divergence", "memory-tracer"];
+
 fn example_tool(example_name: &str, dir: &std::path::Path) -> CodeObject {
     let path = dir.join(format!("{example_name}.hsaco"));
     run_ok(&mut tool_compile_command(Compiler::Clang, &example(example_name), "-O3", &path));
@@ -19,6 +23,25 @@ fn example_tool(example_name: &str, dir: &std::path::Path) -> CodeObject {
 
 fn example_plan(example_name: &str) -> Plan {
     Plan::load(&repo().join(format!("hook-sdk/examples/{example_name}/plan.toml"))).unwrap()
+}
+
+/// The example's plan with every insertion restricted to one kernel.
+fn example_plan_for(example_name: &str, kernel: &str) -> Plan {
+    let path = repo().join(format!("hook-sdk/examples/{example_name}/plan.toml"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let text = text.replace("[[insert]]", &format!("[[insert]]\nkernels = \"{kernel}\""));
+    Plan::parse(&text, &format!("{example_name} for one kernel")).unwrap()
+}
+
+/// The Debian library's gfx90a:xnack- code object that holds `kernel`.
+fn debian_code_object(package: &str, library: &str, kernel: &str) -> CodeObject {
+    let path = debian_package_file(package, &format!("/usr/lib/x86_64-linux-gnu/{library}"));
+    load::load_for_target(&path, Some("gfx90a:xnack-"))
+        .unwrap()
+        .code_objects
+        .into_iter()
+        .find(|o| o.kernels.iter().any(|k| k.name() == kernel))
+        .unwrap_or_else(|| panic!("{library} has {kernel}"))
 }
 
 /// Instruments with registers allowed to grow (as scripts/instrument-corpus.sh
@@ -120,32 +143,6 @@ fn expected_count(app: &CodeObject, plan: &Plan, report: &RunReport) -> u64 {
     total
 }
 
-#[test]
-fn the_instruction_counter_counts_what_the_emulator_ran() {
-    let (plan, pairs) = instrumented_control_flow("instruction-counter");
-    for (app, output) in &pairs {
-        let target = &app.target.processor;
-        for case in control_flow_cases() {
-            let name = format!("{target} {}", case.kernel);
-            let mut original = Device::new(app.clone(), "original".into()).unwrap();
-            let (memory, report) = run_case(&mut original, &case);
-            let mut instrumented = Device::new(output.clone(), "instrumented".into()).unwrap();
-            // Counter is __managed__: the global points at host-shared memory.
-            let counter = instrumented.bind_managed("Counter", 8).expect("the tool's Counter global");
-            let (instrumented_memory, instrumented_report) = run_case(&mut instrumented, &case);
-            assert_eq!(memory, instrumented_memory, "{name}: the application's memory");
-            let counted = instrumented.memory.read_u64(counter).unwrap();
-            let expected = expected_count(app, &plan, &report);
-            assert!(expected > 0);
-            assert_eq!(counted, expected, "{name}: Counter");
-            assert!(
-                instrumented_report.counts.instructions() > report.counts.instructions(),
-                "{name}: the payloads ran"
-            );
-        }
-    }
-}
-
 /// Original and instrumented runs of a case; asserts the application's
 /// memory is identical; returns the original's report and the
 /// instrumented device (to read the tool's globals from).
@@ -175,46 +172,152 @@ fn u64s(device: &Device, address: u64, count: usize) -> Vec<u64> {
     bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect()
 }
 
+/// The instruction counter's Counter equals what the emulator counted in
+/// the original, and the payloads ran.
+fn check_instruction_counter(app: &CodeObject, output: &CodeObject, plan: &Plan, case: &Case) {
+    let name = format!("{} {}", app.target.processor, case.kernel);
+    // Counter is __managed__: the global points at host-shared memory.
+    let (report, device, cells) = run_both(app, output, case, &[("Counter", 8)], false);
+    let counted = device.memory.read_u64(cells[0]).unwrap();
+    let expected = expected_count(app, plan, &report);
+    assert!(expected > 0);
+    assert_eq!(counted, expected, "{name}: Counter");
+}
+
+/// Kernel-arguments copies the launch's gridDim and blockDim.
+fn check_kernel_arguments(app: &CodeObject, output: &CodeObject, case: &Case) {
+    let name = format!("{} {}", app.target.processor, case.kernel);
+    let (_, device, cells) = run_both(app, output, case, &[("GridDim", 12), ("BlockDim", 12)], false);
+    let dims = |address| {
+        let b = device.memory.bytes(address, 12).unwrap();
+        [0, 4, 8].map(|k| u32::from_le_bytes(b[k..k + 4].try_into().unwrap()))
+    };
+    assert_eq!(dims(cells[0]), case.launch.workgroups, "{name}: gridDim");
+    assert_eq!(dims(cells[1]), case.launch.workgroup_size, "{name}: blockDim");
+}
+
+/// The opcode histogram equals the emulator's executions per opcode.
+fn check_opcode_histogram(app: &CodeObject, output: &CodeObject, case: &Case) {
+    let name = format!("{} {}", app.target.processor, case.kernel);
+    let slots = 1usize << 15;
+    let lifted = lift(app).unwrap();
+    let (report, device, cells) = run_both(app, output, case, &[("OpcodeHistogram", (slots * 8) as u64)], false);
+    let histogram = u64s(&device, cells[0], slots);
+    let mut expected = vec![0u64; slots];
+    for instruction in lifted.functions.iter().flat_map(|f| f.instructions()) {
+        if let Some((waves, _)) = report.counts.per_address.get(&instruction.address) {
+            expected[instruction.opcode as usize % slots] += waves;
+        }
+    }
+    assert_eq!(histogram.iter().sum::<u64>(), report.counts.instructions(), "{name}: every instruction");
+    for (slot, (got, want)) in histogram.iter().zip(&expected).enumerate() {
+        assert_eq!(got, want, "{name}: opcode {}", lifted.isa.opcode_name(slot as u32));
+    }
+}
+
+/// Branch-divergence's records are the emulator's EXEC history around each
+/// executed `s_and_saveexec_b64`; returns how many of them diverged.
+fn check_branch_divergence(app: &CodeObject, output: &CodeObject, case: &Case) -> u64 {
+    let name = format!("{} {}", app.target.processor, case.kernel);
+    let capacity = 1usize << 18;
+    let managed = [
+        ("BranchExecutions", 4096 * 8),
+        ("BranchDivergences", 4096 * 8),
+        ("BranchRecords", (capacity * 24) as u64),
+        ("BranchRecordCount", 8),
+    ];
+    let (report, device, cells) = run_both(app, output, case, &managed, true);
+    let lifted = lift(app).unwrap();
+    let branches: std::collections::HashSet<u64> = lifted
+        .functions
+        .iter()
+        .flat_map(|f| f.instructions())
+        .filter(|i| i.name(&lifted.isa) == "S_AND_SAVEEXEC_B64")
+        .map(|i| i.address)
+        .collect();
+    // The emulator's own history: EXEC before each s_and_saveexec_b64
+    // and EXEC after it (before the wave's next instruction); the tool
+    // records executions with some lane active.
+    let mut expected = Vec::new();
+    for (k, entry) in report.trace.iter().enumerate() {
+        if !branches.contains(&entry.address) || entry.exec == 0 {
+            continue;
+        }
+        let after = report.trace[k + 1..].iter().find(|e| e.wave == entry.wave).expect("a next instruction");
+        expected.push((entry.wave, entry.exec, after.exec));
+    }
+    let count = u64s(&device, cells[3], 1)[0] as usize;
+    assert_eq!(count, expected.len(), "{name}: one record per executed branch");
+    assert!(count <= capacity, "{name}: the record buffer holds them all");
+    let raw = device.memory.bytes(cells[2], count * 24).unwrap();
+    let word = |r: &[u8], at: usize, n: usize| r[at..at + n].iter().rev().fold(0u64, |v, b| (v << 8) | u64::from(*b));
+    let mut records: Vec<(u32, u64, u64)> =
+        raw.chunks_exact(24).map(|r| (word(r, 4, 4) as u32, word(r, 8, 8), word(r, 16, 8))).collect();
+    records.sort();
+    expected.sort();
+    assert_eq!(records, expected, "{name}: (wavefront, old mask, if mask) per executed branch");
+    let executions: u64 = u64s(&device, cells[0], 4096).iter().sum();
+    let divergences: u64 = u64s(&device, cells[1], 4096).iter().sum();
+    let divergent = expected.iter().filter(|(_, old, new)| new != old && *new != 0).count() as u64;
+    assert_eq!((executions, divergences), (count as u64, divergent), "{name}: per-branch counters");
+    divergent
+}
+
+/// The memory tracer writes one record per active lane of each executed
+/// memory instruction, each address inside an allocation named in
+/// `readable` (the launch's buffers, the code object's constants...).
+fn check_memory_tracer(app: &CodeObject, output: &CodeObject, plan: &Plan, case: &Case, readable: &[&str]) {
+    let name = format!("{} {}", app.target.processor, case.kernel);
+    let capacity = 1usize << 20;
+    let lifted = lift(app).unwrap();
+    let managed = [("Trace", (capacity * 16) as u64), ("TraceCount", 8)];
+    let (report, device, cells) = run_both(app, output, case, &managed, false);
+    let mut expected = 0;
+    for point in plan.select(&lifted) {
+        let instruction = lifted.functions[point.function].instructions().nth(point.instruction).unwrap();
+        expected += report.counts.per_address.get(&instruction.address).map_or(0, |(_, lanes)| *lanes);
+    }
+    let count = u64s(&device, cells[1], 1)[0];
+    assert_eq!(count, expected, "{name}: one record per active lane of each memory instruction");
+    assert!(count > 0 && count as usize <= capacity, "{name}: {count} records");
+    let raw = device.memory.bytes(cells[0], count as usize * 16).unwrap();
+    for record in raw.chunks_exact(16) {
+        let address = u64::from_le_bytes(record[..8].try_into().unwrap());
+        let owner = device.memory.allocation(address).map(|(_, a)| a.name.clone());
+        assert!(
+            owner.as_deref().is_some_and(|o| readable.contains(&o)),
+            "{name}: traced address {address:#x} in {owner:?}"
+        );
+    }
+}
+
+#[test]
+fn the_instruction_counter_counts_what_the_emulator_ran() {
+    let (plan, pairs) = instrumented_control_flow("instruction-counter");
+    for (app, output) in &pairs {
+        for case in control_flow_cases() {
+            check_instruction_counter(app, output, &plan, &case);
+        }
+    }
+}
+
 #[test]
 fn the_kernel_argument_tool_reads_the_launch_shape() {
     let (_, pairs) = instrumented_control_flow("kernel-arguments");
     for (app, output) in &pairs {
-        let target = &app.target.processor;
         let mut case = control_flow_cases().remove(0);
         // A two-dimensional launch: 3x2 workgroups of 64x2 work-items.
         case.launch = Launch { workgroups: [3, 2, 1], workgroup_size: [64, 2, 1], dynamic_lds: 0 };
-        let (_, device, cells) = run_both(app, output, &case, &[("GridDim", 12), ("BlockDim", 12)], false);
-        let dims = |address| {
-            let b = device.memory.bytes(address, 12).unwrap();
-            [0, 4, 8].map(|k| u32::from_le_bytes(b[k..k + 4].try_into().unwrap()))
-        };
-        assert_eq!(dims(cells[0]), [3, 2, 1], "{target}: gridDim");
-        assert_eq!(dims(cells[1]), [64, 2, 1], "{target}: blockDim");
+        check_kernel_arguments(app, output, &case);
     }
 }
 
 #[test]
 fn the_opcode_histogram_counts_every_executed_instruction() {
     let (_, pairs) = instrumented_control_flow("opcode-histogram");
-    let slots = 1usize << 15;
     for (app, output) in &pairs {
-        let target = &app.target.processor;
-        let lifted = lift(app).unwrap();
         for case in control_flow_cases() {
-            let name = format!("{target} {}", case.kernel);
-            let (report, device, cells) =
-                run_both(app, output, &case, &[("OpcodeHistogram", (slots * 8) as u64)], false);
-            let histogram = u64s(&device, cells[0], slots);
-            let mut expected = vec![0u64; slots];
-            for instruction in lifted.functions.iter().flat_map(|f| f.instructions()) {
-                if let Some((waves, _)) = report.counts.per_address.get(&instruction.address) {
-                    expected[instruction.opcode as usize % slots] += waves;
-                }
-            }
-            assert_eq!(histogram.iter().sum::<u64>(), report.counts.instructions(), "{name}: every instruction");
-            for (slot, (got, want)) in histogram.iter().zip(&expected).enumerate() {
-                assert_eq!(got, want, "{name}: opcode {}", lifted.isa.opcode_name(slot as u32));
-            }
+            check_opcode_histogram(app, output, &case);
         }
     }
 }
@@ -222,79 +325,18 @@ fn the_opcode_histogram_counts_every_executed_instruction() {
 #[test]
 fn the_branch_divergence_tool_records_the_exec_history() {
     let (_, pairs) = instrumented_control_flow("branch-divergence");
-    let capacity = 1usize << 18;
     for (app, output) in &pairs {
-        let target = &app.target.processor;
-        let case = control_flow_cases().remove(0);
-        let managed = [
-            ("BranchExecutions", 4096 * 8),
-            ("BranchDivergences", 4096 * 8),
-            ("BranchRecords", (capacity * 24) as u64),
-            ("BranchRecordCount", 8),
-        ];
-        let (report, device, cells) = run_both(app, output, &case, &managed, true);
-        let lifted = lift(app).unwrap();
-        let branches: std::collections::HashSet<u64> = lifted
-            .functions
-            .iter()
-            .flat_map(|f| f.instructions())
-            .filter(|i| i.name(&lifted.isa) == "S_AND_SAVEEXEC_B64")
-            .map(|i| i.address)
-            .collect();
-        // The emulator's own history: EXEC before each s_and_saveexec_b64
-        // and EXEC after it (before the wave's next instruction).
-        let mut expected = Vec::new();
-        for (k, entry) in report.trace.iter().enumerate() {
-            if !branches.contains(&entry.address) {
-                continue;
-            }
-            let after = report.trace[k + 1..].iter().find(|e| e.wave == entry.wave).expect("a next instruction");
-            expected.push((entry.wave, entry.exec, after.exec));
-        }
-        let count = u64s(&device, cells[3], 1)[0] as usize;
-        assert_eq!(count, expected.len(), "{target}: one record per executed branch");
-        let raw = device.memory.bytes(cells[2], count * 24).unwrap();
-        let word =
-            |r: &[u8], at: usize, n: usize| r[at..at + n].iter().rev().fold(0u64, |v, b| (v << 8) | u64::from(*b));
-        let mut records: Vec<(u32, u64, u64)> =
-            raw.chunks_exact(24).map(|r| (word(r, 4, 4) as u32, word(r, 8, 8), word(r, 16, 8))).collect();
-        records.sort();
-        expected.sort();
-        assert_eq!(records, expected, "{target}: (wavefront, old mask, if mask) per executed branch");
-        let executions: u64 = u64s(&device, cells[0], 4096).iter().sum();
-        let divergences: u64 = u64s(&device, cells[1], 4096).iter().sum();
-        let divergent = expected.iter().filter(|(_, old, new)| new != old && *new != 0).count() as u64;
-        assert_eq!((executions, divergences), (count as u64, divergent), "{target}: per-branch counters");
-        assert!(divergent > 0, "{target}: the inputs make some wave diverge");
+        let divergent = check_branch_divergence(app, output, &control_flow_cases().remove(0));
+        assert!(divergent > 0, "{}: the inputs make some wave diverge", app.target.processor);
     }
 }
 
 #[test]
 fn the_memory_tracer_traces_every_lane_access() {
     let (plan, pairs) = instrumented_control_flow("memory-tracer");
-    let capacity = 1usize << 20;
     for (app, output) in &pairs {
-        let target = &app.target.processor;
-        let lifted = lift(app).unwrap();
         for case in control_flow_cases() {
-            let name = format!("{target} {}", case.kernel);
-            let managed = [("Trace", (capacity * 16) as u64), ("TraceCount", 8)];
-            let (report, device, cells) = run_both(app, output, &case, &managed, false);
-            let mut expected = 0;
-            for point in plan.select(&lifted) {
-                let instruction = lifted.functions[point.function].instructions().nth(point.instruction).unwrap();
-                expected += report.counts.per_address.get(&instruction.address).map_or(0, |(_, lanes)| *lanes);
-            }
-            let count = u64s(&device, cells[1], 1)[0];
-            assert_eq!(count, expected, "{name}: one record per active lane of each memory instruction");
-            assert!(count > 0);
-            // Every traced address lies in a buffer the case allocated.
-            let raw = device.memory.bytes(cells[0], count as usize * 16).unwrap();
-            for record in raw.chunks_exact(16) {
-                let address = u64::from_le_bytes(record[..8].try_into().unwrap());
-                let owner = device.memory.allocation(address).map(|(_, a)| a.name.clone());
-                assert_eq!(owner.as_deref(), Some("buffer"), "{name}: traced address {address:#x}");
-            }
+            check_memory_tracer(app, output, &plan, &case, &["buffer"]);
         }
     }
 }
@@ -306,18 +348,10 @@ fn the_memory_tracer_traces_every_lane_access() {
 fn an_instrumented_rocsparse_kernel_runs_unchanged_and_counts_exactly() {
     let kernel =
         "_ZL21csrmvn_general_kernelILj512ELj64EiidPKdEvbT2_T4_PKT1_PKS2_PKT3_SB_S3_PS9_21rocsparse_index_base_";
-    let library = debian_package_file("librocsparse0", "/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1");
-    let app = load::load_for_target(&library, Some("gfx90a:xnack-"))
-        .unwrap()
-        .code_objects
-        .into_iter()
-        .find(|o| o.kernels.iter().any(|k| k.name() == kernel))
-        .unwrap();
+    let app = debian_code_object("librocsparse0", "librocsparse.so.0.1", kernel);
     let dir = scratch();
     let tool = example_tool("instruction-counter", dir.path());
-    let text = std::fs::read_to_string(repo().join("hook-sdk/examples/instruction-counter/plan.toml")).unwrap();
-    let text = text.replace("[[insert]]", &format!("[[insert]]\nkernels = \"{kernel}\""));
-    let plan = Plan::parse(&text, "csrmv-counter.toml").unwrap();
+    let plan = example_plan_for("instruction-counter", kernel);
     let output = instrumented(&tool, &app, &plan);
     // A 40 x 30 matrix, 0 to 5 entries per row; alpha and beta by pointer.
     let mut row_ptr = vec![0i32];
@@ -348,4 +382,39 @@ fn an_instrumented_rocsparse_kernel_runs_unchanged_and_counts_exactly() {
     let counted = device.memory.read_u64(cells[0]).unwrap();
     assert_eq!(counted, expected_count(&app, &plan, &report), "csrmv: Counter");
     assert!(counted > 1000, "{counted}");
+}
+
+/// rocRAND's XORWOW init kernel (Debian's gfx90a:xnack- code object): loops
+/// over jump matrices read from the code object's constants with per-lane
+/// trip counts (so waves diverge), the engine kept in LDS. Instrumented with
+/// each example tool (only that kernel selected), it initialises the same
+/// engines and every tool records what the emulator saw the original do.
+#[test]
+fn every_example_tool_on_rocrand_xorwow_init() {
+    let kernel = "_ZN12rocrand_host6detailL19init_engines_kernelEPN14rocrand_device13xorwow_engineEjyy";
+    let app = debian_code_object("librocrand1", "librocrand.so.1.1", kernel);
+    let case = Case {
+        kernel,
+        launch: Launch::linear(2, 128),
+        buffers: vec![Some(vec![0; 256 * 24]), None, None, None],
+        scalars: vec![
+            100u32.to_le_bytes().to_vec(),
+            0x0123_4567_89ab_cdefu64.to_le_bytes().to_vec(),
+            7u64.to_le_bytes().to_vec(),
+        ],
+    };
+    let dir = scratch();
+    for example in EXAMPLE_TOOLS {
+        let tool = example_tool(example, dir.path());
+        let plan = example_plan_for(example, kernel);
+        let output = instrumented(&tool, &app, &plan);
+        match example {
+            "instruction-counter" => check_instruction_counter(&app, &output, &plan, &case),
+            "kernel-arguments" => check_kernel_arguments(&app, &output, &case),
+            "opcode-histogram" => check_opcode_histogram(&app, &output, &case),
+            "branch-divergence" => assert!(check_branch_divergence(&app, &output, &case) > 0, "some wave diverges"),
+            "memory-tracer" => check_memory_tracer(&app, &output, &plan, &case, &["buffer", "code object"]),
+            other => panic!("no check for the example {other}"),
+        }
+    }
 }

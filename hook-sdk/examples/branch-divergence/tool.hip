@@ -32,8 +32,13 @@ GPUINSTR_HOOK recordBranch(uint32_t Branch, uint64_t OldMask, uint64_t Condition
   const uint32_t Flat = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
   const uint32_t Wavefront =
       Group * ((GroupSize + 63) / 64) + __builtin_amdgcn_readfirstlane(Flat) / 64;
-  // One lane records for the wavefront.
-  gpuinstr::writeExec(1);
+  // The first active lane records for the wavefront, through an ordinary
+  // branch: turning on a lane that was off (writeExec(1) when lane 0 is
+  // inactive) would run it on vector registers the compiler computed
+  // without it. A wavefront reaching the branch with no active lane records
+  // nothing (it has no work-item to diverge).
+  if (static_cast<int>(__lane_id()) != __ffsll(static_cast<unsigned long long>(OldMask)) - 1)
+    return;
   const uint32_t Slot = Branch % BranchSlots;
   atomicAdd(reinterpret_cast<unsigned long long *>(&BranchExecutions[Slot]), 1ull);
   if (Divergent)
@@ -41,7 +46,6 @@ GPUINSTR_HOOK recordBranch(uint32_t Branch, uint64_t OldMask, uint64_t Condition
   const uint64_t Index = atomicAdd(reinterpret_cast<unsigned long long *>(&BranchRecordCount), 1ull);
   if (Index < RecordCapacity)
     BranchRecords[Index] = BranchRecord{Branch, Wavefront, OldMask, IfMask};
-  gpuinstr::writeExec(OldMask);
 }
 
 GPUINSTR_EXPORT_HOOK_HANDLE(recordBranch);
