@@ -6,7 +6,7 @@ use std::path::Path;
 
 use gpuinstr::stages::load::{self, CodeObject, Kernel};
 
-use crate::dispatch::{self, DispatchMemory, Launch, Options, RunReport};
+use crate::dispatch::{self, DispatchMemory, Launch, Options, RunReport, TraceEntry};
 use crate::error::EmulatorError;
 use crate::memory::Memory;
 use crate::program::Program;
@@ -26,6 +26,9 @@ pub struct Device {
     /// Device address of code object address 0.
     pub load_base: u64,
     pub options: Options,
+    /// The trace of the last launch that stopped, up to its stop (when
+    /// `options.trace` is set): what led there.
+    pub trace_before_stop: Vec<TraceEntry>,
     file: String,
 }
 
@@ -52,7 +55,7 @@ impl Device {
         let mut memory = Memory::default();
         let load_base = load_code_object(&mut memory, &code_object)?;
         let program = Program::new(code_object)?;
-        Ok(Device { memory, program, load_base, options: Options::default(), file })
+        Ok(Device { memory, program, load_base, options: Options::default(), trace_before_stop: Vec::new(), file })
     }
 
     pub fn code_object(&self) -> &CodeObject {
@@ -128,7 +131,9 @@ impl Device {
             sgprs,
             gfx90a,
         };
-        dispatch::run(&mut self.program, &mut self.memory, &kernel, &launch, &memory, &machine, &self.options)
+        let trace = &mut self.trace_before_stop;
+        trace.clear();
+        dispatch::run(&mut self.program, &mut self.memory, &kernel, &launch, &memory, &machine, &self.options, trace)
     }
 }
 

@@ -285,7 +285,9 @@ pub fn initial_wave(
     wave
 }
 
-/// Runs every workgroup of a dispatch.
+/// Runs every workgroup of a dispatch. On a stop, `trace_so_far` gets the
+/// trace up to the stopping instruction (when tracing).
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     program: &mut Program,
     memory: &mut Memory,
@@ -294,6 +296,7 @@ pub fn run(
     dispatch: &DispatchMemory,
     machine: &Machine,
     options: &Options,
+    trace_so_far: &mut Vec<TraceEntry>,
 ) -> Result<RunReport, EmulatorError> {
     let threads = launch.workgroup_size.iter().product::<u32>();
     let waves_per_group = threads.div_ceil(LANES as u32);
@@ -313,7 +316,10 @@ pub fn run(
                     })
                     .collect();
                 global += waves_per_group;
-                runner.run_workgroup(&mut waves, &mut lds)?;
+                if let Err(stop) = runner.run_workgroup(&mut waves, &mut lds) {
+                    *trace_so_far = std::mem::take(&mut runner.report.trace);
+                    return Err(stop);
+                }
                 runner.report.counts.per_wave.extend(waves.iter().map(|w| w.instructions));
             }
         }

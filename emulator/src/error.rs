@@ -18,6 +18,15 @@ pub enum Fault {
     BadJump(u64),
     #[error("s_trap {0}")]
     Trap(u32),
+    #[error("lane {lane}: {fault}")]
+    InLane { lane: usize, fault: Box<Fault> },
+}
+
+impl Fault {
+    /// The fault, naming the lane whose access it was.
+    pub fn in_lane(self, lane: usize) -> Fault {
+        Fault::InLane { lane, fault: Box::new(self) }
+    }
 }
 
 #[derive(Debug, Error)]

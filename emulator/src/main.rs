@@ -103,10 +103,14 @@ fn main() -> Result<()> {
         managed.push((name, address, element, size as usize));
     }
     let launch = Launch { workgroups: dims(&cli.grid)?, workgroup_size: dims(&cli.block)?, dynamic_lds: 0 };
-    let report = device.launch(&cli.kernel, launch, &values)?;
+    let outcome = device.launch(&cli.kernel, launch, &values);
     let mut text = String::new();
+    let trace = match &outcome {
+        Ok(report) => &report.trace,
+        Err(_) => &device.trace_before_stop,
+    };
     if cli.trace {
-        for entry in &report.trace {
+        for entry in trace {
             writeln!(
                 text,
                 "wave {:>4} {:#010x} exec {:016x} {}",
@@ -117,6 +121,17 @@ fn main() -> Result<()> {
             )?;
         }
     }
+    let report = match outcome {
+        Ok(report) => report,
+        Err(stop) => {
+            // The trace up to the stop, then the stop.
+            let mut out = std::io::stdout().lock();
+            if out.write_all(text.as_bytes()).is_err() {
+                return Ok(());
+            }
+            return Err(stop.into());
+        }
+    };
     let waves = report.counts.per_wave.len();
     writeln!(text, "{}: {} waves, {} instructions", cli.kernel, waves, report.counts.instructions())?;
     for (name, address, element, length) in managed {

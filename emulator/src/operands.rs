@@ -52,9 +52,10 @@ pub enum Operand {
     /// operand's type gives it; 32-bit literals as written).
     Constant(i64),
     Special(Special),
-    /// A DPP instruction's `src0` after its lane permutation
-    /// (`Wave::permuted`).
-    Permuted,
+    /// A source of a DPP or SDWA instruction as its plain operation reads
+    /// it: after the lane permutation (DPP `src0`) or the byte/word select
+    /// (SDWA `src0`, `src1`), in `Wave::staged`.
+    Staged(u8),
 }
 
 /// The operand an LLVM MC register denotes, or None for registers the

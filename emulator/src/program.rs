@@ -50,6 +50,8 @@ pub struct Inst {
     pub target: Option<u64>,
     /// A DPP instruction: its lane permutation and the plain operation.
     pub dpp: Option<Box<Dpp>>,
+    /// An SDWA instruction: its selects and the plain operation.
+    pub sdwa: Option<Box<Sdwa>>,
 }
 
 /// A DPP form: `src0` is read through a lane permutation, then the plain
@@ -63,7 +65,19 @@ pub struct Dpp {
     pub bound_ctrl: bool,
     /// The source the permutation reads.
     pub source: Operand,
-    /// The plain operation, reading `Operand::Permuted` for `src0`.
+    /// The plain operation, reading `Operand::Staged(0)` for `src0`.
+    pub base: Inst,
+}
+
+/// An SDWA form: each source is read through a byte/word select (sign
+/// extended for integer sources with SEXT), the plain operation runs, and
+/// its result is placed in the selected part of `vdst`.
+pub struct Sdwa {
+    /// The real sources and their selects: (operand, select, sign extend).
+    pub sources: Vec<(Operand, u32, bool)>,
+    /// DST_SEL and DST_UNUSED (None for VOPC, which writes a mask).
+    pub destination: Option<(u32, u32)>,
+    /// The plain operation, reading `Operand::Staged(k)` for source k.
     pub base: Inst,
 }
 
@@ -195,7 +209,7 @@ fn decode(isa: &Isa, lifted: &Instruction) -> Inst {
         // Operands: vdst; old (tied to vdst), src0[, src1]; dpp_ctrl, row_mask, bank_mask, bound_ctrl.
         let source = srcs[1].operand;
         let mut base_srcs: Vec<Source> = srcs[1..].to_vec();
-        base_srcs[0].operand = Operand::Permuted;
+        base_srcs[0].operand = Operand::Staged(0);
         let base_name = format!("{plain}_e32");
         let base = Inst {
             address: lifted.address,
@@ -207,6 +221,7 @@ fn decode(isa: &Isa, lifted: &Instruction) -> Inst {
             imms: Vec::new(),
             target: None,
             dpp: None,
+            sdwa: None,
         };
         let dpp = Dpp {
             control: imms[0] as u32,
@@ -218,10 +233,100 @@ fn decode(isa: &Isa, lifted: &Instruction) -> Inst {
         };
         let handler = semantics::dpp::execute;
         let (address, size) = (lifted.address, lifted.raw.size);
-        return Inst { address, size, name, handler, defs, srcs, imms, target, dpp: Some(Box::new(dpp)) };
+        return Inst { address, size, name, handler, defs, srcs, imms, target, dpp: Some(Box::new(dpp)), sdwa: None };
+    }
+    if let Some(plain) = name.strip_suffix("_sdwa").filter(|_| !unmodelled && !srcs.is_empty()) {
+        if let Some(sdwa) = sdwa_form(plain, lifted, &defs, &srcs, &imms) {
+            let (address, size) = (lifted.address, lifted.raw.size);
+            let handler = semantics::sdwa::execute;
+            return Inst {
+                address,
+                size,
+                name,
+                handler,
+                defs,
+                srcs,
+                imms,
+                target,
+                dpp: None,
+                sdwa: Some(Box::new(sdwa)),
+            };
+        }
+        let handler = semantics::sdwa::unsupported;
+        return Inst {
+            address: lifted.address,
+            size: lifted.raw.size,
+            name,
+            handler,
+            defs,
+            srcs,
+            imms,
+            target,
+            dpp: None,
+            sdwa: None,
+        };
     }
     let handler = if unmodelled { semantics::unmodelled_operand } else { semantics::handler(&name) };
-    Inst { address: lifted.address, size: lifted.raw.size, name, handler, defs, srcs, imms, target, dpp: None }
+    Inst {
+        address: lifted.address,
+        size: lifted.raw.size,
+        name,
+        handler,
+        defs,
+        srcs,
+        imms,
+        target,
+        dpp: None,
+        sdwa: None,
+    }
+}
+
+/// Whether an SDWA source of `plain` is an integer, whose modifier bit 0
+/// means SEXT rather than NEG: conversions by their source type (the last
+/// type in `V_CVT_F32_U32`), other operations unless they name a float type.
+fn integer_source(plain: &str) -> bool {
+    if let Some(types) = plain.strip_prefix("V_CVT_") {
+        let source = types.rsplit('_').next().unwrap_or("");
+        return !source.starts_with('F');
+    }
+    !["_F16", "_F32", "_F64"].iter().any(|t| plain.contains(t))
+}
+
+/// Operands (LLVM 15, gfx9): vdst | sdst; [src mods, src] per source; clamp
+/// [, omod]; dst_sel, dst_unused (not VOPC); a select per source. Clamp
+/// and omod are not modelled: None for them.
+fn sdwa_form(plain: &str, lifted: &Instruction, defs: &[Operand], srcs: &[Source], imms: &[i64]) -> Option<Sdwa> {
+    let compare = plain.starts_with("V_CMP");
+    let n = srcs.len();
+    let fixed = if compare { 0 } else { 2 };
+    let head = imms.len().checked_sub(n + fixed)?;
+    if imms[..head].iter().any(|v| *v != 0) || head == 0 {
+        return None;
+    }
+    let selects = &imms[imms.len() - n..];
+    let integer = integer_source(plain);
+    let sources =
+        srcs.iter().zip(selects).map(|(s, select)| (s.operand, *select as u32, integer && s.mods & 1 != 0)).collect();
+    let base_srcs = srcs
+        .iter()
+        .enumerate()
+        .map(|(k, s)| Source { operand: Operand::Staged(k as u8), mods: if integer { 0 } else { s.mods } })
+        .collect();
+    let base_name = format!("{plain}_{}", if compare { "e64" } else { "e32" });
+    let base = Inst {
+        address: lifted.address,
+        size: lifted.raw.size,
+        handler: semantics::handler(&base_name),
+        name: base_name,
+        defs: defs.to_vec(),
+        srcs: base_srcs,
+        imms: Vec::new(),
+        target: None,
+        dpp: None,
+        sdwa: None,
+    };
+    let destination = (!compare).then(|| (imms[head] as u32, imms[head + 1] as u32));
+    Some(Sdwa { sources, destination, base })
 }
 
 /// A constant in a 64-bit operand: LLVM 15 decodes a 32-bit literal as

@@ -36,8 +36,9 @@ pub struct Wave {
     pub sgpr: [u32; SCALAR_SLOTS],
     pub vgpr: Vec<Lanes>,
     pub agpr: Vec<Lanes>,
-    /// What a DPP instruction's `src0` reads (`Operand::Permuted`).
-    pub permuted: Lanes,
+    /// What `Operand::Staged(k)` reads: a DPP or SDWA instruction's
+    /// sources after permutation or selection.
+    pub staged: [Lanes; 2],
     pub scc: bool,
     /// Device address of the next instruction.
     pub pc: u64,
@@ -57,7 +58,7 @@ impl Wave {
             sgpr: [0; SCALAR_SLOTS],
             vgpr: vec![[0; LANES]; 256],
             agpr: vec![[0; LANES]; 256],
-            permuted: [0; LANES],
+            staged: [[0; LANES]; 2],
             scc: false,
             pc: 0,
             state: WaveState::Running,
@@ -108,7 +109,7 @@ impl Wave {
             Operand::Special(s) => self.special(s) as u32,
             Operand::Vector { index, .. } => self.vgpr[index as usize][0],
             Operand::Accum { index, .. } => self.agpr[index as usize][0],
-            Operand::Permuted => self.permuted[0],
+            Operand::Staged(k) => self.staged[k as usize][0],
         }
     }
 
@@ -121,7 +122,7 @@ impl Wave {
             Operand::Constant(value) => value as u64,
             Operand::Scc => u64::from(self.scc),
             Operand::Special(s) => self.special(s),
-            Operand::Vector { .. } | Operand::Accum { .. } | Operand::Permuted => {
+            Operand::Vector { .. } | Operand::Accum { .. } | Operand::Staged(_) => {
                 u64::from(self.lane32(operand, 0)) | (u64::from(self.lane32_at(operand, 0, 1)) << 32)
             }
         }
@@ -171,7 +172,7 @@ impl Wave {
         match *operand {
             Operand::Vector { index, .. } => self.vgpr[(index as usize + part) % 256][lane],
             Operand::Accum { index, .. } => self.agpr[(index as usize + part) % 256][lane],
-            Operand::Permuted if part == 0 => self.permuted[lane],
+            Operand::Staged(k) if part == 0 => self.staged[k as usize][lane],
             _ => self.scalar_dword(operand, part),
         }
     }
@@ -180,14 +181,14 @@ impl Wave {
         match *operand {
             Operand::Vector { index, .. } => self.vgpr[index as usize][lane],
             Operand::Accum { index, .. } => self.agpr[index as usize][lane],
-            Operand::Permuted => self.permuted[lane],
+            Operand::Staged(k) => self.staged[k as usize][lane],
             _ => self.scalar32(operand),
         }
     }
 
     pub fn lane64(&self, operand: &Operand, lane: usize) -> u64 {
         match *operand {
-            Operand::Vector { .. } | Operand::Accum { .. } | Operand::Permuted => {
+            Operand::Vector { .. } | Operand::Accum { .. } | Operand::Staged(_) => {
                 u64::from(self.lane32_at(operand, lane, 0)) | (u64::from(self.lane32_at(operand, lane, 1)) << 32)
             }
             _ => self.scalar64(operand),

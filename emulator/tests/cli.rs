@@ -107,3 +107,20 @@ fn mistakes_are_named() {
         assert!(stderr.contains(message), "{args:?}: {stderr}");
     }
 }
+
+/// A run that stops (the input buffer is two floats short) prints the trace
+/// up to the stopping instruction, then names the lane and the address.
+#[test]
+fn a_stopped_run_prints_its_trace_up_to_the_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = code_object(dir.path());
+    let args = ["--kernel", "_Z5scalePfPKffi", "--block", "4", "--trace"];
+    let arguments = ["--arg", "zeros:f32:4", "--arg", "buffer:f32:1,2", "--arg", "f32:2", "--arg", "i32:4"];
+    let output = emulate(&file, &args.iter().chain(&arguments).copied().collect::<Vec<_>>());
+    assert!(!output.status.success());
+    let text = String::from_utf8(output.stdout).unwrap();
+    let trace: Vec<&str> = text.lines().filter(|l| l.starts_with("wave ")).collect();
+    assert!(trace.last().is_some_and(|l| l.contains("global_load_dword")), "{text}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("lane 2: memory access of 4 bytes at"), "{stderr}");
+}

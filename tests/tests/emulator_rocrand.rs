@@ -253,3 +253,32 @@ fn rocrand_xorwow_normal_floats_follow_box_muller() {
     let sample_mean = got.iter().map(|v| f64::from(*v)).sum::<f64>() / n as f64;
     assert!((sample_mean - 1.5).abs() < 0.1, "sample mean {sample_mean}");
 }
+
+/// rocRAND's Philox half-precision uniform kernel: each 32-bit number gives
+/// two halves (low then high 16 bits), each (u + 1) * 2^-16 rounded to
+/// f16. It reads the halves with SDWA word selects (`v_cvt_f32_u32_sdwa
+/// src0_sel:WORD_1`), computes with packed f32 FMAs and packs with
+/// `v_pack_b32_f16`; the last, partial vector through `v_fma_mixlo_f16`.
+#[test]
+fn rocrand_philox_half_uniform_reads_words_through_sdwa() {
+    let kernel = "_ZN12rocrand_host6detailL15generate_kernelI6__half20uniform_distributionIS2_EEEvNS0_27philox4x32_10_device_engineEPT_mT0_";
+    let mut d = rocrand_device(kernel);
+    let key = [0x0bad_5eedu32, 0x1357_9bdf];
+    let mut engine = vec![0u8; 48];
+    engine[32..36].copy_from_slice(&key[0].to_le_bytes());
+    engine[36..40].copy_from_slice(&key[1].to_le_bytes());
+    // Not a multiple of the kernel's 8 halves per vector: a tail.
+    let n = 5003usize;
+    let data = d.allocate("data", &vec![0; n * 2]);
+    d.launch(kernel, Launch::linear(4, 256), &[engine, pointer(data), u64_argument(n as u64), vec![0]]).unwrap();
+    let raw = d.memory.bytes(data, n * 2).unwrap();
+    let generated: Vec<u16> = raw.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+    let scale = 2f32.powi(-16);
+    let expected: Vec<u16> = (0..n.div_ceil(8) as u32)
+        .flat_map(|c| philox4x32_10([c, 0, 0, 0], key))
+        .flat_map(|v| [v & 0xffff, v >> 16])
+        .map(|h| half::f16::from_f32((h as f32).mul_add(scale, scale)).to_bits())
+        .take(n)
+        .collect();
+    assert_eq!(generated, expected);
+}

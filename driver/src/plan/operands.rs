@@ -81,8 +81,35 @@ pub fn memory_address(isa: &Isa, instruction: &Instruction) -> Option<HookArgume
         }
     }
     let (vaddr, offset) = (vaddr?, offset?);
+    // GLOBAL offsets are 13-bit signed on GFX9, and LLVM 15's decoder leaves
+    // the raw field (`offset:-8` decodes as 8184); FLAT's are unsigned.
+    let offset = if ts & si::FLAT_GLOBAL != 0 { (offset << 51) >> 51 } else { offset };
     Some(match saddr {
         Some(base) => HookArgument::MemoryAddress { base, index: Some(vaddr), offset },
         None => HookArgument::MemoryAddress { base: vaddr, index: None, offset },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stages::load::{FeatureSetting, TargetId};
+
+    /// The address argument of one encoded instruction.
+    fn address_of(bytes: &[u8]) -> Option<HookArgument> {
+        let target = TargetId { processor: "gfx90a".into(), xnack: FeatureSetting::Any, sramecc: FeatureSetting::Any };
+        let isa = Isa::new(&target).unwrap();
+        let raw = isa.mc.decode(bytes, 0).unwrap();
+        memory_address(&isa, &Instruction::new(&isa, 0, bytes, raw))
+    }
+
+    #[test]
+    fn global_offsets_are_signed_and_flat_offsets_are_not() {
+        // global_store_dwordx4 v[18:19], v[8:11], off offset:-8
+        let global = address_of(&[0xf8, 0x9f, 0x7c, 0xdc, 0x12, 0x08, 0x7f, 0x00]);
+        assert!(matches!(global, Some(HookArgument::MemoryAddress { offset: -8, index: None, .. })), "{global:?}");
+        // flat_load_dword v0, v[2:3] offset:4095
+        let flat = address_of(&[0xff, 0x0f, 0x50, 0xdc, 0x02, 0x00, 0x00, 0x00]);
+        assert!(matches!(flat, Some(HookArgument::MemoryAddress { offset: 4095, .. })), "{flat:?}");
+    }
 }

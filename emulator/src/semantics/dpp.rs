@@ -44,7 +44,7 @@ pub fn execute(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
             _ => None,
         };
         if let Some(value) = value {
-            c.wave.permuted[lane] = value;
+            c.wave.staged[0][lane] = value;
             enabled |= 1 << lane;
         }
     }

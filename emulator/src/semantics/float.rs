@@ -436,6 +436,83 @@ macro_rules! pk_f32 {
     };
 }
 
+/// A mixed-precision (VOP3P `v_fma_mix*`) source: f16 where op_sel_hi is
+/// set (the half op_sel picks), else f32; neg_lo negates, neg_hi takes the
+/// absolute value.
+fn mix_source(c: &Context<'_>, s: &Source, lane: usize) -> f64 {
+    let word = c.wave.lane32(&s.operand, lane);
+    let mut x = if s.mods & OP_SEL_1 != 0 {
+        let bits = if s.mods & OP_SEL_0 != 0 { (word >> 16) as u16 } else { word as u16 };
+        f64::from(half::f16::from_bits(bits))
+    } else {
+        f64::from(f32::from_bits(word))
+    };
+    if s.mods & NEG_HI != 0 {
+        x = x.abs();
+    }
+    if s.mods & NEG != 0 {
+        x = -x;
+    }
+    x
+}
+
+/// `v_fma_mix_f32`, `v_fma_mixlo_f16`, `v_fma_mixhi_f16`: a fused
+/// multiply-add of mixed f16/f32 sources, rounded once to the result type
+/// (the f16 forms write one half and keep the other).
+fn fma_mix(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
+    check_rounding(c)?;
+    check_wide_denormals(c)?;
+    let clamp = i.imm(0) != 0;
+    let half_result = if i.name.starts_with("V_FMA_MIXLO") {
+        Some(0)
+    } else if i.name.starts_with("V_FMA_MIXHI") {
+        Some(16)
+    } else {
+        None
+    };
+    for lane in active_lanes(c.wave.exec()) {
+        let [a, b, d] = [0, 1, 2].map(|k| mix_source(c, &i.srcs[k], lane));
+        let value = match half_result {
+            None => {
+                let r = (a as f32).mul_add(b as f32, d as f32);
+                finish32(r, clamp, 0, false)
+            }
+            Some(shift) => {
+                let mut r = a.mul_add(b, d);
+                if clamp {
+                    r = if r.is_nan() { 0.0 } else { r.clamp(0.0, 1.0) };
+                }
+                let bits = u32::from(half::f16::from_f64(r).to_bits());
+                let old = c.wave.lane32(&i.defs[0], lane);
+                (old & !(0xffff << shift)) | (bits << shift)
+            }
+        };
+        c.wave.write_lane32(&i.defs[0], lane, value);
+    }
+    Ok(())
+}
+
+/// `v_pack_b32_f16`: two f16 halves (op_sel picks each source's half,
+/// neg/abs apply) into one dword, src0 low.
+fn pack_f16(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
+    for lane in active_lanes(c.wave.exec()) {
+        let mut out = 0u32;
+        for (k, s) in i.srcs.iter().take(2).enumerate() {
+            let word = c.wave.lane32(&s.operand, lane);
+            let mut bits = if s.mods & OP_SEL_0 != 0 { word >> 16 } else { word } & 0xffff;
+            if s.mods & ABS != 0 {
+                bits &= 0x7fff;
+            }
+            if s.mods & NEG != 0 {
+                bits ^= 0x8000;
+            }
+            out |= bits << (16 * k);
+        }
+        c.wave.write_lane32(&i.defs[0], lane, out);
+    }
+    Ok(())
+}
+
 pub fn handler(name: &str) -> Option<Handler> {
     if name.ends_with("_sdwa") || name.ends_with("_dpp") {
         return None;
@@ -526,6 +603,8 @@ pub fn handler(name: &str) -> Option<Handler> {
         "V_PK_MIN_F16" => pk_f16!(|a, b, _| a.min(b)),
         "V_PK_MAX_F16" => pk_f16!(|a, b, _| a.max(b)),
         "V_PK_FMA_F32" => pk_f32!(|a, b, c| a.mul_add(b, c)),
+        "V_FMA_MIX_F32" | "V_FMA_MIXLO_F16" | "V_FMA_MIXHI_F16" => fma_mix,
+        "V_PACK_B32_F16" => pack_f16,
         "V_PK_MUL_F32" => pk_f32!(|a, b, _| a * b),
         "V_PK_ADD_F32" => pk_f32!(|a, b, _| a + b),
         _ => return None,

@@ -11,6 +11,7 @@ mod float;
 mod lds;
 mod scalar;
 mod scalar_memory;
+pub mod sdwa;
 mod vector;
 mod vector_memory;
 

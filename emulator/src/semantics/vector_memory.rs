@@ -216,7 +216,14 @@ fn flat_addressing(i: &Inst, load: bool) -> FlatAddressing {
         (false, true) => (i.srcs[0].operand, Some(i.srcs[2].operand)),
         (false, false) => (i.srcs[0].operand, None),
     };
-    FlatAddressing { vaddr, saddr, offset: i.imm(0), flat }
+    let offset = if flat { i.imm(0) } else { segment_offset(i.imm(0)) };
+    FlatAddressing { vaddr, saddr, offset, flat }
+}
+
+/// GLOBAL and SCRATCH offsets are 13-bit signed on GFX9; LLVM 15's decoder
+/// leaves the raw field (`offset:-8` decodes as 8184). FLAT's are unsigned.
+fn segment_offset(raw: i64) -> i64 {
+    (raw << 51) >> 51
 }
 
 fn flat_lane_places(c: &Context<'_>, a: &FlatAddressing, lane: usize, width: Width) -> Vec<Place> {
@@ -258,7 +265,7 @@ fn flat_load(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let a = flat_addressing(i, true);
     for lane in active_lanes(c.wave.exec()) {
         let places = flat_lane_places(c, &a, lane, width);
-        load_lane(c, i, lane, &places, width)?;
+        load_lane(c, i, lane, &places, width).map_err(|f| f.in_lane(lane))?;
     }
     Ok(())
 }
@@ -269,7 +276,7 @@ fn flat_store(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let data = i.srcs[1].operand;
     for lane in active_lanes(c.wave.exec()) {
         let places = flat_lane_places(c, &a, lane, width);
-        store_lane(c, &data, lane, &places, width)?;
+        store_lane(c, &data, lane, &places, width).map_err(|f| f.in_lane(lane))?;
     }
     Ok(())
 }
@@ -414,7 +421,7 @@ fn flat_atomic(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let data = i.srcs[1].operand;
     for lane in active_lanes(c.wave.exec()) {
         let place = flat_lane_place(c, &a, lane);
-        atomic_lane(c, i, &data, lane, place)?;
+        atomic_lane(c, i, &data, lane, place).map_err(|f| f.in_lane(lane))?;
     }
     Ok(())
 }
@@ -430,7 +437,7 @@ fn scratch_places(c: &Context<'_>, i: &Inst, lane: usize, load: bool, width: Wid
         (false, true) => &i.srcs[1].operand,
     };
     let base = if saddr_form { c.wave.scalar32(address) } else { c.wave.lane32(address, lane) };
-    let private = u64::from(base.wrapping_add(i.imm(0) as u32));
+    let private = u64::from(base.wrapping_add(segment_offset(i.imm(0)) as u32));
     let flat_scratch = c.wave.scalar64(&Operand::Scalar { index: FLAT_SCRATCH, dwords: 2 });
     dword_places(width, |offset| Place::Global(swizzled_private(flat_scratch, private + offset, lane)))
 }
@@ -439,7 +446,7 @@ fn scratch_load(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let width = width(&i.name).ok_or(Fault::Unimplemented)?;
     for lane in active_lanes(c.wave.exec()) {
         let places = scratch_places(c, i, lane, true, width);
-        load_lane(c, i, lane, &places, width)?;
+        load_lane(c, i, lane, &places, width).map_err(|f| f.in_lane(lane))?;
     }
     Ok(())
 }
@@ -449,7 +456,7 @@ fn scratch_store(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let data = if i.name.contains("_SADDR") { i.srcs[0].operand } else { i.srcs[1].operand };
     for lane in active_lanes(c.wave.exec()) {
         let places = scratch_places(c, i, lane, false, width);
-        store_lane(c, &data, lane, &places, width)?;
+        store_lane(c, &data, lane, &places, width).map_err(|f| f.in_lane(lane))?;
     }
     Ok(())
 }
@@ -539,7 +546,7 @@ fn buffer_load(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let size = width_bytes(width).min(4);
     for lane in active_lanes(c.wave.exec()) {
         let places = dword_places(width, |extra| buffer_place(c, i, 0, lane, extra, size));
-        load_lane(c, i, lane, &places, width)?;
+        load_lane(c, i, lane, &places, width).map_err(|f| f.in_lane(lane))?;
     }
     Ok(())
 }
@@ -550,7 +557,7 @@ fn buffer_store(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let size = width_bytes(width).min(4);
     for lane in active_lanes(c.wave.exec()) {
         let places = dword_places(width, |extra| buffer_place(c, i, 1, lane, extra, size));
-        store_lane(c, &data, lane, &places, width)?;
+        store_lane(c, &data, lane, &places, width).map_err(|f| f.in_lane(lane))?;
     }
     Ok(())
 }
@@ -560,7 +567,7 @@ fn buffer_atomic(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let (_, wide, _) = atomic_kind(&i.name).ok_or(Fault::Unimplemented)?;
     for lane in active_lanes(c.wave.exec()) {
         let place = buffer_place(c, i, 1, lane, 0, if wide { 8 } else { 4 });
-        atomic_lane(c, i, &data, lane, place)?;
+        atomic_lane(c, i, &data, lane, place).map_err(|f| f.in_lane(lane))?;
     }
     Ok(())
 }
@@ -615,6 +622,8 @@ mod tests {
         assert_eq!(width("BUFFER_LOAD_DWORD_OFFEN"), Some(Width::Dwords(1)));
         assert_eq!(width("GLOBAL_STORE_SHORT_D16_HI"), Some(Width::D16 { bytes: 2, signed: false, high: true }));
         assert_eq!(atomic_kind("GLOBAL_ATOMIC_ADD_F32_SADDR_RTN"), Some(("ADD_F32", false, true)));
+        assert_eq!(segment_offset(8184), -8);
+        assert_eq!(segment_offset(4095), 4095);
         assert_eq!(atomic_kind("GLOBAL_ATOMIC_CMPSWAP_X2_SADDR"), Some(("CMPSWAP", true, false)));
         assert_eq!(atomic_kind("BUFFER_ATOMIC_ADD_F64_OFFEN_RTN"), Some(("ADD_F64", true, true)));
         assert_eq!(atomic_kind("FLAT_ATOMIC_UMAX_RTN"), Some(("UMAX", false, true)));
