@@ -68,17 +68,30 @@ pub struct TraceEntry {
     pub exec: u64,
 }
 
+/// One lane's FLAT or GLOBAL access, for checking address traces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Access {
+    pub wave: u32,
+    /// Code object address of the instruction.
+    pub address: u64,
+    pub lane: u8,
+    /// The address the lane accessed.
+    pub memory: u64,
+}
+
 #[derive(Clone, Debug)]
 pub struct Options {
     /// Stop a wave after this many instructions (a hung kernel).
     pub max_instructions: u64,
     /// Record every executed instruction (large).
     pub trace: bool,
+    /// Record every lane's FLAT and GLOBAL access address.
+    pub accesses: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { max_instructions: 50_000_000, trace: false }
+        Options { max_instructions: 50_000_000, trace: false, accesses: false }
     }
 }
 
@@ -87,6 +100,8 @@ impl Default for Options {
 pub struct RunReport {
     pub counts: Counts,
     pub trace: Vec<TraceEntry>,
+    /// With `Options::accesses`: every lane's FLAT and GLOBAL access.
+    pub accesses: Vec<Access>,
 }
 
 /// Bytes of scratch each lane gets (the private segment size, 16-aligned).
@@ -302,7 +317,8 @@ pub fn run(
     let waves_per_group = threads.div_ceil(LANES as u32);
     // Per code slot: (wave executions, active lanes); a map at the end.
     let tally = vec![(0u64, 0u64); program.slots()];
-    let mut runner = Runner { program, memory, kernel, machine, options, report: RunReport::default(), tally };
+    let report = RunReport::default();
+    let mut runner = Runner { program, memory, kernel, machine, options, report, tally, accessed: Vec::new() };
     let mut global = 0u32;
     let [gx, gy, gz] = launch.workgroups;
     for z in 0..gz {
@@ -342,6 +358,8 @@ struct Runner<'a> {
     machine: &'a Machine,
     options: &'a Options,
     report: RunReport,
+    /// The current instruction's accesses (reused).
+    accessed: Vec<(u8, u64)>,
     tally: Vec<(u64, u64)>,
 }
 
@@ -383,9 +401,13 @@ impl Runner<'_> {
             entry.1 += u64::from(exec.count_ones());
         }
         let next_pc = wave.pc + u64::from(inst.size);
-        let mut context = Context { wave, memory: self.memory, lds, machine: self.machine, next_pc };
+        let accessed = self.options.accesses.then_some(&mut self.accessed);
+        let mut context = Context { wave, memory: self.memory, lds, machine: self.machine, next_pc, accessed };
         let outcome = (inst.handler)(&mut context, &inst);
         let next_pc = context.next_pc;
+        for (lane, memory) in self.accessed.drain(..) {
+            self.report.accesses.push(Access { wave: wave.id.global, address, lane, memory });
+        }
         if let Err(fault) = outcome {
             let site = StopSite {
                 kernel: kernel.into(),

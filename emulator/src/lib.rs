@@ -22,5 +22,5 @@ pub mod semantics;
 pub mod wave;
 
 pub use device::Device;
-pub use dispatch::{Counts, Launch, Options, RunReport, TraceEntry};
+pub use dispatch::{Access, Counts, Launch, Options, RunReport, TraceEntry};
 pub use error::{EmulatorError, Fault};

@@ -7,7 +7,7 @@ use gpuinstr::instrument::{instrument_code_object, InstrumentOptions};
 use gpuinstr::plan::Plan;
 use gpuinstr::stages::lift::lift;
 use gpuinstr::stages::load::{self, CodeObject};
-use gpuinstr_emulator::{Device, Launch, RunReport};
+use gpuinstr_emulator::{Device, Launch, Options, RunReport};
 use gpuinstr_intrinsics::Registry;
 use gpuinstr_tests::*;
 
@@ -143,19 +143,21 @@ fn expected_count(app: &CodeObject, plan: &Plan, report: &RunReport) -> u64 {
     total
 }
 
+/// Both runs of a case: the original's report and both devices (the
+/// instrumented one to read the tool's globals from, at `cells`).
+struct Runs {
+    report: RunReport,
+    original: Device,
+    instrumented: Device,
+    cells: Vec<u64>,
+}
+
 /// Original and instrumented runs of a case; asserts the application's
-/// memory is identical; returns the original's report and the
-/// instrumented device (to read the tool's globals from).
-fn run_both(
-    app: &CodeObject,
-    output: &CodeObject,
-    case: &Case,
-    managed: &[(&str, u64)],
-    trace: bool,
-) -> (RunReport, Device, Vec<u64>) {
+/// memory is identical.
+fn run_both(app: &CodeObject, output: &CodeObject, case: &Case, managed: &[(&str, u64)], options: Options) -> Runs {
     let name = format!("{} {}", app.target.processor, case.kernel);
     let mut original = Device::new(app.clone(), "original".into()).unwrap();
-    original.options.trace = trace;
+    original.options = options;
     let (memory, report) = run_case(&mut original, case);
     let mut instrumented = Device::new(output.clone(), "instrumented".into()).unwrap();
     let cells = managed
@@ -164,7 +166,15 @@ fn run_both(
         .collect();
     let (instrumented_memory, _) = run_case(&mut instrumented, case);
     assert_eq!(memory, instrumented_memory, "{name}: the application's memory");
-    (report, instrumented, cells)
+    Runs { report, original, instrumented, cells }
+}
+
+/// Where an address lies, independent of the device: the owning
+/// allocation's name, its rank among allocations of that name, the offset.
+fn place_of(device: &Device, address: u64) -> Option<(String, usize, u64)> {
+    let (base, allocation) = device.memory.allocation(address)?;
+    let rank = device.memory.allocations().filter(|(b, a)| a.name == allocation.name && *b < base).count();
+    Some((allocation.name.clone(), rank, address - base))
 }
 
 fn u64s(device: &Device, address: u64, count: usize) -> Vec<u64> {
@@ -177,7 +187,8 @@ fn u64s(device: &Device, address: u64, count: usize) -> Vec<u64> {
 fn check_instruction_counter(app: &CodeObject, output: &CodeObject, plan: &Plan, case: &Case) {
     let name = format!("{} {}", app.target.processor, case.kernel);
     // Counter is __managed__: the global points at host-shared memory.
-    let (report, device, cells) = run_both(app, output, case, &[("Counter", 8)], false);
+    let Runs { report, instrumented: device, cells, .. } =
+        run_both(app, output, case, &[("Counter", 8)], Options::default());
     let counted = device.memory.read_u64(cells[0]).unwrap();
     let expected = expected_count(app, plan, &report);
     assert!(expected > 0);
@@ -187,7 +198,8 @@ fn check_instruction_counter(app: &CodeObject, output: &CodeObject, plan: &Plan,
 /// Kernel-arguments copies the launch's gridDim and blockDim.
 fn check_kernel_arguments(app: &CodeObject, output: &CodeObject, case: &Case) {
     let name = format!("{} {}", app.target.processor, case.kernel);
-    let (_, device, cells) = run_both(app, output, case, &[("GridDim", 12), ("BlockDim", 12)], false);
+    let Runs { instrumented: device, cells, .. } =
+        run_both(app, output, case, &[("GridDim", 12), ("BlockDim", 12)], Options::default());
     let dims = |address| {
         let b = device.memory.bytes(address, 12).unwrap();
         [0, 4, 8].map(|k| u32::from_le_bytes(b[k..k + 4].try_into().unwrap()))
@@ -201,7 +213,8 @@ fn check_opcode_histogram(app: &CodeObject, output: &CodeObject, case: &Case) {
     let name = format!("{} {}", app.target.processor, case.kernel);
     let slots = 1usize << 15;
     let lifted = lift(app).unwrap();
-    let (report, device, cells) = run_both(app, output, case, &[("OpcodeHistogram", (slots * 8) as u64)], false);
+    let Runs { report, instrumented: device, cells, .. } =
+        run_both(app, output, case, &[("OpcodeHistogram", (slots * 8) as u64)], Options::default());
     let histogram = u64s(&device, cells[0], slots);
     let mut expected = vec![0u64; slots];
     for instruction in lifted.functions.iter().flat_map(|f| f.instructions()) {
@@ -226,7 +239,8 @@ fn check_branch_divergence(app: &CodeObject, output: &CodeObject, case: &Case) -
         ("BranchRecords", (capacity * 24) as u64),
         ("BranchRecordCount", 8),
     ];
-    let (report, device, cells) = run_both(app, output, case, &managed, true);
+    let traced = Options { trace: true, ..Options::default() };
+    let Runs { report, instrumented: device, cells, .. } = run_both(app, output, case, &managed, traced);
     let lifted = lift(app).unwrap();
     let branches: std::collections::HashSet<u64> = lifted
         .functions
@@ -271,7 +285,8 @@ fn check_memory_tracer(app: &CodeObject, output: &CodeObject, plan: &Plan, case:
     let capacity = 1usize << 20;
     let lifted = lift(app).unwrap();
     let managed = [("Trace", (capacity * 16) as u64), ("TraceCount", 8)];
-    let (report, device, cells) = run_both(app, output, case, &managed, false);
+    let recording = Options { accesses: true, ..Options::default() };
+    let Runs { report, original, instrumented: device, cells } = run_both(app, output, case, &managed, recording);
     let mut expected = 0;
     for point in plan.select(&lifted) {
         let instruction = lifted.functions[point.function].instructions().nth(point.instruction).unwrap();
@@ -281,6 +296,23 @@ fn check_memory_tracer(app: &CodeObject, output: &CodeObject, plan: &Plan, case:
     assert_eq!(count, expected, "{name}: one record per active lane of each memory instruction");
     assert!(count > 0 && count as usize <= capacity, "{name}: {count} records");
     let raw = device.memory.bytes(cells[0], count as usize * 16).unwrap();
+    // Flat and global accesses: exactly the (instruction, address) pairs the
+    // emulator saw the original's lanes access.
+    // Addresses compare as places (buffer k, offset): the devices lay out
+    // memory differently.
+    let mut traced: Vec<_> = raw
+        .chunks_exact(16)
+        .map(|r| {
+            let instruction = u64::from(u32::from_le_bytes(r[8..12].try_into().unwrap()));
+            (instruction, place_of(&device, u64::from_le_bytes(r[..8].try_into().unwrap())))
+        })
+        .filter(|(instruction, _)| report.accesses.iter().any(|a| a.address == *instruction))
+        .collect();
+    let mut accessed: Vec<_> = report.accesses.iter().map(|a| (a.address, place_of(&original, a.memory))).collect();
+    traced.sort();
+    accessed.sort();
+    assert!(!accessed.is_empty(), "{name}: flat or global accesses");
+    assert_eq!(traced, accessed, "{name}: traced (instruction, address) pairs");
     for record in raw.chunks_exact(16) {
         let address = u64::from_le_bytes(record[..8].try_into().unwrap());
         let owner = device.memory.allocation(address).map(|(_, a)| a.name.clone());
@@ -378,7 +410,8 @@ fn an_instrumented_rocsparse_kernel_runs_unchanged_and_counts_exactly() {
         ],
         scalars: vec![vec![0], 40i32.to_le_bytes().to_vec(), 0i32.to_le_bytes().to_vec()],
     };
-    let (report, device, cells) = run_both(&app, &output, &case, &[("Counter", 8)], false);
+    let Runs { report, instrumented: device, cells, .. } =
+        run_both(&app, &output, &case, &[("Counter", 8)], Options::default());
     let counted = device.memory.read_u64(cells[0]).unwrap();
     assert_eq!(counted, expected_count(&app, &plan, &report), "csrmv: Counter");
     assert!(counted > 1000, "{counted}");
@@ -417,4 +450,27 @@ fn every_example_tool_on_rocrand_xorwow_init() {
             other => panic!("no check for the example {other}"),
         }
     }
+}
+
+/// rocRAND's Philox half uniform kernel stores through `offset:-8`, which
+/// LLVM 15 decodes as the raw 13-bit field: the memory tracer must still
+/// report the addresses the lanes access.
+#[test]
+fn the_memory_tracer_on_negative_global_offsets() {
+    let kernel = "_ZN12rocrand_host6detailL15generate_kernelI6__half20uniform_distributionIS2_EEEvNS0_27philox4x32_10_device_engineEPT_mT0_";
+    let app = debian_code_object("librocrand1", "librocrand.so.1.1", kernel);
+    let dir = scratch();
+    let tool = example_tool("memory-tracer", dir.path());
+    let plan = example_plan_for("memory-tracer", kernel);
+    let output = instrumented(&tool, &app, &plan);
+    let mut engine = vec![0u8; 48];
+    engine[32..40].copy_from_slice(&0x1357_9bdf_0bad_5eedu64.to_le_bytes());
+    let n = 1003u64;
+    let case = Case {
+        kernel,
+        launch: Launch::linear(2, 64),
+        buffers: vec![None, Some(vec![0; n as usize * 2]), None, None],
+        scalars: vec![engine, n.to_le_bytes().to_vec(), vec![0]],
+    };
+    check_memory_tracer(&app, &output, &plan, &case, &["buffer"]);
 }

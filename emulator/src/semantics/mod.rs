@@ -41,6 +41,9 @@ pub struct Context<'a> {
     pub machine: &'a Machine,
     /// Device address of the next instruction; branches change it.
     pub next_pc: u64,
+    /// When recording accesses: (lane, address) of each lane's FLAT or
+    /// GLOBAL access by this instruction.
+    pub accessed: Option<&'a mut Vec<(u8, u64)>>,
 }
 
 impl Context<'_> {

@@ -260,10 +260,20 @@ fn flat_lane_address(c: &Context<'_>, a: &FlatAddressing, lane: usize) -> u64 {
     .wrapping_add(a.offset as u64)
 }
 
+fn record_access(c: &mut Context<'_>, a: &FlatAddressing, lane: usize) {
+    if c.accessed.is_some() {
+        let address = flat_lane_address(c, a, lane);
+        if let Some(log) = c.accessed.as_mut() {
+            log.push((lane as u8, address));
+        }
+    }
+}
+
 fn flat_load(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let width = width(&i.name).ok_or(Fault::Unimplemented)?;
     let a = flat_addressing(i, true);
     for lane in active_lanes(c.wave.exec()) {
+        record_access(c, &a, lane);
         let places = flat_lane_places(c, &a, lane, width);
         load_lane(c, i, lane, &places, width).map_err(|f| f.in_lane(lane))?;
     }
@@ -275,6 +285,7 @@ fn flat_store(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let a = flat_addressing(i, false);
     let data = i.srcs[1].operand;
     for lane in active_lanes(c.wave.exec()) {
+        record_access(c, &a, lane);
         let places = flat_lane_places(c, &a, lane, width);
         store_lane(c, &data, lane, &places, width).map_err(|f| f.in_lane(lane))?;
     }
@@ -420,6 +431,7 @@ fn flat_atomic(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let a = flat_addressing(i, false);
     let data = i.srcs[1].operand;
     for lane in active_lanes(c.wave.exec()) {
+        record_access(c, &a, lane);
         let place = flat_lane_place(c, &a, lane);
         atomic_lane(c, i, &data, lane, place).map_err(|f| f.in_lane(lane))?;
     }
