@@ -16,8 +16,8 @@ struct Cli {
     /// A code object, offload bundle or host file with .hip_fatbin.
     file: PathBuf,
     /// The kernel (its name or its .kd symbol).
-    #[arg(long)]
-    kernel: String,
+    #[arg(long, required_unless_present = "unimplemented")]
+    kernel: Option<String>,
     /// Which code object of a bundle or host file (e.g. gfx90a).
     #[arg(long)]
     target: Option<String>,
@@ -43,6 +43,10 @@ struct Cli {
     /// after the run: NAME:ELEMENT:COUNT, e.g. Counter:u64:1.
     #[arg(long = "managed")]
     managed: Vec<String>,
+    /// Run nothing: list the opcodes of the code object's functions that
+    /// the emulator does not implement, with how often they occur.
+    #[arg(long)]
+    unimplemented: bool,
 }
 
 /// NAME:ELEMENT:COUNT.
@@ -71,6 +75,30 @@ fn dims(text: &str) -> Result<[u32; 3]> {
     Ok(out)
 }
 
+/// `--unimplemented`: what the emulator cannot run in the code object.
+fn print_coverage(device: &mut Device) -> Result<()> {
+    let coverage = device.program.coverage()?;
+    let mut text = String::new();
+    let missing: Vec<_> = coverage.opcodes.iter().filter(|(_, (_, ok))| !ok).collect();
+    let implemented = coverage.implemented_instructions();
+    writeln!(
+        text,
+        "{} of {} instructions ({:.2}%), {} of {} opcodes implemented",
+        implemented,
+        coverage.instructions,
+        100.0 * implemented as f64 / coverage.instructions.max(1) as f64,
+        coverage.opcodes.len() - missing.len(),
+        coverage.opcodes.len()
+    )?;
+    let mut missing = missing;
+    missing.sort_by_key(|(name, (count, _))| (std::cmp::Reverse(*count), (*name).clone()));
+    for (name, (count, _)) in missing {
+        writeln!(text, "{count:>8} {name}")?;
+    }
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let cli = Cli::parse();
     let mut texts = cli.arguments.clone();
@@ -79,6 +107,10 @@ fn main() -> Result<()> {
         texts.extend(content.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from));
     }
     let mut device = Device::open(&cli.file, cli.target.as_deref())?;
+    if cli.unimplemented {
+        return print_coverage(&mut device);
+    }
+    let kernel = cli.kernel.clone().unwrap_or_default();
     device.options.max_instructions = cli.max_instructions;
     device.options.trace = cli.trace;
     let mut values = Vec::new();
@@ -103,7 +135,7 @@ fn main() -> Result<()> {
         managed.push((name, address, element, size as usize));
     }
     let launch = Launch { workgroups: dims(&cli.grid)?, workgroup_size: dims(&cli.block)?, dynamic_lds: 0 };
-    let outcome = device.launch(&cli.kernel, launch, &values);
+    let outcome = device.launch(&kernel, launch, &values);
     let mut text = String::new();
     let trace = match &outcome {
         Ok(report) => &report.trace,
@@ -133,7 +165,7 @@ fn main() -> Result<()> {
         }
     };
     let waves = report.counts.per_wave.len();
-    writeln!(text, "{}: {} waves, {} instructions", cli.kernel, waves, report.counts.instructions())?;
+    writeln!(text, "{}: {} waves, {} instructions", kernel, waves, report.counts.instructions())?;
     for (name, address, element, length) in managed {
         let bytes = device.memory.bytes(address, length).map_err(|f| anyhow::anyhow!("{f}"))?;
         writeln!(text, "{name}: {}", element.render(&bytes).join(" "))?;

@@ -85,6 +85,30 @@ impl Inst {
     pub fn imm(&self, index: usize) -> i64 {
         self.imms.get(index).copied().unwrap_or(0)
     }
+
+    /// Whether the emulator can run it (else it stops there, naming it).
+    pub fn implemented(&self) -> bool {
+        let stops: [Handler; 3] =
+            [semantics::unimplemented, semantics::unmodelled_operand, semantics::sdwa::unsupported];
+        let runs = |handler: Handler| !stops.iter().any(|stop| std::ptr::fn_addr_eq(handler, *stop));
+        let base = self.dpp.as_ref().map(|d| &d.base).or(self.sdwa.as_ref().map(|s| &s.base));
+        runs(self.handler) && base.is_none_or(|b| runs(b.handler))
+    }
+}
+
+/// How much of a code object the emulator can run.
+#[derive(Debug, Default)]
+pub struct Coverage {
+    /// Instructions in the code object's functions.
+    pub instructions: usize,
+    /// Per pseudo opcode: (instructions, implemented).
+    pub opcodes: std::collections::BTreeMap<String, (usize, bool)>,
+}
+
+impl Coverage {
+    pub fn implemented_instructions(&self) -> usize {
+        self.opcodes.values().filter(|(_, ok)| *ok).map(|(n, _)| n).sum()
+    }
 }
 
 /// The code object's instructions, decoded on demand into a table with a
@@ -140,6 +164,23 @@ impl Program {
         let inst = Rc::new(decode(&self.isa, &lifted));
         self.decoded[slot] = Some(inst.clone());
         Some(inst)
+    }
+
+    /// Every instruction of the code object's functions, decoded, with
+    /// whether the emulator implements it.
+    pub fn coverage(&mut self) -> Result<Coverage, EmulatorError> {
+        let lifted = gpuinstr::stages::lift::lift(&self.code_object).map_err(|e| EmulatorError::Isa(e.to_string()))?;
+        let mut coverage = Coverage::default();
+        for instruction in lifted.functions.iter().flat_map(|f| f.instructions()) {
+            coverage.instructions += 1;
+            let Some(inst) = self.fetch(instruction.address) else {
+                coverage.opcodes.entry("<undecodable>".into()).or_insert((0, false)).0 += 1;
+                continue;
+            };
+            let entry = coverage.opcodes.entry(inst.name.clone()).or_insert((0, inst.implemented()));
+            entry.0 += 1;
+        }
+        Ok(coverage)
     }
 
     /// The instruction as LLVM prints it, for messages and traces.

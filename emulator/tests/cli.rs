@@ -124,3 +124,18 @@ fn a_stopped_run_prints_its_trace_up_to_the_stop() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("lane 2: memory access of 4 bytes at"), "{stderr}");
 }
+
+/// `--unimplemented` runs nothing and says how much of the code object the
+/// emulator can run: all of this kernel.
+#[test]
+fn unimplemented_lists_what_the_emulator_cannot_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = code_object(dir.path());
+    let output = emulate(&file, &["--unimplemented"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let text = String::from_utf8(output.stdout).unwrap();
+    let first = text.lines().next().unwrap_or_default();
+    let (implemented, rest) = first.split_once(" of ").unwrap_or_else(|| panic!("{text}"));
+    assert!(rest.starts_with(&format!("{implemented} instructions (100.00%)")), "{text}");
+    assert_eq!(text.lines().count(), 1, "nothing missing: {text}");
+}

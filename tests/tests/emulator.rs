@@ -143,6 +143,23 @@ fn arithmetic_kernels_compute_what_the_cpu_computes() {
             assert_eq!(pairs_out[i], expected, "{target}: packed halfMath[{i}]");
         }
 
+        // 16-bit integer arithmetic.
+        let a: Vec<u16> = (0..64).map(|i| (i * 1237 + 17) as u16).collect();
+        let b: Vec<u16> = (0..64).map(|i| (65000 - i * 911) as u16).collect();
+        let (pa, pb) = (d.allocate("a", &bytes(&a, u16::to_le_bytes)), d.allocate("b", &bytes(&b, u16::to_le_bytes)));
+        let (po, ps) = (d.allocate("out", &[0; 128]), d.allocate("signed", &[0; 128]));
+        let args = [pointer(po), pointer(ps), pointer(pa), pointer(pb)];
+        d.launch("_Z9shortMathPtPsPKtS2_", Launch::linear(1, 64), &args).unwrap();
+        let (out, signed) = (read(&d, po, 64, u16::from_le_bytes), read(&d, ps, 64, i16::from_le_bytes));
+        for i in 0..64 {
+            let (x, y) = (a[i], b[i]);
+            let shifted = (x.wrapping_add(y) << (y & 7)) >> (x & 3);
+            let expected = (x.wrapping_mul(y).wrapping_add(x.wrapping_sub(y))) ^ shifted;
+            assert_eq!(out[i], expected, "{target}: shortMath[{i}]");
+            let (s, t) = (x as i16, y as i16);
+            assert_eq!(signed[i], (s.min(t) >> 2).wrapping_sub(s.max(t)), "{target}: signed shortMath[{i}]");
+        }
+
         // Cross-lane shuffles: a butterfly sum, then a rotation.
         let values: Vec<i32> = (0..64).map(|i| i * i - 7).collect();
         let (pin, po) = (d.allocate("in", &i32s(&values)), d.allocate("out", &i32s(&[0; 64])));

@@ -4,7 +4,7 @@
 
 use super::{base_name, Context, Handler};
 use crate::error::Fault;
-use crate::operands::modifiers::OP_SEL_0;
+use crate::operands::modifiers::{DST_OP_SEL, OP_SEL_0};
 use crate::operands::{Operand, M0};
 use crate::program::Inst;
 use crate::wave::active_lanes;
@@ -31,6 +31,34 @@ macro_rules! vop_u32 {
                 }
                 let r = f(a[0], a[1], a[2]);
                 c.wave.write_lane32(&i.defs[0], lane, r);
+            }
+            Ok(())
+        }
+    };
+}
+
+/// `vdst.16 = f(src0, src1, src2)` on 16-bit integers: each source's low
+/// half (the high half where a VOP3 op_sel picks it); the result in the
+/// low half with the high half zeroed (GFX9), or, with the VOP3
+/// destination op_sel, in the high half with the low half kept.
+macro_rules! vop_u16 {
+    ($f:expr) => {
+        |c: &mut Context<'_>, i: &Inst| {
+            no_integer_clamp(i)?;
+            let f: fn(u16, u16, u16) -> u16 = $f;
+            let vop3 = i.name.ends_with("_e64") || !i.name.contains("_e32");
+            let high = vop3 && i.srcs.first().is_some_and(|s| s.mods & DST_OP_SEL != 0);
+            let n = i.srcs.len().min(3);
+            for lane in active_lanes(c.wave.exec()) {
+                let mut a = [0u16; 3];
+                for (k, slot) in a.iter_mut().enumerate().take(n) {
+                    let s = &i.srcs[k];
+                    let word = c.wave.lane32(&s.operand, lane);
+                    *slot = if vop3 && s.mods & OP_SEL_0 != 0 { (word >> 16) as u16 } else { word as u16 };
+                }
+                let r = u32::from(f(a[0], a[1], a[2]));
+                let value = if high { (c.wave.lane32(&i.defs[0], lane) & 0xffff) | (r << 16) } else { r };
+                c.wave.write_lane32(&i.defs[0], lane, value);
             }
             Ok(())
         }
@@ -195,6 +223,23 @@ pub fn handler(name: &str) -> Option<Handler> {
         "V_LSHRREV_B64" => vop_shift64!(|a, b| b >> (a & 63)),
         "V_ASHRREV_I64" => vop_shift64!(|a, b| ((b as i64) >> (a & 63)) as u64),
         "V_MUL_LO_U32" | "V_MUL_LO_I32" => vop_u32!(|a, b, _| a.wrapping_mul(b)),
+        "V_ADD_U16" => vop_u16!(|a, b, _| a.wrapping_add(b)),
+        "V_SUB_U16" => vop_u16!(|a, b, _| a.wrapping_sub(b)),
+        "V_SUBREV_U16" => vop_u16!(|a, b, _| b.wrapping_sub(a)),
+        "V_MUL_LO_U16" => vop_u16!(|a, b, _| a.wrapping_mul(b)),
+        "V_LSHLREV_B16" => vop_u16!(|a, b, _| b << (a & 15)),
+        "V_LSHRREV_B16" => vop_u16!(|a, b, _| b >> (a & 15)),
+        "V_ASHRREV_I16" => vop_u16!(|a, b, _| ((b as i16) >> (a & 15)) as u16),
+        "V_MIN_U16" => vop_u16!(|a, b, _| a.min(b)),
+        "V_MAX_U16" => vop_u16!(|a, b, _| a.max(b)),
+        "V_MIN_I16" => vop_u16!(|a, b, _| (a as i16).min(b as i16) as u16),
+        "V_MAX_I16" => vop_u16!(|a, b, _| (a as i16).max(b as i16) as u16),
+        "V_MAD_U16" | "V_MAD_LEGACY_U16" => vop_u16!(|a, b, c| a.wrapping_mul(b).wrapping_add(c)),
+        "V_MAD_I16" | "V_MAD_LEGACY_I16" => {
+            vop_u16!(|a, b, c| (a as i16).wrapping_mul(b as i16).wrapping_add(c as i16) as u16)
+        }
+        "V_ADD_I16" => vop_u16!(|a, b, _| a.wrapping_add(b)),
+        "V_SUB_I16" => vop_u16!(|a, b, _| a.wrapping_sub(b)),
         "V_MUL_HI_U32" => vop_u32!(|a, b, _| ((u64::from(a) * u64::from(b)) >> 32) as u32),
         "V_MUL_HI_I32" => vop_u32!(|a, b, _| ((i64::from(a as i32) * i64::from(b as i32)) >> 32) as u32),
         "V_MUL_U32_U24" => vop_u32!(|a, b, _| (a & 0xff_ffff).wrapping_mul(b & 0xff_ffff)),

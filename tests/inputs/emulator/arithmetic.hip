@@ -49,3 +49,15 @@ __global__ void halfMath(__half *Out, __half2 *PairsOut, const __half *A, const 
   Out[I] = __hadd(__hmul(A[I], B[I]), __hsub(B[I], A[I]));
   PairsOut[I] = __hfma2(Pairs[I], Pairs[I], __hmul2(Pairs[I], __floats2half2_rn(0.5f, 2.0f)));
 }
+
+// 16-bit integer arithmetic (v_add_u16, v_mul_lo_u16, 16-bit shifts, min/max).
+__global__ void shortMath(unsigned short *Out, short *Signed, const unsigned short *A, const unsigned short *B) {
+  int I = threadIdx.x;
+  unsigned short X = A[I], Y = B[I];
+  unsigned short Sum = X + Y, Product = X * Y, Difference = X - Y;
+  unsigned short Shifted = (unsigned short)(Sum << (Y & 7)) >> (X & 3);
+  Out[I] = (unsigned short)(Product + Difference) ^ Shifted;
+  short S = (short)X, T = (short)Y;
+  short Low = S < T ? S : T;
+  Signed[I] = (short)(Low >> 2) - (short)(S > T ? S : T);
+}
