@@ -391,9 +391,14 @@ fn what_the_emulator_cannot_run_it_names() {
 
 /// A rocSPARSE gfx90a:xnack- code object holding `kernel`, from Debian's package.
 fn rocsparse_kernel_object(kernel: &str) -> gpuinstr::stages::load::CodeObject {
-    let library = debian_package_file("librocsparse0", "/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1");
-    let objects = gpuinstr::stages::load::load_for_target(&library, Some("gfx90a:xnack-")).unwrap().code_objects;
-    objects.into_iter().find(|o| o.kernels.iter().any(|k| k.name() == kernel)).expect("the kernel")
+    use gpuinstr::stages::load::{load_for_target, CodeObject};
+    // Loading the library (111 code objects) once for every test.
+    static OBJECTS: std::sync::OnceLock<Vec<CodeObject>> = std::sync::OnceLock::new();
+    let objects = OBJECTS.get_or_init(|| {
+        let library = debian_package_file("librocsparse0", "/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1");
+        load_for_target(&library, Some("gfx90a:xnack-")).unwrap().code_objects
+    });
+    objects.iter().find(|o| o.kernels.iter().any(|k| k.name() == kernel)).expect("the kernel").clone()
 }
 
 /// rocSPARSE's own kernels (nobody here wrote them), from Debian's package,
@@ -466,4 +471,71 @@ fn rocsparse_kernels_compute_what_the_cpu_computes() {
         expected[*index as usize - 1] = 0.0;
     }
     assert_eq!(zeroed, expected, "gthrz zeroes what it gathered");
+}
+
+/// More rocSPARSE kernels against the CPU: csr2coo (a 16-lane subwave per
+/// row), roti (a Givens rotation of a sparse and a dense vector, scalars by
+/// value) and doti (a grid-stride dot product reduced in LDS per block of
+/// 256, then across the 256 blocks by a second kernel). Values are small
+/// integers and halves, so every float result is exact whatever the order.
+#[test]
+fn rocsparse_conversion_and_level1_kernels() {
+    let csr2coo = "_ZL14csr2coo_kernelILj512ELj16EiiEvT2_PKT1_PS0_21rocsparse_index_base_";
+    let mut d = Device::new(rocsparse_kernel_object(csr2coo), "librocsparse.so.0.1".into()).unwrap();
+    let m = 700usize;
+    let mut row_ptr = vec![1i32]; // one-based
+    for row in 0..m {
+        row_ptr.push(row_ptr[row] + (row * 13 % 37) as i32);
+    }
+    let nnz = (row_ptr[m] - 1) as usize;
+    let (pr, pc) = (d.allocate("row_ptr", &i32s(&row_ptr)), d.allocate("coo_row", &i32s(&vec![-1; nnz])));
+    d.launch(csr2coo, Launch::linear(22, 512), &[i32s(&[m as i32]), pointer(pr), pointer(pc), i32s(&[1])]).unwrap();
+    let expected: Vec<i32> = (0..m)
+        .flat_map(|row| std::iter::repeat_n(row as i32 + 1, (row_ptr[row + 1] - row_ptr[row]) as usize))
+        .collect();
+    assert_eq!(read_i32(&d, pc, nnz), expected, "csr2coo");
+
+    let roti = "_ZL11roti_kernelILj512EiffEvT0_PT1_PKS0_S2_T2_S5_21rocsparse_index_base_";
+    let mut d = Device::new(rocsparse_kernel_object(roti), "librocsparse.so.0.1".into()).unwrap();
+    let nnz = 900usize;
+    let x: Vec<f32> = (0..nnz).map(|i| (i % 17) as f32 - 8.0).collect();
+    let indices: Vec<i32> = (0..nnz as i32).map(|i| i * 2 + i % 2).collect(); // zero-based
+    let y: Vec<f32> = (0..2 * nnz).map(|i| (i % 11) as f32).collect();
+    let (px, pi, py) = (d.allocate("x", &f32s(&x)), d.allocate("x_ind", &i32s(&indices)), d.allocate("y", &f32s(&y)));
+    let (c, s) = (0.5f32, 2.0f32);
+    let args = [i32s(&[nnz as i32]), pointer(px), pointer(pi), pointer(py), f32s(&[c]), f32s(&[s]), i32s(&[0])];
+    d.launch(roti, Launch::linear(2, 512), &args).unwrap();
+    let (mut want_x, mut want_y) = (x.clone(), y.clone());
+    for (k, index) in indices.iter().enumerate() {
+        let (xv, yv) = (x[k], y[*index as usize]);
+        want_x[k] = c * xv + s * yv;
+        want_y[*index as usize] = c * yv - s * xv;
+    }
+    assert_eq!(read_f32(&d, px, nnz), want_x, "roti x");
+    assert_eq!(read_f32(&d, py, 2 * nnz), want_y, "roti y");
+
+    let part1 = "_ZL17doti_kernel_part1ILj256EidEvT0_PKT1_PKS0_S3_PS1_21rocsparse_index_base_";
+    let part2 = "_ZL17doti_kernel_part2ILj256EdEvPT0_S1_";
+    let mut d = Device::new(rocsparse_kernel_object(part1), "librocsparse.so.0.1".into()).unwrap();
+    let nnz = 70_000usize; // more than one pass of the 256 x 256 grid
+    let x: Vec<f64> = (0..nnz).map(|i| (i % 7) as f64 - 3.0).collect();
+    let indices: Vec<i32> = (0..nnz as i32).map(|i| (i * 3) % 90_001).collect();
+    let y: Vec<f64> = (0..90_001).map(|i| ((i % 5) as f64) * 0.5).collect();
+    let (px, pi, py) = (d.allocate("x", &f64s(&x)), d.allocate("x_ind", &i32s(&indices)), d.allocate("y", &f64s(&y)));
+    let workspace = d.allocate("workspace", &f64s(&[f64::NAN; 256]));
+    let args = [i32s(&[nnz as i32]), pointer(px), pointer(pi), pointer(py), pointer(workspace), i32s(&[0])];
+    d.launch(part1, Launch::linear(256, 256), &args).unwrap();
+    let partial = read(&d, workspace, 256, f64::from_le_bytes);
+    for (block, got) in partial.iter().enumerate() {
+        let want: f64 = (block * 256..nnz)
+            .step_by(256 * 256)
+            .flat_map(|start| start..(start + 256).min(nnz))
+            .map(|k| x[k] * y[indices[k] as usize])
+            .sum();
+        assert_eq!(*got, want, "doti part 1, block {block}");
+    }
+    let result = d.allocate("result", &f64s(&[f64::NAN]));
+    d.launch(part2, Launch::linear(1, 256), &[pointer(workspace), pointer(result)]).unwrap();
+    let dot: f64 = (0..nnz).map(|k| x[k] * y[indices[k] as usize]).sum();
+    assert_eq!(read(&d, result, 1, f64::from_le_bytes)[0], dot, "doti");
 }
