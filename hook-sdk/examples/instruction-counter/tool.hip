@@ -30,8 +30,9 @@ GPUINSTR_EXPORT_HOOK_HANDLE(countInstructionsVector);
 
 GPUINSTR_HOOK countInstructionsScalar() {
   uint64_t ExecMask = __builtin_amdgcn_read_exec();
-  // One lane does the update for the whole wavefront.
-  gpuinstr::writeExec(1);
+  // One lane does the update for the whole wavefront: the first active one
+  // (the seed writes 1, turning lane 0 on where it may have been off).
+  gpuinstr::writeExec(gpuinstr::firstActiveLane(ExecMask));
   atomicAdd(reinterpret_cast<unsigned long long *>(&Counter), 1ull);
   gpuinstr::writeExec(ExecMask);
 }

@@ -11,8 +11,9 @@ __attribute__((managed)) uint64_t OpcodeHistogram[OpcodeSlots];
 
 GPUINSTR_HOOK countOpcode(uint32_t Opcode) {
   uint64_t ExecMask = __builtin_amdgcn_read_exec();
-  // One lane counts for the wavefront, even where EXEC is zero.
-  gpuinstr::writeExec(1);
+  // One lane counts for the wavefront, even where EXEC is zero: the first
+  // active one, lane 63 when none is.
+  gpuinstr::writeExec(gpuinstr::firstActiveLane(ExecMask));
   atomicAdd(reinterpret_cast<unsigned long long *>(&OpcodeHistogram[Opcode % OpcodeSlots]), 1ull);
   gpuinstr::writeExec(ExecMask);
 }

@@ -137,7 +137,17 @@ template <typename T> GPUINSTR_INTRINSIC void writeReg(Reg R, T Value) {
 }
 
 /// Sets EXEC for the rest of the hook (restored when the hook returns).
+/// Narrow EXEC: a lane turned on that was off when the hook started runs on
+/// vector registers computed without it (docs/writing-tools.md).
 GPUINSTR_INTRINSIC void writeExec(uint64_t Value) { detail::keepAlive(Value); }
+
+/// One lane of Exec for `writeExec`: the first active one, or lane 63 when
+/// Exec is zero. Scalar instructions only (s_ff1, s_lshl), so the mask
+/// stays in SGPRs: LLVM 15 computes a select or a widened compare in VGPRs,
+/// which `writeExec` cannot take.
+__device__ inline uint64_t firstActiveLane(uint64_t Exec) {
+  return 1ull << __builtin_ctzll(Exec | (1ull << 63));
+}
 
 /// Scalar (one per wavefront) atomic add to global memory.
 template <typename T> GPUINSTR_INTRINSIC void sAtomicAdd(T *Address, T Value) {
