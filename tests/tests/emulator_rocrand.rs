@@ -282,3 +282,111 @@ fn rocrand_philox_half_uniform_reads_words_through_sdwa() {
         .collect();
     assert_eq!(generated, expected);
 }
+
+const MRG_M1: u64 = 4_294_967_087;
+const MRG_M2: u64 = 4_294_944_443;
+
+/// A 3 x 3 matrix over the integers modulo `m`.
+type ModMatrix = [[u64; 3]; 3];
+
+fn mod_matrix_product(a: &ModMatrix, b: &ModMatrix, m: u64) -> ModMatrix {
+    let mut c = [[0u64; 3]; 3];
+    for i in 0..3 {
+        for j in 0..3 {
+            c[i][j] =
+                (0..3).map(|k| u128::from(a[i][k]) * u128::from(b[k][j]) % u128::from(m)).sum::<u128>() as u64 % m;
+        }
+    }
+    c
+}
+
+fn mod_matrix_apply(a: &ModMatrix, s: [u64; 3], m: u64) -> [u64; 3] {
+    [0, 1, 2].map(|i| ((0..3).map(|k| u128::from(a[i][k]) * u128::from(s[k])).sum::<u128>() % u128::from(m)) as u64)
+}
+
+/// MRG32k3a (L'Ecuyer 1999) as rocRAND lays it out: g1[3], g2[3].
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Mrg32k3a {
+    g1: [u64; 3],
+    g2: [u64; 3],
+}
+
+impl Mrg32k3a {
+    /// The one-step transition of each component.
+    const A1: ModMatrix = [[0, 1, 0], [0, 0, 1], [MRG_M1 - 810_728, 1_403_580, 0]];
+    const A2: ModMatrix = [[0, 1, 0], [0, 0, 1], [MRG_M2 - 1_370_589, 0, 527_612]];
+
+    /// rocRAND's seeding, for seeds below 2^32 (where its mod_mul is a
+    /// plain modular product).
+    fn seeded(seed: u64) -> Self {
+        let x = u64::from(seed as u32 ^ 0x5555_5555);
+        let y = u64::from((seed >> 32) as u32 ^ 0xaaaa_aaaa);
+        let m = |a: u64, m: u64| (u128::from(a) * u128::from(seed) % u128::from(m)) as u64;
+        Mrg32k3a { g1: [m(x, MRG_M1), m(y, MRG_M1), m(x, MRG_M1)], g2: [m(y, MRG_M2), m(x, MRG_M2), m(y, MRG_M2)] }
+    }
+
+    /// In [1, m1].
+    fn next(&mut self) -> u64 {
+        self.g1 = mod_matrix_apply(&Self::A1, self.g1, MRG_M1);
+        self.g2 = mod_matrix_apply(&Self::A2, self.g2, MRG_M2);
+        let (p1, p2) = (self.g1[2], self.g2[2]);
+        if p1 > p2 {
+            p1 - p2
+        } else {
+            p1 + MRG_M1 - p2
+        }
+    }
+
+    fn from_bytes(raw: &[u8]) -> Self {
+        let word = |k: usize| u64::from(u32::from_le_bytes(raw[4 * k..4 * k + 4].try_into().unwrap()));
+        Mrg32k3a { g1: [word(0), word(1), word(2)], g2: [word(3), word(4), word(5)] }
+    }
+}
+
+/// rocRAND's MRG32k3a: the init kernel puts engine i at subsequence i
+/// (2^76 numbers each, through the code object's precomputed matrix powers
+/// with 64-bit modular arithmetic) and skips `offset` numbers (one more
+/// below the start engine); the integer kernel then scales each number
+/// from [1, m1] to 32 bits through a double. Checked against the CPU
+/// recurrence and jumps by modular matrix squaring.
+#[test]
+fn rocrand_mrg32k3a_engines_jump_and_generate() {
+    let init = "_ZN12rocrand_host6detailL19init_engines_kernelEPN14rocrand_device15mrg32k3a_engineEjyy";
+    let generate = "_ZN12rocrand_host6detailL15generate_kernelIj24mrg_uniform_distributionIjEEEvPN14rocrand_device15mrg32k3a_engineEjPT_mT0_";
+    let mut d = rocrand_device(init);
+    let (engines, seed, offset, first) = (128usize, 0x9e37_79b9u64, 5u64, 40usize);
+    let states = d.allocate("engines", &vec![0; engines * 24]);
+    let arguments = [pointer(states), (first as u32).to_le_bytes().to_vec(), u64_argument(seed), u64_argument(offset)];
+    d.launch(init, Launch::linear(2, 64), &arguments).unwrap();
+
+    let jump1 = (0..76).fold(Mrg32k3a::A1, |a, _| mod_matrix_product(&a, &a, MRG_M1));
+    let jump2 = (0..76).fold(Mrg32k3a::A2, |a, _| mod_matrix_product(&a, &a, MRG_M2));
+    let mut state = Mrg32k3a::seeded(seed);
+    let mut expected = Vec::new();
+    for i in 0..engines {
+        let mut engine = state;
+        for _ in 0..offset + u64::from(i < first) {
+            engine.next();
+        }
+        expected.push(engine);
+        state =
+            Mrg32k3a { g1: mod_matrix_apply(&jump1, state.g1, MRG_M1), g2: mod_matrix_apply(&jump2, state.g2, MRG_M2) };
+    }
+    let raw = d.memory.bytes(states, engines * 24).unwrap().to_vec();
+    let got: Vec<Mrg32k3a> = raw.chunks_exact(24).map(Mrg32k3a::from_bytes).collect();
+    for (i, (g, w)) in got.iter().zip(&expected).enumerate() {
+        assert_eq!(g, w, "engine {i} after init (subsequence {i}, offset {offset}, first engine {first})");
+    }
+
+    let n = 3000usize;
+    let data = d.allocate("data", &vec![0; n * 4]);
+    let arguments = [pointer(states), 0u32.to_le_bytes().to_vec(), pointer(data), u64_argument(n as u64), vec![0]];
+    d.launch(generate, Launch::linear(2, 64), &arguments).unwrap();
+    let mut want = vec![0u32; n];
+    for (t, engine) in expected.iter_mut().enumerate() {
+        for index in (t..n).step_by(engines) {
+            want[index] = ((engine.next() - 1) as f64 * 1.000_000_048_661_607) as u32;
+        }
+    }
+    assert_eq!(read_u32(&d, data, n), want, "generate_kernel<unsigned int, mrg_uniform_distribution>");
+}
