@@ -105,6 +105,79 @@ fn arithmetic_kernels_compute_what_the_cpu_computes() {
             assert_eq!(out[i], num[i] / den[i], "{target}: {} / {}", num[i], den[i]);
         }
 
+        // Operands v_div_scale must scale: denormal, tiny and huge
+        // denominators, quotients that overflow or are denormal, tiny
+        // numerators; every result as the CPU rounds it.
+        let pairs: [(f32, f32); 16] = [
+            (1.0, 1e-40),
+            (3.5, -7e-39),
+            (1e38, 1e-5),
+            (-3e38, 0.25),
+            (1e-30, 1e20),
+            (1e-38, 3.0),
+            (2e-44, 0.7),
+            (1.0, 3e38),
+            (5e-39, 3e38),
+            (7.0, 1.7e38),
+            (1e-45, 1e-45),
+            (1e-20, 1e25),
+            (6e37, 1e-3),
+            (-2.5e-39, -1e-39),
+            (1.0, 3.0),
+            (f32::MAX, f32::MIN_POSITIVE),
+        ];
+        let num: Vec<f32> = (0..64).map(|i| pairs[i % 16].0 * if i >= 32 { -1.0 } else { 1.0 }).collect();
+        let den: Vec<f32> = (0..64).map(|i| pairs[i % 16].1).collect();
+        let (pn, pd) = (d.allocate("num", &f32s(&num)), d.allocate("den", &f32s(&den)));
+        let po = d.allocate("out", &f32s(&[0.0; 64]));
+        d.launch("_Z13floatDivisionPfPKfS1_", Launch::linear(1, 64), &[pointer(po), pointer(pn), pointer(pd)]).unwrap();
+        let out = read_f32(&d, po, 64);
+        for i in 0..64 {
+            let want = num[i] / den[i];
+            assert_eq!(
+                out[i].to_bits(),
+                want.to_bits(),
+                "{target}: {:e} / {:e} = {:e}, not {:e}",
+                num[i],
+                den[i],
+                want,
+                out[i]
+            );
+        }
+        let pairs: [(f64, f64); 12] = [
+            (1.0, 1e-310),
+            (1e308, 1e-5),
+            (1e-300, 1e100),
+            (1e-307, 3.0),
+            (5e-324, 0.7),
+            (1.0, 1.5e308),
+            (3e-310, 1e308),
+            (1e-200, 1e200),
+            (-7.0, 1e-320),
+            (f64::MAX, f64::MIN_POSITIVE),
+            (1.0, 3.0),
+            (2.0, 7.0),
+        ];
+        let num: Vec<f64> = (0..64).map(|i| pairs[i % 12].0).collect();
+        let den: Vec<f64> = (0..64).map(|i| pairs[i % 12].1 * if i >= 32 { -1.0 } else { 1.0 }).collect();
+        let (pn, pd) = (d.allocate("num", &f64s(&num)), d.allocate("den", &f64s(&den)));
+        let po = d.allocate("out", &f64s(&[0.0; 64]));
+        d.launch("_Z14doubleDivisionPdPKdS1_", Launch::linear(1, 64), &[pointer(po), pointer(pn), pointer(pd)])
+            .unwrap();
+        let out = read(&d, po, 64, f64::from_le_bytes);
+        for i in 0..64 {
+            let want = num[i] / den[i];
+            assert_eq!(
+                out[i].to_bits(),
+                want.to_bits(),
+                "{target}: {:e} / {:e} = {:e}, not {:e}",
+                num[i],
+                den[i],
+                want,
+                out[i]
+            );
+        }
+
         // Conversions: float -> int truncates, unsigned -> float, float -> double.
         let input: Vec<f32> = (0..64).map(|i| i as f32 * 1.5 - 40.25).collect();
         let pin = d.allocate("in", &f32s(&input));

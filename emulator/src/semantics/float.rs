@@ -339,6 +339,10 @@ fn div_fixup64(quotient: f64, den: f64, num: f64) -> f64 {
         signed(f64::INFINITY)
     } else if den.is_infinite() || num == 0.0 {
         signed(0.0)
+    } else if quotient.is_nan() {
+        // The scaled quotient overflowed inside the sequence: the hardware
+        // returns infinity here, not the NaN the ISA's pseudo-code gives.
+        signed(f64::INFINITY)
     } else {
         signed(quotient.abs())
     }
@@ -347,12 +351,33 @@ fn div_fixup64(quotient: f64, den: f64, num: f64) -> f64 {
 /// Finite, nonzero operands pass v_div_scale/v_div_fmas unchanged unless
 /// the quotient needs scaling (tiny operands, far-apart exponents), which
 /// is not modelled.
-fn needs_scaling(den: f64, num: f64, denormal_limit: f64, exponent_span: i32) -> bool {
-    let exponent = |x: f64| frexp(x).1;
-    den.abs() < denormal_limit || num.abs() < denormal_limit || (exponent(num) - exponent(den)).abs() >= exponent_span
+/// The biased exponent field of a value in the instruction's format.
+fn biased_exponent(x: f64, wide: bool) -> i32 {
+    if wide {
+        ((x.to_bits() >> 52) & 0x7ff) as i32
+    } else {
+        (((x as f32).to_bits() >> 23) & 0xff) as i32
+    }
 }
 
+fn is_denormal(x: f64, wide: bool) -> bool {
+    if wide {
+        x != 0.0 && x.abs() < f64::MIN_POSITIVE
+    } else {
+        let x = x as f32;
+        x != 0.0 && x.abs() < f32::MIN_POSITIVE
+    }
+}
+
+/// `v_div_scale`: S0 (the value to scale: the numerator or the
+/// denominator), S1 the denominator, S2 the numerator. Operands whose
+/// quotient would overflow, be denormal or lose bits are scaled by 2^64
+/// (2^128 for f64) and the flag (VCC or sdst) tells `v_div_fmas` to undo
+/// it; the cases follow the ISA's pseudo-code. Zero, infinite and NaN
+/// operands give NaN: `v_div_fixup` decides the result from the operands.
 fn div_scale(c: &mut Context<'_>, i: &Inst, wide: bool) -> Result<(), Fault> {
+    let (span, tiny, scale) = if wide { (768, 53, 128) } else { (96, 23, 64) };
+    let mut flags = 0u64;
     for lane in active_lanes(c.wave.exec()) {
         let (value, den, num) = if wide {
             (f64_source(c, &i.srcs[0], lane), f64_source(c, &i.srcs[1], lane), f64_source(c, &i.srcs[2], lane))
@@ -360,46 +385,84 @@ fn div_scale(c: &mut Context<'_>, i: &Inst, wide: bool) -> Result<(), Fault> {
             let f = |k| f64::from(f32_source(c, &i.srcs[k], lane, false));
             (f(0), f(1), f(2))
         };
-        // Zero, infinite and NaN operands: v_div_fixup decides the result
-        // from the operands alone, whatever the quotient; the manual gives NaN.
         let special = |x: f64| x == 0.0 || !x.is_finite();
-        if special(den) || special(num) {
-            if wide {
-                c.wave.write_lane64(&i.defs[0], lane, f64::NAN.to_bits());
-            } else {
-                c.wave.write_lane32(&i.defs[0], lane, f32::NAN.to_bits());
-            }
-            continue;
-        }
-        let (limit, span) = if wide { (f64::MIN_POSITIVE * 2f64.powi(53), 768) } else { (1e-30, 96) };
-        if needs_scaling(den, num, limit, span) {
-            return Err(Fault::UnimplementedCase(format!(
-                "v_div_scale for {num:e} / {den:e} (tiny or far-apart operands need scaling)"
-            )));
-        }
-        if wide {
-            c.wave.write_lane64(&i.defs[0], lane, value.to_bits());
+        let (result, flag) = if special(den) || special(num) {
+            (f64::NAN, false)
         } else {
-            c.wave.write_lane32(&i.defs[0], lane, (value as f32).to_bits());
+            // Quotients in the instruction's format.
+            let divide = |a: f64, b: f64| if wide { a / b } else { f64::from(a as f32 / b as f32) };
+            let exponent = |x: f64| biased_exponent(x, wide);
+            let reciprocal_denormal = is_denormal(divide(1.0, den), wide);
+            let quotient_denormal = is_denormal(divide(num, den), wide);
+            if exponent(num) - exponent(den) >= span {
+                (if value == den { ldexp(value, scale) } else { value }, true)
+            } else if is_denormal(den, wide) {
+                (ldexp(value, scale), false)
+            } else if reciprocal_denormal && quotient_denormal {
+                // Only the denominator, down: the quotient comes out 2^scale
+                // too big and v_div_fmas scales it back.
+                (if value == den { ldexp(value, -scale) } else { value }, true)
+            } else if reciprocal_denormal {
+                (ldexp(value, -scale), false)
+            } else if quotient_denormal {
+                (if value == num { ldexp(value, scale) } else { value }, true)
+            } else if exponent(num) <= tiny {
+                (ldexp(value, scale), false)
+            } else {
+                (value, false)
+            }
+        };
+        if wide {
+            c.wave.write_lane64(&i.defs[0], lane, result.to_bits());
+        } else {
+            c.wave.write_lane32(&i.defs[0], lane, (result as f32).to_bits());
         }
+        flags |= u64::from(flag) << lane;
     }
-    // No lane needed scaling: the flag is clear.
     match i.defs.get(1) {
-        Some(sdst) => c.wave.write_scalar64(sdst, 0),
-        None => c.wave.set_vcc(0),
+        Some(sdst) => c.wave.write_scalar64(sdst, flags),
+        None => c.wave.set_vcc(flags),
     }
     Ok(())
 }
 
+/// `v_div_fmas`: fma(S0, S1, S2), and where VCC is set (`v_div_scale`
+/// scaled the operands) rescaled by 2^64 (2^128 for f64) up when S2's
+/// exponent says the quotient is at least 2, else down.
 fn div_fmas(c: &mut Context<'_>, i: &Inst, wide: bool) -> Result<(), Fault> {
-    if c.wave.vcc() & c.wave.exec() != 0 {
-        return Err(Fault::UnimplementedCase("v_div_fmas with the scale flag set".into()));
-    }
+    // The scaled lanes, from the sources before the destination (often one
+    // of them) is written.
+    let scale = if wide { 128 } else { 64 };
+    let flush = flush32(c);
+    let scaled: Vec<(usize, u64)> = active_lanes(c.wave.exec() & c.wave.vcc())
+        .map(|lane| {
+            if wide {
+                let [a, b, addend] = [0, 1, 2].map(|k| f64_source(c, &i.srcs[k], lane));
+                let up = biased_exponent(addend, true) > 1023;
+                (lane, ldexp(a.mul_add(b, addend), if up { scale } else { -scale }).to_bits())
+            } else {
+                // Fused in f64 (the product is exact) and scaled before the
+                // one rounding to f32, so a denormal quotient is rounded once.
+                let [a, b, addend] = [0, 1, 2].map(|k| f64::from(f32_source(c, &i.srcs[k], lane, flush)));
+                let up = biased_exponent(addend, false) > 127;
+                let value = ldexp(a.mul_add(b, addend), if up { scale } else { -scale }) as f32;
+                (lane, u64::from(finish32(value, false, 0, flush)))
+            }
+        })
+        .collect();
     if wide {
-        f64_op!(|a, b, c| a.mul_add(b, c))(c, i)
+        f64_op!(|a, b, c| a.mul_add(b, c))(c, i)?;
     } else {
-        f32_op!(|a, b, c| a.mul_add(b, c))(c, i)
+        f32_op!(|a, b, c| a.mul_add(b, c))(c, i)?;
     }
+    for (lane, bits) in scaled {
+        if wide {
+            c.wave.write_lane64(&i.defs[0], lane, bits);
+        } else {
+            c.wave.write_lane32(&i.defs[0], lane, bits as u32);
+        }
+    }
+    Ok(())
 }
 
 /// gfx90a's packed f32 operations: each half picks its source dwords by

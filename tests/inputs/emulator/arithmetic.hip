@@ -61,3 +61,8 @@ __global__ void shortMath(unsigned short *Out, short *Signed, const unsigned sho
   short Low = S < T ? S : T;
   Signed[I] = (short)(Low >> 2) - (short)(S > T ? S : T);
 }
+
+__global__ void doubleDivision(double *Out, const double *Num, const double *Den) {
+  int I = threadIdx.x;
+  Out[I] = Num[I] / Den[I];
+}
