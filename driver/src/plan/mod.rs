@@ -67,7 +67,8 @@ pub const POINT_VALUES: &[(&str, &str)] = &[
     (
         "memory-address",
         "the 64-bit address a flat or global instruction accesses, per lane, computed at the point from the \
-         instruction's own operands: `vaddr` (64-bit), or `saddr` + the 32-bit `vaddr`, plus the offset; a 64-bit \
+         instruction's own operands: `vaddr` (64-bit), or `saddr` + the 32-bit `vaddr`, plus the offset (13-bit signed for global \
+         instructions: LLVM 15 decodes `offset:-8` as 8184, which the plan sign-extends; unsigned for flat); a 64-bit \
          integer parameter",
     ),
 ];
