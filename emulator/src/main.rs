@@ -47,6 +47,10 @@ struct Cli {
     /// the emulator does not implement, with how often they occur.
     #[arg(long)]
     unimplemented: bool,
+    /// After the run, the executed opcodes: wave executions and active
+    /// lanes per opcode, most executed first.
+    #[arg(long)]
+    mix: bool,
 }
 
 /// NAME:ELEMENT:COUNT.
@@ -73,6 +77,24 @@ fn dims(text: &str) -> Result<[u32; 3]> {
     let mut out = [1u32; 3];
     out[..parts.len()].copy_from_slice(&parts);
     Ok(out)
+}
+
+/// `--mix`: executions per opcode (wave executions, active lanes).
+fn write_mix(text: &mut String, device: &mut Device, report: &gpuinstr_emulator::RunReport) -> Result<()> {
+    let mut mix: std::collections::BTreeMap<String, (u64, u64)> = std::collections::BTreeMap::new();
+    for (address, (waves, lanes)) in &report.counts.per_address {
+        let name = device.program.fetch(*address).map_or_else(|| "<undecodable>".to_string(), |i| i.name.clone());
+        let entry = mix.entry(name).or_default();
+        entry.0 += waves;
+        entry.1 += lanes;
+    }
+    let mut rows: Vec<_> = mix.into_iter().collect();
+    rows.sort_by_key(|(name, (waves, _))| (std::cmp::Reverse(*waves), name.clone()));
+    writeln!(text, "{:>10} {:>12}  opcode", "waves", "lanes")?;
+    for (name, (waves, lanes)) in rows {
+        writeln!(text, "{waves:>10} {lanes:>12}  {name}")?;
+    }
+    Ok(())
 }
 
 /// `--unimplemented`: what the emulator cannot run in the code object.
@@ -173,6 +195,9 @@ fn main() -> Result<()> {
     for (index, address, element, length) in buffers {
         let bytes = device.memory.bytes(address, length).map_err(|f| anyhow::anyhow!("{f}"))?;
         writeln!(text, "argument {index}: {}", element.render(&bytes).join(" "))?;
+    }
+    if cli.mix {
+        write_mix(&mut text, &mut device, &report)?;
     }
     // A reader that stops early (`| head`) is not an error.
     match std::io::stdout().lock().write_all(text.as_bytes()) {

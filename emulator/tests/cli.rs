@@ -139,3 +139,31 @@ fn unimplemented_lists_what_the_emulator_cannot_run() {
     assert!(rest.starts_with(&format!("{implemented} instructions (100.00%)")), "{text}");
     assert_eq!(text.lines().count(), 1, "nothing missing: {text}");
 }
+
+/// `--mix` adds the executed opcodes: their wave executions sum to the
+/// instruction count, and every wave ends once.
+#[test]
+fn the_instruction_mix_adds_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = code_object(dir.path());
+    let args = ["--kernel", "_Z5scalePfPKffi", "--grid", "3", "--block", "64", "--mix"];
+    let arguments = ["--arg", "zeros:f32:150", "--arg", "zeros:f32:150", "--arg", "f32:2", "--arg", "i32:150"];
+    let output = emulate(&file, &args.iter().chain(&arguments).copied().collect::<Vec<_>>());
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let text = String::from_utf8(output.stdout).unwrap();
+    let first = text.lines().next().unwrap();
+    let total: u64 = first.split(", ").nth(1).and_then(|t| t.split(' ').next()).and_then(|n| n.parse().ok()).unwrap();
+    let rows: Vec<(u64, u64, &str)> = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("waves"))
+        .skip(1)
+        .map(|l| {
+            let mut f = l.split_whitespace();
+            (f.next().unwrap().parse().unwrap(), f.next().unwrap().parse().unwrap(), f.next().unwrap())
+        })
+        .collect();
+    assert_eq!(rows.iter().map(|r| r.0).sum::<u64>(), total, "{text}");
+    assert!(rows.iter().any(|r| r.2 == "S_ENDPGM" && r.0 == 3), "{text}");
+    // 150 of the 192 work-items are in range: the store runs on 150 lanes.
+    assert!(rows.iter().any(|r| r.2.starts_with("GLOBAL_STORE_DWORD") && r.1 == 150), "{text}");
+}
