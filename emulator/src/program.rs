@@ -246,80 +246,58 @@ fn decode(isa: &Isa, lifted: &Instruction) -> Inst {
         | gpuinstr::stages::lift::Flow::ConditionalBranch { target } => Some(target),
         _ => None,
     };
-    if let Some(plain) = name.strip_suffix("_dpp").filter(|_| !unmodelled && srcs.len() >= 2 && imms.len() >= 4) {
-        // Operands: vdst; old (tied to vdst), src0[, src1]; dpp_ctrl, row_mask, bank_mask, bound_ctrl.
-        let source = srcs[1].operand;
-        let mut base_srcs: Vec<Source> = srcs[1..].to_vec();
-        base_srcs[0].operand = Operand::Staged(0);
-        let base_name = format!("{plain}_e32");
-        let base = Inst {
-            address: lifted.address,
-            size: lifted.raw.size,
-            handler: semantics::handler(&base_name),
-            name: base_name,
-            defs: defs.clone(),
-            srcs: base_srcs,
-            imms: Vec::new(),
-            target: None,
-            dpp: None,
-            sdwa: None,
-        };
-        let dpp = Dpp {
-            control: imms[0] as u32,
-            row_mask: imms[1] as u32,
-            bank_mask: imms[2] as u32,
-            bound_ctrl: imms[3] != 0,
-            source,
-            base,
-        };
-        let handler = semantics::dpp::execute;
-        let (address, size) = (lifted.address, lifted.raw.size);
-        return Inst { address, size, name, handler, defs, srcs, imms, target, dpp: Some(Box::new(dpp)), sdwa: None };
-    }
-    if let Some(plain) = name.strip_suffix("_sdwa").filter(|_| !unmodelled && !srcs.is_empty()) {
-        if let Some(sdwa) = sdwa_form(plain, lifted, &defs, &srcs, &imms) {
-            let (address, size) = (lifted.address, lifted.raw.size);
-            let handler = semantics::sdwa::execute;
-            return Inst {
-                address,
-                size,
-                name,
-                handler,
-                defs,
-                srcs,
-                imms,
-                target,
-                dpp: None,
-                sdwa: Some(Box::new(sdwa)),
-            };
+    // DPP and SDWA forms wrap the plain operation; one that cannot be
+    // modelled stops where it runs.
+    let (handler, dpp, sdwa) = if let Some(plain) = name.strip_suffix("_dpp").filter(|_| !unmodelled) {
+        match dpp_form(plain, lifted, &defs, &srcs, &imms) {
+            Some(form) => (semantics::dpp::execute as Handler, Some(Box::new(form)), None),
+            None => (semantics::unimplemented as Handler, None, None),
         }
-        let handler = semantics::sdwa::unsupported;
-        return Inst {
-            address: lifted.address,
-            size: lifted.raw.size,
-            name,
-            handler,
-            defs,
-            srcs,
-            imms,
-            target,
-            dpp: None,
-            sdwa: None,
-        };
-    }
-    let handler = if unmodelled { semantics::unmodelled_operand } else { semantics::handler(&name) };
+    } else if let Some(plain) = name.strip_suffix("_sdwa").filter(|_| !unmodelled) {
+        match sdwa_form(plain, lifted, &defs, &srcs, &imms) {
+            Some(form) => (semantics::sdwa::execute as Handler, None, Some(Box::new(form))),
+            None => (semantics::sdwa::unsupported as Handler, None, None),
+        }
+    } else if unmodelled {
+        (semantics::unmodelled_operand as Handler, None, None)
+    } else {
+        (semantics::handler(&name), None, None)
+    };
+    Inst { address: lifted.address, size: lifted.raw.size, name, handler, defs, srcs, imms, target, dpp, sdwa }
+}
+
+/// The plain operation a DPP or SDWA form runs on its staged sources.
+fn plain_operation(lifted: &Instruction, name: String, defs: &[Operand], srcs: Vec<Source>) -> Inst {
     Inst {
         address: lifted.address,
         size: lifted.raw.size,
+        handler: semantics::handler(&name),
         name,
-        handler,
-        defs,
+        defs: defs.to_vec(),
         srcs,
-        imms,
-        target,
+        imms: Vec::new(),
+        target: None,
         dpp: None,
         sdwa: None,
     }
+}
+
+/// Operands: vdst; old (tied to vdst), src0[, src1]; dpp_ctrl, row_mask,
+/// bank_mask, bound_ctrl.
+fn dpp_form(plain: &str, lifted: &Instruction, defs: &[Operand], srcs: &[Source], imms: &[i64]) -> Option<Dpp> {
+    if srcs.len() < 2 || imms.len() < 4 {
+        return None;
+    }
+    let mut base_srcs: Vec<Source> = srcs[1..].to_vec();
+    base_srcs[0].operand = Operand::Staged(0);
+    Some(Dpp {
+        control: imms[0] as u32,
+        row_mask: imms[1] as u32,
+        bank_mask: imms[2] as u32,
+        bound_ctrl: imms[3] != 0,
+        source: srcs[1].operand,
+        base: plain_operation(lifted, format!("{plain}_e32"), defs, base_srcs),
+    })
 }
 
 /// Whether an SDWA source of `plain` is an integer, whose modifier bit 0
@@ -337,6 +315,9 @@ fn integer_source(plain: &str) -> bool {
 /// [, omod]; dst_sel, dst_unused (not VOPC); a select per source. Clamp
 /// and omod are not modelled: None for them.
 fn sdwa_form(plain: &str, lifted: &Instruction, defs: &[Operand], srcs: &[Source], imms: &[i64]) -> Option<Sdwa> {
+    if srcs.is_empty() {
+        return None;
+    }
     let compare = plain.starts_with("V_CMP");
     let n = srcs.len();
     let fixed = if compare { 0 } else { 2 };
@@ -354,18 +335,7 @@ fn sdwa_form(plain: &str, lifted: &Instruction, defs: &[Operand], srcs: &[Source
         .map(|(k, s)| Source { operand: Operand::Staged(k as u8), mods: if integer { 0 } else { s.mods } })
         .collect();
     let base_name = format!("{plain}_{}", if compare { "e64" } else { "e32" });
-    let base = Inst {
-        address: lifted.address,
-        size: lifted.raw.size,
-        handler: semantics::handler(&base_name),
-        name: base_name,
-        defs: defs.to_vec(),
-        srcs: base_srcs,
-        imms: Vec::new(),
-        target: None,
-        dpp: None,
-        sdwa: None,
-    };
+    let base = plain_operation(lifted, base_name, defs, base_srcs);
     let destination = (!compare).then(|| (imms[head] as u32, imms[head + 1] as u32));
     Some(Sdwa { sources, destination, base })
 }

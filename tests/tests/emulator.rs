@@ -49,6 +49,21 @@ pub(crate) fn read_u32(device: &Device, address: u64, count: usize) -> Vec<u32> 
     read(device, address, count, u32::from_le_bytes)
 }
 
+/// Every quotient bit-identical to the CPU's correctly rounded one.
+fn assert_quotients<T: Copy + std::fmt::LowerExp>(
+    target: &str,
+    num: &[T],
+    den: &[T],
+    out: &[T],
+    divide: fn(T, T) -> T,
+    bits: fn(T) -> u64,
+) {
+    for ((n, d), got) in num.iter().zip(den).zip(out) {
+        let want = divide(*n, *d);
+        assert_eq!(bits(*got), bits(want), "{target}: {n:e} / {d:e} = {want:e}, not {got:e}");
+    }
+}
+
 const ARITHMETIC: &str = "emulator/arithmetic.hip";
 
 #[test]
@@ -132,18 +147,7 @@ fn arithmetic_kernels_compute_what_the_cpu_computes() {
         let po = d.allocate("out", &f32s(&[0.0; 64]));
         d.launch("_Z13floatDivisionPfPKfS1_", Launch::linear(1, 64), &[pointer(po), pointer(pn), pointer(pd)]).unwrap();
         let out = read_f32(&d, po, 64);
-        for i in 0..64 {
-            let want = num[i] / den[i];
-            assert_eq!(
-                out[i].to_bits(),
-                want.to_bits(),
-                "{target}: {:e} / {:e} = {:e}, not {:e}",
-                num[i],
-                den[i],
-                want,
-                out[i]
-            );
-        }
+        assert_quotients(target, &num, &den, &out, |n, d| n / d, |x| u64::from(x.to_bits()));
         let pairs: [(f64, f64); 12] = [
             (1.0, 1e-310),
             (1e308, 1e-5),
@@ -165,18 +169,7 @@ fn arithmetic_kernels_compute_what_the_cpu_computes() {
         d.launch("_Z14doubleDivisionPdPKdS1_", Launch::linear(1, 64), &[pointer(po), pointer(pn), pointer(pd)])
             .unwrap();
         let out = read(&d, po, 64, f64::from_le_bytes);
-        for i in 0..64 {
-            let want = num[i] / den[i];
-            assert_eq!(
-                out[i].to_bits(),
-                want.to_bits(),
-                "{target}: {:e} / {:e} = {:e}, not {:e}",
-                num[i],
-                den[i],
-                want,
-                out[i]
-            );
-        }
+        assert_quotients(target, &num, &den, &out, |n, d| n / d, f64::to_bits);
 
         // Conversions: float -> int truncates, unsigned -> float, float -> double.
         let input: Vec<f32> = (0..64).map(|i| i as f32 * 1.5 - 40.25).collect();

@@ -36,6 +36,15 @@ fn philox4x32_10(mut counter: [u32; 4], mut key: [u32; 2]) -> [u32; 4] {
     counter
 }
 
+/// The Philox engine the generate kernels take by value (48 bytes):
+/// counter, result, key, substate, padding; counter 0.
+fn philox_engine(key: [u32; 2]) -> Vec<u8> {
+    let mut engine = vec![0u8; 48];
+    engine[32..36].copy_from_slice(&key[0].to_le_bytes());
+    engine[36..40].copy_from_slice(&key[1].to_le_bytes());
+    engine
+}
+
 /// rocRAND's Philox generator kernel (Debian's gfx90a:xnack- code object)
 /// writes the Philox4x32-10 sequence: counter 0, 1, 2, ... under the seed's
 /// key, four numbers per counter, across a grid of 4 workgroups of 256.
@@ -49,10 +58,7 @@ fn rocrand_philox_writes_the_philox4x32_10_sequence() {
     let kernel = "_ZN12rocrand_host6detailL15generate_kernelIj20uniform_distributionIjEEEvNS0_27philox4x32_10_device_engineEPT_mT0_";
     let mut d = rocrand_device(kernel);
     let key = [0x1234_5678u32, 0x9abc_def0];
-    // The engine passed by value: counter, result, key, substate, padding.
-    let mut engine = vec![0u8; 48];
-    engine[32..36].copy_from_slice(&key[0].to_le_bytes());
-    engine[36..40].copy_from_slice(&key[1].to_le_bytes());
+    let engine = philox_engine(key);
     let n = 5000usize;
     let data = d.allocate("data", &vec![0; n * 4]);
     d.launch(kernel, Launch::linear(4, 256), &[engine, pointer(data), u64_argument(n as u64), vec![0]]).unwrap();
@@ -264,9 +270,7 @@ fn rocrand_philox_half_uniform_reads_words_through_sdwa() {
     let kernel = "_ZN12rocrand_host6detailL15generate_kernelI6__half20uniform_distributionIS2_EEEvNS0_27philox4x32_10_device_engineEPT_mT0_";
     let mut d = rocrand_device(kernel);
     let key = [0x0bad_5eedu32, 0x1357_9bdf];
-    let mut engine = vec![0u8; 48];
-    engine[32..36].copy_from_slice(&key[0].to_le_bytes());
-    engine[36..40].copy_from_slice(&key[1].to_le_bytes());
+    let engine = philox_engine(key);
     // Not a multiple of the kernel's 8 halves per vector: a tail.
     let n = 5003usize;
     let data = d.allocate("data", &vec![0; n * 2]);

@@ -87,10 +87,19 @@ fn omod_scale(omod: i64) -> f64 {
     }
 }
 
+/// The clamp modifier: into [0, 1], NaN to 0.
+fn clamp_unit(x: f64) -> f64 {
+    if x.is_nan() {
+        0.0
+    } else {
+        x.clamp(0.0, 1.0)
+    }
+}
+
 fn finish32(x: f32, clamp: bool, omod: i64, flush: bool) -> u32 {
     let mut x = if omod != 0 { x * omod_scale(omod) as f32 } else { x };
     if clamp {
-        x = if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) };
+        x = clamp_unit(f64::from(x)) as f32;
     }
     if flush {
         x = flush_denormal(x);
@@ -101,7 +110,7 @@ fn finish32(x: f32, clamp: bool, omod: i64, flush: bool) -> u32 {
 fn finish64(x: f64, clamp: bool, omod: i64) -> u64 {
     let mut x = if omod != 0 { x * omod_scale(omod) } else { x };
     if clamp {
-        x = if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) };
+        x = clamp_unit(x);
     }
     x.to_bits()
 }
@@ -217,7 +226,7 @@ macro_rules! f16_op {
                 }
                 let mut r = f(a[0], a[1], a[2]) * omod_scale(omod);
                 if clamp {
-                    r = if r.is_nan() { 0.0 } else { r.clamp(0.0, 1.0) };
+                    r = clamp_unit(r);
                 }
                 let bits = u32::from(half::f16::from_f64(r).to_bits());
                 let old = c.wave.lane32(&i.defs[0], lane);
@@ -256,7 +265,7 @@ macro_rules! pk_f16 {
                     }
                     let mut r = f(a[0], a[1], a[2]);
                     if clamp {
-                        r = if r.is_nan() { 0.0 } else { r.clamp(0.0, 1.0) };
+                        r = clamp_unit(r);
                     }
                     out |= u32::from(half::f16::from_f64(r).to_bits()) << (16 * half);
                 }
@@ -543,7 +552,7 @@ fn fma_mix(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
             Some(shift) => {
                 let mut r = a.mul_add(b, d);
                 if clamp {
-                    r = if r.is_nan() { 0.0 } else { r.clamp(0.0, 1.0) };
+                    r = clamp_unit(r);
                 }
                 let bits = u32::from(half::f16::from_f64(r).to_bits());
                 let old = c.wave.lane32(&i.defs[0], lane);
