@@ -48,6 +48,32 @@ impl Availability {
     }
 }
 
+/// Where stage sva puts the SVA with the allocation as it is (no
+/// `--grow-registers`, no work-item ids).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SvaPlacementKind {
+    /// A VGPR nothing uses.
+    FreeVgpr,
+    /// An AGPR nothing uses (seed 004's fallback).
+    FreeAgpr,
+    /// Moving between VGPRs free where it is, with this many move points.
+    Sliding { move_points: usize },
+    /// Nowhere.
+    Unplaced,
+}
+
+impl SvaPlacementKind {
+    fn class(self) -> &'static str {
+        match self {
+            SvaPlacementKind::FreeVgpr => "a VGPR free for the whole kernel",
+            SvaPlacementKind::FreeAgpr => "an AGPR free for the whole kernel",
+            SvaPlacementKind::Sliding { .. } => "sliding between locally free VGPRs",
+            SvaPlacementKind::Unplaced => "nowhere without growing the allocation",
+        }
+    }
+}
+
 /// One register file of one kernel.
 #[derive(Clone, Debug, Serialize)]
 pub struct FileReport {
@@ -107,6 +133,8 @@ pub struct KernelReport {
     pub stack_base: Availability,
     /// The SVA: 1 VGPR for the whole kernel.
     pub sva: Availability,
+    /// Where stage sva places it.
+    pub sva_placement: SvaPlacementKind,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -210,8 +238,38 @@ fn availability(globally_free: usize, growable: usize, min_free: usize, needed: 
     }
 }
 
-/// The report of one kernel (a function of `lifted` that is a kernel).
-pub fn kernel_report(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, function: usize) -> Option<KernelReport> {
+/// Where stage sva places the SVA of every kernel (allocations as they
+/// are, no work-item ids), by function index.
+pub fn sva_placements(lifted: &LiftedCodeObject<'_>, liveness: &Liveness) -> BTreeMap<usize, SvaPlacementKind> {
+    use crate::stages::sva::{place, Home, SvaRequest};
+    let kernels = (0..lifted.functions.len()).filter(|f| lifted.functions[*f].is_kernel()).collect();
+    let placement = place(lifted, liveness, &SvaRequest { instrumented: kernels, work_item_ids: false, grow: false });
+    placement
+        .kernels
+        .iter()
+        .map(|k| {
+            let kind = match k.sva {
+                _ if k.problem.is_some() => SvaPlacementKind::Unplaced,
+                Some(Home::Free(_)) => SvaPlacementKind::FreeVgpr,
+                Some(Home::Agpr(_)) => SvaPlacementKind::FreeAgpr,
+                Some(Home::Sliding(_)) => SvaPlacementKind::Sliding {
+                    move_points: placement.sliding.get(&k.kernel).map_or(0, |s| s.move_points()),
+                },
+                _ => SvaPlacementKind::Unplaced,
+            };
+            (k.kernel, kind)
+        })
+        .collect()
+}
+
+/// The report of one kernel (a function of `lifted` that is a kernel);
+/// `sva_placement` from [`sva_placements`].
+pub fn kernel_report(
+    lifted: &LiftedCodeObject<'_>,
+    liveness: &Liveness,
+    function: usize,
+    sva_placement: SvaPlacementKind,
+) -> Option<KernelReport> {
     let FunctionKind::Kernel(kernel_index) = lifted.functions[function].kind else {
         return None;
     };
@@ -247,6 +305,7 @@ pub fn kernel_report(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, functio
         reserved_sgprs: allocation.reserved_sgprs,
         stack_base: availability(sgpr.globally_free, growable_sgprs, min_sgprs, 2),
         sva: availability(vgpr.globally_free, growable_vgprs, min_vgprs, 1),
+        sva_placement,
         sgpr,
         vgpr,
         agpr,
@@ -259,8 +318,13 @@ pub fn kernel_report(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, functio
 pub fn code_object_report(code_object: &CodeObject) -> Result<CodeObjectReport, IsaError> {
     let lifted = lift(code_object)?;
     let liveness = liveness(&lifted);
-    let mut kernels: Vec<KernelReport> =
-        (0..lifted.functions.len()).filter_map(|f| kernel_report(&lifted, &liveness, f)).collect();
+    let placements = sva_placements(&lifted, &liveness);
+    let mut kernels: Vec<KernelReport> = (0..lifted.functions.len())
+        .filter_map(|f| {
+            let placement = placements.get(&f).copied().unwrap_or(SvaPlacementKind::Unplaced);
+            kernel_report(&lifted, &liveness, f, placement)
+        })
+        .collect();
     kernels.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(CodeObjectReport { origin: code_object.origin.join(": "), target: code_object.target.to_string(), kernels })
 }
@@ -309,6 +373,11 @@ pub fn render_kernel(out: &mut String, kernel: &KernelReport) {
     }
     writeln!(out, "  stack base (2 SGPRs): {}", kernel.stack_base.describe()).unwrap();
     writeln!(out, "  SVA (1 VGPR): {}", kernel.sva.describe()).unwrap();
+    let moves = match kernel.sva_placement {
+        SvaPlacementKind::Sliding { move_points } => format!(" ({move_points} move points)"),
+        _ => String::new(),
+    };
+    writeln!(out, "  SVA placed by stage sva (allocation as it is): {}{moves}", kernel.sva_placement.class()).unwrap();
 }
 
 pub fn render_text(report: &CodeObjectReport) -> String {
@@ -376,6 +445,11 @@ pub struct CorpusSummary {
     pub instructions: usize,
     pub stack_base: BTreeMap<Availability, usize>,
     pub sva: BTreeMap<Availability, usize>,
+    /// Stage sva's placements (allocations as they are), by class; and the
+    /// move points of the sliding ones.
+    pub sva_placements: BTreeMap<&'static str, usize>,
+    #[serde(skip)]
+    pub sliding_move_points: Vec<usize>,
     /// Seed 000's reduced requirement: 2 SGPRs or 1 VGPR globally free,
     /// with the allocation as it is and with it raised.
     pub paper_requirement_globally: usize,
@@ -398,6 +472,10 @@ impl CorpusSummary {
             self.instructions += kernel.instructions;
             *self.stack_base.entry(kernel.stack_base).or_default() += 1;
             *self.sva.entry(kernel.sva).or_default() += 1;
+            *self.sva_placements.entry(kernel.sva_placement.class()).or_default() += 1;
+            if let SvaPlacementKind::Sliding { move_points } = kernel.sva_placement {
+                self.sliding_move_points.push(move_points);
+            }
             let fits = |a: Availability, within: Availability| a <= within;
             self.paper_requirement_globally += usize::from(
                 fits(kernel.stack_base, Availability::GloballyFree) || fits(kernel.sva, Availability::GloballyFree),
@@ -469,6 +547,27 @@ impl CorpusSummary {
             share(self.paper_requirement_with_larger_allocation)
         )
         .unwrap();
+        writeln!(out, "SVA placed by stage sva (allocations as they are):").unwrap();
+        for kind in [
+            SvaPlacementKind::FreeVgpr,
+            SvaPlacementKind::FreeAgpr,
+            SvaPlacementKind::Sliding { move_points: 0 },
+            SvaPlacementKind::Unplaced,
+        ] {
+            let count = self.sva_placements.get(kind.class()).copied().unwrap_or(0);
+            writeln!(out, "  {:48} {count:7} {}", kind.class(), share(count)).unwrap();
+        }
+        if !self.sliding_move_points.is_empty() {
+            let mut points = self.sliding_move_points.clone();
+            points.sort_unstable();
+            writeln!(
+                out,
+                "  move points per sliding kernel: median {}, max {}",
+                points[points.len() / 2],
+                points[points.len() - 1]
+            )
+            .unwrap();
+        }
         writeln!(out, "kernels with at least N globally free registers:").unwrap();
         for n in [1, 2, 4, 8] {
             writeln!(

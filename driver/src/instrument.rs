@@ -262,6 +262,7 @@ pub fn instrument_code_object(
     lap("plan and sva");
     let mut payload_options = options.payloads.clone();
     payload_options.registers.extend(placement.functions.iter().map(|(f, r)| (*f, *r)));
+    payload_options.sliding.extend(placement.sliding.iter().map(|(f, s)| (*f, s.clone())));
     for kernel in &placement.kernels {
         if let Some(problem) = &kernel.problem {
             let why = format!("{}: {problem}", lifted.functions[kernel.kernel].name);
@@ -339,6 +340,19 @@ impl InstrumentReport {
         let relaxed: usize = self.kernels.iter().map(|k| k.branches_relaxed).sum();
         if relaxed > 0 {
             writeln!(out, "  branches relaxed into long jumps: {relaxed}").unwrap();
+        }
+        let sliding: Vec<&KernelPatch> = self.kernels.iter().filter(|k| k.sva_moves > 0).collect();
+        if !sliding.is_empty() {
+            let moves: usize = sliding.iter().map(|k| k.sva_moves).sum();
+            writeln!(
+                out,
+                "  SVA sliding between free VGPRs (no register free for the whole kernel): {} kernel{}, {moves} \
+                 move point{}",
+                sliding.len(),
+                if sliding.len() == 1 { "" } else { "s" },
+                if moves == 1 { "" } else { "s" }
+            )
+            .unwrap();
         }
         for skipped in &self.skipped {
             writeln!(out, "  not instrumented: {skipped}").unwrap();

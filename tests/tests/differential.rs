@@ -47,7 +47,11 @@ fn debian_code_object(package: &str, library: &str, kernel: &str) -> CodeObject 
 /// Instruments with registers allowed to grow (as scripts/instrument-corpus.sh
 /// does), so every point the plan selects is instrumented.
 fn instrumented(tool: &CodeObject, app: &CodeObject, plan: &Plan) -> CodeObject {
-    let options = InstrumentOptions { grow_registers: true, ..InstrumentOptions::default() };
+    instrumented_growing(tool, app, plan, true)
+}
+
+fn instrumented_growing(tool: &CodeObject, app: &CodeObject, plan: &Plan, grow: bool) -> CodeObject {
+    let options = InstrumentOptions { grow_registers: grow, ..InstrumentOptions::default() };
     let (bytes, report) = instrument_code_object(tool, app, plan, &Registry::with_builtins(), &options).unwrap();
     assert!(report.rejected.is_empty(), "{:?}", report.rejected);
     CodeObject::parse(bytes, Vec::new()).unwrap()
@@ -437,16 +441,24 @@ fn every_example_tool_on_rocrand_xorwow_init() {
 /// original; the memory tracer's addresses must lie in allocations named in
 /// `readable`, and some wave must diverge.
 fn every_example_tool_on(app: &CodeObject, case: &Case, readable: &[&str]) {
+    every_example_tool_growing(app, case, readable, true, true);
+}
+
+/// The same, growing registers or not; `diverges`: whether some wave must
+/// diverge (or none may).
+fn every_example_tool_growing(app: &CodeObject, case: &Case, readable: &[&str], grow: bool, diverges: bool) {
     let dir = scratch();
     for example in EXAMPLE_TOOLS {
         let tool = example_tool(example, dir.path());
         let plan = example_plan_for(example, case.kernel);
-        let output = instrumented(&tool, app, &plan);
+        let output = instrumented_growing(&tool, app, &plan, grow);
         match example {
             "instruction-counter" => check_instruction_counter(app, &output, &plan, case),
             "kernel-arguments" => check_kernel_arguments(app, &output, case),
             "opcode-histogram" => check_opcode_histogram(app, &output, case),
-            "branch-divergence" => assert!(check_branch_divergence(app, &output, case) > 0, "some wave diverges"),
+            "branch-divergence" => {
+                assert_eq!(check_branch_divergence(app, &output, case) > 0, diverges, "some wave diverges")
+            }
             "memory-tracer" => check_memory_tracer(app, &output, &plan, case, readable),
             other => panic!("no check for the example {other}"),
         }
@@ -471,4 +483,73 @@ fn every_example_tool_on_rocrand_philox_half() {
         scalars: vec![engine, n.to_le_bytes().to_vec(), vec![0]],
     };
     every_example_tool_on(&app, &case, &["buffer"]);
+}
+
+/// A kernel whose inline assembly writes every VGPR and every AGPR
+/// (tests/inputs/kernels/register_pressure.hip): no register is free for
+/// the whole kernel, and the allocation cannot grow, so the SVA and the
+/// work-item ids slide between VGPRs free where they are (stage sva). Run
+/// with every example tool on gfx90a and gfx908, each tool still reads the
+/// launch and the lanes right after the values have moved.
+#[test]
+fn every_example_tool_on_a_kernel_with_no_free_vector_register() {
+    use gpuinstr::stages::liveness::analyze;
+    use gpuinstr::stages::sva::{place, Home, SvaRequest};
+    let kernel = "_Z19everyVectorRegisterPii";
+    for target in ["gfx90a", "gfx908"] {
+        let app =
+            load::load_for_target(&test_kernels("register_pressure"), Some(target)).unwrap().code_objects.remove(0);
+        let lifted = lift(&app).unwrap();
+        let liveness = analyze(&lifted);
+        let function = lifted.functions.iter().position(|f| f.name == kernel).unwrap();
+        let request = SvaRequest { instrumented: [function].into(), work_item_ids: true, grow: true };
+        let placement = place(&lifted, &liveness, &request);
+        let placed = placement.kernels.iter().find(|k| k.kernel == function).unwrap();
+        assert!(matches!(placed.sva, Some(Home::Sliding(_))), "{target}: {placed:?}");
+        assert!(matches!(placed.work_item_ids, Some(Home::Sliding(_))), "{target}: {placed:?}");
+        let slid = &placement.sliding[&function];
+        assert!(!slid.sva.moves.is_empty(), "{target}: the asm overwrites every VGPR, so the SVA must move");
+        let case = Case {
+            kernel,
+            launch: Launch::linear(2, 256),
+            buffers: vec![Some(words([0; 512])), None],
+            scalars: vec![300i32.to_le_bytes().to_vec()],
+        };
+        every_example_tool_on(&app, &case, &["buffer"]);
+    }
+}
+
+/// A compiled kernel squeezed into 24 VGPRs (`registerSpills` in
+/// tests/inputs/kernels/calls_and_scratch.hip: 64 values, unrolled loops,
+/// scratch spills on gfx90a): no VGPR is free for the whole kernel, and
+/// without `--grow-registers` the SVA slides between VGPRs free where it is.
+/// Every example tool then reads the launch right, and the memory tracer
+/// sees every lane's global and scratch access.
+#[test]
+fn every_example_tool_on_a_spilling_kernel_without_growing() {
+    use gpuinstr::stages::liveness::analyze;
+    use gpuinstr::stages::sva::{place, Home, SvaRequest};
+    let kernel = "_Z14registerSpillsPfPKf";
+    let app = load::load_for_target(&test_kernels("calls_and_scratch"), Some("gfx90a")).unwrap().code_objects.remove(0);
+    let lifted = lift(&app).unwrap();
+    let liveness = analyze(&lifted);
+    let function = lifted.functions.iter().position(|f| f.name == kernel).unwrap();
+    let request = SvaRequest { instrumented: [function].into(), work_item_ids: false, grow: false };
+    let placement = place(&lifted, &liveness, &request);
+    let placed = placement.kernels.iter().find(|k| k.kernel == function).unwrap();
+    assert!(matches!(placed.sva, Some(Home::Sliding(_))), "{placed:?}");
+    let slid = &placement.sliding[&function];
+    slid.check(&lifted.functions[function], &liveness.functions[function]).unwrap();
+    assert!(slid.move_points() > 0);
+    let case = Case {
+        kernel,
+        launch: Launch::linear(1, 96),
+        buffers: vec![
+            Some(words([0; 96])),
+            Some((0..96 * 64).flat_map(|i| ((i % 29) as f32 * 0.25 - 3.0).to_le_bytes()).collect()),
+        ],
+        scalars: vec![],
+    };
+    // Unrolled: no branch diverges.
+    every_example_tool_growing(&app, &case, &["buffer", "scratch"], false, false);
 }

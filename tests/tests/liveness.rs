@@ -127,6 +127,47 @@ fn divergent_if_keeps_inactive_lanes_live() {
     assert!(live_in[4].contains(gpuinstr::stages::liveness::Unit::vgpr(1)));
 }
 
+/// A value made and used only inside the `if` (v4) is needed only in the
+/// lanes the `if` runs: its write there writes all of them, so v4 is dead
+/// before the write and across the whole `if` head, although the write is
+/// under a partial mask. v5 is read inside (lanes) but also after the join
+/// (whole): the `s_or_b64 exec` turns its liveness whole, so the partial
+/// write cannot kill it. A DPP read sees other lanes: v6 stays whole-live
+/// across the DPP's own partial write target v7 (a DPP write kills no lanes).
+#[test]
+fn lanes_liveness_inside_a_divergent_if() {
+    check(
+        "gfx90a",
+        "\tv_cmp_gt_u32_e32 vcc, 4, v0
+\ts_and_saveexec_b64 s[0:1], vcc
+\ts_cbranch_execz .LBB0_2
+\tv_add_u32_e32 v4, 1, v0
+\tv_add_u32_e32 v5, v4, v5
+\tv_mov_b32_dpp v7, v6 row_shr:1 row_mask:0xf bank_mask:0xf
+\tglobal_store_dword v[2:3], v7, off
+.LBB0_2:
+\ts_or_b64 exec, exec, s[0:1]
+\tglobal_store_dword v[2:3], v5, off
+\ts_endpgm",
+        "",
+        "test_kernel",
+        &[
+            "v0, v[2:3], v[5:7], exec_lo, exec_hi",
+            "v0, v[2:3], v[5:7], vcc_lo, vcc_hi, exec_lo, exec_hi",
+            // v4 is not live before its partial write (#3), nor above it;
+            // v7 is (the DPP write kills no lanes).
+            "s[0:1], v0, v[2:3], v[5:7], exec_lo, exec_hi",
+            "s[0:1], v0, v[2:3], v[5:7], exec_lo, exec_hi",
+            "s[0:1], v[2:7], exec_lo, exec_hi",
+            "s[0:1], v[2:3], v[5:7], exec_lo, exec_hi",
+            "s[0:1], v[2:3], v5, v7, exec_lo, exec_hi",
+            "s[0:1], v[2:3], v5, exec_lo, exec_hi",
+            "v[2:3], v5, exec_lo, exec_hi",
+            "",
+        ],
+    );
+}
+
 /// if/else as the structurizer writes it: both sides write v1 under a
 /// partial mask, so neither kills it; v1 stays live through both sides.
 #[test]

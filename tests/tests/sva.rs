@@ -109,10 +109,13 @@ fn kernels_sharing_an_instrumented_device_function_agree() {
 
 /// A kernel using every VGPR it has (and an AGPR, so the unified file
 /// cannot be split differently): the SVA goes to a free AGPR (seed 004's
-/// fallback). Using every AGPR too: no home, a clear problem; with growing
-/// allowed, the first VGPR past the allocation.
+/// fallback). Using every AGPR too, but never two VGPRs at once: the SVA
+/// slides between VGPRs free where it is. With all VGPRs live at once: no
+/// home, a clear problem naming the instruction; with growing allowed, the
+/// first VGPR past the allocation.
 #[test]
 fn a_kernel_without_free_vector_registers_needs_growing() {
+    use gpuinstr::stages::sva::sliding::Move;
     // The allocation: v0-v31 and a0-a31 (gfx90a, ACCUM_OFFSET 32).
     let vgprs: String = (0..32).map(|v| format!("\tv_mov_b32_e32 v{v}, 0\n")).collect();
     let request = SvaRequest { instrumented: [0].into_iter().collect(), work_item_ids: false, grow: false };
@@ -127,21 +130,48 @@ fn a_kernel_without_free_vector_registers_needs_growing() {
     assert_eq!(registers.in_agprs.map(|h| (h.sva, h.work_item_ids)), Some((31, None)));
     assert_eq!(registers.vgpr_limit, 32);
 
-    // Every VGPR and AGPR written: nothing without growing.
+    // Every VGPR and AGPR written, each VGPR dead once written: the SVA
+    // starts in v31 and moves once, before v31 is written, into a VGPR
+    // already written (the highest: payloads allocate from the bottom).
     let agprs: String = (0..32).map(|a| format!("\tv_accvgpr_write_b32 a{a}, 0\n")).collect();
-    let code_object = kernel_from_assembly("gfx90a", &(vgprs + &agprs + "\ts_endpgm"), "");
+    let code_object = kernel_from_assembly("gfx90a", &(vgprs.clone() + &agprs + "\ts_endpgm"), "");
+    let lifted = lift(&code_object).unwrap();
+    let liveness = analyze(&lifted);
+    let placement = place(&lifted, &liveness, &request);
+    assert_eq!((placement.kernels[0].sva, placement.kernels[0].problem.as_deref()), (Some(Home::Sliding(31)), None));
+    let slid = &placement.sliding[&0];
+    assert_eq!(slid.sva.moves, vec![Move { before: 31, from: 31, to: 30 }]);
+    assert_eq!(slid.sva.location[30], 31);
+    assert!(slid.sva.location[31..].iter().all(|v| *v == 30));
+    slid.check(&lifted.functions[0], &liveness.functions[0]).unwrap();
+    assert_eq!(
+        slid.code_before(31),
+        ["s_mov_b64 s[0:1], exec", "s_mov_b64 exec, -1", "v_mov_b32 v30, v31", "s_mov_b64 exec, s[0:1]"]
+    );
+    assert_eq!(placement.functions[&0].sva, Some(31), "the preamble fills it where it starts");
+
+    // Then all 32 VGPRs read after the last write: writing v31, the others
+    // are all live, so nowhere to slide to.
+    let reads: String = (1..32).map(|v| format!("\tv_add_u32_e32 v0, v0, v{v}\n")).collect();
+    let stores = "\tglobal_store_dword v[0:1], v0, off\n";
+    let code_object = kernel_from_assembly("gfx90a", &(vgprs + &agprs + &reads + stores + "\ts_endpgm"), "");
     let lifted = lift(&code_object).unwrap();
     let liveness = analyze(&lifted);
     let placement = place(&lifted, &liveness, &request);
     assert_eq!(placement.kernels[0].sva, None);
+    let last_write = lifted.functions[0].instructions().nth(31).unwrap().address;
     assert_eq!(
         placement.kernels[0].problem.as_deref(),
         Some(
-            "no VGPR or AGPR is free for the whole kernel (32 VGPRs allocated); rerun with --grow-registers to raise \
-             the allocation"
+            format!(
+                "no VGPR or AGPR is free for the whole kernel (32 VGPRs allocated), sliding between free VGPRs stops \
+                 at instruction 31 (0x{last_write:x}): no VGPR is free across this instruction; rerun with \
+                 --grow-registers to raise the allocation"
+            )
+            .as_str()
         )
     );
-    assert!(placement.functions.is_empty());
+    assert!(placement.functions.is_empty() && placement.sliding.is_empty());
     let grown = place(&lifted, &liveness, &SvaRequest { grow: true, ..request });
     assert_eq!(grown.kernels[0].sva, Some(Home::Grown(32)));
     assert_eq!(grown.kernels[0].problem, None);

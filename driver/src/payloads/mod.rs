@@ -150,6 +150,9 @@ pub struct PayloadOptions {
     pub unplaced: BTreeMap<usize, String>,
     /// Alike points share one payload (see [`sharing`]).
     pub share_payloads: bool,
+    /// Functions whose SVA and work-item ids slide between registers
+    /// (stage sva): where they are at each instruction.
+    pub sliding: BTreeMap<usize, crate::stages::sva::sliding::Sliding>,
 }
 
 impl Default for PayloadOptions {
@@ -161,6 +164,7 @@ impl Default for PayloadOptions {
             payloads_per_chunk: PAYLOADS_PER_CHUNK,
             unplaced: BTreeMap::new(),
             share_payloads: true,
+            sliding: BTreeMap::new(),
         }
     }
 }
@@ -496,7 +500,11 @@ pub fn payload_sites(
     for (index, point) in points.iter().enumerate() {
         label(lifted, point).map_err(|why| CompileError::BadPoint { index, why })?;
         let function = &lifted.functions[point.function];
-        let registers = options.registers.get(&point.function).copied().unwrap_or_default();
+        let mut registers = options.registers.get(&point.function).copied().unwrap_or_default();
+        if let Some(slid) = options.sliding.get(&point.function) {
+            registers.sva = Some(slid.sva.location[point.instruction]);
+            registers.work_item_ids = slid.work_item_ids.as_ref().map(|t| t.location[point.instruction]);
+        }
         let (hidden_arguments, max_flat_workgroup_size) = match function.kind {
             FunctionKind::Kernel(kernel) => {
                 let metadata = &code_object.kernels[kernel].metadata;

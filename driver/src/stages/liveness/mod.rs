@@ -5,7 +5,13 @@
 //!   are unknown (indirect branch, branch out of the function) has everything
 //!   live after it; `s_endpgm` has nothing.
 //! - Vector defs kill only where EXEC is provably full (`exec_mask`): under a
-//!   partial EXEC the inactive lanes keep values that may be live.
+//!   partial EXEC the inactive lanes keep values that may be live. But a
+//!   value read only in the lanes the current EXEC enables ("lanes" live) is
+//!   dead before a def that writes every one of those lanes, as long as EXEC
+//!   does not change in between: crossing a write of EXEC (backwards), lanes
+//!   liveness becomes whole-register liveness. Cross-lane reads (readlane,
+//!   DPP, permutes, MFMA) count as whole-register reads; single-lane, DPP,
+//!   SDWA, D16, high-half and MFMA writes kill no lanes.
 //! - Calls use what the callee's entry needs and kill only the return
 //!   address they write; an unknown callee uses everything. A device function
 //!   returns into what is live after its call sites, or everything when its
@@ -53,6 +59,62 @@ struct Effect {
     uses: UnitSet,
     kills: UnitSet,
     defs: UnitSet,
+    /// Vector units read only in the lanes EXEC enables.
+    lane_uses: UnitSet,
+    /// Vector units written in at least every lane EXEC enables.
+    lane_kills: UnitSet,
+    /// Writes EXEC (or calls code that may).
+    exec_change: bool,
+}
+
+/// Liveness at a point: units whose value is needed in any lane, and
+/// vector units needed only in the lanes the current EXEC enables.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Live {
+    whole: UnitSet,
+    lanes: UnitSet,
+}
+
+impl Live {
+    fn whole(units: UnitSet) -> Live {
+        Live { whole: units, lanes: UnitSet::EMPTY }
+    }
+
+    fn all(&self) -> UnitSet {
+        self.whole.union(&self.lanes)
+    }
+
+    fn join(&mut self, other: &Live) {
+        self.whole.union_with(&other.whole);
+        self.lanes.union_with(&other.lanes);
+        self.lanes = self.lanes.difference(&self.whole);
+    }
+
+    /// Liveness before an instruction with `effect`, given it after.
+    fn before(&self, effect: &Effect) -> Live {
+        let mut whole = self.whole.difference(&effect.kills);
+        let mut lanes = self.lanes.difference(&effect.kills).difference(&effect.lane_kills);
+        if effect.exec_change {
+            whole.union_with(&lanes);
+            lanes = UnitSet::EMPTY;
+        }
+        whole.union_with(&effect.uses.difference(&effect.lane_uses));
+        lanes.union_with(&effect.lane_uses);
+        Live { lanes: lanes.difference(&whole), whole }
+    }
+}
+
+/// Opcodes whose vector reads may see lanes EXEC disables, or whose writes
+/// may miss enabled lanes.
+fn crosses_lanes(name: &str) -> bool {
+    ["V_READLANE", "V_READFIRSTLANE", "V_WRITELANE", "V_PERMLANE", "DS_PERMUTE", "DS_BPERMUTE", "DS_SWIZZLE", "V_MFMA"]
+        .iter()
+        .any(|p| name.starts_with(p))
+        || name.contains("_DPP")
+        || name.contains("_SDWA")
+        || name.contains("D16")
+        || name.contains("MIXHI")
+        || name.starts_with("V_MOVREL")
 }
 
 struct Analysis<'a> {
@@ -75,7 +137,14 @@ impl<'a> Analysis<'a> {
     fn effect(&self, function: &Function, instruction: &crate::stages::lift::Instruction, exec_full: bool) -> Effect {
         if !instruction.decoded {
             // Unknown semantics: it may read anything, kills nothing.
-            return Effect { uses: UnitSet::all(), kills: UnitSet::EMPTY, defs: UnitSet::EMPTY };
+            return Effect {
+                uses: UnitSet::all(),
+                kills: UnitSet::EMPTY,
+                defs: UnitSet::EMPTY,
+                lane_uses: UnitSet::EMPTY,
+                lane_kills: UnitSet::EMPTY,
+                exec_change: true,
+            };
         }
         let isa = &self.lifted.isa;
         let mut uses = UnitSet::EMPTY;
@@ -84,17 +153,32 @@ impl<'a> Analysis<'a> {
         for reg in instruction.all_uses() {
             uses.extend_units(self.units.units(reg));
         }
-        let single_lane = isa.opcode_name(instruction.opcode).starts_with("V_WRITELANE");
+        let name = isa.opcode_name(instruction.opcode);
+        let single_lane = name.starts_with("V_WRITELANE");
+        let per_lane = !crosses_lanes(name);
+        let mut lane_uses = UnitSet::EMPTY;
+        let mut lane_kills = UnitSet::EMPTY;
+        if per_lane {
+            lane_uses = uses.in_file(RegisterFile::Vgpr).union(&uses.in_file(RegisterFile::Agpr));
+        }
+        let exec = [Unit::special("EXEC_LO"), Unit::special("EXEC_HI")];
+        let mut exec_change = false;
         for reg in instruction.all_defs() {
             let partial = self.units.is_partial(reg);
             for unit in self.units.units(reg) {
                 defs.insert(*unit);
+                exec_change |= exec.contains(unit);
                 if !partial && (!unit.is_vector() || (exec_full && !single_lane)) {
                     kills.insert(*unit);
+                }
+                if !partial && unit.is_vector() && per_lane {
+                    lane_kills.insert(*unit);
                 }
             }
         }
         if instruction.flow == Flow::Call {
+            exec_change = true;
+            lane_uses = UnitSet::EMPTY;
             match self.callee(function, instruction.address) {
                 Some(callee) => {
                     // The call writes the return address before the callee
@@ -108,7 +192,7 @@ impl<'a> Analysis<'a> {
                 }
             }
         }
-        Effect { uses, kills, defs }
+        Effect { uses, kills, defs, lane_uses, lane_kills, exec_change }
     }
 
     /// Liveness of one function given the current summaries.
@@ -125,24 +209,11 @@ impl<'a> Analysis<'a> {
             effects.push(self.effect(function, instruction, *full));
         }
 
-        // Block summaries: live_in = gen | (live_out - kill).
         let mut starts = Vec::with_capacity(function.blocks.len());
         let mut position = 0;
         for block in &function.blocks {
             starts.push(position);
             position += block.instructions.len();
-        }
-        let mut gens = Vec::with_capacity(function.blocks.len());
-        let mut block_kills = Vec::with_capacity(function.blocks.len());
-        for (block, start) in function.blocks.iter().zip(&starts) {
-            let mut gen = UnitSet::EMPTY;
-            let mut kill = UnitSet::EMPTY;
-            for effect in effects[*start..*start + block.instructions.len()].iter().rev() {
-                gen = effect.uses.union(&gen.difference(&effect.kills));
-                kill = kill.union(&effect.kills).difference(&effect.uses);
-            }
-            gens.push(gen);
-            block_kills.push(kill);
         }
         let exit_live = |exit: BlockExit| match exit {
             BlockExit::EndProgram => UnitSet::EMPTY,
@@ -150,20 +221,26 @@ impl<'a> Analysis<'a> {
             BlockExit::Indirect | BlockExit::OutsideFunction | BlockExit::FallsOffTheEnd => UnitSet::all(),
             BlockExit::FallThrough | BlockExit::Branch | BlockExit::ConditionalBranch => UnitSet::EMPTY,
         };
-        let mut block_in = vec![UnitSet::EMPTY; function.blocks.len()];
-        let mut block_out = vec![UnitSet::EMPTY; function.blocks.len()];
+        let block_out_of = |block: &crate::stages::lift::Block, block_in: &[Live]| {
+            let mut out = Live::whole(exit_live(block.exit));
+            for successor in &block.successors {
+                out.join(&block_in[*successor]);
+            }
+            out
+        };
+        // Round-robin to a fixpoint, blocks in reverse order.
+        let mut block_in = vec![Live::default(); function.blocks.len()];
         let mut changed = true;
         while changed {
             changed = false;
             for block in function.blocks.iter().rev() {
-                let mut out = exit_live(block.exit);
-                for successor in &block.successors {
-                    out.union_with(&block_in[*successor]);
+                let mut live = block_out_of(block, &block_in);
+                let start = starts[block.index];
+                for effect in effects[start..start + block.instructions.len()].iter().rev() {
+                    live = live.before(effect);
                 }
-                let input = gens[block.index].union(&out.difference(&block_kills[block.index]));
-                block_out[block.index] = out;
-                if input != block_in[block.index] {
-                    block_in[block.index] = input;
+                if live != block_in[block.index] {
+                    block_in[block.index] = live;
                     changed = true;
                 }
             }
@@ -179,12 +256,12 @@ impl<'a> Analysis<'a> {
             touched: UnitSet::EMPTY,
         };
         for (block, start) in function.blocks.iter().zip(&starts) {
-            let mut live = block_out[block.index];
+            let mut live = block_out_of(block, &block_in);
             for offset in (0..block.instructions.len()).rev() {
                 let at = start + offset;
-                result.live_out[at] = live;
-                live = effects[at].uses.union(&live.difference(&effects[at].kills));
-                result.live_in[at] = live;
+                result.live_out[at] = live.all();
+                live = live.before(&effects[at]);
+                result.live_in[at] = live.all();
             }
         }
         for effect in &effects {

@@ -47,6 +47,9 @@ pub struct KernelPatch {
     /// Branches turned into long jumps because inserted code pushed their
     /// targets out of reach.
     pub branches_relaxed: usize,
+    /// Points where the SVA (or the work-item ids) moves to another VGPR
+    /// (sliding placement, stage sva).
+    pub sva_moves: usize,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -311,6 +314,29 @@ pub fn patch(
         patch.before.entry(addresses[point.function][point.instruction]).or_default().extend(lines);
     }
 
+    // Sliding values move before the payloads at the same point (where a
+    // preamble filled them: payloads that read no SVA need no moves).
+    let mut sva_moves: HashMap<usize, usize> = HashMap::new();
+    for (function, slid) in &placement.sliding {
+        let filled = preambles.get(function).is_some_and(Result::is_ok);
+        if !filled || added.get(function).is_none_or(|(sites, _, _)| *sites == 0) {
+            continue;
+        }
+        for index in slid.exec_pairs.keys() {
+            let code = slid.code_before(*index);
+            let address = addresses[*function][*index];
+            *inserted.entry(address).or_default() += 4 * code.len();
+            let entry = added.entry(*function).or_default();
+            entry.1 += code.len();
+            let w = writes.entry(*function).or_insert(UnitSet::EMPTY);
+            for line in &code {
+                w.union_with(&registers_named(line));
+            }
+            patch.before.entry(address).or_default().splice(0..0, code);
+            *sva_moves.entry(*function).or_default() += 1;
+        }
+    }
+
     // Branches the inserted code pushes out of reach become long jumps
     // (preambles: at most 8 bytes an instruction, SALU with a literal or
     // v_writelane).
@@ -466,6 +492,7 @@ pub fn patch(
                 kernel.descriptor.private_segment_fixed_size + stack,
             ),
             branches_relaxed,
+            sva_moves: sva_moves.get(&function_index).copied().unwrap_or(0),
         });
     }
     // Left external, the references stay undefined symbols reached through

@@ -13,8 +13,14 @@
 //! (the patch stage raises it); otherwise the kernels get a problem and are
 //! left alone, and the other kernels are still instrumented.
 //!
+//! Where neither file has a register free for the whole kernel, seed 000's
+//! sliding placement (sliding.rs): the values move between VGPRs free where
+//! they are, before growing the allocation (which costs occupancy).
+//!
 //! Not yet: the SVA spilled to scratch with SGPRs pointing at it (targets
 //! without AGPRs, which are not lifted yet).
+
+pub mod sliding;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -35,13 +41,16 @@ pub enum Home {
     Agpr(u16),
     /// An AGPR past the allocation.
     GrownAgpr(u16),
+    /// VGPRs free where the value is, changing along the kernel
+    /// (`SvaPlacement::sliding`); this one at the kernel's entry.
+    Sliding(u16),
 }
 
 impl Home {
     /// The VGPR, for homes in VGPRs.
     pub fn vgpr(self) -> Option<u16> {
         match self {
-            Home::Free(v) | Home::Grown(v) => Some(v),
+            Home::Free(v) | Home::Grown(v) | Home::Sliding(v) => Some(v),
             Home::Agpr(_) | Home::GrownAgpr(_) => None,
         }
     }
@@ -50,7 +59,7 @@ impl Home {
     pub fn agpr(self) -> Option<u16> {
         match self {
             Home::Agpr(a) | Home::GrownAgpr(a) => Some(a),
-            Home::Free(_) | Home::Grown(_) => None,
+            Home::Free(_) | Home::Grown(_) | Home::Sliding(_) => None,
         }
     }
 }
@@ -74,6 +83,8 @@ pub struct SvaPlacement {
     /// Whether allocations may grow (the preamble may then build an AGPR
     /// home in a VGPR past the allocation).
     pub grow: bool,
+    /// Kernels whose values slide between registers.
+    pub sliding: BTreeMap<usize, sliding::Sliding>,
 }
 
 /// What to place.
@@ -203,12 +214,55 @@ pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRe
             && fits(largest)
             && waves_per_simd(processor, in_file(largest + wanted as u16))
                 == waves_per_simd(processor, in_file(largest));
+        // Sliding (one kernel, nothing shared with others): no occupancy
+        // lost, a whole-wave copy where a value must move.
+        let mut stuck = None;
+        let mut slide = || -> Option<Vec<Home>> {
+            let ([kernel], []) = (kernels.as_slice(), devices.as_slice()) else {
+                stuck = Some("kernels share instrumented device functions".to_string());
+                return None;
+            };
+            let FunctionKind::Kernel(index) = lifted.functions[*kernel].kind else { return None };
+            let function_liveness = &liveness.functions[*kernel];
+            let allocation = allocation(code_object, &code_object.kernels[index], &function_liveness.touched);
+            let vgprs = if processor == "gfx90a" && function_liveness.touched.in_file(RegisterFile::Agpr).is_empty() {
+                UnitSet::range(RegisterFile::Vgpr, 0, (allocation.vgprs.len() + allocation.agprs.len()) as u16)
+            } else {
+                allocation.vgprs
+            };
+            let function = &lifted.functions[*kernel];
+            match sliding::slide(
+                function,
+                &lifted.isa,
+                function_liveness,
+                &vgprs,
+                &allocation.sgprs,
+                request.work_item_ids,
+            ) {
+                Ok(slid) => {
+                    let mut homes = vec![Home::Sliding(slid.sva.location[0])];
+                    homes.extend(slid.work_item_ids.as_ref().map(|t| Home::Sliding(t.location[0])));
+                    placement.sliding.insert(*kernel, slid);
+                    Some(homes)
+                }
+                Err(s) => {
+                    let at = function.instructions().nth(s.instruction).map_or(0, |i| i.address);
+                    stuck = Some(format!(
+                        "sliding between free VGPRs stops at instruction {} (0x{at:x}): {}",
+                        s.instruction, s.why
+                    ));
+                    None
+                }
+            }
+        };
         let homes: Option<Vec<Home>> = if free.len() == wanted {
             Some(free.iter().map(|v| Home::Free(*v)).collect())
         } else if free_growth {
             Some((0..wanted as u16).map(|i| Home::Grown(largest + i)).collect())
         } else if free_agprs.len() == wanted && has_agprs {
             Some(free_agprs.iter().map(|a| Home::Agpr(*a)).collect())
+        } else if let Some(homes) = slide() {
+            Some(homes)
         } else if request.grow && fits(largest) {
             Some((0..wanted as u16).map(|i| Home::Grown(largest + i)).collect())
         } else if request.grow && has_agprs && fits(largest_agprs) {
@@ -224,16 +278,17 @@ pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRe
             } else {
                 String::new()
             };
+            let stuck = stuck.map(|s| format!(", {s}")).unwrap_or_default();
             problem = Some(if request.grow {
                 format!(
-                    "no VGPR{} is free for the whole kernel and the allocation cannot grow past {MAX_VGPRS} \
-                     registers{shared}",
+                    "no VGPR{} is free for the whole kernel{stuck}, and the allocation cannot grow past \
+                     {MAX_VGPRS} registers{shared}",
                     if has_agprs { " or AGPR" } else { "" },
                 )
             } else {
                 format!(
-                    "no VGPR{} is free for the whole kernel ({largest} VGPRs allocated){shared}; rerun with \
-                     --grow-registers to raise the allocation",
+                    "no VGPR{} is free for the whole kernel ({largest} VGPRs allocated){stuck}{shared}; rerun \
+                     with --grow-registers to raise the allocation",
                     if has_agprs { " or AGPR" } else { "" },
                 )
             });
@@ -247,7 +302,13 @@ pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRe
         // gfx90a: a VGPR home past ACCUM_OFFSET moves it, and the AGPRs
         // payloads may park registers in shrink with it.
         if code_object.target.processor == "gfx90a" {
-            let highest_home = [sva, work_item_ids].iter().flatten().filter_map(|h| h.vgpr()).max();
+            let slid = kernels.first().and_then(|k| placement.sliding.get(k));
+            let highest_home = [sva, work_item_ids]
+                .iter()
+                .flatten()
+                .filter_map(|h| h.vgpr())
+                .chain(slid.into_iter().flat_map(sliding::Sliding::vgprs))
+                .max();
             if let Some(home) = highest_home.filter(|h| *h >= vgpr_limit) {
                 agpr_limit = unified.saturating_sub((home + 1).div_ceil(4) * 4).min(agpr_limit);
             }
