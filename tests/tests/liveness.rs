@@ -338,3 +338,32 @@ fn unknown_flow_makes_everything_live() {
     assert_eq!(kernel.live_in[2], all, "before a call of an unknown function");
     assert_eq!(kernel.touched, all);
 }
+
+/// A load whose result is partly unread: v[5:7] are dead after it by
+/// liveness, but the load may still be writing them until an `s_waitcnt`
+/// waits for vmcnt to reach zero. Without such a wait in the block (only
+/// lgkmcnt), they stay busy before every instruction of the function.
+#[test]
+fn loads_nothing_reads_are_in_flight_until_a_wait() {
+    use gpuinstr::stages::liveness::in_flight::loads_in_flight;
+    for (wait, last, busy_after) in [("vmcnt(0)", "s_waitcnt vmcnt(0)", false), ("lgkmcnt(0)", "s_nop 0", true)] {
+        let body = format!(
+            "\tglobal_load_dwordx4 v[4:7], v[2:3], off
+\tv_mov_b32_e32 v8, 0
+\ts_waitcnt {wait}
+\tglobal_store_dword v[2:3], v4, off
+\t{last}
+\ts_endpgm"
+        );
+        let code_object = kernel_from_assembly("gfx90a", &body, "");
+        let lifted = lift(&code_object).unwrap();
+        let liveness = analyze(&lifted);
+        let busy = loads_in_flight(&lifted.functions[0], &lifted.isa, &liveness.functions[0]);
+        let texts: Vec<String> = busy.iter().map(|s| s.to_string()).collect();
+        let after = if busy_after { "v[5:7]" } else { "" };
+        let expected = if busy_after { vec!["v[5:7]"; 6] } else { vec!["", "v[5:7]", "v[5:7]", after, after, after] };
+        assert_eq!(texts, expected, "{wait}");
+        // Liveness itself calls them dead right after the load.
+        assert!(!liveness.functions[0].live_in[1].contains(gpuinstr::stages::liveness::Unit::vgpr(5)));
+    }
+}

@@ -497,6 +497,8 @@ pub fn payload_sites(
 ) -> Result<Vec<PayloadSite>, CompileError> {
     let code_object = lifted.code_object;
     let mut sites = Vec::with_capacity(points.len());
+    // Loads nothing reads may still be landing: their VGPRs are not the payloads'.
+    let mut in_flight: BTreeMap<usize, Vec<UnitSet>> = BTreeMap::new();
     for (index, point) in points.iter().enumerate() {
         label(lifted, point).map_err(|why| CompileError::BadPoint { index, why })?;
         let function = &lifted.functions[point.function];
@@ -518,7 +520,15 @@ pub fn payload_sites(
             }
             FunctionKind::DeviceFunction => (None, 1024),
         };
+        let busy = in_flight.entry(point.function).or_insert_with(|| {
+            crate::stages::liveness::in_flight::loads_in_flight(
+                function,
+                &lifted.isa,
+                &liveness.functions[point.function],
+            )
+        });
         let mut live = liveness.functions[point.function].live_in[point.instruction];
+        live.union_with(&busy[point.instruction]);
         if let (FunctionKind::Kernel(kernel), 0, false) =
             (function.kind, point.instruction, function.entry_is_branch_target())
         {

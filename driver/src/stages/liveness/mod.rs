@@ -18,6 +18,7 @@
 //!   callers are not all known. Iterated to a fixpoint over the call graph.
 
 pub mod exec_mask;
+pub mod in_flight;
 pub mod units;
 
 use std::collections::HashMap;

@@ -13,10 +13,11 @@
 //! No move goes before a kernel's first instruction (the preamble writes the
 //! value where it starts), nor inside a pc-relative computation (payloads go
 //! before its `s_getpc_b64`, so the value must not move in between).
-//! A VGPR a load writes and nothing reads is never used: the load may still
-//! be writing it after the instruction (no `s_waitcnt` needs to wait for it).
+//! Nor in a VGPR a load nothing reads may still be writing
+//! (liveness::in_flight).
 
 use crate::stages::lift::{Function, Isa};
+use crate::stages::liveness::in_flight::loads_in_flight;
 use crate::stages::liveness::{FunctionLiveness, RegisterFile, Unit, UnitSet};
 
 /// A set of VGPRs.
@@ -46,10 +47,6 @@ impl Vgprs {
 
     fn and(&self, other: &Vgprs) -> Vgprs {
         Vgprs([0, 1, 2, 3].map(|w| self.0[w] & other.0[w]))
-    }
-
-    fn and_not(&self, other: &Vgprs) -> Vgprs {
-        Vgprs([0, 1, 2, 3].map(|w| self.0[w] & !other.0[w]))
     }
 
     fn is_empty(&self) -> bool {
@@ -247,35 +244,12 @@ pub fn slide(
             return Err(Stuck { instruction: at.saturating_sub(1), why: "its successors are unknown".into() });
         }
     }
-    // A load whose result nothing reads may still be writing its VGPRs when
-    // a value arrives there: they are busy until an `s_waitcnt` in the same
-    // block waits for its counter to reach zero, else in the whole function.
+    // Not where a load nothing reads may still be landing (liveness::in_flight).
     let allocated = Vgprs::of(vgprs);
-    let mut free: Vec<Vgprs> =
-        (0..instructions.len()).map(|i| Vgprs::of(&liveness.free_at(i, &UnitSet::all())).and(&allocated)).collect();
-    let mut never = Vgprs::default();
-    for (b, block) in function.blocks.iter().enumerate() {
-        let start = block_start[b];
-        for (offset, instruction) in block.instructions.iter().enumerate() {
-            let index = start + offset;
-            let Some(counters) = load_counters(instruction.name(isa)) else { continue };
-            let dead = Vgprs::of(&liveness.defs[index].difference(&liveness.live_out[index]));
-            if dead.is_empty() {
-                continue;
-            }
-            let waited = (offset + 1..block.instructions.len())
-                .find(|k| waits_for(&block.instructions[*k], isa, counters))
-                .map(|k| start + k);
-            match waited {
-                Some(end) => (index + 1..=end).for_each(|i| free[i] = free[i].and_not(&dead)),
-                None => never = Vgprs([0, 1, 2, 3].map(|w| never.0[w] | dead.0[w])),
-            }
-        }
-    }
-    let allocated = allocated.and_not(&never);
-    for set in &mut free {
-        *set = set.and(&allocated);
-    }
+    let busy = loads_in_flight(function, isa, liveness);
+    let free: Vec<Vgprs> = (0..instructions.len())
+        .map(|i| Vgprs::of(&liveness.free_at(i, &UnitSet::all()).difference(&busy[i])).and(&allocated))
+        .collect();
     let pair: Vec<Option<u16>> = instructions
         .iter()
         .enumerate()
@@ -317,32 +291,6 @@ pub fn slide(
         .map(|m| (m.before, frame.pair[m.before].expect("moves go where a pair is dead")))
         .collect();
     Ok(Sliding { sva, work_item_ids: ids, exec_pairs })
-}
-
-/// The counters (vmcnt, lgkmcnt) a load's results arrive under.
-fn load_counters(name: &str) -> Option<(bool, bool)> {
-    if name.starts_with("FLAT_") {
-        Some((true, true))
-    } else if ["BUFFER_", "GLOBAL_", "SCRATCH_"].iter().any(|p| name.starts_with(p)) {
-        Some((true, false))
-    } else if name.starts_with("DS_") {
-        Some((false, true))
-    } else {
-        None
-    }
-}
-
-/// Whether an instruction is an `s_waitcnt` that waits until the counters
-/// (vmcnt, lgkmcnt) are zero (gfx9 fields: vmcnt bits 3:0 and 15:14,
-/// lgkmcnt bits 11:8).
-fn waits_for(instruction: &crate::stages::lift::Instruction, isa: &Isa, (vm, lgkm): (bool, bool)) -> bool {
-    if instruction.name(isa) != "S_WAITCNT" {
-        return false;
-    }
-    let Some(crate::native::Operand::Immediate(bits)) = instruction.raw.operands.first() else { return false };
-    let vmcnt = (bits & 0xf) | ((bits >> 10) & 0x30);
-    let lgkmcnt = (bits >> 8) & 0xf;
-    (!vm || vmcnt == 0) && (!lgkm || lgkmcnt == 0)
 }
 
 /// Union-find root.
