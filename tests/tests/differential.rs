@@ -6,7 +6,10 @@
 use gpuinstr::instrument::{instrument_code_object, InstrumentOptions};
 use gpuinstr::plan::Plan;
 use gpuinstr::stages::lift::lift;
+use gpuinstr::stages::liveness::analyze;
 use gpuinstr::stages::load::{self, CodeObject};
+use gpuinstr::stages::sva::sliding::Sliding;
+use gpuinstr::stages::sva::{place, Home, SvaRequest};
 use gpuinstr_emulator::{Device, Launch, Options, RunReport};
 use gpuinstr_intrinsics::Registry;
 use gpuinstr_tests::*;
@@ -485,6 +488,24 @@ fn every_example_tool_on_rocrand_philox_half() {
     every_example_tool_on(&app, &case, &["buffer"]);
 }
 
+/// Stage sva places `kernel`'s SVA (and the work-item ids when asked) by
+/// sliding; the tracks pass their independent check.
+fn assert_slides(app: &CodeObject, kernel: &str, work_item_ids: bool, grow: bool) -> Sliding {
+    let lifted = lift(app).unwrap();
+    let liveness = analyze(&lifted);
+    let function = lifted.functions.iter().position(|f| f.name == kernel).unwrap();
+    let request = SvaRequest { instrumented: [function].into(), work_item_ids, grow };
+    let placement = place(&lifted, &liveness, &request);
+    let placed = placement.kernels.iter().find(|k| k.kernel == function).unwrap();
+    assert!(matches!(placed.sva, Some(Home::Sliding(_))), "{kernel}: {placed:?}");
+    if work_item_ids {
+        assert!(matches!(placed.work_item_ids, Some(Home::Sliding(_))), "{kernel}: {placed:?}");
+    }
+    let slid = placement.sliding[&function].clone();
+    slid.check(&lifted.functions[function], &liveness.functions[function]).unwrap();
+    slid
+}
+
 /// A kernel whose inline assembly writes every VGPR and every AGPR
 /// (tests/inputs/kernels/register_pressure.hip): no register is free for
 /// the whole kernel, and the allocation cannot grow, so the SVA and the
@@ -493,21 +514,12 @@ fn every_example_tool_on_rocrand_philox_half() {
 /// launch and the lanes right after the values have moved.
 #[test]
 fn every_example_tool_on_a_kernel_with_no_free_vector_register() {
-    use gpuinstr::stages::liveness::analyze;
-    use gpuinstr::stages::sva::{place, Home, SvaRequest};
     let kernel = "_Z19everyVectorRegisterPii";
     for target in ["gfx90a", "gfx908"] {
         let app =
             load::load_for_target(&test_kernels("register_pressure"), Some(target)).unwrap().code_objects.remove(0);
-        let lifted = lift(&app).unwrap();
-        let liveness = analyze(&lifted);
-        let function = lifted.functions.iter().position(|f| f.name == kernel).unwrap();
-        let request = SvaRequest { instrumented: [function].into(), work_item_ids: true, grow: true };
-        let placement = place(&lifted, &liveness, &request);
-        let placed = placement.kernels.iter().find(|k| k.kernel == function).unwrap();
-        assert!(matches!(placed.sva, Some(Home::Sliding(_))), "{target}: {placed:?}");
-        assert!(matches!(placed.work_item_ids, Some(Home::Sliding(_))), "{target}: {placed:?}");
-        let slid = &placement.sliding[&function];
+        let slid = assert_slides(&app, kernel, true, true);
+        assert!(slid.work_item_ids.is_some(), "{target}");
         assert!(!slid.sva.moves.is_empty(), "{target}: the asm overwrites every VGPR, so the SVA must move");
         let case = Case {
             kernel,
@@ -527,19 +539,9 @@ fn every_example_tool_on_a_kernel_with_no_free_vector_register() {
 /// sees every lane's global and scratch access.
 #[test]
 fn every_example_tool_on_a_spilling_kernel_without_growing() {
-    use gpuinstr::stages::liveness::analyze;
-    use gpuinstr::stages::sva::{place, Home, SvaRequest};
     let kernel = "_Z14registerSpillsPfPKf";
     let app = load::load_for_target(&test_kernels("calls_and_scratch"), Some("gfx90a")).unwrap().code_objects.remove(0);
-    let lifted = lift(&app).unwrap();
-    let liveness = analyze(&lifted);
-    let function = lifted.functions.iter().position(|f| f.name == kernel).unwrap();
-    let request = SvaRequest { instrumented: [function].into(), work_item_ids: false, grow: false };
-    let placement = place(&lifted, &liveness, &request);
-    let placed = placement.kernels.iter().find(|k| k.kernel == function).unwrap();
-    assert!(matches!(placed.sva, Some(Home::Sliding(_))), "{placed:?}");
-    let slid = &placement.sliding[&function];
-    slid.check(&lifted.functions[function], &liveness.functions[function]).unwrap();
+    let slid = assert_slides(&app, kernel, false, false);
     assert!(slid.move_points() > 0);
     let case = Case {
         kernel,

@@ -151,6 +151,18 @@ fn waves_per_simd(processor: &str, registers: u16) -> u16 {
     (file / registers.max(1).div_ceil(granule) / granule).min(most)
 }
 
+/// The VGPRs of a kernel's allocation that may hold its values. gfx90a:
+/// one file split at ACCUM_OFFSET; a kernel that uses no AGPR can hold VGPRs
+/// in all of it (the patch moves ACCUM_OFFSET; the allocation, and so
+/// occupancy, stays the same).
+fn vgprs_for_values(processor: &str, allocation: &crate::analyze::Allocation, touched: &UnitSet) -> UnitSet {
+    if processor == "gfx90a" && touched.in_file(RegisterFile::Agpr).is_empty() {
+        UnitSet::range(RegisterFile::Vgpr, 0, (allocation.vgprs.len() + allocation.agprs.len()) as u16)
+    } else {
+        allocation.vgprs
+    }
+}
+
 /// Places the SVA (and the work-item id register when asked) for every
 /// kernel that has points or reaches a device function that has.
 pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRequest) -> SvaPlacement {
@@ -170,15 +182,7 @@ pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRe
             let FunctionKind::Kernel(index) = lifted.functions[*kernel].kind else { continue };
             let touched = &liveness.functions[*kernel].touched;
             let allocation = allocation(code_object, &code_object.kernels[index], touched);
-            // gfx90a: one file split at ACCUM_OFFSET. A kernel that uses no
-            // AGPR can hold VGPRs in all of it (the patch moves ACCUM_OFFSET;
-            // the allocation, and so occupancy, stays the same).
-            let allocated =
-                if code_object.target.processor == "gfx90a" && touched.in_file(RegisterFile::Agpr).is_empty() {
-                    UnitSet::range(RegisterFile::Vgpr, 0, (allocation.vgprs.len() + allocation.agprs.len()) as u16)
-                } else {
-                    allocation.vgprs
-                };
+            let allocated = vgprs_for_values(&code_object.target.processor, &allocation, touched);
             largest = largest.max(allocated.len() as u16);
             largest_agprs = largest_agprs.max(allocation.agprs.len() as u16);
             vgpr_limit = vgpr_limit.min(allocation.vgprs.len() as u16);
@@ -225,11 +229,7 @@ pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRe
             let FunctionKind::Kernel(index) = lifted.functions[*kernel].kind else { return None };
             let function_liveness = &liveness.functions[*kernel];
             let allocation = allocation(code_object, &code_object.kernels[index], &function_liveness.touched);
-            let vgprs = if processor == "gfx90a" && function_liveness.touched.in_file(RegisterFile::Agpr).is_empty() {
-                UnitSet::range(RegisterFile::Vgpr, 0, (allocation.vgprs.len() + allocation.agprs.len()) as u16)
-            } else {
-                allocation.vgprs
-            };
+            let vgprs = vgprs_for_values(processor, &allocation, &function_liveness.touched);
             let function = &lifted.functions[*kernel];
             match sliding::slide(
                 function,
