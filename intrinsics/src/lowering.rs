@@ -262,6 +262,13 @@ pub enum MirOperand {
     DefPhysical(Register),
     UsePhysical(Register),
     Immediate(i64),
+    /// A 32-bit word of a shared payload's per-point constant: the symbol
+    /// the driver replaces with each point's value
+    /// ([`crate::builtins::point_constant`]).
+    PointConstant {
+        slot: u32,
+        high: bool,
+    },
     /// In `REG_SEQUENCE`: the piece the register before it fills (`%subreg.sub1`).
     Piece(u8),
     /// What memory the instruction touches. Give one on every load, store

@@ -20,7 +20,7 @@ impl Registry {
     /// Only the built-ins.
     pub fn with_builtins() -> Registry {
         let mut registry = Registry { intrinsics: BTreeMap::new() };
-        for intrinsic in builtins::lowerings() {
+        for intrinsic in builtins::lowerings().into_iter().chain(builtins::internal_lowerings()) {
             registry.register(intrinsic).expect("built-in names are unique");
         }
         registry

@@ -22,7 +22,7 @@ use crate::stages::load::CodeObject;
 use crate::stages::lower_ir::{self, LowerIrError};
 use crate::stages::lower_mir::final_code::{self, FinalCodeError, Parking};
 use crate::stages::lower_mir::{self, LowerMirError, PayloadSite, RegisterClasses};
-use crate::stages::payload::{self, HookArgument, HookCall, PayloadError, PayloadRequest};
+use crate::stages::payload::{self, HookArgument, HookCall, PayloadError, PayloadRequest, PointConstantArgument};
 use crate::tool::read_tool_module;
 
 /// Hooks to call before one instruction.
@@ -612,18 +612,20 @@ pub fn compile_payloads_at(
     }
     let started = std::time::Instant::now();
     if !options.share_payloads {
-        return compile_each(tool, lifted, points, sites, registry, options);
+        return compile_each(tool, lifted, points, sites, &[], registry, options);
     }
     let groups = sharing::group_points(points, sites);
     if groups.len() == points.len() {
-        return compile_each(tool, lifted, points, sites, registry, options);
+        return compile_each(tool, lifted, points, sites, &[], registry, options);
     }
     let labels = point_labels(lifted, points)?;
     let grouping_time = started.elapsed();
     let first_members: Vec<usize> = groups.iter().map(|g| g.members[0]).collect();
     let group_points: Vec<PayloadPoint> = first_members.iter().map(|m| points[*m].clone()).collect();
     let group_sites: Vec<PayloadSite> = groups.iter().map(|g| g.site.clone()).collect();
-    let mut shared = compile_each(tool, lifted, &group_points, &group_sites, registry, options)
+    let group_constants: Vec<Vec<PointConstantArgument>> =
+        groups.iter().map(|g| sharing::varying_constants(points, &g.members)).collect();
+    let mut shared = compile_each(tool, lifted, &group_points, &group_sites, &group_constants, registry, options)
         .map_err(|error| error.at_points(&first_members))?;
     // A group LLVM could not compile for the union: its points one by one.
     let retried_points: Vec<usize> = groups
@@ -638,29 +640,39 @@ pub fn compile_payloads_at(
         let retry_points: Vec<PayloadPoint> = retried_points.iter().map(|i| points[*i].clone()).collect();
         let retry_sites: Vec<PayloadSite> = retried_points.iter().map(|i| sites[*i].clone()).collect();
         Some(
-            compile_each(tool, lifted, &retry_points, &retry_sites, registry, options)
+            compile_each(tool, lifted, &retry_points, &retry_sites, &[], registry, options)
                 .map_err(|error| error.at_points(&retried_points))?,
         )
     };
 
     let mut payloads: Vec<Option<CompiledPayload>> = vec![None; points.len()];
     let mut compiled_as = vec![PayloadSource::default(); points.len()];
-    let mut place = |member: usize, compiled: &CompiledPayload, source: PayloadSource| {
+    let mut place = |member: usize,
+                     compiled: &CompiledPayload,
+                     constants: &[PointConstantArgument],
+                     source: PayloadSource|
+     -> Result<(), CompileError> {
+        let code = sharing::relabel(&compiled.code, source.position, member);
+        let code = sharing::with_point_constants(&code, constants, &points[member])
+            .map_err(|why| CompileError::BadPoint { index: member, why })?;
         payloads[member] = Some(CompiledPayload {
             label: labels[member].clone(),
             function: points[member].function,
             instruction: points[member].instruction,
-            code: sharing::relabel(&compiled.code, source.position, member),
+            code,
             ..compiled.clone()
         });
         compiled_as[member] = source;
+        Ok(())
     };
-    for (position, (group, compiled)) in groups.iter().zip(&shared.payloads).enumerate() {
+    for (position, ((group, compiled), constants)) in
+        groups.iter().zip(&shared.payloads).zip(&group_constants).enumerate()
+    {
         if compiled.rejected.is_some() && group.members.len() > 1 {
             continue;
         }
         for member in &group.members {
-            place(*member, compiled, PayloadSource { retried: false, position });
+            place(*member, compiled, constants, PayloadSource { retried: false, position })?;
         }
     }
     let mut globals = std::mem::take(&mut shared.globals);
@@ -669,7 +681,7 @@ pub fn compile_payloads_at(
     let mut retried_texts = None;
     if let Some(retried) = retried {
         for (position, (member, compiled)) in retried_points.iter().zip(&retried.payloads).enumerate() {
-            place(*member, compiled, PayloadSource { retried: true, position });
+            place(*member, compiled, &[], PayloadSource { retried: true, position })?;
         }
         for global in retried.globals {
             if !globals.iter().any(|g| g.name == global.name) {
@@ -689,12 +701,15 @@ pub fn compile_payloads_at(
     Ok(CompiledPayloads { payloads, globals, texts: shared.texts, retried_texts, compiled_as, timings })
 }
 
-/// Compiles one payload per point (`sites[i]` for `points[i]`).
+/// Compiles one payload per point (`sites[i]` for `points[i]`); a point's
+/// `point_constants[i]` (none if the slice is shorter) are left as symbols
+/// in its code.
 fn compile_each(
     tool: &CodeObject,
     lifted: &LiftedCodeObject<'_>,
     points: &[PayloadPoint],
     sites: &[PayloadSite],
+    point_constants: &[Vec<PointConstantArgument>],
     registry: &Registry,
     options: &PayloadOptions,
 ) -> Result<CompiledPayloads, CompileError> {
@@ -704,10 +719,12 @@ fn compile_each(
         .iter()
         .zip(&labels)
         .zip(sites)
-        .map(|((point, label), site)| PayloadRequest {
+        .enumerate()
+        .map(|(index, ((point, label), site))| PayloadRequest {
             label: label.clone(),
             calls: point.calls.clone(),
             max_flat_workgroup_size: site.max_flat_workgroup_size,
+            point_constants: point_constants.get(index).cloned().unwrap_or_default(),
         })
         .collect();
     let target = TargetInfo::for_processor(&code_object.target.processor);

@@ -9,8 +9,11 @@
 
 use std::collections::HashMap;
 
+use gpuinstr_intrinsics::builtins::point_constant;
+
 use crate::stages::liveness::{RegisterFile, UnitSet};
 use crate::stages::lower_mir::PayloadSite;
+use crate::stages::payload::{HookArgument, PointConstantArgument};
 
 use super::PayloadPoint;
 
@@ -32,16 +35,32 @@ pub struct PayloadGroup {
 }
 
 /// What must be equal for two points to share a payload: the function, the
-/// calls, the site's registers, kernel and whole-wave copies, and which
+/// calls (but for the values of integer constants), the site's registers, kernel and whole-wave copies, and which
 /// special registers (SCC, VCC, EXEC, M0, ...) are live, since saving one
 /// costs code.
 fn sharing_key(point: &PayloadPoint, site: &PayloadSite) -> String {
     let specials: Vec<String> =
         site.live.iter().filter(|u| u.file() == RegisterFile::Special).map(|u| u.to_string()).collect();
+    // Integer constants may differ: they become point constants.
+    let calls: Vec<String> = point
+        .calls
+        .iter()
+        .map(|call| {
+            let arguments: Vec<String> = call
+                .arguments
+                .iter()
+                .map(|argument| match argument {
+                    HookArgument::Int(_) => "int".to_string(),
+                    other => format!("{other:?}"),
+                })
+                .collect();
+            format!("{}({})", call.hook, arguments.join(", "))
+        })
+        .collect();
     format!(
         "{}|{:?}|{:?}|{:?}|{:?}|{}|{:?}|{:?}|{}",
         point.function,
-        point.calls,
+        calls,
         site.sva,
         site.work_item_ids,
         site.hidden_arguments,
@@ -85,6 +104,75 @@ pub fn group_points(points: &[PayloadPoint], sites: &[PayloadSite]) -> Vec<Paylo
         });
     }
     groups
+}
+
+/// The integer arguments whose value differs between a group's members
+/// (which have alike calls): the shared payload reads them as point
+/// constants.
+pub fn varying_constants(points: &[PayloadPoint], members: &[usize]) -> Vec<PointConstantArgument> {
+    let Some(first) = members.first().map(|m| &points[*m]) else { return Vec::new() };
+    let mut varying = Vec::new();
+    for (call_index, call) in first.calls.iter().enumerate() {
+        for (position, argument) in call.arguments.iter().enumerate() {
+            let HookArgument::Int(value) = argument else { continue };
+            let (mut min, mut max) = (*value, *value);
+            for member in members {
+                if let Some(HookArgument::Int(other)) =
+                    points[*member].calls.get(call_index).and_then(|c| c.arguments.get(position))
+                {
+                    min = min.min(*other);
+                    max = max.max(*other);
+                }
+            }
+            if min != max {
+                varying.push(PointConstantArgument { call: call_index, argument: position, min, max });
+            }
+        }
+    }
+    varying
+}
+
+/// A shared payload's code for one of its points: every point-constant
+/// symbol replaced by that point's value.
+pub fn with_point_constants(
+    code: &[String],
+    constants: &[PointConstantArgument],
+    point: &PayloadPoint,
+) -> Result<Vec<String>, String> {
+    if constants.is_empty() {
+        return Ok(code.to_vec());
+    }
+    let mut words = Vec::with_capacity(2 * constants.len());
+    for (slot, constant) in constants.iter().enumerate() {
+        let value = match point.calls.get(constant.call).and_then(|c| c.arguments.get(constant.argument)) {
+            Some(HookArgument::Int(value)) => *value as u64,
+            other => {
+                return Err(format!(
+                    "argument {} of call {} is {other:?}, not an integer",
+                    constant.argument, constant.call
+                ))
+            }
+        };
+        for (high, word) in [(false, value as u32), (true, (value >> 32) as u32)] {
+            let symbol = point_constant::symbol(slot as u32, high);
+            words.push((format!("\"{symbol}\""), format!("{word:#x}")));
+            words.push((symbol, format!("{word:#x}")));
+        }
+    }
+    let mut out = Vec::with_capacity(code.len());
+    for line in code {
+        let mut line = line.clone();
+        if line.contains(point_constant::SYMBOL_PREFIX) {
+            for (symbol, value) in &words {
+                line = line.replace(symbol.as_str(), value);
+            }
+            if line.contains(point_constant::SYMBOL_PREFIX) {
+                return Err(format!("`{line}` names a point constant the payload does not have"));
+            }
+        }
+        out.push(line);
+    }
+    Ok(out)
 }
 
 /// Gives payload `from`'s local labels the names of payload `to`'s (every
@@ -158,6 +246,46 @@ mod tests {
         sites[0].parking = Some(Default::default());
         let members: Vec<Vec<usize>> = group_points(&points, &sites).iter().map(|g| g.members.clone()).collect();
         assert_eq!(members, vec![vec![0], vec![1], vec![2]]);
+    }
+
+    fn call(hook: &str, arguments: Vec<HookArgument>) -> HookCall {
+        HookCall { hook: hook.into(), arguments }
+    }
+
+    #[test]
+    fn differing_integer_constants_share_and_become_point_constants() {
+        let with = |opcode: i64, flag: i64, scale: f64| PayloadPoint {
+            function: 0,
+            instruction: 0,
+            calls: vec![
+                call("count", vec![HookArgument::Int(1)]),
+                call("histogram", vec![HookArgument::Int(opcode), HookArgument::Int(flag), HookArgument::Float(scale)]),
+            ],
+        };
+        let points = vec![with(114, 0, 1.0), with(7, 0, 1.0), with(0x1_0000_0002, 0, 1.0), with(3, 0, 2.0)];
+        let sites = vec![site(0..4, &[]); 4];
+        let groups = group_points(&points, &sites);
+        let members: Vec<Vec<usize>> = groups.iter().map(|g| g.members.clone()).collect();
+        // A float is not a point constant: the last point compiles apart.
+        assert_eq!(members, vec![vec![0, 1, 2], vec![3]]);
+        // Only the opcode differs; the flag and `count`'s constant stay folded.
+        let varying = varying_constants(&points, &groups[0].members);
+        assert_eq!(varying, vec![PointConstantArgument { call: 1, argument: 0, min: 7, max: 0x1_0000_0002 }]);
+        assert_eq!(varying_constants(&points, &groups[1].members), vec![]);
+
+        let code = vec![
+            "s_mov_b32 s20, gpuinstr.point.0.lo".to_string(),
+            "s_mov_b32 s21, \"gpuinstr.point.0.hi\"".to_string(),
+            "v_mov_b32_e32 v1, s20".to_string(),
+        ];
+        assert_eq!(
+            with_point_constants(&code, &varying, &points[2]).unwrap(),
+            vec!["s_mov_b32 s20, 0x2", "s_mov_b32 s21, 0x1", "v_mov_b32_e32 v1, s20"]
+        );
+        assert_eq!(with_point_constants(&code, &varying, &points[0]).unwrap()[0], "s_mov_b32 s20, 0x72");
+        let unknown = vec!["s_mov_b32 s20, gpuinstr.point.1.lo".to_string()];
+        let error = with_point_constants(&unknown, &varying, &points[0]).unwrap_err();
+        assert!(error.contains("gpuinstr.point.1.lo"), "{error}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! lowering; the kernel-state ones share one.
 
 pub mod kernel_state;
+pub mod point_constant;
 pub mod read_reg;
 pub mod s_atomic_add;
 pub mod write_exec;
@@ -23,6 +24,12 @@ pub fn lowerings() -> Vec<Box<dyn Intrinsic>> {
         all.push(Box::new(kernel_state::KernelState { name: state.name, argument: state.argument }));
     }
     all
+}
+
+/// The driver's own intrinsics: lowered like the built-ins, but not for
+/// tools (the SDK does not declare them).
+pub fn internal_lowerings() -> Vec<Box<dyn Intrinsic>> {
+    vec![Box::new(point_constant::PointConstant)]
 }
 
 /// A built-in intrinsic binding declared in `hook-sdk/include/gpuinstr/gpuinstr.h`.

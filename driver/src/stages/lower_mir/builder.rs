@@ -216,6 +216,9 @@ impl MirBuilder for PayloadBuilder<'_, '_> {
                 MirOperand::UsePiece(register, piece) => uses.push(format!("{register}.sub{piece}")),
                 MirOperand::UsePhysical(register) => uses.push(mir_register(register)),
                 MirOperand::Immediate(value) => uses.push(value.to_string()),
+                MirOperand::PointConstant { slot, high } => {
+                    uses.push(format!("&\"{}\"", gpuinstr_intrinsics::builtins::point_constant::symbol(slot, high)))
+                }
                 MirOperand::Piece(piece) => uses.push(format!("%subreg.sub{piece}")),
                 MirOperand::Memory(_) => unreachable!("memory operands are taken out above"),
             }

@@ -13,7 +13,10 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
 use gpuinstr_intrinsics::naming::{intrinsic_function_name, HOOK_ATTRIBUTE, INTRINSIC_ATTRIBUTE};
-use gpuinstr_intrinsics::{builtins::read_reg, Register};
+use gpuinstr_intrinsics::{
+    builtins::{point_constant, read_reg},
+    Register,
+};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::context::Context;
 use inkwell::module::{Linkage, Module};
@@ -78,6 +81,30 @@ pub struct PayloadRequest {
     /// The instrumented kernel's largest work-group size (1024 when the
     /// point may run in any kernel); payloads are compiled for at most 256.
     pub max_flat_workgroup_size: u32,
+    /// Integer arguments that differ between the points sharing this
+    /// payload: read through `gpuinstr::pointConstant` (slot = position in
+    /// this list) instead of folded into the code.
+    pub point_constants: Vec<PointConstantArgument>,
+}
+
+/// An integer argument of a shared payload that differs from point to point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PointConstantArgument {
+    /// Index in the request's calls, and of the argument in that call.
+    pub call: usize,
+    pub argument: usize,
+    /// The smallest and largest value the sharing points pass: each must
+    /// fit the hook's parameter.
+    pub min: i64,
+    pub max: i64,
+}
+
+/// Whether an integer constant fits a `bits`-wide integer parameter
+/// (signed or unsigned; `true` is 1).
+fn fits_integer(bits: u32, value: i64) -> bool {
+    bits >= 64
+        || (bits == 1 && (value == 0 || value == 1))
+        || (bits > 1 && value >= -(1i64 << (bits - 1)) && value < (1i64 << bits))
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -198,6 +225,47 @@ fn read_reg_function<'ctx>(context: &'ctx Context, module: &Module<'ctx>, bits: 
     function
 }
 
+/// A call of `gpuinstr::pointConstant` for `slot`, `bits` (32 or 64) wide.
+/// With the range of the values (when they are not negative), so LLVM may
+/// drop what the range makes useless (`% 32768` of opcodes, ...).
+fn point_constant<'ctx>(
+    context: &'ctx Context,
+    module: &Module<'ctx>,
+    builder: &inkwell::builder::Builder<'ctx>,
+    slot: usize,
+    range: PointConstantArgument,
+    bits: u32,
+) -> inkwell::values::IntValue<'ctx> {
+    let name = intrinsic_function_name(point_constant::NAME, &format!("i{bits}"), &["i32".to_string()]);
+    let function = module.get_function(&name).unwrap_or_else(|| {
+        let result = if bits == 64 { context.i64_type() } else { context.i32_type() };
+        let function = module.add_function(&name, result.fn_type(&[context.i32_type().into()], false), None);
+        function.add_attribute(
+            AttributeLoc::Function,
+            context.create_string_attribute(INTRINSIC_ATTRIBUTE, point_constant::NAME),
+        );
+        // A value like a constant: calls with one slot may merge or go.
+        for attribute in ["nounwind", "readnone", "willreturn"] {
+            function.add_attribute(AttributeLoc::Function, enum_attribute(context, attribute));
+        }
+        function
+    });
+    let slot = context.i32_type().const_int(slot as u64, false);
+    let call = builder.build_call(function, &[slot.into()], "").expect("builder is positioned");
+    let limit = if bits == 64 { i64::MAX } else { i64::from(i32::MAX) };
+    if range.min >= 0 && range.max < limit {
+        let ty = if bits == 64 { context.i64_type() } else { context.i32_type() };
+        let bounds = [ty.const_int(range.min as u64, false).into(), ty.const_int(range.max as u64 + 1, false).into()];
+        call.try_as_basic_value()
+            .basic()
+            .and_then(|v| v.into_int_value().as_instruction())
+            .expect("a call is an instruction")
+            .set_metadata(context.metadata_node(&bounds), context.get_kind_id("range"))
+            .expect("range metadata fits a call");
+    }
+    call.try_as_basic_value().basic().expect("pointConstant returns a value").into_int_value()
+}
+
 /// The hooks the requests call.
 pub fn used_hooks(requests: &[PayloadRequest]) -> BTreeSet<&str> {
     requests.iter().flat_map(|r| r.calls.iter().map(|c| c.hook.as_str())).collect()
@@ -265,7 +333,7 @@ pub fn build_payload_module<'ctx>(
             context.create_string_attribute("amdgpu-flat-work-group-size", &workgroup),
         );
         builder.position_at_end(context.append_basic_block(payload, "entry"));
-        for call in &request.calls {
+        for (call_index, call) in request.calls.iter().enumerate() {
             let hook = hooks.get(&call.hook).ok_or_else(|| PayloadError::MissingHook {
                 point: request.label.clone(),
                 hook: call.hook.clone(),
@@ -301,22 +369,42 @@ pub fn build_payload_module<'ctx>(
                         other => format!("constant {other}"),
                     },
                 };
-                let value: BasicMetadataValueEnum = match (parameter, argument) {
-                    (BasicMetadataTypeEnum::IntType(ty), HookArgument::Int(value)) => {
+                let opaque = request
+                    .point_constants
+                    .iter()
+                    .position(|c| c.call == call_index && c.argument == position)
+                    .map(|slot| (slot, request.point_constants[slot]));
+                let value: BasicMetadataValueEnum = match (parameter, argument, opaque) {
+                    (BasicMetadataTypeEnum::IntType(ty), HookArgument::Int(_), Some((slot, range))) => {
                         let bits = ty.get_bit_width();
-                        let fits = bits >= 64
-                            || (bits == 1 && (*value == 0 || *value == 1))
-                            || (bits > 1 && *value >= -(1i64 << (bits - 1)) && *value < (1i64 << bits));
-                        if !fits {
+                        if bits > 64 || !fits_integer(bits, range.min) || !fits_integer(bits, range.max) {
+                            return Err(mismatch());
+                        }
+                        let word = if bits > 32 { 64 } else { 32 };
+                        let value = point_constant(context, module, &builder, slot, range, word);
+                        if bits < 32 {
+                            builder.build_int_truncate(value, *ty, "").expect("builder is positioned").into()
+                        } else {
+                            value.into()
+                        }
+                    }
+                    (BasicMetadataTypeEnum::FloatType(ty), HookArgument::Int(_), Some((slot, range))) => {
+                        let value = point_constant(context, module, &builder, slot, range, 64);
+                        builder.build_signed_int_to_float(value, *ty, "").expect("builder is positioned").into()
+                    }
+                    (BasicMetadataTypeEnum::IntType(ty), HookArgument::Int(value), _) => {
+                        if !fits_integer(ty.get_bit_width(), *value) {
                             return Err(mismatch());
                         }
                         ty.const_int(*value as u64, true).into()
                     }
-                    (BasicMetadataTypeEnum::FloatType(ty), HookArgument::Float(value)) => ty.const_float(*value).into(),
-                    (BasicMetadataTypeEnum::FloatType(ty), HookArgument::Int(value)) => {
+                    (BasicMetadataTypeEnum::FloatType(ty), HookArgument::Float(value), _) => {
+                        ty.const_float(*value).into()
+                    }
+                    (BasicMetadataTypeEnum::FloatType(ty), HookArgument::Int(value), _) => {
                         ty.const_float(*value as f64).into()
                     }
-                    (BasicMetadataTypeEnum::IntType(ty), HookArgument::Register(register))
+                    (BasicMetadataTypeEnum::IntType(ty), HookArgument::Register(register), _)
                         if matches!(ty.get_bit_width(), 32 | 64) =>
                     {
                         let read = read_reg_function(context, module, ty.get_bit_width());
@@ -324,7 +412,7 @@ pub fn build_payload_module<'ctx>(
                         let call = builder.build_call(read, &[code.into()], "").expect("builder is positioned");
                         call.try_as_basic_value().basic().expect("readReg returns a value").into()
                     }
-                    (BasicMetadataTypeEnum::IntType(ty), HookArgument::MemoryAddress { base, index, offset })
+                    (BasicMetadataTypeEnum::IntType(ty), HookArgument::MemoryAddress { base, index, offset }, _)
                         if ty.get_bit_width() == 64 =>
                     {
                         let read = |register: &Register, bits: u32| {
