@@ -5,116 +5,129 @@
 # registers preserved, branches, descriptors, CoMGR's metadata query),
 # llvm-readelf (no warnings) and llvm-objdump (no unknown instruction).
 #
-# Usage: scripts/instrument-corpus.sh [EXAMPLE...]   (default: kernel-arguments
-# branch-divergence memory-tracer; instruction-counter and opcode-histogram
-# instrument every instruction: ~13 million points for the whole corpus, hours
-# on 2 cores, so they are not in the default list)
-# EVERY=N instruments every Nth gfx90a code object of each library, one code
-# object file at a time, instead of the whole library (for the heavy plans).
+# Usage: scripts/instrument-corpus.sh [EXAMPLE...]
+#   (default: all five examples; the every-instruction ones take hours on
+#   2 cores for rocSPARSE)
+#
+# Each code object is instrumented as a file of its own, and its outcome is
+# kept in target/instrument-corpus/results/EXAMPLE/LIBRARY/OBJECT.json: a
+# run that is stopped resumes where it stopped, and the summary counts the
+# code objects done so far ("N of M code objects").
+#   EVERY=N       only every Nth code object of each library (a sample)
+#   WHOLE=1       instrument each library as one host file instead (the
+#                 output is the library with its device code instrumented;
+#                 not resumable)
+#   SUMMARY=1     only print the summary of what is done
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/setup.sh >/dev/null
-cargo build --release -q -p gpuinstr-driver -p gpuinstr-llvm-plugin
 target_dir="$(realpath -m "${CARGO_TARGET_DIR:-target}")"
 link="$target_dir/release/gpuinstr-link"
 plugin="$target_dir/release/libembed.so"
 out="$target_dir/instrument-corpus"
-mkdir -p "$out"
-lib="$(dirname "$(scripts/fetch-corpus.sh | head -1)")"
-
+results="$out/results"
+mkdir -p "$out" "$results"
 examples=("$@")
-[ ${#examples[@]} -gt 0 ] || examples=(kernel-arguments branch-divergence memory-tracer)
+[ ${#examples[@]} -gt 0 ] ||
+  examples=(kernel-arguments branch-divergence memory-tracer instruction-counter opcode-histogram)
+libraries=(librocrand.so.1.1 librocsparse.so.0.1)
+
+summary() { # example library
+  python3 scripts/corpus-summary.py "$results/$1/$2" "$1" "$2" "$out/objects/$2"
+}
+
+if [ -n "${SUMMARY:-}" ]; then
+  status=0
+  for example in "${examples[@]}"; do
+    for library in "${libraries[@]}"; do summary "$example" "$library" || status=1; done
+  done
+  exit $status
+fi
+
+scripts/setup.sh >/dev/null
+cargo build --release -q -p gpuinstr-driver -p gpuinstr-llvm-plugin
+lib="$(dirname "$(scripts/fetch-corpus.sh | head -1)")"
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +changes)"
+
+# One object's checks: verify, llvm-readelf, llvm-objdump -> a JSON outcome.
+check_object() { # original instrumented report.json error-file seconds result.json
+  local original=$1 instrumented=$2 report=$3 errors=$4 seconds=$5 result=$6
+  local warnings=0 unknown=0
+  "$link" verify "$original" "$instrumented" --target gfx90a --json >"$result.verify" 2>>"$errors" || true
+  if llvm-readelf-15 -a --notes "$instrumented" 2>&1 >/dev/null | grep -q .; then warnings=1; fi
+  unknown=$(llvm-objdump-15 -d --mcpu=gfx90a "$instrumented" | grep -c '<unknown>' || true)
+  python3 - "$report" "$seconds" "$warnings" "$unknown" "$result" "$commit" <<'EOF'
+import json, sys
+report_path, seconds, warnings, unknown, result_path, commit = sys.argv[1:]
+verified = json.loads(open(result_path + ".verify").read() or "[]")
+objects = json.load(open(report_path))["code_objects"]
+findings = [f for v in verified for f in v["report"]["findings"]]
+json.dump({
+    "points": sum(o["points"] for o in objects),
+    "payloads": sum(o["payloads_compiled"] for o in objects),
+    "rejected": [r for o in objects for r in o["rejected"]],
+    "kernels": sum(len(o["kernels"]) for o in objects),
+    "sites": sum(k["sites"] for o in objects for k in o["kernels"]),
+    "added": sum(k["instructions_added"] for o in objects for k in o["kernels"]),
+    "per_site": [k["instructions_added"] / k["sites"] for o in objects for k in o["kernels"] if k["sites"]],
+    "seconds": float(seconds),
+    "verified": bool(verified) and not findings,
+    "regions": sum(v["report"]["regions"] for v in verified),
+    "findings": findings[:5],
+    "readelf_warnings": int(warnings),
+    "objdump_unknown": int(unknown),
+    "commit": commit,
+}, open(result_path + ".tmp", "w"))
+EOF
+  mv "$result.tmp" "$result"
+  rm -f "$result.verify"
+}
 
 status=0
 for example in "${examples[@]}"; do
+  tool="$out/$example.tool.o"
   hipcc --offload-arch=gfx90a -O3 --cuda-device-only -fpass-plugin="$plugin" -I hook-sdk/include \
-    -c "hook-sdk/examples/$example/tool.hip" -o "$out/$example.tool.o"
-  for library in librocrand.so.1.1 librocsparse.so.0.1; do
-    instrumented="$out/$example.$library"
-    start=$(date +%s.%N)
-    if [ -n "${EVERY:-}" ]; then
-      # A sample: every Nth code object, instrumented as a file of its own.
-      rm -rf "$out/sample" && mkdir -p "$out/sample"
-      "$link" extract "$lib/$library" --target gfx90a -o "$out/sample/all" >/dev/null
-      mkdir -p "$out/sample/original"
-      for object in "$out/sample/all"/*.hsaco; do
-        index=$(basename "$object" | cut -d- -f1)
-        if [ $((index % EVERY)) -eq 0 ]; then mv "$object" "$out/sample/original/"; fi
-      done
-      reports=()
-      for object in "$out/sample/original"/*.hsaco; do
-        name=$(basename "$object")
-        if "$link" instrument "$object" --tool "$out/$example.tool.o" --plan "hook-sdk/examples/$example/plan.toml" \
-          --grow-registers --json -o "$out/sample/$name" >"$out/sample/$name.json" 2>"$out/sample/$name.err"; then
-          reports+=("$out/sample/$name.json")
-        elif grep -q "selects no instruction" "$out/sample/$name.err"; then
-          rm "$object" # nothing to instrument in it
-        else
-          cat "$out/sample/$name.err" >&2
-          status=1
-          rm "$object"
-        fi
-      done
-      python3 -c 'import json,sys; print(json.dumps({"code_objects": [o for f in sys.argv[1:] for o in json.load(open(f))["code_objects"]], "unchanged": []}))' "${reports[@]}" >"$instrumented.json"
-    else
-      "$link" instrument "$lib/$library" --target gfx90a --tool "$out/$example.tool.o" \
-        --plan "hook-sdk/examples/$example/plan.toml" --grow-registers --json -o "$instrumented" >"$instrumented.json"
+    -c "hook-sdk/examples/$example/tool.hip" -o "$tool.tmp" && mv "$tool.tmp" "$tool"
+  plan="hook-sdk/examples/$example/plan.toml"
+  for library in "${libraries[@]}"; do
+    if [ -n "${WHOLE:-}" ]; then
+      instrumented="$out/$example.$library"
+      start=$(date +%s.%N)
+      "$link" instrument "$lib/$library" --target gfx90a --tool "$tool" --plan "$plan" --grow-registers --json \
+        -o "$instrumented" >"$instrumented.json"
+      echo "$example $library: whole library instrumented in $(echo "$(date +%s.%N) - $start" | bc) s"
+      "$link" verify "$lib/$library" "$instrumented" --target gfx90a | tail -1
+      continue
     fi
-    seconds=$(echo "$(date +%s.%N) - $start" | bc)
-    summary=$(python3 - "$instrumented.json" <<'EOF'
-import json, sys
-report = json.load(open(sys.argv[1]))
-objects = report["code_objects"]
-points = sum(o["points"] for o in objects)
-rejected = sum(len(o["rejected"]) for o in objects)
-sites = sum(k["sites"] for o in objects for k in o["kernels"])
-added = sum(k["instructions_added"] for o in objects for k in o["kernels"])
-kernels = sum(len(o["kernels"]) for o in objects)
-per_site = added / sites if sites else 0
-print(f"{len(objects)} code objects, {kernels} kernels instrumented, {points} points, {rejected} rejected, "
-      f"{added} instructions added ({per_site:.1f} per site)")
-EOF
-)
-    if [ -n "${EVERY:-}" ]; then
-      pairs=()
-      for object in "$out/sample/original"/*.hsaco; do pairs+=("$object" "$out/sample/$(basename "$object")"); done
-      extracted=("$out/sample"/*.hsaco)
-    else
-      pairs=("$lib/$library" "$instrumented")
-      rm -rf "$out/extracted"
-      "$link" extract "$instrumented" --target gfx90a -o "$out/extracted" >/dev/null
-      extracted=("$out/extracted"/*.hsaco)
+    objects="$out/objects/$library"
+    if [ ! -f "$objects/.complete" ]; then
+      rm -rf "$objects" && mkdir -p "$objects"
+      "$link" extract "$lib/$library" --target gfx90a -o "$objects" >/dev/null
+      touch "$objects/.complete"
     fi
-    verified=$(for ((i = 0; i < ${#pairs[@]}; i += 2)); do
-      "$link" verify "${pairs[i]}" "${pairs[i + 1]}" --target gfx90a --json
-    done | python3 -c '
-import json, sys
-text = sys.stdin.read()
-decoder, at, reports = json.JSONDecoder(), 0, []
-while at < len(text):
-    while at < len(text) and text[at].isspace():
-        at += 1
-    if at >= len(text):
-        break
-    value, at = decoder.raw_decode(text, at)
-    reports.extend(value)
-bad = [r for r in reports if r["report"]["findings"]]
-for r in bad[:5]:
-    print("   ", r["origin"], r["report"]["findings"][:3], file=sys.stderr)
-regions = sum(r["report"]["regions"] for r in reports)
-print(f"{len(reports) - len(bad)} of {len(reports)} verified ({regions} regions)")
-sys.exit(1 if bad else 0)') || status=1
-    warnings=0
-    unknown=0
-    for object in "${extracted[@]}"; do
-      if llvm-readelf-15 -a --notes "$object" 2>&1 >/dev/null | grep -q .; then warnings=$((warnings + 1)); fi
-      n=$(llvm-objdump-15 -d --mcpu=gfx90a "$object" | grep -c '<unknown>' || true)
-      unknown=$((unknown + n))
+    done_dir="$results/$example/$library"
+    mkdir -p "$done_dir" "$out/work"
+    for object in "$objects"/*.hsaco; do
+      name=$(basename "$object" .hsaco)
+      index=${name%%-*}
+      if [ -n "${EVERY:-}" ] && [ $((index % EVERY)) -ne 0 ]; then continue; fi
+      [ -f "$done_dir/$name.json" ] && continue
+      instrumented="$out/work/$example.$name.hsaco"
+      start=$(date +%s.%N)
+      if "$link" instrument "$object" --tool "$tool" --plan "$plan" --grow-registers --json -o "$instrumented" \
+        >"$out/work/report.json" 2>"$out/work/errors"; then
+        seconds=$(echo "$(date +%s.%N) - $start" | bc)
+        check_object "$object" "$instrumented" "$out/work/report.json" "$out/work/errors" "$seconds" "$done_dir/$name.json"
+        rm -f "$instrumented"
+      elif grep -q "selects no instruction" "$out/work/errors"; then
+        echo '{"nothing_selected": true}' >"$done_dir/$name.json"
+      else
+        cat "$out/work/errors" >&2
+        python3 -c 'import json,sys; json.dump({"error": open(sys.argv[1]).read()}, open(sys.argv[2], "w"))' \
+          "$out/work/errors" "$done_dir/$name.json"
+      fi
     done
-    [ "$warnings" -eq 0 ] && [ "$unknown" -eq 0 ] || status=1
-    printf '%-18s %-20s %s; %s; llvm-readelf warnings in %d, llvm-objdump unknown %d; %.0f s\n' \
-      "$example" "$library" "$summary" "$verified" "$warnings" "$unknown" "$seconds"
+    summary "$example" "$library" || status=1
   done
 done
 exit $status
