@@ -379,6 +379,25 @@ pub trait MirBuilder {
     fn kernel_argument(&mut self, argument: KernelArgument) -> Result<VirtualRegister, IntrinsicError>;
 
     fn target(&self) -> &TargetInfo;
+
+    /// `result` = the 64-bit value of two 32-bit registers (`REG_SEQUENCE`).
+    fn build_pair(
+        &mut self,
+        result: VirtualRegister,
+        low: VirtualRegister,
+        high: VirtualRegister,
+    ) -> Result<(), IntrinsicError> {
+        self.build(
+            "REG_SEQUENCE",
+            &[
+                MirOperand::Def(result),
+                MirOperand::Use(low),
+                MirOperand::Piece(0),
+                MirOperand::Use(high),
+                MirOperand::Piece(1),
+            ],
+        )
+    }
 }
 
 /// A framework intrinsic: its qualified name and its two lowering steps.

@@ -103,15 +103,6 @@ impl Intrinsic for ImplicitArgPtr {
             "S_ADDC_U32",
             &[MirOperand::Def(high), MirOperand::UsePiece(kernarg, 1), MirOperand::Immediate(0)],
         )?;
-        builder.build(
-            "REG_SEQUENCE",
-            &[
-                MirOperand::Def(result),
-                MirOperand::Use(low),
-                MirOperand::Piece(0),
-                MirOperand::Use(high),
-                MirOperand::Piece(1),
-            ],
-        )
+        builder.build_pair(result, low, high)
     }
 }

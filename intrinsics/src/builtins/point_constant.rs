@@ -67,15 +67,6 @@ impl Intrinsic for PointConstant {
         let high = builder.new_register(RegisterClass::scalar(32));
         builder.build("S_MOV_B32", &[MirOperand::Def(low), MirOperand::PointConstant { slot, high: false }])?;
         builder.build("S_MOV_B32", &[MirOperand::Def(high), MirOperand::PointConstant { slot, high: true }])?;
-        builder.build(
-            "REG_SEQUENCE",
-            &[
-                MirOperand::Def(result),
-                MirOperand::Use(low),
-                MirOperand::Piece(0),
-                MirOperand::Use(high),
-                MirOperand::Piece(1),
-            ],
-        )
+        builder.build_pair(result, low, high)
     }
 }

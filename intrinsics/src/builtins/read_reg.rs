@@ -57,16 +57,7 @@ impl Intrinsic for ReadReg {
             lowering.reads.iter().map(|piece| builder.physical_register(*piece)).collect::<Result<Vec<_>, _>>()?;
         match values.as_slice() {
             [value] => builder.build("COPY", &[MirOperand::Def(result), MirOperand::Use(*value)]),
-            [low, high] => builder.build(
-                "REG_SEQUENCE",
-                &[
-                    MirOperand::Def(result),
-                    MirOperand::Use(*low),
-                    MirOperand::Piece(0),
-                    MirOperand::Use(*high),
-                    MirOperand::Piece(1),
-                ],
-            ),
+            [low, high] => builder.build_pair(result, *low, *high),
             _ => Err(IntrinsicError::Lowering { intrinsic: NAME.into(), why: "reads one or two registers".into() }),
         }
     }
