@@ -44,10 +44,11 @@ if [ -n "${SUMMARY:-}" ]; then
   exit $status
 fi
 
+# The commit before the build: what the binary is built from.
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +changes)"
 scripts/setup.sh >/dev/null
 cargo build --release -q -p gpuinstr-driver -p gpuinstr-llvm-plugin
 lib="$(dirname "$(scripts/fetch-corpus.sh | head -1)")"
-commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +changes)"
 
 # One object's checks: verify, llvm-readelf, llvm-objdump -> a JSON outcome.
 check_object() { # original instrumented report.json error-file seconds result.json

@@ -8,6 +8,7 @@ use gpuinstr::plan::Plan;
 use gpuinstr::stages::lift::lift;
 use gpuinstr::stages::liveness::analyze;
 use gpuinstr::stages::load::{self, CodeObject};
+use gpuinstr::stages::payload::HookArgument;
 use gpuinstr::stages::sva::sliding::Sliding;
 use gpuinstr::stages::sva::{place, Home, SvaRequest};
 use gpuinstr_emulator::{Device, Launch, Options, RunReport};
@@ -327,6 +328,49 @@ fn check_memory_tracer(app: &CodeObject, output: &CodeObject, plan: &Plan, case:
             owner.as_deref().is_some_and(|o| readable.contains(&o)),
             "{name}: traced address {address:#x} in {owner:?}"
         );
+    }
+}
+
+/// Loads from one base register at different immediate offsets share a
+/// payload that reads its offset as a point constant: each record must
+/// still carry its own load's address.
+#[test]
+fn the_memory_tracer_traces_each_offset_of_a_shared_payload() {
+    let dir = scratch();
+    let tool = example_tool("memory-tracer", dir.path());
+    let plan = example_plan("memory-tracer");
+    let case = Case {
+        kernel: "_Z7stencilPfPKfii",
+        launch: Launch::linear(2, 64),
+        buffers: vec![
+            Some(words([0; 128])),
+            Some((0..514).flat_map(|i| (i as f32).to_le_bytes()).collect()),
+            None,
+            None,
+        ],
+        scalars: vec![100i32.to_le_bytes().to_vec(), 2i32.to_le_bytes().to_vec()],
+    };
+    for target in ["gfx90a", "gfx908"] {
+        let app = load::load_for_target(&test_kernels("neighbours"), Some(target)).unwrap().code_objects.remove(0);
+        // The fact under test: two points read one base register at different offsets.
+        let lifted = lift(&app).unwrap();
+        let mut offsets = std::collections::BTreeMap::<String, Vec<i64>>::new();
+        for point in plan.select(&lifted) {
+            for argument in &point.calls[0].arguments {
+                if let HookArgument::MemoryAddress { base, index, offset } = argument {
+                    offsets.entry(format!("{base} {index:?}")).or_default().push(*offset);
+                }
+            }
+        }
+        assert!(
+            offsets.values().any(|o| o.len() > 1 && o.iter().any(|x| *x != o[0]) && o.iter().any(|x| *x < 0)),
+            "{target}: {offsets:?}"
+        );
+        let options = InstrumentOptions { grow_registers: true, ..InstrumentOptions::default() };
+        let (bytes, report) = instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &options).unwrap();
+        assert!(report.payloads_compiled < report.points, "{target}: {} payloads", report.payloads_compiled);
+        let output = CodeObject::parse(bytes, Vec::new()).unwrap();
+        check_memory_tracer(&app, &output, &plan, &case, &["buffer"]);
     }
 }
 

@@ -35,7 +35,8 @@ pub struct PayloadGroup {
 }
 
 /// What must be equal for two points to share a payload: the function, the
-/// calls (but for the values of integer constants), the site's registers, kernel and whole-wave copies, and which
+/// calls (but for the values of integer constants and of memory address
+/// offsets), the site's registers, kernel and whole-wave copies, and which
 /// special registers (SCC, VCC, EXEC, M0, ...) are live, since saving one
 /// costs code.
 fn sharing_key(point: &PayloadPoint, site: &PayloadSite) -> String {
@@ -51,6 +52,7 @@ fn sharing_key(point: &PayloadPoint, site: &PayloadSite) -> String {
                 .iter()
                 .map(|argument| match argument {
                     HookArgument::Int(_) => "int".to_string(),
+                    HookArgument::MemoryAddress { base, index, .. } => format!("{base}[64] + {index:?} + int"),
                     other => format!("{other:?}"),
                 })
                 .collect();
@@ -106,22 +108,35 @@ pub fn group_points(points: &[PayloadPoint], sites: &[PayloadSite]) -> Vec<Paylo
     groups
 }
 
-/// The integer arguments whose value differs between a group's members
-/// (which have alike calls): the shared payload reads them as point
-/// constants.
+/// The part of an argument that may differ between points sharing a
+/// payload: an integer constant, or a memory address's immediate offset.
+pub fn constant_part(argument: &HookArgument) -> Option<i64> {
+    match argument {
+        HookArgument::Int(value) => Some(*value),
+        HookArgument::MemoryAddress { offset, .. } => Some(*offset),
+        _ => None,
+    }
+}
+
+/// The integer arguments and memory address offsets whose value differs
+/// between a group's members (which have alike calls): the shared payload
+/// reads them as point constants.
 pub fn varying_constants(points: &[PayloadPoint], members: &[usize]) -> Vec<PointConstantArgument> {
     let Some(first) = members.first().map(|m| &points[*m]) else { return Vec::new() };
     let mut varying = Vec::new();
     for (call_index, call) in first.calls.iter().enumerate() {
         for (position, argument) in call.arguments.iter().enumerate() {
-            let HookArgument::Int(value) = argument else { continue };
-            let (mut min, mut max) = (*value, *value);
+            let Some(value) = constant_part(argument) else { continue };
+            let (mut min, mut max) = (value, value);
             for member in members {
-                if let Some(HookArgument::Int(other)) =
-                    points[*member].calls.get(call_index).and_then(|c| c.arguments.get(position))
+                if let Some(other) = points[*member]
+                    .calls
+                    .get(call_index)
+                    .and_then(|c| c.arguments.get(position))
+                    .and_then(constant_part)
                 {
-                    min = min.min(*other);
-                    max = max.max(*other);
+                    min = min.min(other);
+                    max = max.max(other);
                 }
             }
             if min != max {
@@ -144,11 +159,12 @@ pub fn with_point_constants(
     }
     let mut words = Vec::with_capacity(2 * constants.len());
     for (slot, constant) in constants.iter().enumerate() {
-        let value = match point.calls.get(constant.call).and_then(|c| c.arguments.get(constant.argument)) {
-            Some(HookArgument::Int(value)) => *value as u64,
-            other => {
+        let argument = point.calls.get(constant.call).and_then(|c| c.arguments.get(constant.argument));
+        let value = match argument.and_then(constant_part) {
+            Some(value) => value as u64,
+            None => {
                 return Err(format!(
-                    "argument {} of call {} is {other:?}, not an integer",
+                    "argument {} of call {} is {argument:?}, neither an integer nor a memory address",
                     constant.argument, constant.call
                 ))
             }
@@ -286,6 +302,33 @@ mod tests {
         let unknown = vec!["s_mov_b32 s20, gpuinstr.point.1.lo".to_string()];
         let error = with_point_constants(&unknown, &varying, &points[0]).unwrap_err();
         assert!(error.contains("gpuinstr.point.1.lo"), "{error}");
+    }
+
+    #[test]
+    fn memory_address_offsets_share_and_become_point_constants() {
+        use gpuinstr_intrinsics::Register;
+        let access = |base: u16, offset: i64| PayloadPoint {
+            function: 0,
+            instruction: 0,
+            calls: vec![call(
+                "trace",
+                vec![
+                    HookArgument::Int(0x100),
+                    HookArgument::MemoryAddress { base: Register::Vgpr(base), index: None, offset },
+                ],
+            )],
+        };
+        let points = vec![access(2, 16), access(2, -8), access(2, 16), access(4, 16)];
+        let sites = vec![site(0..6, &[]); 4];
+        let groups = group_points(&points, &sites);
+        let members: Vec<Vec<usize>> = groups.iter().map(|g| g.members.clone()).collect();
+        // Another base register is another payload; another offset is not.
+        assert_eq!(members, vec![vec![0, 1, 2], vec![3]]);
+        let varying = varying_constants(&points, &groups[0].members);
+        assert_eq!(varying, vec![PointConstantArgument { call: 0, argument: 1, min: -8, max: 16 }]);
+        let code = vec!["s_mov_b32 s4, gpuinstr.point.0.lo".to_string()];
+        assert_eq!(with_point_constants(&code, &varying, &points[1]).unwrap(), vec!["s_mov_b32 s4, 0xfffffff8"]);
+        assert_eq!(with_point_constants(&code, &varying, &points[0]).unwrap(), vec!["s_mov_b32 s4, 0x10"]);
     }
 
     #[test]

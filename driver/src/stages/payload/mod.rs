@@ -412,9 +412,11 @@ pub fn build_payload_module<'ctx>(
                         let call = builder.build_call(read, &[code.into()], "").expect("builder is positioned");
                         call.try_as_basic_value().basic().expect("readReg returns a value").into()
                     }
-                    (BasicMetadataTypeEnum::IntType(ty), HookArgument::MemoryAddress { base, index, offset }, _)
-                        if ty.get_bit_width() == 64 =>
-                    {
+                    (
+                        BasicMetadataTypeEnum::IntType(ty),
+                        HookArgument::MemoryAddress { base, index, offset },
+                        opaque,
+                    ) if ty.get_bit_width() == 64 => {
                         let read = |register: &Register, bits: u32| {
                             let function = read_reg_function(context, module, bits);
                             let code = context.i32_type().const_int(u64::from(register.encode()), false);
@@ -428,7 +430,22 @@ pub fn build_payload_module<'ctx>(
                                 .expect("builder is positioned");
                             address = builder.build_int_add(address, index, "").expect("builder is positioned");
                         }
-                        let offset = context.i64_type().const_int(*offset as u64, true);
+                        // Offsets are 13-bit at most: a 32-bit point constant, extended.
+                        let offset = match opaque {
+                            Some((slot, range))
+                                if i32::try_from(range.min).is_ok() && i32::try_from(range.max).is_ok() =>
+                            {
+                                let value = point_constant(context, module, &builder, slot, range, 32);
+                                if range.min >= 0 {
+                                    builder.build_int_z_extend(value, context.i64_type(), "")
+                                } else {
+                                    builder.build_int_s_extend(value, context.i64_type(), "")
+                                }
+                                .expect("builder is positioned")
+                            }
+                            Some((slot, range)) => point_constant(context, module, &builder, slot, range, 64),
+                            None => context.i64_type().const_int(*offset as u64, true),
+                        };
                         builder.build_int_add(address, offset, "").expect("builder is positioned").into()
                     }
                     _ => return Err(mismatch()),
