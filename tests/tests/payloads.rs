@@ -4,8 +4,8 @@
 //! and the errors a tool author can run into.
 
 use gpuinstr::payloads::{
-    compile_payloads, compile_payloads_at, CompileError, CompiledPayloads, FunctionRegisters, PayloadOptions,
-    PayloadPoint,
+    compile_payloads, compile_payloads_at, payload_sites, CompileError, CompiledPayloads, FunctionRegisters,
+    PayloadOptions, PayloadPoint, PayloadRoom, STARVED_PAYLOAD_VGPRS,
 };
 use gpuinstr::preservation::{check, decode_code};
 use gpuinstr::stages::lift::{lift, LiftedCodeObject};
@@ -572,6 +572,64 @@ fn alike_points_share_a_payload_and_a_union_too_dense_is_retried_point_by_point(
         }
     }
     assert!(compiled.render_stages(3).contains("== final code"));
+}
+
+/// Dead VGPRs enough in number but all odd leave no aligned pair for the
+/// hook's 64-bit atomic: LLVM finds no registers, so the point is compiled
+/// again with live VGPRs parked in dead AGPRs until 24 VGPRs in aligned
+/// pairs are free, and its code keeps every live register.
+#[test]
+fn a_payload_starved_of_aligned_pairs_is_compiled_again_with_parked_vgprs() {
+    let tool = tool("payload-hooks");
+    let app = atomics_kernel();
+    let lifted = lift(&app).unwrap();
+    let function = function_index(&lifted, "atomics");
+    let mut liveness = analyze(&lifted);
+    // Every VGPR live but the odd ones from v101 to v127 (the 128 a wave of
+    // this kernel may have: 14 dead, no dead pair); no AGPR live.
+    let mut live = UnitSet::EMPTY;
+    let dead = |v: u16| (101..128).contains(&v) && v % 2 == 1;
+    for vgpr in (0..256u16).filter(|v| !dead(*v) && *v != SVA && *v != WORK_ITEM_IDS) {
+        live.insert(Unit::vgpr(vgpr));
+    }
+    for special in ["EXEC_LO", "EXEC_HI"] {
+        live.insert(Unit::special(special));
+    }
+    let instruction = 4;
+    liveness.functions[function].live_in[instruction] = live;
+    let mut options = options_for(function);
+    options.registers.insert(
+        function,
+        FunctionRegisters {
+            sva: Some(SVA),
+            work_item_ids: Some(WORK_ITEM_IDS),
+            vgpr_limit: 256,
+            agpr_limit: 256,
+            ..Default::default()
+        },
+    );
+    let points = vec![PayloadPoint {
+        function,
+        instruction,
+        // A 64-bit atomic: its data is a VGPR pair, aligned on gfx90a.
+        calls: vec![call("countVector", vec![HookArgument::Int(0)])],
+    }];
+    let first_try = payload_sites(&lifted, &liveness, &points, &options).unwrap();
+    assert!(first_try[0].parking.is_none(), "14 dead VGPRs are enough in number");
+    let compiled = compile_payloads(&tool, &lifted, &liveness, &points, &Registry::with_builtins(), &options).unwrap();
+    let payload = &compiled.payloads[0];
+    assert_eq!(payload.rejected, None, "{}", payload.label);
+    assert!(compiled.compiled_as[0].more_registers, "{}", payload.code.join("\n"));
+    let code = payload.code.join("\n");
+    assert!(code.contains("v_accvgpr_write_b32"), "live VGPRs parked:\n{code}");
+    assert!(compiled.render_stages(0).contains("== final code"));
+    // The second try's sites, as compile_payloads made them: preserved there.
+    let roomier = PayloadOptions { payload_room: PayloadRoom::AlignedPairs(STARVED_PAYLOAD_VGPRS), ..options };
+    let sites = payload_sites(&lifted, &liveness, &points, &roomier).unwrap();
+    assert!(sites[0].parking.as_ref().is_some_and(|p| !p.borrowed.is_empty()));
+    let mut original = sites[0].clone();
+    original.live = live;
+    assert_preserves(&lifted, &compiled, &[original]);
 }
 
 /// A payload LLVM must spill needs the SVA's stack: where the function has

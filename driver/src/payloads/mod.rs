@@ -68,6 +68,24 @@ impl AgprHomes {
 /// dead VGPRs, live ones are parked in dead AGPRs for the payload's time.
 pub const PAYLOAD_VGPRS: usize = 12;
 
+/// VGPRs in aligned pairs a payload LLVM found no registers for gets on
+/// its second try: dead VGPRs scattered between live ones leave no pair
+/// for a 64-bit value (an address).
+pub const STARVED_PAYLOAD_VGPRS: usize = 2 * PAYLOAD_VGPRS;
+
+/// How many VGPRs a payload gets at least (parking live ones in dead AGPRs
+/// where fewer are dead).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PayloadRoom {
+    /// This many dead VGPRs.
+    Vgprs(usize),
+    /// This many dead VGPRs in dead even-odd pairs.
+    AlignedPairs(usize),
+}
+
+/// How a rejection for want of registers begins.
+const NO_REGISTERS: &str = "LLVM found no registers for the payload";
+
 /// A VGPR site and what to copy around the payload there.
 struct SiteParking {
     sva: Option<u16>,
@@ -78,16 +96,28 @@ struct SiteParking {
 /// Plans the whole-wave copies at a point with `live` registers, in a wave
 /// that may have `wave_vgprs` VGPRs: AGPR homes load into the highest dead
 /// VGPRs of the allocation (payloads allocate from the bottom), else the
-/// lowest past it; where fewer than [`PAYLOAD_VGPRS`] VGPRs stay dead in
-/// the whole wave, the highest live ones are parked in dead AGPRs. EXEC is
-/// saved in the lowest dead aligned SGPR pair. `None`: nothing to copy.
-fn plan_parking(registers: &FunctionRegisters, live: &UnitSet, wave_vgprs: u16) -> Result<Option<SiteParking>, String> {
+/// lowest past it; where the VGPRs that stay dead in the whole wave are
+/// fewer than `room` asks, the highest live ones are parked in dead AGPRs.
+/// EXEC is saved in the lowest dead aligned SGPR pair. `None`: nothing to
+/// copy.
+fn plan_parking(
+    registers: &FunctionRegisters,
+    live: &UnitSet,
+    wave_vgprs: u16,
+    room: PayloadRoom,
+) -> Result<Option<SiteParking>, String> {
     let homes: Vec<u16> = registers.sva.iter().chain(&registers.work_item_ids).copied().collect();
     let dead = |v: &u16| !live.contains(Unit::vgpr(*v)) && !homes.contains(v);
     let limit = registers.vgpr_limit.min(wave_vgprs);
     let dead_vgprs: Vec<u16> = (0..limit).rev().filter(dead).chain((limit..wave_vgprs).filter(dead)).collect();
     let loads_wanted = registers.in_agprs.map_or(0, |h| 1 + usize::from(h.work_item_ids.is_some()));
-    let short = (PAYLOAD_VGPRS + loads_wanted).saturating_sub(dead_vgprs.len());
+    let short = match room {
+        PayloadRoom::Vgprs(wanted) => (wanted + loads_wanted).saturating_sub(dead_vgprs.len()),
+        PayloadRoom::AlignedPairs(wanted) => {
+            let paired = dead_vgprs.iter().filter(|v| dead_vgprs.contains(&(*v ^ 1))).count();
+            (wanted + 2 * loads_wanted).saturating_sub(paired)
+        }
+    };
     if loads_wanted == 0 && short == 0 {
         return Ok(None);
     }
@@ -153,6 +183,10 @@ pub struct PayloadOptions {
     /// Functions whose SVA and work-item ids slide between registers
     /// (stage sva): where they are at each instruction.
     pub sliding: BTreeMap<usize, crate::stages::sva::sliding::Sliding>,
+    /// VGPRs a payload gets at least, parking live ones where too few are
+    /// dead ([`PAYLOAD_VGPRS`]; payloads LLVM found no registers for are
+    /// compiled again with [`STARVED_PAYLOAD_VGPRS`] in aligned pairs).
+    pub payload_room: PayloadRoom,
 }
 
 impl Default for PayloadOptions {
@@ -165,6 +199,7 @@ impl Default for PayloadOptions {
             unplaced: BTreeMap::new(),
             share_payloads: true,
             sliding: BTreeMap::new(),
+            payload_room: PayloadRoom::Vgprs(PAYLOAD_VGPRS),
         }
     }
 }
@@ -277,6 +312,9 @@ pub struct CompiledPayloads {
     /// The texts of points compiled again one by one after their shared
     /// payload failed.
     pub retried_texts: Option<StageTexts>,
+    /// The texts of points compiled again with more VGPRs after LLVM found
+    /// no registers for them.
+    pub more_registers_texts: Option<StageTexts>,
     /// Per point: which payload function of which texts is its code.
     pub compiled_as: Vec<PayloadSource>,
     /// Wall time of each step, in pipeline order.
@@ -284,10 +322,12 @@ pub struct CompiledPayloads {
 }
 
 /// Where a point's payload was compiled: function `position` of the
-/// shared compilation's texts, or of the retried one's.
+/// shared compilation's texts, of the retried one's, or of the one with
+/// more VGPRs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PayloadSource {
     pub retried: bool,
+    pub more_registers: bool,
     pub position: usize,
 }
 
@@ -555,7 +595,7 @@ pub fn payload_sites(
         }
         let (wave_vgprs, _) =
             crate::stages::patch::wave_register_limit(&code_object.target.processor, max_flat_workgroup_size);
-        match plan_parking(&registers, &live, wave_vgprs as u16) {
+        match plan_parking(&registers, &live, wave_vgprs as u16, options.payload_room) {
             Ok(Some(planned)) => {
                 site.sva = planned.sva;
                 site.work_item_ids = planned.work_item_ids;
@@ -590,7 +630,42 @@ pub fn compile_payloads(
     options: &PayloadOptions,
 ) -> Result<CompiledPayloads, CompileError> {
     let sites = payload_sites(lifted, liveness, points, options)?;
-    compile_payloads_at(tool, lifted, points, &sites, registry, options)
+    let mut compiled = compile_payloads_at(tool, lifted, points, &sites, registry, options)?;
+    // Points LLVM found no registers for: once more, one by one, with more
+    // VGPRs parked (one batch, so the work stays linear).
+    let starved: Vec<usize> = (0..points.len())
+        .filter(|i| compiled.payloads[*i].rejected.as_deref().is_some_and(|r| r.starts_with(NO_REGISTERS)))
+        .collect();
+    if starved.is_empty() || matches!(options.payload_room, PayloadRoom::AlignedPairs(_)) {
+        return Ok(compiled);
+    }
+    let roomier = PayloadOptions {
+        payload_room: PayloadRoom::AlignedPairs(STARVED_PAYLOAD_VGPRS),
+        share_payloads: false,
+        ..options.clone()
+    };
+    let starved_points: Vec<PayloadPoint> = starved.iter().map(|i| points[*i].clone()).collect();
+    let starved_sites = payload_sites(lifted, liveness, &starved_points, &roomier)?;
+    let again = compile_each(tool, lifted, &starved_points, &starved_sites, &[], registry, &roomier)
+        .map_err(|error| error.at_points(&starved))?;
+    for (position, (index, payload)) in starved.iter().zip(again.payloads).enumerate() {
+        compiled.payloads[*index] = CompiledPayload {
+            code: sharing::relabel(&payload.code, position, *index),
+            rejected: payload
+                .rejected
+                .map(|why| format!("{why} (also with {STARVED_PAYLOAD_VGPRS} VGPRs in aligned pairs)")),
+            ..payload
+        };
+        compiled.compiled_as[*index] = PayloadSource { more_registers: true, position, ..Default::default() };
+    }
+    for global in again.globals {
+        if !compiled.globals.iter().any(|g| g.name == global.name) {
+            compiled.globals.push(global);
+        }
+    }
+    compiled.timings.extend(again.timings);
+    compiled.more_registers_texts = Some(again.texts);
+    Ok(compiled)
 }
 
 /// Compiles payloads for points whose sites are given (`sites[i]` for
@@ -672,7 +747,7 @@ pub fn compile_payloads_at(
             continue;
         }
         for member in &group.members {
-            place(*member, compiled, constants, PayloadSource { retried: false, position })?;
+            place(*member, compiled, constants, PayloadSource { position, ..Default::default() })?;
         }
     }
     let mut globals = std::mem::take(&mut shared.globals);
@@ -681,7 +756,7 @@ pub fn compile_payloads_at(
     let mut retried_texts = None;
     if let Some(retried) = retried {
         for (position, (member, compiled)) in retried_points.iter().zip(&retried.payloads).enumerate() {
-            place(*member, compiled, &[], PayloadSource { retried: true, position })?;
+            place(*member, compiled, &[], PayloadSource { retried: true, position, ..Default::default() })?;
         }
         for global in retried.globals {
             if !globals.iter().any(|g| g.name == global.name) {
@@ -698,7 +773,15 @@ pub fn compile_payloads_at(
             payload.ok_or_else(|| CompileError::BadPoint { index, why: "no payload was compiled for it".into() })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(CompiledPayloads { payloads, globals, texts: shared.texts, retried_texts, compiled_as, timings })
+    Ok(CompiledPayloads {
+        payloads,
+        globals,
+        texts: shared.texts,
+        retried_texts,
+        more_registers_texts: None,
+        compiled_as,
+        timings,
+    })
 }
 
 /// Compiles one payload per point (`sites[i]` for `points[i]`); a point's
@@ -829,7 +912,7 @@ fn compile_each(
                 rejected.insert(
                     index,
                     format!(
-                        "LLVM found no registers for the payload ({} VGPRs, {} AGPRs and {} SGPRs are live here): {}",
+                        "{NO_REGISTERS} ({} VGPRs, {} AGPRs and {} SGPRs are live here): {}",
                         live.count_in(crate::stages::liveness::RegisterFile::Vgpr),
                         live.count_in(crate::stages::liveness::RegisterFile::Agpr),
                         live.count_in(crate::stages::liveness::RegisterFile::Sgpr),
@@ -970,8 +1053,16 @@ fn compile_each(
             texts.assembly.contains(&format!("{}@", g.name)) || texts.assembly.contains(&format!("{}+", g.name))
         })
         .collect();
-    let compiled_as = (0..payloads.len()).map(|position| PayloadSource { retried: false, position }).collect();
-    Ok(CompiledPayloads { payloads, globals, texts, retried_texts: None, compiled_as, timings })
+    let compiled_as = (0..payloads.len()).map(|position| PayloadSource { position, ..Default::default() }).collect();
+    Ok(CompiledPayloads {
+        payloads,
+        globals,
+        texts,
+        retried_texts: None,
+        more_registers_texts: None,
+        compiled_as,
+        timings,
+    })
 }
 
 fn verify(module: &inkwell::module::Module<'_>, stage: &'static str) -> Result<(), CompileError> {
@@ -1029,8 +1120,9 @@ impl CompiledPayloads {
     pub fn render_stages(&self, index: usize) -> String {
         use std::fmt::Write;
         let source = self.compiled_as[index];
-        let texts = match (&self.retried_texts, source.retried) {
-            (Some(retried), true) => retried,
+        let texts = match (&self.more_registers_texts, &self.retried_texts) {
+            (Some(more), _) if source.more_registers => more,
+            (_, Some(retried)) if source.retried => retried,
             _ => &self.texts,
         };
         let name = payload::payload_name(source.position);
