@@ -87,6 +87,10 @@ enum Command {
         /// Compile one payload per point even where alike points could share one (slower; for comparison).
         #[arg(long)]
         no_shared_payloads: bool,
+        /// Run LLVM's machine verifier after every codegen pass of the payloads, not only on the MIR llc reads (about
+        /// twice as slow; for finding where LLVM goes wrong).
+        #[arg(long)]
+        verify_each_pass: bool,
         /// Print the run report as JSON.
         #[arg(long)]
         json: bool,
@@ -230,6 +234,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             tool_globals,
             linker,
             no_shared_payloads,
+            verify_each_pass,
             json,
         } => {
             let plan = gpuinstr::plan::Plan::load(&plan)?;
@@ -244,6 +249,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 linker: linker.into(),
                 payloads: gpuinstr::payloads::PayloadOptions {
                     share_payloads: !no_shared_payloads,
+                    verify_each_pass,
                     ..Default::default()
                 },
             };

@@ -6,8 +6,9 @@
 //! share one IR module and two llc runs, so time must grow linearly.
 //!
 //! cargo bench -p gpuinstr-tests --bench payloads [-- --verify] [--shared]
-//! (--verify: LLVM's machine verifier and the machine-code preservation
-//! check, both on by default in the library. Each point gets its own
+//! (--verify: LLVM's machine verifier after every pass and the machine-code
+//! preservation check; llc always verifies the MIR it parses, and the
+//! library checks preservation by default. Each point gets its own
 //! payload, to measure the stages; --shared lets alike points share one,
 //! as `instrument` does.)
 
@@ -51,7 +52,8 @@ fn main() {
     );
     println!("points     total s   ms/point   per stage (s)");
     let share_payloads = std::env::args().any(|a| a == "--shared");
-    let mut options = PayloadOptions { verify, check_preservation: verify, share_payloads, ..Default::default() };
+    let mut options =
+        PayloadOptions { verify_each_pass: verify, check_preservation: verify, share_payloads, ..Default::default() };
     if let Some(i) = std::env::args().position(|a| a == "--chunk") {
         options.payloads_per_chunk = std::env::args().nth(i + 1).and_then(|n| n.parse().ok()).expect("a number");
     }

@@ -32,7 +32,7 @@ fn the_tools_intrinsics_lower_to_their_instructions() {
             calls: vec![HookCall { hook: "recordPlacement".into(), arguments: vec![] }],
         })
         .collect();
-    let options = PayloadOptions { verify: true, ..Default::default() };
+    let options = PayloadOptions { verify_each_pass: true, ..Default::default() };
 
     // Without registering them, the tool is refused before any work.
     let error = compile_payloads(&tool, &lifted, &liveness, &points, &Registry::with_builtins(), &options)

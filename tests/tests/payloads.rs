@@ -62,7 +62,7 @@ const SVA: u16 = 60;
 const WORK_ITEM_IDS: u16 = 61;
 
 fn options_for(function: usize) -> PayloadOptions {
-    let mut options = PayloadOptions { verify: true, ..Default::default() };
+    let mut options = PayloadOptions { verify_each_pass: true, ..Default::default() };
     options.registers.insert(
         function,
         FunctionRegisters { sva: Some(SVA), work_item_ids: Some(WORK_ITEM_IDS), ..Default::default() },
@@ -274,7 +274,7 @@ fn a_hook_that_must_spill() {
         instruction: 6,
         calls: vec![call("pressure", vec![HookArgument::Register(Register::Vgpr(7))])],
     }];
-    let mut options = PayloadOptions { verify: true, ..Default::default() };
+    let mut options = PayloadOptions { verify_each_pass: true, ..Default::default() };
     options
         .registers
         .insert(function, FunctionRegisters { sva: Some(248), work_item_ids: Some(249), ..Default::default() });
@@ -660,7 +660,7 @@ fn a_spilling_payload_without_an_sva_rejects_only_its_point() {
             calls: vec![call("pressure", vec![HookArgument::Register(Register::Vgpr(7))])],
         })
         .collect();
-    let options = PayloadOptions { verify: true, ..Default::default() };
+    let options = PayloadOptions { verify_each_pass: true, ..Default::default() };
     let compiled = compile_payloads_at(&tool, &lifted, &points, &sites, &Registry::with_builtins(), &options).unwrap();
     let why = compiled.payloads[0].rejected.as_deref().expect("the dense point is rejected");
     assert!(why.contains("spills") && why.contains("no VGPR or AGPR is free"), "{why}");

@@ -167,8 +167,10 @@ fn plan_parking(
 
 #[derive(Clone, Debug)]
 pub struct PayloadOptions {
-    /// Run LLVM's machine verifier after every codegen pass.
-    pub verify: bool,
+    /// Run LLVM's machine verifier after every codegen pass, not only on
+    /// the MIR llc parses (codegen::finish; tests do, by default it is off:
+    /// it takes about half of llc's time).
+    pub verify_each_pass: bool,
     /// Prove on the final machine code that every payload leaves the
     /// registers live at its point as it found them (crate::preservation).
     pub check_preservation: bool,
@@ -192,7 +194,7 @@ pub struct PayloadOptions {
 impl Default for PayloadOptions {
     fn default() -> Self {
         PayloadOptions {
-            verify: true,
+            verify_each_pass: false,
             check_preservation: true,
             registers: BTreeMap::new(),
             payloads_per_chunk: PAYLOADS_PER_CHUNK,
@@ -415,11 +417,11 @@ fn finish_rejecting(
     module: &lower_mir::MirModule,
     target: &crate::stages::load::TargetId,
     version: u32,
-    verify: bool,
+    verify_each_pass: bool,
     directory: &std::path::Path,
     rejected: &mut Vec<(String, String)>,
 ) -> Result<String, CompileError> {
-    match codegen::finish(&module.print(), target, version, verify, directory) {
+    match codegen::finish(&module.print(), target, version, verify_each_pass, directory) {
         Ok(assembly) => Ok(assembly),
         Err(CodegenError::Llc { message, .. }) => {
             let names: Vec<String> = module.functions.iter().map(|f| f.name.clone()).collect();
@@ -431,7 +433,7 @@ fn finish_rejecting(
             let mut halves = Vec::with_capacity(2);
             for half in [left, right] {
                 let part = module.retain(|n| half.iter().any(|h| h == n));
-                halves.push(finish_rejecting(&part, target, version, verify, directory, rejected)?);
+                halves.push(finish_rejecting(&part, target, version, verify_each_pass, directory, rejected)?);
             }
             Ok(halves.join("\n"))
         }
@@ -900,7 +902,8 @@ fn compile_each(
     let finished = parallel(&lowered_modules, |index, mir| {
         let directory = directory.path().join(format!("chunk{index}"));
         let mut rejected = Vec::new();
-        let assembly = finish_rejecting(mir, &code_object.target, version, options.verify, &directory, &mut rejected)?;
+        let assembly =
+            finish_rejecting(mir, &code_object.target, version, options.verify_each_pass, &directory, &mut rejected)?;
         Ok((assembly, rejected))
     })?;
     let mut assemblies = Vec::with_capacity(finished.len());

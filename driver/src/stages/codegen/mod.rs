@@ -113,12 +113,15 @@ pub fn select_instructions(
     run_llc("instruction selection", "payloads.ll", ir, &arguments, directory)
 }
 
-/// Lowered MIR text -> assembly text.
+/// Lowered MIR text -> assembly text. llc runs the machine verifier on the
+/// MIR it parses whatever the options (LLVM 15's MIR parser does), so what
+/// stage 8 writes is always checked; `verify_each_pass` checks after every
+/// codegen pass too (`-verify-machineinstrs`, about half of llc's time).
 pub fn finish(
     mir: &str,
     target: &TargetId,
     code_object_version: u32,
-    verify: bool,
+    verify_each_pass: bool,
     directory: &Path,
 ) -> Result<String, CodegenError> {
     let mut arguments = llc_target_arguments(target, code_object_version);
@@ -127,8 +130,33 @@ pub fn finish(
     // rewrite the terminators that carry the pinned registers' uses.
     arguments.push("-disable-machine-sink".into());
     arguments.push("-disable-early-taildup".into());
-    if verify {
+    if verify_each_pass {
         arguments.push("-verify-machineinstrs".into());
     }
     run_llc("register allocation and emission", "payloads.mir", mir, &arguments, directory)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mir_handed_to_llc_is_verified_even_without_each_pass() {
+        let directory = tempfile::tempdir().expect("temporary directory");
+        let target = TargetId::from_e_flags(0x3f | 0x200 | 0x400, 4).expect("gfx90a");
+        let ir = "define void @payload() #0 {\n  ret void\n}\nattributes #0 = { naked noinline nounwind }\n";
+        let selected = select_instructions(ir, &target, 4, directory.path()).expect("instruction selection");
+        assert!(selected.contains("SI_RETURN"), "{selected}");
+        // What stage 8 could get wrong: a read of a register nothing defined.
+        let broken = selected.replacen("SI_RETURN", "$vgpr0 = V_MOV_B32_e32 $vgpr1, implicit $exec\n    SI_RETURN", 1);
+        for each_pass in [false, true] {
+            finish(&selected, &target, 4, each_pass, directory.path()).expect("valid MIR compiles");
+            match finish(&broken, &target, 4, each_pass, directory.path()) {
+                Err(CodegenError::Llc { message, .. }) => {
+                    assert!(message.contains("Using an undefined physical register"), "{each_pass}: {message}")
+                }
+                other => panic!("each pass {each_pass}: broken MIR was not caught: {other:?}"),
+            }
+        }
+    }
 }

@@ -585,13 +585,21 @@ fn lower_function(
     if plan.pinned_scc {
         pinned.insert(Unit::special("SCC"));
     }
-    let at_return: Vec<String> = copied.union(&pinned).iter().map(|u| format!("implicit {}", mir_name(u))).collect();
+    // Vector pins are used by the uses-instructions before the return
+    // (see pin_vector_registers); the return keeps the scalar ones.
+    let mut returned = copied;
+    if plan.pinned_scc {
+        returned.insert(Unit::special("SCC"));
+    }
+    let at_return: Vec<String> = returned.iter().map(|u| format!("implicit {}", mir_name(u))).collect();
+    let vector_uses = vector_pin_uses(&plan.pinned_vector);
     for (block_index, lines) in exits {
         let block = &mut function.blocks[block_index];
         let mut out = Vec::new();
         for line in std::mem::take(&mut block.instructions) {
             if line.starts_with("SI_RETURN") {
                 out.extend(lines.iter().cloned());
+                out.extend(vector_uses.iter().cloned());
                 out.push(with_operands(line, &at_return));
             } else {
                 out.push(line);
@@ -673,12 +681,17 @@ fn opcode(line: &str) -> &str {
 /// Keeps vector registers untouched through the payload whatever EXEC is:
 /// each block (after the entry, where they are live-ins) starts with an
 /// empty inline assembly that "defines" them, followed by a scheduling
-/// barrier, and ends with a terminator that uses them, so the allocator sees
-/// them occupied everywhere and no code writes them. (A copy into a virtual
+/// barrier, and ends with a scheduling barrier and empty inline assemblies
+/// that use them, right before its terminators, so the allocator sees them
+/// occupied everywhere and no code writes them. (A copy into a virtual
 /// register would move only the active lanes, and a lane inactive here may
-/// hold a live value.) Codegen runs without machine sinking and early tail
-/// duplication, which could move code above the clobber or drop the
-/// terminator's uses; the machine-code check is the proof.
+/// hold a live value.) The uses come [`PINNED_USES_PER_INSTRUCTION`] to an
+/// instruction: LLVM's Live Variable Analysis marks each kill by scanning
+/// the killing instruction's operands, which costs the square of their
+/// number, and one instruction using ~100 pinned VGPRs took half of llc's
+/// time. Codegen runs without machine sinking and early tail duplication,
+/// which could move code above the clobber or across the uses; the
+/// machine-code check is the proof.
 fn pin_vector_registers(function: &mut MirFunction, isa: &Isa, pinned: &UnitSet) {
     if pinned.is_empty() {
         return;
@@ -686,7 +699,7 @@ fn pin_vector_registers(function: &mut MirFunction, isa: &Isa, pinned: &UnitSet)
     let clobbers: Vec<String> =
         pinned.iter().map(|u| format!("12 /* clobber */, implicit-def early-clobber {}", mir_name(u))).collect();
     let clobber = format!("INLINEASM &\"\", 1 /* sideeffect attdialect */, {}", clobbers.join(", "));
-    let uses: Vec<String> = pinned.iter().map(|u| format!("implicit {}", mir_name(u))).collect();
+    let uses = vector_pin_uses(pinned);
     let is_terminator = |line: &str| {
         isa.opcode_by_name(opcode(line))
             .and_then(|op| isa.info(op))
@@ -702,19 +715,44 @@ fn pin_vector_registers(function: &mut MirFunction, isa: &Isa, pinned: &UnitSet)
             block.instructions.insert(first, clobber.clone());
         }
         match block.instructions.last() {
+            // The return's block got its uses before the copies back.
             Some(last) if last.starts_with("SI_RETURN") => {}
             Some(last) if is_terminator(last) => {
-                let last = block.instructions.pop().expect("checked above");
-                block.instructions.push(with_operands(last, &uses));
+                let mut first_terminator = block.instructions.len();
+                while first_terminator > 0 && is_terminator(&block.instructions[first_terminator - 1]) {
+                    first_terminator -= 1;
+                }
+                block.instructions.splice(first_terminator..first_terminator, uses.iter().cloned());
             }
             _ => {
-                // Falls through: an explicit branch carries the uses, so no
-                // copy can slip in after them at the block's end.
+                // Falls through: an explicit branch, so that copies LLVM
+                // puts at the block's end go before it.
                 let next = numbers.get(index + 1).copied();
                 if let Some(next) = next.filter(|n| block.successors.contains(n)) {
-                    block.instructions.push(with_operands(format!("S_BRANCH %bb.{next}"), &uses));
+                    block.instructions.extend(uses.iter().cloned());
+                    block.instructions.push(format!("S_BRANCH %bb.{next}"));
                 }
             }
         }
     }
+}
+
+/// How many pinned registers one uses-instruction names.
+const PINNED_USES_PER_INSTRUCTION: usize = 8;
+
+/// The instructions that end the pinned registers' live ranges at a block's
+/// end: a scheduling barrier (nothing may move below the uses) and empty
+/// inline assemblies using [`PINNED_USES_PER_INSTRUCTION`] registers each.
+fn vector_pin_uses(pinned: &UnitSet) -> Vec<String> {
+    let names: Vec<String> = pinned.iter().map(|u| format!("implicit {}", mir_name(u))).collect();
+    if names.is_empty() {
+        return Vec::new();
+    }
+    std::iter::once("SCHED_BARRIER 0".to_string())
+        .chain(
+            names
+                .chunks(PINNED_USES_PER_INSTRUCTION)
+                .map(|chunk| format!("INLINEASM &\"\", 1 /* sideeffect attdialect */, {}", chunk.join(", "))),
+        )
+        .collect()
 }
