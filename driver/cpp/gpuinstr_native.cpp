@@ -10,13 +10,20 @@
 #include <llvm/MC/MCInst.h>
 #include <llvm/MC/MCInstPrinter.h>
 #include <llvm/MC/MCInstrInfo.h>
+#include <llvm/MC/MCObjectFileInfo.h>
+#include <llvm/MC/MCParser/MCAsmParser.h>
+#include <llvm/MC/MCParser/MCTargetAsmParser.h>
+#include <llvm/MC/MCStreamer.h>
 #include <llvm/MC/MCRegisterInfo.h>
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/MCTargetOptions.h>
 #include <llvm/MC/TargetRegistry.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/SourceMgr.h>
 #include <llvm/Support/raw_ostream.h>
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,11 +31,13 @@
 extern "C" void LLVMInitializeAMDGPUTargetInfo();
 extern "C" void LLVMInitializeAMDGPUTargetMC();
 extern "C" void LLVMInitializeAMDGPUDisassembler();
+extern "C" void LLVMInitializeAMDGPUAsmParser();
 
 using namespace llvm;
 
 struct gpuinstr_mc {
   Triple TheTriple{"amdgcn-amd-amdhsa"};
+  const Target *TheTarget = nullptr;
   MCTargetOptions Options;
   std::unique_ptr<MCRegisterInfo> MRI;
   std::unique_ptr<MCAsmInfo> MAI;
@@ -54,6 +63,7 @@ gpuinstr_mc *gpuinstr_mc_create(const char *Cpu, const char *Features, char *Err
     LLVMInitializeAMDGPUTargetInfo();
     LLVMInitializeAMDGPUTargetMC();
     LLVMInitializeAMDGPUDisassembler();
+    LLVMInitializeAMDGPUAsmParser();
   });
   auto MC = std::make_unique<gpuinstr_mc>();
   std::string Message;
@@ -62,6 +72,7 @@ gpuinstr_mc *gpuinstr_mc_create(const char *Cpu, const char *Features, char *Err
     copyError(Message, Error, ErrorCapacity);
     return nullptr;
   }
+  MC->TheTarget = T;
   MC->MRI.reset(T->createMCRegInfo(MC->TheTriple.str()));
   MC->MAI.reset(T->createMCAsmInfo(*MC->MRI, MC->TheTriple.str(), MC->Options));
   MC->STI.reset(T->createMCSubtargetInfo(MC->TheTriple.str(), Cpu, Features));
@@ -184,6 +195,66 @@ size_t gpuinstr_mc_encode(gpuinstr_mc *MC, const gpuinstr_instruction *Instructi
     return 0;
   std::memcpy(Out, Bytes.data(), Bytes.size());
   return Bytes.size();
+}
+
+namespace {
+// Hands each instruction the parser emits to a callback; drops everything else.
+class CapturingStreamer final : public MCStreamer {
+public:
+  explicit CapturingStreamer(MCContext &Context) : MCStreamer(Context) {}
+  std::function<void(const MCInst &)> OnInstruction;
+  bool emitSymbolAttribute(MCSymbol *, MCSymbolAttr) override { return true; }
+  void emitCommonSymbol(MCSymbol *, uint64_t, unsigned) override {}
+  void emitZerofill(MCSection *, MCSymbol *, uint64_t, unsigned, SMLoc) override {}
+  void emitInstruction(const MCInst &Inst, const MCSubtargetInfo &) override { OnInstruction(Inst); }
+};
+} // namespace
+
+int gpuinstr_mc_assemble(gpuinstr_mc *MC, const char *Text, size_t Length, size_t Lines, uint8_t *Out,
+                         uint32_t *Lengths) {
+  for (size_t I = 0; I < Lines; ++I)
+    Lengths[I] = 0;
+  const Target *T = MC->TheTarget;
+  SourceMgr Sources;
+  Sources.AddNewSourceBuffer(MemoryBuffer::getMemBufferCopy(StringRef(Text, Length), "gpuinstr"), SMLoc());
+  // Lines that do not assemble are reported through `Lengths`, not printed.
+  Sources.setDiagHandler([](const SMDiagnostic &, void *) {}, nullptr);
+  MCContext Context(MC->TheTriple, MC->MAI.get(), MC->MRI.get(), MC->STI.get(), &Sources);
+  std::unique_ptr<MCObjectFileInfo> Files(T->createMCObjectFileInfo(Context, /*PIC=*/false));
+  Context.setObjectFileInfo(Files.get());
+  std::unique_ptr<MCCodeEmitter> Emitter(T->createMCCodeEmitter(*MC->MII, Context));
+  CapturingStreamer Streamer(Context);
+  T->createNullTargetStreamer(Streamer); // owned by the streamer
+  std::unique_ptr<MCAsmParser> Parser(createMCAsmParser(Sources, Context, Streamer, *MC->MAI));
+  std::unique_ptr<MCTargetAsmParser> TargetParser(T->createMCAsmParser(*MC->STI, *Parser, *MC->MII, MC->Options));
+  if (!Emitter || !Parser || !TargetParser)
+    return 0;
+  Parser->setTargetParser(*TargetParser);
+  Streamer.OnInstruction = [&](const MCInst &Inst) {
+    // The parser has read the instruction's line and stands at the start
+    // of the next one (no line is empty).
+    unsigned Next = Sources.FindLineNumber(Parser->getTok().getLoc());
+    if (Next < 2 || Next - 1 > Lines)
+      return;
+    size_t Line = Next - 1;
+    uint32_t &Size = Lengths[Line - 1];
+    SmallString<32> Bytes;
+    raw_svector_ostream OS(Bytes);
+    SmallVector<MCFixup, 4> Fixups;
+    Emitter->encodeInstruction(Inst, OS, Fixups, *MC->STI);
+    // A second instruction on a line, fixups or an oversized encoding: not exact.
+    if (Size != 0 || !Fixups.empty() || Bytes.size() > GPUINSTR_MAX_ENCODING) {
+      Size = UINT32_MAX;
+      return;
+    }
+    std::memcpy(Out + (Line - 1) * GPUINSTR_MAX_ENCODING, Bytes.data(), Bytes.size());
+    Size = static_cast<uint32_t>(Bytes.size());
+  };
+  Parser->Run(/*NoInitialTextSection=*/false);
+  for (size_t I = 0; I < Lines; ++I)
+    if (Lengths[I] == UINT32_MAX)
+      Lengths[I] = 0;
+  return 1;
 }
 
 unsigned gpuinstr_mc_opcode_count(gpuinstr_mc *MC) { return MC->MII->getNumOpcodes(); }

@@ -1,5 +1,5 @@
 // The driver's only C++: LLVM 15's MC layer for AMDGPU (decode, print,
-// encode, describe opcodes and registers). Called from driver/src/native/
+// encode, assemble, describe opcodes and registers). Called from driver/src/native/
 // only. Everything here is plain C types so Rust can call it directly.
 #ifndef GPUINSTR_NATIVE_H
 #define GPUINSTR_NATIVE_H
@@ -56,6 +56,15 @@ size_t gpuinstr_mc_print(gpuinstr_mc *mc, const gpuinstr_instruction *instructio
 /// Encodes an instruction. Returns the size, or 0 when it has fixups (its
 /// bytes depend on a symbol) or cannot be encoded.
 size_t gpuinstr_mc_encode(gpuinstr_mc *mc, const gpuinstr_instruction *instruction, uint8_t *out, size_t capacity);
+
+/// Assembles `text`, one instruction per line (`lines` lines, no directives),
+/// as llvm-mc would. Line i's encoding goes to out[i * GPUINSTR_MAX_ENCODING
+/// ...] and its length to lengths[i]: 0 when the line does not assemble to
+/// exactly one instruction without fixups. Returns 0 when the assembler
+/// cannot be set up.
+#define GPUINSTR_MAX_ENCODING 16
+int gpuinstr_mc_assemble(gpuinstr_mc *mc, const char *text, size_t length, size_t lines, uint8_t *out,
+                         uint32_t *lengths);
 
 unsigned gpuinstr_mc_opcode_count(gpuinstr_mc *mc);
 /// The TableGen name of an opcode (static storage).

@@ -156,6 +156,17 @@ fn text(lifted: &LiftedCodeObject<'_>, instruction: &Instruction) -> String {
     lifted.isa.mc.print(&instruction.raw, instruction.address).unwrap_or_default().trim().to_string()
 }
 
+/// An instruction's bytes as llvm-objdump shows them: 32-bit words, most
+/// significant digit first (two instructions that print alike differ here).
+fn encoding(instruction: &Instruction) -> String {
+    instruction
+        .bytes
+        .chunks(4)
+        .map(|word| word.iter().rev().map(|b| format!("{b:02X}")).collect::<String>())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Where original addresses went.
 #[derive(Default)]
 struct AddressMap {
@@ -467,10 +478,12 @@ fn align(
                 function: function.name.clone(),
                 address: instruction.address,
                 problem: format!(
-                    "expected the original instruction at {:#x}, `{}`, found `{}`",
+                    "expected the original instruction at {:#x}, `{}` ({}), found `{}` ({})",
                     original.address,
                     text(before, original),
-                    text(after, instruction)
+                    encoding(original),
+                    text(after, instruction),
+                    encoding(instruction)
                 ),
             });
             return false;

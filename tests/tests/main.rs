@@ -18,5 +18,6 @@ mod plugin_examples;
 mod plugin_rdc;
 mod plugin_steps;
 mod register_report;
+mod regressions;
 mod sva;
 mod verify;

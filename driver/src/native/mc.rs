@@ -9,6 +9,7 @@ mod ffi {
     use std::ffi::{c_char, c_int, c_uint};
 
     pub const MAX_OPERANDS: usize = 32;
+    pub const MAX_ENCODING: usize = 16;
 
     #[repr(C)]
     pub struct Mc {
@@ -55,6 +56,14 @@ mod ffi {
             capacity: usize,
         ) -> *mut Mc;
         pub fn gpuinstr_mc_destroy(mc: *mut Mc);
+        pub fn gpuinstr_mc_assemble(
+            mc: *mut Mc,
+            text: *const c_char,
+            length: usize,
+            lines: usize,
+            out: *mut u8,
+            lengths: *mut u32,
+        ) -> c_int;
         pub fn gpuinstr_mc_decode(
             mc: *mut Mc,
             bytes: *const u8,
@@ -170,8 +179,11 @@ fn copy_str(ptr: *const c_char, len: usize) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// The instruction for LLVM, None when it is not one the disassembler made:
+/// opcode 0 (what an undecodable instruction carries) is TargetOpcode::PHI,
+/// which LLVM's printer and encoder abort on.
 fn to_ffi(instruction: &RawInstruction) -> Option<ffi::Instruction> {
-    if instruction.operands.len() > ffi::MAX_OPERANDS {
+    if instruction.opcode == 0 || instruction.operands.len() > ffi::MAX_OPERANDS {
         return None;
     }
     let mut raw = ffi::Instruction {
@@ -261,6 +273,45 @@ impl Mc {
         // SAFETY: `buffer` has the stated capacity.
         let size = unsafe { ffi::gpuinstr_mc_encode(self.raw, &raw, buffer.as_mut_ptr(), buffer.len()) };
         (size > 0).then(|| buffer[..size].to_vec())
+    }
+
+    /// What llvm-mc makes of each line (one instruction each, no newlines
+    /// inside): its encoding, or None when it does not assemble to exactly
+    /// one instruction without fixups. The lines are assembled in one batch.
+    pub fn assemble(&self, lines: &[&str]) -> Vec<Option<Vec<u8>>> {
+        if lines.is_empty() {
+            return Vec::new();
+        }
+        let mut text = String::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+        for line in lines {
+            // One line each, none empty (lines are found by position).
+            if line.trim().is_empty() || line.contains('\n') {
+                text.push_str(".invalid_line");
+            } else {
+                text.push_str(line);
+            }
+            text.push('\n');
+        }
+        let mut out = vec![0u8; lines.len() * ffi::MAX_ENCODING];
+        let mut lengths = vec![0u32; lines.len()];
+        // SAFETY: `out` and `lengths` have room for `lines.len()` entries.
+        let ok = unsafe {
+            ffi::gpuinstr_mc_assemble(
+                self.raw,
+                text.as_ptr().cast(),
+                text.len(),
+                lines.len(),
+                out.as_mut_ptr(),
+                lengths.as_mut_ptr(),
+            )
+        };
+        (0..lines.len())
+            .map(|i| {
+                let length = lengths[i] as usize;
+                (ok != 0 && length > 0 && length <= ffi::MAX_ENCODING)
+                    .then(|| out[i * ffi::MAX_ENCODING..i * ffi::MAX_ENCODING + length].to_vec())
+            })
+            .collect()
     }
 
     pub fn opcode_count(&self) -> u32 {
@@ -370,5 +421,43 @@ impl Drop for Mc {
     fn drop(&mut self) {
         // SAFETY: we own the handle.
         unsafe { ffi::gpuinstr_mc_destroy(self.raw) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assembling_gives_each_line_its_encoding_or_none() {
+        let mc = Mc::new("gfx90a", "").unwrap();
+        let assembled = mc.assemble(&["s_add_u32 s0, s1, s2", "not_an_instruction v0", "s_endpgm", "v_mov_b32 v0, -1"]);
+        assert_eq!(assembled[0].as_deref(), Some(&[0x01, 0x02, 0x00, 0x80][..]));
+        assert_eq!(assembled[1], None);
+        assert_eq!(assembled[2].as_deref(), Some(&[0x00, 0x00, 0x81, 0xbf][..]));
+        // The inline constant, not a literal.
+        assert_eq!(assembled[3].as_ref().map(Vec::len), Some(4));
+    }
+
+    #[test]
+    fn undecodable_instructions_are_neither_printed_nor_encoded() {
+        // LLVM aborts the process ("Not supported instr: <MCInst 0>") on these.
+        let mc = Mc::new("gfx90a", "").unwrap();
+        let undecodable = RawInstruction { opcode: 0, size: 4, operands: Vec::new() };
+        assert_eq!(mc.print(&undecodable, 0), None);
+        assert_eq!(mc.encode(&undecodable), None);
+    }
+
+    #[test]
+    fn a_printed_instruction_may_assemble_to_other_bytes() {
+        // `buffer_wbl2` with cache-policy bits (as in ROCm's hostcall code):
+        // LLVM 15 prints no policy, so the text assembles to other bytes.
+        let mc = Mc::new("gfx90a", "").unwrap();
+        let bytes = [0x00, 0xc0, 0xa0, 0xe0, 0x00, 0x00, 0x00, 0x00];
+        let decoded = mc.decode(&bytes, 0).unwrap();
+        assert_eq!(mc.encode(&decoded).as_deref(), Some(&bytes[..]));
+        let text = mc.print(&decoded, 0).unwrap();
+        let again = mc.assemble(&[&text]).remove(0).unwrap();
+        assert_ne!(again, bytes, "`{text}` kept its bits; the emitter's check has nothing to catch");
     }
 }

@@ -210,11 +210,44 @@ impl LiftedCodeObject<'_> {
         }
     }
 
+    /// The text of every instruction that can be written as text: what
+    /// llvm-mc makes of it is exactly the original bytes. Instructions whose
+    /// printed form loses bits (LLVM 15 prints `buffer_wbl2` without its
+    /// cache policy) or that the assembler encodes otherwise (a literal -1
+    /// where it picks the inline constant) are left out: they are written as
+    /// bytes, in every path that emits code. Branches and pc-relative
+    /// operands are symbolic, their encodings depend on the layout.
+    fn instruction_texts(&self, names: &AsmNames, options: &EmitOptions) -> HashMap<u64, String> {
+        let data_name = |address: u64| self.data_reference(address);
+        let mut texts = HashMap::new();
+        let mut plain: Vec<(u64, String, &[u8])> = Vec::new();
+        for instruction in self.functions.iter().flat_map(|f| f.instructions()) {
+            if options.force_bytes.contains(&instruction.address) {
+                continue;
+            }
+            let Some(text) = self.asm_instruction(instruction, names, &data_name) else { continue };
+            if crate::stages::lift::print::is_symbolic(instruction) {
+                texts.insert(instruction.address, text);
+            } else {
+                plain.push((instruction.address, text, &instruction.bytes));
+            }
+        }
+        let pairs: Vec<(&str, &[u8])> = plain.iter().map(|(_, text, bytes)| (text.as_str(), *bytes)).collect();
+        let exact = self.texts_assemble_to(&pairs);
+        for ((address, text, _), exact) in plain.into_iter().zip(exact) {
+            if exact {
+                texts.insert(address, text);
+            }
+        }
+        texts
+    }
+
     fn emit_function(
         &self,
         out: &mut String,
         function: &Function,
         names: &AsmNames,
+        texts: &HashMap<u64, String>,
         options: &EmitOptions,
         notes: &mut EmitNotes,
     ) {
@@ -244,14 +277,6 @@ impl LiftedCodeObject<'_> {
         } else {
             symbol_directives(out, &symbol);
         }
-        let data_name = |address: u64| {
-            let (name, offset) = self.data_reference(address);
-            if offset == 0 {
-                name
-            } else {
-                format!("{name}+{offset}")
-            }
-        };
         for block in &function.blocks {
             if block.index > 0 {
                 writeln!(out, "{}:", names.code_labels[&block.address]).unwrap();
@@ -287,29 +312,15 @@ impl LiftedCodeObject<'_> {
                     writeln!(out, "\ts_setpc_b64 s[{n}:{}]\n.Lgpuinstr_relax_{at:x}_skip:", n + 1).unwrap();
                     continue;
                 }
-                let symbolic = instruction.pc_relative.is_some()
-                    || matches!(
-                        instruction.flow,
-                        crate::stages::lift::Flow::Branch { .. } | crate::stages::lift::Flow::ConditionalBranch { .. }
-                    );
-                let text = if options.force_bytes.contains(&instruction.address) {
-                    None
-                } else {
-                    self.asm_instruction(instruction, names, &data_name)
-                };
-                // The assembler picks the shortest encoding; where the
-                // original used another (a literal -1), keep its bytes.
-                let reencodes =
-                    symbolic || self.isa.mc.encode(&instruction.raw).as_deref() == Some(&instruction.bytes[..]);
-                match text {
-                    Some(text) if reencodes => writeln!(out, "\t{text}").unwrap(),
-                    _ => {
+                match texts.get(&instruction.address) {
+                    Some(text) => writeln!(out, "\t{text}").unwrap(),
+                    None => {
                         let reason = if !instruction.decoded {
                             "undecodable"
                         } else if options.force_bytes.contains(&instruction.address) {
                             "re-assembled differently"
                         } else {
-                            "encoding differs from the assembler's choice"
+                            "its text assembles to other bytes"
                         };
                         notes.raw_instructions.push((instruction.address, reason.to_string()));
                         writeln!(
@@ -416,6 +427,7 @@ impl LiftedCodeObject<'_> {
         }
 
         let names = AsmNames::new(self);
+        let texts = self.instruction_texts(&names, options);
         // Local labels for pc-relative targets no symbol covers.
         let mut data_labels: BTreeSet<u64> = BTreeSet::new();
         for function in &self.functions {
@@ -459,7 +471,7 @@ impl LiftedCodeObject<'_> {
                     if patch.is_none() {
                         bytes_between(&mut out, cursor, function.address);
                     }
-                    self.emit_function(&mut out, function, &names, options, &mut notes);
+                    self.emit_function(&mut out, function, &names, &texts, options, &mut notes);
                     cursor = function.end();
                 }
             } else {

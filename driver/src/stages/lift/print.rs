@@ -40,6 +40,14 @@ impl LiftedCodeObject<'_> {
     /// An address as `symbol+offset` (the innermost named object or function
     /// containing it), or `section+offset`.
     pub fn describe_address(&self, address: u64) -> String {
+        let (name, offset) = self.address_parts(address);
+        offset_expression(&name, offset)
+    }
+
+    /// An address as the innermost named object or function containing it
+    /// and the offset into it, or a section and the offset, or the number
+    /// itself with offset 0.
+    pub fn address_parts(&self, address: u64) -> (String, u64) {
         let symbol = self
             .code_object
             .symbols
@@ -48,11 +56,11 @@ impl LiftedCodeObject<'_> {
             .filter(|s| address >= s.value && (address < s.value + s.size.max(1)))
             .min_by_key(|s| s.size);
         if let Some(symbol) = symbol {
-            return offset_expression(&symbol.name, address - symbol.value);
+            return (symbol.name.clone(), address - symbol.value);
         }
         match self.code_object.sections.iter().find(|s| s.loadable && s.contains(address)) {
-            Some(section) => offset_expression(&section.name, address - section.address),
-            None => format!("{address:#x}"),
+            Some(section) => (section.name.clone(), address - section.address),
+            None => (format!("{address:#x}"), 0),
         }
     }
 
@@ -63,7 +71,7 @@ impl LiftedCodeObject<'_> {
         &self,
         instruction: &Instruction,
         names: &AsmNames,
-        data_name: &dyn Fn(u64) -> String,
+        data_name: &dyn Fn(u64) -> (String, u64),
     ) -> Option<String> {
         if !instruction.decoded {
             return None;
@@ -84,8 +92,14 @@ impl LiftedCodeObject<'_> {
         if let Some(pc) = &instruction.pc_relative {
             raw.operands[pc.operand] = Operand::Immediate(SENTINEL_LITERAL);
             let half = if pc.half == Half::Low { "lo" } else { "hi" };
-            let target = names.code_labels.get(&pc.target).cloned().unwrap_or_else(|| data_name(pc.target));
-            replacement = Some((format!("{SENTINEL_LITERAL:#x}"), format!("{target}@rel32@{half}+{}", pc.addend)));
+            // `symbol@rel32@lo+addend`: an offset into the symbol belongs in
+            // the addend (llvm-mc rejects `symbol+4@rel32@lo`).
+            let (target, offset) = match names.code_labels.get(&pc.target) {
+                Some(label) => (label.clone(), 0),
+                None => data_name(pc.target),
+            };
+            let addend = pc.addend + offset as i64;
+            replacement = Some((format!("{SENTINEL_LITERAL:#x}"), format!("{target}@rel32@{half}+{addend}")));
         }
         let text = self.isa.mc.print(&raw, instruction.address)?;
         match replacement {
@@ -93,6 +107,19 @@ impl LiftedCodeObject<'_> {
             Some(_) => None,
             None => Some(text),
         }
+    }
+}
+
+impl LiftedCodeObject<'_> {
+    /// Whether llvm-mc assembles each text to exactly its bytes (each
+    /// distinct text assembled once, all in one batch).
+    pub fn texts_assemble_to(&self, pairs: &[(&str, &[u8])]) -> Vec<bool> {
+        let mut distinct: Vec<&str> = pairs.iter().map(|(text, _)| *text).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let assembled: std::collections::HashMap<&str, Option<Vec<u8>>> =
+            distinct.iter().copied().zip(self.isa.mc.assemble(&distinct)).collect();
+        pairs.iter().map(|(text, bytes)| assembled[text].as_deref() == Some(*bytes)).collect()
     }
 }
 
@@ -107,7 +134,8 @@ fn offset_expression(name: &str, offset: u64) -> String {
 fn mir_operand(lifted: &LiftedCodeObject<'_>, function: &Function, instruction: &Instruction, index: usize) -> String {
     if let Some(pc) = instruction.pc_relative.as_ref().filter(|pc| pc.operand == index) {
         let half = if pc.half == Half::Low { "lo" } else { "hi" };
-        return format!("target-flags(amdgpu-rel32-{half}) @{} + {}", lifted.describe_address(pc.target), pc.addend);
+        let (name, offset) = lifted.address_parts(pc.target);
+        return format!("target-flags(amdgpu-rel32-{half}) @{name} + {}", pc.addend + offset as i64);
     }
     if index == 0 {
         if let Flow::Branch { target } | Flow::ConditionalBranch { target } = instruction.flow {
@@ -197,20 +225,47 @@ pub fn mir(lifted: &LiftedCodeObject<'_>, only: Option<&str>) -> String {
     out
 }
 
-/// The assembly of the selected functions, as the emitter writes it.
+/// The assembly of the selected functions, as the emitter writes it:
+/// instructions whose text would assemble to other bytes as `.byte` lines.
 pub fn asm(lifted: &LiftedCodeObject<'_>, only: Option<&str>) -> String {
     let names = AsmNames::new(lifted);
-    let data_name = |address: u64| lifted.describe_address(address);
+    let data_name = |address: u64| lifted.address_parts(address);
+    let selected: Vec<&Function> = lifted.functions.iter().filter(|f| only.is_none_or(|name| f.name == name)).collect();
+    let texts: Vec<Option<String>> =
+        selected.iter().flat_map(|f| f.instructions()).map(|i| lifted.asm_instruction(i, &names, &data_name)).collect();
+    // Symbolic operands are written as the emitter writes them; every other
+    // text must assemble to the instruction's bytes.
+    let plain: Vec<(&str, &[u8])> = selected
+        .iter()
+        .flat_map(|f| f.instructions())
+        .zip(&texts)
+        .filter(|(i, _)| !is_symbolic(i))
+        .filter_map(|(i, t)| Some((t.as_deref()?, &i.bytes[..])))
+        .collect();
+    let mut exact = lifted.texts_assemble_to(&plain).into_iter();
+    let mut texts = texts.into_iter();
     let mut out = String::new();
-    for function in lifted.functions.iter().filter(|f| only.is_none_or(|name| f.name == name)) {
+    for function in selected {
         writeln!(out, "; {}\n{}:", kind_text(lifted, function), function.name).unwrap();
         for block in &function.blocks {
             if block.index > 0 {
                 writeln!(out, "{}:", names.code_labels[&block.address]).unwrap();
             }
             for instruction in &block.instructions {
-                match lifted.asm_instruction(instruction, &names, &data_name) {
-                    Some(text) => writeln!(out, "\t{text}").unwrap(),
+                let text = texts.next().flatten();
+                let exact = match &text {
+                    Some(_) if !is_symbolic(instruction) => exact.next().unwrap_or(false),
+                    Some(_) => true,
+                    None => false,
+                };
+                match text {
+                    Some(text) if exact => writeln!(out, "\t{text}").unwrap(),
+                    Some(text) => writeln!(
+                        out,
+                        "\t.byte {}\t; {text} (the text assembles to other bytes)",
+                        byte_list(&instruction.bytes)
+                    )
+                    .unwrap(),
                     None => writeln!(out, "\t.byte {}", byte_list(&instruction.bytes)).unwrap(),
                 }
             }
@@ -218,6 +273,13 @@ pub fn asm(lifted: &LiftedCodeObject<'_>, only: Option<&str>) -> String {
         writeln!(out).unwrap();
     }
     out
+}
+
+/// Whether an instruction's text has symbolic operands (branch targets,
+/// pc-relative literals) whose encoding depends on the layout.
+pub fn is_symbolic(instruction: &Instruction) -> bool {
+    instruction.pc_relative.is_some()
+        || matches!(instruction.flow, Flow::Branch { .. } | Flow::ConditionalBranch { .. })
 }
 
 pub fn byte_list(bytes: &[u8]) -> String {
