@@ -241,9 +241,13 @@ fn availability(globally_free: usize, growable: usize, min_free: usize, needed: 
 /// Where stage sva places the SVA of every kernel (allocations as they
 /// are, no work-item ids), by function index.
 pub fn sva_placements(lifted: &LiftedCodeObject<'_>, liveness: &Liveness) -> BTreeMap<usize, SvaPlacementKind> {
-    use crate::stages::sva::{place, Home, SvaRequest};
+    use crate::stages::sva::{place, Home, RegisterGrowth, SvaRequest};
     let kernels = (0..lifted.functions.len()).filter(|f| lifted.functions[*f].is_kernel()).collect();
-    let placement = place(lifted, liveness, &SvaRequest { instrumented: kernels, work_item_ids: false, grow: false });
+    let placement = place(
+        lifted,
+        liveness,
+        &SvaRequest { instrumented: kernels, work_item_ids: false, grow: RegisterGrowth::Never },
+    );
     placement
         .kernels
         .iter()

@@ -57,6 +57,15 @@ pub enum Error {
 
     #[error("{file}: the input has several code objects ({targets}); pick one with --target")]
     SeveralCodeObjects { file: PathBuf, targets: String },
+
+    #[error("{file}: the input holds no code object{}", if .target.is_empty() { String::new() } else { format!(" for target `{}`", .target) })]
+    NoCodeObject { file: PathBuf, target: String },
+
+    #[error(
+        "{file}: the tool has no code object for {target} (it has {available}); build the tool for every target the \
+         application has (--offload-arch), or pick the application's code objects with --target"
+    )]
+    ToolLacksTarget { file: PathBuf, target: String, available: String },
 }
 
 /// What is wrong with an input file.

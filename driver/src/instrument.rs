@@ -10,7 +10,7 @@ use inkwell::context::Context;
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::payloads::{compile_payloads, CompileError, PayloadOptions};
+use crate::payloads::{compile_payloads, CompileError, LeftOutCause, LeftOutPoint, PayloadOptions};
 use crate::plan::{hook_counts, Plan};
 use crate::stages::emit::link::{build, EmitError, Linker};
 use crate::stages::emit::EmitOptions;
@@ -18,7 +18,7 @@ use crate::stages::lift::{lift, IsaError};
 use crate::stages::liveness::analyze;
 use crate::stages::load::CodeObject;
 use crate::stages::patch::{patch, KernelPatch, PatchError};
-use crate::stages::sva::{place, SvaRequest};
+use crate::stages::sva::{place, RegisterGrowth, SvaRequest};
 
 /// What becomes of the tool's globals (`Counter`) in the output.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -33,20 +33,30 @@ pub enum ToolGlobals {
 
 #[derive(Clone, Debug)]
 pub struct InstrumentOptions {
-    /// Let kernels' register allocations grow when the SVA needs a register.
-    pub grow_registers: bool,
+    /// When kernels' register allocations may grow (the SVA's home, payload
+    /// registers).
+    pub grow_registers: RegisterGrowth,
     pub tool_globals: ToolGlobals,
     pub linker: Linker,
     pub payloads: PayloadOptions,
+    /// Accept an output in which selected points are left out (the report
+    /// then says so first). Off: any point left out is an error and nothing
+    /// is written, since the tool would count less than ran.
+    pub allow_partial: bool,
+    /// A file in which the plan selects no instruction is an error (off: it
+    /// comes back unchanged, and the report says so).
+    pub require_points: bool,
 }
 
 impl Default for InstrumentOptions {
     fn default() -> Self {
         InstrumentOptions {
-            grow_registers: false,
+            grow_registers: RegisterGrowth::default(),
             tool_globals: ToolGlobals::Defined,
             linker: Linker::Comgr,
             payloads: PayloadOptions::default(),
+            allow_partial: false,
+            require_points: false,
         }
     }
 }
@@ -57,16 +67,19 @@ pub struct InstrumentReport {
     /// Where the code object is in its file (empty for a code object file).
     pub origin: String,
     pub target: String,
-    /// Points per hook.
+    /// Points per hook (those in functions that can be instrumented).
     pub hooks: BTreeMap<String, usize>,
+    /// Points the plan selects, in every function.
+    pub selected: usize,
+    /// Points in functions that can be instrumented (the others are left out).
     pub points: usize,
     /// Payloads LLVM compiled for the points (alike points share one).
     pub payloads_compiled: usize,
     pub kernels: Vec<KernelPatch>,
     /// Functions that were not instrumented, and why.
     pub skipped: Vec<String>,
-    /// Points left alone, and why.
-    pub rejected: Vec<String>,
+    /// Selected points that are not instrumented, and why.
+    pub left_out: Vec<LeftOutPoint>,
     pub globals: Vec<String>,
     pub tool_globals: ToolGlobals,
     pub seconds: f64,
@@ -88,6 +101,13 @@ pub enum InstrumentError {
     Emit(#[from] EmitError),
     #[error("the plan selects no instruction of this code object ({0})")]
     NothingSelected(String),
+    #[error("the plan selects no instruction in the file; nothing to instrument (without --require-points the file would be written unchanged)")]
+    NothingSelectedInFile,
+    #[error(
+        "{left_out} of {selected} selected points would be left out, and the tool would count less than ran, so \
+         nothing was written: {summary}; pass --allow-partial to accept an output without them (its report lists them)"
+    )]
+    PointsLeftOut { left_out: usize, selected: usize, summary: String },
     #[error(transparent)]
     Load(#[from] crate::Error),
     #[error("{origin}: {source}")]
@@ -100,14 +120,62 @@ pub enum InstrumentError {
 /// instrumented, and the code objects left as they were.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct FileReport {
+    /// Points left out in all code objects, when any were (the output is
+    /// partial: only with `allow_partial`).
+    pub partial: Option<Partial>,
     pub code_objects: Vec<InstrumentReport>,
     /// `(where in the file, why)`.
     pub unchanged: Vec<(String, String)>,
 }
 
+/// What a partial output misses.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Partial {
+    pub selected: usize,
+    pub left_out: usize,
+    /// Points left out by cause.
+    pub by_cause: BTreeMap<LeftOutCause, usize>,
+}
+
+/// Left-out points by cause, and each cause with its count, an example and
+/// what to do, joined by "; ".
+fn left_out_summary(reports: &[InstrumentReport]) -> (BTreeMap<LeftOutCause, usize>, Vec<String>) {
+    let mut by_cause: BTreeMap<LeftOutCause, (usize, &LeftOutPoint)> = BTreeMap::new();
+    for point in reports.iter().flat_map(|r| &r.left_out) {
+        by_cause.entry(point.cause).or_insert((0, point)).0 += 1;
+    }
+    let parts: Vec<String> = by_cause
+        .iter()
+        .map(|(cause, (count, example))| {
+            format!(
+                "{count} {} {} (e.g. {}: {}): {}",
+                if *count == 1 { "point:" } else { "points:" },
+                cause.describe(),
+                example.point,
+                example.why,
+                cause.remedy()
+            )
+        })
+        .collect();
+    (by_cause.into_iter().map(|(c, (n, _))| (c, n)).collect(), parts)
+}
+
 impl FileReport {
     pub fn render_text(&self) -> String {
         let mut out = String::new();
+        if let Some(partial) = &self.partial {
+            let (_, summary) = left_out_summary(&self.code_objects);
+            writeln!(
+                out,
+                "PARTIAL: {} of {} selected points are left out (--allow-partial): the tool's numbers miss what \
+                 they would have counted",
+                partial.left_out, partial.selected
+            )
+            .unwrap();
+            for part in &summary {
+                writeln!(out, "  {part}").unwrap();
+            }
+        }
         for report in &self.code_objects {
             if !report.origin.is_empty() {
                 writeln!(out, "{}:", report.origin).unwrap();
@@ -125,10 +193,11 @@ impl FileReport {
 /// and puts them back where they came from: a code object gives a code
 /// object, a bundle a bundle, a host file with `.hip_fatbin` the same host
 /// file with its device code instrumented. Code objects the plan selects
-/// nothing in stay as they were (unless the file holds only one: then that
-/// is an error).
+/// nothing in stay as they were (a file with no point at all is an error
+/// with `require_points`). Any selected point left out is an error unless
+/// `allow_partial`.
 pub fn instrument_file(
-    tool: &CodeObject,
+    tool: &crate::tool::Tool,
     path: &std::path::Path,
     bytes: &[u8],
     plan: &Plan,
@@ -149,9 +218,13 @@ pub fn instrument_file(
     let mut replaced: HashMap<(usize, String), Vec<u8>> = HashMap::new();
     let outcomes = std::sync::Mutex::new(Vec::new());
     let jobs = std::thread::available_parallelism().map_or(1, |n| n.get()).min(input.code_objects.len());
-    let items: Vec<(usize, &CodeObject)> = input.code_objects.iter().enumerate().rev().collect();
-    crate::parallel::for_each_on_threads(items, jobs, |(index, code_object)| {
-        let outcome = instrument_code_object(tool, code_object, plan, registry, options);
+    // Each code object with the tool's code object for its target.
+    let mut items: Vec<(usize, &CodeObject, &CodeObject)> = Vec::new();
+    for (index, code_object) in input.code_objects.iter().enumerate().rev() {
+        items.push((index, code_object, tool.for_target(&code_object.target)?));
+    }
+    crate::parallel::for_each_on_threads(items, jobs, |(index, code_object, tool)| {
+        let outcome = instrument_code_object_partially(tool, code_object, plan, registry, options);
         outcomes.lock().expect("outcomes").push((index, outcome));
     });
     let mut outcomes = outcomes.into_inner().expect("outcomes");
@@ -172,7 +245,9 @@ pub fn instrument_file(
                     code_object.origin.iter().find_map(|o| o.strip_prefix("entry ")).unwrap_or_default().to_string();
                 replaced.insert((bundle_index, triple), new);
             }
-            Err(InstrumentError::NothingSelected(why)) if !single => report.unchanged.push((origin, why)),
+            Err(InstrumentError::NothingSelected(why)) => report
+                .unchanged
+                .push((if single && origin.is_empty() { "the code object".into() } else { origin }, why)),
             Err(error) if origin.is_empty() => return Err(error),
             Err(error) => return Err(InstrumentError::InCodeObject { origin, source: Box::new(error) }),
         }
@@ -191,6 +266,14 @@ pub fn instrument_file(
         }
         Ok(rewrite_bundle(data, &replacements)?)
     };
+    if report.code_objects.is_empty() && options.require_points {
+        return Err(InstrumentError::NothingSelectedInFile);
+    }
+    check_left_out(&mut report, options)?;
+    if replaced.is_empty() {
+        // Nothing instrumented: the file comes back as it was.
+        return Ok((bytes.to_vec(), report));
+    }
     let bytes = match input.kind {
         InputKind::CodeObject => replaced.into_values().next().unwrap_or_else(|| bytes.to_vec()),
         InputKind::OffloadBundle => replace_in(0, bytes)?,
@@ -211,8 +294,40 @@ pub fn instrument_file(
     Ok((bytes, report))
 }
 
+/// Whether points were left out: an error unless `allow_partial`, else the
+/// report's `partial` says what is missing.
+fn check_left_out(report: &mut FileReport, options: &InstrumentOptions) -> Result<(), InstrumentError> {
+    let left_out: usize = report.code_objects.iter().map(|r| r.left_out.len()).sum();
+    if left_out == 0 {
+        return Ok(());
+    }
+    let selected = report.code_objects.iter().map(|r| r.selected).sum();
+    let (by_cause, summary) = left_out_summary(&report.code_objects);
+    if !options.allow_partial {
+        return Err(InstrumentError::PointsLeftOut { left_out, selected, summary: summary.join("; ") });
+    }
+    report.partial = Some(Partial { selected, left_out, by_cause });
+    Ok(())
+}
+
 /// Instruments one code object; the new code object's bytes and a report.
+/// Points left out are an error unless `options.allow_partial`.
 pub fn instrument_code_object(
+    tool: &CodeObject,
+    app: &CodeObject,
+    plan: &Plan,
+    registry: &Registry,
+    options: &InstrumentOptions,
+) -> Result<(Vec<u8>, InstrumentReport), InstrumentError> {
+    let (bytes, report) = instrument_code_object_partially(tool, app, plan, registry, options)?;
+    let mut file = FileReport { code_objects: vec![report], ..FileReport::default() };
+    check_left_out(&mut file, options)?;
+    Ok((bytes, file.code_objects.remove(0)))
+}
+
+/// Instruments one code object, leaving out the points that cannot be
+/// instrumented (listed in the report).
+fn instrument_code_object_partially(
     tool: &CodeObject,
     app: &CodeObject,
     plan: &Plan,
@@ -236,7 +351,29 @@ pub fn instrument_code_object(
         report.skipped.push(format!("{}: its code cannot move (see gpuinstr-link lift --emit stats)", function.name));
     }
     let points = plan.select(&lifted);
-    if points.is_empty() {
+    // Points in functions whose code cannot move are selected and left out.
+    let unmovable = plan.select_where_code_cannot_move(&lifted);
+    for point in &unmovable {
+        let function = &lifted.functions[point.function];
+        let instruction = function.instructions().nth(point.instruction);
+        report.left_out.push(LeftOutPoint {
+            point: format!(
+                "{} {}, instruction {} ({})",
+                if function.is_kernel() { "kernel" } else { "function" },
+                function.name,
+                point.instruction,
+                instruction.map_or("?", |i| i.name(&lifted.isa))
+            ),
+            cause: LeftOutCause::NotRelocatable,
+            why: function
+                .problems
+                .iter()
+                .find(|p| p.kind.blocks_relocation())
+                .map_or_else(String::new, |p| format!("{:#x}: {}", p.address, p.detail)),
+        });
+    }
+    report.selected = points.len() + unmovable.len();
+    if points.is_empty() && unmovable.is_empty() {
         let kernels: Vec<&str> = lifted.functions.iter().filter(|f| f.is_kernel()).map(|f| f.name.as_str()).collect();
         return Err(InstrumentError::NothingSelected(format!("kernels: {}", kernels.join(", "))));
     }
@@ -279,7 +416,8 @@ pub fn instrument_code_object(
     let (patch, patch_report) = patch(&lifted, &liveness, &points, &compiled, &placement, define)?;
     lap("patch");
 
-    let emit = EmitOptions { patch: Some(patch), ..EmitOptions::default() };
+    let emit =
+        EmitOptions { patch: Some(patch), keep_failed: options.payloads.keep_failed.clone(), ..EmitOptions::default() };
     let (bytes, _assembly) = build(&lifted, &emit, options.linker)?;
     lap("emit and link");
     report.hooks = hook_counts(&points);
@@ -288,7 +426,7 @@ pub fn instrument_code_object(
     report.kernels = patch_report.kernels;
     report.globals = patch_report.globals;
     report.tool_globals = options.tool_globals;
-    report.rejected = patch_report.rejected;
+    report.left_out.extend(patch_report.left_out);
     report.seconds = start.elapsed().as_secs_f64();
     report.steps = steps;
     let at = report.steps.iter().position(|(name, _)| name == "payloads").map_or(0, |i| i + 1);
@@ -306,36 +444,62 @@ impl InstrumentReport {
             .filter(|(name, _)| !name.contains('/'))
             .map(|(name, seconds)| format!("{name} {seconds:.2}"))
             .collect();
-        writeln!(out, "target {}: {} points, {:.2} s ({})", self.target, self.points, self.seconds, steps.join(", "))
-            .unwrap();
+        let instrumented = self.selected - self.left_out.len();
+        writeln!(
+            out,
+            "target {}: {instrumented} of {} selected points instrumented, {:.2} s ({})",
+            self.target,
+            self.selected,
+            self.seconds,
+            steps.join(", ")
+        )
+        .unwrap();
+        if !self.left_out.is_empty() {
+            writeln!(out, "  {} points LEFT OUT:", self.left_out.len()).unwrap();
+            for point in &self.left_out {
+                writeln!(out, "    {}: {}: {}", point.point, point.cause.describe(), point.why).unwrap();
+            }
+        }
         writeln!(out, "  payloads compiled: {} (alike points share one)", self.payloads_compiled).unwrap();
         for (hook, count) in &self.hooks {
             writeln!(out, "  hook {hook}: {count} points").unwrap();
         }
         writeln!(
             out,
-            "  kernel                                   sites  added instr  per site  VGPRs    AGPRs    SGPRs    stack"
+            "  kernel                                   sites  added instr  per site  VGPRs     AGPRs     SGPRs     \
+             waves/SIMD  stack"
         )
         .unwrap();
+        let pair = |(before, after): (usize, usize)| {
+            if before == after {
+                format!("{before}")
+            } else {
+                format!("{before}->{after}")
+            }
+        };
         for kernel in &self.kernels {
             let per_site = if kernel.sites > 0 { kernel.instructions_added as f64 / kernel.sites as f64 } else { 0.0 };
+            let agprs = if kernel.agprs == (0, 0) { "-".to_string() } else { pair(kernel.agprs) };
             writeln!(
                 out,
-                "  {:<40} {:>5} {:>12} {:>9.1}  {:>3}->{:<3}  {:>3}->{:<3}  {:>3}->{:<3}  {}->{}",
+                "  {:<40} {:>5} {:>12} {:>9.1}  {:<9} {:<9} {:<9} {:<11} {}",
                 kernel.name,
                 kernel.sites,
                 kernel.instructions_added,
                 per_site,
-                kernel.vgprs.0,
-                kernel.vgprs.1,
-                kernel.agprs.0,
-                kernel.agprs.1,
-                kernel.sgprs.0,
-                kernel.sgprs.1,
-                kernel.stack_bytes.0,
-                kernel.stack_bytes.1
+                pair(kernel.vgprs),
+                agprs,
+                pair(kernel.sgprs),
+                pair(kernel.waves_per_simd),
+                pair((kernel.stack_bytes.0 as usize, kernel.stack_bytes.1 as usize)),
             )
             .unwrap();
+        }
+        for kernel in self.kernels.iter().filter(|k| !k.changes.is_empty()) {
+            writeln!(out, "  {}:", kernel.name).unwrap();
+            for change in &kernel.changes {
+                writeln!(out, "    {change}").unwrap();
+            }
         }
         let relaxed: usize = self.kernels.iter().map(|k| k.branches_relaxed).sum();
         if relaxed > 0 {
@@ -356,12 +520,6 @@ impl InstrumentReport {
         }
         for skipped in &self.skipped {
             writeln!(out, "  not instrumented: {skipped}").unwrap();
-        }
-        if !self.rejected.is_empty() {
-            writeln!(out, "  {} points rejected:", self.rejected.len()).unwrap();
-            for rejected in &self.rejected {
-                writeln!(out, "    {rejected}").unwrap();
-            }
         }
         if !self.globals.is_empty() {
             match self.tool_globals {

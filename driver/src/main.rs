@@ -44,6 +44,26 @@ enum ToolGlobalsChoice {
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
+enum GrowthChoice {
+    /// Never: instrumentation fits in the registers kernels have.
+    Never,
+    /// Where a SIMD still holds as many of the kernel's waves.
+    Free,
+    /// Up to what a wave may have with the kernel's work-group size.
+    Always,
+}
+
+impl From<GrowthChoice> for gpuinstr::stages::sva::RegisterGrowth {
+    fn from(choice: GrowthChoice) -> Self {
+        match choice {
+            GrowthChoice::Never => Self::Never,
+            GrowthChoice::Free => Self::FreeOfOccupancy,
+            GrowthChoice::Always => Self::Always,
+        }
+    }
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
 enum LinkerChoice {
     Comgr,
     Lld,
@@ -75,9 +95,12 @@ enum Command {
         output: PathBuf,
         #[arg(long)]
         target: Option<String>,
-        /// Let a kernel's VGPR allocation grow when instrumentation needs a register nothing frees.
-        #[arg(long)]
-        grow_registers: bool,
+        /// When a kernel's vector register allocation may grow for the instrumentation: `free` (where it costs no
+        /// occupancy), `always` (what a bare --grow-registers means: up to what a wave may have with the kernel's
+        /// work-group size) or `never`.
+        #[arg(long, value_enum, num_args = 0..=1, default_value = "free", default_missing_value = "always",
+              require_equals = true, value_name = "WHEN")]
+        grow_registers: GrowthChoice,
         /// `defined`: the tool's globals are defined in the output for the host to find by name; `external`: left
         /// undefined for a loader to define.
         #[arg(long, value_enum, default_value = "defined")]
@@ -91,6 +114,16 @@ enum Command {
         /// twice as slow; for finding where LLVM goes wrong).
         #[arg(long)]
         verify_each_pass: bool,
+        /// Accept an output in which selected points are left out (its report says so first); without it, any point
+        /// left out is an error and nothing is written.
+        #[arg(long)]
+        allow_partial: bool,
+        /// Fail when the plan selects no instruction in the file (otherwise the file is written unchanged).
+        #[arg(long)]
+        require_points: bool,
+        /// Keep the inputs of failed llc and llvm-mc runs in DIR (nothing is kept otherwise).
+        #[arg(long, value_name = "DIR")]
+        keep_failed: Option<PathBuf>,
         /// Print the run report as JSON.
         #[arg(long)]
         json: bool,
@@ -235,13 +268,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             linker,
             no_shared_payloads,
             verify_each_pass,
+            allow_partial,
+            require_points,
+            keep_failed,
             json,
         } => {
             let plan = gpuinstr::plan::Plan::load(&plan)?;
-            let tool_object = gpuinstr::pipeline::one_code_object(gpuinstr::pipeline::load(&tool)?, None)?;
+            let tool = gpuinstr::tool::Tool::load(&tool)?;
             let bytes = std::fs::read(&file).map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", file.display()))?;
             let options = gpuinstr::instrument::InstrumentOptions {
-                grow_registers,
+                grow_registers: grow_registers.into(),
                 tool_globals: match tool_globals {
                     ToolGlobalsChoice::Defined => gpuinstr::instrument::ToolGlobals::Defined,
                     ToolGlobalsChoice::External => gpuinstr::instrument::ToolGlobals::External,
@@ -250,12 +286,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 payloads: gpuinstr::payloads::PayloadOptions {
                     share_payloads: !no_shared_payloads,
                     verify_each_pass,
+                    keep_failed,
                     ..Default::default()
                 },
+                allow_partial,
+                require_points,
             };
             let registry = gpuinstr_intrinsics::Registry::with_builtins();
             let (bytes, report) = gpuinstr::instrument::instrument_file(
-                &tool_object,
+                &tool,
                 &file,
                 &bytes,
                 &plan,

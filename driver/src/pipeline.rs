@@ -47,5 +47,10 @@ pub fn one_code_object(input: LoadedInput, target: Option<&str>) -> Result<CodeO
         let targets: Vec<String> = input.code_objects.iter().map(|c| c.target.to_string()).collect();
         return Err(Error::SeveralCodeObjects { file: input.path, targets: targets.join(", ") });
     }
-    Ok(input.code_objects.into_iter().next().expect("load returns at least one code object"))
+    let path = input.path;
+    input
+        .code_objects
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::NoCodeObject { file: path, target: target.unwrap_or_default().to_string() })
 }

@@ -59,7 +59,7 @@ pub fn decode_code(
         text.push_str(&format!("\t.size checked{index}, .-checked{index}\n"));
     }
     let directory = tempfile::tempdir()?;
-    let relocatable = assemble(lifted, &text, directory.path())?;
+    let relocatable = assemble(lifted, &text, directory.path(), None)?;
     let file = object::File::parse(&*relocatable).map_err(|e| PreservationError::Object(e.to_string()))?;
     use object::{Object, ObjectSection, ObjectSymbol};
     let section = file.section_by_name(".text").ok_or_else(|| PreservationError::Object("no .text".into()))?;

@@ -311,3 +311,141 @@ fn a_closed_output_pipe_ends_the_command_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A gfx90a kernel whose 32 VGPRs and 32 AGPRs are all live at once (a
+/// 64-register allocation), assembled from text.
+fn dense_kernel(dir: &Path) -> std::path::PathBuf {
+    let mut body = String::new();
+    for v in 0..32 {
+        body += &format!("\tv_mov_b32_e32 v{v}, 0\n");
+    }
+    for a in 0..32 {
+        body += &format!("\tv_accvgpr_write_b32 a{a}, 0\n");
+    }
+    for v in 1..32 {
+        body += &format!("\tv_add_u32_e32 v0, v0, v{v}\n");
+    }
+    for a in 0..32 {
+        body += &format!("\tv_accvgpr_read_b32 v1, a{a}\n");
+    }
+    let text = format!(
+        "\t.amdgcn_target \"amdgcn-amd-amdhsa--gfx90a\"\n\t.text\n\t.globl dense\n\t.p2align 8\n\t.type dense,@function\n\
+         dense:\n{body}\tglobal_store_dword v[0:1], v0, off\n\ts_endpgm\n\t.size dense, .-dense\n\
+         \t.section .rodata,\"a\",@progbits\n\t.p2align 6\n\t.amdhsa_kernel dense\n\
+         \t.amdhsa_next_free_vgpr 64\n\t.amdhsa_next_free_sgpr 16\n\t.amdhsa_accum_offset 32\n\t.end_amdhsa_kernel\n\
+         \t.amdgpu_metadata\n---\namdhsa.kernels:\n  - .name: dense\n    .symbol: dense.kd\n\
+         \x20   .kernarg_segment_size: 0\n    .kernarg_segment_align: 8\n    .group_segment_fixed_size: 0\n\
+         \x20   .private_segment_fixed_size: 0\n    .wavefront_size: 64\n    .sgpr_count: 16\n    .vgpr_count: 64\n\
+         \x20   .max_flat_workgroup_size: 256\namdhsa.target: amdgcn-amd-amdhsa--gfx90a\namdhsa.version:\n  - 1\n  - 1\n...\n\
+         \t.end_amdgpu_metadata\n"
+    );
+    let source = dir.join("dense.s");
+    std::fs::write(&source, text).unwrap();
+    let object = dir.join("dense.o");
+    let status = Command::new("llvm-mc-15")
+        .args(["-triple=amdgcn-amd-amdhsa", "-mcpu=gfx90a", "-filetype=obj"])
+        .arg(&source)
+        .arg("-o")
+        .arg(&object)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let linked = dir.join("dense.hsaco");
+    let status = Command::new("ld.lld-15")
+        .args(["-shared", "--no-undefined"])
+        .arg(&object)
+        .arg("-o")
+        .arg(&linked)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    linked
+}
+
+/// A tool whose hook needs VGPRs (a lane id stored to a global).
+fn vector_tool(dir: &Path) -> std::path::PathBuf {
+    let ir = dir.join("vector.ll");
+    std::fs::write(
+        &ir,
+        "target triple = \"amdgcn-amd-amdhsa\"\n\
+         @Lane = external addrspace(1) global i32\n\
+         declare i32 @llvm.amdgcn.mbcnt.lo(i32, i32)\n\
+         define void @lane() #0 {\n  %l = call i32 @llvm.amdgcn.mbcnt.lo(i32 -1, i32 0)\n  \
+         store volatile i32 %l, ptr addrspace(1) @Lane\n  ret void\n}\n\
+         attributes #0 = { \"gpuinstr_hook\" }\n",
+    )
+    .unwrap();
+    let bitcode = dir.join("vector.bc");
+    assert!(Command::new("llvm-as-15").arg(&ir).arg("-o").arg(&bitcode).status().unwrap().success());
+    let tool = dir.join("vector-tool.hsaco");
+    let status = Command::new("llvm-objcopy-15")
+        .arg(format!("--add-section=.llvmbc={}", bitcode.display()))
+        .arg(code_object(dir))
+        .arg(&tool)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    tool
+}
+
+/// Points left out fail the run with one line saying how many and why, and
+/// nothing is written; the temporary directory is left empty whatever
+/// happens (llc's failed inputs were kept there), and the failed inputs go
+/// where --keep-failed says.
+#[test]
+fn left_out_points_fail_the_run_and_no_temporary_file_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let app = dense_kernel(dir);
+    let tool = vector_tool(dir);
+    let plan = dir.join("plan.toml");
+    std::fs::write(&plan, "[[insert]]\nhook = \"lane\"\nwhere = \"each-instruction\"\n").unwrap();
+    let output = dir.join("out.hsaco");
+    let run = |extra: &[&str]| {
+        let result = gpuinstr_link()
+            .env("TMPDIR", &tmp)
+            .arg("instrument")
+            .arg(&app)
+            .arg("--tool")
+            .arg(&tool)
+            .arg("--plan")
+            .arg(&plan)
+            .arg("-o")
+            .arg(&output)
+            .args(extra)
+            .output()
+            .unwrap();
+        (result.status.code(), String::from_utf8(result.stdout).unwrap(), String::from_utf8(result.stderr).unwrap())
+    };
+    let left_in_tmp = || std::fs::read_dir(&tmp).unwrap().count();
+
+    let (code, _, stderr) = run(&["--grow-registers=never"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains(" selected points would be left out"), "{stderr}");
+    assert!(stderr.contains("no registers for the payload") && stderr.contains("--allow-partial"), "{stderr}");
+    assert!(!output.exists());
+    assert_eq!(left_in_tmp(), 0, "temporary files left behind");
+
+    let (code, stdout, stderr) = run(&["--grow-registers=never", "--allow-partial"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.starts_with("PARTIAL: "), "{stdout}");
+    assert!(output.exists());
+    assert_eq!(left_in_tmp(), 0, "temporary files left behind");
+
+    let kept = dir.join("kept");
+    let (code, _, _) = run(&["--grow-registers=never", "--keep-failed", kept.to_str().unwrap()]);
+    assert_eq!(code, Some(1));
+    let kept_files: Vec<_> = std::fs::read_dir(&kept).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(kept_files.iter().any(|n| n.to_string_lossy().ends_with("payloads.mir")), "{kept_files:?}");
+
+    // Growing (at a cost in occupancy: the kernel is at 8 waves), every
+    // point is placed.
+    std::fs::remove_file(&output).unwrap();
+    let (code, stdout, stderr) = run(&["--grow-registers"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!stdout.contains("PARTIAL"), "{stdout}");
+    assert_eq!(left_in_tmp(), 0, "temporary files left behind");
+}

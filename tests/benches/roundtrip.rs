@@ -36,7 +36,7 @@ fn main() {
         let assembly = lifted.emit_assembly(&EmitOptions::default());
         let emit_seconds = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let relocatable = assemble(&lifted, &assembly.text, scratch.path()).expect("assembles");
+        let relocatable = assemble(&lifted, &assembly.text, scratch.path(), None).expect("assembles");
         link(&relocatable, "amdgcn-amd-amdhsa--gfx90a:xnack-", Linker::Comgr, scratch.path()).expect("links");
         let assemble_link_seconds = t.elapsed().as_secs_f64();
         samples.push(Sample {

@@ -10,7 +10,7 @@ use gpuinstr::stages::liveness::analyze;
 use gpuinstr::stages::load::{self, CodeObject};
 use gpuinstr::stages::payload::HookArgument;
 use gpuinstr::stages::sva::sliding::Sliding;
-use gpuinstr::stages::sva::{place, Home, SvaRequest};
+use gpuinstr::stages::sva::{place, Home, RegisterGrowth, SvaRequest};
 use gpuinstr_emulator::{Device, Launch, Options, RunReport};
 use gpuinstr_intrinsics::Registry;
 use gpuinstr_tests::*;
@@ -51,13 +51,13 @@ fn debian_code_object(package: &str, library: &str, kernel: &str) -> CodeObject 
 /// Instruments with registers allowed to grow (as scripts/instrument-corpus.sh
 /// does), so every point the plan selects is instrumented.
 fn instrumented(tool: &CodeObject, app: &CodeObject, plan: &Plan) -> CodeObject {
-    instrumented_growing(tool, app, plan, true)
+    instrumented_growing(tool, app, plan, RegisterGrowth::Always)
 }
 
-fn instrumented_growing(tool: &CodeObject, app: &CodeObject, plan: &Plan, grow: bool) -> CodeObject {
+fn instrumented_growing(tool: &CodeObject, app: &CodeObject, plan: &Plan, grow: RegisterGrowth) -> CodeObject {
     let options = InstrumentOptions { grow_registers: grow, ..InstrumentOptions::default() };
     let (bytes, report) = instrument_code_object(tool, app, plan, &Registry::with_builtins(), &options).unwrap();
-    assert!(report.rejected.is_empty(), "{:?}", report.rejected);
+    assert!(report.left_out.is_empty(), "{:?}", report.left_out);
     CodeObject::parse(bytes, Vec::new()).unwrap()
 }
 
@@ -366,7 +366,7 @@ fn the_memory_tracer_traces_each_offset_of_a_shared_payload() {
             offsets.values().any(|o| o.len() > 1 && o.iter().any(|x| *x != o[0]) && o.iter().any(|x| *x < 0)),
             "{target}: {offsets:?}"
         );
-        let options = InstrumentOptions { grow_registers: true, ..InstrumentOptions::default() };
+        let options = InstrumentOptions { grow_registers: RegisterGrowth::Always, ..InstrumentOptions::default() };
         let (bytes, report) = instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &options).unwrap();
         assert!(report.payloads_compiled < report.points, "{target}: {} payloads", report.payloads_compiled);
         let output = CodeObject::parse(bytes, Vec::new()).unwrap();
@@ -488,12 +488,12 @@ fn every_example_tool_on_rocrand_xorwow_init() {
 /// original; the memory tracer's addresses must lie in allocations named in
 /// `readable`, and some wave must diverge.
 fn every_example_tool_on(app: &CodeObject, case: &Case, readable: &[&str]) {
-    every_example_tool_growing(app, case, readable, true, true);
+    every_example_tool_growing(app, case, readable, RegisterGrowth::Always, true);
 }
 
-/// The same, growing registers or not; `diverges`: whether some wave must
-/// diverge (or none may).
-fn every_example_tool_growing(app: &CodeObject, case: &Case, readable: &[&str], grow: bool, diverges: bool) {
+/// The same, with registers growing as `grow` allows; `diverges`: whether
+/// some wave must diverge (or none may).
+fn every_example_tool_growing(app: &CodeObject, case: &Case, readable: &[&str], grow: RegisterGrowth, diverges: bool) {
     let dir = scratch();
     for example in EXAMPLE_TOOLS {
         let tool = example_tool(example, dir.path());
@@ -538,6 +538,7 @@ fn assert_slides(app: &CodeObject, kernel: &str, work_item_ids: bool, grow: bool
     let lifted = lift(app).unwrap();
     let liveness = analyze(&lifted);
     let function = lifted.functions.iter().position(|f| f.name == kernel).unwrap();
+    let grow = if grow { RegisterGrowth::Always } else { RegisterGrowth::Never };
     let request = SvaRequest { instrumented: [function].into(), work_item_ids, grow };
     let placement = place(&lifted, &liveness, &request);
     let placed = placement.kernels.iter().find(|k| k.kernel == function).unwrap();
@@ -578,9 +579,11 @@ fn every_example_tool_on_a_kernel_with_no_free_vector_register() {
 /// A compiled kernel squeezed into 24 VGPRs (`registerSpills` in
 /// tests/inputs/kernels/calls_and_scratch.hip: 64 values, unrolled loops,
 /// scratch spills on gfx90a): no VGPR is free for the whole kernel, and
-/// without `--grow-registers` the SVA slides between VGPRs free where it is.
-/// Every example tool then reads the launch right, and the memory tracer
-/// sees every lane's global and scratch access.
+/// with growth off stage sva slides the SVA between VGPRs free where it is.
+/// Instrumented with the default growth (free of occupancy cost: the SVA
+/// and dense payloads get VGPRs past the allocation), every example tool
+/// reads the launch right, and the memory tracer sees every lane's global
+/// and scratch access.
 #[test]
 fn every_example_tool_on_a_spilling_kernel_without_growing() {
     let kernel = "_Z14registerSpillsPfPKf";
@@ -597,5 +600,5 @@ fn every_example_tool_on_a_spilling_kernel_without_growing() {
         scalars: vec![],
     };
     // Unrolled: no branch diverges.
-    every_example_tool_growing(&app, &case, &["buffer", "scratch"], false, false);
+    every_example_tool_growing(&app, &case, &["buffer", "scratch"], RegisterGrowth::FreeOfOccupancy, false);
 }

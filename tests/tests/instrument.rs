@@ -2,10 +2,12 @@
 
 use std::process::Command;
 
-use gpuinstr::instrument::{instrument_code_object, InstrumentOptions};
+use gpuinstr::instrument::{instrument_code_object, InstrumentError, InstrumentOptions};
+use gpuinstr::payloads::LeftOutCause;
 use gpuinstr::plan::Plan;
 use gpuinstr::stages::lift::lift;
 use gpuinstr::stages::load::{self, CodeObject};
+use gpuinstr::stages::sva::RegisterGrowth;
 use gpuinstr_intrinsics::Registry;
 use gpuinstr_tests::*;
 
@@ -163,21 +165,32 @@ fn kernels_get_a_preamble_when_hooks_need_the_sva() {
             let app = load::load_for_target(&test_kernels(kernels), Some(target)).unwrap().code_objects.remove(0);
             for (tool, plan, what) in [(&arguments_tool, &dimensions, "dimensions"), (&hooks_tool, &stack, "stack")] {
                 let name = format!("{kernels}-{target}-{what}");
-                // Without growing, a kernel with no free VGPR keeps its
-                // points and says why; the others are instrumented.
-                let (_, report) = instrument_code_object(tool, &app, plan, &registry, &InstrumentOptions::default())
+                // Never growing, a kernel with no free VGPR keeps its points
+                // and says why, with --allow-partial; the others are
+                // instrumented. Without it, that is an error.
+                let never = InstrumentOptions { grow_registers: RegisterGrowth::Never, ..InstrumentOptions::default() };
+                let partial = InstrumentOptions { allow_partial: true, ..never.clone() };
+                let (_, report) = instrument_code_object(tool, &app, plan, &registry, &partial)
                     .unwrap_or_else(|e| panic!("{name}: {e}"));
-                for rejected in &report.rejected {
+                for point in &report.left_out {
                     assert!(
-                        rejected.contains("--grow-registers") || rejected.contains("State Value Array"),
-                        "{name}: {rejected}"
+                        matches!(point.cause, LeftOutCause::NoSvaRegister | LeftOutCause::NoPayloadRegisters),
+                        "{name}: {point:?}"
                     );
                 }
-                assert!(report.rejected.len() < report.points, "{name}: everything rejected");
-                let grow = InstrumentOptions { grow_registers: true, ..InstrumentOptions::default() };
+                assert!(report.left_out.len() < report.points, "{name}: everything left out");
+                if !report.left_out.is_empty() {
+                    match instrument_code_object(tool, &app, plan, &registry, &never) {
+                        Err(InstrumentError::PointsLeftOut { left_out, selected, .. }) => {
+                            assert_eq!((left_out, selected), (report.left_out.len(), report.selected), "{name}")
+                        }
+                        other => panic!("{name}: points left out without an error: {:?}", other.map(|r| r.1)),
+                    }
+                }
+                let grow = InstrumentOptions { grow_registers: RegisterGrowth::Always, ..InstrumentOptions::default() };
                 let (bytes, report) = instrument_code_object(tool, &app, plan, &registry, &grow)
                     .unwrap_or_else(|e| panic!("{name}: {e}"));
-                assert!(report.rejected.is_empty(), "{name}: {:?}", report.rejected);
+                assert!(report.left_out.is_empty(), "{name}: {:?}", report.left_out);
                 assert_accepted(&app, &bytes, dir.path(), &name);
                 let output = CodeObject::parse(bytes, Vec::new()).unwrap();
                 let verified = assert_verified(&app, &output, &name);
@@ -237,7 +250,7 @@ fn kernels_get_a_preamble_when_hooks_need_the_sva() {
 }
 
 /// The opcode histogram, the memory tracer and the branch-divergence tool
-/// with their plans, on every test kernel: nothing rejected (registers may
+/// with their plans, on every test kernel: nothing left out (registers may
 /// grow), every output accepted and verified; the plans select what they
 /// say (flat and global instructions with their address operands; every
 /// `s_and_saveexec_b64` with its condition).
@@ -247,7 +260,7 @@ fn the_examples_instrument_our_kernels() {
     use gpuinstr_intrinsics::{Register, SpecialRegister};
     let dir = scratch();
     let registry = Registry::with_builtins();
-    let grow = InstrumentOptions { grow_registers: true, ..InstrumentOptions::default() };
+    let grow = InstrumentOptions { grow_registers: RegisterGrowth::Always, ..InstrumentOptions::default() };
     for (example, targets) in [
         ("opcode-histogram", &["gfx90a"][..]),
         ("memory-tracer", &["gfx90a", "gfx908"][..]),
@@ -298,12 +311,9 @@ fn the_examples_instrument_our_kernels() {
                 }
                 let (bytes, report) = instrument_code_object(&tool, &app, &plan, &registry, &grow)
                     .unwrap_or_else(|e| panic!("{name}: {e}"));
-                // Only a kernel's register limit may refuse a point (gfx908's
-                // manyRegisters: 1,024 work-items leave 64 VGPRs per wave).
-                for rejected in &report.rejected {
-                    assert!(rejected.contains("registers a wave of"), "{name}: {rejected}");
-                }
-                assert!(report.rejected.len() * 4 < points.len(), "{name}: {:#?}", report.rejected);
+                // Even gfx908's manyRegisters (1,024 work-items leave 64
+                // VGPRs a wave) keeps every point: payloads stay below the limit.
+                assert!(report.left_out.is_empty(), "{name}: {:#?}", report.left_out);
                 assert_accepted(&app, &bytes, dir.path(), &name);
                 let output = CodeObject::parse(bytes, Vec::new()).unwrap();
                 let verified = assert_verified(&app, &output, &name);
@@ -325,7 +335,8 @@ fn host_files_and_bundles_come_back_instrumented() {
     use object::{Object, ObjectSection};
     let dir = scratch();
     let dir = dir.path();
-    let tool = counter_tool(dir);
+    counter_tool(dir);
+    let tool = gpuinstr::tool::Tool::load(&dir.join("counter.hsaco")).unwrap();
     let plan = Plan::load(&repo().join("hook-sdk/examples/instruction-counter/plan.toml")).unwrap();
     let registry = Registry::with_builtins();
     let options = InstrumentOptions::default();
@@ -463,7 +474,7 @@ fn far_branches_become_long_jumps() {
     let app = kernel_from_assembly("gfx90a", &body, "");
     let (bytes, report) =
         instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &InstrumentOptions::default()).unwrap();
-    assert!(report.rejected.is_empty(), "{:?}", report.rejected);
+    assert!(report.left_out.is_empty(), "{:?}", report.left_out);
     assert_eq!(report.kernels[0].branches_relaxed, 2, "{}", report.render_text());
     assert!(report.render_text().contains("branches relaxed into long jumps: 2"), "{}", report.render_text());
     assert_accepted(&app, &bytes, dir.path(), "far-branches");
@@ -503,7 +514,7 @@ fn kernels_with_no_free_vgpr_keep_the_sva_in_an_agpr() {
         "every.toml",
     )
     .unwrap();
-    for (target, grow) in [("gfx908", false), ("gfx90a", true)] {
+    for (target, grow) in [("gfx908", RegisterGrowth::Never), ("gfx90a", RegisterGrowth::Always)] {
         let app =
             load::load_for_target(&test_kernels("register_pressure"), Some(target)).unwrap().code_objects.remove(0);
         let lifted = lift(&app).unwrap();
@@ -535,7 +546,7 @@ fn kernels_with_no_free_vgpr_keep_the_sva_in_an_agpr() {
             let name = format!("register_pressure-{target}-{what}");
             let (bytes, report) = instrument_code_object(&tool, &app, plan, &registry, &options)
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert!(report.rejected.is_empty(), "{name}: {:?}", report.rejected);
+            assert!(report.left_out.is_empty(), "{name}: {:?}", report.left_out);
             let instrumented: Vec<&str> = report.kernels.iter().map(|k| k.name.as_str()).collect();
             assert!(instrumented.iter().any(|k| k.contains("everyVgpr")), "{name}: {instrumented:?}");
             if what == "branches" {

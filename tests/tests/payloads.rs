@@ -662,7 +662,7 @@ fn a_spilling_payload_without_an_sva_rejects_only_its_point() {
         .collect();
     let options = PayloadOptions { verify_each_pass: true, ..Default::default() };
     let compiled = compile_payloads_at(&tool, &lifted, &points, &sites, &Registry::with_builtins(), &options).unwrap();
-    let why = compiled.payloads[0].rejected.as_deref().expect("the dense point is rejected");
+    let why = &compiled.payloads[0].rejected.as_ref().expect("the dense point is rejected").message;
     assert!(why.contains("spills") && why.contains("no VGPR or AGPR is free"), "{why}");
     assert!(compiled.payloads[0].code.is_empty());
     assert_eq!(compiled.payloads[1].rejected, None);

@@ -142,3 +142,227 @@ fn references_into_a_constant_table_assemble_and_read_the_same_entries() {
         assert_eq!(run(&output, "instrumented"), expected, "{target}: instrumented");
     }
 }
+
+/// What the instruction counter must count for a run of the original: one
+/// per wave execution of an instruction the scalar hooks count, the active
+/// lanes of each execution of the others.
+fn expected_count(app: &CodeObject, report: &gpuinstr_emulator::RunReport) -> u64 {
+    let lifted = lift(app).unwrap();
+    counter_plan()
+        .select(&lifted)
+        .iter()
+        .map(|point| {
+            let instruction = lifted.functions[point.function].instructions().nth(point.instruction).unwrap();
+            let (waves, lanes) = report.counts.per_address.get(&instruction.address).copied().unwrap_or((0, 0));
+            if point.calls.iter().all(|c| c.hook == "countInstructionsScalar") {
+                waves
+            } else {
+                lanes
+            }
+        })
+        .sum()
+}
+
+/// Item 1: a kernel without `__launch_bounds__` at the VGPR limit of a
+/// wave (1,024 work-items: 128 on gfx90a, 64 on gfx908). With default
+/// options every point is instrumented (payloads compiled within the
+/// kernel's limit; LLVM once took v[128:129], and gfx90a's AGPRs, while
+/// aligned pairs below were free), the allocation stays within the limit,
+/// and the emulated count is what ran.
+#[test]
+fn kernels_at_the_vgpr_limit_keep_every_point() {
+    use gpuinstr::stages::load::occupancy;
+    let dir = scratch();
+    let tool = counter_tool(dir.path());
+    for target in ["gfx90a", "gfx908"] {
+        let app = code_object("vgpr_limit.hip", target);
+        let kernel = &app.kernels[0];
+        let (wave_vgprs, wave_total) =
+            occupancy::wave_register_limit(target, kernel.metadata.max_flat_workgroup_size as u32);
+        assert_eq!(kernel.metadata.vgpr_count as usize, wave_vgprs, "{target}: the kernel is at the limit");
+        let (bytes, report) =
+            instrument_code_object(&tool, &app, &counter_plan(), &Registry::with_builtins(), &Default::default())
+                .unwrap_or_else(|e| panic!("{target}: {e}"));
+        assert!(report.left_out.is_empty(), "{target}: {:#?}", report.left_out);
+        assert_eq!(report.points, report.selected, "{target}");
+        let patched = &report.kernels[0];
+        assert!(patched.vector_allocation.1 <= wave_total, "{target}: {patched:?}");
+        assert!(patched.vgprs.1 <= wave_vgprs, "{target}: {patched:?}");
+        let output = CodeObject::parse(bytes, Vec::new()).unwrap();
+        let verified = gpuinstr::verify::verify(&app, &output).unwrap();
+        assert!(verified.ok(), "{target}: {}", verified.render_text());
+
+        let input: Vec<u8> = (0..6400).flat_map(|i| ((i % 13) as f32 * 0.01).to_le_bytes()).collect();
+        let run = |code_object: &CodeObject, instrumented: bool| {
+            let mut device = Device::new(code_object.clone(), target.into()).unwrap();
+            let counter = instrumented.then(|| device.bind_managed("Counter", 8).unwrap());
+            let inputs = device.allocate("in", &input);
+            let outputs = device.allocate("out", &[0; 256]);
+            let arguments =
+                [inputs.to_le_bytes().to_vec(), outputs.to_le_bytes().to_vec(), 3i32.to_le_bytes().to_vec()];
+            let run = device.launch("_Z8pressurePKfPfi", Launch::linear(1, 64), &arguments).unwrap();
+            let counted = counter.map(|c| device.memory.read_u64(c).unwrap());
+            (device.memory.bytes(outputs, 256).unwrap(), run, counted)
+        };
+        let (expected, original, _) = run(&app, false);
+        let (computed, _, counted) = run(&output, true);
+        assert_eq!(computed, expected, "{target}: the kernel's results");
+        assert_eq!(counted, Some(expected_count(&app, &original)), "{target}: the counter");
+    }
+}
+
+/// A kernel whose every VGPR and AGPR is live at once (v0-v31, a0-a31 of a
+/// 64-register allocation): nothing fits without growing.
+fn dense_kernel() -> CodeObject {
+    let vgprs: String = (0..32).map(|v| format!("\tv_mov_b32_e32 v{v}, 0\n")).collect();
+    let agprs: String = (0..32).map(|a| format!("\tv_accvgpr_write_b32 a{a}, 0\n")).collect();
+    let reads: String = (1..32).map(|v| format!("\tv_add_u32_e32 v0, v0, v{v}\n")).collect();
+    let keep_agprs: String = (0..32).map(|a| format!("\tv_accvgpr_read_b32 v1, a{a}\n")).collect();
+    let body = vgprs + &agprs + &reads + &keep_agprs + "\tglobal_store_dword v[0:1], v0, off\n\ts_endpgm";
+    kernel_from_assembly("gfx90a", &body, "")
+}
+
+/// Item 1: a run that would leave selected points out fails, saying how
+/// many and why, and writes nothing; `allow_partial` accepts it and the
+/// report says so first; growing places every point.
+#[test]
+fn points_left_out_fail_the_run_unless_partial_results_are_accepted() {
+    use gpuinstr::instrument::{instrument_file, InstrumentError, InstrumentOptions};
+    use gpuinstr::stages::sva::RegisterGrowth;
+    let dir = scratch();
+    counter_tool(dir.path());
+    let tool = gpuinstr::tool::Tool::load(&dir.path().join("counter.hsaco")).unwrap();
+    let app = dense_kernel();
+    let path = dir.path().join("dense.hsaco");
+    std::fs::write(&path, &app.bytes).unwrap();
+    let registry = Registry::with_builtins();
+    let instrument = |options: &InstrumentOptions| {
+        instrument_file(&tool, &path, &app.bytes, &counter_plan(), &registry, options, None)
+    };
+    let never = InstrumentOptions { grow_registers: RegisterGrowth::Never, ..Default::default() };
+    let error = instrument(&never).unwrap_err();
+    let InstrumentError::PointsLeftOut { left_out, selected, .. } = &error else { panic!("{error}") };
+    assert!(*left_out > 0 && left_out < selected, "{error}");
+    let text = error.to_string();
+    assert!(text.contains("would be left out") && text.contains("--allow-partial"), "{text}");
+    assert!(text.contains("no registers for the payload") && text.contains("--grow-registers=always"), "{text}");
+
+    let (_, report) = instrument(&InstrumentOptions { allow_partial: true, ..never }).unwrap();
+    let partial = report.partial.as_ref().expect("the report says it is partial");
+    assert_eq!((partial.left_out, partial.selected), (*left_out, *selected));
+    let text = report.render_text();
+    assert!(text.starts_with(&format!("PARTIAL: {left_out} of {selected} selected points are left out")), "{text}");
+
+    let always = InstrumentOptions { grow_registers: RegisterGrowth::Always, ..Default::default() };
+    let (bytes, report) = instrument(&always).unwrap();
+    assert!(report.partial.is_none());
+    assert_eq!(report.code_objects[0].selected, *selected);
+    let output = CodeObject::parse(bytes, Vec::new()).unwrap();
+    assert!(gpuinstr::verify::verify(&app, &output).unwrap().ok());
+}
+
+/// Item 10: the report says exactly what changed and why: AGPRs only where
+/// the code uses them, no VGPR growth when growth is off, and a line per
+/// change with its cause and its cost in occupancy.
+#[test]
+fn the_report_says_what_changed_in_the_allocation_and_why() {
+    use gpuinstr::instrument::InstrumentOptions;
+    use gpuinstr::stages::sva::RegisterGrowth;
+    let dir = scratch();
+    let tool = counter_tool(dir.path());
+    let app = code_object("printf.hip", "gfx90a");
+    let registry = Registry::with_builtins();
+    let run = |grow| {
+        let options = InstrumentOptions { grow_registers: grow, ..Default::default() };
+        instrument_code_object(&tool, &app, &counter_plan(), &registry, &options).unwrap().1
+    };
+    let report = run(RegisterGrowth::Never);
+    let kernel = &report.kernels[0];
+    assert_eq!(kernel.vgprs.0, kernel.vgprs.1, "{kernel:?}");
+    assert_eq!(kernel.waves_per_simd.0, kernel.waves_per_simd.1, "{kernel:?}");
+    let report = run(RegisterGrowth::FreeOfOccupancy);
+    let kernel = &report.kernels[0];
+    assert_eq!(kernel.agprs, (0, 0), "the kernel has no AGPRs: {kernel:?}");
+    assert_eq!(kernel.waves_per_simd.0, kernel.waves_per_simd.1, "no occupancy cost: {kernel:?}");
+    let text = report.render_text();
+    if kernel.vgprs.1 > kernel.vgprs.0 {
+        let line =
+            format!("VGPRs {} -> {}: payloads use up to v{}", kernel.vgprs.0, kernel.vgprs.1, kernel.vgprs.1 - 1);
+        assert!(text.contains(&line), "{text}");
+        assert!(text.contains("no occupancy cost"), "{text}");
+    }
+    let row = text.lines().find(|l| l.trim_start().starts_with("_Z5helloPi ")).unwrap();
+    assert!(row.split_whitespace().nth(5) == Some("-"), "AGPRs shown as none: {row}");
+}
+
+/// Items 6 and 8: a tool built for several targets gives each code object
+/// of the application the tool's code object for its target; a tool built
+/// without the plugin is an error about the tool's file.
+#[test]
+fn tools_are_matched_to_targets_and_named_in_their_errors() {
+    use gpuinstr::instrument::instrument_file;
+    let dir = scratch();
+    let tool_path = dir.path().join("counter-both.o");
+    run_ok(
+        std::process::Command::new("hipcc")
+            .args(["--offload-arch=gfx90a", "--offload-arch=gfx908", "-O3", "-c"])
+            .arg(format!("-fpass-plugin={}", plugin().display()))
+            .arg("-I")
+            .arg(sdk_include())
+            .arg(example("instruction-counter"))
+            .arg("-o")
+            .arg(&tool_path),
+    );
+    let tool = gpuinstr::tool::Tool::load(&tool_path).unwrap();
+    assert_eq!(tool.code_objects.len(), 2);
+    let app_path = hip_object("regressions/constant_table.hip");
+    let bytes = std::fs::read(&app_path).unwrap();
+    let app = load::load(&app_path).unwrap();
+    for code_object in &app.code_objects {
+        let chosen = tool.for_target(&code_object.target).unwrap();
+        assert_eq!(chosen.target.processor, code_object.target.processor);
+    }
+    let (_, report) = instrument_file(
+        &tool,
+        &app_path,
+        &bytes,
+        &counter_plan(),
+        &Registry::with_builtins(),
+        &Default::default(),
+        None,
+    )
+    .unwrap();
+    let mut targets: Vec<&str> = report.code_objects.iter().map(|r| r.target.as_str()).collect();
+    targets.sort();
+    assert_eq!(targets, ["gfx908", "gfx90a"]);
+
+    // The application's host object has code objects but no hooks.
+    let error = gpuinstr::tool::Tool::load(&app_path).err().expect("not a tool").to_string();
+    assert!(error.starts_with(&app_path.display().to_string()), "{error}");
+    assert!(error.contains("no .llvmbc section"), "{error}");
+}
+
+/// Item 7: a plan that selects nothing in a file gives the file back
+/// unchanged, and says so; `require_points` makes it an error.
+#[test]
+fn a_plan_selecting_nothing_leaves_the_file_unchanged() {
+    use gpuinstr::instrument::{instrument_file, InstrumentError, InstrumentOptions};
+    let dir = scratch();
+    counter_tool(dir.path());
+    let tool = gpuinstr::tool::Tool::load(&dir.path().join("counter.hsaco")).unwrap();
+    let plan =
+        Plan::parse("[[insert]]\nhook = \"countInstructionsScalar\"\nwhere = \"opcode:V_MFMA.*\"\n", "mfma.toml")
+            .unwrap();
+    let registry = Registry::with_builtins();
+    let app_path = hip_object("regressions/constant_table.hip");
+    let bytes = std::fs::read(&app_path).unwrap();
+    let (output, report) =
+        instrument_file(&tool, &app_path, &bytes, &plan, &registry, &InstrumentOptions::default(), None).unwrap();
+    assert!(output == bytes, "the file comes back unchanged");
+    assert!(report.code_objects.is_empty());
+    assert_eq!(report.unchanged.len(), 2, "{:?}", report.unchanged);
+    assert!(report.render_text().contains("left as it was: kernels: _Z6lookupPKiPi"), "{}", report.render_text());
+    let strict = InstrumentOptions { require_points: true, ..Default::default() };
+    let error = instrument_file(&tool, &app_path, &bytes, &plan, &registry, &strict, None).unwrap_err();
+    assert!(matches!(error, InstrumentError::NothingSelectedInFile), "{error}");
+}

@@ -6,7 +6,7 @@ use gpuinstr::stages::lift::{lift, FunctionKind, LiftedCodeObject};
 use gpuinstr::stages::liveness::{analyze, Liveness, Unit};
 use gpuinstr::stages::load;
 use gpuinstr::stages::payload::{HookArgument, HookCall};
-use gpuinstr::stages::sva::{place, Home, SvaRequest};
+use gpuinstr::stages::sva::{place, Home, RegisterGrowth, SvaRequest};
 use gpuinstr_tests::*;
 
 /// Untouched by the kernel and everything it calls, and inside its
@@ -32,7 +32,8 @@ fn homes_are_vgprs_nothing_in_the_kernel_touches() {
         let lifted = lift(&code_object).unwrap();
         let liveness = analyze(&lifted);
         let instrumented = (0..lifted.functions.len()).filter(|f| lifted.functions[*f].is_kernel()).collect();
-        let placement = place(&lifted, &liveness, &SvaRequest { instrumented, work_item_ids: true, grow: false });
+        let placement =
+            place(&lifted, &liveness, &SvaRequest { instrumented, work_item_ids: true, grow: RegisterGrowth::Never });
         assert_eq!(placement.kernels.len(), lifted.functions.iter().filter(|f| f.is_kernel()).count());
         let mut placed = 0;
         for kernel in &placement.kernels {
@@ -51,7 +52,8 @@ fn homes_are_vgprs_nothing_in_the_kernel_touches() {
                             kernel.problem.as_deref().is_some_and(|p| p.contains("--grow-registers")),
                             "{name}: {kernel:?}"
                         );
-                        assert!(!placement.functions.contains_key(&kernel.kernel));
+                        assert_eq!(placement.functions[&kernel.kernel].sva, None);
+                        assert_eq!(placement.functions[&kernel.kernel].in_agprs, None);
                     }
                 }
                 continue;
@@ -94,7 +96,7 @@ fn kernels_sharing_an_instrumented_device_function_agree() {
     let placement = place(
         &lifted,
         &liveness,
-        &SvaRequest { instrumented: [device].into_iter().collect(), work_item_ids: false, grow: false },
+        &SvaRequest { instrumented: [device].into_iter().collect(), work_item_ids: false, grow: RegisterGrowth::Never },
     );
     let homes: Vec<_> = placement.kernels.iter().map(|k| k.sva).collect();
     assert_eq!(placement.kernels.len(), users.len(), "only the kernels reaching it are placed");
@@ -118,7 +120,8 @@ fn a_kernel_without_free_vector_registers_needs_growing() {
     use gpuinstr::stages::sva::sliding::Move;
     // The allocation: v0-v31 and a0-a31 (gfx90a, ACCUM_OFFSET 32).
     let vgprs: String = (0..32).map(|v| format!("\tv_mov_b32_e32 v{v}, 0\n")).collect();
-    let request = SvaRequest { instrumented: [0].into_iter().collect(), work_item_ids: false, grow: false };
+    let request =
+        SvaRequest { instrumented: [0].into_iter().collect(), work_item_ids: false, grow: RegisterGrowth::Never };
     // Every VGPR written: an AGPR of the allocation nothing uses holds the SVA.
     let code_object = kernel_from_assembly("gfx90a", &(vgprs.clone() + "\tv_accvgpr_write_b32 a0, 0\n\ts_endpgm"), "");
     let lifted = lift(&code_object).unwrap();
@@ -165,14 +168,15 @@ fn a_kernel_without_free_vector_registers_needs_growing() {
         Some(
             format!(
                 "no VGPR or AGPR is free for the whole kernel (32 VGPRs allocated), sliding between free VGPRs stops \
-                 at instruction 31 (0x{last_write:x}): no VGPR is free across this instruction; rerun with \
-                 --grow-registers to raise the allocation"
+                 at instruction 31 (0x{last_write:x}): no VGPR is free across this instruction; rerun \
+                 without --grow-registers=never to let the allocation grow"
             )
             .as_str()
         )
     );
-    assert!(placement.functions.is_empty() && placement.sliding.is_empty());
-    let grown = place(&lifted, &liveness, &SvaRequest { grow: true, ..request });
+    assert!(placement.functions.values().all(|r| r.sva.is_none() && r.in_agprs.is_none()));
+    assert!(placement.sliding.is_empty());
+    let grown = place(&lifted, &liveness, &SvaRequest { grow: RegisterGrowth::Always, ..request });
     assert_eq!(grown.kernels[0].sva, Some(Home::Grown(32)));
     assert_eq!(grown.kernels[0].problem, None);
 }
@@ -192,7 +196,11 @@ fn placed_registers_serve_the_payloads() {
     let placement = place(
         &lifted,
         &liveness,
-        &SvaRequest { instrumented: kernels.iter().copied().collect(), work_item_ids: true, grow: false },
+        &SvaRequest {
+            instrumented: kernels.iter().copied().collect(),
+            work_item_ids: true,
+            grow: RegisterGrowth::Never,
+        },
     );
     let mut points = Vec::new();
     for kernel in &kernels {

@@ -47,6 +47,12 @@ pub struct FunctionRegisters {
     /// reaching the function (0: payloads never park registers here).
     pub vgpr_limit: u16,
     pub agpr_limit: u16,
+    /// Payloads' VGPRs stay below this: what the allocation holds, or may
+    /// grow to (stage sva's RegisterGrowth); 0: what a wave may have.
+    pub payload_vgprs: u16,
+    /// The vector register allocation (gfx90a's unified file) the kernels
+    /// reaching the function may grow to, by the same policy.
+    pub allocation_cap: u16,
 }
 
 /// The SVA (and the work-item ids) kept in AGPRs (seed 004's fallback when
@@ -97,13 +103,17 @@ struct SiteParking {
 /// that may have `wave_vgprs` VGPRs: AGPR homes load into the highest dead
 /// VGPRs of the allocation (payloads allocate from the bottom), else the
 /// lowest past it; where the VGPRs that stay dead in the whole wave are
-/// fewer than `room` asks, the highest live ones are parked in dead AGPRs.
-/// EXEC is saved in the lowest dead aligned SGPR pair. `None`: nothing to
+/// fewer than `room` asks, the highest live ones are parked in dead AGPRs;
+/// where aligned pairs are still short, live VGPRs move into dead VGPRs
+/// whose partners are live, so that their own partners pair up (a payload
+/// with a 64-bit address needs a dead even-odd pair, and dead VGPRs
+/// scattered between live ones may hold none). EXEC is saved in the lowest dead aligned SGPR pair. `None`: nothing to
 /// copy.
 fn plan_parking(
     registers: &FunctionRegisters,
     live: &UnitSet,
     wave_vgprs: u16,
+    max_agprs: u16,
     room: PayloadRoom,
 ) -> Result<Option<SiteParking>, String> {
     let homes: Vec<u16> = registers.sva.iter().chain(&registers.work_item_ids).copied().collect();
@@ -124,7 +134,7 @@ fn plan_parking(
     let agpr_homes: Vec<u16> = registers.in_agprs.iter().flat_map(AgprHomes::agprs).collect();
     // Lowest first: inside the allocation before past it.
     let mut dead_agprs =
-        (0..registers.agpr_limit).filter(|a| !live.contains(Unit::agpr(*a)) && !agpr_homes.contains(a));
+        (0..registers.agpr_limit.min(max_agprs)).filter(|a| !live.contains(Unit::agpr(*a)) && !agpr_homes.contains(a));
     let mut borrowed = Vec::new();
     let mut live_vgprs = (0..limit).rev().filter(|v| live.contains(Unit::vgpr(*v)));
     for _ in 0..short {
@@ -133,8 +143,30 @@ fn plan_parking(
             _ => break,
         }
     }
+    let mut moved = Vec::new();
+    if let PayloadRoom::AlignedPairs(wanted) = room {
+        let mut free: BTreeSet<u16> = dead_vgprs.iter().copied().chain(borrowed.iter().map(|(v, _)| *v)).collect();
+        let paired = |free: &BTreeSet<u16>| free.iter().filter(|v| free.contains(&(*v ^ 1))).count();
+        while paired(&free) < wanted + 2 * loads_wanted {
+            // Two dead VGPRs with live partners: the first's partner moves
+            // into the second, and the first's pair is dead.
+            let mut lone = free.iter().copied().filter(|v| {
+                let partner = *v ^ 1;
+                !free.contains(&partner) && !homes.contains(&partner) && partner < wave_vgprs
+            });
+            let (Some(keep), Some(fill)) = (lone.next(), lone.next()) else { break };
+            moved.push((keep ^ 1, fill));
+            free.insert(keep ^ 1);
+            free.remove(&fill);
+        }
+    }
     // Loads take dead VGPRs first, then borrowed ones.
-    let mut targets = dead_vgprs.iter().copied().chain(borrowed.iter().map(|(v, _)| *v));
+    let mut targets = dead_vgprs
+        .iter()
+        .copied()
+        .filter(|v| !moved.iter().any(|(_, to)| to == v))
+        .chain(borrowed.iter().map(|(v, _)| *v))
+        .chain(moved.iter().map(|(from, _)| *from));
     let mut loads = Vec::new();
     let (mut sva, mut work_item_ids) = (registers.sva, registers.work_item_ids);
     if let Some(h) = registers.in_agprs {
@@ -155,14 +187,14 @@ fn plan_parking(
             work_item_ids = Some(target);
         }
     }
-    if loads.is_empty() && borrowed.is_empty() {
+    if loads.is_empty() && borrowed.is_empty() && moved.is_empty() {
         return Ok(None);
     }
     let exec_pair = (0..crate::analyze::MAX_SGPRS - 1)
         .step_by(2)
         .find(|s| !live.contains(Unit::sgpr(*s)) && !live.contains(Unit::sgpr(s + 1)))
         .ok_or_else(|| "no SGPR pair is dead here to save EXEC in around whole-wave copies".to_string())?;
-    Ok(Some(SiteParking { sva, work_item_ids, parking: Parking { exec_pair, loads, borrowed } }))
+    Ok(Some(SiteParking { sva, work_item_ids, parking: Parking { exec_pair, loads, borrowed, moved } }))
 }
 
 #[derive(Clone, Debug)]
@@ -189,6 +221,9 @@ pub struct PayloadOptions {
     /// dead ([`PAYLOAD_VGPRS`]; payloads LLVM found no registers for are
     /// compiled again with [`STARVED_PAYLOAD_VGPRS`] in aligned pairs).
     pub payload_room: PayloadRoom,
+    /// Where to keep the inputs of llc runs that fail (payloads LLVM cannot
+    /// compile are left out of an otherwise good run); None: nowhere.
+    pub keep_failed: Option<std::path::PathBuf>,
 }
 
 impl Default for PayloadOptions {
@@ -202,6 +237,7 @@ impl Default for PayloadOptions {
             share_payloads: true,
             sliding: BTreeMap::new(),
             payload_room: PayloadRoom::Vgprs(PAYLOAD_VGPRS),
+            keep_failed: None,
         }
     }
 }
@@ -233,14 +269,94 @@ pub struct CompiledPayload {
     pub touches: UnitSet,
     /// Bytes of the final code, encoded.
     pub bytes: usize,
-    /// Why LLVM could not compile this payload (then it has no code and the
-    /// point is left alone).
-    pub rejected: Option<String>,
+    /// Why this point cannot be instrumented (then it has no code and is
+    /// left out).
+    pub rejected: Option<Rejection>,
+}
+
+/// Why a selected point is left out: what a report counts by, and what
+/// says what to do about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LeftOutCause {
+    /// The function's code cannot move (lift found something it cannot relocate).
+    NotRelocatable,
+    /// The payload needs the State Value Array (or the kernel preamble), and
+    /// the kernel has no register for it.
+    NoSvaRegister,
+    /// LLVM found no registers for the payload around the live ones.
+    NoPayloadRegisters,
+    /// The payload would push the kernel past the registers a wave may have.
+    RegisterLimit,
+    /// The payload's machine code would change a live register (a defect of
+    /// gpuinstr; never spliced).
+    WouldChangeLiveRegister,
+    /// An intrinsic cannot be lowered at this point (a hidden argument the
+    /// kernel lacks, ...).
+    Intrinsic,
+}
+
+impl LeftOutCause {
+    pub fn describe(self) -> &'static str {
+        match self {
+            LeftOutCause::NotRelocatable => "the function's code cannot move",
+            LeftOutCause::NoSvaRegister => "no register for the State Value Array",
+            LeftOutCause::NoPayloadRegisters => "no registers for the payload",
+            LeftOutCause::RegisterLimit => "past the registers a wave may have",
+            LeftOutCause::WouldChangeLiveRegister => "the payload would change a live register",
+            LeftOutCause::Intrinsic => "an intrinsic cannot be lowered there",
+        }
+    }
+
+    /// What the user can do about it.
+    pub fn remedy(self) -> &'static str {
+        match self {
+            LeftOutCause::NotRelocatable => {
+                "`gpuinstr-link lift --emit stats` says why; leave the function out of the plan (`kernels = ...`)"
+            }
+            LeftOutCause::NoSvaRegister | LeftOutCause::NoPayloadRegisters => {
+                "--grow-registers=always lets the allocation grow at a cost in occupancy"
+            }
+            LeftOutCause::RegisterLimit => {
+                "a smaller work-group bound (`__launch_bounds__`) leaves a wave more registers"
+            }
+            LeftOutCause::WouldChangeLiveRegister => "this is a gpuinstr defect: please report it with the files",
+            LeftOutCause::Intrinsic => "see the message; the hook cannot run at that point",
+        }
+    }
+}
+
+/// A point left out: why, and the details.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Rejection {
+    pub cause: LeftOutCause,
+    pub message: String,
+}
+
+impl Rejection {
+    pub fn new(cause: LeftOutCause, message: impl Into<String>) -> Self {
+        Rejection { cause, message: message.into() }
+    }
+}
+
+/// A selected point that is not instrumented.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct LeftOutPoint {
+    /// "kernel k, instruction 3 (S_LOAD_DWORDX2_IMM)".
+    pub point: String,
+    pub cause: LeftOutCause,
+    pub why: String,
+}
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 impl CompiledPayload {
     /// A point left alone, and why.
-    fn refused(label: String, point: &PayloadPoint, reason: String) -> CompiledPayload {
+    fn refused(label: String, point: &PayloadPoint, reason: Rejection) -> CompiledPayload {
         CompiledPayload {
             label,
             function: point.function,
@@ -419,9 +535,10 @@ fn finish_rejecting(
     version: u32,
     verify_each_pass: bool,
     directory: &std::path::Path,
+    keep_failed: Option<&std::path::Path>,
     rejected: &mut Vec<(String, String)>,
 ) -> Result<String, CompileError> {
-    match codegen::finish(&module.print(), target, version, verify_each_pass, directory) {
+    match codegen::finish(&module.print(), target, version, verify_each_pass, directory, keep_failed) {
         Ok(assembly) => Ok(assembly),
         Err(CodegenError::Llc { message, .. }) => {
             let names: Vec<String> = module.functions.iter().map(|f| f.name.clone()).collect();
@@ -433,7 +550,15 @@ fn finish_rejecting(
             let mut halves = Vec::with_capacity(2);
             for half in [left, right] {
                 let part = module.retain(|n| half.iter().any(|h| h == n));
-                halves.push(finish_rejecting(&part, target, version, verify_each_pass, directory, rejected)?);
+                halves.push(finish_rejecting(
+                    &part,
+                    target,
+                    version,
+                    verify_each_pass,
+                    directory,
+                    keep_failed,
+                    rejected,
+                )?);
             }
             Ok(halves.join("\n"))
         }
@@ -582,12 +707,31 @@ pub fn payload_sites(
                 gfx90a,
             ));
         }
+        let (wave_vgprs, _) =
+            crate::stages::load::occupancy::wave_register_limit(&code_object.target.processor, max_flat_workgroup_size);
+        let max_vgprs = match registers.payload_vgprs {
+            0 => wave_vgprs as u16,
+            cap => cap.min(wave_vgprs as u16),
+        };
+        let processor = code_object.target.processor.as_str();
+        let max_agprs = match registers.allocation_cap {
+            0 => 256,
+            cap => (0..=256u16)
+                .take_while(|a| {
+                    crate::stages::load::occupancy::vector_allocation(processor, max_vgprs.into(), (*a).into())
+                        <= usize::from(cap)
+                })
+                .last()
+                .unwrap_or(0),
+        };
         let mut site = PayloadSite {
             live,
             sva: registers.sva,
             work_item_ids: registers.work_item_ids,
             hidden_arguments,
             max_flat_workgroup_size,
+            max_vgprs,
+            max_agprs,
             unplaced: options.unplaced.get(&point.function).cloned(),
             parking: None,
         };
@@ -595,9 +739,7 @@ pub fn payload_sites(
         for home in registers.in_agprs.iter().flat_map(AgprHomes::agprs) {
             site.live.insert(Unit::agpr(home));
         }
-        let (wave_vgprs, _) =
-            crate::stages::patch::wave_register_limit(&code_object.target.processor, max_flat_workgroup_size);
-        match plan_parking(&registers, &live, wave_vgprs as u16, options.payload_room) {
+        match plan_parking(&registers, &live, max_vgprs, max_agprs, options.payload_room) {
             Ok(Some(planned)) => {
                 site.sva = planned.sva;
                 site.work_item_ids = planned.work_item_ids;
@@ -605,6 +747,10 @@ pub fn payload_sites(
                 for (vgpr, agpr) in &planned.parking.borrowed {
                     site.live.remove(Unit::vgpr(*vgpr));
                     site.live.insert(Unit::agpr(*agpr));
+                }
+                for (from, to) in &planned.parking.moved {
+                    site.live.remove(Unit::vgpr(*from));
+                    site.live.insert(Unit::vgpr(*to));
                 }
                 site.parking = Some(planned.parking);
             }
@@ -633,10 +779,13 @@ pub fn compile_payloads(
 ) -> Result<CompiledPayloads, CompileError> {
     let sites = payload_sites(lifted, liveness, points, options)?;
     let mut compiled = compile_payloads_at(tool, lifted, points, &sites, registry, options)?;
+    compile_again_without_agprs(tool, lifted, points, &sites, registry, options, &mut compiled)?;
     // Points LLVM found no registers for: once more, one by one, with more
     // VGPRs parked (one batch, so the work stays linear).
     let starved: Vec<usize> = (0..points.len())
-        .filter(|i| compiled.payloads[*i].rejected.as_deref().is_some_and(|r| r.starts_with(NO_REGISTERS)))
+        .filter(|i| {
+            compiled.payloads[*i].rejected.as_ref().is_some_and(|r| r.cause == LeftOutCause::NoPayloadRegisters)
+        })
         .collect();
     if starved.is_empty() || matches!(options.payload_room, PayloadRoom::AlignedPairs(_)) {
         return Ok(compiled);
@@ -653,9 +802,10 @@ pub fn compile_payloads(
     for (position, (index, payload)) in starved.iter().zip(again.payloads).enumerate() {
         compiled.payloads[*index] = CompiledPayload {
             code: sharing::relabel(&payload.code, position, *index),
-            rejected: payload
-                .rejected
-                .map(|why| format!("{why} (also with {STARVED_PAYLOAD_VGPRS} VGPRs in aligned pairs)")),
+            rejected: payload.rejected.map(|why| Rejection {
+                message: format!("{why} (also with {STARVED_PAYLOAD_VGPRS} VGPRs in aligned pairs)"),
+                ..why
+            }),
             ..payload
         };
         compiled.compiled_as[*index] = PayloadSource { more_registers: true, position, ..Default::default() };
@@ -668,6 +818,59 @@ pub fn compile_payloads(
     compiled.timings.extend(again.timings);
     compiled.more_registers_texts = Some(again.texts);
     Ok(compiled)
+}
+
+/// Points whose payloads LLVM gave AGPRs past what the kernel may have
+/// (gfx90a allocates payload values in AGPRs when VGPRs run short): once
+/// more, one by one, with those AGPRs taken (pinned), so LLVM keeps to the
+/// VGPRs or finds no registers.
+fn compile_again_without_agprs(
+    tool: &CodeObject,
+    lifted: &LiftedCodeObject<'_>,
+    points: &[PayloadPoint],
+    sites: &[PayloadSite],
+    registry: &Registry,
+    options: &PayloadOptions,
+    compiled: &mut CompiledPayloads,
+) -> Result<(), CompileError> {
+    let over_agprs = |payload: &CompiledPayload, site: &PayloadSite| {
+        payload.rejected.is_none()
+            && payload
+                .writes
+                .in_file(crate::stages::liveness::RegisterFile::Agpr)
+                .iter()
+                .any(|u| u.index() >= site.max_agprs)
+    };
+    let again: Vec<usize> = (0..points.len()).filter(|i| over_agprs(&compiled.payloads[*i], &sites[*i])).collect();
+    if again.is_empty() {
+        return Ok(());
+    }
+    let again_points: Vec<PayloadPoint> = again.iter().map(|i| points[*i].clone()).collect();
+    let again_sites: Vec<PayloadSite> = again
+        .iter()
+        .map(|i| {
+            let mut site = sites[*i].clone();
+            for agpr in site.max_agprs..site.max_vgprs.max(site.max_agprs) {
+                site.live.insert(Unit::agpr(agpr));
+            }
+            site
+        })
+        .collect();
+    let one_by_one = PayloadOptions { share_payloads: false, ..options.clone() };
+    let recompiled = compile_each(tool, lifted, &again_points, &again_sites, &[], registry, &one_by_one)
+        .map_err(|error| error.at_points(&again))?;
+    for (position, (index, payload)) in again.iter().zip(recompiled.payloads).enumerate() {
+        let payload = CompiledPayload { code: sharing::relabel(&payload.code, position, *index), ..payload };
+        compiled.payloads[*index] = payload;
+        compiled.compiled_as[*index] = PayloadSource { more_registers: true, retried: true, position };
+    }
+    for global in recompiled.globals {
+        if !compiled.globals.iter().any(|g| g.name == global.name) {
+            compiled.globals.push(global);
+        }
+    }
+    compiled.timings.extend(recompiled.timings);
+    Ok(())
 }
 
 /// Compiles payloads for points whose sites are given (`sites[i]` for
@@ -809,6 +1012,7 @@ fn compile_each(
             label: label.clone(),
             calls: point.calls.clone(),
             max_flat_workgroup_size: site.max_flat_workgroup_size,
+            max_vgprs: site.max_vgprs,
             point_constants: point_constants.get(index).cloned().unwrap_or_default(),
         })
         .collect();
@@ -875,7 +1079,7 @@ fn compile_each(
     let selected = parallel(&chunks, |index, ir| {
         let directory = directory.path().join(format!("chunk{index}"));
         std::fs::create_dir_all(&directory)?;
-        Ok(codegen::select_instructions(ir, &code_object.target, version, &directory)?)
+        Ok(codegen::select_instructions(ir, &code_object.target, version, &directory, options.keep_failed.as_deref())?)
     })?;
     texts.selected_mir = selected.join("\n");
     lap("codegen: instruction selection (llc)");
@@ -883,7 +1087,7 @@ fn compile_each(
     let context = lower_mir::LoweringContext::new(&lifted.isa, &classes, &target, registry, &placeholders);
     let mut lowered_modules = Vec::with_capacity(selected.len());
     let mut lowered: Vec<Option<lower_mir::LoweredPayload>> = vec![None; points.len()];
-    let mut rejected: BTreeMap<usize, String> = BTreeMap::new();
+    let mut rejected: BTreeMap<usize, Rejection> = BTreeMap::new();
     for mir_text in &selected {
         let mut mir = lower_mir::MirModule::parse(mir_text).map_err(LowerMirError::from)?;
         for (index, outcome) in lower_mir::lower_module(&mut mir, &context, sites, &labels)? {
@@ -891,7 +1095,13 @@ fn compile_each(
                 lower_mir::LoweredOrRejected::Lowered(payload) => lowered[index] = Some(*payload),
                 lower_mir::LoweredOrRejected::Rejected(why) => {
                     lowered[index] = Some(lower_mir::LoweredPayload::default());
-                    rejected.insert(index, why);
+                    // Without an SVA register here, that is what an intrinsic missed.
+                    let cause = if sites[index].unplaced.is_some() && sites[index].sva.is_none() {
+                        LeftOutCause::NoSvaRegister
+                    } else {
+                        LeftOutCause::Intrinsic
+                    };
+                    rejected.insert(index, Rejection::new(cause, why));
                 }
             }
         }
@@ -902,8 +1112,15 @@ fn compile_each(
     let finished = parallel(&lowered_modules, |index, mir| {
         let directory = directory.path().join(format!("chunk{index}"));
         let mut rejected = Vec::new();
-        let assembly =
-            finish_rejecting(mir, &code_object.target, version, options.verify_each_pass, &directory, &mut rejected)?;
+        let assembly = finish_rejecting(
+            mir,
+            &code_object.target,
+            version,
+            options.verify_each_pass,
+            &directory,
+            options.keep_failed.as_deref(),
+            &mut rejected,
+        )?;
         Ok((assembly, rejected))
     })?;
     let mut assemblies = Vec::with_capacity(finished.len());
@@ -914,12 +1131,16 @@ fn compile_each(
                 let live = &sites[index].live;
                 rejected.insert(
                     index,
-                    format!(
-                        "{NO_REGISTERS} ({} VGPRs, {} AGPRs and {} SGPRs are live here): {}",
-                        live.count_in(crate::stages::liveness::RegisterFile::Vgpr),
-                        live.count_in(crate::stages::liveness::RegisterFile::Agpr),
-                        live.count_in(crate::stages::liveness::RegisterFile::Sgpr),
-                        message.split(" | ").next().unwrap_or(&message)
+                    Rejection::new(
+                        LeftOutCause::NoPayloadRegisters,
+                        format!(
+                            "{NO_REGISTERS} ({} VGPRs, {} AGPRs and {} SGPRs are live here, {} VGPRs allowed): {}",
+                            live.count_in(crate::stages::liveness::RegisterFile::Vgpr),
+                            live.count_in(crate::stages::liveness::RegisterFile::Agpr),
+                            live.count_in(crate::stages::liveness::RegisterFile::Sgpr),
+                            sites[index].max_vgprs,
+                            message.split(" | ").next().unwrap_or(&message)
+                        ),
                     ),
                 );
             }
@@ -948,9 +1169,12 @@ fn compile_each(
                     Some(problem) => format!(": {problem}"),
                     None => String::new(),
                 };
-                let reason = format!(
-                    "LLVM spills {bytes} bytes of the payload's registers here, and the stack is reached through the \
-                     State Value Array, which this function has no register for{why}"
+                let reason = Rejection::new(
+                    LeftOutCause::NoSvaRegister,
+                    format!(
+                        "LLVM spills {bytes} bytes of the payload's registers here, and the stack is reached through \
+                         the State Value Array, which this function has no register for{why}"
+                    ),
                 );
                 payloads.push(CompiledPayload::refused(labels[index].clone(), point, reason));
                 continue;
@@ -976,7 +1200,11 @@ fn compile_each(
                 "its hooks read {}, which holds the payload's stack frame: the payload needs {} bytes of stack here",
                 lowered.frame_reads, code.scratch_bytes
             );
-            payloads.push(CompiledPayload::refused(labels[index].clone(), point, why));
+            payloads.push(CompiledPayload::refused(
+                labels[index].clone(),
+                point,
+                Rejection::new(LeftOutCause::Intrinsic, why),
+            ));
             continue;
         }
         payloads.push(CompiledPayload {
@@ -1030,6 +1258,11 @@ fn compile_each(
                         must_keep.remove(Unit::agpr(*agpr));
                         must_keep.insert(Unit::vgpr(*vgpr));
                     }
+                    // Moved VGPRs come back; their stand-ins were dead.
+                    for (from, to) in &parking.moved {
+                        must_keep.remove(Unit::vgpr(*to));
+                        must_keep.insert(Unit::vgpr(*from));
+                    }
                     for (agpr, _) in &parking.loads {
                         must_keep.insert(Unit::agpr(*agpr));
                     }
@@ -1043,7 +1276,10 @@ fn compile_each(
             };
             if let Err(violation) = crate::preservation::check(&lifted.isa, &units, code, &must_keep, sva) {
                 // Never splice code that would change the application's state.
-                payload.rejected = Some(format!("its machine code would leave a live register changed: {violation}"));
+                payload.rejected = Some(Rejection::new(
+                    LeftOutCause::WouldChangeLiveRegister,
+                    format!("its machine code would leave a live register changed: {violation}"),
+                ));
                 payload.code.clear();
                 payload.writes = UnitSet::EMPTY;
             }

@@ -60,13 +60,14 @@ fn sharing_key(point: &PayloadPoint, site: &PayloadSite) -> String {
         })
         .collect();
     format!(
-        "{}|{:?}|{:?}|{:?}|{:?}|{}|{:?}|{:?}|{}",
+        "{}|{:?}|{:?}|{:?}|{:?}|{}|{}|{:?}|{:?}|{}",
         point.function,
         calls,
         site.sva,
         site.work_item_ids,
         site.hidden_arguments,
         site.max_flat_workgroup_size,
+        site.max_vgprs,
         site.unplaced,
         site.parking,
         specials.join(",")

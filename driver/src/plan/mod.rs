@@ -268,8 +268,18 @@ impl Plan {
     /// The points of a lifted code object the plan selects, with their hook
     /// calls in plan order.
     pub fn select(&self, lifted: &LiftedCodeObject<'_>) -> Vec<PayloadPoint> {
+        self.select_in(lifted, Function::relocatable)
+    }
+
+    /// The points the plan would select in functions whose code cannot
+    /// move: they cannot be instrumented, and a report must count them.
+    pub fn select_where_code_cannot_move(&self, lifted: &LiftedCodeObject<'_>) -> Vec<PayloadPoint> {
+        self.select_in(lifted, |f| !f.relocatable())
+    }
+
+    fn select_in(&self, lifted: &LiftedCodeObject<'_>, functions: impl Fn(&Function) -> bool) -> Vec<PayloadPoint> {
         let mut site = 0i64;
-        instrumentation_loop(lifted, |point| {
+        instrumentation_loop_in(lifted, functions, |point| {
             let mut calls = Vec::new();
             for insert in &self.inserts {
                 if !insert.applies_to(point) {
@@ -350,11 +360,20 @@ impl Site<'_> {
 /// call before it (none to leave it alone).
 pub fn instrumentation_loop<'a>(
     lifted: &'a LiftedCodeObject<'a>,
+    choose: impl FnMut(&Site<'a>) -> Vec<HookCall>,
+) -> Vec<PayloadPoint> {
+    instrumentation_loop_in(lifted, Function::relocatable, choose)
+}
+
+/// The loop over the functions `functions` accepts.
+fn instrumentation_loop_in<'a>(
+    lifted: &'a LiftedCodeObject<'a>,
+    functions: impl Fn(&Function) -> bool,
     mut choose: impl FnMut(&Site<'a>) -> Vec<HookCall>,
 ) -> Vec<PayloadPoint> {
     let mut points = Vec::new();
     for (function_index, function) in lifted.functions.iter().enumerate() {
-        if !function.relocatable() {
+        if !functions(function) {
             continue;
         }
         let mut index = 0usize;

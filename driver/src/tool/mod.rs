@@ -18,6 +18,52 @@ use serde::Serialize;
 use crate::error::ToolProblem;
 use crate::stages::load::CodeObject;
 
+/// A tool as given to `instrument`: its device code objects, one per target
+/// it was built for, each checked to hold a readable embedded module.
+pub struct Tool {
+    pub path: std::path::PathBuf,
+    pub code_objects: Vec<CodeObject>,
+}
+
+impl Tool {
+    /// Loads a tool file and reads each code object's embedded module once:
+    /// a file built without the plugin is an error about this file.
+    pub fn load(path: &std::path::Path) -> Result<Tool, crate::Error> {
+        let input = crate::stages::load::load(path)?;
+        for code_object in &input.code_objects {
+            let context = Context::create();
+            read_tool_module(&context, code_object).map_err(|problem| crate::Error::Tool {
+                location: code_object
+                    .origin
+                    .iter()
+                    .fold(crate::Location::file(path), |location, part| location.within(part.clone())),
+                problem,
+            })?;
+        }
+        Ok(Tool { path: input.path, code_objects: input.code_objects })
+    }
+
+    /// The tool's code object for an application code object's target: the
+    /// same target id, else the same processor, else the tool's only code
+    /// object (its hooks are bitcode, compiled for the application's target
+    /// by the payload compiler).
+    pub fn for_target(&self, target: &crate::stages::load::TargetId) -> Result<&CodeObject, crate::Error> {
+        self.code_objects
+            .iter()
+            .find(|c| &c.target == target)
+            .or_else(|| self.code_objects.iter().find(|c| c.target.processor == target.processor))
+            .or(match self.code_objects.as_slice() {
+                [only] => Some(only),
+                _ => None,
+            })
+            .ok_or_else(|| crate::Error::ToolLacksTarget {
+                file: self.path.clone(),
+                target: target.to_string(),
+                available: self.code_objects.iter().map(|c| c.target.to_string()).collect::<Vec<_>>().join(", "),
+            })
+    }
+}
+
 /// The raw embedded bitcode files of a tool code object.
 pub fn embedded_bitcode(code_object: &CodeObject) -> Result<Vec<&[u8]>, ToolProblem> {
     let section = code_object.section_data(EMBEDDED_SECTION).ok_or(ToolProblem::NotATool)?;

@@ -24,10 +24,30 @@ pub enum CodegenError {
         #[source]
         source: std::io::Error,
     },
-    #[error("llc-15 {step} failed (input kept in {kept}): {message}")]
-    Llc { step: &'static str, message: String, kept: String },
+    #[error("llc-15 {step} failed ({}): {message}", kept_text(.kept))]
+    Llc { step: &'static str, message: String, kept: Option<String> },
     #[error("temporary files: {0}")]
     Io(#[from] std::io::Error),
+}
+
+/// Where a failed step's input went, or how to keep it.
+pub fn kept_text(kept: &Option<String>) -> String {
+    match kept {
+        Some(path) => format!("input kept in {path}"),
+        None => "rerun with --keep-failed DIR to keep its input".into(),
+    }
+}
+
+/// Copies a failed step's input into the directory the user named, as
+/// `<process>-<work directory>-<name>`; the path, when it could be written.
+pub fn keep_failed_input(source: &Path, keep_failed: Option<&Path>) -> Option<String> {
+    let directory = keep_failed?;
+    let work = source.parent().and_then(Path::file_name).map_or("work".into(), |n| n.to_string_lossy());
+    let name = source.file_name().map_or("input".into(), |n| n.to_string_lossy());
+    let kept = directory.join(format!("{}-{work}-{name}", std::process::id()));
+    std::fs::create_dir_all(directory).ok()?;
+    std::fs::copy(source, &kept).ok()?;
+    Some(kept.display().to_string())
 }
 
 /// The llc target arguments for a code object.
@@ -51,6 +71,7 @@ fn run_llc(
     input: &str,
     arguments: &[String],
     directory: &Path,
+    keep_failed: Option<&Path>,
 ) -> Result<String, CodegenError> {
     let source = directory.join(input_name);
     let output_path = directory.join(format!("{input_name}.out"));
@@ -68,10 +89,9 @@ fn run_llc(
         .output()
         .map_err(|source| CodegenError::Tool { tool: "llc-15", source })?;
     if !output.status.success() {
-        let kept = std::env::temp_dir().join(format!("gpuinstr-rejected-{}-{input_name}", std::process::id()));
-        let _ = std::fs::copy(&source, &kept);
+        let kept = keep_failed_input(&source, keep_failed);
         let stderr = String::from_utf8_lossy(&output.stderr);
-        return Err(CodegenError::Llc { step, message: summarize_errors(&stderr), kept: kept.display().to_string() });
+        return Err(CodegenError::Llc { step, message: summarize_errors(&stderr), kept });
     }
     Ok(std::fs::read_to_string(&output_path)?)
 }
@@ -107,10 +127,11 @@ pub fn select_instructions(
     target: &TargetId,
     code_object_version: u32,
     directory: &Path,
+    keep_failed: Option<&Path>,
 ) -> Result<String, CodegenError> {
     let mut arguments = llc_target_arguments(target, code_object_version);
     arguments.push("-stop-after=finalize-isel".into());
-    run_llc("instruction selection", "payloads.ll", ir, &arguments, directory)
+    run_llc("instruction selection", "payloads.ll", ir, &arguments, directory, keep_failed)
 }
 
 /// Lowered MIR text -> assembly text. llc runs the machine verifier on the
@@ -123,6 +144,7 @@ pub fn finish(
     code_object_version: u32,
     verify_each_pass: bool,
     directory: &Path,
+    keep_failed: Option<&Path>,
 ) -> Result<String, CodegenError> {
     let mut arguments = llc_target_arguments(target, code_object_version);
     arguments.push("-start-after=finalize-isel".into());
@@ -133,7 +155,7 @@ pub fn finish(
     if verify_each_pass {
         arguments.push("-verify-machineinstrs".into());
     }
-    run_llc("register allocation and emission", "payloads.mir", mir, &arguments, directory)
+    run_llc("register allocation and emission", "payloads.mir", mir, &arguments, directory, keep_failed)
 }
 
 #[cfg(test)]
@@ -145,13 +167,13 @@ mod tests {
         let directory = tempfile::tempdir().expect("temporary directory");
         let target = TargetId::from_e_flags(0x3f | 0x200 | 0x400, 4).expect("gfx90a");
         let ir = "define void @payload() #0 {\n  ret void\n}\nattributes #0 = { naked noinline nounwind }\n";
-        let selected = select_instructions(ir, &target, 4, directory.path()).expect("instruction selection");
+        let selected = select_instructions(ir, &target, 4, directory.path(), None).expect("instruction selection");
         assert!(selected.contains("SI_RETURN"), "{selected}");
         // What stage 8 could get wrong: a read of a register nothing defined.
         let broken = selected.replacen("SI_RETURN", "$vgpr0 = V_MOV_B32_e32 $vgpr1, implicit $exec\n    SI_RETURN", 1);
         for each_pass in [false, true] {
-            finish(&selected, &target, 4, each_pass, directory.path()).expect("valid MIR compiles");
-            match finish(&broken, &target, 4, each_pass, directory.path()) {
+            finish(&selected, &target, 4, each_pass, directory.path(), None).expect("valid MIR compiles");
+            match finish(&broken, &target, 4, each_pass, directory.path(), None) {
                 Err(CodegenError::Llc { message, .. }) => {
                     assert!(message.contains("Using an undefined physical register"), "{each_pass}: {message}")
                 }

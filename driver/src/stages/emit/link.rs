@@ -28,8 +28,8 @@ pub enum EmitError {
         #[source]
         source: std::io::Error,
     },
-    #[error("llvm-mc-15 rejected the emitted assembly (kept in {kept}): {message}")]
-    Assembler { message: String, kept: String },
+    #[error("llvm-mc-15 rejected the emitted assembly ({}): {message}", crate::stages::codegen::kept_text(.kept))]
+    Assembler { message: String, kept: Option<String> },
     #[error("ld.lld-15 failed: {0}")]
     Lld(String),
     #[error(transparent)]
@@ -46,7 +46,12 @@ fn first_lines(text: &[u8]) -> String {
 }
 
 /// Assembles `text` for the lifted code object's target; the relocatable.
-pub fn assemble(lifted: &LiftedCodeObject<'_>, text: &str, directory: &Path) -> Result<Vec<u8>, EmitError> {
+pub fn assemble(
+    lifted: &LiftedCodeObject<'_>,
+    text: &str,
+    directory: &Path,
+    keep_failed: Option<&Path>,
+) -> Result<Vec<u8>, EmitError> {
     let source = directory.join("emitted.s");
     let object = directory.join("emitted.o");
     std::fs::write(&source, text)?;
@@ -59,10 +64,9 @@ pub fn assemble(lifted: &LiftedCodeObject<'_>, text: &str, directory: &Path) -> 
         .output()
         .map_err(|source| EmitError::Tool { tool: "llvm-mc-15", source })?;
     if !output.status.success() {
-        // Keep the assembly for the user to look at: it is the evidence.
-        let kept = std::env::temp_dir().join(format!("gpuinstr-rejected-{}.s", std::process::id()));
-        let _ = std::fs::copy(&source, &kept);
-        return Err(EmitError::Assembler { message: first_lines(&output.stderr), kept: kept.display().to_string() });
+        // The assembly is the evidence: kept where the user asked.
+        let kept = crate::stages::codegen::keep_failed_input(&source, keep_failed);
+        return Err(EmitError::Assembler { message: first_lines(&output.stderr), kept });
     }
     Ok(std::fs::read(&object)?)
 }
@@ -98,7 +102,7 @@ pub fn build(
 ) -> Result<(Vec<u8>, Assembly), EmitError> {
     let directory = tempfile::Builder::new().prefix("gpuinstr-emit-").tempdir()?;
     let assembly = lifted.emit_assembly(options);
-    let relocatable = assemble(lifted, &assembly.text, directory.path())?;
+    let relocatable = assemble(lifted, &assembly.text, directory.path(), options.keep_failed.as_deref())?;
     let executable = link(&relocatable, &lifted.isa_name(), linker, directory.path())?;
     Ok((executable, assembly))
 }

@@ -40,6 +40,8 @@ pub struct EmitOptions {
     pub force_bytes: HashSet<u64>,
     /// Changes to make (stage 9, patch); none for an exact round trip.
     pub patch: Option<Patch>,
+    /// Where to keep the assembly when llvm-mc rejects it; None: nowhere.
+    pub keep_failed: Option<std::path::PathBuf>,
 }
 
 /// What the patch stage changes in the emitted code object.

@@ -7,6 +7,7 @@ pub mod bundle;
 pub mod code_object;
 pub mod descriptor;
 pub mod metadata;
+pub mod occupancy;
 pub mod target;
 
 use std::path::{Path, PathBuf};

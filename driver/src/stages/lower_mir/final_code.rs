@@ -146,6 +146,9 @@ pub struct Parking {
     /// `(vgpr, agpr)`: live VGPRs parked in AGPRs dead at the point while
     /// the payload uses them, given back at the exit.
     pub borrowed: Vec<(u16, u16)>,
+    /// `(from, to)`: live VGPRs moved into VGPRs dead at the point (so
+    /// that dead VGPRs pair up), moved back at the exit.
+    pub moved: Vec<(u16, u16)>,
 }
 
 impl Parking {
@@ -160,25 +163,42 @@ impl Parking {
     /// Wraps `payload`: parks and loads at the entry, gives the parked
     /// registers back after every exit. Wait states (gfx908): an AGPR read
     /// needs 3 after its write, an MFMA reading a VGPR 2 after
-    /// `v_accvgpr_read` wrote it.
+    /// `v_accvgpr_read` wrote it. A load still in flight may be writing a
+    /// register parked here: the copies wait for every counter first (the
+    /// payload itself starts with the same wait).
     pub fn wrap(&self, payload: &mut FinalPayload, end_label: &str) {
-        if self.loads.is_empty() && self.borrowed.is_empty() {
+        if self.loads.is_empty() && self.borrowed.is_empty() && self.moved.is_empty() {
             return;
         }
-        let mut code = self.whole_wave(
-            self.borrowed
-                .iter()
-                .map(|(v, a)| format!("v_accvgpr_write_b32 a{a}, v{v}"))
-                .chain(self.loads.iter().map(|(a, v)| format!("v_accvgpr_read_b32 v{v}, a{a}"))),
+        let parks = !self.borrowed.is_empty() || !self.moved.is_empty();
+        let mut code = Vec::new();
+        if parks {
+            code.push("s_waitcnt vmcnt(0) expcnt(0) lgkmcnt(0)".to_string());
+        }
+        code.extend(
+            self.whole_wave(
+                self.borrowed
+                    .iter()
+                    .map(|(v, a)| format!("v_accvgpr_write_b32 a{a}, v{v}"))
+                    .chain(self.moved.iter().map(|(from, to)| format!("v_mov_b32 v{to}, v{from}")))
+                    .chain(self.loads.iter().map(|(a, v)| format!("v_accvgpr_read_b32 v{v}, a{a}"))),
+            ),
         );
         let had_end_label = payload.code.iter().any(|l| l == &format!("{end_label}:"));
         code.append(&mut payload.code);
-        if !self.borrowed.is_empty() {
+        if parks {
             if !had_end_label {
                 code.push(format!("{end_label}:"));
             }
             code.push("s_nop 2".into());
-            code.extend(self.whole_wave(self.borrowed.iter().map(|(v, a)| format!("v_accvgpr_read_b32 v{v}, a{a}"))));
+            code.extend(
+                self.whole_wave(
+                    self.borrowed
+                        .iter()
+                        .map(|(v, a)| format!("v_accvgpr_read_b32 v{v}, a{a}"))
+                        .chain(self.moved.iter().map(|(from, to)| format!("v_mov_b32 v{from}, v{to}"))),
+                ),
+            );
             code.push("s_nop 1".into());
         }
         payload.code = code;

@@ -46,6 +46,13 @@ pub struct PayloadSite {
     pub hidden_arguments: Option<BTreeMap<String, u32>>,
     /// The kernel's `.max_flat_workgroup_size` (1024 in device functions).
     pub max_flat_workgroup_size: u32,
+    /// The payload's VGPRs stay below this (stage sva's cap: the
+    /// allocation, what it may grow to, and what a wave may have).
+    pub max_vgprs: u16,
+    /// AGPRs the payload may use without pushing the kernel's allocation
+    /// past what it may grow to (LLVM also allocates payload values in
+    /// AGPRs on gfx90a); 256: no limit known.
+    pub max_agprs: u16,
     /// Why stage sva found no register here, when it did not.
     pub unplaced: Option<String>,
     /// Whole-wave copies around the payload: the SVA and work-item ids
@@ -61,6 +68,8 @@ impl Default for PayloadSite {
             work_item_ids: None,
             hidden_arguments: None,
             max_flat_workgroup_size: 1024,
+            max_vgprs: 256,
+            max_agprs: 256,
             unplaced: None,
             parking: None,
         }

@@ -17,11 +17,12 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::analyze::{allocation, reachable_functions};
-use crate::payloads::{CompiledPayloads, PayloadPoint, ToolGlobal};
+use crate::payloads::{CompiledPayloads, LeftOutCause, LeftOutPoint, PayloadPoint, ToolGlobal};
 use crate::stages::emit::Patch;
 use crate::stages::lift::{FunctionKind, LiftedCodeObject};
 use crate::stages::liveness::{Liveness, RegisterFile, Unit, UnitSet};
 use crate::stages::load::descriptor::{KernelDescriptor, RSRC1, RSRC3_GFX90A};
+use crate::stages::load::occupancy;
 use crate::stages::sva::SvaPlacement;
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -40,10 +41,21 @@ pub struct KernelPatch {
     pub sites: usize,
     /// Instructions added by those points.
     pub instructions_added: usize,
+    /// VGPRs a wave may use, before and after (gfx90a: the VGPR part of the
+    /// unified file, up to ACCUM_OFFSET or all of it in a kernel without AGPRs).
     pub vgprs: (usize, usize),
+    /// AGPRs the code uses (0: none).
     pub agprs: (usize, usize),
+    /// SGPRs the kernel may use (extra SGPRs for VCC, flat scratch, XNACK not counted).
     pub sgprs: (usize, usize),
+    /// The vector registers of a wave's allocation (gfx90a's unified file),
+    /// what occupancy follows.
+    pub vector_allocation: (usize, usize),
+    /// Waves of the kernel one SIMD holds (occupancy), before and after.
+    pub waves_per_simd: (usize, usize),
     pub stack_bytes: (u32, u32),
+    /// What changed in the descriptor and why, one line each.
+    pub changes: Vec<String>,
     /// Branches turned into long jumps because inserted code pushed their
     /// targets out of reach.
     pub branches_relaxed: usize,
@@ -56,8 +68,75 @@ pub struct KernelPatch {
 pub struct PatchReport {
     pub kernels: Vec<KernelPatch>,
     pub globals: Vec<String>,
-    /// Points left alone, and why.
-    pub rejected: Vec<String>,
+    /// Selected points left out, and why.
+    pub left_out: Vec<LeftOutPoint>,
+}
+
+/// A kernel's allocation before and after, and who uses what.
+struct RegisterChange<'a> {
+    vgprs: (usize, usize),
+    agprs: (usize, usize),
+    sgprs: (usize, usize),
+    vector_allocation: (usize, usize),
+    waves: (usize, usize),
+    stack: usize,
+    by_payloads: &'a UnitSet,
+    by_preamble: &'a UnitSet,
+    gfx90a: bool,
+}
+
+/// One line per change of a kernel's registers and stack, saying why.
+fn register_changes(change: &RegisterChange<'_>) -> Vec<String> {
+    let highest = |set: &UnitSet, file: RegisterFile| set.in_file(file).iter().map(|u| u.index() as usize).max();
+    let users = |file: RegisterFile, from: usize, prefix: &str| -> String {
+        let mut who = Vec::new();
+        for (name, set) in [("payloads", change.by_payloads), ("the preamble", change.by_preamble)] {
+            if let Some(top) = highest(set, file).filter(|t| *t >= from) {
+                who.push(format!("{name} use up to {prefix}{top}"));
+            }
+        }
+        if who.is_empty() {
+            "the instrumentation's registers".to_string()
+        } else {
+            who.join(", ")
+        }
+    };
+    let mut lines = Vec::new();
+    let (v0, v1) = change.vgprs;
+    if v1 != v0 {
+        let moved_only = change.gfx90a && change.vector_allocation.0 == change.vector_allocation.1;
+        let note = if moved_only { " (ACCUM_OFFSET moves; the unified allocation stays the same)" } else { "" };
+        lines.push(format!("VGPRs {v0} -> {v1}: {}{note}", users(RegisterFile::Vgpr, v0, "v")));
+    }
+    let (a0, a1) = change.agprs;
+    if a1 != a0 {
+        lines.push(format!("AGPRs used {a0} -> {a1}: {}", users(RegisterFile::Agpr, a0, "a")));
+    }
+    let (s0, s1) = change.sgprs;
+    if s1 != s0 {
+        let why = if highest(change.by_payloads, RegisterFile::Sgpr).is_some_and(|t| t >= s0)
+            || highest(change.by_preamble, RegisterFile::Sgpr).is_some_and(|t| t >= s0)
+        {
+            users(RegisterFile::Sgpr, s0, "s")
+        } else {
+            "the instrumentation uses VCC or flat scratch, whose SGPRs sit at the top of the allocation".into()
+        };
+        lines.push(format!("SGPRs {s0} -> {s1}: {why}"));
+    }
+    let (r0, r1) = change.vector_allocation;
+    let (w0, w1) = change.waves;
+    if r1 != r0 || w1 != w0 {
+        let cost = if w1 < w0 {
+            format!("occupancy drops from {w0} to {w1} waves per SIMD")
+        } else {
+            format!("no occupancy cost ({w1} waves per SIMD either way)")
+        };
+        lines.push(format!("vector register allocation {r0} -> {r1}: {cost}"));
+    }
+    if change.stack > 0 {
+        lines.push(format!("stack +{} bytes: the payloads' stack frames (spills, hook locals)", change.stack));
+    }
+    lines
 }
 
 /// The registers an assembly line names (`s4`, `v[2:3]`, `a7`...).
@@ -149,24 +228,9 @@ fn set_metadata(document: &mut rmpv::Value, kernel_name: &str, key: &str, value:
     }
 }
 
-/// The VGPRs and the registers in all (VGPRs + AGPRs on gfx90a's unified
-/// file) a wave of a kernel may have: enough waves of its largest work-group
-/// must fit on one compute unit's four SIMDs at once.
-pub fn wave_register_limit(processor: &str, max_flat_workgroup_size: u32) -> (usize, usize) {
-    let workgroup = max_flat_workgroup_size.max(1) as usize;
-    let waves_per_simd = workgroup.div_ceil(64).div_ceil(4).max(1);
-    if processor == "gfx90a" {
-        let total = (512 / waves_per_simd) / 8 * 8;
-        (total.min(256), total)
-    } else {
-        let each = (256 / waves_per_simd) / 4 * 4;
-        (each, each)
-    }
-}
-
 fn register_limit(code_object: &crate::stages::load::CodeObject, kernel: usize) -> (usize, usize) {
     let workgroup = code_object.kernels[kernel].metadata.max_flat_workgroup_size as u32;
-    wave_register_limit(&code_object.target.processor, workgroup)
+    crate::stages::load::occupancy::wave_register_limit(&code_object.target.processor, workgroup)
 }
 
 /// Splices the payloads and grows what must grow.
@@ -209,6 +273,27 @@ pub fn patch(
             FunctionKind::DeviceFunction => None,
         })
         .collect();
+    let processor = code_object.target.processor.as_str();
+    // Per kernel: the VGPRs and AGPRs its allocation holds as it grows with
+    // the accepted payloads, and the vector allocation it may grow to.
+    let mut grown: HashMap<usize, (usize, usize)> = HashMap::new();
+    let mut caps: HashMap<usize, usize> = HashMap::new();
+    for (index, function) in lifted.functions.iter().enumerate() {
+        let FunctionKind::Kernel(kernel) = function.kind else { continue };
+        let touched = &liveness.functions[index].touched;
+        let allocated = allocation(code_object, &code_object.kernels[kernel], touched);
+        let agprs_used = touched.in_file(RegisterFile::Agpr).iter().map(|u| u.index() as usize + 1).max().unwrap_or(0);
+        let agprs = if gfx90a && agprs_used > 0 { allocated.agprs.len() } else { agprs_used };
+        let vgprs = if gfx90a && agprs_used == 0 {
+            allocated.vgprs.len() + allocated.agprs.len()
+        } else {
+            allocated.vgprs.len()
+        };
+        grown.insert(index, (vgprs, agprs));
+        let current = occupancy::vector_allocation(processor, vgprs, agprs);
+        let cap = placement.functions.get(&index).map_or(0, |r| usize::from(r.allocation_cap));
+        caps.insert(index, cap.max(current));
+    }
     let kernels_reaching: HashMap<usize, Vec<usize>> = {
         let mut map: HashMap<usize, Vec<usize>> = HashMap::new();
         for kernel in limits.keys() {
@@ -249,7 +334,7 @@ pub fn patch(
                 // Built in VGPRs dead at the entry, then copied to the AGPRs.
                 // Inside the allocation, else (growing) past it.
                 let limit = registers.map_or(0, |r| r.vgpr_limit);
-                let past = if placement.grow { crate::analyze::MAX_VGPRS } else { limit };
+                let past = registers.map_or(limit, |r| r.payload_vgprs.max(limit));
                 let mut dead = (0..limit).rev().chain(limit..past).filter(|v| !live.contains(Unit::vgpr(*v)));
                 match (dead.next(), dead.next()) {
                     (Some(sva), ids) if ids.is_some() || homes.work_item_ids.is_none() => {
@@ -268,24 +353,46 @@ pub fn patch(
 
     for (point, payload) in points.iter().zip(&compiled.payloads) {
         if let Some(reason) = &payload.rejected {
-            report.rejected.push(format!("{}: {reason}", payload.label));
+            report.left_out.push(LeftOutPoint {
+                point: payload.label.clone(),
+                cause: reason.cause,
+                why: reason.message.clone(),
+            });
             continue;
         }
         let highest =
             |file: RegisterFile| payload.writes.in_file(file).iter().map(|u| u.index() as usize + 1).max().unwrap_or(0);
         let (vgprs, agprs) = (highest(RegisterFile::Vgpr), highest(RegisterFile::Agpr));
+        // The kernel's allocation with everything accepted so far and this
+        // payload must stay within what its growth policy and its
+        // work-group bound allow (LLVM may also put payload values in AGPRs).
         let over = kernels_reaching.get(&point.function).into_iter().flatten().find_map(|kernel| {
-            let (vgpr_limit, total_limit) = limits[kernel];
-            let total = if gfx90a { round_up(vgprs.max(1), 4) + agprs } else { vgprs.max(agprs) };
-            (vgprs > vgpr_limit || total > total_limit).then(|| (lifted.functions[*kernel].name.clone(), total_limit))
+            let (v, a) = grown[kernel];
+            let (v, a) = (v.max(vgprs), a.max(agprs));
+            let needed = occupancy::vector_allocation(processor, v, a);
+            let cap = caps[kernel];
+            (needed > cap).then_some((*kernel, v, a, needed, cap))
         });
-        if let Some((kernel, limit)) = over {
-            report.rejected.push(format!(
-                "{}: the payload needs {vgprs} VGPRs and {agprs} AGPRs, past the {limit} registers a wave of {kernel} \
-                 may have with its work-group size",
-                payload.label
-            ));
+        if let Some((kernel, v, a, needed, cap)) = over {
+            let (_, total_limit) = limits[&kernel];
+            let why = if cap >= total_limit {
+                format!("past the {total_limit} registers a wave may have with the kernel's work-group size")
+            } else {
+                format!("past the {cap} registers the kernel's allocation may grow to (--grow-registers)")
+            };
+            report.left_out.push(LeftOutPoint {
+                point: payload.label.clone(),
+                cause: LeftOutCause::RegisterLimit,
+                why: format!(
+                    "with this payload {} would need {v} VGPRs and {a} AGPRs, {needed} vector registers, {why}",
+                    lifted.functions[kernel].name
+                ),
+            });
             continue;
+        }
+        for kernel in kernels_reaching.get(&point.function).into_iter().flatten() {
+            let entry = grown.get_mut(kernel).expect("every kernel has an entry");
+            *entry = (entry.0.max(vgprs), entry.1.max(agprs));
         }
         if !payload.kernel_arguments.is_empty() || payload.scratch_bytes > 0 {
             let missing =
@@ -297,7 +404,11 @@ pub fn patch(
                     }
                 });
             if let Some(why) = missing {
-                report.rejected.push(format!("{}: the payload needs the kernel preamble, and {why}", payload.label));
+                report.left_out.push(LeftOutPoint {
+                    point: payload.label.clone(),
+                    cause: LeftOutCause::NoSvaRegister,
+                    why: format!("the payload needs the kernel preamble, and {why}"),
+                });
                 continue;
             }
         }
@@ -375,11 +486,14 @@ pub fn patch(
                 stack = stack.max(*b);
             }
         }
+        let by_payloads = used;
+        let mut by_preamble = UnitSet::EMPTY;
         let preamble = preambles.get(&function_index).and_then(|p| p.as_ref().ok());
         if let Some(preamble) = preamble {
             for line in &preamble.code {
-                used.union_with(&registers_named(line));
+                by_preamble.union_with(&registers_named(line));
             }
+            used.union_with(&by_preamble);
             let entry = function.instructions().next().map(|i| i.address).expect("a kernel has code");
             let lines = patch.before.entry(entry).or_default();
             // A payload spliced at the entry starts with the same wait states.
@@ -461,6 +575,8 @@ pub fn patch(
         }
         let after = crate::stages::load::Kernel { descriptor: descriptor.clone(), ..kernel.clone() };
         let sgprs_after = allocation(code_object, &after, &touched_after).sgprs.len();
+        let sgpr_block = |d: &KernelDescriptor| (d.rsrc1("GRANULATED_WAVEFRONT_SGPR_COUNT") as usize + 1) * 8;
+        let sgpr_blocks = (sgpr_block(&kernel.descriptor), sgpr_block(&descriptor));
         patch.descriptors.insert(kernel_index, descriptor);
 
         let metadata = patch.metadata.as_mut().expect("set above");
@@ -480,17 +596,41 @@ pub fn patch(
                 u64::from(kernel.descriptor.private_segment_fixed_size + stack),
             );
         }
+        // What changed, in the terms occupancy follows.
+        let processor = code_object.target.processor.as_str();
+        let agprs_used =
+            (touched_highest(RegisterFile::Agpr), touched_highest(RegisterFile::Agpr).max(highest(RegisterFile::Agpr)));
+        let vector_before = if gfx90a { vgprs_before + agprs_before } else { vgprs_before };
+        let vector_after = if gfx90a { vgprs_after + agprs_after } else { vgprs_after };
+        let waves = (
+            occupancy::waves_per_simd(processor, vector_before, sgpr_blocks.0),
+            occupancy::waves_per_simd(processor, vector_after, sgpr_blocks.1),
+        );
+        let changes = register_changes(&RegisterChange {
+            vgprs: (vgprs_before, vgprs_after),
+            agprs: agprs_used,
+            sgprs: (sgprs_before, sgprs_after),
+            vector_allocation: (vector_before, vector_after),
+            waves,
+            stack: stack as usize,
+            by_payloads: &by_payloads,
+            by_preamble: &by_preamble,
+            gfx90a,
+        });
         report.kernels.push(KernelPatch {
             name,
             sites,
             instructions_added: instructions,
             vgprs: (vgprs_before, vgprs_after),
-            agprs: (agprs_before, agprs_after),
+            agprs: agprs_used,
             sgprs: (sgprs_before, sgprs_after),
+            vector_allocation: (vector_before, vector_after),
+            waves_per_simd: waves,
             stack_bytes: (
                 kernel.descriptor.private_segment_fixed_size,
                 kernel.descriptor.private_segment_fixed_size + stack,
             ),
+            changes,
             branches_relaxed,
             sva_moves: sva_moves.get(&function_index).copied().unwrap_or(0),
         });

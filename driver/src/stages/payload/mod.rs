@@ -81,6 +81,8 @@ pub struct PayloadRequest {
     /// The instrumented kernel's largest work-group size (1024 when the
     /// point may run in any kernel); payloads are compiled for at most 256.
     pub max_flat_workgroup_size: u32,
+    /// LLVM allocates the payload's VGPRs below this (`amdgpu-num-vgpr`).
+    pub max_vgprs: u16,
     /// Integer arguments that differ between the points sharing this
     /// payload: read through `gpuinstr::pointConstant` (slot = position in
     /// this list) instead of folded into the code.
@@ -331,6 +333,15 @@ pub fn build_payload_module<'ctx>(
         payload.add_attribute(
             AttributeLoc::Function,
             context.create_string_attribute("amdgpu-flat-work-group-size", &workgroup),
+        );
+        // The kernel's own limit (the allocation, what it may grow to, what
+        // a wave may have): without it llc took v[128:129] in kernels
+        // limited to 128 VGPRs while pairs below were free. For a callable
+        // function LLVM 15 doubles the request on gfx90a and gives half to
+        // AGPRs, which leaves exactly this many VGPRs.
+        payload.add_attribute(
+            AttributeLoc::Function,
+            context.create_string_attribute("amdgpu-num-vgpr", &request.max_vgprs.to_string()),
         );
         builder.position_at_end(context.append_basic_block(payload, "entry"));
         for (call_index, call) in request.calls.iter().enumerate() {

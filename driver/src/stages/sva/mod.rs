@@ -28,6 +28,7 @@ use crate::analyze::{allocation, reachable_functions, MAX_VGPRS};
 use crate::payloads::{AgprHomes, FunctionRegisters};
 use crate::stages::lift::{FunctionKind, LiftedCodeObject};
 use crate::stages::liveness::{Liveness, RegisterFile, Unit, UnitSet};
+use crate::stages::load::occupancy;
 
 /// Where a value lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +65,21 @@ impl Home {
     }
 }
 
+/// When a kernel's vector register allocation may grow for the
+/// instrumentation (the SVA's home, payload registers, parking AGPRs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RegisterGrowth {
+    /// Never: everything fits in the allocation the kernel has.
+    Never,
+    /// Where a SIMD still holds as many of the kernel's waves (occupancy
+    /// unchanged), within what a wave may have with its work-group bound.
+    #[default]
+    FreeOfOccupancy,
+    /// Up to what a wave may have with its work-group bound, occupancy or not.
+    Always,
+}
+
 /// The placement for one kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelPlacement {
@@ -78,11 +94,12 @@ pub struct KernelPlacement {
 #[derive(Clone, Debug, Default)]
 pub struct SvaPlacement {
     pub kernels: Vec<KernelPlacement>,
-    /// The registers each instrumented function (kernel or device function) uses.
+    /// The registers each instrumented function (kernel or device function)
+    /// uses; no homes in those of kernels with a problem.
     pub functions: BTreeMap<usize, FunctionRegisters>,
     /// Whether allocations may grow (the preamble may then build an AGPR
     /// home in a VGPR past the allocation).
-    pub grow: bool,
+    pub grow: RegisterGrowth,
     /// Kernels whose values slide between registers.
     pub sliding: BTreeMap<usize, sliding::Sliding>,
 }
@@ -95,7 +112,7 @@ pub struct SvaRequest {
     /// Whether payloads need the work-item ids (a second VGPR).
     pub work_item_ids: bool,
     /// May a kernel's VGPR allocation grow?
-    pub grow: bool,
+    pub grow: RegisterGrowth,
 }
 
 /// Groups kernels that must agree: those reaching a common instrumented
@@ -143,12 +160,42 @@ fn groups(lifted: &LiftedCodeObject<'_>, request: &SvaRequest) -> Vec<(Vec<usize
     by_root.into_values().collect()
 }
 
-/// Waves of a kernel one SIMD holds with `registers` vector registers
-/// (gfx90a: VGPRs and AGPRs of the unified file, granule 8; gfx908: the
-/// larger of the two files, granule 4).
-fn waves_per_simd(processor: &str, registers: u16) -> u16 {
-    let (file, granule, most) = if processor == "gfx90a" { (512, 8, 8) } else { (256, 4, 10) };
-    (file / registers.max(1).div_ceil(granule) / granule).min(most)
+/// The VGPRs payloads in a kernel may use (all below the returned count):
+/// the VGPRs its allocation holds ([`vgprs_for_values`]), or, as `grow`
+/// allows, the most that keep its occupancy or that a wave may have with
+/// its work-group bound; and the vector allocation that makes.
+fn payload_vgpr_cap(
+    code_object: &crate::stages::load::CodeObject,
+    kernel: &crate::stages::load::Kernel,
+    allocation: &crate::analyze::Allocation,
+    touched: &UnitSet,
+    grow: RegisterGrowth,
+) -> (u16, u16) {
+    let processor = code_object.target.processor.as_str();
+    let current = vgprs_for_values(processor, allocation, touched).len();
+    let highest_agpr = touched.in_file(RegisterFile::Agpr).iter().map(|u| u.index() as usize + 1).max().unwrap_or(0);
+    // gfx90a: a kernel using AGPRs keeps its AGPR part of the unified file.
+    let agprs = match (processor, highest_agpr) {
+        (_, 0) => 0,
+        ("gfx90a", _) => allocation.agprs.len(),
+        _ => highest_agpr,
+    };
+    let sgprs = allocation.sgprs.len() + allocation.reserved_sgprs;
+    let (wave_vgprs, wave_total) =
+        occupancy::wave_register_limit(processor, kernel.metadata.max_flat_workgroup_size as u32);
+    let fits = |v: usize| v <= wave_vgprs && occupancy::vector_allocation(processor, v, agprs) <= wave_total;
+    let waves =
+        |v: usize| occupancy::waves_per_simd(processor, occupancy::vector_allocation(processor, v, agprs), sgprs);
+    let keeps = |v: usize| match grow {
+        RegisterGrowth::Never => false,
+        RegisterGrowth::FreeOfOccupancy => waves(v) >= waves(current),
+        RegisterGrowth::Always => true,
+    };
+    let mut cap = current;
+    while cap < usize::from(MAX_VGPRS) && fits(cap + 1) && keeps(cap + 1) {
+        cap += 1;
+    }
+    (cap as u16, occupancy::vector_allocation(processor, cap, agprs) as u16)
 }
 
 /// The VGPRs of a kernel's allocation that may hold its values. gfx90a:
@@ -178,16 +225,24 @@ pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRe
         let (mut largest, mut largest_agprs, mut vgpr_limit) = (0u16, 0u16, MAX_VGPRS);
         // gfx90a: (VGPR part, whole unified allocation) of the smallest kernel.
         let (mut agpr_limit, mut unified) = (MAX_VGPRS, u16::MAX);
+        // The VGPRs payloads may use, and the VGPRs any growth stays below.
+        let (mut payload_vgprs, mut growth_cap, mut allocation_cap) = (MAX_VGPRS, MAX_VGPRS, u16::MAX);
         for kernel in &kernels {
             let FunctionKind::Kernel(index) = lifted.functions[*kernel].kind else { continue };
             let touched = &liveness.functions[*kernel].touched;
-            let allocation = allocation(code_object, &code_object.kernels[index], touched);
+            let kernel_info = &code_object.kernels[index];
+            let allocation = allocation(code_object, kernel_info, touched);
             let allocated = vgprs_for_values(&code_object.target.processor, &allocation, touched);
             largest = largest.max(allocated.len() as u16);
             largest_agprs = largest_agprs.max(allocation.agprs.len() as u16);
             vgpr_limit = vgpr_limit.min(allocation.vgprs.len() as u16);
             agpr_limit = agpr_limit.min(allocation.agprs.len() as u16);
             unified = unified.min((allocation.vgprs.len() + allocation.agprs.len()) as u16);
+            let (vgprs, vector) = payload_vgpr_cap(code_object, kernel_info, &allocation, touched, request.grow);
+            payload_vgprs = payload_vgprs.min(vgprs);
+            allocation_cap = allocation_cap.min(vector);
+            growth_cap = growth_cap
+                .min(payload_vgpr_cap(code_object, kernel_info, &allocation, touched, RegisterGrowth::Always).0);
             let here = allocated.difference(touched);
             free = Some(match free {
                 Some(so_far) => so_far.intersection(&here),
@@ -209,15 +264,13 @@ pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRe
         // In order: a free VGPR, a free AGPR (seed 004's fallback; costs
         // each payload reading it a whole-wave copy), and with `grow` a VGPR
         // or else an AGPR past the allocation.
-        let fits = |first: u16| usize::from(first) + wanted <= usize::from(MAX_VGPRS);
+        // Growth stays below what a wave may have with its work-group bound.
+        let fits = |first: u16| usize::from(first) + wanted <= usize::from(growth_cap);
         // Growing that costs no wave is cheaper than loading from an AGPR at
         // every payload.
         let processor = code_object.target.processor.as_str();
-        let in_file = |vgprs: u16| if processor == "gfx90a" { vgprs + largest_agprs } else { vgprs.max(largest_agprs) };
-        let free_growth = request.grow
-            && fits(largest)
-            && waves_per_simd(processor, in_file(largest + wanted as u16))
-                == waves_per_simd(processor, in_file(largest));
+        let free_growth =
+            request.grow != RegisterGrowth::Never && usize::from(largest) + wanted <= usize::from(payload_vgprs);
         // Sliding (one kernel, nothing shared with others): no occupancy
         // lost, a whole-wave copy where a value must move.
         let mut stuck = None;
@@ -263,9 +316,12 @@ pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRe
             Some(free_agprs.iter().map(|a| Home::Agpr(*a)).collect())
         } else if let Some(homes) = slide() {
             Some(homes)
-        } else if request.grow && fits(largest) {
+        } else if request.grow == RegisterGrowth::Always && fits(largest) {
             Some((0..wanted as u16).map(|i| Home::Grown(largest + i)).collect())
-        } else if request.grow && has_agprs && fits(largest_agprs) {
+        } else if request.grow == RegisterGrowth::Always
+            && has_agprs
+            && usize::from(largest_agprs) + wanted <= usize::from(MAX_VGPRS)
+        {
             Some((0..wanted as u16).map(|i| Home::GrownAgpr(largest_agprs + i)).collect())
         } else {
             None
@@ -279,18 +335,21 @@ pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRe
                 String::new()
             };
             let stuck = stuck.map(|s| format!(", {s}")).unwrap_or_default();
-            problem = Some(if request.grow {
-                format!(
-                    "no VGPR{} is free for the whole kernel{stuck}, and the allocation cannot grow past \
-                     {MAX_VGPRS} registers{shared}",
-                    if has_agprs { " or AGPR" } else { "" },
-                )
-            } else {
-                format!(
-                    "no VGPR{} is free for the whole kernel ({largest} VGPRs allocated){stuck}{shared}; rerun \
-                     with --grow-registers to raise the allocation",
-                    if has_agprs { " or AGPR" } else { "" },
-                )
+            let or_agpr = if has_agprs { " or AGPR" } else { "" };
+            problem = Some(match request.grow {
+                RegisterGrowth::Always => format!(
+                    "no VGPR{or_agpr} is free for the whole kernel{stuck}, and the allocation cannot grow past \
+                     the {growth_cap} VGPRs a wave may have with the kernel's work-group size{shared}"
+                ),
+                RegisterGrowth::FreeOfOccupancy => format!(
+                    "no VGPR{or_agpr} is free for the whole kernel ({largest} VGPRs allocated){stuck}{shared}, and \
+                     growing the allocation would cost occupancy; rerun with --grow-registers=always to accept \
+                     fewer waves per SIMD"
+                ),
+                RegisterGrowth::Never => format!(
+                    "no VGPR{or_agpr} is free for the whole kernel ({largest} VGPRs allocated){stuck}{shared}; rerun \
+                     without --grow-registers=never to let the allocation grow"
+                ),
             });
         }
         let homes = homes.unwrap_or_default();
@@ -325,20 +384,20 @@ pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRe
             // the kernel's work-group size may have).
             agpr_limit: match (has_agprs, request.grow) {
                 (false, _) => 0,
-                (true, false) => agpr_limit,
-                (true, true) => MAX_VGPRS,
+                (true, RegisterGrowth::Always) => MAX_VGPRS,
+                (true, _) => agpr_limit,
             },
+            payload_vgprs,
+            allocation_cap,
         };
+        // Functions of unplaced kernels get no homes, only the limits: their
+        // payloads that need no SVA still go in.
         for kernel in &kernels {
             placement.kernels.push(KernelPlacement { kernel: *kernel, sva, work_item_ids, problem: problem.clone() });
-            if problem.is_none() {
-                placement.functions.insert(*kernel, registers);
-            }
+            placement.functions.insert(*kernel, registers);
         }
-        if problem.is_none() {
-            for device in devices {
-                placement.functions.insert(device, registers);
-            }
+        for device in devices {
+            placement.functions.insert(device, registers);
         }
     }
     placement.kernels.sort_by_key(|k| k.kernel);
