@@ -27,7 +27,8 @@ bad = [(n, o) for n, o in instrumented if not o["verified"] or o["readelf_warnin
 points = sum(o["points"] for _, o in instrumented)
 sites = sum(o["sites"] for _, o in instrumented)
 added = sum(o["added"] for _, o in instrumented)
-rejected = sum(len(o["rejected"]) for _, o in instrumented)
+# Results of runs before points left out were counted by cause say "rejected".
+left_out = sum(len(o.get("left_out", o.get("rejected", []))) for _, o in instrumented)
 payloads = sum(o["payloads"] for _, o in instrumented)
 seconds = sum(o["seconds"] for _, o in instrumented)
 per_site = [p for _, o in instrumented for p in o["per_site"]]
@@ -36,7 +37,7 @@ print(
     f"{example:18} {library:20} {len(outcomes)} of {total} code objects done "
     f"({len(instrumented)} instrumented, {len(outcomes) - len(instrumented) - len(errors)} with nothing selected, "
     f"{len(errors)} errors); {sum(o['kernels'] for _, o in instrumented)} kernels, {points} points, "
-    f"{payloads} payloads, {rejected} rejected; {added} instructions added "
+    f"{payloads} payloads, {left_out} left out; {added} instructions added "
     f"({added / sites if sites else 0:.1f} per site, kernel median {median:.1f}, max {max(per_site, default=0):.1f}); "
     f"verified {len(instrumented) - len(bad)} of {len(instrumented)} "
     f"({sum(o['regions'] for _, o in instrumented)} regions), "

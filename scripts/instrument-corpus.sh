@@ -18,6 +18,10 @@
 #                 output is the library with its device code instrumented;
 #                 not resumable)
 #   SUMMARY=1     only print the summary of what is done
+#   GROW=WHEN     the --grow-registers policy: free (the default, as
+#                 instrument's own default), always or never; results go
+#                 to results/WHEN/ when it is not free. Every run passes
+#                 --allow-partial so that points left out are counted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,7 +29,9 @@ target_dir="$(realpath -m "${CARGO_TARGET_DIR:-target}")"
 link="$target_dir/release/gpuinstr-link"
 plugin="$target_dir/release/libembed.so"
 out="$target_dir/instrument-corpus"
+grow="${GROW:-free}"
 results="$out/results"
+[ "$grow" = free ] || results="$out/results/$grow"
 mkdir -p "$out" "$results"
 examples=("$@")
 [ ${#examples[@]} -gt 0 ] ||
@@ -64,9 +70,9 @@ verified = json.loads(open(result_path + ".verify").read() or "[]")
 objects = json.load(open(report_path))["code_objects"]
 findings = [f for v in verified for f in v["report"]["findings"]]
 json.dump({
-    "points": sum(o["points"] for o in objects),
+    "points": sum(o["selected"] for o in objects),
     "payloads": sum(o["payloads_compiled"] for o in objects),
-    "rejected": [r for o in objects for r in o["rejected"]],
+    "left_out": [p for o in objects for p in o["left_out"]],
     "kernels": sum(len(o["kernels"]) for o in objects),
     "sites": sum(k["sites"] for o in objects for k in o["kernels"]),
     "added": sum(k["instructions_added"] for o in objects for k in o["kernels"]),
@@ -94,7 +100,8 @@ for example in "${examples[@]}"; do
     if [ -n "${WHOLE:-}" ]; then
       instrumented="$out/$example.$library"
       start=$(date +%s.%N)
-      "$link" instrument "$lib/$library" --target gfx90a --tool "$tool" --plan "$plan" --grow-registers --json \
+      "$link" instrument "$lib/$library" --target gfx90a --tool "$tool" --plan "$plan" --grow-registers="$grow" \
+        --allow-partial --json \
         -o "$instrumented" >"$instrumented.json"
       echo "$example $library: whole library instrumented in $(echo "$(date +%s.%N) - $start" | bc) s"
       "$link" verify "$lib/$library" "$instrumented" --target gfx90a | tail -1
@@ -115,13 +122,17 @@ for example in "${examples[@]}"; do
       [ -f "$done_dir/$name.json" ] && continue
       instrumented="$out/work/$example.$name.hsaco"
       start=$(date +%s.%N)
-      if "$link" instrument "$object" --tool "$tool" --plan "$plan" --grow-registers --json -o "$instrumented" \
-        >"$out/work/report.json" 2>"$out/work/errors"; then
+      if "$link" instrument "$object" --tool "$tool" --plan "$plan" --grow-registers="$grow" --allow-partial --json \
+        -o "$instrumented" >"$out/work/report.json" 2>"$out/work/errors"; then
         seconds=$(echo "$(date +%s.%N) - $start" | bc)
+        if python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["code_objects"] else 1)' \
+          "$out/work/report.json"; then :; else
+          echo '{"nothing_selected": true}' >"$done_dir/$name.json"
+          rm -f "$instrumented"
+          continue
+        fi
         check_object "$object" "$instrumented" "$out/work/report.json" "$out/work/errors" "$seconds" "$done_dir/$name.json"
         rm -f "$instrumented"
-      elif grep -q "selects no instruction" "$out/work/errors"; then
-        echo '{"nothing_selected": true}' >"$done_dir/$name.json"
       else
         cat "$out/work/errors" >&2
         python3 -c 'import json,sys; json.dump({"error": open(sys.argv[1]).read()}, open(sys.argv[2], "w"))' \
