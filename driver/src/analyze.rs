@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use serde::Serialize;
 
 use crate::parallel::{for_each_on_threads, load_code_objects};
-use crate::stages::lift::{lift, Flow, FunctionKind, IsaError, LiftedCodeObject};
+use crate::stages::lift::{lift, Flow, FunctionKind, LiftError, LiftedCodeObject};
 use crate::stages::liveness::{analyze as liveness, Liveness, RegisterFile, Unit, UnitSet};
 use crate::stages::load::{CodeObject, FeatureSetting, Kernel};
 
@@ -319,7 +319,7 @@ pub fn kernel_report(
 }
 
 /// The report of every kernel of a code object.
-pub fn code_object_report(code_object: &CodeObject) -> Result<CodeObjectReport, IsaError> {
+pub fn code_object_report(code_object: &CodeObject) -> Result<CodeObjectReport, LiftError> {
     let lifted = lift(code_object)?;
     let liveness = liveness(&lifted);
     let placements = sva_placements(&lifted, &liveness);

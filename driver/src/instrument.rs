@@ -14,7 +14,7 @@ use crate::payloads::{compile_payloads, CompileError, LeftOutCause, LeftOutPoint
 use crate::plan::{hook_counts, Plan};
 use crate::stages::emit::link::{build, EmitError, Linker};
 use crate::stages::emit::EmitOptions;
-use crate::stages::lift::{lift, IsaError};
+use crate::stages::lift::{lift, LiftError};
 use crate::stages::liveness::analyze;
 use crate::stages::load::CodeObject;
 use crate::stages::patch::{patch, KernelPatch, PatchError};
@@ -90,7 +90,7 @@ pub struct InstrumentReport {
 #[derive(Debug, Error)]
 pub enum InstrumentError {
     #[error(transparent)]
-    Lift(#[from] IsaError),
+    Lift(#[from] LiftError),
     #[error("{0}")]
     Tool(#[from] crate::error::ToolProblem),
     #[error(transparent)]
@@ -114,6 +114,11 @@ pub enum InstrumentError {
     InCodeObject { origin: String, source: Box<InstrumentError> },
     #[error("{0}")]
     Container(#[from] crate::stages::emit::container::ContainerError),
+    #[error(transparent)]
+    Plan(#[from] crate::plan::PlanError),
+    /// An error about another input than the application (the plan, the tool).
+    #[error("{file}: {message}")]
+    About { file: String, message: String },
 }
 
 /// What instrumenting a whole file did: one report per code object
@@ -207,6 +212,10 @@ pub fn instrument_file(
 ) -> Result<(Vec<u8>, FileReport), InstrumentError> {
     use crate::stages::emit::container::{rewrite_bundle, rewrite_host_file};
     use crate::stages::load::{bundle, load_bytes, InputKind};
+    // A plan calling a hook the tool lacks is about the plan and the tool.
+    for hooks in &tool.hooks {
+        plan.check_hooks(hooks.iter().map(String::as_str), &tool.path.display().to_string())?;
+    }
     let mut input = load_bytes(path, bytes)?;
     if let Some(target) = target {
         input = input.select_target(target)?;
@@ -248,8 +257,13 @@ pub fn instrument_file(
             Err(InstrumentError::NothingSelected(why)) => report
                 .unchanged
                 .push((if single && origin.is_empty() { "the code object".into() } else { origin }, why)),
-            Err(error) if origin.is_empty() => return Err(error),
-            Err(error) => return Err(InstrumentError::InCodeObject { origin, source: Box::new(error) }),
+            Err(error) => {
+                let error = blame(error, plan, tool);
+                if origin.is_empty() {
+                    return Err(error);
+                }
+                return Err(InstrumentError::InCodeObject { origin, source: Box::new(error) });
+            }
         }
     }
     let replace_in = |bundle_index: usize, data: &[u8]| -> Result<Vec<u8>, InstrumentError> {
@@ -292,6 +306,29 @@ pub fn instrument_file(
         }
     };
     Ok((bytes, report))
+}
+
+/// An error about the plan's hook calls names the plan; one about the
+/// tool's hooks names the tool.
+fn blame(error: InstrumentError, plan: &Plan, tool: &crate::tool::Tool) -> InstrumentError {
+    use crate::stages::lower_ir::LowerIrError;
+    use crate::stages::payload::PayloadError;
+    match error {
+        InstrumentError::Compile(CompileError::Payload(
+            e @ (PayloadError::MissingHook { .. }
+            | PayloadError::ArgumentCount { .. }
+            | PayloadError::ArgumentType { .. }),
+        )) => InstrumentError::About { file: plan.file.clone(), message: e.to_string() },
+        InstrumentError::Compile(CompileError::Payload(e @ PayloadError::InlineAssembly { .. })) => {
+            InstrumentError::About { file: tool.path.display().to_string(), message: e.to_string() }
+        }
+        InstrumentError::Compile(CompileError::LowerIr(
+            e @ (LowerIrError::NotInlined { .. }
+            | LowerIrError::IndirectCall { .. }
+            | LowerIrError::UnknownIntrinsic { .. }),
+        )) => InstrumentError::About { file: tool.path.display().to_string(), message: e.to_string() },
+        other => other,
+    }
 }
 
 /// Whether points were left out: an error unless `allow_partial`, else the

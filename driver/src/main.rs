@@ -520,7 +520,10 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(error) => {
-            eprintln!("gpuinstr-link: error: {}", one_message(&error));
+            // One line, whatever a library or LLVM put in the message.
+            let message = one_message(&error);
+            let message: Vec<&str> = message.lines().map(str::trim_end).filter(|l| !l.trim().is_empty()).collect();
+            eprintln!("gpuinstr-link: error: {}", message.join(" | "));
             ExitCode::FAILURE
         }
     }

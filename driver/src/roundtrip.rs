@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::stages::emit::link::{build, EmitError, Linker};
 use crate::stages::emit::{EmitNotes, EmitOptions};
-use crate::stages::lift::{lift, IsaError, LiftStatistics, LiftedCodeObject};
+use crate::stages::lift::{lift, LiftError, LiftStatistics, LiftedCodeObject};
 use crate::stages::load::CodeObject;
 
 /// Identical, or how it differs.
@@ -139,7 +139,7 @@ impl RoundTripReport {
 #[derive(Debug, thiserror::Error)]
 pub enum RoundTripError {
     #[error(transparent)]
-    Lift(#[from] IsaError),
+    Lift(#[from] LiftError),
     #[error(transparent)]
     Emit(#[from] EmitError),
     #[error("the re-emitted code object does not load back: {0}")]

@@ -24,7 +24,7 @@ use thiserror::Error;
 
 use crate::analyze::allocation;
 use crate::preservation::{check_from, Entry};
-use crate::stages::lift::{lift, Flow, Function, FunctionKind, Instruction, IsaError, LiftedCodeObject};
+use crate::stages::lift::{lift, Flow, Function, FunctionKind, Instruction, LiftError, LiftedCodeObject};
 use crate::stages::liveness::{analyze, RegisterFile, Unit, UnitSet};
 use crate::stages::load::descriptor::KernelDescriptor;
 use crate::stages::load::{CodeObject, LoadedInput};
@@ -36,7 +36,7 @@ pub const SITE_TABLE: &str = ".gpuinstr.sites";
 #[derive(Debug, Error)]
 pub enum VerifyError {
     #[error(transparent)]
-    Lift(#[from] IsaError),
+    Lift(#[from] LiftError),
     #[error("the two code objects are for different targets ({0} and {1})")]
     Targets(String, String),
     #[error("the site table {SITE_TABLE} is malformed: {0}")]

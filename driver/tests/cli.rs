@@ -261,7 +261,9 @@ fn instrument_writes_the_output_only_on_success() {
     std::fs::write(&wrong, "[[insert]]\nhook = \"absent\"\nwhere = \"kernel-entry\"\n").unwrap();
     let (code, _, stderr) = run(&wrong);
     assert_eq!(code, Some(1));
-    assert!(stderr.contains("the tool has no hook `absent` (its hooks: count)"), "{stderr}");
+    // Named by the plan and the tool, before any work.
+    assert!(stderr.contains("wrong.toml: insert 1 (hook `absent`): the tool "), "{stderr}");
+    assert!(stderr.contains("tool.hsaco has no such hook (its hooks: count)"), "{stderr}");
     assert!(!output.exists());
 
     let (code, stdout, stderr) = run(&plan);

@@ -95,6 +95,8 @@ pub struct Insert {
 #[derive(Clone, Debug, Default)]
 pub struct Plan {
     pub inserts: Vec<Insert>,
+    /// The file the plan came from, for messages.
+    pub file: String,
 }
 
 #[derive(Debug, Error)]
@@ -166,16 +168,21 @@ impl Where {
             _ => {
                 if let Some(pattern) = text.strip_prefix("opcode:") {
                     let anchored = format!("^(?:{pattern})$");
-                    Where::Opcode(Regex::new(&anchored).map_err(|e| format!("bad opcode pattern `{pattern}`: {e}"))?)
+                    let pattern = pattern.escape_debug();
+                    Where::Opcode(
+                        Regex::new(&anchored)
+                            .map_err(|e| format!("bad opcode pattern `{pattern}`: {}", one_line_regex_error(&e)))?,
+                    )
                 } else if let Some(name) = text.strip_prefix("class:") {
                     Where::Class(InstructionClass::from_name(name).ok_or_else(|| {
                         let names: Vec<&str> = CLASSES.iter().map(|(n, _, _)| *n).collect();
-                        format!("unknown class `{name}` (classes: {})", names.join(", "))
+                        format!("unknown class `{}` (classes: {})", name.escape_debug(), names.join(", "))
                     })?)
                 } else {
                     return Err(format!(
-                        "`where = \"{text}\"` is not a place (each-instruction, kernel-entry, each-block, \
-                         before-exit, opcode:<regex>, class:<name>)"
+                        "`where = \"{}\"` is not a place (each-instruction, kernel-entry, each-block, \
+                         before-exit, opcode:<regex>, class:<name>)",
+                        text.escape_debug()
                     ));
                 }
             }
@@ -216,7 +223,7 @@ impl PlanArgument {
                         "memory-address" => Ok(PlanArgument::Value(PointValue::MemoryAddress)),
                         _ => {
                             let names: Vec<&str> = POINT_VALUES.iter().map(|(n, _)| *n).collect();
-                            Err(format!("unknown value `{name}` (values: {})", names.join(", ")))
+                            Err(format!("unknown value `{}` (values: {})", name.escape_debug(), names.join(", ")))
                         }
                     };
                 }
@@ -229,11 +236,33 @@ impl PlanArgument {
     }
 }
 
+/// A TOML error as "line L, column C: what" (toml's own text spans lines
+/// to draw the place).
+fn one_line_toml_error(text: &str, error: &toml::de::Error) -> String {
+    let what = error.message().trim().replace('\n', " ");
+    match error.span() {
+        Some(span) => {
+            let before = &text.as_bytes()[..span.start.min(text.len())];
+            let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+            let column = before.iter().rev().take_while(|b| **b != b'\n').count() + 1;
+            format!("line {line}, column {column}: {what}")
+        }
+        None => what,
+    }
+}
+
+/// A regex error's last line, which says what is wrong (its first lines
+/// draw the pattern).
+fn one_line_regex_error(error: &regex::Error) -> String {
+    let text = error.to_string();
+    text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or(&text).trim().to_string()
+}
+
 impl Plan {
     /// Parses plan text; `file` names it in messages.
     pub fn parse(text: &str, file: &str) -> Result<Plan, PlanError> {
-        let parsed: PlanFile =
-            toml::from_str(text).map_err(|e| PlanError::Syntax { file: file.to_string(), message: e.to_string() })?;
+        let parsed: PlanFile = toml::from_str(text)
+            .map_err(|e| PlanError::Syntax { file: file.to_string(), message: one_line_toml_error(text, &e) })?;
         if parsed.insert.is_empty() {
             return Err(PlanError::Empty { file: file.to_string() });
         }
@@ -242,7 +271,7 @@ impl Plan {
             let problem = |problem: String| PlanError::Insert {
                 file: file.to_string(),
                 index: index + 1,
-                hook: insert.hook.clone(),
+                hook: insert.hook.escape_debug().to_string(),
                 problem,
             };
             let at = Where::parse(&insert.at).map_err(problem)?;
@@ -256,13 +285,38 @@ impl Plan {
                 arguments,
             });
         }
-        Ok(Plan { inserts })
+        Ok(Plan { inserts, file: file.to_string() })
     }
 
     pub fn load(path: &Path) -> Result<Plan, PlanError> {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| PlanError::Io { file: file.clone(), source })?;
         Plan::parse(&text, &file)
+    }
+
+    /// Every hook the plan calls is one of `hooks` (a tool's); `tool` names
+    /// the tool in the message.
+    pub fn check_hooks<'a>(
+        &self,
+        hooks: impl IntoIterator<Item = &'a str> + Clone,
+        tool: &str,
+    ) -> Result<(), PlanError> {
+        for (index, insert) in self.inserts.iter().enumerate() {
+            if !hooks.clone().into_iter().any(|h| h == insert.hook) {
+                let mut available: Vec<&str> = hooks.clone().into_iter().collect();
+                available.sort_unstable();
+                return Err(PlanError::Insert {
+                    file: self.file.clone(),
+                    index: index + 1,
+                    hook: insert.hook.escape_debug().to_string(),
+                    problem: format!(
+                        "the tool {tool} has no such hook (its hooks: {})",
+                        if available.is_empty() { "none".to_string() } else { available.join(", ") }
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The points of a lifted code object the plan selects, with their hook

@@ -23,6 +23,8 @@ use crate::stages::load::CodeObject;
 pub struct Tool {
     pub path: std::path::PathBuf,
     pub code_objects: Vec<CodeObject>,
+    /// The hooks of each code object's module.
+    pub hooks: Vec<Vec<String>>,
 }
 
 impl Tool {
@@ -30,17 +32,19 @@ impl Tool {
     /// a file built without the plugin is an error about this file.
     pub fn load(path: &std::path::Path) -> Result<Tool, crate::Error> {
         let input = crate::stages::load::load(path)?;
+        let mut hooks = Vec::new();
         for code_object in &input.code_objects {
             let context = Context::create();
-            read_tool_module(&context, code_object).map_err(|problem| crate::Error::Tool {
+            let module = read_tool_module(&context, code_object).map_err(|problem| crate::Error::Tool {
                 location: code_object
                     .origin
                     .iter()
                     .fold(crate::Location::file(path), |location, part| location.within(part.clone())),
                 problem,
             })?;
+            hooks.push(summarize(&module, 1).hooks.into_iter().map(|h| h.name).collect());
         }
-        Ok(Tool { path: input.path, code_objects: input.code_objects })
+        Ok(Tool { path: input.path, code_objects: input.code_objects, hooks })
     }
 
     /// The tool's code object for an application code object's target: the
@@ -70,12 +74,63 @@ pub fn embedded_bitcode(code_object: &CodeObject) -> Result<Vec<&[u8]>, ToolProb
     bitcode_files::split(section).map_err(ToolProblem::MalformedBitcode)
 }
 
+/// Whether LLVM 15 reads and verifies a bitcode file, found out in a child
+/// process (`opt-15 -passes=verify`): LLVM's bitcode reader crashes or
+/// aborts on some damaged files, and that must not take gpuinstr with it.
+/// Files found readable are remembered by content for this process.
+fn check_bitcode_in_child(index: usize, file: &[u8]) -> Result<(), ToolProblem> {
+    use std::collections::HashSet;
+    use std::hash::{Hash, Hasher};
+    use std::sync::{Mutex, OnceLock};
+    static READABLE: OnceLock<Mutex<HashSet<u64>>> = OnceLock::new();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    file.hash(&mut hasher);
+    let key = hasher.finish();
+    let readable = READABLE.get_or_init(Default::default);
+    if readable.lock().map(|set| set.contains(&key)).unwrap_or(false) {
+        return Ok(());
+    }
+    let unreadable = |message: String| ToolProblem::UnreadableModule { index, message };
+    let directory =
+        tempfile::Builder::new().prefix("gpuinstr-bitcode-").tempdir().map_err(|e| unreadable(e.to_string()))?;
+    let path = directory.path().join("module.bc");
+    std::fs::write(&path, file).map_err(|e| unreadable(e.to_string()))?;
+    // A bounded address space: a damaged size field makes the reader ask
+    // for terabytes.
+    let output = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 4194304; exec opt-15 -passes=verify -disable-output \"$0\"")
+        .arg(&path)
+        .output()
+        .map_err(|e| unreadable(format!("cannot run opt-15: {e}; is it installed (scripts/setup.sh)?")))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        // What LLVM says, without the temporary file's name.
+        let said = stderr
+            .lines()
+            .find_map(|l| l.split_once("error:").map(|(_, what)| what.trim().to_string()))
+            .or_else(|| stderr.lines().find(|l| l.starts_with("LLVM ERROR")).map(|l| l.trim().to_string()))
+            .unwrap_or_default();
+        let how = match output.status.code() {
+            Some(_) => said,
+            None => format!("LLVM's bitcode reader crashes on it ({}) {said}", output.status).trim_end().to_string(),
+        };
+        return Err(unreadable(format!("the bitcode is damaged: {how}; rebuild the tool")));
+    }
+    if let Ok(mut set) = readable.lock() {
+        set.insert(key);
+    }
+    Ok(())
+}
+
 /// Reads the tool's embedded module into `context`; the modules of several
-/// translation units (-fgpu-rdc) are linked into one.
+/// translation units (-fgpu-rdc) are linked into one. Each file is read
+/// once in a child process first (LLVM's reader may crash on damaged ones).
 pub fn read_tool_module<'ctx>(context: &'ctx Context, code_object: &CodeObject) -> Result<Module<'ctx>, ToolProblem> {
     let files = embedded_bitcode(code_object)?;
     let mut modules = Vec::new();
     for (index, file) in files.iter().enumerate() {
+        check_bitcode_in_child(index, file)?;
         let buffer = MemoryBuffer::create_from_memory_range_copy(file, &format!("embedded-tool-{index}"));
         let module = Module::parse_bitcode_from_buffer(&buffer, context)
             .map_err(|e| ToolProblem::UnreadableModule { index, message: e.to_string() })?;

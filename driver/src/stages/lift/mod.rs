@@ -343,11 +343,38 @@ fn call_sites(instructions: &[Instruction]) -> Vec<CallSite> {
     sites
 }
 
+/// Why a code object cannot be lifted.
+#[derive(Debug, thiserror::Error)]
+pub enum LiftError {
+    #[error(transparent)]
+    Isa(#[from] IsaError),
+    #[error(
+        "{kind} `{name}`: its code at {start:#x}..{end:#x} is not inside an executable section of the file; the code \
+         object is damaged (rebuild it)"
+    )]
+    CodeOutsideSections { kind: &'static str, name: String, start: u64, end: u64 },
+}
+
 /// Lifts every kernel and device function of a code object.
-pub fn lift(code_object: &CodeObject) -> Result<LiftedCodeObject<'_>, IsaError> {
+pub fn lift(code_object: &CodeObject) -> Result<LiftedCodeObject<'_>, LiftError> {
     let isa = Isa::new(&code_object.target)?;
     let mut shared_problems = Vec::new();
     let extents = function_extents(code_object, &mut shared_problems);
+    // Every function's code must be there to decode (a descriptor may
+    // point anywhere in a damaged file).
+    for extent in &extents {
+        let inside = code_object
+            .section_containing(extent.start)
+            .is_some_and(|s| s.executable() && extent.end > extent.start && extent.end <= s.address + s.size);
+        if !inside || code_object.bytes_at(extent.start, extent.end - extent.start).is_none() {
+            return Err(LiftError::CodeOutsideSections {
+                kind: if matches!(extent.kind, FunctionKind::Kernel(_)) { "kernel" } else { "function" },
+                name: extent.name.clone(),
+                start: extent.start,
+                end: extent.end,
+            });
+        }
+    }
     let functions = extents
         .into_iter()
         .map(|extent| {

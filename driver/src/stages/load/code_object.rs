@@ -200,9 +200,11 @@ impl CodeObject {
                 }
             }
         }
+        check_section_geometry(&sections, bytes.len())?;
         let metadata_note = note.ok_or(LoadProblem::MissingMetadata)?;
         let metadata = Metadata::parse(&metadata_note)?;
         let symbols = read_symbols(header, endian, &bytes, &section_table)?;
+        check_symbol_geometry(&symbols, &sections)?;
         let relocations = read_relocations(endian, &bytes, &section_table, &sections)?;
 
         let file = object::read::elf::ElfFile64::<Endianness>::parse(&*bytes).map_err(malformed)?;
@@ -290,6 +292,52 @@ impl CodeObject {
 }
 
 type Table<'a> = SectionTable<'a, FileHeader64<Endianness>, &'a [u8]>;
+
+/// Every section's bytes are inside the file and its addresses do not wrap:
+/// the readers after this index and slice by them.
+fn check_section_geometry(sections: &[Section], file_size: usize) -> Result<(), LoadProblem> {
+    for section in sections.iter().filter(|s| s.kind != object::elf::SHT_NULL) {
+        let damaged = |what: String| LoadProblem::MalformedElf(format!("section `{}` {what}", section.name));
+        if !section.no_bits() && section.offset.checked_add(section.size).is_none_or(|end| end > file_size as u64) {
+            return Err(damaged(format!(
+                "has {} bytes at file offset {:#x}, past the end of the file ({file_size} bytes)",
+                section.size, section.offset
+            )));
+        }
+        if section.loadable && section.address.checked_add(section.size).is_none() {
+            return Err(damaged(format!(
+                "at {:#x} with {} bytes wraps around the address space",
+                section.address, section.size
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Symbols of loaded sections lie inside them (code and data are cut by
+/// symbols).
+fn check_symbol_geometry(symbols: &[Symbol], sections: &[Section]) -> Result<(), LoadProblem> {
+    for symbol in symbols {
+        let Some(section) = symbol.section.and_then(|index| sections.get(index)) else { continue };
+        if !section.loadable || matches!(symbol.kind, SymbolKind::Section | SymbolKind::File) {
+            continue;
+        }
+        let end = symbol.value.checked_add(symbol.size);
+        let inside = symbol.value >= section.address && end.is_some_and(|end| end <= section.address + section.size);
+        if !inside {
+            return Err(LoadProblem::MalformedElf(format!(
+                "symbol `{}` at {:#x} ({} bytes) lies outside its section `{}` ({:#x}..{:#x})",
+                symbol.name,
+                symbol.value,
+                symbol.size,
+                section.name,
+                section.address,
+                section.address + section.size
+            )));
+        }
+    }
+    Ok(())
+}
 
 /// Symbols of .symtab, marked dynamic when .dynsym has them too; .dynsym
 /// alone when the file has no .symtab (stripped).

@@ -73,6 +73,7 @@ impl Metadata {
         if !document.is_map() {
             return Err(LoadProblem::MalformedMetadata("the document is not a map".into()));
         }
+        check_types(&document, "the document")?;
         let version = field(&document, "amdhsa.version").and_then(|v| {
             let list = v.as_array()?;
             Some((list.first()?.as_u64()?, list.get(1)?.as_u64()?))
@@ -117,6 +118,32 @@ impl Metadata {
             }
         }
         Ok(Metadata { document, version, target, kernels })
+    }
+}
+
+/// What the metadata note may hold: maps with string keys, arrays, strings,
+/// numbers, booleans (LLVM writes nothing else, and the emitter writes it
+/// back as YAML, which has no binary data and no container keys).
+fn check_types(value: &rmpv::Value, at: &str) -> Result<(), LoadProblem> {
+    use rmpv::Value;
+    match value {
+        Value::Map(entries) => {
+            for (key, value) in entries {
+                let Some(key) = key.as_str() else {
+                    return Err(LoadProblem::MalformedMetadata(format!("{at} has a key that is not a string: {key}")));
+                };
+                check_types(value, key)?;
+            }
+            Ok(())
+        }
+        Value::Array(items) => items.iter().try_for_each(|item| check_types(item, at)),
+        Value::Binary(_) | Value::Ext(..) => {
+            Err(LoadProblem::MalformedMetadata(format!("{at} holds binary data, which the metadata never has")))
+        }
+        Value::String(text) if text.as_str().is_none() => {
+            Err(LoadProblem::MalformedMetadata(format!("{at} holds a string that is not UTF-8")))
+        }
+        _ => Ok(()),
     }
 }
 

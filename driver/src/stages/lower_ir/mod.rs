@@ -149,7 +149,11 @@ pub fn insert_placeholders<'ctx>(
                 }
                 return Err(LowerIrError::IndirectCall { point });
             };
-            let callee = module.get_function(&callee_name).expect("a direct callee is in the module");
+            // A name LLVM cannot find again (not UTF-8, damaged bitcode) is
+            // a call nothing can lower.
+            let Some(callee) = module.get_function(&callee_name) else {
+                return Err(LowerIrError::NotInlined { point, callee: callee_name.escape_debug().to_string() });
+            };
             let Some(intrinsic_name) = intrinsic_name(callee) else {
                 if callee_name.starts_with("llvm.") {
                     continue;
