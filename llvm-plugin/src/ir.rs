@@ -605,6 +605,17 @@ impl<'m> Call<'m> {
         debug_location(self.raw, true)
     }
 
+    /// Makes this call call `target`, a function of the same type: the
+    /// arguments, attributes, tail marker and metadata stay as they are.
+    pub fn redirect_to(self, target: Function<'m>) {
+        // SAFETY: live call instruction of the same module as `target`; the
+        // called operand is a call's last operand, and the types match.
+        unsafe {
+            let last = LLVMGetNumOperands(self.raw) - 1;
+            LLVMSetOperand(self.raw, last as c_uint, target.raw);
+        }
+    }
+
     /// Replaces this call by a call to `target` with the same arguments
     /// (types must match) and debug location.
     pub fn replace_with_call_to(self, target: Function<'m>) {

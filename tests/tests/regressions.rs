@@ -366,3 +366,85 @@ fn a_plan_selecting_nothing_leaves_the_file_unchanged() {
     let error = instrument_file(&tool, &app_path, &bytes, &plan, &registry, &strict, None).unwrap_err();
     assert!(matches!(error, InstrumentError::NothingSelectedInFile), "{error}");
 }
+
+/// The calls to each intrinsic of tests/inputs/tools/folding-bindings.hip
+/// in the embedded modules of a tool file: (hwId, uninitialised, mark).
+fn binding_calls(tool: &std::path::Path, dir: &std::path::Path) -> (usize, usize, usize) {
+    let mut counts = (0, 0, 0);
+    for code_object in load::load(tool).unwrap().code_objects {
+        for bitcode in gpuinstr::tool::embedded_bitcode(&code_object).unwrap() {
+            let ir = llvm_dis(bitcode, dir);
+            let calls = |name: &str| ir.lines().filter(|l| l.contains(" call ") && l.contains(name)).count();
+            counts.0 += calls("@\"mytool::hwId.i32\"(");
+            counts.1 += calls("@\"mytool::uninitialised.i32\"(");
+            counts.2 += calls("@\"mytool::mark.void.i32\"(");
+        }
+    }
+    counts
+}
+
+/// Item 3: bindings whose bodies an optimiser sees through (`return 0`, an
+/// uninitialised return, an empty void body) keep one call per source call
+/// in the embedded module, at -O0 to -O3, with hipcc and clang++-15, under
+/// -fgpu-rdc and through ld.lld's LTO with the plugin; and `instrument`
+/// then refuses the tool without their lowerings instead of accepting it.
+#[test]
+fn intrinsic_bindings_survive_every_optimisation_level_and_build_path() {
+    let dir = scratch();
+    let source = input("tools/folding-bindings.hip");
+    let expected = (2, 1, 1);
+    for compiler in [Compiler::Hipcc, Compiler::Clang] {
+        for opt in ["-O0", "-O1", "-O2", "-O3"] {
+            let tool = dir.path().join(format!("folding-{compiler:?}{opt}.o"));
+            run_ok(&mut tool_compile_command(compiler, &source, opt, &tool));
+            assert_eq!(binding_calls(&tool, dir.path()), expected, "{compiler:?} {opt}");
+        }
+    }
+
+    // -fgpu-rdc with hipcc: embedded at pre-link, one module per unit.
+    let rdc = dir.path().join("folding-rdc.so");
+    run_ok(
+        std::process::Command::new("hipcc")
+            .args(["--offload-arch=gfx90a", "-fgpu-rdc", "-O3", "-shared", "-fPIC"])
+            .arg(format!("-fpass-plugin={}", plugin().display()))
+            .arg("-I")
+            .arg(sdk_include())
+            .arg(&source)
+            .arg("-o")
+            .arg(&rdc),
+    );
+    assert_eq!(binding_calls(&rdc, dir.path()), expected, "hipcc -fgpu-rdc");
+
+    // Units compiled without the plugin, linked by ld.lld with it (LTO).
+    let bitcode = dir.path().join("folding.bc");
+    run_ok(
+        std::process::Command::new("clang++-15")
+            .args(["-x", "hip", "--offload-arch=gfx90a", "--rocm-path=/usr", "--cuda-device-only", "-fgpu-rdc"])
+            .arg(format!("--rocm-device-lib-path={ROCM_DEVICE_LIBS}"))
+            .args(["-O3", "-c", "-emit-llvm", "-I"])
+            .arg(sdk_include())
+            .arg(&source)
+            .arg("-o")
+            .arg(&bitcode),
+    );
+    let linked = dir.path().join("folding-lto.hsaco");
+    run_ok(
+        std::process::Command::new("ld.lld-15")
+            .args(["-shared", "-plugin-opt=mcpu=gfx90a", "-plugin-opt=O3"])
+            .arg(format!("--load-pass-plugin={}", plugin().display()))
+            .arg(&bitcode)
+            .arg("-o")
+            .arg(&linked),
+    );
+    assert_eq!(binding_calls(&linked, dir.path()), expected, "ld.lld LTO");
+
+    // Without lowerings for them, the tool is refused.
+    let tool = load::load(&dir.path().join("folding-Clang-O3.o")).unwrap().code_objects.remove(0);
+    let app = code_object("constant_table.hip", "gfx90a");
+    let plan = Plan::parse("[[insert]]\nhook = \"record\"\nwhere = \"kernel-entry\"\n", "record.toml").unwrap();
+    let error = instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &Default::default())
+        .map(|(_, report)| report.render_text())
+        .expect_err("intrinsics without lowerings are refused")
+        .to_string();
+    assert!(error.contains("calls intrinsic `mytool::") && error.contains("which has no lowering"), "{error}");
+}

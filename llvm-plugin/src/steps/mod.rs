@@ -10,6 +10,7 @@ use crate::ir::{Call, Function, Module};
 mod check_hooks;
 mod collect_annotations;
 mod externalize_globals;
+pub mod hide_bindings;
 mod prepare_hooks;
 mod remove_kernels;
 mod rename_intrinsics;
