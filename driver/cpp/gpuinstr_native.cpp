@@ -19,6 +19,7 @@
 #include <llvm/MC/MCTargetOptions.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/FormattedStream.h>
 #include <llvm/Support/SourceMgr.h>
 #include <llvm/Support/raw_ostream.h>
 
@@ -224,7 +225,14 @@ int gpuinstr_mc_assemble(gpuinstr_mc *MC, const char *Text, size_t Length, size_
   Context.setObjectFileInfo(Files.get());
   std::unique_ptr<MCCodeEmitter> Emitter(T->createMCCodeEmitter(*MC->MII, Context));
   CapturingStreamer Streamer(Context);
-  T->createNullTargetStreamer(Streamer); // owned by the streamer
+  // The AMDGPU parser reaches its target streamer for some operands
+  // (xnack_mask_lo, ...): give it one that writes nowhere. Owned by the
+  // streamer.
+  formatted_raw_ostream Nowhere(nulls());
+  if (!T->createNullTargetStreamer(Streamer))
+    T->createAsmTargetStreamer(Streamer, Nowhere, MC->Printer.get(), /*IsVerboseAsm=*/false);
+  if (!Streamer.getTargetStreamer())
+    return 0;
   std::unique_ptr<MCAsmParser> Parser(createMCAsmParser(Sources, Context, Streamer, *MC->MAI));
   std::unique_ptr<MCTargetAsmParser> TargetParser(T->createMCAsmParser(*MC->STI, *Parser, *MC->MII, MC->Options));
   if (!Emitter || !Parser || !TargetParser)

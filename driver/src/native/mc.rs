@@ -440,6 +440,15 @@ mod tests {
     }
 
     #[test]
+    fn operands_that_reach_the_target_streamer_assemble() {
+        // The AMDGPU parser asks its target streamer about xnack_mask_lo
+        // (a fuzzed code object had it): without one, LLVM crashed.
+        let mc = Mc::new("gfx90a", "").unwrap();
+        let assembled = mc.assemble(&["s_xor_b32 s0, xnack_mask_lo, s2", "s_endpgm"]);
+        assert_eq!(assembled[1].as_deref(), Some(&[0x00, 0x00, 0x81, 0xbf][..]));
+    }
+
+    #[test]
     fn undecodable_instructions_are_neither_printed_nor_encoded() {
         // LLVM aborts the process ("Not supported instr: <MCInst 0>") on these.
         let mc = Mc::new("gfx90a", "").unwrap();
