@@ -54,3 +54,22 @@ pub fn one_code_object(input: LoadedInput, target: Option<&str>) -> Result<CodeO
         .next()
         .ok_or_else(|| Error::NoCodeObject { file: path, target: target.unwrap_or_default().to_string() })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stages::load::InputKind;
+
+    /// A host file whose `.hip_fatbin` bundles hold no device code (a
+    /// damaged one did): an error naming the file, not a panic.
+    #[test]
+    fn an_input_without_code_objects_is_an_error() {
+        let input = LoadedInput {
+            path: "app.o".into(),
+            kind: InputKind::HostWithFatbin { bundles: 1 },
+            code_objects: Vec::new(),
+        };
+        let error = one_code_object(input, None).unwrap_err().to_string();
+        assert_eq!(error, "app.o: the input holds no code object");
+    }
+}
