@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How many selected points each example tool leaves out with default flags.
 
-Usage: scripts/left-out.py [--link BIN] [--corpus-every N] [--label TEXT] [--json]
+Usage: scripts/left-out.py [--link BIN] [--corpus-every N] [--no-corpus] [--grow FLAG] [--label TEXT] [--json]
 
 Instruments our own test programs (tests/inputs/{kernels,regressions,emulator}
 and the vector-add example, each for gfx90a and gfx908) and a sample of the
@@ -79,12 +79,14 @@ def corpus(work, link, every):
     return files
 
 
-def instrument(link, app, target, tool, plan, new):
-    """(selected, left out, error) for one run with default flags."""
+def instrument(link, app, target, tool, plan, new, grow):
+    """(selected, left out, error) for one run with default flags (and `grow`)."""
     with tempfile.TemporaryDirectory() as scratch:
         command = [link, "instrument", app, "--tool", tool, "--plan", plan, "-o", os.path.join(scratch, "out"), "--json"]
         if target:
             command += ["--target", target]
+        if grow:
+            command.append(grow)
         if new:
             command.append("--allow-partial")
         ran = run(command)
@@ -111,6 +113,7 @@ def main():
     parser.add_argument("--corpus-every", type=int, default=20)
     parser.add_argument("--no-corpus", action="store_true")
     parser.add_argument("--label", default="")
+    parser.add_argument("--grow", default="", help="a --grow-registers flag to pass, e.g. --grow-registers=always")
     parser.add_argument("--json", action="store_true")
     arguments = parser.parse_args()
     work = os.path.join(REPO, "target/left-out")
@@ -128,7 +131,7 @@ def main():
             selected = left = 0
             errors = []
             for app, target in files:
-                s, l, error = instrument(arguments.link, app, target, tool, plan, new)
+                s, l, error = instrument(arguments.link, app, target, tool, plan, new, arguments.grow)
                 selected += s
                 left += l
                 if error:

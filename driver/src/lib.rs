@@ -13,6 +13,7 @@ pub mod payloads;
 pub mod pipeline;
 pub mod plan;
 pub mod preservation;
+pub mod process;
 pub mod roundtrip;
 pub mod stages;
 pub mod tool;

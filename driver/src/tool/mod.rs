@@ -97,12 +97,15 @@ fn check_bitcode_in_child(index: usize, file: &[u8]) -> Result<(), ToolProblem> 
     std::fs::write(&path, file).map_err(|e| unreadable(e.to_string()))?;
     // A bounded address space: a damaged size field makes the reader ask
     // for terabytes.
-    let output = std::process::Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -v 4194304; exec opt-15 -passes=verify -disable-output \"$0\"")
-        .arg(&path)
-        .output()
-        .map_err(|e| unreadable(format!("cannot run opt-15: {e}; is it installed (scripts/setup.sh)?")))?;
+    let output = crate::process::output_within(
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -v 4194304; exec opt-15 -passes=verify -disable-output \"$0\"")
+            .arg(&path),
+        crate::process::deadline_for(file.len()),
+    )
+    .map_err(|e| unreadable(format!("cannot run opt-15: {e}; is it installed (scripts/setup.sh)?")))?
+    .ok_or_else(|| unreadable("the bitcode is damaged: LLVM's bitcode reader does not finish on it".into()))?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         // What LLVM says, without the temporary file's name.

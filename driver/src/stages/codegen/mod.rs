@@ -81,13 +81,16 @@ fn run_llc(
         let name = format!("{}-{input_name}", directory.file_name().map_or("chunk".into(), |n| n.to_string_lossy()));
         let _ = std::fs::copy(&source, std::path::Path::new(&keep).join(name));
     }
-    let output = Command::new("llc-15")
-        .args(arguments)
-        .arg(&source)
-        .arg("-o")
-        .arg(&output_path)
-        .output()
-        .map_err(|source| CodegenError::Tool { tool: "llc-15", source })?;
+    let deadline = crate::process::deadline_for(input.len());
+    let output = crate::process::output_within(
+        Command::new("llc-15").args(arguments).arg(&source).arg("-o").arg(&output_path),
+        deadline,
+    )
+    .map_err(|source| CodegenError::Tool { tool: "llc-15", source })?;
+    let Some(output) = output else {
+        let kept = keep_failed_input(&source, keep_failed);
+        return Err(CodegenError::Llc { step, message: format!("did not finish in {} s", deadline.as_secs()), kept });
+    };
     if !output.status.success() {
         let kept = keep_failed_input(&source, keep_failed);
         let stderr = String::from_utf8_lossy(&output.stderr);

@@ -32,6 +32,10 @@ pub enum EmitError {
     Assembler { message: String, kept: Option<String> },
     #[error("ld.lld-15 failed: {0}")]
     Lld(String),
+    #[error("{tool} did not finish in {seconds} s and was stopped ({})", crate::stages::codegen::kept_text(.kept))]
+    Hang { tool: &'static str, seconds: u64, kept: Option<String> },
+    #[error("the code object defines `{name}` twice (at {first:#x} and {second:#x}); it cannot be assembled again")]
+    DefinedTwice { name: String, first: u64, second: u64 },
     #[error(transparent)]
     Comgr(#[from] ComgrError),
     #[error("temporary files: {0}")]
@@ -55,14 +59,21 @@ pub fn assemble(
     let source = directory.join("emitted.s");
     let object = directory.join("emitted.o");
     std::fs::write(&source, text)?;
-    let output = Command::new("llvm-mc-15")
-        .args(super::mc_target_arguments(lifted))
-        .arg("-filetype=obj")
-        .arg(&source)
-        .arg("-o")
-        .arg(&object)
-        .output()
-        .map_err(|source| EmitError::Tool { tool: "llvm-mc-15", source })?;
+    let deadline = crate::process::deadline_for(text.len());
+    let output = crate::process::output_within(
+        Command::new("llvm-mc-15")
+            .args(super::mc_target_arguments(lifted))
+            .arg("-filetype=obj")
+            .arg(&source)
+            .arg("-o")
+            .arg(&object),
+        deadline,
+    )
+    .map_err(|source| EmitError::Tool { tool: "llvm-mc-15", source })?;
+    let Some(output) = output else {
+        let kept = crate::stages::codegen::keep_failed_input(&source, keep_failed);
+        return Err(EmitError::Hang { tool: "llvm-mc-15", seconds: deadline.as_secs(), kept });
+    };
     if !output.status.success() {
         // The assembly is the evidence: kept where the user asked.
         let kept = crate::stages::codegen::keep_failed_input(&source, keep_failed);
@@ -79,13 +90,13 @@ pub fn link(relocatable: &[u8], isa: &str, linker: Linker, directory: &Path) -> 
             let object = directory.join("link-input.o");
             let executable = directory.join("linked.hsaco");
             std::fs::write(&object, relocatable)?;
-            let output = Command::new("ld.lld-15")
-                .args(["--no-undefined", "-shared"])
-                .arg(&object)
-                .arg("-o")
-                .arg(&executable)
-                .output()
-                .map_err(|source| EmitError::Tool { tool: "ld.lld-15", source })?;
+            let deadline = crate::process::deadline_for(relocatable.len());
+            let output = crate::process::output_within(
+                Command::new("ld.lld-15").args(["--no-undefined", "-shared"]).arg(&object).arg("-o").arg(&executable),
+                deadline,
+            )
+            .map_err(|source| EmitError::Tool { tool: "ld.lld-15", source })?
+            .ok_or(EmitError::Hang { tool: "ld.lld-15", seconds: deadline.as_secs(), kept: None })?;
             if !output.status.success() {
                 return Err(EmitError::Lld(first_lines(&output.stderr)));
             }
@@ -94,12 +105,37 @@ pub fn link(relocatable: &[u8], isa: &str, linker: Linker, directory: &Path) -> 
     }
 }
 
+/// Every name the assembly defines (functions, symbols of loaded sections)
+/// is defined at one address: llvm-mc refuses a second definition (and
+/// LLVM 15's went on forever after saying so).
+fn defined_once(lifted: &LiftedCodeObject<'_>) -> Result<(), EmitError> {
+    use crate::stages::load::SymbolKind;
+    let code_object = lifted.code_object;
+    let mut defined: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
+    let loaded = |index: Option<usize>| index.and_then(|i| code_object.sections.get(i)).is_some_and(|s| s.loadable);
+    let names = lifted.functions.iter().map(|f| (f.name.as_str(), f.address)).chain(
+        code_object
+            .symbols
+            .iter()
+            .filter(|s| !s.name.is_empty() && loaded(s.section))
+            .filter(|s| !matches!(s.kind, SymbolKind::Section | SymbolKind::File))
+            .map(|s| (s.name.as_str(), s.value)),
+    );
+    for (name, address) in names {
+        if let Some(first) = defined.insert(name, address).filter(|first| *first != address) {
+            return Err(EmitError::DefinedTwice { name: name.to_string(), first, second: address });
+        }
+    }
+    Ok(())
+}
+
 /// Emits, assembles and links; the executable code object's bytes.
 pub fn build(
     lifted: &LiftedCodeObject<'_>,
     options: &EmitOptions,
     linker: Linker,
 ) -> Result<(Vec<u8>, Assembly), EmitError> {
+    defined_once(lifted)?;
     let directory = tempfile::Builder::new().prefix("gpuinstr-emit-").tempdir()?;
     let assembly = lifted.emit_assembly(options);
     let relocatable = assemble(lifted, &assembly.text, directory.path(), options.keep_failed.as_deref())?;
