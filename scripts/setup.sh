@@ -11,6 +11,7 @@ packages=(
   libamd-comgr-dev   # CoMGR: code object linking and metadata
   rocm-device-libs   # device libraries hipcc links into device code
   cmake              # the CMake integration (cmake/) and its test
+  rocminfo kmod      # the emulated GPU's test: rocminfo (ROCr 5.2) lists it; it runs lsmod first
 )
 
 missing=()

@@ -1,0 +1,307 @@
+//! `libgpuinstr_device_preload.so`: loaded with `LD_PRELOAD`, it stands in for the
+//! kernel driver. Calls on virtual paths (the KFD topology, `/dev/kfd`, the
+//! render node, the module list) and on the file descriptors they return
+//! are answered by `gpuinstr-device`; every other call goes to libc. This
+//! crate is the FFI boundary: all of gpuinstr's unsafe code for the device
+//! lives here.
+//!
+//! `GPUINSTR_DEVICE_TARGET` picks the GPU (gfx90a, the default, or
+//! gfx908); `GPUINSTR_DEVICE_TRACE=1` prints every call it answers.
+
+#![allow(clippy::missing_safety_doc)]
+
+mod files;
+mod memory;
+mod real;
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_ulong, c_void, CStr};
+use std::sync::{Mutex, OnceLock};
+
+use gpuinstr_device::{DeviceNode, EmulatedSystem, Entry, Host, Target};
+
+static SYSTEM: OnceLock<EmulatedSystem> = OnceLock::new();
+
+/// File descriptors that are the device's, or virtual directories (for
+/// `openat` relative to them).
+static VIRTUAL_FDS: Mutex<Option<HashMap<c_int, VirtualFd>>> = Mutex::new(None);
+
+#[derive(Clone, Debug)]
+enum VirtualFd {
+    Device(DeviceNode),
+    Directory(String),
+}
+
+fn remember(fd: c_int, what: VirtualFd) {
+    if let Ok(mut fds) = VIRTUAL_FDS.lock() {
+        fds.get_or_insert_with(HashMap::new).insert(fd, what);
+    }
+}
+
+fn tracing() -> bool {
+    static TRACE: OnceLock<bool> = OnceLock::new();
+    *TRACE.get_or_init(|| std::env::var_os("GPUINSTR_DEVICE_TRACE").is_some_and(|v| v != "0"))
+}
+
+macro_rules! trace {
+    ($($arg:tt)*) => {
+        if $crate::tracing() {
+            eprintln!("gpuinstr-device: {}", format!($($arg)*));
+        }
+    };
+}
+pub(crate) use trace;
+
+fn system() -> &'static EmulatedSystem {
+    SYSTEM.get_or_init(|| {
+        let target = match std::env::var("GPUINSTR_DEVICE_TARGET") {
+            Ok(name) => Target::parse(&name).unwrap_or_else(|| {
+                eprintln!(
+                    "gpuinstr-device: GPUINSTR_DEVICE_TARGET={name} is not a target the emulator runs (gfx90a, gfx908)"
+                );
+                std::process::exit(1)
+            }),
+            Err(_) => Target::Gfx90a,
+        };
+        // SAFETY: sysconf has no preconditions.
+        let (cpus, pages, page_size) = unsafe {
+            (
+                libc::sysconf(libc::_SC_NPROCESSORS_ONLN),
+                libc::sysconf(libc::_SC_PHYS_PAGES),
+                libc::sysconf(libc::_SC_PAGESIZE),
+            )
+        };
+        let host =
+            Host { cpu_count: cpus.max(1) as u32, memory_bytes: (pages.max(1) as u64) * (page_size.max(4096) as u64) };
+        trace!("emulating one {target} GPU");
+        EmulatedSystem::new(target, &host)
+    })
+}
+
+/// The virtual entry at `path`, if the path is one of the device's.
+unsafe fn virtual_entry(path: *const c_char) -> Option<&'static Entry> {
+    if path.is_null() {
+        return None;
+    }
+    let bytes = CStr::from_ptr(path).to_bytes();
+    if !(bytes.starts_with(b"/sys/") || bytes.starts_with(b"/dev/") || bytes.starts_with(b"/proc/")) {
+        return None;
+    }
+    let path = std::str::from_utf8(bytes).ok()?;
+    system().files.get(path)
+}
+
+fn device_fd(fd: c_int) -> Option<DeviceNode> {
+    match VIRTUAL_FDS.lock().ok()?.as_ref()?.get(&fd)? {
+        VirtualFd::Device(node) => Some(*node),
+        VirtualFd::Directory(_) => None,
+    }
+}
+
+/// `path` relative to `dirfd` when that is a virtual directory.
+unsafe fn under_virtual_directory(dirfd: c_int, path: *const c_char) -> Option<std::ffi::CString> {
+    if path.is_null() || *path == b'/' as c_char {
+        return None;
+    }
+    let fds = VIRTUAL_FDS.lock().ok()?;
+    let VirtualFd::Directory(directory) = fds.as_ref()?.get(&dirfd)? else { return None };
+    let relative = CStr::from_ptr(path).to_str().ok()?;
+    std::ffi::CString::new(format!("{directory}/{relative}")).ok()
+}
+
+fn set_errno(value: c_int) {
+    // SAFETY: errno is thread-local and always valid.
+    unsafe { *libc::__errno_location() = value };
+}
+
+// ---- open ----
+
+fn no_such_file() -> c_int {
+    set_errno(libc::ENOENT);
+    -1
+}
+
+unsafe fn open_virtual(path: *const c_char, flags: c_int) -> Option<c_int> {
+    let entry = virtual_entry(path)?;
+    let name = CStr::from_ptr(path).to_string_lossy();
+    let fd = match entry {
+        Entry::File(contents) => files::file_descriptor(contents, flags),
+        Entry::Directory(_) if flags & (libc::O_WRONLY | libc::O_RDWR) != 0 => {
+            set_errno(libc::EISDIR);
+            -1
+        }
+        Entry::Directory(_) => {
+            let fd = files::file_descriptor(b"", flags);
+            if fd >= 0 {
+                remember(fd, VirtualFd::Directory(name.trim_end_matches('/').to_string()));
+            }
+            fd
+        }
+        Entry::Device(node) => {
+            let fd = files::file_descriptor(b"", flags);
+            if fd >= 0 {
+                remember(fd, VirtualFd::Device(*node));
+            }
+            fd
+        }
+    };
+    trace!("open {name} -> {fd}");
+    Some(fd)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int {
+    open_virtual(path, flags).unwrap_or_else(|| real::open(path, flags, mode))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int {
+    open_virtual(path, flags).unwrap_or_else(|| real::open64(path, flags, mode))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
+    open_virtual(path, flags).unwrap_or_else(|| real::open(path, flags, 0))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
+    open_virtual(path, flags).unwrap_or_else(|| real::open64(path, flags, 0))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int {
+    if let Some(joined) = under_virtual_directory(dirfd, path) {
+        return open_virtual(joined.as_ptr(), flags).unwrap_or_else(no_such_file);
+    }
+    open_virtual(path, flags).unwrap_or_else(|| real::openat(dirfd, path, flags, mode))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn openat64(dirfd: c_int, path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int {
+    if let Some(joined) = under_virtual_directory(dirfd, path) {
+        return open_virtual(joined.as_ptr(), flags).unwrap_or_else(no_such_file);
+    }
+    open_virtual(path, flags).unwrap_or_else(|| real::openat64(dirfd, path, flags, mode))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    match virtual_entry(path) {
+        Some(entry) => files::open_stream(entry, path, mode),
+        None => real::fopen(path, mode),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    match virtual_entry(path) {
+        Some(entry) => files::open_stream(entry, path, mode),
+        None => real::fopen64(path, mode),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    if let Ok(mut fds) = VIRTUAL_FDS.lock() {
+        if let Some(what) = fds.as_mut().and_then(|fds| fds.remove(&fd)) {
+            trace!("close {what:?} {fd}");
+        }
+    }
+    real::close(fd)
+}
+
+// ---- directories ----
+
+#[no_mangle]
+pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
+    match virtual_entry(path) {
+        Some(entry) => files::open_directory(entry, path),
+        None => real::opendir(path),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn readdir(directory: *mut libc::DIR) -> *mut libc::dirent {
+    match files::read_directory(directory) {
+        Some(entry) => entry,
+        None => real::readdir(directory),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn readdir64(directory: *mut libc::DIR) -> *mut libc::dirent64 {
+    match files::read_directory(directory) {
+        Some(entry) => entry.cast(),
+        None => real::readdir64(directory),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn closedir(directory: *mut libc::DIR) -> c_int {
+    if files::close_directory(directory) {
+        0
+    } else {
+        real::closedir(directory)
+    }
+}
+
+// ---- the device ----
+
+#[no_mangle]
+pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, argument: *mut c_void) -> c_int {
+    let Some(node) = device_fd(fd) else { return real::ioctl(fd, request, argument) };
+    let size = ((request >> 16) & 0x3fff) as usize;
+    let mut bytes = vec![0u8; size];
+    if size > 0 {
+        if argument.is_null() {
+            set_errno(libc::EFAULT);
+            return -1;
+        }
+        std::ptr::copy_nonoverlapping(argument.cast::<u8>(), bytes.as_mut_ptr(), size);
+    }
+    let result = match node {
+        DeviceNode::Kfd => memory::kfd_ioctl(&system().kfd, request, &mut bytes),
+        DeviceNode::Render { .. } => Err(gpuinstr_device::Errno::NOTTY),
+    };
+    trace!("ioctl {node:?} nr {:#x} -> {result:?}", request & 0xff);
+    match result {
+        Ok(()) => {
+            if size > 0 {
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), argument.cast::<u8>(), size);
+            }
+            0
+        }
+        Err(errno) => {
+            set_errno(errno.0);
+            -1
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mmap(
+    address: *mut c_void,
+    length: libc::size_t,
+    protection: c_int,
+    flags: c_int,
+    fd: c_int,
+    offset: libc::off_t,
+) -> *mut c_void {
+    match device_fd(fd) {
+        Some(node) => memory::map(&system().kfd, node, address, length, protection, flags, offset as u64),
+        None => real::mmap(address, length, protection, flags, fd, offset),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mmap64(
+    address: *mut c_void,
+    length: libc::size_t,
+    protection: c_int,
+    flags: c_int,
+    fd: c_int,
+    offset: libc::off64_t,
+) -> *mut c_void {
+    mmap(address, length, protection, flags, fd, offset)
+}

@@ -1,0 +1,105 @@
+//! The process's memory as the device sees it, and mappings of the
+//! device's files: buffers are memfds (so the runtime can map one twice,
+//! as it does AQL rings), the doorbell page is plain shared memory.
+
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void};
+use std::sync::Mutex;
+
+use gpuinstr_device::kfd::abi;
+use gpuinstr_device::{DeviceNode, Errno, Kfd, MmapTarget, ProcessMemory};
+
+use crate::{real, set_errno, trace};
+
+/// The process's own address space.
+pub struct Process;
+
+impl ProcessMemory for Process {
+    fn read(&self, address: u64, out: &mut [u8]) -> Result<(), Errno> {
+        if address == 0 {
+            return Err(Errno::FAULT);
+        }
+        // SAFETY: the runtime passed this address for the device to read.
+        unsafe { std::ptr::copy_nonoverlapping(address as *const u8, out.as_mut_ptr(), out.len()) };
+        Ok(())
+    }
+
+    fn write(&self, address: u64, data: &[u8]) -> Result<(), Errno> {
+        if address == 0 {
+            return Err(Errno::FAULT);
+        }
+        // SAFETY: the runtime passed this address for the device to fill.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), address as *mut u8, data.len()) };
+        Ok(())
+    }
+}
+
+/// Each buffer's memfd, by handle.
+static BACKING: Mutex<Option<HashMap<u64, c_int>>> = Mutex::new(None);
+
+pub fn kfd_ioctl(kfd: &Kfd, request: u64, args: &mut [u8]) -> Result<(), Errno> {
+    let (number, _, _) = abi::request_parts(request);
+    let freed = (number == abi::FREE_MEMORY_OF_GPU && args.len() >= 8)
+        .then(|| u64::from_le_bytes(args[..8].try_into().expect("8 bytes")));
+    kfd.ioctl(request, args, &Process)?;
+    if let Some(handle) = freed {
+        if let Some(fd) = BACKING.lock().ok().and_then(|mut b| b.as_mut().and_then(|b| b.remove(&handle))) {
+            // SAFETY: our own memfd; existing mappings keep its pages.
+            unsafe { real::close(fd) };
+        }
+    }
+    Ok(())
+}
+
+/// The memfd behind buffer `handle` of `size` bytes, made on first use.
+unsafe fn backing(handle: u64, size: u64) -> Result<c_int, c_int> {
+    let mut table = BACKING.lock().map_err(|_| libc::EIO)?;
+    let table = table.get_or_insert_with(HashMap::new);
+    if let Some(fd) = table.get(&handle) {
+        return Ok(*fd);
+    }
+    let fd = libc::memfd_create(c"gpuinstr-device-memory".as_ptr(), libc::MFD_CLOEXEC);
+    if fd < 0 || libc::ftruncate(fd, size as libc::off_t) != 0 {
+        return Err(libc::ENOMEM);
+    }
+    table.insert(handle, fd);
+    Ok(fd)
+}
+
+pub unsafe fn map(
+    kfd: &Kfd,
+    node: DeviceNode,
+    address: *mut c_void,
+    length: libc::size_t,
+    protection: c_int,
+    flags: c_int,
+    offset: u64,
+) -> *mut c_void {
+    let fixed = flags & libc::MAP_FIXED;
+    // Device memory is always reachable from the host here: the emulator
+    // reads it through the same addresses.
+    let protection = protection | libc::PROT_READ | libc::PROT_WRITE;
+    let result = match kfd.resolve_mmap(offset) {
+        Some(MmapTarget::Doorbells) => {
+            let mapped = real::mmap(address, length, protection, libc::MAP_SHARED | libc::MAP_ANONYMOUS | fixed, -1, 0);
+            if mapped != libc::MAP_FAILED {
+                kfd.state().doorbell_page = Some(mapped as u64);
+            }
+            Ok(mapped)
+        }
+        Some(MmapTarget::Buffer { handle, offset: within }) => {
+            let size = kfd.state().buffer(handle).map_or(0, |b| b.size);
+            backing(handle, size)
+                .map(|fd| real::mmap(address, length, protection, libc::MAP_SHARED | fixed, fd, within as libc::off_t))
+        }
+        None => Err(libc::EINVAL),
+    };
+    trace!("mmap {node:?} offset {offset:#x} length {length:#x} at {address:?} -> {result:?}");
+    match result {
+        Ok(mapped) => mapped,
+        Err(errno) => {
+            set_errno(errno);
+            libc::MAP_FAILED
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! The real ROCm user space (Debian 12's rocminfo, ROCr 5.2 and its thunk)
+//! sees the emulated GPU.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// gpuinstr-run, told where Cargo put the device library for this test run
+/// (`deps/`; `cargo build` puts it next to gpuinstr-run).
+fn gpuinstr_run() -> Command {
+    let run = PathBuf::from(env!("CARGO_BIN_EXE_gpuinstr-run"));
+    let directory = run.parent().expect("target directory");
+    let library =
+        [directory.join("libgpuinstr_device_preload.so"), directory.join("deps/libgpuinstr_device_preload.so")]
+            .into_iter()
+            .find(|p| p.exists())
+            .expect("Cargo builds libgpuinstr_device_preload.so with the tests");
+    let mut command = Command::new(run);
+    command.env("GPUINSTR_DEVICE_LIBRARY", library);
+    command
+}
+
+fn rocminfo(target: &str) -> String {
+    let output = gpuinstr_run().args(["--target", target, "--", "rocminfo"]).output().expect("gpuinstr-run runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(output.status.success(), "rocminfo failed: {stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    stdout
+}
+
+/// The agent's lines, without the column padding.
+fn fields(text: &str) -> Vec<String> {
+    text.lines().map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")).collect()
+}
+
+#[test]
+fn rocminfo_lists_the_emulated_gfx90a() {
+    let lines = fields(&rocminfo("gfx90a"));
+    for expected in [
+        "Name: gfx90a",
+        "Vendor Name: AMD",
+        "Device Type: GPU",
+        "Chip ID: 29711(0x740f)",
+        "Compute Unit: 104",
+        "SIMDs per CU: 4",
+        "Wavefront Size: 64(0x40)",
+        "Max Waves Per CU: 32(0x20)",
+        "Segment: GLOBAL; FLAGS: COARSE GRAINED",
+        "Size: 16777216(0x1000000) KB",
+        "Segment: GROUP",
+        "L2: 8192(0x2000) KB",
+        "Name: amdgcn-amd-amdhsa--gfx90a:sramecc-:xnack-",
+        "*** Done ***",
+    ] {
+        assert!(lines.iter().any(|l| l == expected), "no `{expected}` in rocminfo's output:\n{}", lines.join("\n"));
+    }
+    assert!(!lines.iter().any(|l| l.contains("ROCk module is NOT loaded")));
+}
+
+#[test]
+fn rocminfo_lists_the_emulated_gfx908() {
+    let lines = fields(&rocminfo("gfx908"));
+    for expected in [
+        "Name: gfx908",
+        "Compute Unit: 120",
+        "Max Waves Per CU: 40(0x28)",
+        "Name: amdgcn-amd-amdhsa--gfx908:sramecc-:xnack-",
+    ] {
+        assert!(lines.iter().any(|l| l == expected), "no `{expected}` in rocminfo's output:\n{}", lines.join("\n"));
+    }
+}
+
+#[test]
+fn a_missing_program_is_a_clear_error() {
+    let output = gpuinstr_run().args(["--", "/nonexistent/app"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(127));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("gpuinstr-run: error: cannot run `/nonexistent/app`"), "{stderr}");
+}

@@ -1,0 +1,35 @@
+//! gpuinstr's emulated GPU as the ROCm user space sees it: the kernel
+//! driver's interface (the KFD topology in sysfs, `/dev/kfd` ioctls and
+//! mmaps, the render node), the one layer every ROCm release shares. The
+//! front end (`device-preload`, an `LD_PRELOAD` library) answers the
+//! process's `open`/`ioctl`/`mmap` calls from here; ROCr, its thunk, its
+//! loader and HIP's runtime stay real.
+//!
+//! Modules: `model` (which GPU) -> `topology` (its sysfs files) ->
+//! `files` (every virtual path) -> `kfd` (the ioctls and the state they
+//! change).
+
+pub mod files;
+pub mod kfd;
+pub mod model;
+pub mod topology;
+
+pub use files::{DeviceNode, Entry, VirtualFiles};
+pub use kfd::{Errno, Kfd, MmapTarget, ProcessMemory};
+pub use model::{Model, Target};
+pub use topology::Host;
+
+/// Everything the front end serves: the files and the device behind them.
+pub struct EmulatedSystem {
+    pub files: VirtualFiles,
+    pub kfd: Kfd,
+}
+
+impl EmulatedSystem {
+    pub fn new(target: Target, host: &Host) -> EmulatedSystem {
+        let model = Model::new(target);
+        let mut files = VirtualFiles::default();
+        topology::add_files(&mut files, &model, host);
+        EmulatedSystem { files, kfd: Kfd::new(model) }
+    }
+}
