@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How many selected points each example tool leaves out with default flags.
 
-Usage: scripts/left-out.py [--link BIN] [--corpus-every N] [--no-corpus] [--grow FLAG] [--label TEXT] [--json]
+Usage: scripts/left-out.py [--link BIN] [--corpus-every N] [--no-corpus] [--grow free|always|never] [--label TEXT] [--json]
 
 Instruments our own test programs (tests/inputs/{kernels,regressions,emulator}
 and the vector-add example, each for gfx90a and gfx908) and a sample of the
@@ -86,7 +86,7 @@ def instrument(link, app, target, tool, plan, new, grow):
         if target:
             command += ["--target", target]
         if grow:
-            command.append(grow)
+            command.append(f"--grow-registers={grow}")
         if new:
             command.append("--allow-partial")
         ran = run(command)
@@ -113,7 +113,8 @@ def main():
     parser.add_argument("--corpus-every", type=int, default=20)
     parser.add_argument("--no-corpus", action="store_true")
     parser.add_argument("--label", default="")
-    parser.add_argument("--grow", default="", help="a --grow-registers flag to pass, e.g. --grow-registers=always")
+    parser.add_argument("--grow", choices=["free", "always", "never"],
+                        help="pass --grow-registers=POLICY (default: instrument's own default)")
     parser.add_argument("--json", action="store_true")
     arguments = parser.parse_args()
     work = os.path.join(REPO, "target/left-out")
