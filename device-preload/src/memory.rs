@@ -37,8 +37,11 @@ impl ProcessMemory for Process {
 /// Each buffer's memfd, by handle.
 static BACKING: Mutex<Option<HashMap<u64, c_int>>> = Mutex::new(None);
 
-pub fn kfd_ioctl(kfd: &Kfd, request: u64, args: &mut [u8]) -> Result<(), Errno> {
+pub fn kfd_ioctl(kfd: &'static Kfd, request: u64, args: &mut [u8]) -> Result<(), Errno> {
     let (number, _, _) = abi::request_parts(request);
+    if number == abi::CREATE_QUEUE {
+        start_command_processor(kfd);
+    }
     let freed = (number == abi::FREE_MEMORY_OF_GPU && args.len() >= 8)
         .then(|| u64::from_le_bytes(args[..8].try_into().expect("8 bytes")));
     kfd.ioctl(request, args, &Process)?;
@@ -49,6 +52,20 @@ pub fn kfd_ioctl(kfd: &Kfd, request: u64, args: &mut [u8]) -> Result<(), Errno> 
         }
     }
     Ok(())
+}
+
+/// The command processor's thread, started with the first queue.
+fn start_command_processor(kfd: &'static Kfd) {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        let stop: gpuinstr_device::command_processor::Stop = Box::new(|message: &str| {
+            eprintln!("gpuinstr-run: error: {message}");
+            // SAFETY: ends the process at once; the runtime's threads wait
+            // on a device that will never answer.
+            unsafe { libc::_exit(1) }
+        });
+        gpuinstr_device::command_processor::start(kfd, std::sync::Arc::new(Process), stop);
+    });
 }
 
 /// The memfd behind buffer `handle` of `size` bytes, made on first use.

@@ -1,23 +1,9 @@
 //! The real ROCm user space (Debian 12's rocminfo, ROCr 5.2 and its thunk)
 //! sees the emulated GPU.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
-/// gpuinstr-run, told where Cargo put the device library for this test run
-/// (`deps/`; `cargo build` puts it next to gpuinstr-run).
-fn gpuinstr_run() -> Command {
-    let run = PathBuf::from(env!("CARGO_BIN_EXE_gpuinstr-run"));
-    let directory = run.parent().expect("target directory");
-    let library =
-        [directory.join("libgpuinstr_device_preload.so"), directory.join("deps/libgpuinstr_device_preload.so")]
-            .into_iter()
-            .find(|p| p.exists())
-            .expect("Cargo builds libgpuinstr_device_preload.so with the tests");
-    let mut command = Command::new(run);
-    command.env("GPUINSTR_DEVICE_LIBRARY", library);
-    command
-}
+use common::gpuinstr_run;
 
 fn rocminfo(target: &str) -> String {
     let output = gpuinstr_run().args(["--target", target, "--", "rocminfo"]).output().expect("gpuinstr-run runs");

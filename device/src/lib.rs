@@ -9,8 +9,10 @@
 //! `files` (every virtual path) -> `kfd` (the ioctls and the state they
 //! change).
 
+pub mod command_processor;
 pub mod files;
 pub mod kfd;
+pub mod loaded_image;
 pub mod model;
 pub mod topology;
 

@@ -22,6 +22,7 @@ const R_AMDGPU_RELATIVE64: u32 = 13;
 
 pub struct Device {
     pub memory: Memory,
+    pub code_object: CodeObject,
     pub program: Program,
     /// Device address of code object address 0.
     pub load_base: u64,
@@ -54,16 +55,24 @@ impl Device {
     pub fn new(code_object: CodeObject, file: String) -> Result<Self, EmulatorError> {
         let mut memory = Memory::default();
         let load_base = load_code_object(&mut memory, &code_object)?;
-        let program = Program::new(code_object)?;
-        Ok(Device { memory, program, load_base, options: Options::default(), trace_before_stop: Vec::new(), file })
+        let program = Program::new(code_object.clone())?;
+        Ok(Device {
+            memory,
+            code_object,
+            program,
+            load_base,
+            options: Options::default(),
+            trace_before_stop: Vec::new(),
+            file,
+        })
     }
 
     pub fn code_object(&self) -> &CodeObject {
-        &self.program.code_object
+        &self.code_object
     }
 
     pub fn kernel(&self, name: &str) -> Result<&Kernel, EmulatorError> {
-        let kernels = &self.program.code_object.kernels;
+        let kernels = &self.code_object.kernels;
         kernels.iter().find(|k| k.name() == name || k.metadata.symbol == name).ok_or_else(|| EmulatorError::NoKernel {
             file: self.file.clone(),
             kernel: name.to_string(),
@@ -73,7 +82,7 @@ impl Device {
 
     /// The device address of a symbol of the code object (a global).
     pub fn symbol_address(&self, name: &str) -> Option<u64> {
-        let symbol = self.program.code_object.symbols.iter().find(|s| s.name == name && s.section.is_some())?;
+        let symbol = self.code_object.symbols.iter().find(|s| s.name == name && s.section.is_some())?;
         Some(self.load_base + symbol.value)
     }
 
@@ -96,7 +105,7 @@ impl Device {
     /// arguments' bytes, in order.
     pub fn launch(&mut self, kernel: &str, launch: Launch, arguments: &[Vec<u8>]) -> Result<RunReport, EmulatorError> {
         let kernel = self.kernel(kernel)?.clone();
-        let gfx90a = self.program.code_object.target.processor == "gfx90a";
+        let gfx90a = self.code_object.target.processor == "gfx90a";
         let name = kernel.name().to_string();
         if launch.workgroup_size.iter().product::<u32>() == 0 || launch.workgroups.iter().product::<u32>() == 0 {
             return Err(EmulatorError::Dispatch { kernel: name, message: "an empty grid or workgroup".into() });

@@ -8,9 +8,9 @@ use std::collections::HashMap;
 
 use gpuinstr::stages::load::descriptor::{KernelDescriptor, RSRC1};
 use gpuinstr::stages::load::Kernel;
-use gpuinstr::stages::patch::preamble::{layout, Input};
 
 use crate::error::{EmulatorError, StopSite};
+use crate::inputs::{initial_sgprs, Input};
 use crate::memory::{Memory, PRIVATE_APERTURE, SHARED_APERTURE};
 use crate::operands::FLAT_SCRATCH;
 use crate::program::Program;
@@ -251,7 +251,7 @@ pub fn initial_wave(
         }
     };
     let split = |v: u64| [v as u32, (v >> 32) as u32];
-    for (input, first, _) in layout(descriptor) {
+    for (input, first) in initial_sgprs(descriptor) {
         match input {
             Input::PrivateSegmentBuffer => {
                 // Swizzled, 4-byte elements, index stride 64, lane id added:

@@ -5,6 +5,7 @@
 //! off-by-one access fault instead of silently landing in a neighbour.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::error::Fault;
 
@@ -25,19 +26,43 @@ pub struct Allocation {
     pub bytes: Vec<u8>,
 }
 
-#[derive(Clone, Debug)]
+/// Memory the emulator does not own: a running program's address space,
+/// where the emulated GPU's memory is the process's own (`gpuinstr-device`).
+/// It decides which accesses are valid.
+pub trait AddressSpace: Send + Sync {
+    fn read(&self, address: u64, out: &mut [u8]) -> Result<(), Fault>;
+    fn write(&self, address: u64, data: &[u8]) -> Result<(), Fault>;
+}
+
+#[derive(Clone)]
 pub struct Memory {
     allocations: BTreeMap<u64, Allocation>,
     next: u64,
+    /// When set, every access goes there and there are no allocations.
+    external: Option<Arc<dyn AddressSpace>>,
+}
+
+impl std::fmt::Debug for Memory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Memory")
+            .field("allocations", &self.allocations.len())
+            .field("external", &self.external.is_some())
+            .finish()
+    }
 }
 
 impl Default for Memory {
     fn default() -> Self {
-        Memory { allocations: BTreeMap::new(), next: FIRST_ADDRESS }
+        Memory { allocations: BTreeMap::new(), next: FIRST_ADDRESS, external: None }
     }
 }
 
 impl Memory {
+    /// Memory that is `space` (a process's), not allocations of ours.
+    pub fn external(space: Arc<dyn AddressSpace>) -> Self {
+        Memory { external: Some(space), ..Memory::default() }
+    }
+
     /// A new zeroed allocation; returns its address (4 KiB aligned).
     pub fn allocate(&mut self, name: &str, size: u64) -> u64 {
         let address = self.next;
@@ -74,12 +99,18 @@ impl Memory {
     }
 
     pub fn read(&self, address: u64, out: &mut [u8]) -> Result<(), Fault> {
+        if let Some(space) = &self.external {
+            return space.read(address, out);
+        }
         let (base, start) = self.span(address, out.len() as u64)?;
         out.copy_from_slice(&self.allocations[&base].bytes[start..start + out.len()]);
         Ok(())
     }
 
     pub fn write(&mut self, address: u64, data: &[u8]) -> Result<(), Fault> {
+        if let Some(space) = &self.external {
+            return space.write(address, data);
+        }
         let (base, start) = self.span(address, data.len() as u64)?;
         let allocation = self.allocations.get_mut(&base).expect("span found it");
         allocation.bytes[start..start + data.len()].copy_from_slice(data);

@@ -111,11 +111,38 @@ impl Coverage {
     }
 }
 
+/// Where instructions come from.
+enum Code {
+    /// A code object file's executable sections (addresses are the code
+    /// object's; the device adds its load base).
+    Object(Box<CodeObject>),
+    /// Code a runtime loaded into device memory: its bytes from `base` on
+    /// (addresses are device addresses).
+    Loaded { base: u64, bytes: Vec<u8> },
+}
+
+impl Code {
+    fn bytes_at(&self, address: u64, length: u64) -> Option<&[u8]> {
+        match self {
+            Code::Object(code_object) => {
+                let section = code_object.section_containing(address).filter(|s| s.executable())?;
+                let end = section.address + section.size;
+                code_object.bytes_at(address, (end - address).min(length))
+            }
+            Code::Loaded { base, bytes } => {
+                let start = usize::try_from(address.checked_sub(*base)?).ok()?;
+                let end = bytes.len().min(start.checked_add(length as usize)?);
+                bytes.get(start..end).filter(|b| !b.is_empty())
+            }
+        }
+    }
+}
+
 /// The code object's instructions, decoded on demand into a table with a
 /// slot per dword of its code.
 pub struct Program {
     pub isa: Isa,
-    pub code_object: CodeObject,
+    code: Code,
     /// Code object addresses of the first and past the last code byte.
     code_start: u64,
     code_end: u64,
@@ -129,7 +156,32 @@ impl Program {
         let code_start = code.clone().map(|s| s.address).min().unwrap_or(0) & !3;
         let code_end = code.map(|s| s.address + s.size).max().unwrap_or(0);
         let slots = (code_end.saturating_sub(code_start)).div_ceil(4) as usize;
-        Ok(Program { isa, code_object, code_start, code_end, decoded: vec![None; slots] })
+        Ok(Program { isa, code: Code::Object(Box::new(code_object)), code_start, code_end, decoded: vec![None; slots] })
+    }
+
+    /// Code that a runtime loaded at `base` in device memory (a copy of
+    /// its bytes), for `processor` (gfx908, gfx90a).
+    pub fn loaded(processor: &str, base: u64, bytes: Vec<u8>) -> Result<Self, EmulatorError> {
+        use gpuinstr::stages::load::{FeatureSetting, TargetId};
+        let target = TargetId { processor: processor.into(), xnack: FeatureSetting::Any, sramecc: FeatureSetting::Any };
+        let isa = Isa::new(&target).map_err(|e| EmulatorError::Isa(e.to_string()))?;
+        let slots = (bytes.len() as u64).div_ceil(4) as usize;
+        let code_end = base + bytes.len() as u64;
+        Ok(Program {
+            isa,
+            code: Code::Loaded { base, bytes },
+            code_start: base & !3,
+            code_end,
+            decoded: vec![None; slots],
+        })
+    }
+
+    /// The code object file it runs, if it runs one.
+    pub fn code_object(&self) -> Option<&CodeObject> {
+        match &self.code {
+            Code::Object(code_object) => Some(code_object),
+            Code::Loaded { .. } => None,
+        }
     }
 
     /// The table slot of a code address (instructions are dword aligned).
@@ -155,9 +207,7 @@ impl Program {
         if let Some(inst) = &self.decoded[slot] {
             return Some(inst.clone());
         }
-        let section = self.code_object.section_containing(address).filter(|s| s.executable())?;
-        let end = section.address + section.size;
-        let bytes = self.code_object.bytes_at(address, (end - address).min(12))?;
+        let bytes = self.code.bytes_at(address, 12)?;
         let raw = self.isa.mc.decode(bytes, address).ok()?;
         let size = raw.size as usize;
         let lifted = Instruction::new(&self.isa, address, &bytes[..size], raw);
@@ -169,7 +219,10 @@ impl Program {
     /// Every instruction of the code object's functions, decoded, with
     /// whether the emulator implements it.
     pub fn coverage(&mut self) -> Result<Coverage, EmulatorError> {
-        let lifted = gpuinstr::stages::lift::lift(&self.code_object).map_err(|e| EmulatorError::Isa(e.to_string()))?;
+        let Code::Object(code_object) = &self.code else {
+            return Err(EmulatorError::Isa("coverage needs a code object file".into()));
+        };
+        let lifted = gpuinstr::stages::lift::lift(code_object).map_err(|e| EmulatorError::Isa(e.to_string()))?;
         let mut coverage = Coverage::default();
         for instruction in lifted.functions.iter().flat_map(|f| f.instructions()) {
             coverage.instructions += 1;
@@ -185,8 +238,7 @@ impl Program {
 
     /// The instruction as LLVM prints it, for messages and traces.
     pub fn text(&self, address: u64) -> String {
-        let Some(bytes) = self.code_object.bytes_at(address, 12).or_else(|| self.code_object.bytes_at(address, 4))
-        else {
+        let Some(bytes) = self.code.bytes_at(address, 12) else {
             return String::from("<outside the code object>");
         };
         match self.isa.mc.decode(bytes, address) {

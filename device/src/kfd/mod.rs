@@ -119,6 +119,9 @@ impl State {
     pub fn buffer(&self, handle: u64) -> Option<&Buffer> {
         self.buffers.get(&handle)
     }
+    pub fn buffers(&self) -> impl Iterator<Item = &Buffer> {
+        self.buffers.values()
+    }
     pub fn queues(&self) -> impl Iterator<Item = &Queue> {
         self.queues.values()
     }
@@ -158,6 +161,11 @@ impl Kfd {
         }
     }
 
+    /// The GPU's clock: ticks at [`CLOCK_HZ`] since the device started.
+    pub fn gpu_clock(&self) -> u64 {
+        (self.started.elapsed().as_nanos() as u64) / (1_000_000_000 / CLOCK_HZ)
+    }
+
     pub fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -185,7 +193,7 @@ impl Kfd {
             abi::GET_CLOCK_COUNTERS => {
                 let mut clocks: abi::GetClockCounters = read(args)?;
                 let elapsed = self.started.elapsed();
-                clocks.gpu_clock_counter = (elapsed.as_nanos() as u64) / (1_000_000_000 / CLOCK_HZ);
+                clocks.gpu_clock_counter = self.gpu_clock();
                 clocks.cpu_clock_counter = elapsed.as_nanos() as u64;
                 clocks.system_clock_counter = elapsed.as_nanos() as u64;
                 clocks.system_clock_frequency = 1_000_000_000;
@@ -354,7 +362,7 @@ impl Kfd {
         state.buffers.iter().find_map(|(handle, buffer)| {
             let start = buffer.mmap_offset;
             (buffer.backing != Backing::Doorbells && offset >= start && offset < start + buffer.size)
-                .then_some(MmapTarget::Buffer { handle: *handle, offset: offset - start })
+                .then(|| MmapTarget::Buffer { handle: *handle, offset: offset - start })
         })
     }
 

@@ -1,0 +1,43 @@
+//! What the device's tests share: gpuinstr-run and HIP programs built with hipcc.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// gpuinstr-run, told where Cargo put the device library for this test run
+/// (`deps/`; `cargo build` puts it next to gpuinstr-run).
+pub fn gpuinstr_run() -> Command {
+    let run = PathBuf::from(env!("CARGO_BIN_EXE_gpuinstr-run"));
+    let directory = run.parent().expect("target directory");
+    let library =
+        [directory.join("libgpuinstr_device_preload.so"), directory.join("deps/libgpuinstr_device_preload.so")]
+            .into_iter()
+            .find(|p| p.exists())
+            .expect("Cargo builds libgpuinstr_device_preload.so with the tests");
+    let mut command = Command::new(run);
+    command.env("GPUINSTR_DEVICE_LIBRARY", library);
+    command
+}
+
+/// `tests/inputs/device/NAME.hip` built by hipcc for `target` into `directory`
+/// (clang leaves empty directories in TMPDIR: it gets one of ours).
+pub fn build(name: &str, target: &str, directory: &Path) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/inputs/device").join(format!("{name}.hip"));
+    let output = directory.join(format!("{name}-{target}"));
+    let built = Command::new("hipcc")
+        .args(["-O2", &format!("--offload-arch={target}")])
+        .arg(&source)
+        .arg("-o")
+        .arg(&output)
+        .env("TMPDIR", directory)
+        .output()
+        .expect("hipcc runs");
+    assert!(built.status.success(), "hipcc {}: {}", source.display(), String::from_utf8_lossy(&built.stderr));
+    output
+}
+
+/// Runs `program` on the emulated `target`.
+pub fn run(program: &Path, target: &str) -> Output {
+    gpuinstr_run().args(["--target", target, "--"]).arg(program).output().expect("gpuinstr-run runs")
+}

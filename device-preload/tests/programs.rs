@@ -1,0 +1,39 @@
+//! Unmodified HIP programs, built by hipcc, run on the emulated GPU under
+//! Debian 12's HIP runtime and ROCr, and print what their CPU checks expect.
+
+mod common;
+
+fn stdout(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stdout).to_string()
+}
+
+fn stderr(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).to_string()
+}
+
+#[test]
+fn vector_add_runs_on_gfx90a_and_gfx908() {
+    let scratch = tempfile::tempdir().unwrap();
+    for target in ["gfx90a", "gfx908"] {
+        let program = common::build("vector_add", target, scratch.path());
+        let output = common::run(&program, target);
+        assert!(output.status.success(), "{target}: {}{}", stdout(&output), stderr(&output));
+        assert_eq!(stdout(&output), "PASSED\n", "{target}");
+    }
+}
+
+#[test]
+fn an_access_outside_device_memory_stops_the_program_naming_the_kernel() {
+    let scratch = tempfile::tempdir().unwrap();
+    let program = common::build("out_of_bounds", "gfx90a", scratch.path());
+    let output = common::run(&program, "gfx90a");
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(
+        message.contains("gpuinstr-run: error: the emulated GPU stopped: kernel _Z4pokePi, workgroup (0, 0, 0) wave 0"),
+        "{message}"
+    );
+    assert!(message.contains("`global_store_dword v0, v1, s[0:1]`"), "{message}");
+    assert!(message.contains("is outside every allocation"), "{message}");
+    assert!(!stdout(&output).contains("after"), "the program stopped at the fault");
+}

@@ -1,0 +1,333 @@
+//! The command processor: reads AQL packets from the rings of the queues
+//! the runtime created, as the hardware's would when a doorbell rings, and
+//! carries them out: kernel dispatches on the emulator, barrier-AND/OR
+//! packets, completion signals (value, timestamps, event mailbox and the
+//! interrupt that wakes waiters). One thread serves every queue, packets in
+//! order per queue.
+//!
+//! Kernels see only memory the runtime allocated or registered with the
+//! driver (and the scratch the command processor gives the dispatch): any
+//! other access stops the program with the kernel, the address and the
+//! instruction.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gpuinstr_emulator::memory::{AddressSpace, Memory};
+use gpuinstr_emulator::packet::{self, DispatchPacket, PacketPlace};
+use gpuinstr_emulator::program::Program;
+use gpuinstr_emulator::{Fault, Options};
+
+use crate::kfd::{Backing, Errno, Kfd, ProcessMemory, Queue};
+use crate::model::Target;
+
+/// AQL packet types (`hsa_packet_type_t`).
+const PACKET_VENDOR: u16 = 0;
+const PACKET_INVALID: u16 = 1;
+const PACKET_KERNEL_DISPATCH: u16 = 2;
+const PACKET_BARRIER_AND: u16 = 3;
+const PACKET_AGENT_DISPATCH: u16 = 4;
+const PACKET_BARRIER_OR: u16 = 5;
+/// AMD's vendor packet formats (`hsa_amd_packet_type_t`): wait for a
+/// signal's value to meet a condition.
+const AMD_BARRIER_VALUE: u8 = 2;
+/// ROCr's own format: a jump to an indirect buffer of PM4 commands.
+const AMD_PM4_INDIRECT_BUFFER: u8 = 1;
+/// PM4 type-3 opcodes the emulated GPU carries out: cache maintenance,
+/// which coherent host memory does not need.
+const PM4_NOP: u32 = 0x10;
+const PM4_ACQUIRE_MEM: u32 = 0x58;
+const PM4_INDIRECT_BUFFER: u32 = 0x3f;
+/// `amd_signal_t` fields.
+const SIGNAL_VALUE: u64 = 8;
+const SIGNAL_MAILBOX: u64 = 16;
+const SIGNAL_EVENT_ID: u64 = 24;
+const SIGNAL_START: u64 = 32;
+const SIGNAL_END: u64 = 40;
+/// `amd_queue_t.write_dispatch_id`: the queue starts this far before it.
+const QUEUE_WRITE_DISPATCH_ID: u64 = 56;
+
+/// The process's memory, shared with the front end.
+pub type SharedMemory = Arc<dyn ProcessMemory + Send + Sync>;
+
+/// Why the command processor stopped the program.
+pub type Stop = Box<dyn Fn(&str) + Send + Sync>;
+
+pub struct CommandProcessor {
+    kfd: &'static Kfd,
+    memory: SharedMemory,
+    stop: Stop,
+    /// Decoded code and kernel names, per loaded code buffer (its address).
+    programs: HashMap<u64, (Program, HashMap<u64, String>)>,
+}
+
+/// Starts the command processor's thread (once per process).
+pub fn start(kfd: &'static Kfd, memory: SharedMemory, stop: Stop) {
+    std::thread::Builder::new()
+        .name("gpuinstr-cp".into())
+        .spawn(move || CommandProcessor { kfd, memory, stop, programs: HashMap::new() }.serve())
+        .expect("the command processor's thread starts");
+}
+
+impl CommandProcessor {
+    fn serve(mut self) {
+        let mut idle = Duration::from_micros(20);
+        loop {
+            let queues: Vec<Queue> = self.kfd.state().queues().cloned().collect();
+            let mut worked = false;
+            for queue in &queues {
+                match self.step(queue) {
+                    Ok(did) => worked |= did,
+                    Err(message) => {
+                        (self.stop)(&message);
+                        return;
+                    }
+                }
+            }
+            if worked {
+                idle = Duration::from_micros(20);
+            } else {
+                std::thread::sleep(idle);
+                idle = (idle * 2).min(Duration::from_millis(2));
+            }
+        }
+    }
+
+    fn u64_at(&self, address: u64) -> Result<u64, String> {
+        let mut bytes = [0; 8];
+        self.memory.read(address, &mut bytes).map_err(|e| format!("cannot read {address:#x}: {e:?}"))?;
+        Ok(u64::from_le_bytes(bytes))
+    }
+
+    fn write_u64(&self, address: u64, value: u64) -> Result<(), String> {
+        self.memory.write(address, &value.to_le_bytes()).map_err(|e| format!("cannot write {address:#x}: {e:?}"))
+    }
+
+    /// Carries out the next packet of `queue` if there is one ready; true if it did.
+    fn step(&mut self, queue: &Queue) -> Result<bool, String> {
+        let read = self.u64_at(queue.read_pointer)?;
+        let write = self.u64_at(queue.write_pointer)?;
+        if read >= write || queue.ring_bytes < 64 {
+            return Ok(false);
+        }
+        let slots = u64::from(queue.ring_bytes) / 64;
+        let at = queue.ring_base + (read % slots) * 64;
+        let mut bytes = [0u8; 64];
+        self.memory.read(at, &mut bytes).map_err(|e| format!("cannot read the packet at {at:#x}: {e:?}"))?;
+        let header = u16::from_le_bytes([bytes[0], bytes[1]]);
+        let completion = u64::from_le_bytes(bytes[56..64].try_into().expect("8 bytes"));
+        match header & 0xff {
+            // Reserved but not written yet.
+            PACKET_INVALID => return Ok(false),
+            PACKET_KERNEL_DISPATCH => {
+                let start = self.kfd.gpu_clock();
+                self.dispatch(queue, at, &bytes)?;
+                self.complete(completion, start)?;
+            }
+            PACKET_BARRIER_AND | PACKET_BARRIER_OR => {
+                let mut values = Vec::new();
+                for k in 0..5 {
+                    let signal = u64::from_le_bytes(bytes[8 + 8 * k..16 + 8 * k].try_into().expect("8 bytes"));
+                    if signal != 0 {
+                        values.push(self.u64_at(signal + SIGNAL_VALUE)? as i64);
+                    }
+                }
+                let satisfied = if header & 0xff == PACKET_BARRIER_AND {
+                    values.iter().all(|&v| v == 0)
+                } else {
+                    values.is_empty() || values.contains(&0)
+                };
+                if !satisfied {
+                    return Ok(false);
+                }
+                let now = self.kfd.gpu_clock();
+                self.complete(completion, now)?;
+            }
+            PACKET_VENDOR if bytes[2] == AMD_BARRIER_VALUE => {
+                let signal = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
+                let value = i64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
+                let mask = i64::from_le_bytes(bytes[24..32].try_into().expect("8 bytes"));
+                let condition = u32::from_le_bytes(bytes[32..36].try_into().expect("4 bytes"));
+                let current = (self.u64_at(signal + SIGNAL_VALUE)? as i64) & mask;
+                let satisfied = match condition {
+                    0 => current == value,
+                    1 => current != value,
+                    2 => current < value,
+                    3 => current >= value,
+                    other => {
+                        return Err(format!(
+                            "queue {} at {at:#x}: a barrier-value packet with condition {other}",
+                            queue.id
+                        ))
+                    }
+                };
+                if !satisfied {
+                    return Ok(false);
+                }
+                let now = self.kfd.gpu_clock();
+                self.complete(completion, now)?;
+            }
+            PACKET_VENDOR if bytes[2] == AMD_PM4_INDIRECT_BUFFER => {
+                let start = self.kfd.gpu_clock();
+                self.indirect_buffer(queue, at, &bytes)?;
+                self.complete(completion, start)?;
+            }
+            kind @ (PACKET_VENDOR | PACKET_AGENT_DISPATCH) => {
+                return Err(format!(
+                    "queue {} at {at:#x}: a packet of type {kind} ({}), which the emulated GPU does not carry out",
+                    queue.id,
+                    if kind == PACKET_VENDOR {
+                        format!("vendor-specific, AMD format {}", bytes[2])
+                    } else {
+                        "agent dispatch".into()
+                    }
+                ))
+            }
+            kind => return Err(format!("queue {} at {at:#x}: an AQL packet of unknown type {kind}", queue.id)),
+        }
+        // The slot is free again: INVALID, and the read index past it.
+        self.memory.write(at, &PACKET_INVALID.to_le_bytes()).map_err(|e| format!("{e:?}"))?;
+        self.write_u64(queue.read_pointer, read + 1)?;
+        Ok(true)
+    }
+
+    /// A PM4 indirect buffer: ROCr sends cache invalidations this way
+    /// (after loading code, say); anything else stops the program.
+    fn indirect_buffer(&self, queue: &Queue, at: u64, bytes: &[u8; 64]) -> Result<(), String> {
+        let dword = |k: usize| u32::from_le_bytes(bytes[4 + 4 * k..8 + 4 * k].try_into().expect("4 bytes"));
+        let jump = dword(0);
+        if (jump >> 30) != 3 || (jump >> 8) & 0xff != PM4_INDIRECT_BUFFER {
+            return Err(format!(
+                "queue {} at {at:#x}: a PM4 packet that is not a jump to an indirect buffer",
+                queue.id
+            ));
+        }
+        let address = u64::from(dword(1)) | (u64::from(dword(2) & 0xffff) << 32);
+        let length = (dword(3) & 0xfffff) as usize;
+        let mut words = vec![0u8; length * 4];
+        self.memory
+            .read(address, &mut words)
+            .map_err(|e| format!("cannot read the PM4 buffer at {address:#x}: {e:?}"))?;
+        let word = |k: usize| u32::from_le_bytes(words[4 * k..4 * k + 4].try_into().expect("4 bytes"));
+        let mut k = 0;
+        while k < length {
+            let header = word(k);
+            let opcode = (header >> 8) & 0xff;
+            if header >> 30 != 3 || !matches!(opcode, PM4_NOP | PM4_ACQUIRE_MEM) {
+                return Err(format!(
+                    "queue {} at {at:#x}: PM4 command {header:#010x} (opcode {opcode:#x}), which the emulated GPU does not carry out",
+                    queue.id
+                ));
+            }
+            k += 2 + ((header >> 16) & 0x3fff) as usize;
+        }
+        Ok(())
+    }
+
+    fn complete(&self, signal: u64, start: u64) -> Result<(), String> {
+        if signal == 0 {
+            return Ok(());
+        }
+        let value = self.u64_at(signal + SIGNAL_VALUE)?;
+        self.write_u64(signal + SIGNAL_START, start)?;
+        self.write_u64(signal + SIGNAL_END, self.kfd.gpu_clock())?;
+        self.write_u64(signal + SIGNAL_VALUE, value.wrapping_sub(1))?;
+        let mailbox = self.u64_at(signal + SIGNAL_MAILBOX)?;
+        if mailbox != 0 {
+            let event = self.u64_at(signal + SIGNAL_EVENT_ID)? as u32;
+            self.write_u64(mailbox, u64::from(event))?;
+            self.kfd.signal(event);
+        }
+        Ok(())
+    }
+
+    fn dispatch(&mut self, queue: &Queue, at: u64, bytes: &[u8; 64]) -> Result<(), String> {
+        let packet = DispatchPacket::decode(bytes);
+        let checked = Arc::new(CheckedMemory::new(self.kfd, self.memory.clone()));
+        let mut memory = Memory::external(checked.clone());
+        let mut kernel = packet::kernel_of(&packet, &memory).map_err(|e| e.to_string())?;
+        let code = self.code_buffer(kernel.code_address)?;
+        if !self.programs.contains_key(&code.0) {
+            let mut bytes = vec![0; code.1 as usize];
+            self.memory
+                .read(code.0, &mut bytes)
+                .map_err(|e| format!("cannot read the code at {:#x}: {e:?}", code.0))?;
+            let processor = self.kfd.model.target.to_string();
+            let names = crate::loaded_image::kernel_names(code.0, &bytes);
+            let program = Program::loaded(&processor, code.0, bytes).map_err(|e| e.to_string())?;
+            self.programs.insert(code.0, (program, names));
+        }
+        let (program, names) = self.programs.get_mut(&code.0).expect("inserted");
+        if let Some(name) = names.get(&packet.kernel_object) {
+            kernel.metadata.name = name.clone();
+        }
+        let mut scratch = vec![0u8; packet::scratch_bytes_for(&packet) as usize];
+        let scratch_address = scratch.as_mut_ptr() as u64;
+        checked.add_range(scratch_address, scratch.len() as u64);
+        let place =
+            PacketPlace { packet: at, queue: queue.write_pointer - QUEUE_WRITE_DISPATCH_ID, scratch: scratch_address };
+        let gfx90a = self.kfd.model.target == Target::Gfx90a;
+        let mut trace = Vec::new();
+        let result =
+            packet::run(program, &mut memory, &packet, &kernel, &place, gfx90a, &Options::default(), &mut trace);
+        drop(scratch);
+        result.map(|_| ()).map_err(|e| format!("the emulated GPU stopped: {e}"))
+    }
+
+    /// The loaded buffer holding `address` (code): its start and size.
+    fn code_buffer(&self, address: u64) -> Result<(u64, u64), String> {
+        let found =
+            self.kfd.state().buffers().map(|b| (b.va, b.size)).find(|(va, size)| address >= *va && address < va + size);
+        found.ok_or_else(|| format!("kernel code at {address:#x} is in no memory the runtime allocated"))
+    }
+}
+
+/// The process's memory as kernels may touch it: what the runtime
+/// allocated or registered with the driver when the dispatch started, and
+/// the dispatch's scratch.
+pub struct CheckedMemory {
+    memory: SharedMemory,
+    ranges: std::sync::RwLock<Vec<(u64, u64)>>,
+}
+
+impl CheckedMemory {
+    pub fn new(kfd: &Kfd, memory: SharedMemory) -> CheckedMemory {
+        let mut ranges: Vec<(u64, u64)> = kfd
+            .state()
+            .buffers()
+            .filter(|b| matches!(b.backing, Backing::Memory | Backing::UserPointer) && b.va != 0)
+            .map(|b| (b.va, b.va + b.size))
+            .collect();
+        ranges.sort_unstable();
+        CheckedMemory { memory, ranges: std::sync::RwLock::new(ranges) }
+    }
+
+    pub fn add_range(&self, start: u64, size: u64) {
+        let mut ranges = self.ranges.write().unwrap_or_else(|e| e.into_inner());
+        ranges.push((start, start + size));
+        ranges.sort_unstable();
+    }
+
+    fn check(&self, address: u64, size: usize) -> Result<(), Fault> {
+        let ranges = self.ranges.read().unwrap_or_else(|e| e.into_inner());
+        let end = address.checked_add(size as u64).ok_or(Fault::Memory { address, size: size as u64 })?;
+        let index = ranges.partition_point(|(start, _)| *start <= address);
+        if index > 0 && end <= ranges[index - 1].1 {
+            return Ok(());
+        }
+        Err(Fault::Memory { address, size: size as u64 })
+    }
+}
+
+impl AddressSpace for CheckedMemory {
+    fn read(&self, address: u64, out: &mut [u8]) -> Result<(), Fault> {
+        self.check(address, out.len())?;
+        self.memory.read(address, out).map_err(|_: Errno| Fault::Memory { address, size: out.len() as u64 })
+    }
+
+    fn write(&self, address: u64, data: &[u8]) -> Result<(), Fault> {
+        self.check(address, data.len())?;
+        self.memory.write(address, data).map_err(|_: Errno| Fault::Memory { address, size: data.len() as u64 })
+    }
+}

@@ -1,0 +1,11 @@
+#include <hip/hip_runtime.h>
+#include <cstdio>
+__global__ void poke(int* p) { p[threadIdx.x + (1 << 28)] = 1; }
+int main() {
+  int* p;
+  hipMalloc(&p, 256 * 4);
+  poke<<<1, 64>>>(p);
+  hipDeviceSynchronize();
+  printf("after\n");
+  return 0;
+}
