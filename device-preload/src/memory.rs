@@ -15,20 +15,32 @@ use crate::{real, set_errno, trace};
 pub struct Process;
 
 impl ProcessMemory for Process {
+    /// Through `process_vm_readv` on ourselves: unmapped or protected
+    /// memory is an error, not a crash.
     fn read(&self, address: u64, out: &mut [u8]) -> Result<(), Errno> {
-        if address == 0 {
-            return Err(Errno::FAULT);
-        }
-        // SAFETY: the runtime passed this address for the device to read.
+        let local = libc::iovec { iov_base: out.as_mut_ptr().cast(), iov_len: out.len() };
+        let remote = libc::iovec { iov_base: address as *mut c_void, iov_len: out.len() };
+        // SAFETY: the kernel checks the remote range; the local one is ours.
+        let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+        (n == out.len() as isize).then_some(()).ok_or(Errno::FAULT)
+    }
+
+    fn write(&self, address: u64, data: &[u8]) -> Result<(), Errno> {
+        let local = libc::iovec { iov_base: data.as_ptr() as *mut c_void, iov_len: data.len() };
+        let remote = libc::iovec { iov_base: address as *mut c_void, iov_len: data.len() };
+        // SAFETY: as for read.
+        let n = unsafe { libc::process_vm_writev(libc::getpid(), &local, 1, &remote, 1, 0) };
+        (n == data.len() as isize).then_some(()).ok_or(Errno::FAULT)
+    }
+
+    fn read_mapped(&self, address: u64, out: &mut [u8]) -> Result<(), Errno> {
+        // SAFETY: the device mapped this memory readable and writable.
         unsafe { std::ptr::copy_nonoverlapping(address as *const u8, out.as_mut_ptr(), out.len()) };
         Ok(())
     }
 
-    fn write(&self, address: u64, data: &[u8]) -> Result<(), Errno> {
-        if address == 0 {
-            return Err(Errno::FAULT);
-        }
-        // SAFETY: the runtime passed this address for the device to fill.
+    fn write_mapped(&self, address: u64, data: &[u8]) -> Result<(), Errno> {
+        // SAFETY: as for read_mapped.
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), address as *mut u8, data.len()) };
         Ok(())
     }
@@ -45,6 +57,11 @@ pub fn kfd_ioctl(kfd: &'static Kfd, request: u64, args: &mut [u8]) -> Result<(),
     let freed = (number == abi::FREE_MEMORY_OF_GPU && args.len() >= 8)
         .then(|| u64::from_le_bytes(args[..8].try_into().expect("8 bytes")));
     kfd.ioctl(request, args, &Process)?;
+    if number == abi::ALLOC_MEMORY_OF_GPU {
+        let a: abi::AllocMemory = bytemuck::pod_read_unaligned(&args[..std::mem::size_of::<abi::AllocMemory>()]);
+        trace!("alloc va {:#x} size {:#x} flags {:#x} handle {:#x}", a.va_addr, a.size, a.flags, a.handle);
+        map_at_allocation(kfd, args)?;
+    }
     if let Some(handle) = freed {
         if let Some(fd) = BACKING.lock().ok().and_then(|mut b| b.as_mut().and_then(|b| b.remove(&handle))) {
             // SAFETY: our own memfd; existing mappings keep its pages.
@@ -66,6 +83,36 @@ fn start_command_processor(kfd: &'static Kfd) {
         });
         gpuinstr_device::command_processor::start(kfd, std::sync::Arc::new(Process), stop);
     });
+}
+
+/// Device memory exists at its GPU address from allocation on: the thunk
+/// maps some buffers for the host only later (or, for device-only memory,
+/// `PROT_NONE`), but kernels on the emulator reach every buffer through
+/// that address. The thunk's own mapping later shows the same memfd.
+fn map_at_allocation(kfd: &Kfd, args: &[u8]) -> Result<(), Errno> {
+    let allocation: abi::AllocMemory = bytemuck::pod_read_unaligned(&args[..std::mem::size_of::<abi::AllocMemory>()]);
+    let is_memory =
+        kfd.state().buffer(allocation.handle).is_some_and(|b| b.backing == gpuinstr_device::kfd::Backing::Memory);
+    if !is_memory || allocation.va_addr == 0 {
+        return Ok(());
+    }
+    // SAFETY: the range is the thunk's reservation for this buffer.
+    unsafe {
+        let fd = backing(allocation.handle, allocation.size).map_err(Errno)?;
+        let mapped = real::mmap(
+            allocation.va_addr as *mut c_void,
+            allocation.size as usize,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_FIXED,
+            fd,
+            0,
+        );
+        if mapped == libc::MAP_FAILED {
+            return Err(Errno::NOMEM);
+        }
+    }
+    trace!("buffer {:#x} mapped at {:#x} ({:#x} bytes)", allocation.handle, allocation.va_addr, allocation.size);
+    Ok(())
 }
 
 /// The memfd behind buffer `handle` of `size` bytes, made on first use.

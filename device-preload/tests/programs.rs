@@ -37,3 +37,25 @@ fn an_access_outside_device_memory_stops_the_program_naming_the_kernel() {
     assert!(message.contains("is outside every allocation"), "{message}");
     assert!(!stdout(&output).contains("after"), "the program stopped at the fault");
 }
+
+#[test]
+fn the_hip_runtime_features_a_program_uses_work() {
+    let scratch = tempfile::tempdir().unwrap();
+    for target in ["gfx90a", "gfx908"] {
+        let program = common::build("runtime_features", target, scratch.path());
+        let output = common::run(&program, target);
+        let printed = stdout(&output);
+        assert!(output.status.success(), "{target}: {printed}{}", stderr(&output));
+        for feature in [
+            "memset and device-to-device copy: ok",
+            "device globals and hipLaunchKernelGGL: ok",
+            "streams, async copies and events: ok",
+            "dynamic shared memory: ok",
+            "atomics and a managed global: ok",
+            "a 2D grid: ok",
+            "PASSED",
+        ] {
+            assert!(printed.lines().any(|l| l == feature), "{target}: no `{feature}` in\n{printed}");
+        }
+    }
+}

@@ -285,49 +285,89 @@ impl CommandProcessor {
 
 /// The process's memory as kernels may touch it: what the runtime
 /// allocated or registered with the driver when the dispatch started, and
-/// the dispatch's scratch.
+/// the dispatch's scratch. Device buffers (which the front end maps at
+/// allocation) and scratch are copied directly; registered host memory is
+/// reached at its host address through checked accesses (the runtime may
+/// leave parts of it unmapped).
 pub struct CheckedMemory {
     memory: SharedMemory,
-    ranges: std::sync::RwLock<Vec<(u64, u64)>>,
+    ranges: std::sync::RwLock<Vec<Range>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Range {
+    start: u64,
+    end: u64,
+    reach: Reach,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reach {
+    /// Mapped by the device at the GPU address, readable and writable.
+    Direct,
+    /// Host pages at `host`, for the GPU address `start`.
+    Host { host: u64 },
 }
 
 impl CheckedMemory {
     pub fn new(kfd: &Kfd, memory: SharedMemory) -> CheckedMemory {
-        let mut ranges: Vec<(u64, u64)> = kfd
+        let mut ranges: Vec<Range> = kfd
             .state()
             .buffers()
-            .filter(|b| matches!(b.backing, Backing::Memory | Backing::UserPointer) && b.va != 0)
-            .map(|b| (b.va, b.va + b.size))
+            .filter(|b| b.va != 0)
+            .filter_map(|b| {
+                let reach = match b.backing {
+                    Backing::Memory => Reach::Direct,
+                    Backing::UserPointer => Reach::Host { host: b.host_address.unwrap_or(b.va) },
+                    _ => return None,
+                };
+                Some(Range { start: b.va, end: b.va + b.size, reach })
+            })
             .collect();
-        ranges.sort_unstable();
+        ranges.sort_unstable_by_key(|r| r.start);
         CheckedMemory { memory, ranges: std::sync::RwLock::new(ranges) }
     }
 
+    /// Memory the device allocated itself (scratch).
     pub fn add_range(&self, start: u64, size: u64) {
         let mut ranges = self.ranges.write().unwrap_or_else(|e| e.into_inner());
-        ranges.push((start, start + size));
-        ranges.sort_unstable();
+        ranges.push(Range { start, end: start + size, reach: Reach::Direct });
+        ranges.sort_unstable_by_key(|r| r.start);
     }
 
-    fn check(&self, address: u64, size: usize) -> Result<(), Fault> {
+    /// Where `size` bytes at GPU address `address` are: `(host address,
+    /// mapped by the device)`.
+    fn locate(&self, address: u64, size: usize) -> Result<(u64, bool), Fault> {
         let ranges = self.ranges.read().unwrap_or_else(|e| e.into_inner());
-        let end = address.checked_add(size as u64).ok_or(Fault::Memory { address, size: size as u64 })?;
-        let index = ranges.partition_point(|(start, _)| *start <= address);
-        if index > 0 && end <= ranges[index - 1].1 {
-            return Ok(());
+        let fault = Fault::Memory { address, size: size as u64 };
+        let end = address.checked_add(size as u64).ok_or(fault.clone())?;
+        let index = ranges.partition_point(|r| r.start <= address);
+        match index.checked_sub(1).map(|i| ranges[i]) {
+            Some(range) if end <= range.end => Ok(match range.reach {
+                Reach::Direct => (address, true),
+                Reach::Host { host } => (host + (address - range.start), false),
+            }),
+            _ => Err(fault),
         }
-        Err(Fault::Memory { address, size: size as u64 })
     }
 }
 
 impl AddressSpace for CheckedMemory {
     fn read(&self, address: u64, out: &mut [u8]) -> Result<(), Fault> {
-        self.check(address, out.len())?;
-        self.memory.read(address, out).map_err(|_: Errno| Fault::Memory { address, size: out.len() as u64 })
+        let fault = Fault::Memory { address, size: out.len() as u64 };
+        match self.locate(address, out.len())? {
+            (at, true) => self.memory.read_mapped(at, out),
+            (at, false) => self.memory.read(at, out),
+        }
+        .map_err(|_: Errno| fault)
     }
 
     fn write(&self, address: u64, data: &[u8]) -> Result<(), Fault> {
-        self.check(address, data.len())?;
-        self.memory.write(address, data).map_err(|_: Errno| Fault::Memory { address, size: data.len() as u64 })
+        let fault = Fault::Memory { address, size: data.len() as u64 };
+        match self.locate(address, data.len())? {
+            (at, true) => self.memory.write_mapped(at, data),
+            (at, false) => self.memory.write(at, data),
+        }
+        .map_err(|_: Errno| fault)
     }
 }

@@ -29,8 +29,17 @@ impl Errno {
 
 /// The process's memory, as the front end reaches it.
 pub trait ProcessMemory {
+    /// Reads what may not be mapped (an access there fails, `FAULT`).
     fn read(&self, address: u64, out: &mut [u8]) -> Result<(), Errno>;
     fn write(&self, address: u64, data: &[u8]) -> Result<(), Errno>;
+    /// Reads memory the device itself mapped readable and writable (device
+    /// buffers, scratch): no checks, as fast as a copy.
+    fn read_mapped(&self, address: u64, out: &mut [u8]) -> Result<(), Errno> {
+        self.read(address, out)
+    }
+    fn write_mapped(&self, address: u64, data: &[u8]) -> Result<(), Errno> {
+        self.write(address, data)
+    }
 }
 
 /// LDS and scratch apertures of GFX9 (flat addresses), 4 GiB each.
@@ -62,7 +71,12 @@ pub enum Backing {
 
 #[derive(Clone, Debug)]
 pub struct Buffer {
+    /// The GPU's address of the buffer.
     pub va: u64,
+    /// For user pointers: where the host's pages are. The thunk may give
+    /// registered host memory a GPU address of its own (ROCr 5.2 does on
+    /// dGPUs), so kernels see it at `va` and the host at this address.
+    pub host_address: Option<u64>,
     pub size: u64,
     pub flags: u32,
     pub backing: Backing,
@@ -341,6 +355,7 @@ impl Kfd {
                 size: allocation.size,
                 flags: allocation.flags,
                 backing: backing.clone(),
+                host_address: (backing == Backing::UserPointer).then_some(allocation.mmap_offset),
                 mmap_offset,
                 mapped_to_gpu: false,
             },
