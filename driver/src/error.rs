@@ -76,7 +76,7 @@ pub enum LoadProblem {
          ({found}); give gpuinstr-link a HIP device code object or a program/library built by hipcc"
     )]
     NotGpuCode { found: String },
-    #[error("the ELF file is malformed or truncated: {0}")]
+    #[error("the ELF file is malformed or truncated: {}", printable(.0))]
     MalformedElf(String),
     #[error("the ELF file is for machine {0}, not AMDGPU (EM_AMDGPU = 224)")]
     WrongMachine(u16),
@@ -95,11 +95,11 @@ pub enum LoadProblem {
     NoProcessor,
     #[error("the AMDGPU metadata note (NT_AMDGPU_METADATA) is missing; code objects v3+ must carry one")]
     MissingMetadata,
-    #[error("the AMDGPU metadata note is not valid MessagePack: {0}")]
+    #[error("the AMDGPU metadata note is not valid MessagePack: {}", printable(.0))]
     MalformedMetadata(String),
-    #[error("kernel `{kernel}`: {problem}")]
+    #[error("kernel `{}`: {}", printable(.kernel), printable(.problem))]
     Kernel { kernel: String, problem: String },
-    #[error("the offload bundle is malformed or truncated: {0}")]
+    #[error("the offload bundle is malformed or truncated: {}", printable(.0))]
     MalformedBundle(String),
     #[error("the offload bundle is compressed (CCOB); this LLVM 15 toolchain cannot decompress it, rebuild without --offload-compress")]
     CompressedBundle,
@@ -126,4 +126,14 @@ pub enum ToolProblem {
     EmbedBitcodeCopy,
     #[error("the embedded modules of several translation units do not link: {0}")]
     LinkFailed(String),
+}
+
+/// Text from the input (symbol, section and kernel names) inside a message:
+/// control characters escaped, so that a damaged name cannot break the
+/// message's one line.
+pub fn printable(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_string();
+    }
+    text.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
 }

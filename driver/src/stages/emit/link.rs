@@ -36,6 +36,20 @@ pub enum EmitError {
     Hang { tool: &'static str, seconds: u64, kept: Option<String> },
     #[error("the code object defines `{name}` twice (at {first:#x} and {second:#x}); it cannot be assembled again")]
     DefinedTwice { name: String, first: u64, second: u64 },
+    #[error(
+        "section `{name}` is loadable, but a linker makes the section of that name itself; the code object is damaged"
+    )]
+    ReservedSection { name: String },
+    #[error(
+        "the code object declares `{name}` twice, differently ({first} and {second}); it cannot be assembled again"
+    )]
+    DeclaredTwice { name: String, first: String, second: String },
+    #[error(
+        "the code at {at:#x} reaches `{name}` pc-relatively, but `{name}` is global with default visibility (another \
+         object could replace it), which a linker refuses; the code object is damaged (compilers make such symbols \
+         hidden or protected)"
+    )]
+    Preemptible { name: String, at: u64 },
     #[error(transparent)]
     Comgr(#[from] ComgrError),
     #[error("temporary files: {0}")]
@@ -126,6 +140,67 @@ fn defined_once(lifted: &LiftedCodeObject<'_>) -> Result<(), EmitError> {
             return Err(EmitError::DefinedTwice { name: name.to_string(), first, second: address });
         }
     }
+    // One name, one declaration: the assembler gives a name one binding and
+    // one visibility.
+    let describe = |s: &crate::stages::load::Symbol| {
+        let place = if s.section.is_some() { format!("at {:#x}", s.value) } else { "undefined".into() };
+        format!("{:?} {:?} {place}", s.binding, s.visibility).to_lowercase()
+    };
+    let mut declared: std::collections::HashMap<&str, &crate::stages::load::Symbol> = std::collections::HashMap::new();
+    for symbol in code_object.symbols.iter().filter(|s| !s.name.is_empty()) {
+        if matches!(symbol.kind, SymbolKind::Section | SymbolKind::File) {
+            continue;
+        }
+        if let Some(first) = declared.insert(symbol.name.as_str(), symbol) {
+            if (first.binding, first.visibility, first.section.is_some())
+                != (symbol.binding, symbol.visibility, symbol.section.is_some())
+            {
+                return Err(EmitError::DeclaredTwice {
+                    name: symbol.name.clone(),
+                    first: describe(first),
+                    second: describe(symbol),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Loadable sections are reproduced by name: none may carry a name the
+/// assembler or linker gives its own tables (lld stops the process on the
+/// clash when CoMGR runs it).
+fn reproduced_sections_have_ordinary_names(lifted: &LiftedCodeObject<'_>) -> Result<(), EmitError> {
+    const TABLES: [&str; 3] = [".symtab", ".strtab", ".shstrtab"];
+    let reproduced =
+        |s: &&crate::stages::load::Section| s.loadable && !super::LINKER_SECTIONS.contains(&s.name.as_str());
+    for section in lifted.code_object.sections.iter().filter(reproduced) {
+        if TABLES.contains(&section.name.as_str()) || section.name.starts_with(".rel") {
+            return Err(EmitError::ReservedSection { name: section.name.clone() });
+        }
+    }
+    Ok(())
+}
+
+/// Every symbol the code reaches pc-relatively binds locally: ld.lld
+/// refuses a pc-relative relocation against a symbol another object could
+/// replace (and, in CoMGR, ends the process at its 20th such error).
+fn pc_relative_targets_bind_locally(lifted: &LiftedCodeObject<'_>) -> Result<(), EmitError> {
+    use crate::stages::load::{Binding, SymbolKind, Visibility};
+    let symbols = &lifted.code_object.symbols;
+    for instruction in lifted.functions.iter().flat_map(|f| f.instructions()) {
+        let Some(pc) = &instruction.pc_relative else { continue };
+        let target = symbols
+            .iter()
+            .filter(|s| matches!(s.kind, SymbolKind::Object | SymbolKind::Function) && !s.name.is_empty())
+            .filter(|s| s.section.is_some())
+            .filter(|s| pc.target >= s.value && pc.target < s.value + s.size.max(1))
+            .min_by_key(|s| s.size);
+        if let Some(symbol) = target {
+            if symbol.binding != Binding::Local && symbol.visibility == Visibility::Default {
+                return Err(EmitError::Preemptible { name: symbol.name.clone(), at: instruction.address });
+            }
+        }
+    }
     Ok(())
 }
 
@@ -136,6 +211,8 @@ pub fn build(
     linker: Linker,
 ) -> Result<(Vec<u8>, Assembly), EmitError> {
     defined_once(lifted)?;
+    pc_relative_targets_bind_locally(lifted)?;
+    reproduced_sections_have_ordinary_names(lifted)?;
     let directory = tempfile::Builder::new().prefix("gpuinstr-emit-").tempdir()?;
     let assembly = lifted.emit_assembly(options);
     let relocatable = assemble(lifted, &assembly.text, directory.path(), options.keep_failed.as_deref())?;

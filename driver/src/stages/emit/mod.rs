@@ -17,7 +17,7 @@ use crate::stages::load::descriptor::KernelDescriptor;
 use crate::stages::load::{Binding, FeatureSetting, Section, Symbol, SymbolKind, Visibility};
 
 /// Sections the linker makes; everything else loadable is reproduced.
-const LINKER_SECTIONS: [&str; 9] =
+pub(crate) const LINKER_SECTIONS: [&str; 9] =
     [".note", ".dynsym", ".gnu.hash", ".hash", ".dynstr", ".dynamic", ".rela.dyn", ".relr.dyn", ".relro_padding"];
 
 /// What the emitter did besides plain text, for reports.
@@ -204,6 +204,9 @@ impl LiftedCodeObject<'_> {
             .symbols
             .iter()
             .filter(|s| !s.name.is_empty() && matches!(s.kind, SymbolKind::Object | SymbolKind::Function))
+            // Only a definition names an address (a damaged table can give
+            // an undefined symbol a value).
+            .filter(|s| s.section.is_some())
             .filter(|s| address >= s.value && address < s.value + s.size.max(1))
             .min_by_key(|s| s.size);
         match containing {

@@ -53,6 +53,9 @@ impl LiftedCodeObject<'_> {
             .symbols
             .iter()
             .filter(|s| matches!(s.kind, SymbolKind::Object | SymbolKind::Function) && !s.name.is_empty())
+            // Only a definition names an address (a damaged table can say
+            // an undefined symbol has a value).
+            .filter(|s| s.section.is_some())
             .filter(|s| address >= s.value && (address < s.value + s.size.max(1)))
             .min_by_key(|s| s.size);
         if let Some(symbol) = symbol {
