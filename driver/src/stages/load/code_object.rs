@@ -176,6 +176,7 @@ impl CodeObject {
         };
         let target = TargetId::from_e_flags(header.e_flags(endian), code_object_version)?;
 
+        check_segment_geometry(header, endian, &bytes)?;
         let section_table = header.sections(endian, &*bytes).map_err(malformed)?;
         let mut sections = Vec::new();
         let mut note = None;
@@ -292,6 +293,31 @@ impl CodeObject {
 }
 
 type Table<'a> = SectionTable<'a, FileHeader64<Endianness>, &'a [u8]>;
+
+/// Every program header's bytes are inside the file and its notes are
+/// whole: loaders (CoMGR's metadata reader, ROCr) walk segments and crash
+/// on ones that run past the file.
+fn check_segment_geometry(
+    header: &FileHeader64<Endianness>,
+    endian: Endianness,
+    bytes: &[u8],
+) -> Result<(), LoadProblem> {
+    use object::read::elf::ProgramHeader as _;
+    let segments = header.program_headers(endian, bytes).map_err(malformed)?;
+    for (index, segment) in segments.iter().enumerate() {
+        let (offset, size) = (segment.p_offset(endian), segment.p_filesz(endian));
+        if offset.checked_add(size).is_none_or(|end| end > bytes.len() as u64) {
+            return Err(LoadProblem::MalformedElf(format!(
+                "program header {index} (bytes {offset:#x}, {size:#x} of them) runs past the end of the file ({:#x} bytes)",
+                bytes.len()
+            )));
+        }
+        if let Some(mut notes) = segment.notes(endian, bytes).map_err(malformed)? {
+            while notes.next().map_err(malformed)?.is_some() {}
+        }
+    }
+    Ok(())
+}
 
 /// Every section's bytes are inside the file and its addresses do not wrap:
 /// the readers after this index and slice by them.

@@ -147,7 +147,7 @@ fn bundle_code_objects(
             continue;
         }
         let mut origin = prefix.to_vec();
-        origin.push(format!("entry {}", entry.triple));
+        origin.push(format!("entry {}", crate::error::printable(&entry.triple)));
         let location = Location { file: file.file.clone(), inside: origin.clone() };
         if entry.bytes.starts_with(b"BC\xc0\xde") {
             return Err(Error::Load {
