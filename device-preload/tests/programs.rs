@@ -59,3 +59,42 @@ fn the_hip_runtime_features_a_program_uses_work() {
         }
     }
 }
+
+#[test]
+fn a_code_object_loaded_at_run_time_runs_beside_the_programs_own() {
+    let scratch = tempfile::tempdir().unwrap();
+    let kernels = common::build_code_object("module_kernels", "gfx90a", scratch.path());
+    let program = common::build("module_load", "gfx90a", scratch.path());
+    let output = common::run_with(&program, "gfx90a", &[&kernels]);
+    let printed = stdout(&output);
+    assert!(output.status.success(), "{printed}{}", stderr(&output));
+    assert_eq!(
+        printed,
+        "hipModuleLaunchKernel with a buffer of arguments: ok\n\
+         a module kernel and the program's own on one buffer: ok\nPASSED\n"
+    );
+}
+
+#[test]
+fn printf_from_a_kernel_reaches_the_terminal() {
+    let scratch = tempfile::tempdir().unwrap();
+    for target in ["gfx90a", "gfx908"] {
+        let program = common::build("device_printf", target, scratch.path());
+        let output = common::run(&program, target);
+        let printed = stdout(&output);
+        assert!(output.status.success(), "{target}: {printed}{}", stderr(&output));
+        let mut lines: Vec<&str> = printed.lines().collect();
+        assert_eq!(lines.pop(), Some("synchronized: hipSuccess"), "{target}: {printed}");
+        lines.sort_unstable();
+        assert_eq!(
+            lines,
+            [
+                "hello from thread 0 of block 0, value 1000",
+                "hello from thread 0 of block 1, value 1000",
+                "hello from thread 32 of block 0, value 1032",
+                "hello from thread 32 of block 1, value 1032",
+            ],
+            "{target}"
+        );
+    }
+}

@@ -17,6 +17,7 @@ use std::time::Duration;
 use gpuinstr_emulator::memory::{AddressSpace, Memory};
 use gpuinstr_emulator::packet::{self, DispatchPacket, PacketPlace};
 use gpuinstr_emulator::program::Program;
+use gpuinstr_emulator::semantics::Interrupts;
 use gpuinstr_emulator::{Fault, Options};
 
 use crate::kfd::{Backing, Errno, Kfd, ProcessMemory, Queue};
@@ -269,10 +270,23 @@ impl CommandProcessor {
             PacketPlace { packet: at, queue: queue.write_pointer - QUEUE_WRITE_DISPATCH_ID, scratch: scratch_address };
         let gfx90a = self.kfd.model.target == Target::Gfx90a;
         let mut trace = Vec::new();
+        let interrupts = Some(Self::interrupts(self.kfd));
+        let options = Options::default();
         let result =
-            packet::run(program, &mut memory, &packet, &kernel, &place, gfx90a, &Options::default(), &mut trace);
+            packet::run(program, &mut memory, &packet, &kernel, &place, gfx90a, interrupts, &options, &mut trace);
         drop(scratch);
         result.map(|_| ()).map_err(|e| format!("the emulated GPU stopped: {e}"))
+    }
+
+    /// Interrupts from kernels (`s_sendmsg`) signal the event named by
+    /// their context id, as the driver's interrupt handler does.
+    fn interrupts(kfd: &'static Kfd) -> Interrupts {
+        static HANDLER: std::sync::OnceLock<&'static (dyn Fn(u32) + Sync)> = std::sync::OnceLock::new();
+        Interrupts(*HANDLER.get_or_init(|| {
+            Box::leak(Box::new(move |event: u32| {
+                kfd.signal(event);
+            }))
+        }))
     }
 
     /// The loaded buffer holding `address` (code): its start and size.

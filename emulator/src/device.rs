@@ -139,6 +139,7 @@ impl Device {
             vgprs,
             sgprs,
             gfx90a,
+            interrupts: None,
         };
         let trace = &mut self.trace_before_stop;
         trace.clear();

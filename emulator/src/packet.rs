@@ -10,7 +10,7 @@ use crate::dispatch::{self, DispatchMemory, Launch, Options, RunReport, TraceEnt
 use crate::error::EmulatorError;
 use crate::memory::Memory;
 use crate::program::Program;
-use crate::semantics::Machine;
+use crate::semantics::{Interrupts, Machine};
 use crate::wave::LANES;
 
 /// `hsa_kernel_dispatch_packet_t`, decoded.
@@ -105,6 +105,7 @@ pub fn run(
     kernel: &Kernel,
     place: &PacketPlace,
     gfx90a: bool,
+    interrupts: Option<Interrupts>,
     options: &Options,
     trace: &mut Vec<TraceEntry>,
 ) -> Result<RunReport, EmulatorError> {
@@ -132,6 +133,7 @@ pub fn run(
         scratch_per_wave,
     };
     let (vgprs, sgprs) = dispatch::allocated_registers(&kernel.descriptor, gfx90a);
-    let machine = Machine { load_base: 0, lds_size: u64::from(packet.group_segment_size), vgprs, sgprs, gfx90a };
+    let machine =
+        Machine { load_base: 0, lds_size: u64::from(packet.group_segment_size), vgprs, sgprs, gfx90a, interrupts };
     dispatch::run(program, memory, kernel, &launch, &places, &machine, options, trace)
 }

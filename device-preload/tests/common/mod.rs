@@ -37,7 +37,29 @@ pub fn build(name: &str, target: &str, directory: &Path) -> PathBuf {
     output
 }
 
+/// `tests/inputs/device/NAME.hip` as a code object file for `hipModuleLoad`
+/// (`hipcc --genco`).
+pub fn build_code_object(name: &str, target: &str, directory: &Path) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/inputs/device").join(format!("{name}.hip"));
+    let output = directory.join(format!("{name}-{target}.co"));
+    let built = Command::new("hipcc")
+        .args(["--genco", &format!("--offload-arch={target}")])
+        .arg(&source)
+        .arg("-o")
+        .arg(&output)
+        .env("TMPDIR", directory)
+        .output()
+        .expect("hipcc runs");
+    assert!(built.status.success(), "hipcc --genco {}: {}", source.display(), String::from_utf8_lossy(&built.stderr));
+    output
+}
+
 /// Runs `program` on the emulated `target`.
 pub fn run(program: &Path, target: &str) -> Output {
-    gpuinstr_run().args(["--target", target, "--"]).arg(program).output().expect("gpuinstr-run runs")
+    run_with(program, target, &[])
+}
+
+/// Runs `program arguments...` on the emulated `target`.
+pub fn run_with(program: &Path, target: &str, arguments: &[&Path]) -> Output {
+    gpuinstr_run().args(["--target", target, "--"]).arg(program).args(arguments).output().expect("gpuinstr-run runs")
 }

@@ -18,6 +18,21 @@ fn branch_if(c: &mut Context<'_>, i: &Inst, taken: bool) -> Result<(), Fault> {
     Ok(())
 }
 
+/// `s_sendmsg`: of the messages a compute kernel sends, the interrupt
+/// (hostcall's doorbell to the host: the signal's event id in M0).
+fn send_message(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
+    const MSG_INTERRUPT: i64 = 1;
+    let message = i.imm(0) & 0xf;
+    match (message, c.machine.interrupts) {
+        (MSG_INTERRUPT, Some(interrupts)) => {
+            (interrupts.0)(c.wave.sgpr[crate::operands::M0 as usize] & 0xff_ffff);
+            Ok(())
+        }
+        (MSG_INTERRUPT, None) => Err(Fault::UnimplementedCase("an interrupt, with no device to take it".into())),
+        (other, _) => Err(Fault::UnimplementedCase(format!("message {other}"))),
+    }
+}
+
 pub fn handler(name: &str) -> Option<Handler> {
     Some(match name {
         "S_NOP" | "S_WAITCNT" | "S_SETPRIO" | "S_SLEEP" | "S_ICACHE_INV" | "S_TTRACEDATA" | "S_SET_GPR_IDX_OFF" => {
@@ -32,6 +47,7 @@ pub fn handler(name: &str) -> Option<Handler> {
             Ok(())
         },
         "S_TRAP" => |_, i| Err(Fault::Trap(i.imm(0) as u32)),
+        "S_SENDMSG" => send_message,
         "S_BRANCH" => |c, i| branch_if(c, i, true),
         "S_CBRANCH_SCC0" => |c, i| branch_if(c, i, !c.wave.scc),
         "S_CBRANCH_SCC1" => |c, i| branch_if(c, i, c.wave.scc),

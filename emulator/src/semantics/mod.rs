@@ -31,6 +31,19 @@ pub struct Machine {
     pub vgprs: u32,
     pub sgprs: u32,
     pub gfx90a: bool,
+    /// Where `s_sendmsg sendmsg(MSG_INTERRUPT)` goes (the interrupt's
+    /// context id, M0's low 24 bits); without it the message stops the run.
+    pub interrupts: Option<Interrupts>,
+}
+
+/// The device's interrupt handler, for the whole process.
+#[derive(Clone, Copy)]
+pub struct Interrupts(pub &'static (dyn Fn(u32) + Sync));
+
+impl std::fmt::Debug for Interrupts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Interrupts")
+    }
 }
 
 /// Everything an instruction may touch.
