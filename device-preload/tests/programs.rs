@@ -98,3 +98,38 @@ fn printf_from_a_kernel_reaches_the_terminal() {
         );
     }
 }
+
+/// Library code nobody here wrote: Debian 12's rocRAND (`librocrand-dev`).
+#[test]
+fn rocrand_generates_what_the_cpu_computes() {
+    let scratch = tempfile::tempdir().unwrap();
+    for target in ["gfx90a", "gfx908"] {
+        let program = common::build_with("rocrand_generators.cpp", target, scratch.path(), &["-lrocrand"]);
+        let output = common::run(&program, target);
+        let printed = stdout(&output);
+        assert!(output.status.success(), "{target}: {printed}{}", stderr(&output));
+        for line in [
+            "philox4x32-10 numbers: 4096 of 4096 as Random123 computes them",
+            "uniform floats: 4096 of 4096 from the same numbers",
+            "PASSED",
+        ] {
+            assert!(printed.lines().any(|l| l == line), "{target}: no `{line}` in\n{printed}");
+        }
+    }
+}
+
+/// Library code nobody here wrote: Debian 12's rocSPARSE (`librocsparse-dev`).
+#[test]
+fn rocsparse_routines_compute_what_the_cpu_computes() {
+    let scratch = tempfile::tempdir().unwrap();
+    for target in ["gfx90a", "gfx908"] {
+        let program = common::build_with("rocsparse_routines.cpp", target, scratch.path(), &["-lrocsparse"]);
+        let output = common::run(&program, target);
+        let printed = stdout(&output);
+        assert!(output.status.success(), "{target}: {printed}{}", stderr(&output));
+        assert_eq!(
+            printed, "csrmv: ok\ncsrmv after csrmv_analysis: ok\naxpyi: ok\ngthr: ok\ncsr2coo: ok\nPASSED\n",
+            "{target}"
+        );
+    }
+}

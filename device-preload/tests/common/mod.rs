@@ -23,11 +23,18 @@ pub fn gpuinstr_run() -> Command {
 /// `tests/inputs/device/NAME.hip` built by hipcc for `target` into `directory`
 /// (clang leaves empty directories in TMPDIR: it gets one of ours).
 pub fn build(name: &str, target: &str, directory: &Path) -> PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/inputs/device").join(format!("{name}.hip"));
-    let output = directory.join(format!("{name}-{target}"));
+    build_with(&format!("{name}.hip"), target, directory, &[])
+}
+
+/// `tests/inputs/device/FILE` built by hipcc for `target`, linked with `libraries` (`-lrocrand`).
+pub fn build_with(file: &str, target: &str, directory: &Path, libraries: &[&str]) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/inputs/device").join(file);
+    let stem = Path::new(file).file_stem().expect("a file name").to_string_lossy().to_string();
+    let output = directory.join(format!("{stem}-{target}"));
     let built = Command::new("hipcc")
         .args(["-O2", &format!("--offload-arch={target}")])
         .arg(&source)
+        .args(libraries)
         .arg("-o")
         .arg(&output)
         .env("TMPDIR", directory)
