@@ -6,7 +6,8 @@
 //! lives here.
 //!
 //! `GPUINSTR_DEVICE_TARGET` picks the GPU (gfx90a, the default, or
-//! gfx908); `GPUINSTR_DEVICE_TRACE=1` prints every call it answers.
+//! gfx908); `GPUINSTR_DEVICE_TRACE=1` prints every call it answers;
+//! `GPUINSTR_DEVICE_STATS=1` prints at exit what the emulated GPU ran.
 
 #![allow(clippy::missing_safety_doc)]
 
@@ -74,8 +75,30 @@ fn system() -> &'static EmulatedSystem {
         let host =
             Host { cpu_count: cpus.max(1) as u32, memory_bytes: (pages.max(1) as u64) * (page_size.max(4096) as u64) };
         trace!("emulating one {target} GPU");
+        if std::env::var_os("GPUINSTR_DEVICE_STATS").is_some_and(|v| v != "0") {
+            // SAFETY: registers a plain function to run at exit.
+            unsafe { libc::atexit(print_stats) };
+        }
         EmulatedSystem::new(target, &host)
     })
+}
+
+/// `GPUINSTR_DEVICE_STATS=1`: what the emulated GPU ran, at exit.
+extern "C" fn print_stats() {
+    let stats = gpuinstr_device::command_processor::stats();
+    if stats.dispatches == 0 {
+        // A process that never dispatched (rocminfo's lsmod, say).
+        return;
+    }
+    let seconds = stats.busy.as_secs_f64();
+    let rate = if seconds > 0.0 { stats.instructions as f64 / seconds } else { 0.0 };
+    eprintln!(
+        "gpuinstr-device: {} dispatches, {} wave instructions in {:.3} s of emulation ({:.2} million per second)",
+        stats.dispatches,
+        stats.instructions,
+        seconds,
+        rate / 1e6
+    );
 }
 
 /// The virtual entry at `path`, if the path is one of the device's.

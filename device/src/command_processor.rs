@@ -49,6 +49,24 @@ const SIGNAL_END: u64 = 40;
 /// `amd_queue_t.write_dispatch_id`: the queue starts this far before it.
 const QUEUE_WRITE_DISPATCH_ID: u64 = 56;
 
+/// What the command processor did, for `GPUINSTR_DEVICE_STATS`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stats {
+    pub dispatches: u64,
+    /// Wave instructions the emulator executed.
+    pub instructions: u64,
+    /// Time spent running dispatches.
+    pub busy: Duration,
+}
+
+static STATS: std::sync::Mutex<Stats> =
+    std::sync::Mutex::new(Stats { dispatches: 0, instructions: 0, busy: Duration::ZERO });
+
+/// The totals so far.
+pub fn stats() -> Stats {
+    *STATS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The process's memory, shared with the front end.
 pub type SharedMemory = Arc<dyn ProcessMemory + Send + Sync>;
 
@@ -245,8 +263,10 @@ impl CommandProcessor {
 
     fn dispatch(&mut self, queue: &Queue, at: u64, bytes: &[u8; 64]) -> Result<(), String> {
         let packet = DispatchPacket::decode(bytes);
-        let checked = Arc::new(CheckedMemory::new(self.kfd, self.memory.clone()));
-        let mut memory = Memory::external(checked.clone());
+        let mut scratch = vec![0u8; packet::scratch_bytes_for(&packet) as usize];
+        let scratch_address = scratch.as_mut_ptr() as u64;
+        let checked = CheckedMemory::new(self.kfd, self.memory.clone(), &[(scratch_address, scratch.len() as u64)]);
+        let mut memory = Memory::external(Arc::new(checked));
         let mut kernel = packet::kernel_of(&packet, &memory).map_err(|e| e.to_string())?;
         let code = self.code_buffer(kernel.code_address)?;
         if !self.programs.contains_key(&code.0) {
@@ -263,19 +283,22 @@ impl CommandProcessor {
         if let Some(name) = names.get(&packet.kernel_object) {
             kernel.metadata.name = name.clone();
         }
-        let mut scratch = vec![0u8; packet::scratch_bytes_for(&packet) as usize];
-        let scratch_address = scratch.as_mut_ptr() as u64;
-        checked.add_range(scratch_address, scratch.len() as u64);
         let place =
             PacketPlace { packet: at, queue: queue.write_pointer - QUEUE_WRITE_DISPATCH_ID, scratch: scratch_address };
         let gfx90a = self.kfd.model.target == Target::Gfx90a;
         let mut trace = Vec::new();
         let interrupts = Some(Self::interrupts(self.kfd));
         let options = Options::default();
+        let started = std::time::Instant::now();
         let result =
             packet::run(program, &mut memory, &packet, &kernel, &place, gfx90a, interrupts, &options, &mut trace);
         drop(scratch);
-        result.map(|_| ()).map_err(|e| format!("the emulated GPU stopped: {e}"))
+        let report = result.map_err(|e| format!("the emulated GPU stopped: {e}"))?;
+        let mut stats = STATS.lock().unwrap_or_else(|e| e.into_inner());
+        stats.dispatches += 1;
+        stats.instructions += report.counts.instructions();
+        stats.busy += started.elapsed();
+        Ok(())
     }
 
     /// Interrupts from kernels (`s_sendmsg`) signal the event named by
@@ -299,89 +322,65 @@ impl CommandProcessor {
 
 /// The process's memory as kernels may touch it: what the runtime
 /// allocated or registered with the driver when the dispatch started, and
-/// the dispatch's scratch. Device buffers (which the front end maps at
-/// allocation) and scratch are copied directly; registered host memory is
-/// reached at its host address through checked accesses (the runtime may
-/// leave parts of it unmapped).
+/// the dispatch's scratch; any other address is a fault. Registered host
+/// memory can have a GPU address of its own (ROCr 5.2 on dGPUs): accesses
+/// there reach the host's pages.
 pub struct CheckedMemory {
     memory: SharedMemory,
-    ranges: std::sync::RwLock<Vec<Range>>,
+    /// Sorted by start.
+    ranges: Vec<Range>,
 }
 
 #[derive(Clone, Copy, Debug)]
 struct Range {
     start: u64,
     end: u64,
-    reach: Reach,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Reach {
-    /// Mapped by the device at the GPU address, readable and writable.
-    Direct,
-    /// Host pages at `host`, for the GPU address `start`.
-    Host { host: u64 },
+    /// Where `start` is in the process.
+    host: u64,
 }
 
 impl CheckedMemory {
-    pub fn new(kfd: &Kfd, memory: SharedMemory) -> CheckedMemory {
+    /// The buffers of `kfd` now, and `extra` (start, size) ranges the device
+    /// allocated itself (scratch).
+    pub fn new(kfd: &Kfd, memory: SharedMemory, extra: &[(u64, u64)]) -> CheckedMemory {
         let mut ranges: Vec<Range> = kfd
             .state()
             .buffers()
             .filter(|b| b.va != 0)
             .filter_map(|b| {
-                let reach = match b.backing {
-                    Backing::Memory => Reach::Direct,
-                    Backing::UserPointer => Reach::Host { host: b.host_address.unwrap_or(b.va) },
+                let host = match b.backing {
+                    Backing::Memory => b.va,
+                    Backing::UserPointer => b.host_address.unwrap_or(b.va),
                     _ => return None,
                 };
-                Some(Range { start: b.va, end: b.va + b.size, reach })
+                Some(Range { start: b.va, end: b.va + b.size, host })
             })
+            .chain(extra.iter().map(|&(start, size)| Range { start, end: start + size, host: start }))
             .collect();
         ranges.sort_unstable_by_key(|r| r.start);
-        CheckedMemory { memory, ranges: std::sync::RwLock::new(ranges) }
+        CheckedMemory { memory, ranges }
     }
 
-    /// Memory the device allocated itself (scratch).
-    pub fn add_range(&self, start: u64, size: u64) {
-        let mut ranges = self.ranges.write().unwrap_or_else(|e| e.into_inner());
-        ranges.push(Range { start, end: start + size, reach: Reach::Direct });
-        ranges.sort_unstable_by_key(|r| r.start);
-    }
-
-    /// Where `size` bytes at GPU address `address` are: `(host address,
-    /// mapped by the device)`.
-    fn locate(&self, address: u64, size: usize) -> Result<(u64, bool), Fault> {
-        let ranges = self.ranges.read().unwrap_or_else(|e| e.into_inner());
-        let fault = Fault::Memory { address, size: size as u64 };
-        let end = address.checked_add(size as u64).ok_or(fault.clone())?;
-        let index = ranges.partition_point(|r| r.start <= address);
-        match index.checked_sub(1).map(|i| ranges[i]) {
-            Some(range) if end <= range.end => Ok(match range.reach {
-                Reach::Direct => (address, true),
-                Reach::Host { host } => (host + (address - range.start), false),
-            }),
-            _ => Err(fault),
+    /// Where `size` bytes at GPU address `address` are in the process.
+    fn locate(&self, address: u64, size: usize) -> Result<u64, Fault> {
+        let fault = || Fault::Memory { address, size: size as u64 };
+        let end = address.checked_add(size as u64).ok_or_else(fault)?;
+        let index = self.ranges.partition_point(|r| r.start <= address);
+        match index.checked_sub(1).map(|i| self.ranges[i]) {
+            Some(range) if end <= range.end => Ok(range.host + (address - range.start)),
+            _ => Err(fault()),
         }
     }
 }
 
 impl AddressSpace for CheckedMemory {
     fn read(&self, address: u64, out: &mut [u8]) -> Result<(), Fault> {
-        let fault = Fault::Memory { address, size: out.len() as u64 };
-        match self.locate(address, out.len())? {
-            (at, true) => self.memory.read_mapped(at, out),
-            (at, false) => self.memory.read(at, out),
-        }
-        .map_err(|_: Errno| fault)
+        let at = self.locate(address, out.len())?;
+        self.memory.read_mapped(at, out).map_err(|_: Errno| Fault::Memory { address, size: out.len() as u64 })
     }
 
     fn write(&self, address: u64, data: &[u8]) -> Result<(), Fault> {
-        let fault = Fault::Memory { address, size: data.len() as u64 };
-        match self.locate(address, data.len())? {
-            (at, true) => self.memory.write_mapped(at, data),
-            (at, false) => self.memory.write(at, data),
-        }
-        .map_err(|_: Errno| fault)
+        let at = self.locate(address, data.len())?;
+        self.memory.write_mapped(at, data).map_err(|_: Errno| Fault::Memory { address, size: data.len() as u64 })
     }
 }

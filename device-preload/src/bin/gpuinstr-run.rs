@@ -19,6 +19,10 @@ struct Arguments {
     /// Print every call the device answers (to standard error).
     #[arg(long)]
     trace: bool,
+    /// Print at exit how many dispatches and wave instructions the emulated
+    /// GPU ran, and how fast.
+    #[arg(long)]
+    stats: bool,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     command: Vec<String>,
@@ -65,6 +69,9 @@ fn main() -> ExitCode {
         .env("HSA_ENABLE_SDMA", "0");
     if arguments.trace {
         command.env("GPUINSTR_DEVICE_TRACE", "1");
+    }
+    if arguments.stats {
+        command.env("GPUINSTR_DEVICE_STATS", "1");
     }
     let error = command.exec();
     eprintln!("gpuinstr-run: error: cannot run `{}`: {error}", arguments.command[0]);

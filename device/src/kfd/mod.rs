@@ -32,8 +32,8 @@ pub trait ProcessMemory {
     /// Reads what may not be mapped (an access there fails, `FAULT`).
     fn read(&self, address: u64, out: &mut [u8]) -> Result<(), Errno>;
     fn write(&self, address: u64, data: &[u8]) -> Result<(), Errno>;
-    /// Reads memory the device itself mapped readable and writable (device
-    /// buffers, scratch): no checks, as fast as a copy.
+    /// Reads memory the driver knows is there (device buffers, registered
+    /// host memory, scratch): no checks, as fast as a copy.
     fn read_mapped(&self, address: u64, out: &mut [u8]) -> Result<(), Errno> {
         self.read(address, out)
     }
