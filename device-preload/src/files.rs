@@ -1,5 +1,5 @@
 //! Virtual files and directories as the process sees them: a memfd holding
-//! a file's contents for `open`, a memory stream for `fopen`, and our own
+//! a file's contents for `open` and `fopen`, and our own
 //! directory handles for `opendir`/`readdir`.
 
 use std::collections::HashSet;
@@ -40,9 +40,20 @@ pub unsafe fn open_stream(entry: &'static Entry, path: *const c_char, mode: *con
             set_errno(libc::EACCES);
             std::ptr::null_mut()
         }
-        // fmemopen refuses an empty buffer: give it one byte and no data.
-        Entry::File(contents) if contents.is_empty() => libc::fmemopen(c"".as_ptr() as *mut _, 1, c"r".as_ptr()),
-        Entry::File(contents) => libc::fmemopen(contents.as_ptr() as *mut _, contents.len(), c"r".as_ptr()),
+        // A stream over a real descriptor (a memfd): C++ streams read the
+        // descriptor under the FILE (libstdc++'s ifstream does).
+        Entry::File(contents) => {
+            let fd = file_descriptor(contents, libc::O_CLOEXEC);
+            if fd < 0 {
+                std::ptr::null_mut()
+            } else {
+                let stream = libc::fdopen(fd, c"r".as_ptr());
+                if stream.is_null() {
+                    real::close(fd);
+                }
+                stream
+            }
+        }
         Entry::Directory(_) => {
             set_errno(libc::EISDIR);
             std::ptr::null_mut()

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Builds a Debian 13 (trixie) chroot with its ROCm user space (hipcc 5.7,
+# ROCr 5.7, rocminfo) and the prebuilt test suites of rocRAND, rocPRIM and
+# rocSPARSE, for running them on the emulated GPU (docs/device.md). Root only
+# (debootstrap, chroot); no container engine needed. Idempotent.
+#   scripts/trixie-chroot.sh [DIR] [-- COMMAND...]     (default target/trixie)
+# With a COMMAND, runs it inside on the emulated GPU, for instance
+#   scripts/trixie-chroot.sh -- rocminfo
+# /proc and /dev are mounted only while the script runs (a bind mount of
+# /dev left under target/ would let `cargo clean` delete the host's /dev).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+root="target/trixie"
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then root="$1"; shift; fi
+[ "${1:-}" = "--" ] && shift
+root="$(realpath -m "$root")"
+packages=(rocminfo kmod hipcc librocrand1-tests librocprim-tests librocsparse0-tests)
+if [ ! -e "$root/.debootstrap-done" ]; then
+  command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap
+  debootstrap --variant=minbase trixie "$root" http://deb.debian.org/debian
+  touch "$root/.debootstrap-done"
+fi
+# /proc for the programs inside (ROCr reads /proc/self/*), /dev for /dev/null and friends.
+unmount() {
+  mountpoint -q "$root/dev" && umount "$root/dev"
+  mountpoint -q "$root/proc" && umount "$root/proc"
+  return 0
+}
+trap unmount EXIT
+mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
+mountpoint -q "$root/dev" || mount --bind /dev "$root/dev"
+if [ ! -e "$root/.packages-done" ]; then
+  chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${packages[@]}"
+  touch "$root/.packages-done"
+fi
+# The device library, built here (Debian 12's glibc is older than trixie's, so it loads there).
+cargo build --release -q -p gpuinstr-device-preload
+mkdir -p "$root/gpuinstr/lib"
+cp target/release/libgpuinstr_device_preload.so "$root/gpuinstr/"
+# Its LLVM 15 (the emulator decodes with it) and what that needs, from this
+# system: run with LD_LIBRARY_PATH=/gpuinstr/lib.
+ldd target/release/libgpuinstr_device_preload.so | awk '$3 ~ /^\// {print $3}' \
+  | grep -v -e '/libc.so' -e '/libm.so' -e '/libstdc++' -e '/libgcc_s' \
+  | while read -r library; do cp -L "$library" "$root/gpuinstr/lib/"; done
+if [ $# -gt 0 ]; then
+  chroot "$root" env LD_LIBRARY_PATH=/gpuinstr/lib LD_PRELOAD=/gpuinstr/libgpuinstr_device_preload.so \
+    GPUINSTR_DEVICE_TARGET="${TARGET:-gfx90a}" HSA_ENABLE_SDMA=0 "$@"
+else
+  echo "$root"
+fi
