@@ -234,6 +234,49 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     real::close(fd)
 }
 
+// ---- duplicates: libdrm keeps its own copy of the render node's descriptor ----
+
+/// `new` (a duplicate of `fd`) is whatever `fd` is.
+fn duplicated(fd: c_int, new: c_int) -> c_int {
+    if new >= 0 {
+        let what = VIRTUAL_FDS.lock().ok().and_then(|fds| fds.as_ref().and_then(|f| f.get(&fd).cloned()));
+        if let Some(what) = what {
+            trace!("duplicate {what:?} {fd} -> {new}");
+            remember(new, what);
+        }
+    }
+    new
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fcntl(fd: c_int, command: c_int, argument: c_ulong) -> c_int {
+    let result = real::fcntl(fd, command, argument);
+    if command == libc::F_DUPFD || command == libc::F_DUPFD_CLOEXEC {
+        return duplicated(fd, result);
+    }
+    result
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fcntl64(fd: c_int, command: c_int, argument: c_ulong) -> c_int {
+    fcntl(fd, command, argument)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
+    duplicated(fd, real::dup(fd))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup2(fd: c_int, new: c_int) -> c_int {
+    duplicated(fd, real::dup2(fd, new))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup3(fd: c_int, new: c_int, flags: c_int) -> c_int {
+    duplicated(fd, real::dup3(fd, new, flags))
+}
+
 // ---- directories ----
 
 #[no_mangle]
@@ -285,7 +328,9 @@ pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, argument: *mut c_voi
     }
     let result = match node {
         DeviceNode::Kfd => memory::kfd_ioctl(&system().kfd, request, &mut bytes),
-        DeviceNode::Render { .. } => Err(gpuinstr_device::Errno::NOTTY),
+        DeviceNode::Render { .. } => {
+            gpuinstr_device::render::ioctl(&system().kfd.model, request, &mut bytes, &memory::Process)
+        }
     };
     trace!("ioctl {node:?} nr {:#x} -> {result:?}", request & 0xff);
     match result {

@@ -41,3 +41,7 @@ real!(readdir64(directory: *mut libc::DIR) -> *mut libc::dirent64);
 real!(closedir(directory: *mut libc::DIR) -> c_int);
 real!(ioctl(fd: c_int, request: c_ulong, argument: *mut c_void) -> c_int);
 real!(mmap(address: *mut c_void, length: libc::size_t, protection: c_int, flags: c_int, fd: c_int, offset: libc::off_t) -> *mut c_void);
+real!(fcntl(fd: c_int, command: c_int, argument: libc::c_ulong) -> c_int);
+real!(dup(fd: c_int) -> c_int);
+real!(dup2(fd: c_int, new: c_int) -> c_int);
+real!(dup3(fd: c_int, new: c_int, flags: c_int) -> c_int);

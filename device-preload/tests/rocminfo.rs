@@ -22,6 +22,7 @@ fn rocminfo_lists_the_emulated_gfx90a() {
     let lines = fields(&rocminfo("gfx90a"));
     for expected in [
         "Name: gfx90a",
+        "Marketing Name: AMD Instinct MI210",
         "Vendor Name: AMD",
         "Device Type: GPU",
         "Chip ID: 29711(0x740f)",

@@ -14,6 +14,7 @@ pub mod files;
 pub mod kfd;
 pub mod loaded_image;
 pub mod model;
+pub mod render;
 pub mod topology;
 
 pub use files::{DeviceNode, Entry, VirtualFiles};

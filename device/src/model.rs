@@ -50,6 +50,9 @@ pub struct Model {
     pub memory_bytes: u64,
     /// Firmware versions ROCr checks features against (MEC, SDMA).
     pub mec_firmware: u32,
+    /// The PCI revision: with the device id, it names the board in
+    /// libdrm's `amdgpu.ids` (MI210 is 740F rev 02, MI100 738C rev 01).
+    pub pci_revision: u32,
 }
 
 impl Model {
@@ -70,13 +73,19 @@ impl Model {
             memory_clock_mhz: 1600,
             memory_bytes: 16 << 30,
             mec_firmware: 78,
+            pci_revision: 0,
         };
         match target {
-            Target::Gfx90a => {
-                Model { device_id: 0x740f, gfx_target_version: 90010, compute_units_per_engine: 13, ..common }
-            }
+            Target::Gfx90a => Model {
+                device_id: 0x740f,
+                pci_revision: 2,
+                gfx_target_version: 90010,
+                compute_units_per_engine: 13,
+                ..common
+            },
             Target::Gfx908 => Model {
                 device_id: 0x738c,
+                pci_revision: 1,
                 gfx_target_version: 90008,
                 compute_units_per_engine: 15,
                 max_waves_per_simd: 10,
