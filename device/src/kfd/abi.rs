@@ -37,6 +37,7 @@ pub const UNMAP_MEMORY_FROM_GPU: u8 = 0x19;
 pub const SET_CU_MASK: u8 = 0x1a;
 pub const ALLOC_QUEUE_GWS: u8 = 0x1e;
 pub const SET_XNACK_MODE: u8 = 0x21;
+pub const AVAILABLE_MEMORY: u8 = 0x23;
 
 pub const ALLOC_VRAM: u32 = 1 << 0;
 pub const ALLOC_GTT: u32 = 1 << 1;
@@ -251,4 +252,12 @@ pub struct SetTrapHandler {
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub struct SetXnackMode {
     pub xnack_enabled: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct AvailableMemory {
+    pub available: u64,
+    pub gpu_id: u32,
+    pub pad: u32,
 }

@@ -246,6 +246,17 @@ impl Kfd {
                 Ok(())
             }
             abi::ALLOC_MEMORY_OF_GPU => self.allocate(args),
+            abi::AVAILABLE_MEMORY => {
+                // Device memory not yet allocated (ROCr 5.7 sizes scratch by it).
+                let mut available: abi::AvailableMemory = read(args)?;
+                check_gpu(available.gpu_id)?;
+                let state = self.state();
+                let used: u64 = state.buffers.values().filter(|b| b.flags & abi::ALLOC_VRAM != 0).map(|b| b.size).sum();
+                available.available = self.model.memory_bytes.saturating_sub(used);
+                drop(state);
+                write(args, &available);
+                Ok(())
+            }
             abi::FREE_MEMORY_OF_GPU => {
                 let free: abi::FreeMemory = read(args)?;
                 self.state().buffers.remove(&free.handle).map(|_| ()).ok_or(Errno::INVAL)
@@ -549,6 +560,9 @@ mod tests {
             Some(MmapTarget::Buffer { handle: allocated.handle, offset: 0x1000 })
         );
         assert_eq!(kfd.resolve_mmap(allocated.mmap_offset + 0x2000), None, "past its end");
+        let available = abi::AvailableMemory { gpu_id: GPU_ID, ..Default::default() };
+        let available = call(&kfd, abi::AVAILABLE_MEMORY, available, &memory).unwrap().available;
+        assert_eq!(available, (16 << 30) - 0x2000, "16 GiB less the buffer");
         let wrong_gpu = abi::AllocMemory { gpu_id: 7, ..vram };
         assert_eq!(call(&kfd, abi::ALLOC_MEMORY_OF_GPU, wrong_gpu, &memory).err(), Some(Errno::INVAL));
         let huge = abi::AllocMemory { size: 1 << 40, ..vram };
