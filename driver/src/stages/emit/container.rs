@@ -144,6 +144,10 @@ fn sections(elf: &[u8]) -> Result<Vec<SectionHeader>, ContainerError> {
 
 /// The host file with each `.hip_fatbin` bundle replaced by `bundles[i]`
 /// (in the order `split_fatbin` finds them).
+/// How far a host file's memory image may reach past the file's end (its
+/// .bss) before the file is taken for damaged.
+const MAX_IMAGE_PAST_FILE: u64 = 1 << 30;
+
 pub fn rewrite_host_file(elf: &[u8], bundles: &[Vec<u8>]) -> Result<Vec<u8>, ContainerError> {
     if elf.len() < 64 || &elf[..4] != b"\x7fELF" || elf[4] != 2 || elf[5] != 1 {
         return Err(ContainerError::Elf("not ELF64 little-endian".into()));
@@ -221,11 +225,21 @@ pub fn rewrite_host_file(elf: &[u8], bundles: &[Vec<u8>]) -> Result<Vec<u8>, Con
     let mut end_of_memory = 0u64;
     for header in &program_headers {
         if u32_at(header, 0)? == PT_LOAD {
-            end_of_memory = end_of_memory.max(u64_at(header, 0x10)? + u64_at(header, 0x28)?);
+            let end = u64_at(header, 0x10)?.checked_add(u64_at(header, 0x28)?);
+            end_of_memory = end_of_memory.max(end.unwrap_or(u64::MAX));
         }
     }
     // File offset == virtual address: also right where the kernel computes
-    // the program headers' address from e_phoff.
+    // the program headers' address from e_phoff. The file grows to the end
+    // of the memory image, so an image far larger than the file (a damaged
+    // segment size) is refused rather than written out.
+    if end_of_memory > out.len() as u64 + MAX_IMAGE_PAST_FILE {
+        return Err(ContainerError::Elf(format!(
+            "a loadable segment ends at {end_of_memory:#x}, more than 1 GiB past the end of the file ({} bytes); \
+             the file is damaged",
+            out.len()
+        )));
+    }
     let start = end_of_memory.max(out.len() as u64).div_ceil(PAGE) * PAGE;
     out.resize(start as usize, 0);
     out.extend_from_slice(&data);
