@@ -185,17 +185,11 @@ fn reproduced_sections_have_ordinary_names(lifted: &LiftedCodeObject<'_>) -> Res
 /// refuses a pc-relative relocation against a symbol another object could
 /// replace (and, in CoMGR, ends the process at its 20th such error).
 fn pc_relative_targets_bind_locally(lifted: &LiftedCodeObject<'_>) -> Result<(), EmitError> {
-    use crate::stages::load::{Binding, SymbolKind, Visibility};
-    let symbols = &lifted.code_object.symbols;
+    use crate::stages::load::{Binding, Visibility};
     for instruction in lifted.functions.iter().flat_map(|f| f.instructions()) {
         let Some(pc) = &instruction.pc_relative else { continue };
-        let target = symbols
-            .iter()
-            .filter(|s| matches!(s.kind, SymbolKind::Object | SymbolKind::Function) && !s.name.is_empty())
-            .filter(|s| s.section.is_some())
-            .filter(|s| pc.target >= s.value && pc.target < s.value + s.size.max(1))
-            .min_by_key(|s| s.size);
-        if let Some(symbol) = target {
+        // The symbol the emitted relocation will name.
+        if let Some(symbol) = lifted.symbol_containing(pc.target) {
             if symbol.binding != Binding::Local && symbol.visibility == Visibility::Default {
                 return Err(EmitError::Preemptible { name: symbol.name.clone(), at: instruction.address });
             }

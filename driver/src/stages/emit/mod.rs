@@ -199,17 +199,7 @@ impl LiftedCodeObject<'_> {
     /// The name an address is referred to by in the assembly: a symbol at
     /// or before it in the same object, or a label the emitter defines.
     fn data_reference(&self, address: u64) -> (String, u64) {
-        let containing = self
-            .code_object
-            .symbols
-            .iter()
-            .filter(|s| !s.name.is_empty() && matches!(s.kind, SymbolKind::Object | SymbolKind::Function))
-            // Only a definition names an address (a damaged table can give
-            // an undefined symbol a value).
-            .filter(|s| s.section.is_some())
-            .filter(|s| address >= s.value && address < s.value + s.size.max(1))
-            .min_by_key(|s| s.size);
-        match containing {
+        match self.symbol_containing(address) {
             Some(symbol) => (quoted(&symbol.name), address - symbol.value),
             None => (format!(".Lgpuinstr_{address:x}"), 0),
         }

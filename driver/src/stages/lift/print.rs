@@ -44,21 +44,24 @@ impl LiftedCodeObject<'_> {
         offset_expression(&name, offset)
     }
 
+    /// The innermost named object or function defined around `address`:
+    /// what emitted code and messages name it by. Only a definition names
+    /// an address (a damaged table can give an undefined symbol a value).
+    pub fn symbol_containing(&self, address: u64) -> Option<&crate::stages::load::Symbol> {
+        self.code_object
+            .symbols
+            .iter()
+            .filter(|s| matches!(s.kind, SymbolKind::Object | SymbolKind::Function) && !s.name.is_empty())
+            .filter(|s| s.section.is_some())
+            .filter(|s| address >= s.value && (address < s.value + s.size.max(1)))
+            .min_by_key(|s| s.size)
+    }
+
     /// An address as the innermost named object or function containing it
     /// and the offset into it, or a section and the offset, or the number
     /// itself with offset 0.
     pub fn address_parts(&self, address: u64) -> (String, u64) {
-        let symbol = self
-            .code_object
-            .symbols
-            .iter()
-            .filter(|s| matches!(s.kind, SymbolKind::Object | SymbolKind::Function) && !s.name.is_empty())
-            // Only a definition names an address (a damaged table can say
-            // an undefined symbol has a value).
-            .filter(|s| s.section.is_some())
-            .filter(|s| address >= s.value && (address < s.value + s.size.max(1)))
-            .min_by_key(|s| s.size);
-        if let Some(symbol) = symbol {
+        if let Some(symbol) = self.symbol_containing(address) {
             return (symbol.name.clone(), address - symbol.value);
         }
         match self.code_object.sections.iter().find(|s| s.loadable && s.contains(address)) {
