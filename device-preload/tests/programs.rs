@@ -3,50 +3,42 @@
 
 mod common;
 
-fn stdout(output: &std::process::Output) -> String {
-    String::from_utf8_lossy(&output.stdout).to_string()
-}
+use common::{assert_lines, build, build_with, run_ok};
 
-fn stderr(output: &std::process::Output) -> String {
-    String::from_utf8_lossy(&output.stderr).to_string()
-}
+const TARGETS: [&str; 2] = ["gfx90a", "gfx908"];
 
 #[test]
 fn vector_add_runs_on_gfx90a_and_gfx908() {
     let scratch = tempfile::tempdir().unwrap();
-    for target in ["gfx90a", "gfx908"] {
-        let program = common::build("vector_add", target, scratch.path());
-        let output = common::run(&program, target);
-        assert!(output.status.success(), "{target}: {}{}", stdout(&output), stderr(&output));
-        assert_eq!(stdout(&output), "PASSED\n", "{target}");
+    for target in TARGETS {
+        let program = build("vector_add", target, scratch.path());
+        assert_eq!(run_ok(&program, target, &[]), "PASSED\n", "{target}");
     }
 }
 
 #[test]
 fn an_access_outside_device_memory_stops_the_program_naming_the_kernel() {
     let scratch = tempfile::tempdir().unwrap();
-    let program = common::build("out_of_bounds", "gfx90a", scratch.path());
+    let program = build("out_of_bounds", "gfx90a", scratch.path());
     let output = common::run(&program, "gfx90a");
     assert_eq!(output.status.code(), Some(1));
-    let message = stderr(&output);
+    let message = String::from_utf8_lossy(&output.stderr);
     assert!(
         message.contains("gpuinstr-run: error: the emulated GPU stopped: kernel _Z4pokePi, workgroup (0, 0, 0) wave 0"),
         "{message}"
     );
     assert!(message.contains("`global_store_dword v0, v1, s[0:1]`"), "{message}");
     assert!(message.contains("is outside every allocation"), "{message}");
-    assert!(!stdout(&output).contains("after"), "the program stopped at the fault");
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("after"), "the program stopped at the fault");
 }
 
 #[test]
 fn the_hip_runtime_features_a_program_uses_work() {
     let scratch = tempfile::tempdir().unwrap();
-    for target in ["gfx90a", "gfx908"] {
-        let program = common::build("runtime_features", target, scratch.path());
-        let output = common::run(&program, target);
-        let printed = stdout(&output);
-        assert!(output.status.success(), "{target}: {printed}{}", stderr(&output));
-        for feature in [
+    for target in TARGETS {
+        let program = build("runtime_features", target, scratch.path());
+        let printed = run_ok(&program, target, &[]);
+        let expected = [
             "memset and device-to-device copy: ok",
             "device globals and hipLaunchKernelGGL: ok",
             "streams, async copies and events: ok",
@@ -54,9 +46,8 @@ fn the_hip_runtime_features_a_program_uses_work() {
             "atomics and a managed global: ok",
             "a 2D grid: ok",
             "PASSED",
-        ] {
-            assert!(printed.lines().any(|l| l == feature), "{target}: no `{feature}` in\n{printed}");
-        }
+        ];
+        assert_lines(&printed, &expected, target);
     }
 }
 
@@ -64,12 +55,9 @@ fn the_hip_runtime_features_a_program_uses_work() {
 fn a_code_object_loaded_at_run_time_runs_beside_the_programs_own() {
     let scratch = tempfile::tempdir().unwrap();
     let kernels = common::build_code_object("module_kernels", "gfx90a", scratch.path());
-    let program = common::build("module_load", "gfx90a", scratch.path());
-    let output = common::run_with(&program, "gfx90a", &[&kernels]);
-    let printed = stdout(&output);
-    assert!(output.status.success(), "{printed}{}", stderr(&output));
+    let program = build("module_load", "gfx90a", scratch.path());
     assert_eq!(
-        printed,
+        run_ok(&program, "gfx90a", &[&kernels]),
         "hipModuleLaunchKernel with a buffer of arguments: ok\n\
          a module kernel and the program's own on one buffer: ok\nPASSED\n"
     );
@@ -78,11 +66,9 @@ fn a_code_object_loaded_at_run_time_runs_beside_the_programs_own() {
 #[test]
 fn printf_from_a_kernel_reaches_the_terminal() {
     let scratch = tempfile::tempdir().unwrap();
-    for target in ["gfx90a", "gfx908"] {
-        let program = common::build("device_printf", target, scratch.path());
-        let output = common::run(&program, target);
-        let printed = stdout(&output);
-        assert!(output.status.success(), "{target}: {printed}{}", stderr(&output));
+    for target in TARGETS {
+        let program = build("device_printf", target, scratch.path());
+        let printed = run_ok(&program, target, &[]);
         let mut lines: Vec<&str> = printed.lines().collect();
         assert_eq!(lines.pop(), Some("synchronized: hipSuccess"), "{target}: {printed}");
         lines.sort_unstable();
@@ -103,18 +89,14 @@ fn printf_from_a_kernel_reaches_the_terminal() {
 #[test]
 fn rocrand_generates_what_the_cpu_computes() {
     let scratch = tempfile::tempdir().unwrap();
-    for target in ["gfx90a", "gfx908"] {
-        let program = common::build_with("rocrand_generators.cpp", target, scratch.path(), &["-lrocrand"]);
-        let output = common::run(&program, target);
-        let printed = stdout(&output);
-        assert!(output.status.success(), "{target}: {printed}{}", stderr(&output));
-        for line in [
+    for target in TARGETS {
+        let program = build_with("rocrand_generators.cpp", target, scratch.path(), &["-lrocrand"]);
+        let expected = [
             "philox4x32-10 numbers: 4096 of 4096 as Random123 computes them",
             "uniform floats: 4096 of 4096 from the same numbers",
             "PASSED",
-        ] {
-            assert!(printed.lines().any(|l| l == line), "{target}: no `{line}` in\n{printed}");
-        }
+        ];
+        assert_lines(&run_ok(&program, target, &[]), &expected, target);
     }
 }
 
@@ -122,13 +104,11 @@ fn rocrand_generates_what_the_cpu_computes() {
 #[test]
 fn rocsparse_routines_compute_what_the_cpu_computes() {
     let scratch = tempfile::tempdir().unwrap();
-    for target in ["gfx90a", "gfx908"] {
-        let program = common::build_with("rocsparse_routines.cpp", target, scratch.path(), &["-lrocsparse"]);
-        let output = common::run(&program, target);
-        let printed = stdout(&output);
-        assert!(output.status.success(), "{target}: {printed}{}", stderr(&output));
+    for target in TARGETS {
+        let program = build_with("rocsparse_routines.cpp", target, scratch.path(), &["-lrocsparse"]);
         assert_eq!(
-            printed, "csrmv: ok\ncsrmv after csrmv_analysis: ok\naxpyi: ok\ngthr: ok\ncsr2coo: ok\nPASSED\n",
+            run_ok(&program, target, &[]),
+            "csrmv: ok\ncsrmv after csrmv_analysis: ok\naxpyi: ok\ngthr: ok\ncsr2coo: ok\nPASSED\n",
             "{target}"
         );
     }

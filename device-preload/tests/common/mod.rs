@@ -70,3 +70,19 @@ pub fn run(program: &Path, target: &str) -> Output {
 pub fn run_with(program: &Path, target: &str, arguments: &[&Path]) -> Output {
     gpuinstr_run().args(["--target", target, "--"]).arg(program).args(arguments).output().expect("gpuinstr-run runs")
 }
+
+/// Runs `program arguments...` on `target`, which must succeed; its standard output.
+pub fn run_ok(program: &Path, target: &str, arguments: &[&Path]) -> String {
+    let output = run_with(program, target, arguments);
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(output.status.success(), "{target}: {stdout}{}", String::from_utf8_lossy(&output.stderr));
+    stdout
+}
+
+/// Every line of `expected` is a line of `text` (compared without column padding).
+pub fn assert_lines(text: &str, expected: &[&str], context: &str) {
+    let lines: Vec<String> = text.lines().map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")).collect();
+    for line in expected {
+        assert!(lines.iter().any(|l| l == line), "{context}: no `{line}` in\n{text}");
+    }
+}
