@@ -17,6 +17,8 @@ fn compile_kernel(dir: &Path, processor: &str) -> std::path::PathBuf {
     .unwrap();
     let output = dir.join(format!("scale-{processor}.hsaco"));
     let status = Command::new("clang++-15")
+        // clang leaves an empty directory in TMPDIR per HIP compilation.
+        .env("TMPDIR", dir)
         .args(["-x", "hip", "--rocm-path=/usr", "--cuda-device-only"])
         .arg(format!("--offload-arch={processor}"))
         .arg("--rocm-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
@@ -96,6 +98,7 @@ fn lift_and_roundtrip_errors_name_the_file_and_write_nothing() {
     // A fat binary with several code objects needs --target.
     let fat = dir.join("fat.o");
     let status = Command::new("hipcc")
+        .env("TMPDIR", &dir)
         .args(["--offload-arch=gfx908", "--offload-arch=gfx90a", "-O3", "-c"])
         .arg(dir.join("scale.hip"))
         .arg("-o")

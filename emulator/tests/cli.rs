@@ -21,6 +21,8 @@ fn code_object(dir: &Path) -> PathBuf {
     std::fs::write(&source, KERNEL).unwrap();
     let output = dir.join("scale.hsaco");
     let status = Command::new("clang++-15")
+        // clang leaves an empty directory in TMPDIR per HIP compilation.
+        .env("TMPDIR", dir)
         .args(["-x", "hip", "--offload-arch=gfx90a", "--rocm-path=/usr"])
         .arg("--rocm-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
         .args(["--cuda-device-only", "--no-gpu-bundle-output", "-O3", "-c"])

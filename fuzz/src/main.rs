@@ -78,6 +78,9 @@ enum Command {
         cli_every: u64,
         #[arg(long)]
         link: PathBuf,
+        /// Where its files go (the supervisor makes and removes it).
+        #[arg(long)]
+        directory: PathBuf,
     },
 }
 
@@ -144,8 +147,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             std::fs::write(&output, input)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Worker { kind, from, to, full_every, cli_every, link } => {
-            work(kind, from, to, full_every, cli_every, &link)?;
+        Command::Worker { kind, from, to, full_every, cli_every, link, directory } => {
+            work(kind, from, to, full_every, cli_every, &link, &directory)?;
             Ok(ExitCode::SUCCESS)
         }
     }

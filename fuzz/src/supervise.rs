@@ -116,8 +116,16 @@ fn run_range(
 ) {
     let mut next = range.start;
     while next < range.end {
+        // The worker's directory is made and removed here: a worker that
+        // dies (the findings) cannot clean up after itself.
+        let directory = match tempfile::Builder::new().prefix("gpuinstr-fuzz-").tempdir() {
+            Ok(directory) => directory,
+            Err(error) => panic!("cannot make a worker's temporary directory: {error}"),
+        };
         let mut child = match Command::new(&config.worker)
             .args(["worker", "--kind", config.kind.name()])
+            .arg("--directory")
+            .arg(directory.path())
             .args(["--from", &next.to_string(), "--to", &range.end.to_string()])
             .args(["--full-every", &config.full_every.to_string(), "--cli-every", &config.cli_every.to_string()])
             .arg("--link")
@@ -179,6 +187,7 @@ fn run_range(
             }
         }
         let _ = child.wait();
+        drop(directory);
         match failed {
             Some((case, what)) => {
                 let kept = keep(config, case, &inputs(case), &what);
@@ -229,15 +238,23 @@ pub fn supervise(config: &RunConfig) -> anyhow::Result<Summary> {
 }
 
 /// The worker: runs cases `from..to` of a kind and prints an event line
-/// before and after each. Its temporary directory is its own, so that files
-/// left behind are seen.
-pub fn work(kind: Kind, from: u64, to: u64, full_every: u64, cli_every: u64, link: &Path) -> anyhow::Result<()> {
-    let base = tempfile::Builder::new().prefix("gpuinstr-fuzz-").tempdir()?;
-    let tmp = base.path().join("tmp");
+/// before and after each. Its temporary directory (`directory/tmp`, which
+/// the supervisor made and removes) is its own, so that files left behind
+/// are seen.
+pub fn work(
+    kind: Kind,
+    from: u64,
+    to: u64,
+    full_every: u64,
+    cli_every: u64,
+    link: &Path,
+    directory: &Path,
+) -> anyhow::Result<()> {
+    let tmp = directory.join("tmp");
     std::fs::create_dir_all(&tmp)?;
     // Before anything makes a temporary file or a thread.
     std::env::set_var("TMPDIR", &tmp);
-    let context = Context::new(base.path().join("work"), tmp)?;
+    let context = Context::new(directory.join("work"), tmp)?;
     let seeds = seeds(kind)?;
     let mut stdout = std::io::stdout().lock();
     for case in from..to {
@@ -256,7 +273,6 @@ pub fn work(kind: Kind, from: u64, to: u64, full_every: u64, cli_every: u64, lin
         writeln!(stdout, "{}", serde_json::to_string(&end)?)?;
         stdout.flush()?;
     }
-    drop(base);
     Ok(())
 }
 

@@ -56,12 +56,12 @@ pub fn tool_compile_command(compiler: Compiler, source: &Path, opt: &str, output
     let plugin = format!("-fpass-plugin={}", plugin().display());
     let mut command = match compiler {
         Compiler::Hipcc => {
-            let mut c = Command::new("hipcc");
+            let mut c = hipcc();
             c.args(["--offload-arch=gfx90a", "-c"]);
             c
         }
         Compiler::Clang => {
-            let mut c = Command::new("clang++-15");
+            let mut c = clang();
             c.args(["-x", "hip", "--offload-arch=gfx90a", "--rocm-path=/usr"])
                 .arg(format!("--rocm-device-lib-path={ROCM_DEVICE_LIBS}"))
                 .args(["--cuda-device-only", "--no-gpu-bundle-output", "-c"]);
@@ -69,6 +69,21 @@ pub fn tool_compile_command(compiler: Compiler, source: &Path, opt: &str, output
         }
     };
     command.arg(plugin).arg("-I").arg(sdk_include()).arg(opt).arg(source).arg("-o").arg(output);
+    command
+}
+
+/// `hipcc` with its temporary files in the run's directory: clang 15's HIP
+/// driver leaves an empty directory in TMPDIR for each compilation.
+pub fn hipcc() -> Command {
+    let mut command = Command::new("hipcc");
+    command.env("TMPDIR", run_directory());
+    command
+}
+
+/// `clang++-15`, likewise (HIP compilations leave directories in TMPDIR).
+pub fn clang() -> Command {
+    let mut command = Command::new("clang++-15");
+    command.env("TMPDIR", run_directory());
     command
 }
 
@@ -122,6 +137,24 @@ pub fn opt_command(passes: &str, input: &Path) -> Command {
 /// A scratch directory removed at the end of the test.
 pub fn scratch() -> tempfile::TempDir {
     tempfile::Builder::new().prefix("gpuinstr-test-").tempdir().expect("temporary directory")
+}
+
+/// A directory for what a test binary builds once per run and shares
+/// between its tests: `target/test-run/<test binary>`, emptied when the run
+/// first asks for it. (A temporary directory held by a static is never
+/// dropped, and every run left one in /tmp.)
+pub fn run_directory() -> &'static Path {
+    static DIRECTORY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIRECTORY.get_or_init(|| {
+        // target/<profile>/deps/<test binary>
+        let exe = std::env::current_exe().expect("test executable path");
+        let target = exe.ancestors().nth(3).expect("the test binary is under target/<profile>/deps");
+        let stem = exe.file_stem().expect("a file name").to_string_lossy().to_string();
+        let directory = target.join("test-run").join(stem);
+        let _ = std::fs::remove_dir_all(&directory);
+        std::fs::create_dir_all(&directory).expect("the test run's directory");
+        directory
+    })
 }
 
 /// Decodes the bytes of an LLVM IR string constant (`c"BC\C0\DE..."`):
@@ -210,15 +243,14 @@ pub fn test_kernels(name: &str) -> PathBuf {
 pub fn hip_object(relative: &str) -> PathBuf {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
-    static BUILT: OnceLock<(tempfile::TempDir, Mutex<HashMap<String, PathBuf>>)> = OnceLock::new();
-    let (dir, built) = BUILT.get_or_init(|| (scratch(), Mutex::new(HashMap::new())));
-    let mut built = built.lock().expect("kernel cache");
+    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let mut built = BUILT.get_or_init(Default::default).lock().expect("kernel cache");
     if let Some(path) = built.get(relative) {
         return path.clone();
     }
-    let output = dir.path().join(format!("{}.o", relative.replace('/', "_")));
+    let output = run_directory().join(format!("{}.o", relative.replace('/', "_")));
     run_ok(
-        Command::new("hipcc")
+        hipcc()
             .args(["--offload-arch=gfx908", "--offload-arch=gfx90a", "-O3", "-c"])
             .arg(input(relative))
             .arg("-o")

@@ -8,7 +8,13 @@ use gpuinstr_tests::*;
 /// `cmake -S project -B build` with the plugin this test run built.
 fn configure(project: &std::path::Path, build: &std::path::Path, extra: &[&str]) -> Command {
     let mut command = Command::new("cmake");
-    command.arg("-S").arg(project).arg("-B").arg(build).arg(format!("-DGPUINSTR_PLUGIN={}", plugin().display()));
+    command
+        .env("TMPDIR", run_directory())
+        .arg("-S")
+        .arg(project)
+        .arg("-B")
+        .arg(build)
+        .arg(format!("-DGPUINSTR_PLUGIN={}", plugin().display()));
     command.args(extra);
     command
 }
@@ -32,7 +38,7 @@ fn cmake_builds_a_tool_with_the_plugin() {
     )
     .unwrap();
     run_ok(&mut configure(&project, &build, &[]));
-    run_ok(Command::new("cmake").arg("--build").arg(&build));
+    run_ok(Command::new("cmake").arg("--build").arg(&build).env("TMPDIR", run_directory()));
     let report = inspect::inspect(&build.join("libcounter.so"), None).unwrap();
     let hooks: Vec<String> = report.code_objects[0].tool.clone().unwrap().hooks.into_iter().map(|h| h.name).collect();
     assert_eq!(hooks, ["countInstructionsScalar", "countInstructionsVector"]);
@@ -90,7 +96,7 @@ fn cmake_instruments_a_library_after_it_builds() {
     .unwrap();
     let link = format!("-DGPUINSTR_LINK={}", link.display());
     run_ok(&mut configure(&project, &build, &["-DCMAKE_CXX_COMPILER=hipcc", &link]));
-    let built = run_ok(Command::new("cmake").arg("--build").arg(&build));
+    let built = run_ok(Command::new("cmake").arg("--build").arg(&build).env("TMPDIR", run_directory()));
     let log = String::from_utf8_lossy(&built.stdout);
     assert!(log.contains("gpuinstr: instrumenting vectoradd with counter"), "{log}");
     assert!(log.contains("hook countInstructionsVector: 17 points"), "{log}");

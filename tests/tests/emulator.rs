@@ -366,7 +366,7 @@ fn device_calls_scratch_and_spills() {
     let dir = scratch();
     let object = dir.path().join("flat-scratch.hsaco");
     run_ok(
-        std::process::Command::new("clang++-15")
+        gpuinstr_tests::clang()
             .args(["-x", "hip", "--offload-arch=gfx90a", "--rocm-path=/usr"])
             .arg("--rocm-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
             .args(["--cuda-device-only", "--no-gpu-bundle-output", "-O3"])

@@ -28,7 +28,7 @@ fn application(dir: &Path) -> std::path::PathBuf {
     .unwrap();
     let output = dir.join("vadd.hsaco");
     run_ok(
-        Command::new("clang++-15")
+        clang()
             .args(["-x", "hip", "--offload-arch=gfx90a", "--rocm-path=/usr", "--cuda-device-only"])
             .arg(format!("--rocm-device-lib-path={ROCM_DEVICE_LIBS}"))
             .args(["--no-gpu-bundle-output", "-O3", "-c"])
@@ -125,7 +125,7 @@ fn bundles_and_target_selection() {
     let dir = scratch.path();
     let host = dir.join("tool.o");
     run_ok(
-        Command::new("hipcc")
+        hipcc()
             .args(["--offload-arch=gfx908", "--offload-arch=gfx90a:xnack-", "-O3", "-c"])
             .arg(format!("-fpass-plugin={}", plugin().display()))
             .arg("-I")

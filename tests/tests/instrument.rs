@@ -104,7 +104,7 @@ fn the_run_report_says_what_was_added() {
     let plan = Plan::load(&repo().join("hook-sdk/examples/instruction-counter/plan.toml")).unwrap();
     let object = dir.path().join("vector-add.o");
     run_ok(
-        Command::new("hipcc")
+        hipcc()
             .args(["--offload-arch=gfx90a", "-O3", "-c"])
             .arg(repo().join("hook-sdk/examples/applications/vector-add/vector-add.hip"))
             .arg("-o")
@@ -341,9 +341,9 @@ fn host_files_and_bundles_come_back_instrumented() {
     let registry = Registry::with_builtins();
     let options = InstrumentOptions::default();
     let source = repo().join("hook-sdk/examples/applications/vector-add/vector-add.hip");
-    let hipcc = |extra: &[&str], output: &std::path::Path| {
+    let build = |extra: &[&str], output: &std::path::Path| {
         run_ok(
-            Command::new("hipcc")
+            hipcc()
                 .args(["--offload-arch=gfx90a", "--offload-arch=gfx908", "-O3", "-fPIC"])
                 .args(extra)
                 .arg("-o")
@@ -362,7 +362,7 @@ fn host_files_and_bundles_come_back_instrumented() {
 
     // A shared library.
     let library = dir.join("libvectoradd.so");
-    hipcc(&["-shared", source.to_str().unwrap()], &library);
+    build(&["-shared", source.to_str().unwrap()], &library);
     let bytes = std::fs::read(&library).unwrap();
     let (out, report) = instrument_file(&tool, &library, &bytes, &plan, &registry, &options, None).unwrap();
     assert_eq!(report.code_objects.len(), 2);
@@ -388,15 +388,15 @@ fn host_files_and_bundles_come_back_instrumented() {
 
     // A host object: instrumented, then linked by hipcc.
     let object = dir.join("vectoradd.o");
-    hipcc(&["-c", source.to_str().unwrap()], &object);
+    build(&["-c", source.to_str().unwrap()], &object);
     let bytes = std::fs::read(&object).unwrap();
     let (out, _) = instrument_file(&tool, &object, &bytes, &plan, &registry, &options, None).unwrap();
     let instrumented_object = dir.join("vectoradd.instrumented.o");
     std::fs::write(&instrumented_object, &out).unwrap();
     verify_all(&object, &instrumented_object, "object");
     let (linked, linked_instrumented) = (dir.join("liba.so"), dir.join("liba.instrumented.so"));
-    hipcc(&["-shared", object.to_str().unwrap()], &linked);
-    hipcc(&["-shared", instrumented_object.to_str().unwrap()], &linked_instrumented);
+    build(&["-shared", object.to_str().unwrap()], &linked);
+    build(&["-shared", instrumented_object.to_str().unwrap()], &linked_instrumented);
     verify_all(&linked, &linked_instrumented, "linked object");
 
     // A bundle (what a .hipfb file holds): the object's fat binary.

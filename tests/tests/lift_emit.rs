@@ -211,7 +211,7 @@ fn code_object_versions_3_and_5_round_trip() {
     for (version, processor) in [(3, "gfx908"), (5, "gfx90a")] {
         let output = scratch.path().join(format!("v{version}.hsaco"));
         run_ok(
-            Command::new("clang++-15")
+            clang()
                 .args(["-x", "hip", "--rocm-path=/usr", "--cuda-device-only", "--no-gpu-bundle-output", "-O3", "-c"])
                 .arg(format!("--offload-arch={processor}"))
                 .arg(format!("--rocm-device-lib-path={ROCM_DEVICE_LIBS}"))

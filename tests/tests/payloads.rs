@@ -20,13 +20,12 @@ use gpuinstr_tests::*;
 fn tool(name: &str) -> CodeObject {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
-    static TOOLS: OnceLock<(tempfile::TempDir, Mutex<HashMap<String, CodeObject>>)> = OnceLock::new();
-    let (dir, built) = TOOLS.get_or_init(|| (scratch(), Mutex::new(HashMap::new())));
-    let mut built = built.lock().unwrap();
+    static TOOLS: OnceLock<Mutex<HashMap<String, CodeObject>>> = OnceLock::new();
+    let mut built = TOOLS.get_or_init(Default::default).lock().unwrap();
     if let Some(tool) = built.get(name) {
         return tool.clone();
     }
-    let path = dir.path().join(format!("{name}.hsaco"));
+    let path = run_directory().join(format!("tool-{name}.hsaco"));
     run_ok(&mut tool_compile_command(Compiler::Clang, &input(&format!("tools/{name}.hip")), "-O3", &path));
     let tool = load::load(&path).unwrap().code_objects.remove(0);
     built.insert(name.to_string(), tool.clone());

@@ -24,7 +24,7 @@ fn hipcc_rdc_embeds_one_module_per_unit() {
     let scratch = scratch();
     let library = scratch.path().join("tool.so");
     run_ok(
-        Command::new("hipcc")
+        hipcc()
             .args(["--offload-arch=gfx90a", "-fgpu-rdc", "-O3", "-shared", "-fPIC"])
             .arg(format!("-fpass-plugin={}", plugin().display()))
             .arg("-I")
@@ -46,7 +46,7 @@ fn lld_with_the_plugin_embeds_one_module_at_full_lto_last() {
     for (index, source) in [example("instruction-counter"), input("rdc/second-unit.hip")].iter().enumerate() {
         let bitcode = scratch.path().join(format!("unit{index}.bc"));
         run_ok(
-            Command::new("clang++-15")
+            clang()
                 .args(["-x", "hip", "--offload-arch=gfx90a", "--rocm-path=/usr", "--cuda-device-only", "-fgpu-rdc"])
                 .arg(format!("--rocm-device-lib-path={ROCM_DEVICE_LIBS}"))
                 .args(["-O3", "-c", "-emit-llvm", "-I"])

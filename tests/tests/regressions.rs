@@ -304,7 +304,7 @@ fn tools_are_matched_to_targets_and_named_in_their_errors() {
     let dir = scratch();
     let tool_path = dir.path().join("counter-both.o");
     run_ok(
-        std::process::Command::new("hipcc")
+        hipcc()
             .args(["--offload-arch=gfx90a", "--offload-arch=gfx908", "-O3", "-c"])
             .arg(format!("-fpass-plugin={}", plugin().display()))
             .arg("-I")
@@ -404,7 +404,7 @@ fn intrinsic_bindings_survive_every_optimisation_level_and_build_path() {
     // -fgpu-rdc with hipcc: embedded at pre-link, one module per unit.
     let rdc = dir.path().join("folding-rdc.so");
     run_ok(
-        std::process::Command::new("hipcc")
+        hipcc()
             .args(["--offload-arch=gfx90a", "-fgpu-rdc", "-O3", "-shared", "-fPIC"])
             .arg(format!("-fpass-plugin={}", plugin().display()))
             .arg("-I")
@@ -418,7 +418,7 @@ fn intrinsic_bindings_survive_every_optimisation_level_and_build_path() {
     // Units compiled without the plugin, linked by ld.lld with it (LTO).
     let bitcode = dir.path().join("folding.bc");
     run_ok(
-        std::process::Command::new("clang++-15")
+        clang()
             .args(["-x", "hip", "--offload-arch=gfx90a", "--rocm-path=/usr", "--cuda-device-only", "-fgpu-rdc"])
             .arg(format!("--rocm-device-lib-path={ROCM_DEVICE_LIBS}"))
             .args(["-O3", "-c", "-emit-llvm", "-I"])
