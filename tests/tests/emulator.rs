@@ -235,6 +235,28 @@ fn arithmetic_kernels_compute_what_the_cpu_computes() {
         for i in 0..64 {
             assert_eq!(out[i], total + values[(i + 1) % 64], "{target}: shuffles lane {i}");
         }
+
+        // Complex multiply-accumulate (packed f32 on gfx90a); halves of
+        // integers keep every product and sum exact.
+        let n = 8;
+        let a: Vec<f32> = (0..64 * n * 2).map(|i| ((i * 7) % 11) as f32 * 0.5 - 2.5).collect();
+        let x: Vec<f32> = (0..n * 2).map(|i| ((i * 5) % 9) as f32 * 0.5 - 2.0).collect();
+        let (pa, px) = (d.allocate("a", &f32s(&a)), d.allocate("x", &f32s(&x)));
+        let po = d.allocate("out", &f32s(&[0.0; 128]));
+        let (alpha_re, alpha_im) = (-0.5f32, 1.5f32);
+        let args = [pointer(po), pointer(pa), pointer(px), f32s(&[alpha_re, alpha_im]), i32s(&[n as i32])];
+        d.launch("_Z10complexDotP15HIP_vector_typeIfLj2EEPKS0_S3_S0_i", Launch::linear(1, 64), &args).unwrap();
+        let out = read_f32(&d, po, 128);
+        for i in 0..64 {
+            let (mut re, mut im) = (0f32, 0f32);
+            for k in 0..n {
+                let (p_re, p_im, q_re, q_im) = (a[2 * (i * n + k)], a[2 * (i * n + k) + 1], x[2 * k], x[2 * k + 1]);
+                re += p_re * q_re - p_im * q_im;
+                im += p_re * q_im + p_im * q_re;
+            }
+            let expected = [alpha_re * re - alpha_im * im, alpha_re * im + alpha_im * re];
+            assert_eq!(out[2 * i..2 * i + 2], expected, "{target}: complexDot[{i}]");
+        }
     }
 }
 

@@ -485,7 +485,10 @@ macro_rules! pk_f32 {
             let clamp = i.imm(0) != 0;
             let n = i.srcs.len().min(3);
             for lane in active_lanes(c.wave.exec()) {
-                for half in 0..2 {
+                // Both halves read before either is written: the high half
+                // may read the register the low half writes.
+                let mut results = [0u32; 2];
+                for (half, result) in results.iter_mut().enumerate() {
                     let mut a = [0f32; 3];
                     for (k, slot) in a.iter_mut().enumerate().take(n) {
                         let s = &i.srcs[k];
@@ -499,8 +502,10 @@ macro_rules! pk_f32 {
                         let x = f32::from_bits(bits);
                         *slot = if flush { flush_denormal(x) } else { x };
                     }
-                    let r = finish32(f(a[0], a[1], a[2]), clamp, 0, flush);
-                    c.wave.write_lane32_at(&i.defs[0], lane, half, r);
+                    *result = finish32(f(a[0], a[1], a[2]), clamp, 0, flush);
+                }
+                for (half, result) in results.into_iter().enumerate() {
+                    c.wave.write_lane32_at(&i.defs[0], lane, half, result);
                 }
             }
             Ok(())

@@ -66,3 +66,17 @@ __global__ void doubleDivision(double *Out, const double *Num, const double *Den
   int I = threadIdx.x;
   Out[I] = Num[I] / Den[I];
 }
+
+// Complex multiply-accumulate as rocSPARSE's csrmv does it: on gfx90a the
+// compiler uses packed f32 (v_pk_fma_f32, v_pk_mul_f32) whose high half reads
+// a source register the low half writes.
+__global__ void complexDot(float2 *Out, const float2 *A, const float2 *X, float2 Alpha, int N) {
+  int I = threadIdx.x;
+  float2 Sum = {0.0f, 0.0f};
+  for (int K = 0; K < N; ++K) {
+    float2 P = A[I * N + K], Q = X[K];
+    Sum.x = fmaf(P.x, Q.x, fmaf(-P.y, Q.y, Sum.x));
+    Sum.y = fmaf(P.x, Q.y, fmaf(P.y, Q.x, Sum.y));
+  }
+  Out[I] = make_float2(Alpha.x * Sum.x - Alpha.y * Sum.y, Alpha.x * Sum.y + Alpha.y * Sum.x);
+}
