@@ -25,6 +25,9 @@ pub enum Finding {
     Panic { op: String, message: String },
     /// An error message that is empty or spans several lines.
     BadError { op: String, message: String },
+    /// An LLVM tool we run was stopped by its deadline: a clear error, but
+    /// a hang the input provokes costs the user a minute (refuse it first).
+    ToolHang { op: String, message: String },
     /// A failed step left an output file.
     PartialOutput { op: String, path: String },
     /// Files left in the temporary directory.
@@ -97,6 +100,11 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "(a panic without a message)".into())
 }
 
+/// The error of an LLVM tool stopped by its deadline (process.rs).
+pub fn is_tool_hang(message: &str) -> bool {
+    message.contains("did not finish in") && message.contains("was stopped")
+}
+
 struct Run<'a> {
     result: CaseResult,
     context: &'a Context,
@@ -112,6 +120,8 @@ impl Run<'_> {
                 self.result.refused += 1;
                 if message.trim().is_empty() || message.contains('\n') {
                     self.result.findings.push(Finding::BadError { op: name.into(), message });
+                } else if is_tool_hang(&message) {
+                    self.result.findings.push(Finding::ToolHang { op: name.into(), message });
                 }
                 None
             }

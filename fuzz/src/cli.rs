@@ -122,6 +122,9 @@ pub fn check(link: &Path, kind: Kind, context: &Context, input: &Path, seed: &Pa
             stderr: stderr.chars().take(2000).collect(),
         });
     }
+    if crate::case::is_tool_hang(&stderr) {
+        findings.push(Finding::ToolHang { op: command.clone(), message: stderr.trim().to_string() });
+    }
     if ran.status.code() == Some(1) && !(reports(arguments) && stderr.is_empty()) {
         if let Some(output) = output {
             if Path::new(output).exists() {

@@ -57,8 +57,8 @@ pub struct Summary {
     /// Steps run, and how many refused their input with an error.
     pub ops: u64,
     pub refused: u64,
-    /// Cases by finding: panic, bad-error, partial-output, litter, command,
-    /// abort, hang.
+    /// Cases by finding: panic, bad-error, tool-hang, partial-output, litter,
+    /// command, abort, hang.
     pub findings: BTreeMap<String, u64>,
     /// Each case that found something: (case, finding, kept input).
     pub found: Vec<(u64, String, String)>,

@@ -89,7 +89,11 @@ fn run_llc(
     .map_err(|source| CodegenError::Tool { tool: "llc-15", source })?;
     let Some(output) = output else {
         let kept = keep_failed_input(&source, keep_failed);
-        return Err(CodegenError::Llc { step, message: format!("did not finish in {} s", deadline.as_secs()), kept });
+        return Err(CodegenError::Llc {
+            step,
+            message: format!("did not finish in {} s and was stopped", deadline.as_secs()),
+            kept,
+        });
     };
     if !output.status.success() {
         let kept = keep_failed_input(&source, keep_failed);

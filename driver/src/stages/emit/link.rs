@@ -50,6 +50,11 @@ pub enum EmitError {
          hidden or protected)"
     )]
     Preemptible { name: String, at: u64 },
+    #[error(
+        "`{function}` has {bytes} bytes at {at:#x} that are not a whole number of 4-byte instruction words; \
+         instrumenting moves code, and code after them could not be aligned; the code object is damaged"
+    )]
+    PartialWord { function: String, at: u64, bytes: usize },
     #[error(transparent)]
     Comgr(#[from] ComgrError),
     #[error("temporary files: {0}")]
@@ -198,6 +203,22 @@ fn pc_relative_targets_bind_locally(lifted: &LiftedCodeObject<'_>) -> Result<(),
     Ok(())
 }
 
+/// Code that moves is aligned again (kernels to 256 bytes), and LLVM 15's
+/// llvm-mc never finishes aligning code after bytes that are not whole
+/// 4-byte words (an undecodable tail of a damaged function).
+fn moved_code_is_whole_words(lifted: &LiftedCodeObject<'_>) -> Result<(), EmitError> {
+    for function in &lifted.functions {
+        if let Some(instruction) = function.instructions().find(|i| i.bytes.len() % 4 != 0) {
+            return Err(EmitError::PartialWord {
+                function: function.name.clone(),
+                at: instruction.address,
+                bytes: instruction.bytes.len(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Emits, assembles and links; the executable code object's bytes.
 pub fn build(
     lifted: &LiftedCodeObject<'_>,
@@ -205,6 +226,9 @@ pub fn build(
     linker: Linker,
 ) -> Result<(Vec<u8>, Assembly), EmitError> {
     defined_once(lifted)?;
+    if options.patch.is_some() {
+        moved_code_is_whole_words(lifted)?;
+    }
     pc_relative_targets_bind_locally(lifted)?;
     reproduced_sections_have_ordinary_names(lifted)?;
     let directory = tempfile::Builder::new().prefix("gpuinstr-emit-").tempdir()?;
