@@ -257,6 +257,21 @@ fn arithmetic_kernels_compute_what_the_cpu_computes() {
             let expected = [alpha_re * re - alpha_im * im, alpha_re * im + alpha_im * re];
             assert_eq!(out[2 * i..2 * i + 2], expected, "{target}: complexDot[{i}]");
         }
+
+        // Saturating adds and subtracts (the VOP3 clamp bit on integers),
+        // with operands on both sides of every bound.
+        let a: Vec<u32> = (0..64u32).map(|i| i.wrapping_mul(0x9e37_79b9) ^ (i << 28)).collect();
+        let b: Vec<u32> = (0..64u32).map(|i| i.wrapping_mul(0x85eb_ca6b).rotate_left(i)).collect();
+        let (pa, pb) = (d.allocate("a", &bytes(&a, u32::to_le_bytes)), d.allocate("b", &bytes(&b, u32::to_le_bytes)));
+        let (po, ps) = (d.allocate("out", &[0; 512]), d.allocate("signed", &[0; 256]));
+        let args = [pointer(po), pointer(ps), pointer(pa), pointer(pb)];
+        d.launch("_Z14saturatingMathPjPiPKjS2_", Launch::linear(1, 64), &args).unwrap();
+        let (out, signed) = (read_u32(&d, po, 128), read_i32(&d, ps, 64));
+        for i in 0..64 {
+            let (x, y) = (a[i], b[i]);
+            assert_eq!(out[2 * i..2 * i + 2], [x.saturating_sub(y), x.saturating_add(y)], "{target}: {x} -/+ {y}");
+            assert_eq!(signed[i], (x as i32).saturating_add(y as i32), "{target}: {x} + {y} signed");
+        }
     }
 }
 

@@ -9,20 +9,41 @@ use crate::operands::{Operand, M0};
 use crate::program::Inst;
 use crate::wave::active_lanes;
 
-/// VOP3 forms carry a clamp bit; integer clamp (saturation) is not modelled.
+/// A VOP3 form with its clamp bit set.
+fn clamped(i: &Inst) -> bool {
+    i.name.ends_with("_e64") && i.imms.first().copied().unwrap_or(0) != 0
+}
+
+/// VOP3 forms carry a clamp bit; integer clamp (saturation) is modelled
+/// only where an operation names its saturating form.
 pub(super) fn no_integer_clamp(i: &Inst) -> Result<(), Fault> {
-    if i.name.ends_with("_e64") && i.imms.first().copied().unwrap_or(0) != 0 {
+    if clamped(i) {
         return Err(super::unsupported_modifier("integer clamp"));
     }
     Ok(())
 }
 
-/// `vdst = f(src0, src1, src2)` per active lane, 32-bit.
+/// The operation, or with clamp its saturating form (an error if it has none).
+fn saturating_if_clamped<T>(i: &Inst, wrapping: T, saturating: Option<T>) -> Result<T, Fault> {
+    match saturating {
+        Some(saturating) if clamped(i) => Ok(saturating),
+        _ => no_integer_clamp(i).map(|()| wrapping),
+    }
+}
+
+/// `vdst = f(src0, src1, src2)` per active lane, 32-bit; with clamp, the
+/// `saturating` form where one is given.
 macro_rules! vop_u32 {
     ($f:expr) => {
+        vop_u32!($f, None)
+    };
+    ($f:expr, saturating $g:expr) => {
+        vop_u32!($f, Some($g))
+    };
+    ($f:expr, $g:expr) => {
         |c: &mut Context<'_>, i: &Inst| {
-            no_integer_clamp(i)?;
-            let f: fn(u32, u32, u32) -> u32 = $f;
+            let (wrapping, saturating): (fn(u32, u32, u32) -> u32, Option<fn(u32, u32, u32) -> u32>) = ($f, $g);
+            let f = saturating_if_clamped(i, wrapping, saturating)?;
             let n = i.srcs.len().min(3);
             for lane in active_lanes(c.wave.exec()) {
                 let mut a = [0u32; 3];
@@ -43,9 +64,15 @@ macro_rules! vop_u32 {
 /// destination op_sel, in the high half with the low half kept.
 macro_rules! vop_u16 {
     ($f:expr) => {
+        vop_u16!($f, None)
+    };
+    ($f:expr, saturating $g:expr) => {
+        vop_u16!($f, Some($g))
+    };
+    ($f:expr, $g:expr) => {
         |c: &mut Context<'_>, i: &Inst| {
-            no_integer_clamp(i)?;
-            let f: fn(u16, u16, u16) -> u16 = $f;
+            let (wrapping, saturating): (fn(u16, u16, u16) -> u16, Option<fn(u16, u16, u16) -> u16>) = ($f, $g);
+            let f = saturating_if_clamped(i, wrapping, saturating)?;
             let vop3 = i.name.ends_with("_e64") || !i.name.contains("_e32");
             let high = vop3 && i.srcs.first().is_some_and(|s| s.mods & DST_OP_SEL != 0);
             let n = i.srcs.len().min(3);
@@ -195,11 +222,15 @@ pub fn handler(name: &str) -> Option<Handler> {
     Some(match base_name(name) {
         "V_NOP" => |_, _| Ok(()),
         "V_MOV_B32" | "V_ACCVGPR_WRITE_B32" | "V_ACCVGPR_READ_B32" | "V_ACCVGPR_MOV_B32" => vop_u32!(|a, _, _| a),
-        "V_ADD_U32" => vop_u32!(|a, b, _| a.wrapping_add(b)),
-        "V_SUB_U32" => vop_u32!(|a, b, _| a.wrapping_sub(b)),
-        "V_SUBREV_U32" => vop_u32!(|a, b, _| b.wrapping_sub(a)),
-        "V_ADD_I32" => vop_u32!(|a, b, _| a.wrapping_add(b)),
-        "V_SUB_I32" => vop_u32!(|a, b, _| a.wrapping_sub(b)),
+        "V_ADD_U32" => vop_u32!(|a, b, _| a.wrapping_add(b), saturating | a, b, _ | a.saturating_add(b)),
+        "V_SUB_U32" => vop_u32!(|a, b, _| a.wrapping_sub(b), saturating | a, b, _ | a.saturating_sub(b)),
+        "V_SUBREV_U32" => vop_u32!(|a, b, _| b.wrapping_sub(a), saturating | a, b, _ | b.saturating_sub(a)),
+        "V_ADD_I32" => {
+            vop_u32!(|a, b, _| a.wrapping_add(b), saturating | a, b, _ | (a as i32).saturating_add(b as i32) as u32)
+        }
+        "V_SUB_I32" => {
+            vop_u32!(|a, b, _| a.wrapping_sub(b), saturating | a, b, _ | (a as i32).saturating_sub(b as i32) as u32)
+        }
         "V_AND_B32" => vop_u32!(|a, b, _| a & b),
         "V_OR_B32" => vop_u32!(|a, b, _| a | b),
         "V_XOR_B32" => vop_u32!(|a, b, _| a ^ b),
@@ -223,9 +254,9 @@ pub fn handler(name: &str) -> Option<Handler> {
         "V_LSHRREV_B64" => vop_shift64!(|a, b| b >> (a & 63)),
         "V_ASHRREV_I64" => vop_shift64!(|a, b| ((b as i64) >> (a & 63)) as u64),
         "V_MUL_LO_U32" | "V_MUL_LO_I32" => vop_u32!(|a, b, _| a.wrapping_mul(b)),
-        "V_ADD_U16" => vop_u16!(|a, b, _| a.wrapping_add(b)),
-        "V_SUB_U16" => vop_u16!(|a, b, _| a.wrapping_sub(b)),
-        "V_SUBREV_U16" => vop_u16!(|a, b, _| b.wrapping_sub(a)),
+        "V_ADD_U16" => vop_u16!(|a, b, _| a.wrapping_add(b), saturating | a, b, _ | a.saturating_add(b)),
+        "V_SUB_U16" => vop_u16!(|a, b, _| a.wrapping_sub(b), saturating | a, b, _ | a.saturating_sub(b)),
+        "V_SUBREV_U16" => vop_u16!(|a, b, _| b.wrapping_sub(a), saturating | a, b, _ | b.saturating_sub(a)),
         "V_MUL_LO_U16" => vop_u16!(|a, b, _| a.wrapping_mul(b)),
         "V_LSHLREV_B16" => vop_u16!(|a, b, _| b << (a & 15)),
         "V_LSHRREV_B16" => vop_u16!(|a, b, _| b >> (a & 15)),
@@ -238,8 +269,12 @@ pub fn handler(name: &str) -> Option<Handler> {
         "V_MAD_I16" | "V_MAD_LEGACY_I16" => {
             vop_u16!(|a, b, c| (a as i16).wrapping_mul(b as i16).wrapping_add(c as i16) as u16)
         }
-        "V_ADD_I16" => vop_u16!(|a, b, _| a.wrapping_add(b)),
-        "V_SUB_I16" => vop_u16!(|a, b, _| a.wrapping_sub(b)),
+        "V_ADD_I16" => {
+            vop_u16!(|a, b, _| a.wrapping_add(b), saturating | a, b, _ | (a as i16).saturating_add(b as i16) as u16)
+        }
+        "V_SUB_I16" => {
+            vop_u16!(|a, b, _| a.wrapping_sub(b), saturating | a, b, _ | (a as i16).saturating_sub(b as i16) as u16)
+        }
         "V_MUL_HI_U32" => vop_u32!(|a, b, _| ((u64::from(a) * u64::from(b)) >> 32) as u32),
         "V_MUL_HI_I32" => vop_u32!(|a, b, _| ((i64::from(a as i32) * i64::from(b as i32)) >> 32) as u32),
         "V_MUL_U32_U24" => vop_u32!(|a, b, _| (a & 0xff_ffff).wrapping_mul(b & 0xff_ffff)),

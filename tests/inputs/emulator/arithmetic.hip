@@ -80,3 +80,14 @@ __global__ void complexDot(float2 *Out, const float2 *A, const float2 *X, float2
   }
   Out[I] = make_float2(Alpha.x * Sum.x - Alpha.y * Sum.y, Alpha.x * Sum.y + Alpha.y * Sum.x);
 }
+
+// Saturating integer arithmetic: LLVM's usub.sat, uadd.sat and sadd.sat
+// become VOP3 adds and subtracts with the clamp bit (rocPRIM's reductions).
+__global__ void saturatingMath(unsigned *Out, int *Signed, const unsigned *A, const unsigned *B) {
+  int I = threadIdx.x;
+  unsigned X = A[I], Y = B[I];
+  unsigned Sum = X + Y;
+  Out[2 * I] = X > Y ? X - Y : 0;
+  Out[2 * I + 1] = Sum < X ? 0xffffffffu : Sum;
+  Signed[I] = __builtin_elementwise_add_sat((int)X, (int)Y);
+}
