@@ -28,6 +28,8 @@ unmount() {
   return 0
 }
 trap unmount EXIT
+# A signal ends the script through its EXIT trap (device-suites.py stops slow runs).
+trap 'exit 143' TERM INT
 mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
 mountpoint -q "$root/dev" || mount --bind /dev "$root/dev"
 if [ ! -e "$root/.packages-done" ]; then
@@ -38,12 +40,20 @@ fi
 # The device library, built here (Debian 12's glibc is older than trixie's, so it loads there).
 cargo build --release -q -p gpuinstr-device-preload
 mkdir -p "$root/gpuinstr/lib"
-cp target/release/libgpuinstr_device_preload.so "$root/gpuinstr/"
+# A changed file is replaced by a new one, never rewritten in place: a
+# program still running from the old one (another run in the chroot) would
+# lose the relocated pages of its mapping (the kernel drops them on
+# truncation) and crash far from the cause.
+replace() {
+  cmp -s "$1" "$2" && return 0
+  cp -L "$1" "$2.new" && mv -f "$2.new" "$2"
+}
+replace target/release/libgpuinstr_device_preload.so "$root/gpuinstr/libgpuinstr_device_preload.so"
 # Its LLVM 15 (the emulator decodes with it) and what that needs, from this
 # system: run with LD_LIBRARY_PATH=/gpuinstr/lib.
 ldd target/release/libgpuinstr_device_preload.so | awk '$3 ~ /^\// {print $3}' \
   | grep -v -e '/libc.so' -e '/libm.so' -e '/libstdc++' -e '/libgcc_s' \
-  | while read -r library; do cp -L "$library" "$root/gpuinstr/lib/"; done
+  | while read -r library; do replace "$library" "$root/gpuinstr/lib/$(basename "$library")"; done
 if [ $# -gt 0 ]; then
   chroot "$root" env LD_LIBRARY_PATH=/gpuinstr/lib LD_PRELOAD=/gpuinstr/libgpuinstr_device_preload.so \
     GPUINSTR_DEVICE_TARGET="${TARGET:-gfx90a}" HSA_ENABLE_SDMA=0 "$@"

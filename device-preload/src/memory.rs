@@ -81,7 +81,10 @@ fn start_command_processor(kfd: &'static Kfd) {
             // on a device that will never answer.
             unsafe { libc::_exit(1) }
         });
-        gpuinstr_device::command_processor::start(kfd, std::sync::Arc::new(Process), stop);
+        let trace: gpuinstr_device::command_processor::Trace = crate::tracing().then(|| {
+            Box::new(|message: &str| eprintln!("gpuinstr-device: {message}")) as Box<dyn Fn(&str) + Send + Sync>
+        });
+        gpuinstr_device::command_processor::start(kfd, std::sync::Arc::new(Process), stop, trace);
     });
 }
 

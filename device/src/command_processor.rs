@@ -73,19 +73,25 @@ pub type SharedMemory = Arc<dyn ProcessMemory + Send + Sync>;
 /// Why the command processor stopped the program.
 pub type Stop = Box<dyn Fn(&str) + Send + Sync>;
 
+/// Where the packets it carries out are told, when the front end traces.
+pub type Trace = Option<Box<dyn Fn(&str) + Send + Sync>>;
+
 pub struct CommandProcessor {
     kfd: &'static Kfd,
     memory: SharedMemory,
     stop: Stop,
-    /// Decoded code and kernel names, per loaded code buffer (its address).
+    trace: Trace,
+    /// Decoded code and kernel names, per loaded code buffer (its handle:
+    /// a runtime that frees code and loads other code at the same address
+    /// gets a new buffer, and the old decoding must not run it).
     programs: HashMap<u64, (Program, HashMap<u64, String>)>,
 }
 
 /// Starts the command processor's thread (once per process).
-pub fn start(kfd: &'static Kfd, memory: SharedMemory, stop: Stop) {
+pub fn start(kfd: &'static Kfd, memory: SharedMemory, stop: Stop, trace: Trace) {
     std::thread::Builder::new()
         .name("gpuinstr-cp".into())
-        .spawn(move || CommandProcessor { kfd, memory, stop, programs: HashMap::new() }.serve())
+        .spawn(move || CommandProcessor { kfd, memory, stop, trace, programs: HashMap::new() }.serve())
         .expect("the command processor's thread starts");
 }
 
@@ -136,6 +142,20 @@ impl CommandProcessor {
         self.memory.read(at, &mut bytes).map_err(|e| format!("cannot read the packet at {at:#x}: {e:?}"))?;
         let header = u16::from_le_bytes([bytes[0], bytes[1]]);
         let completion = u64::from_le_bytes(bytes[56..64].try_into().expect("8 bytes"));
+        if let Some(trace) = &self.trace {
+            if header & 0xff != PACKET_INVALID {
+                trace(&format!(
+                    "queue {} packet {read} at {at:#x}: type {}, completion signal {completion:#x}{}",
+                    queue.id,
+                    header & 0xff,
+                    if header & 0xff == PACKET_VENDOR {
+                        format!(", vendor packet {bytes:02x?}")
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+        }
         match header & 0xff {
             // Reserved but not written yet.
             PACKET_INVALID => return Ok(false),
@@ -168,7 +188,10 @@ impl CommandProcessor {
                 let value = i64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
                 let mask = i64::from_le_bytes(bytes[24..32].try_into().expect("8 bytes"));
                 let condition = u32::from_le_bytes(bytes[32..36].try_into().expect("4 bytes"));
-                let current = (self.u64_at(signal + SIGNAL_VALUE)? as i64) & mask;
+                // A null signal reads as 0: HIP 5.7 sends barrier-value
+                // packets with no signal and mask 0 as markers.
+                let value_now = if signal == 0 { 0 } else { self.u64_at(signal + SIGNAL_VALUE)? as i64 };
+                let current = value_now & mask;
                 let satisfied = match condition {
                     0 => current == value,
                     1 => current != value,
@@ -268,20 +291,32 @@ impl CommandProcessor {
         let checked = CheckedMemory::new(self.kfd, self.memory.clone(), &[(scratch_address, scratch.len() as u64)]);
         let mut memory = Memory::external(Arc::new(checked));
         let mut kernel = packet::kernel_of(&packet, &memory).map_err(|e| e.to_string())?;
-        let code = self.code_buffer(kernel.code_address)?;
-        if !self.programs.contains_key(&code.0) {
-            let mut bytes = vec![0; code.1 as usize];
-            self.memory
-                .read(code.0, &mut bytes)
-                .map_err(|e| format!("cannot read the code at {:#x}: {e:?}", code.0))?;
+        let (handle, base, size) = self.code_buffer(kernel.code_address)?;
+        if !self.programs.contains_key(&handle) {
+            let mut bytes = vec![0; size as usize];
+            self.memory.read(base, &mut bytes).map_err(|e| format!("cannot read the code at {base:#x}: {e:?}"))?;
             let processor = self.kfd.model.target.to_string();
-            let names = crate::loaded_image::kernel_names(code.0, &bytes);
-            let program = Program::loaded(&processor, code.0, bytes).map_err(|e| e.to_string())?;
-            self.programs.insert(code.0, (program, names));
+            let names = crate::loaded_image::kernel_names(base, &bytes);
+            let program = Program::loaded(&processor, base, bytes).map_err(|e| e.to_string())?;
+            // Programs of freed buffers go.
+            let state = self.kfd.state();
+            self.programs.retain(|handle, _| state.buffer(*handle).is_some());
+            drop(state);
+            self.programs.insert(handle, (program, names));
         }
-        let (program, names) = self.programs.get_mut(&code.0).expect("inserted");
+        let (program, names) = self.programs.get_mut(&handle).expect("inserted");
         if let Some(name) = names.get(&packet.kernel_object) {
             kernel.metadata.name = name.clone();
+        }
+        if let Some(trace) = &self.trace {
+            trace(&format!(
+                "dispatch {} (code {:#x}): grid {:?}, workgroup {:?}, kernel arguments at {:#x}",
+                kernel.metadata.name,
+                kernel.code_address,
+                packet.grid_size,
+                packet.workgroup_size,
+                packet.kernarg_address
+            ));
         }
         let place =
             PacketPlace { packet: at, queue: queue.write_pointer - QUEUE_WRITE_DISPATCH_ID, scratch: scratch_address };
@@ -313,9 +348,14 @@ impl CommandProcessor {
     }
 
     /// The loaded buffer holding `address` (code): its start and size.
-    fn code_buffer(&self, address: u64) -> Result<(u64, u64), String> {
-        let found =
-            self.kfd.state().buffers().map(|b| (b.va, b.size)).find(|(va, size)| address >= *va && address < va + size);
+    /// The handle, address and size of the buffer holding code at `address`.
+    fn code_buffer(&self, address: u64) -> Result<(u64, u64, u64), String> {
+        let found = self
+            .kfd
+            .state()
+            .buffers_by_handle()
+            .map(|(handle, b)| (handle, b.va, b.size))
+            .find(|(_, va, size)| address >= *va && address < va + size);
         found.ok_or_else(|| format!("kernel code at {address:#x} is in no memory the runtime allocated"))
     }
 }
@@ -382,5 +422,101 @@ impl AddressSpace for CheckedMemory {
     fn write(&self, address: u64, data: &[u8]) -> Result<(), Fault> {
         let at = self.locate(address, data.len())?;
         self.memory.write_mapped(at, data).map_err(|_: Errno| Fault::Memory { address, size: data.len() as u64 })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Model;
+    use std::sync::Mutex;
+
+    /// Process memory from `BASE` on: the queue's ring, its pointers and signals.
+    struct Plain(Mutex<Vec<u8>>);
+    const BASE: u64 = 0x10_0000;
+
+    impl ProcessMemory for Plain {
+        fn read(&self, address: u64, out: &mut [u8]) -> Result<(), Errno> {
+            let start = address.checked_sub(BASE).ok_or(Errno::FAULT)? as usize;
+            out.copy_from_slice(self.0.lock().unwrap().get(start..start + out.len()).ok_or(Errno::FAULT)?);
+            Ok(())
+        }
+        fn write(&self, address: u64, data: &[u8]) -> Result<(), Errno> {
+            let start = address.checked_sub(BASE).ok_or(Errno::FAULT)? as usize;
+            self.0.lock().unwrap().get_mut(start..start + data.len()).ok_or(Errno::FAULT)?.copy_from_slice(data);
+            Ok(())
+        }
+    }
+
+    const RING: u64 = BASE;
+    const READ: u64 = BASE + 0x400;
+    const WRITE: u64 = BASE + 0x408;
+    const WAITED: u64 = BASE + 0x500;
+    const COMPLETION: u64 = BASE + 0x600;
+
+    fn processor() -> (CommandProcessor, Arc<Plain>, Queue) {
+        let kfd: &'static Kfd = Box::leak(Box::new(Kfd::new(Model::new(Target::Gfx90a))));
+        let memory = Arc::new(Plain(Mutex::new(vec![0; 0x1000])));
+        let stop: Stop = Box::new(|_| {});
+        let cp = CommandProcessor { kfd, memory: memory.clone(), stop, trace: None, programs: HashMap::new() };
+        let queue = Queue {
+            id: 0,
+            ring_base: RING,
+            ring_bytes: 0x400,
+            read_pointer: READ,
+            write_pointer: WRITE,
+            doorbell_index: 0,
+            context_save_area: 0,
+        };
+        (cp, memory, queue)
+    }
+
+    /// One AMD barrier-value packet (header, format, then its fields), its
+    /// completion signal at 1, the write index past it.
+    fn submit_barrier_value(memory: &Plain, signal: u64, value: i64, mask: i64, condition: u32) {
+        let mut packet = [0u8; 64];
+        packet[0..2].copy_from_slice(&(PACKET_VENDOR | 0x1500).to_le_bytes());
+        packet[2] = AMD_BARRIER_VALUE;
+        packet[8..16].copy_from_slice(&signal.to_le_bytes());
+        packet[16..24].copy_from_slice(&value.to_le_bytes());
+        packet[24..32].copy_from_slice(&mask.to_le_bytes());
+        packet[32..36].copy_from_slice(&condition.to_le_bytes());
+        packet[56..64].copy_from_slice(&COMPLETION.to_le_bytes());
+        memory.write(RING, &packet).unwrap();
+        memory.write(COMPLETION + SIGNAL_VALUE, &1u64.to_le_bytes()).unwrap();
+        memory.write(WRITE, &1u64.to_le_bytes()).unwrap();
+    }
+
+    fn u64_at(memory: &Plain, address: u64) -> u64 {
+        let mut bytes = [0; 8];
+        memory.read(address, &mut bytes).unwrap();
+        u64::from_le_bytes(bytes)
+    }
+
+    #[test]
+    fn barrier_value_packets_wait_for_their_condition() {
+        let (mut cp, memory, queue) = processor();
+        // Equal to 5 under mask 0xff: not while the signal is 0x104.
+        memory.write(WAITED + SIGNAL_VALUE, &0x104u64.to_le_bytes()).unwrap();
+        submit_barrier_value(&memory, WAITED, 5, 0xff, 0);
+        assert_eq!(cp.step(&queue), Ok(false));
+        assert_eq!(u64_at(&memory, COMPLETION + SIGNAL_VALUE), 1);
+        memory.write(WAITED + SIGNAL_VALUE, &0x105u64.to_le_bytes()).unwrap();
+        assert_eq!(cp.step(&queue), Ok(true));
+        assert_eq!(u64_at(&memory, COMPLETION + SIGNAL_VALUE), 0, "the completion signal is decremented");
+        assert_eq!(u64_at(&memory, READ), 1, "the packet is consumed");
+    }
+
+    #[test]
+    fn a_barrier_value_packet_without_a_signal_compares_zero() {
+        // HIP 5.7's markers: no signal, mask 0, "equal to 0".
+        let (mut cp, memory, queue) = processor();
+        submit_barrier_value(&memory, 0, 0, 0, 0);
+        assert_eq!(cp.step(&queue), Ok(true));
+        assert_eq!(u64_at(&memory, COMPLETION + SIGNAL_VALUE), 0);
+        // And one that can never hold waits instead of reading address 8.
+        let (mut cp, memory, queue) = processor();
+        submit_barrier_value(&memory, 0, 1, -1, 0);
+        assert_eq!(cp.step(&queue), Ok(false));
     }
 }

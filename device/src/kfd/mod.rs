@@ -136,6 +136,11 @@ impl State {
     pub fn buffers(&self) -> impl Iterator<Item = &Buffer> {
         self.buffers.values()
     }
+    /// Every buffer with its handle (unique for the process's life: a
+    /// buffer freed and another allocated at its address differ).
+    pub fn buffers_by_handle(&self) -> impl Iterator<Item = (u64, &Buffer)> {
+        self.buffers.iter().map(|(handle, buffer)| (*handle, buffer))
+    }
     pub fn queues(&self) -> impl Iterator<Item = &Queue> {
         self.queues.values()
     }
