@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds a Debian 13 (trixie) chroot with its ROCm user space (hipcc 5.7,
-# ROCr 5.7, rocminfo) and the prebuilt test suites of rocRAND, rocPRIM and
+# ROCr 6.1, rocminfo) and the prebuilt test suites of rocRAND, rocPRIM and
 # rocSPARSE, for running them on the emulated GPU (docs/device.md). Root only
 # (debootstrap, chroot); no container engine needed. Idempotent.
 #   scripts/trixie-chroot.sh [DIR] [-- COMMAND...]     (default target/trixie)
