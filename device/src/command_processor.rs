@@ -142,20 +142,6 @@ impl CommandProcessor {
         self.memory.read(at, &mut bytes).map_err(|e| format!("cannot read the packet at {at:#x}: {e:?}"))?;
         let header = u16::from_le_bytes([bytes[0], bytes[1]]);
         let completion = u64::from_le_bytes(bytes[56..64].try_into().expect("8 bytes"));
-        if let Some(trace) = &self.trace {
-            if header & 0xff != PACKET_INVALID {
-                trace(&format!(
-                    "queue {} packet {read} at {at:#x}: type {}, completion signal {completion:#x}{}",
-                    queue.id,
-                    header & 0xff,
-                    if header & 0xff == PACKET_VENDOR {
-                        format!(", vendor packet {bytes:02x?}")
-                    } else {
-                        String::new()
-                    }
-                ));
-            }
-        }
         match header & 0xff {
             // Reserved but not written yet.
             PACKET_INVALID => return Ok(false),
@@ -227,6 +213,16 @@ impl CommandProcessor {
                 ))
             }
             kind => return Err(format!("queue {} at {at:#x}: an AQL packet of unknown type {kind}", queue.id)),
+        }
+        // Told once it is carried out (a barrier not yet satisfied is
+        // looked at again on every pass).
+        if let Some(trace) = &self.trace {
+            let vendor = if header & 0xff == PACKET_VENDOR { format!(", {bytes:02x?}") } else { String::new() };
+            trace(&format!(
+                "queue {} packet {read} at {at:#x} carried out: type {}, completion signal {completion:#x}{vendor}",
+                queue.id,
+                header & 0xff
+            ));
         }
         // The slot is free again: INVALID, and the read index past it.
         self.memory.write(at, &PACKET_INVALID.to_le_bytes()).map_err(|e| format!("{e:?}"))?;
@@ -429,24 +425,10 @@ impl AddressSpace for CheckedMemory {
 mod tests {
     use super::*;
     use crate::model::Model;
-    use std::sync::Mutex;
+    use crate::test_memory::TestMemory as Plain;
 
-    /// Process memory from `BASE` on: the queue's ring, its pointers and signals.
-    struct Plain(Mutex<Vec<u8>>);
+    /// Process memory from here on: the queue's ring, its pointers and signals.
     const BASE: u64 = 0x10_0000;
-
-    impl ProcessMemory for Plain {
-        fn read(&self, address: u64, out: &mut [u8]) -> Result<(), Errno> {
-            let start = address.checked_sub(BASE).ok_or(Errno::FAULT)? as usize;
-            out.copy_from_slice(self.0.lock().unwrap().get(start..start + out.len()).ok_or(Errno::FAULT)?);
-            Ok(())
-        }
-        fn write(&self, address: u64, data: &[u8]) -> Result<(), Errno> {
-            let start = address.checked_sub(BASE).ok_or(Errno::FAULT)? as usize;
-            self.0.lock().unwrap().get_mut(start..start + data.len()).ok_or(Errno::FAULT)?.copy_from_slice(data);
-            Ok(())
-        }
-    }
 
     const RING: u64 = BASE;
     const READ: u64 = BASE + 0x400;
@@ -456,7 +438,7 @@ mod tests {
 
     fn processor() -> (CommandProcessor, Arc<Plain>, Queue) {
         let kfd: &'static Kfd = Box::leak(Box::new(Kfd::new(Model::new(Target::Gfx90a))));
-        let memory = Arc::new(Plain(Mutex::new(vec![0; 0x1000])));
+        let memory = Arc::new(Plain::new(BASE, 0x1000));
         let stop: Stop = Box::new(|_| {});
         let cp = CommandProcessor { kfd, memory: memory.clone(), stop, trace: None, programs: HashMap::new() };
         let queue = Queue {

@@ -15,6 +15,8 @@ pub mod kfd;
 pub mod loaded_image;
 pub mod model;
 pub mod render;
+#[cfg(test)]
+mod test_memory;
 pub mod topology;
 
 pub use files::{DeviceNode, Entry, VirtualFiles};

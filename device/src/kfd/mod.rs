@@ -506,24 +506,10 @@ fn check_gpu(gpu_id: u32) -> Result<(), Errno> {
 mod tests {
     use super::*;
     use crate::model::Target;
-    use std::cell::RefCell;
 
     /// 4 KiB of "process memory" at 0x1000.
-    struct Scratch(RefCell<Vec<u8>>);
+    use crate::test_memory::TestMemory as Scratch;
     const BASE: u64 = 0x1000;
-
-    impl ProcessMemory for Scratch {
-        fn read(&self, address: u64, out: &mut [u8]) -> Result<(), Errno> {
-            let start = address.checked_sub(BASE).ok_or(Errno::FAULT)? as usize;
-            out.copy_from_slice(self.0.borrow().get(start..start + out.len()).ok_or(Errno::FAULT)?);
-            Ok(())
-        }
-        fn write(&self, address: u64, data: &[u8]) -> Result<(), Errno> {
-            let start = address.checked_sub(BASE).ok_or(Errno::FAULT)? as usize;
-            self.0.borrow_mut().get_mut(start..start + data.len()).ok_or(Errno::FAULT)?.copy_from_slice(data);
-            Ok(())
-        }
-    }
 
     /// `_IOWR('K', number, T)`.
     fn request<T>(number: u8) -> u64 {
@@ -539,14 +525,15 @@ mod tests {
     #[test]
     fn version_apertures_and_buffers() {
         let kfd = Kfd::new(Model::new(Target::Gfx90a));
-        let memory = Scratch(RefCell::new(vec![0; 4096]));
+        let memory = Scratch::new(BASE, 4096);
         let version = call(&kfd, abi::GET_VERSION, abi::GetVersion::default(), &memory).unwrap();
         assert_eq!((version.major_version, version.minor_version), (1, 11));
 
         let apertures = abi::GetProcessAperturesNew { apertures_pointer: BASE, node_count: 4, pad: 0 };
         assert_eq!(call(&kfd, abi::GET_PROCESS_APERTURES_NEW, apertures, &memory).unwrap().node_count, 1);
-        let written: abi::ProcessDeviceApertures =
-            bytemuck::pod_read_unaligned(&memory.0.borrow()[..std::mem::size_of::<abi::ProcessDeviceApertures>()]);
+        let written: abi::ProcessDeviceApertures = bytemuck::pod_read_unaligned(
+            &memory.bytes.lock().unwrap()[..std::mem::size_of::<abi::ProcessDeviceApertures>()],
+        );
         assert_eq!(
             (written.gpu_id, written.lds_base, written.scratch_limit),
             (GPU_ID, 1 << 48, (2 << 48) | 0xffff_ffff)
@@ -580,7 +567,7 @@ mod tests {
     #[test]
     fn events_wait_until_signalled_or_time_out() {
         let kfd = Kfd::new(Model::new(Target::Gfx90a));
-        let memory = Scratch(RefCell::new(vec![0; 4096]));
+        let memory = Scratch::new(BASE, 4096);
         let page = abi::AllocMemory {
             va_addr: 0x9000,
             size: 0x8000,
@@ -613,7 +600,7 @@ mod tests {
     #[test]
     fn queues_get_doorbells_in_the_doorbell_page() {
         let kfd = Kfd::new(Model::new(Target::Gfx90a));
-        let memory = Scratch(RefCell::new(vec![0; 16]));
+        let memory = Scratch::new(BASE, 16);
         let create = abi::CreateQueue {
             ring_base_address: 0x10_0000,
             ring_size: 4096,
