@@ -104,7 +104,7 @@ class Run:
             time.sleep(1)
             if self.current is not None and time.monotonic() - self.started > case_timeout:
                 self.timed_out = True
-                # SIGTERM lets trixie-chroot.sh unmount /proc and /dev.
+                # The whole group: the chroot, its program and their mounts end together.
                 os.killpg(self.process.pid, signal.SIGTERM)
                 return
 

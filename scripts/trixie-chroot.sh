@@ -6,8 +6,10 @@
 #   scripts/trixie-chroot.sh [DIR] [-- COMMAND...]     (default target/trixie)
 # With a COMMAND, runs it inside on the emulated GPU, for instance
 #   scripts/trixie-chroot.sh -- rocminfo
-# /proc and /dev are mounted only while the script runs (a bind mount of
-# /dev left under target/ would let `cargo clean` delete the host's /dev).
+# /proc and /dev are mounted in a mount namespace of the run's own: they
+# vanish with it (a bind mount of /dev left under target/ would let `cargo
+# clean` delete the host's /dev), and runs side by side never unmount each
+# other's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +17,9 @@ root="target/trixie"
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then root="$1"; shift; fi
 [ "${1:-}" = "--" ] && shift
 root="$(realpath -m "$root")"
+if [ -z "${GPUINSTR_CHROOT_NAMESPACE:-}" ]; then
+  GPUINSTR_CHROOT_NAMESPACE=1 exec unshare --mount --propagation private "$PWD/scripts/trixie-chroot.sh" "$root" -- "$@"
+fi
 packages=(rocminfo kmod hipcc librocrand1-tests librocprim-tests librocsparse0-tests)
 if [ ! -e "$root/.debootstrap-done" ]; then
   command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap
@@ -22,16 +27,8 @@ if [ ! -e "$root/.debootstrap-done" ]; then
   touch "$root/.debootstrap-done"
 fi
 # /proc for the programs inside (ROCr reads /proc/self/*), /dev for /dev/null and friends.
-unmount() {
-  mountpoint -q "$root/dev" && umount "$root/dev"
-  mountpoint -q "$root/proc" && umount "$root/proc"
-  return 0
-}
-trap unmount EXIT
-# A signal ends the script through its EXIT trap (device-suites.py stops slow runs).
-trap 'exit 143' TERM INT
-mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
-mountpoint -q "$root/dev" || mount --bind /dev "$root/dev"
+mount -t proc proc "$root/proc"
+mount --bind /dev "$root/dev"
 if [ ! -e "$root/.packages-done" ]; then
   chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get update -q
   chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${packages[@]}"
