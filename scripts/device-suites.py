@@ -6,8 +6,10 @@ Usage:
       Replays the named passing sets in scripts/device-suites/LIBRARY-T.txt;
       exit status 1 unless every case passes.
   scripts/device-suites.py sample LIBRARY [--target T] [--per-group N]
-                                  [--filter GTEST_FILTER] [--binary NAME...]
-      Runs N cases of every test group (evenly spread over the group) and
+                                  [--groups G] [--filter GTEST_FILTER]
+                                  [--binary NAME...]
+      Runs N cases of every test group (evenly spread over the group; with
+      --groups, of G groups per program, evenly spread over them) and
       prints what passed, failed, stopped the program or ran too long; with
       --write, the passing cases become LIBRARY-T.txt.
 
@@ -181,6 +183,7 @@ def main():
     parser.add_argument("libraries", nargs="*")
     parser.add_argument("--target", default="gfx90a", choices=["gfx90a", "gfx908"])
     parser.add_argument("--per-group", type=int, default=2)
+    parser.add_argument("--groups", type=int, help="sample: at most this many groups per program")
     parser.add_argument("--filter", default="*", help="gtest filter the sample is taken from")
     parser.add_argument("--binary", action="append", help="sample only these test programs")
     parser.add_argument("--case-timeout", type=float, default=180.0)
@@ -211,6 +214,8 @@ def main():
             binaries = args.binary or sorted(os.listdir(root + directory))
             for binary in binaries:
                 groups = list_cases(args.target, f"{directory}/{binary}", args.filter)
+                if args.groups is not None:
+                    groups = {name: groups[name] for name in spread(list(groups), args.groups)}
                 cases = [case for group in groups.values() for case in spread(group, args.per_group)]
                 log(f"{binary}: {len(cases)} cases from {len(groups)} groups")
                 if cases:

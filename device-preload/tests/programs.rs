@@ -59,7 +59,8 @@ fn a_code_object_loaded_at_run_time_runs_beside_the_programs_own() {
     assert_eq!(
         run_ok(&program, "gfx90a", &[&kernels]),
         "hipModuleLaunchKernel with a buffer of arguments: ok\n\
-         a module kernel and the program's own on one buffer: ok\nPASSED\n"
+         a module kernel and the program's own on one buffer: ok\n\
+         a grid ending in partial workgroups: ok\nPASSED\n"
     );
 }
 

@@ -110,6 +110,15 @@ impl Device {
         if launch.workgroup_size.iter().product::<u32>() == 0 || launch.workgroups.iter().product::<u32>() == 0 {
             return Err(EmulatorError::Dispatch { kernel: name, message: "an empty grid or workgroup".into() });
         }
+        if Launch::of_grid(launch.grid_size, launch.workgroup_size).workgroups != launch.workgroups {
+            return Err(EmulatorError::Dispatch {
+                kernel: name,
+                message: format!(
+                    "{:?} workgroups of {:?} do not make a grid of {:?} work-items (at most 2^32 - 1 per dimension)",
+                    launch.workgroups, launch.workgroup_size, launch.grid_size
+                ),
+            });
+        }
         let threads = launch.workgroup_size.iter().product::<u32>();
         if u64::from(threads) > kernel.metadata.max_flat_workgroup_size.max(1) {
             return Err(EmulatorError::Dispatch {

@@ -22,13 +22,39 @@ use crate::wave::{Wave, WaveId, WaveState, LANES};
 pub struct Launch {
     pub workgroups: [u32; 3],
     pub workgroup_size: [u32; 3],
+    /// Work-items per dimension: `workgroups × workgroup_size`, or less when
+    /// the last workgroup of a dimension is partial (an AQL grid need not be
+    /// a whole number of workgroups).
+    pub grid_size: [u32; 3],
     /// Dynamic LDS bytes on top of the kernel's fixed group segment.
     pub dynamic_lds: u32,
 }
 
 impl Launch {
+    /// `workgroups` whole workgroups of `workgroup_size` work-items.
+    pub fn whole(workgroups: [u32; 3], workgroup_size: [u32; 3]) -> Self {
+        let grid_size = std::array::from_fn(|d| workgroups[d].saturating_mul(workgroup_size[d]));
+        Launch { workgroups, workgroup_size, grid_size, dynamic_lds: 0 }
+    }
+
     pub fn linear(workgroups: u32, workgroup_size: u32) -> Self {
-        Launch { workgroups: [workgroups, 1, 1], workgroup_size: [workgroup_size, 1, 1], dynamic_lds: 0 }
+        Launch::whole([workgroups, 1, 1], [workgroup_size, 1, 1])
+    }
+
+    /// A grid of `grid_size` work-items in workgroups of `workgroup_size`
+    /// (none zero): the last workgroup of a dimension holds the rest.
+    pub fn of_grid(grid_size: [u32; 3], workgroup_size: [u32; 3]) -> Self {
+        let workgroups = std::array::from_fn(|d| grid_size[d].div_ceil(workgroup_size[d].max(1)));
+        Launch { workgroups, workgroup_size, grid_size, dynamic_lds: 0 }
+    }
+
+    /// Work-items of workgroup `id` per dimension: the full size, or the
+    /// rest of the grid in a partial last workgroup.
+    pub fn size_of_workgroup(&self, id: [u32; 3]) -> [u32; 3] {
+        std::array::from_fn(|d| {
+            let start = u64::from(id[d]) * u64::from(self.workgroup_size[d]);
+            (u64::from(self.grid_size[d]).saturating_sub(start)).min(u64::from(self.workgroup_size[d])) as u32
+        })
     }
 
     fn dimensions(&self) -> u16 {
@@ -118,8 +144,7 @@ pub fn dispatch_packet_for(launch: &Launch, kernel: &Kernel, kernarg: u64, kerne
     p[2..4].copy_from_slice(&launch.dimensions().to_le_bytes());
     for d in 0..3 {
         p[4 + 2 * d..6 + 2 * d].copy_from_slice(&(launch.workgroup_size[d] as u16).to_le_bytes());
-        let grid = launch.workgroups[d] * launch.workgroup_size[d];
-        p[12 + 4 * d..16 + 4 * d].copy_from_slice(&grid.to_le_bytes());
+        p[12 + 4 * d..16 + 4 * d].copy_from_slice(&launch.grid_size[d].to_le_bytes());
     }
     p[24..28].copy_from_slice(&(private_bytes_per_lane_of(kernel) as u32).to_le_bytes());
     let group = kernel.descriptor.group_segment_fixed_size + launch.dynamic_lds;
@@ -138,9 +163,16 @@ fn hidden_argument(kind: &str, launch: &Launch, queue: u64) -> Option<u64> {
         _ => None,
     };
     Some(match kind {
-        k if k.starts_with("hidden_block_count_") => u64::from(launch.workgroups[axis(k)?]),
+        // Code object v5: whole workgroups and the partial one's size.
+        k if k.starts_with("hidden_block_count_") => {
+            let d = axis(k)?;
+            u64::from(launch.grid_size[d] / launch.workgroup_size[d].max(1))
+        }
         k if k.starts_with("hidden_group_size_") => u64::from(launch.workgroup_size[axis(k)?]),
-        k if k.starts_with("hidden_remainder_") => 0,
+        k if k.starts_with("hidden_remainder_") => {
+            let d = axis(k)?;
+            u64::from(launch.grid_size[d] % launch.workgroup_size[d].max(1))
+        }
         k if k.starts_with("hidden_global_offset_") => 0,
         "hidden_grid_dims" => u64::from(launch.dimensions()),
         "hidden_dynamic_lds_size" => u64::from(launch.dynamic_lds),
@@ -273,8 +305,10 @@ pub fn initial_wave(
             Input::PrivateSegmentWaveOffset => set(first, &[wave_offset as u32]),
         }
     }
-    let [bx, by, _] = launch.workgroup_size;
-    let threads = launch.workgroup_size.iter().product::<u32>();
+    // A partial workgroup's work-items are numbered in its own shape.
+    let size = launch.size_of_workgroup(id.workgroup);
+    let [bx, by, _] = size;
+    let threads = size.iter().product::<u32>();
     let mut exec = 0u64;
     for lane in 0..LANES {
         let t = id.wave * LANES as u32 + lane as u32;
@@ -313,8 +347,6 @@ pub fn run(
     options: &Options,
     trace_so_far: &mut Vec<TraceEntry>,
 ) -> Result<RunReport, EmulatorError> {
-    let threads = launch.workgroup_size.iter().product::<u32>();
-    let waves_per_group = threads.div_ceil(LANES as u32);
     // Per code slot: (wave executions, active lanes); a map at the end.
     let tally = vec![(0u64, 0u64); program.slots()];
     let report = RunReport::default();
@@ -324,6 +356,8 @@ pub fn run(
     for z in 0..gz {
         for y in 0..gy {
             for x in 0..gx {
+                let threads = launch.size_of_workgroup([x, y, z]).iter().product::<u32>();
+                let waves_per_group = threads.div_ceil(LANES as u32);
                 let mut lds = vec![0u8; machine.lds_size as usize];
                 let mut waves: Vec<Wave> = (0..waves_per_group)
                     .map(|w| {

@@ -156,7 +156,7 @@ fn main() -> Result<()> {
         };
         managed.push((name, address, element, size as usize));
     }
-    let launch = Launch { workgroups: dims(&cli.grid)?, workgroup_size: dims(&cli.block)?, dynamic_lds: 0 };
+    let launch = Launch::whole(dims(&cli.grid)?, dims(&cli.block)?);
     let outcome = device.launch(&kernel, launch, &values);
     let mut text = String::new();
     let trace = match &outcome {

@@ -114,16 +114,7 @@ pub fn run(
     if size.contains(&0) || packet.grid_size.contains(&0) {
         return Err(EmulatorError::Dispatch { kernel: name, message: "an empty grid or workgroup".into() });
     }
-    if (0..3).any(|d| !packet.grid_size[d].is_multiple_of(size[d])) {
-        return Err(EmulatorError::Dispatch {
-            kernel: name,
-            message: format!(
-                "grid {:?} is not a whole number of workgroups of {size:?}: partial workgroups are not emulated yet",
-                packet.grid_size
-            ),
-        });
-    }
-    let launch = Launch { workgroups: workgroups_of(packet), workgroup_size: size, dynamic_lds: 0 };
+    let launch = Launch::of_grid(packet.grid_size, size);
     let scratch_per_wave = u64::from(packet.private_segment_size).next_multiple_of(16) * LANES as u64;
     let places = DispatchMemory {
         packet: place.packet,

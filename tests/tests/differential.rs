@@ -390,7 +390,7 @@ fn the_kernel_argument_tool_reads_the_launch_shape() {
     for (app, output) in &pairs {
         let mut case = control_flow_cases().remove(0);
         // A two-dimensional launch: 3x2 workgroups of 64x2 work-items.
-        case.launch = Launch { workgroups: [3, 2, 1], workgroup_size: [64, 2, 1], dynamic_lds: 0 };
+        case.launch = Launch::whole([3, 2, 1], [64, 2, 1]);
         check_kernel_arguments(app, output, &case);
     }
 }

@@ -276,6 +276,34 @@ fn arithmetic_kernels_compute_what_the_cpu_computes() {
 }
 
 #[test]
+fn a_grid_ending_in_partial_workgroups_gives_them_their_own_shape() {
+    // 100 x 3 work-items in workgroups of 64 x 2: the last workgroup of a
+    // row has 36 work-items, the last row of workgroups one row (AQL grids
+    // need not be whole workgroups; HIP's hipExtModuleLaunchKernel makes them).
+    let (width, height, group) = (100u32, 3u32, [64u32, 2, 1]);
+    for target in TARGETS {
+        let mut d = device(&hip_object(ARITHMETIC), target);
+        let out = d.allocate("out", &[0xff; 100 * 3 * 16]);
+        let args = [pointer(out), i32s(&[width as i32]), i32s(&[group[0] as i32]), i32s(&[group[1] as i32])];
+        let launch = Launch::of_grid([width, height, 1], group);
+        assert_eq!(launch.workgroups, [2, 2, 1]);
+        let report = d.launch("_Z14workgroupShapeP15HIP_vector_typeIiLj4EEiii", launch, &args).unwrap();
+        // 64x2 = 2 waves, 36x2 = 72 work-items = 2 waves, 64x1 = 1 wave, 36x1 = 1 wave.
+        assert_eq!(report.counts.per_wave.len(), 6, "{target}: waves");
+        let seen = read_i32(&d, out, (width * height * 4) as usize);
+        for y in 0..height {
+            for x in 0..width {
+                let at = ((y * width + x) * 4) as usize;
+                let partial_width = if x >= 64 { 36 } else { 64 };
+                let partial_height = if y >= 2 { 1 } else { 2 };
+                let expected = [(x % 64) as i32, (y % 2) as i32, partial_width, partial_height];
+                assert_eq!(seen[at..at + 4], expected, "{target}: work-item ({x}, {y})");
+            }
+        }
+    }
+}
+
+#[test]
 fn divergent_branches_and_loops() {
     for target in TARGETS {
         let mut d = device(&test_kernels("control_flow"), target);

@@ -1,5 +1,7 @@
 // Loads a code object file with hipModuleLoad and launches its kernels with
-// hipModuleLaunchKernel; a kernel of its own (a second code object) runs too.
+// hipModuleLaunchKernel; a kernel of its own (a second code object) runs too;
+// hipExtModuleLaunchKernel launches a grid that ends in partial workgroups.
+#include <hip/hip_ext.h>
 #include <hip/hip_runtime.h>
 #include <cstdio>
 
@@ -21,9 +23,10 @@ int main(int argc, char** argv) {
   }
   hipModule_t module;
   CHECK(hipModuleLoad(&module, argv[1]));
-  hipFunction_t scale_by, iota;
+  hipFunction_t scale_by, iota, shape;
   CHECK(hipModuleGetFunction(&scale_by, module, "scale_by"));
   CHECK(hipModuleGetFunction(&iota, module, "iota"));
+  CHECK(hipModuleGetFunction(&shape, module, "shape"));
 
   const int n = 256;
   float host[n];
@@ -55,7 +58,28 @@ int main(int argc, char** argv) {
   bool ok2 = true;
   for (int i = 0; i < n; i++) ok2 &= values[i] == i + 1;
   printf("a module kernel and the program's own on one buffer: %s\n", ok2 ? "ok" : "FAILED");
+
+  // 1000 x 3 work-items in workgroups of 256 x 2: the last workgroup of a
+  // row holds 232 work-items, the last row of workgroups one row.
+  const int width = 1000, height = 3, group_width = 256, group_height = 2;
+  int4* shapes;
+  CHECK(hipMalloc(&shapes, width * height * sizeof(int4)));
+  CHECK(hipMemset(shapes, 0xff, width * height * sizeof(int4)));
+  void* shape_parameters[] = {&shapes, (void*)&width, (void*)&group_width, (void*)&group_height};
+  CHECK(hipExtModuleLaunchKernel(shape, width, height, 1, group_width, group_height, 1, 0, 0, shape_parameters,
+                                 nullptr));
+  static int4 seen[width * height];
+  CHECK(hipMemcpy(seen, shapes, sizeof(seen), hipMemcpyDeviceToHost));
+  bool ok3 = true;
+  for (int y = 0; y < height; y++)
+    for (int x = 0; x < width; x++) {
+      int4 s = seen[y * width + x];
+      int expected_width = x >= width / group_width * group_width ? width % group_width : group_width;
+      int expected_height = y >= height / group_height * group_height ? height % group_height : group_height;
+      ok3 &= s.x == x % group_width && s.y == y % group_height && s.z == expected_width && s.w == expected_height;
+    }
+  printf("a grid ending in partial workgroups: %s\n", ok3 ? "ok" : "FAILED");
   CHECK(hipModuleUnload(module));
-  printf("%s\n", ok && ok2 ? "PASSED" : "FAILED");
-  return ok && ok2 ? 0 : 1;
+  printf("%s\n", ok && ok2 && ok3 ? "PASSED" : "FAILED");
+  return ok && ok2 && ok3 ? 0 : 1;
 }

@@ -91,3 +91,12 @@ __global__ void saturatingMath(unsigned *Out, int *Signed, const unsigned *A, co
   Out[2 * I + 1] = Sum < X ? 0xffffffffu : Sum;
   Signed[I] = __builtin_elementwise_add_sat((int)X, (int)Y);
 }
+
+// Each work-item's place in its workgroup and the workgroup's shape, on a
+// grid that ends in partial workgroups (blockDim is the partial
+// workgroup's own there). GroupWidth and GroupHeight are the full shape.
+__global__ void workgroupShape(int4 *Out, int Width, int GroupWidth, int GroupHeight) {
+  int X = blockIdx.x * GroupWidth + threadIdx.x;
+  int Y = blockIdx.y * GroupHeight + threadIdx.y;
+  Out[Y * Width + X] = make_int4(threadIdx.x, threadIdx.y, blockDim.x, blockDim.y);
+}
