@@ -11,7 +11,8 @@ Usage:
       Runs N cases of every test group (evenly spread over the group; with
       --groups, of G groups per program, evenly spread over them) and
       prints what passed, failed, stopped the program or ran too long; with
-      --write, the passing cases become LIBRARY-T.txt.
+      --write, the passing cases of the sampled programs replace theirs in
+      LIBRARY-T.txt.
 
 LIBRARY is rocsparse, rocprim or rocrand: Debian 13's prebuilt test programs
 (librocsparse0-tests, librocprim-tests, librocrand1-tests) in the chroot of
@@ -52,8 +53,10 @@ def list_cases(target, program, gtest_filter):
     out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
     groups, group = {}, None
     for line in out.splitlines():
-        if not line.startswith(" ") and line.endswith("."):
-            group = line
+        # Typed and parameterised groups carry a comment: "Name/0.  # TypeParam = ...".
+        head = line.split("#")[0].rstrip()
+        if not line.startswith(" ") and head.endswith("."):
+            group = head
             groups[group] = []
         elif line.startswith("  ") and group is not None:
             groups[group].append(group + line.split()[0])
@@ -187,7 +190,7 @@ def main():
     parser.add_argument("--filter", default="*", help="gtest filter the sample is taken from")
     parser.add_argument("--binary", action="append", help="sample only these test programs")
     parser.add_argument("--case-timeout", type=float, default=180.0)
-    parser.add_argument("--write", action="store_true", help="sample: write the passing cases as the named set")
+    parser.add_argument("--write", action="store_true", help="sample: the sampled programs' passing cases replace theirs in the named set")
     args = parser.parse_args()
     libraries = args.libraries or (sorted(LIBRARIES) if args.mode == "run" else [])
     if not libraries or any(library not in LIBRARIES for library in libraries):
@@ -225,12 +228,16 @@ def main():
         if args.mode == "sample" and args.write:
             os.makedirs(SETS, exist_ok=True)
             path = set_path(library, args.target)
+            # The sampled programs' passing cases replace theirs; other
+            # programs' cases in the set stay.
+            named = read_set(path) if os.path.exists(path) else {}
+            for binary, outcomes in results.items():
+                named[binary] = sorted(case for case, (outcome, _, _) in outcomes.items() if outcome == "passed")
             with open(path + ".new", "w") as f:
                 f.write(f"# {library} cases that pass on the emulated {args.target}: scripts/device-suites.py\n")
-                for binary, outcomes in sorted(results.items()):
-                    for case, (outcome, _, _) in sorted(outcomes.items()):
-                        if outcome == "passed":
-                            f.write(f"{binary} {case}\n")
+                for binary, cases in sorted(named.items()):
+                    for case in cases:
+                        f.write(f"{binary} {case}\n")
             os.replace(path + ".new", path)
             log(f"wrote {path}")
     sys.exit(1 if bad else 0)
