@@ -168,9 +168,19 @@ fn run_both(app: &CodeObject, output: &CodeObject, case: &Case, managed: &[(&str
     original.options = options;
     let (memory, report) = run_case(&mut original, case);
     let mut instrumented = Device::new(output.clone(), "instrumented".into()).unwrap();
+    // A `__managed__` tool global is a pointer the code object itself
+    // initialises to its storage (nothing registers it with HIP): read
+    // through it, as the payloads write through it.
     let cells = managed
         .iter()
-        .map(|(global, size)| instrumented.bind_managed(global, *size).unwrap_or_else(|| panic!("no {global}")))
+        .map(|(global, size)| {
+            let pointer = instrumented.symbol_address(global).unwrap_or_else(|| panic!("{name}: no {global}"));
+            let storage = instrumented.symbol_address(&format!("{global}.managed"));
+            let cell = instrumented.memory.read_u64(pointer).unwrap();
+            assert_eq!(Some(cell), storage, "{name}: {global} points at {global}.managed");
+            assert!(instrumented.memory.bytes(cell, *size as usize).unwrap().iter().all(|&b| b == 0));
+            cell
+        })
         .collect();
     let (instrumented_memory, _) = run_case(&mut instrumented, case);
     assert_eq!(memory, instrumented_memory, "{name}: the application's memory");

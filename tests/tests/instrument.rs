@@ -447,9 +447,21 @@ fn tool_globals_are_defined_or_left_to_a_loader() {
             );
         match mode {
             ToolGlobals::Defined => {
+                // Counter is __managed__: a pointer the loader initialises
+                // (a dynamic relocation at its address) to its storage,
+                // Counter.managed, zero-initialised in .bss.
                 assert!(!counter.is_undefined());
                 let section = file.section_by_index(counter.section_index().unwrap()).unwrap();
+                assert_eq!(section.name(), Ok(".data"), "a pointer with an initial value");
+                let storage =
+                    file.dynamic_symbols().find(|s| s.name() == Ok("Counter.managed")).expect("its storage in .dynsym");
+                let section = file.section_by_index(storage.section_index().unwrap()).unwrap();
                 assert_eq!(section.name(), Ok(".bss"), "zero-initialised, taking no file space");
+                let initialised = file.dynamic_relocations().into_iter().flatten().any(|(offset, r)| {
+                    offset == counter.address()
+                        && matches!(r.target(), object::RelocationTarget::Symbol(index) if index == storage.index())
+                });
+                assert!(initialised, "the loader points Counter at Counter.managed");
             }
             ToolGlobals::External => assert!(counter.is_undefined() && relocated, "a loader fills the GOT entry"),
         }

@@ -385,6 +385,35 @@ impl CompiledPayload {
     }
 }
 
+/// The storage of every `__managed__` global of the tool, by the global's
+/// name in the tool: clang defines `NAME.managed` beside the pointer `NAME`.
+/// `renamed` maps names given to avoid the application's symbols back.
+fn managed_storage_of(
+    module: &inkwell::module::Module<'_>,
+    renamed: &BTreeMap<String, String>,
+    machine: &inkwell::targets::TargetMachine,
+) -> BTreeMap<String, ManagedStorage> {
+    let data = machine.get_target_data();
+    let original = |name: &str| renamed.get(name).cloned().unwrap_or_else(|| name.to_string());
+    let names: BTreeSet<String> = module.get_globals().map(|g| original(&g.get_name().to_string_lossy())).collect();
+    module
+        .get_globals()
+        .filter_map(|g| {
+            let name = g.get_name().to_string_lossy().into_owned();
+            let base = original(&name).strip_suffix(".managed")?.to_string();
+            names.contains(&base).then(|| {
+                let ty = g.get_value_type();
+                let storage = ManagedStorage {
+                    name,
+                    size: data.get_store_size(&ty),
+                    alignment: data.get_abi_alignment(&ty).max(g.get_alignment()),
+                };
+                (base, storage)
+            })
+        })
+        .collect()
+}
+
 /// Whether hooks reading `arguments` read SVA lanes (kernel arguments the
 /// preamble stored, or the kernarg pointer for hidden ones).
 fn reads_sva_lanes(arguments: &BTreeSet<KernelArgument>) -> bool {
@@ -412,6 +441,11 @@ pub struct StageTexts {
 /// find it by name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolGlobal {
+    /// For a `__managed__` variable (device code reads it through a pointer
+    /// that HIP fills in only for variables the host registered): the
+    /// storage the pointer is made to point at, so payloads write real
+    /// memory with no help from the application.
+    pub managed_storage: Option<ManagedStorage>,
     /// The name in the instrumented code object.
     pub name: String,
     /// The name in the tool: different when the application has a symbol of
@@ -420,6 +454,15 @@ pub struct ToolGlobal {
     pub size: u64,
     pub alignment: u32,
     pub address_space: u32,
+}
+
+/// Where a `__managed__` tool global's value lives: clang's `NAME.managed`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManagedStorage {
+    /// The storage's name in the instrumented code object.
+    pub name: String,
+    pub size: u64,
+    pub alignment: u32,
 }
 
 pub struct CompiledPayloads {
@@ -1041,11 +1084,12 @@ fn compile_each(
             renamed.insert(new, name);
         }
     }
+    let machine = lower_ir::target_machine(&code_object.target)?;
+    let managed = managed_storage_of(&module, &renamed, &machine);
     payload::build_payload_module(&context, &module, &requests)?;
     verify(&module, "building the payloads")?;
     texts.payload_ir = module.print_to_string().to_string();
     lap("payload: build the IR module");
-    let machine = lower_ir::target_machine(&code_object.target)?;
     lower_ir::optimize(&module, &machine)?;
     lap("lower-ir: O3");
     let placeholders = lower_ir::insert_placeholders(&context, &module, registry, &target, &labels)?;
@@ -1059,8 +1103,10 @@ fn compile_each(
         .map(|g| {
             let ty = g.get_value_type();
             let name = g.get_name().to_string_lossy().into_owned();
+            let tool_name = renamed.get(&name).cloned().unwrap_or_else(|| name.clone());
             ToolGlobal {
-                tool_name: renamed.get(&name).cloned().unwrap_or_else(|| name.clone()),
+                managed_storage: managed.get(&tool_name).cloned(),
+                tool_name,
                 name,
                 size: target_data.get_store_size(&ty),
                 alignment: target_data.get_abi_alignment(&ty).max(g.get_alignment()),

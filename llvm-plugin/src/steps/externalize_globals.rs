@@ -1,7 +1,9 @@
 //! Step 6: the tool's variables are defined by the tool's own code object
 //! (or by gpuinstr-link in the instrumented one), so the embedded module only
-//! declares them. Managed-variable storage (`*.managed`), the reserved
-//! variable and `llvm.metadata` globals go. Constant data (string literals,
+//! declares them. Managed-variable storage (`*.managed`) stays declared
+//! too: it tells gpuinstr-link that `NAME` is a pointer to be initialised
+//! with the storage's address. The reserved variable and `llvm.metadata`
+//! globals go. Constant data (string literals,
 //! lookup tables, device-library constants) keeps its initializer: it is
 //! never written, so a copy in the instrumented code object is the same data,
 //! and payloads can fold it. `__hip_cuid_*` stays as it is.
@@ -19,11 +21,12 @@ pub fn run(module: Module<'_>) -> Outcome<'_> {
             continue;
         }
         let metadata = global.section().as_deref() == Some("llvm.metadata");
-        let removable = metadata || name.ends_with(".managed") || name == RESERVED_VARIABLE;
+        let reserved = name == RESERVED_VARIABLE || name.strip_suffix(".managed") == Some(RESERVED_VARIABLE);
+        let removable = metadata || reserved;
         if removable && !global.has_uses() {
             global.erase();
             outcome.changed = true;
-        } else if !metadata && (removable || !global.is_constant_data()) {
+        } else if !metadata && (removable || name.ends_with(".managed") || !global.is_constant_data()) {
             global.make_external_declaration();
             outcome.changed = true;
         }

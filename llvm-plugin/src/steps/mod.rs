@@ -30,8 +30,8 @@ pub enum Step {
     RenameIntrinsics,
     /// Kernels (the hook-handle stubs) go.
     RemoveKernels,
-    /// Mutable globals become external declarations; managed storage, the
-    /// reserved variable and `llvm.metadata` globals go.
+    /// Mutable globals and managed storage become external declarations;
+    /// the reserved variable and `llvm.metadata` globals go.
     ExternalizeGlobals,
     /// Kernel-state `llvm.amdgcn.*` calls become framework intrinsic calls.
     SubstituteAmdgcnIntrinsics,

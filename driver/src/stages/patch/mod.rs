@@ -186,21 +186,45 @@ fn splice(code: &[String]) -> Vec<String> {
 }
 
 /// The tool's globals as zero-initialised definitions the host can look up.
+/// A `__managed__` one is a pointer: it is initialised with the address of
+/// its storage (a relocation the loader applies), which is defined too.
 fn global_definitions(globals: &[ToolGlobal]) -> String {
     let mut out = String::new();
     if globals.is_empty() {
         return out;
     }
+    let symbol = |name: &str| {
+        if name.chars().all(|c| c.is_ascii_alphanumeric() || "_.$".contains(c)) {
+            name.to_string()
+        } else {
+            format!("\"{name}\"")
+        }
+    };
+    let define = |out: &mut String, name: &str, alignment: u32, body: &str, size: u64| {
+        writeln!(out, "\t.globl\t{name}\n\t.type\t{name},@object").unwrap();
+        writeln!(out, "\t.p2align\t{}", alignment.max(1).trailing_zeros()).unwrap();
+        writeln!(out, "{name}:\n{body}\t.size\t{name}, {size}").unwrap();
+    };
     writeln!(out, "\n\t.section\t.bss.gpuinstr,\"aw\",@nobits").unwrap();
     for global in globals {
-        let name = if global.name.chars().all(|c| c.is_ascii_alphanumeric() || "_.$".contains(c)) {
-            global.name.clone()
-        } else {
-            format!("\"{}\"", global.name)
-        };
-        writeln!(out, "\t.globl\t{name}\n\t.type\t{name},@object").unwrap();
-        writeln!(out, "\t.p2align\t{}", global.alignment.max(1).trailing_zeros()).unwrap();
-        writeln!(out, "{name}:\n\t.zero\t{}\n\t.size\t{name}, {}", global.size.max(1), global.size.max(1)).unwrap();
+        let size = global.size.max(1);
+        match &global.managed_storage {
+            None => define(&mut out, &symbol(&global.name), global.alignment, &format!("\t.zero\t{size}\n"), size),
+            Some(storage) => {
+                let storage_size = storage.size.max(1);
+                let body = format!("\t.zero\t{storage_size}\n");
+                define(&mut out, &symbol(&storage.name), storage.alignment, &body, storage_size);
+            }
+        }
+    }
+    let pointers: Vec<&ToolGlobal> = globals.iter().filter(|g| g.managed_storage.is_some()).collect();
+    if !pointers.is_empty() {
+        writeln!(out, "\n\t.section\t.data.gpuinstr,\"aw\",@progbits").unwrap();
+        for global in pointers {
+            let storage = global.managed_storage.as_ref().expect("filtered");
+            let body = format!("\t.quad\t{}\n", symbol(&storage.name));
+            define(&mut out, &symbol(&global.name), global.alignment.max(8), &body, 8);
+        }
     }
     out
 }
