@@ -105,6 +105,8 @@ pub enum LoadProblem {
     CompressedBundle,
     #[error("the .hip_fatbin section holds no offload bundle")]
     EmptyFatbin,
+    #[error("{0} (gpuinstr-link writes it into instrumented code objects; this one is damaged)")]
+    InstrumentedTable(crate::stages::load::instrumented::TableError),
 }
 
 /// What is wrong with a tool's embedded module.
@@ -126,6 +128,14 @@ pub enum ToolProblem {
     EmbedBitcodeCopy,
     #[error("the embedded modules of several translation units do not link: {0}")]
     LinkFailed(String),
+    #[error(
+        "tool global `{}` is initialised with the address of something (a relocation in its initial value); \
+         gpuinstr-link cannot carry that into an application: initialise it in a hook instead",
+        printable(.0)
+    )]
+    GlobalInitialisedWithAddress(String),
+    #[error("tool global `{}` has an initial value outside the tool's code object", printable(.0))]
+    GlobalOutsideFile(String),
 }
 
 /// Text from the input (symbol, section and kernel names) inside a message:

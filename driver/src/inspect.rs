@@ -9,7 +9,9 @@ use gpuinstr_intrinsics::naming::HOOK_HANDLE_PREFIX;
 use inkwell::context::Context;
 use serde::Serialize;
 
+use crate::error::LoadProblem;
 use crate::error::{Error, Location};
+use crate::stages::load::instrumented::{self, ToolGlobalEntry, SITE_TABLE};
 use crate::stages::load::{self, InputKind, LoadedInput};
 use crate::tool::{self, ToolSummary};
 
@@ -37,6 +39,17 @@ pub struct CodeObjectReport {
     pub kernels: Vec<KernelReport>,
     /// Present when the code object is a gpuinstr tool.
     pub tool: Option<ToolSummary>,
+    /// Present when gpuinstr-link instrumented the code object.
+    pub instrumented: Option<InstrumentedSummary>,
+}
+
+/// What an instrumented code object says about itself.
+#[derive(Clone, Debug, Serialize)]
+pub struct InstrumentedSummary {
+    /// Original instructions that got inserted code before them.
+    pub sites: usize,
+    /// The tool's data: the globals its payloads write.
+    pub tool_globals: Vec<ToolGlobalEntry>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -94,12 +107,24 @@ pub fn report(input: &LoadedInput) -> Result<InspectReport, Error> {
         } else {
             None
         };
+        let instrumented = if code_object.has_section(SITE_TABLE) {
+            let location = Location { file: input.path.clone(), inside: code_object.origin.clone() };
+            let fail =
+                |problem| Error::Load { location: location.clone(), problem: LoadProblem::InstrumentedTable(problem) };
+            Some(InstrumentedSummary {
+                sites: instrumented::site_table(code_object).map_err(fail)?.len(),
+                tool_globals: instrumented::tool_globals(code_object).map_err(fail)?,
+            })
+        } else {
+            None
+        };
         code_objects.push(CodeObjectReport {
             origin: code_object.origin.join(": "),
             target: code_object.target.to_string(),
             code_object_version: code_object.code_object_version,
             kernels,
             tool,
+            instrumented,
         });
     }
     Ok(InspectReport { file: input.path.display().to_string(), kind, code_objects })
@@ -139,6 +164,16 @@ pub fn render_text(report: &InspectReport) -> String {
                 kernel.vgpr_count,
             )
             .unwrap();
+        }
+        if let Some(instrumented) = &code_object.instrumented {
+            let sites = instrumented.sites;
+            writeln!(out, "  instrumented by gpuinstr-link: {sites} site{}", if sites == 1 { "" } else { "s" })
+                .unwrap();
+            for global in &instrumented.tool_globals {
+                let managed = if global.managed { ", managed" } else { "" };
+                writeln!(out, "    tool global {}  {} B at {}{managed}", global.tool_name, global.size, global.symbol)
+                    .unwrap();
+            }
         }
         let Some(tool) = &code_object.tool else {
             writeln!(out, "  not a gpuinstr tool (no .llvmbc section)").unwrap();

@@ -31,7 +31,7 @@ use crate::stages::load::{CodeObject, LoadedInput};
 use crate::stages::patch::preamble::{kernel_inputs, layout};
 
 /// The site table's section.
-pub const SITE_TABLE: &str = ".gpuinstr.sites";
+pub use crate::stages::load::instrumented::{site_table, Site, SITE_TABLE};
 
 #[derive(Debug, Error)]
 pub enum VerifyError {
@@ -39,39 +39,10 @@ pub enum VerifyError {
     Lift(#[from] LiftError),
     #[error("the two code objects are for different targets ({0} and {1})")]
     Targets(String, String),
-    #[error("the site table {SITE_TABLE} is malformed: {0}")]
-    SiteTable(String),
+    #[error(transparent)]
+    SiteTable(#[from] crate::stages::load::instrumented::TableError),
     #[error("the instrumented file has no code object at {0}")]
     Missing(String),
-}
-
-/// One inserted region: the original instruction it runs before, and where
-/// the inserted code is in the instrumented code object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct Site {
-    pub original: u64,
-    pub begin: u64,
-    pub end: u64,
-}
-
-/// Reads the site table of an instrumented code object (empty when none).
-pub fn site_table(code_object: &CodeObject) -> Result<Vec<Site>, VerifyError> {
-    let Some(section) = code_object.sections.iter().find(|s| s.name == SITE_TABLE) else {
-        return Ok(Vec::new());
-    };
-    let start = section.offset as usize;
-    let bytes = code_object
-        .bytes
-        .get(start..start + section.size as usize)
-        .ok_or_else(|| VerifyError::SiteTable("it lies outside the file".into()))?;
-    if bytes.len() % 24 != 0 {
-        return Err(VerifyError::SiteTable(format!("{} bytes is not a whole number of entries", bytes.len())));
-    }
-    let word = |chunk: &[u8]| u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-    Ok(bytes
-        .chunks_exact(24)
-        .map(|e| Site { original: word(&e[0..8]), begin: word(&e[8..16]), end: word(&e[16..24]) })
-        .collect())
 }
 
 /// Something the instrumented code does that the original would not.

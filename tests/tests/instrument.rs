@@ -465,7 +465,24 @@ fn tool_globals_are_defined_or_left_to_a_loader() {
             }
             ToolGlobals::External => assert!(counter.is_undefined() && relocated, "a loader fills the GOT entry"),
         }
-        assert_verified(&app, &CodeObject::parse(bytes, Vec::new()).unwrap(), &format!("{mode:?}"));
+        // Either way the code object lists the tool's data for a runtime.
+        let output = CodeObject::parse(bytes, Vec::new()).unwrap();
+        let listed = gpuinstr::stages::load::instrumented::tool_globals(&output).unwrap();
+        let counter = gpuinstr::stages::load::instrumented::ToolGlobalEntry {
+            symbol: "Counter.managed".into(),
+            tool_name: "Counter".into(),
+            size: 8,
+            managed: true,
+        };
+        assert_eq!(listed, vec![counter], "{mode:?}");
+        let input = gpuinstr::stages::load::LoadedInput {
+            path: "instrumented.hsaco".into(),
+            kind: gpuinstr::stages::load::InputKind::CodeObject,
+            code_objects: vec![output.clone()],
+        };
+        let inspected = gpuinstr::inspect::render_text(&gpuinstr::inspect::report(&input).unwrap());
+        assert!(inspected.contains("tool global Counter  8 B at Counter.managed, managed"), "{inspected}");
+        assert_verified(&app, &output, &format!("{mode:?}"));
     }
 }
 
@@ -593,4 +610,61 @@ fn kernels_with_no_free_vgpr_keep_the_sva_in_an_agpr() {
             }
         }
     }
+}
+
+/// A tool built by an older plugin (fuzz/seeds/tool predates it) declares
+/// no managed storage in its embedded module: the tool's own code object
+/// still defines `Counter.managed`, and the counter still gets storage its
+/// pointer points at.
+#[test]
+fn a_tool_from_an_older_plugin_still_gets_managed_storage() {
+    use gpuinstr::stages::load::instrumented::{tool_globals, ToolGlobalEntry};
+    let seeds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds");
+    let tool = load::load(&seeds.join("tool/instruction-counter.hsaco")).unwrap().code_objects.remove(0);
+    let app = load::load(&seeds.join("code-object/vector-add.hsaco")).unwrap().code_objects.remove(0);
+    let plan = Plan::load(&seeds.join("plan/instruction-counter.toml")).unwrap();
+    let options = InstrumentOptions::default();
+    let (bytes, _) = instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &options).unwrap();
+    let output = CodeObject::parse(bytes, Vec::new()).unwrap();
+    let counter =
+        ToolGlobalEntry { symbol: "Counter.managed".into(), tool_name: "Counter".into(), size: 8, managed: true };
+    assert_eq!(tool_globals(&output).unwrap(), vec![counter]);
+}
+
+/// A tool's globals keep the initial values the tool gave them (zero ones
+/// stay in .bss): the instrumented code object holds them, and a kernel
+/// counting from them counts on from there in the emulator.
+#[test]
+fn tool_globals_keep_their_initial_values() {
+    use gpuinstr::stages::load::instrumented::tool_globals;
+    let dir = scratch();
+    let path = dir.path().join("initial-values.hsaco");
+    run_ok(&mut tool_compile_command(Compiler::Clang, &input("tools/initial-values.hip"), "-O3", &path));
+    let tool = load::load(&path).unwrap().code_objects.remove(0);
+    let app = load::load_for_target(&test_kernels("control_flow"), Some("gfx90a")).unwrap().code_objects.remove(0);
+    let plan = Plan::parse("[[insert]]\nhook = \"spend\"\nwhere = \"kernel-entry\"\n", "p.toml").unwrap();
+    let options = InstrumentOptions::default();
+    let (bytes, _) = instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &options).unwrap();
+    let output = CodeObject::parse(bytes, Vec::new()).unwrap();
+    let listed: Vec<(String, u64, bool)> =
+        tool_globals(&output).unwrap().into_iter().map(|g| (g.symbol, g.size, g.managed)).collect();
+    assert_eq!(listed, [("Start".to_string(), 4, false), ("Budget.managed".to_string(), 8, true)]);
+    let mut device = gpuinstr_emulator::Device::new(output, "instrumented".into()).unwrap();
+    let start = device.symbol_address("Start").unwrap();
+    let budget = device.memory.read_u64(device.symbol_address("Budget").unwrap()).unwrap();
+    assert_eq!(Some(budget), device.symbol_address("Budget.managed"), "Budget points at its storage");
+    assert_eq!(device.memory.bytes(start, 4).unwrap(), 1000u32.to_le_bytes());
+    assert_eq!(device.memory.read_u64(budget).unwrap(), 77);
+    // One wave of the first kernel: the hook runs once.
+    let kernel = device.code_object.kernels[0].name().to_string();
+    let n = 64i32.to_le_bytes().to_vec();
+    let sizes: Vec<u64> =
+        device.code_object.kernels[0].metadata.arguments.iter().filter(|a| !a.is_hidden()).map(|a| a.size).collect();
+    let arguments: Vec<Vec<u8>> = sizes
+        .iter()
+        .map(|&size| if size == 8 { device.allocate("buffer", &[0; 1024]).to_le_bytes().to_vec() } else { n.clone() })
+        .collect();
+    device.launch(&kernel, gpuinstr_emulator::Launch::linear(1, 64), &arguments).unwrap();
+    assert_eq!(device.memory.bytes(start, 4).unwrap(), 1001u32.to_le_bytes());
+    assert_eq!(device.memory.read_u64(budget).unwrap(), 76);
 }

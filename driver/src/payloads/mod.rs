@@ -387,16 +387,21 @@ impl CompiledPayload {
 
 /// The storage of every `__managed__` global of the tool, by the global's
 /// name in the tool: clang defines `NAME.managed` beside the pointer `NAME`.
-/// `renamed` maps names given to avoid the application's symbols back.
+/// The embedded module declares it (the plugin keeps it); for a tool built
+/// by an older plugin, which dropped it, the tool's own code object still
+/// defines the symbol, and its size and address give the rest. `renamed`
+/// maps names given to avoid the application's symbols back.
 fn managed_storage_of(
     module: &inkwell::module::Module<'_>,
     renamed: &BTreeMap<String, String>,
     machine: &inkwell::targets::TargetMachine,
+    tool: &CodeObject,
+    application_symbols: &BTreeSet<&str>,
 ) -> BTreeMap<String, ManagedStorage> {
     let data = machine.get_target_data();
     let original = |name: &str| renamed.get(name).cloned().unwrap_or_else(|| name.to_string());
     let names: BTreeSet<String> = module.get_globals().map(|g| original(&g.get_name().to_string_lossy())).collect();
-    module
+    let mut storage: BTreeMap<String, ManagedStorage> = module
         .get_globals()
         .filter_map(|g| {
             let name = g.get_name().to_string_lossy().into_owned();
@@ -411,7 +416,52 @@ fn managed_storage_of(
                 (base, storage)
             })
         })
-        .collect()
+        .collect();
+    for base in &names {
+        let storage_name = format!("{base}.managed");
+        if storage.contains_key(base) {
+            continue;
+        }
+        let Some(symbol) = tool.symbols.iter().find(|s| s.name == storage_name && s.section.is_some() && s.size > 0)
+        else {
+            continue;
+        };
+        let name = if application_symbols.contains(storage_name.as_str()) {
+            format!("gpuinstr.tool.{storage_name}")
+        } else {
+            storage_name
+        };
+        // The storage's address in the tool's code object bounds its alignment.
+        let alignment = 1u32 << symbol.value.trailing_zeros().min(4);
+        storage.insert(base.clone(), ManagedStorage { name, size: symbol.size, alignment });
+    }
+    storage
+}
+
+/// The initial value of the tool's global `name` (`size` bytes) in the
+/// tool's own code object: None when it is zero or the tool does not define
+/// it; an error when it holds an address, which would be the tool's, not
+/// the instrumented code object's.
+fn initial_value(tool: &CodeObject, name: &str, size: u64) -> Result<Option<Vec<u8>>, ToolProblem> {
+    const SHT_NOBITS: u32 = 8;
+    let Some(symbol) = tool.symbols.iter().find(|s| s.name == name && s.section.is_some()) else {
+        return Ok(None);
+    };
+    let Some(section) = symbol.section.and_then(|index| tool.sections.iter().find(|s| s.index == index)) else {
+        return Ok(None);
+    };
+    if section.kind == SHT_NOBITS {
+        return Ok(None);
+    }
+    let end = symbol.value.saturating_add(size);
+    if tool.relocations.iter().any(|r| r.offset >= symbol.value && r.offset < end) {
+        return Err(ToolProblem::GlobalInitialisedWithAddress(name.to_string()));
+    }
+    let start = symbol.value.checked_sub(section.address).and_then(|d| d.checked_add(section.offset));
+    let bytes = start
+        .and_then(|start| tool.bytes.get(start as usize..start.checked_add(size)? as usize))
+        .ok_or_else(|| ToolProblem::GlobalOutsideFile(name.to_string()))?;
+    Ok(bytes.iter().any(|&b| b != 0).then(|| bytes.to_vec()))
 }
 
 /// Whether hooks reading `arguments` read SVA lanes (kernel arguments the
@@ -437,10 +487,13 @@ pub struct StageTexts {
 }
 
 /// A global variable of the tool that payloads use: the instrumented code
-/// object defines it (zero-initialised) so the code links and the host can
+/// object defines it (with the tool's initial value) so the code links and the host can
 /// find it by name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolGlobal {
+    /// The tool's initial value of the data (for a managed global, of its
+    /// storage), from the tool's own code object; None when it is zero.
+    pub initial: Option<Vec<u8>>,
     /// For a `__managed__` variable (device code reads it through a pointer
     /// that HIP fills in only for variables the host registered): the
     /// storage the pointer is made to point at, so payloads write real
@@ -1085,7 +1138,7 @@ fn compile_each(
         }
     }
     let machine = lower_ir::target_machine(&code_object.target)?;
-    let managed = managed_storage_of(&module, &renamed, &machine);
+    let managed = managed_storage_of(&module, &renamed, &machine, tool, &application_symbols);
     payload::build_payload_module(&context, &module, &requests)?;
     verify(&module, "building the payloads")?;
     texts.payload_ir = module.print_to_string().to_string();
@@ -1105,6 +1158,7 @@ fn compile_each(
             let name = g.get_name().to_string_lossy().into_owned();
             let tool_name = renamed.get(&name).cloned().unwrap_or_else(|| name.clone());
             ToolGlobal {
+                initial: None,
                 managed_storage: managed.get(&tool_name).cloned(),
                 tool_name,
                 name,
@@ -1114,7 +1168,15 @@ fn compile_each(
             }
         })
         .filter(|g| !g.name.starts_with("llvm."))
-        .collect();
+        .map(|mut g| {
+            let (data, size) = match &g.managed_storage {
+                Some(storage) => (format!("{}.managed", g.tool_name), storage.size),
+                None => (g.tool_name.clone(), g.size),
+            };
+            g.initial = initial_value(tool, &data, size)?;
+            Ok(g)
+        })
+        .collect::<Result<_, ToolProblem>>()?;
 
     // Stages 7 and 8, in chunks of the module run in parallel: LLVM's MIR
     // printer costs time proportional to the whole module for every

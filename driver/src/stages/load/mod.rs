@@ -6,6 +6,7 @@
 pub mod bundle;
 pub mod code_object;
 pub mod descriptor;
+pub mod instrumented;
 pub mod metadata;
 pub mod occupancy;
 pub mod target;

@@ -22,6 +22,7 @@ use crate::stages::emit::Patch;
 use crate::stages::lift::{FunctionKind, LiftedCodeObject};
 use crate::stages::liveness::{Liveness, RegisterFile, Unit, UnitSet};
 use crate::stages::load::descriptor::{KernelDescriptor, RSRC1, RSRC3_GFX90A};
+use crate::stages::load::instrumented::{global_table_assembly, ToolGlobalEntry};
 use crate::stages::load::occupancy;
 use crate::stages::sva::SvaPlacement;
 
@@ -185,7 +186,7 @@ fn splice(code: &[String]) -> Vec<String> {
     lines
 }
 
-/// The tool's globals as zero-initialised definitions the host can look up.
+/// The tool's globals as definitions the host can look up, with the tool's initial values.
 /// A `__managed__` one is a pointer: it is initialised with the address of
 /// its storage (a relocation the loader applies), which is defined too.
 fn global_definitions(globals: &[ToolGlobal]) -> String {
@@ -205,15 +206,29 @@ fn global_definitions(globals: &[ToolGlobal]) -> String {
         writeln!(out, "\t.p2align\t{}", alignment.max(1).trailing_zeros()).unwrap();
         writeln!(out, "{name}:\n{body}\t.size\t{name}, {size}").unwrap();
     };
-    writeln!(out, "\n\t.section\t.bss.gpuinstr,\"aw\",@nobits").unwrap();
-    for global in globals {
-        let size = global.size.max(1);
-        match &global.managed_storage {
-            None => define(&mut out, &symbol(&global.name), global.alignment, &format!("\t.zero\t{size}\n"), size),
-            Some(storage) => {
-                let storage_size = storage.size.max(1);
-                let body = format!("\t.zero\t{storage_size}\n");
-                define(&mut out, &symbol(&storage.name), storage.alignment, &body, storage_size);
+    // Zero data in .bss; data with a value from the tool in .data.
+    let body = |initial: &Option<Vec<u8>>, size: u64| match initial {
+        None => format!("\t.zero\t{size}\n"),
+        Some(bytes) => {
+            format!("\t.byte\t{}\n", bytes.iter().map(|b| b.to_string()).collect::<Vec<_>>().join(", "))
+        }
+    };
+    for (section, with_value) in [(".bss.gpuinstr,\"aw\",@nobits", false), (".data.gpuinstr,\"aw\",@progbits", true)] {
+        let chosen: Vec<&ToolGlobal> = globals.iter().filter(|g| g.initial.is_some() == with_value).collect();
+        if chosen.is_empty() {
+            continue;
+        }
+        writeln!(out, "\n\t.section\t{section}").unwrap();
+        for global in chosen {
+            match &global.managed_storage {
+                None => {
+                    let size = global.size.max(1);
+                    define(&mut out, &symbol(&global.name), global.alignment, &body(&global.initial, size), size);
+                }
+                Some(storage) => {
+                    let size = storage.size.max(1);
+                    define(&mut out, &symbol(&storage.name), storage.alignment, &body(&global.initial, size), size);
+                }
             }
         }
     }
@@ -227,6 +242,24 @@ fn global_definitions(globals: &[ToolGlobal]) -> String {
         }
     }
     out
+}
+
+/// The tool-global table's entries: for a managed global, its storage.
+fn global_table(globals: &[ToolGlobal]) -> Vec<ToolGlobalEntry> {
+    globals
+        .iter()
+        .map(|g| match &g.managed_storage {
+            Some(storage) => ToolGlobalEntry {
+                symbol: storage.name.clone(),
+                tool_name: g.tool_name.clone(),
+                size: storage.size,
+                managed: true,
+            },
+            None => {
+                ToolGlobalEntry { symbol: g.name.clone(), tool_name: g.tool_name.clone(), size: g.size, managed: false }
+            }
+        })
+        .collect()
 }
 
 fn round_up(value: usize, granule: usize) -> usize {
@@ -663,6 +696,10 @@ pub fn patch(
     // the GOT: a loader defines them (hsa_executable_agent_global_variable_define).
     if define_globals {
         patch.appended = global_definitions(&compiled.globals);
+    }
+    // Either way the code object says which symbols are the tool's data.
+    if !compiled.globals.is_empty() {
+        patch.appended.push_str(&global_table_assembly(&global_table(&compiled.globals)));
     }
     report.globals = compiled
         .globals

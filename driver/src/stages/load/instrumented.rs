@@ -1,0 +1,157 @@
+//! What an instrumented code object says about itself, in two sections the
+//! loader ignores (no `SHF_ALLOC`): the site table (where inserted code
+//! is, per original instruction) and the tool-global table (which of its
+//! symbols are the tool's data). `verify`, `inspect` and a runtime that
+//! reads a tool's results read them here; the patch stage writes them.
+
+use thiserror::Error;
+
+use super::CodeObject;
+
+/// `(original address, first byte, end)` as three little-endian u64 per
+/// address that got inserted code, in original address order.
+pub const SITE_TABLE: &str = ".gpuinstr.sites";
+
+/// Per tool global, 8-byte aligned: u64 size, u32 flags ([`MANAGED`]), u16
+/// length of the symbol's name, u16 length of the tool's name, the two
+/// names (no terminator), zero padding to 8 bytes.
+pub const GLOBAL_TABLE: &str = ".gpuinstr.globals";
+
+/// Flag: the tool declared the global `__managed__`; the symbol named is
+/// its storage, which the pointer of the tool's name points at.
+pub const MANAGED: u32 = 1;
+
+#[derive(Debug, Error, PartialEq, Eq)]
+#[error("the table {table} is malformed: {problem}")]
+pub struct TableError {
+    pub table: &'static str,
+    pub problem: String,
+}
+
+/// One inserted region: the original instruction it runs before, and where
+/// the inserted code is in the instrumented code object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Site {
+    pub original: u64,
+    pub begin: u64,
+    pub end: u64,
+}
+
+/// A global of the tool that the instrumented code object defines.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ToolGlobalEntry {
+    /// The symbol holding the data (for a managed global, its storage).
+    pub symbol: String,
+    /// The name in the tool's source.
+    pub tool_name: String,
+    pub size: u64,
+    pub managed: bool,
+}
+
+fn section_bytes<'c>(code_object: &'c CodeObject, table: &'static str) -> Result<Option<&'c [u8]>, TableError> {
+    let Some(section) = code_object.sections.iter().find(|s| s.name == table) else {
+        return Ok(None);
+    };
+    let start = section.offset as usize;
+    let bytes = start
+        .checked_add(section.size as usize)
+        .and_then(|end| code_object.bytes.get(start..end))
+        .ok_or_else(|| TableError { table, problem: "it lies outside the file".into() })?;
+    Ok(Some(bytes))
+}
+
+/// The site table (empty when the code object has none).
+pub fn site_table(code_object: &CodeObject) -> Result<Vec<Site>, TableError> {
+    let Some(bytes) = section_bytes(code_object, SITE_TABLE)? else {
+        return Ok(Vec::new());
+    };
+    if bytes.len() % 24 != 0 {
+        let problem = format!("{} bytes is not a whole number of entries", bytes.len());
+        return Err(TableError { table: SITE_TABLE, problem });
+    }
+    let word = |chunk: &[u8]| u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+    Ok(bytes
+        .chunks_exact(24)
+        .map(|e| Site { original: word(&e[0..8]), begin: word(&e[8..16]), end: word(&e[16..24]) })
+        .collect())
+}
+
+/// The tool-global table (empty when the code object has none).
+pub fn tool_globals(code_object: &CodeObject) -> Result<Vec<ToolGlobalEntry>, TableError> {
+    match section_bytes(code_object, GLOBAL_TABLE)? {
+        Some(bytes) => parse_tool_globals(bytes),
+        None => Ok(Vec::new()),
+    }
+}
+
+fn parse_tool_globals(mut bytes: &[u8]) -> Result<Vec<ToolGlobalEntry>, TableError> {
+    let fail = |problem: String| TableError { table: GLOBAL_TABLE, problem };
+    let mut entries = Vec::new();
+    while !bytes.is_empty() {
+        let at = entries.len();
+        let header = bytes.get(..16).ok_or_else(|| fail(format!("entry {at} is cut short")))?;
+        let size = u64::from_le_bytes(header[0..8].try_into().expect("8 bytes"));
+        let flags = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
+        let symbol_length = usize::from(u16::from_le_bytes([header[12], header[13]]));
+        let tool_length = usize::from(u16::from_le_bytes([header[14], header[15]]));
+        let names_end = 16 + symbol_length + tool_length;
+        let names = bytes.get(16..names_end).ok_or_else(|| fail(format!("entry {at}'s names are cut short")))?;
+        let text = |raw: &[u8]| {
+            String::from_utf8(raw.to_vec()).map_err(|_| fail(format!("entry {at} has a name that is not UTF-8")))
+        };
+        entries.push(ToolGlobalEntry {
+            symbol: text(&names[..symbol_length])?,
+            tool_name: text(&names[symbol_length..])?,
+            size,
+            managed: flags & MANAGED != 0,
+        });
+        bytes = bytes.get(names_end.next_multiple_of(8)..).unwrap_or(&[]);
+    }
+    Ok(entries)
+}
+
+/// The tool-global table as assembly, for the patch stage.
+pub fn global_table_assembly(entries: &[ToolGlobalEntry]) -> String {
+    use std::fmt::Write;
+    let mut out = format!("\n\t.section\t{GLOBAL_TABLE},\"\",@progbits\n\t.p2align\t3\n");
+    for entry in entries {
+        let flags = if entry.managed { MANAGED } else { 0 };
+        writeln!(out, "\t.quad\t{}\n\t.long\t{flags}", entry.size).unwrap();
+        writeln!(out, "\t.short\t{}, {}", entry.symbol.len(), entry.tool_name.len()).unwrap();
+        let bytes: Vec<String> = entry.symbol.bytes().chain(entry.tool_name.bytes()).map(|b| b.to_string()).collect();
+        if !bytes.is_empty() {
+            writeln!(out, "\t.byte\t{}", bytes.join(", ")).unwrap();
+        }
+        writeln!(out, "\t.p2align\t3").unwrap();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_read_back_as_written() {
+        // The bytes as llvm-mc lays out global_table_assembly's output (the
+        // instrument tests read real ones back).
+        let entries = [
+            ToolGlobalEntry { symbol: "Counter.managed".into(), tool_name: "Counter".into(), size: 8, managed: true },
+            ToolGlobalEntry { symbol: "T".into(), tool_name: "T".into(), size: 4096, managed: false },
+        ];
+        let mut bytes = Vec::new();
+        for e in &entries {
+            bytes.extend(e.size.to_le_bytes());
+            bytes.extend(u32::from(e.managed).to_le_bytes());
+            bytes.extend((e.symbol.len() as u16).to_le_bytes());
+            bytes.extend((e.tool_name.len() as u16).to_le_bytes());
+            bytes.extend(e.symbol.bytes().chain(e.tool_name.bytes()));
+            bytes.resize(bytes.len().next_multiple_of(8), 0);
+        }
+        assert_eq!(parse_tool_globals(&bytes).unwrap(), entries);
+        assert!(parse_tool_globals(&bytes[..12]).unwrap_err().problem.contains("entry 0 is cut short"));
+        assert!(parse_tool_globals(&bytes[..20]).unwrap_err().problem.contains("entry 0's names are cut short"));
+        let assembly = global_table_assembly(&entries);
+        assert!(assembly.contains("\t.quad\t8\n\t.long\t1\n\t.short\t15, 7\n"), "{assembly}");
+    }
+}
