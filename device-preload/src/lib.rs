@@ -79,6 +79,8 @@ fn system() -> &'static EmulatedSystem {
             // SAFETY: registers a plain function to run at exit.
             unsafe { libc::atexit(print_stats) };
         }
+        // SAFETY: as above; what the hardware would have hidden is said.
+        unsafe { libc::atexit(print_warnings) };
         EmulatedSystem::new(target, &host)
     })
 }
@@ -99,6 +101,19 @@ extern "C" fn print_stats() {
         seconds,
         rate / 1e6
     );
+}
+
+/// At exit, always: what ran as the hardware does it but may be a bug.
+extern "C" fn print_warnings() {
+    let stats = gpuinstr_device::command_processor::stats();
+    if let Some(kernel) = &stats.lds_out_of_range_kernel {
+        eprintln!(
+            "gpuinstr-device: warning: {} LDS accesses (per lane and dword) in {} dispatches went past their \
+             workgroup's LDS allocation; as the hardware does, writes were dropped and reads gave 0 (first \
+             kernel: {kernel})",
+            stats.lds_out_of_range, stats.lds_out_of_range_dispatches
+        );
+    }
 }
 
 /// The virtual entry at `path`, if the path is one of the device's.

@@ -18,7 +18,7 @@ use gpuinstr_emulator::memory::{AddressSpace, Memory};
 use gpuinstr_emulator::packet::{self, DispatchPacket, PacketPlace};
 use gpuinstr_emulator::program::Program;
 use gpuinstr_emulator::semantics::Interrupts;
-use gpuinstr_emulator::{Fault, Options};
+use gpuinstr_emulator::{Fault, LdsOutOfRange, Options};
 
 use crate::kfd::{Backing, Errno, Kfd, ProcessMemory, Queue};
 use crate::model::Target;
@@ -50,21 +50,33 @@ const SIGNAL_END: u64 = 40;
 const QUEUE_WRITE_DISPATCH_ID: u64 = 56;
 
 /// What the command processor did, for `GPUINSTR_DEVICE_STATS`.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Stats {
     pub dispatches: u64,
     /// Wave instructions the emulator executed.
     pub instructions: u64,
     /// Time spent running dispatches.
     pub busy: Duration,
+    /// LDS accesses past a workgroup's allocation, done as the hardware
+    /// does them (writes dropped, reads 0), and the dispatches with any.
+    pub lds_out_of_range: u64,
+    pub lds_out_of_range_dispatches: u64,
+    /// The first kernel that made one.
+    pub lds_out_of_range_kernel: Option<String>,
 }
 
-static STATS: std::sync::Mutex<Stats> =
-    std::sync::Mutex::new(Stats { dispatches: 0, instructions: 0, busy: Duration::ZERO });
+static STATS: std::sync::Mutex<Stats> = std::sync::Mutex::new(Stats {
+    dispatches: 0,
+    instructions: 0,
+    busy: Duration::ZERO,
+    lds_out_of_range: 0,
+    lds_out_of_range_dispatches: 0,
+    lds_out_of_range_kernel: None,
+});
 
 /// The totals so far.
 pub fn stats() -> Stats {
-    *STATS.lock().unwrap_or_else(|e| e.into_inner())
+    STATS.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 /// The process's memory, shared with the front end.
@@ -319,7 +331,9 @@ impl CommandProcessor {
         let gfx90a = self.kfd.model.target == Target::Gfx90a;
         let mut trace = Vec::new();
         let interrupts = Some(Self::interrupts(self.kfd));
-        let options = Options::default();
+        // A program's kernels get the hardware's behaviour for LDS accesses
+        // past the allocation (rocPRIM relies on it), counted and reported.
+        let options = Options { lds_out_of_range: LdsOutOfRange::LikeHardware, ..Options::default() };
         let started = std::time::Instant::now();
         let result =
             packet::run(program, &mut memory, &packet, &kernel, &place, gfx90a, interrupts, &options, &mut trace);
@@ -329,6 +343,11 @@ impl CommandProcessor {
         stats.dispatches += 1;
         stats.instructions += report.counts.instructions();
         stats.busy += started.elapsed();
+        if report.counts.lds_out_of_range > 0 {
+            stats.lds_out_of_range += report.counts.lds_out_of_range;
+            stats.lds_out_of_range_dispatches += 1;
+            stats.lds_out_of_range_kernel.get_or_insert_with(|| kernel.metadata.name.clone());
+        }
         Ok(())
     }
 

@@ -149,6 +149,7 @@ impl Device {
             sgprs,
             gfx90a,
             interrupts: None,
+            lds_out_of_range: self.options.lds_out_of_range,
         };
         let trace = &mut self.trace_before_stop;
         trace.clear();

@@ -14,7 +14,7 @@ use crate::inputs::{initial_sgprs, Input};
 use crate::memory::{Memory, PRIVATE_APERTURE, SHARED_APERTURE};
 use crate::operands::FLAT_SCRATCH;
 use crate::program::Program;
-use crate::semantics::{Context, Machine};
+use crate::semantics::{Context, LdsOutOfRange, Machine};
 use crate::wave::{Wave, WaveId, WaveState, LANES};
 
 /// Grid and workgroup shape, in work-items per workgroup and workgroups.
@@ -76,6 +76,9 @@ pub struct Counts {
     /// Per instruction address: (times executed by a wave, active lanes
     /// summed over those executions).
     pub per_address: HashMap<u64, (u64, u64)>,
+    /// LDS accesses (per lane and dword) past the workgroup's allocation,
+    /// dropped or read as 0 (`LdsOutOfRange::LikeHardware`).
+    pub lds_out_of_range: u64,
 }
 
 impl Counts {
@@ -113,11 +116,14 @@ pub struct Options {
     pub trace: bool,
     /// Record every lane's FLAT and GLOBAL access address.
     pub accesses: bool,
+    /// What an LDS access past the workgroup's allocation does (the
+    /// `Device` stops by default; dispatch packets get the hardware's way).
+    pub lds_out_of_range: LdsOutOfRange,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { max_instructions: 50_000_000, trace: false, accesses: false }
+        Options { max_instructions: 50_000_000, trace: false, accesses: false, lds_out_of_range: LdsOutOfRange::Stop }
     }
 }
 
@@ -353,12 +359,18 @@ pub fn run(
     let mut runner = Runner { program, memory, kernel, machine, options, report, tally, accessed: Vec::new() };
     let mut global = 0u32;
     let [gx, gy, gz] = launch.workgroups;
+    // The hardware allocates LDS in 512-byte blocks (gfx7 and later): past
+    // the group segment but inside its last block is not out of range there.
+    let lds_bytes = match machine.lds_out_of_range {
+        LdsOutOfRange::Stop => machine.lds_size,
+        LdsOutOfRange::LikeHardware => machine.lds_size.next_multiple_of(512),
+    };
     for z in 0..gz {
         for y in 0..gy {
             for x in 0..gx {
                 let threads = launch.size_of_workgroup([x, y, z]).iter().product::<u32>();
                 let waves_per_group = threads.div_ceil(LANES as u32);
-                let mut lds = vec![0u8; machine.lds_size as usize];
+                let mut lds = vec![0u8; lds_bytes as usize];
                 let mut waves: Vec<Wave> = (0..waves_per_group)
                     .map(|w| {
                         let id = WaveId { workgroup: [x, y, z], wave: w, global: global + w };
@@ -371,6 +383,7 @@ pub fn run(
                     return Err(stop);
                 }
                 runner.report.counts.per_wave.extend(waves.iter().map(|w| w.instructions));
+                runner.report.counts.lds_out_of_range += waves.iter().map(|w| w.lds_out_of_range).sum::<u64>();
             }
         }
     }

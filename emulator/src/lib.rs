@@ -26,3 +26,4 @@ pub mod wave;
 pub use device::Device;
 pub use dispatch::{Access, Counts, Launch, Options, RunReport, TraceEntry};
 pub use error::{EmulatorError, Fault};
+pub use semantics::LdsOutOfRange;

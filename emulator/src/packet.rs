@@ -124,7 +124,14 @@ pub fn run(
         scratch_per_wave,
     };
     let (vgprs, sgprs) = dispatch::allocated_registers(&kernel.descriptor, gfx90a);
-    let machine =
-        Machine { load_base: 0, lds_size: u64::from(packet.group_segment_size), vgprs, sgprs, gfx90a, interrupts };
+    let machine = Machine {
+        load_base: 0,
+        lds_size: u64::from(packet.group_segment_size),
+        vgprs,
+        sgprs,
+        gfx90a,
+        interrupts,
+        lds_out_of_range: options.lds_out_of_range,
+    };
     dispatch::run(program, memory, kernel, &launch, &places, &machine, options, trace)
 }

@@ -49,6 +49,9 @@ pub struct Wave {
     /// wave offset points at).
     pub scratch_base: u64,
     pub instructions: u64,
+    /// LDS accesses (per lane and dword) past the workgroup's allocation
+    /// that were dropped or read as 0 (`LdsOutOfRange::LikeHardware`).
+    pub lds_out_of_range: u64,
 }
 
 impl Wave {
@@ -65,6 +68,7 @@ impl Wave {
             mode: 0,
             scratch_base: 0,
             instructions: 0,
+            lds_out_of_range: 0,
         }
     }
 

@@ -276,6 +276,54 @@ fn arithmetic_kernels_compute_what_the_cpu_computes() {
 }
 
 #[test]
+fn sixteen_bit_three_operand_min_max_and_median() {
+    for target in TARGETS {
+        let mut d = device(&hip_object(ARITHMETIC), target);
+        // Values on both sides of the constants and of the signed range.
+        let a: Vec<u16> = (0..64u32).map(|i| (i.wrapping_mul(0x9e37_79b9) >> 16) as u16).collect();
+        let b: Vec<u16> = (0..64u32).map(|i| (i.wrapping_mul(0x85eb_ca6b) >> 13) as u16).collect();
+        let c: Vec<u16> = (0..64u32).map(|i| (i * 1031) as u16 ^ 0x8000).collect();
+        let [pa, pb, pc] = [("a", &a), ("b", &b), ("c", &c)].map(|(n, v)| d.allocate(n, &bytes(v, u16::to_le_bytes)));
+        let (po, ps) = (d.allocate("out", &[0; 512]), d.allocate("signed", &[0; 512]));
+        let args = [pointer(po), pointer(ps), pointer(pa), pointer(pb), pointer(pc)];
+        d.launch("_Z11smallMinMaxPtPsPKtS2_S2_", Launch::linear(1, 64), &args).unwrap();
+        let out = read(&d, po, 256, u16::from_le_bytes);
+        let signed = read(&d, ps, 256, i16::from_le_bytes);
+        for i in 0..64 {
+            let (x, y, z) = (a[i], b[i], c[i]);
+            let unsigned = [x.min(y).min(z), y.max(z).max(x), x.clamp(1000, 60000), x.max(y).min(z)];
+            assert_eq!(out[4 * i..4 * i + 4], unsigned, "{target}: unsigned {x}, {y}, {z}");
+            let (x, y, z) = (x as i16, y as i16, z as i16);
+            let expected = [x.min(y).min(z), y.max(z).max(x), x.clamp(-1000, 3000), x.max(y).min(z)];
+            assert_eq!(signed[4 * i..4 * i + 4], expected, "{target}: signed {x}, {y}, {z}");
+        }
+    }
+}
+
+#[test]
+fn lds_accesses_past_the_allocation_stop_or_do_what_the_hardware_does() {
+    for target in TARGETS {
+        let mut d = device(&hip_object(ARITHMETIC), target);
+        let kernel = "_Z13ldsPastTheEndPii";
+        let out = d.allocate("out", &[0; 512]);
+        let args = [pointer(out), i32s(&[64])];
+        // By default an emulator run stops at the first such access.
+        let stop = d.launch(kernel, Launch::linear(1, 128), &args).unwrap_err();
+        assert!(stop.to_string().contains("is outside the workgroup's 512 bytes"), "{target}: {stop}");
+        // Like the hardware: the 64 writes past the end are dropped, the 64
+        // reads there give 0, and both are counted.
+        d.options.lds_out_of_range = gpuinstr_emulator::LdsOutOfRange::LikeHardware;
+        let report = d.launch(kernel, Launch::linear(1, 128), &args).unwrap();
+        assert_eq!(report.counts.lds_out_of_range, 128, "{target}");
+        let seen = read_i32(&d, out, 128);
+        for t in 0..128 {
+            let expected = if t < 64 { t + 1 - 100 } else { -1 };
+            assert_eq!(seen[t as usize], expected, "{target}: work-item {t}");
+        }
+    }
+}
+
+#[test]
 fn a_grid_ending_in_partial_workgroups_gives_them_their_own_shape() {
     // 100 x 3 work-items in workgroups of 64 x 2: the last workgroup of a
     // row has 36 work-items, the last row of workgroups one row (AQL grids

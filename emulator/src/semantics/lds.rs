@@ -1,27 +1,41 @@
 //! DS: the workgroup's LDS (reads, writes, two-address forms, atomics) and
 //! the cross-lane DS operations (swizzle, permute, bpermute) that do not
-//! touch LDS. An access past the workgroup's LDS stops the run.
+//! touch LDS. An access past the workgroup's LDS stops the run, or does
+//! what the hardware does (`LdsOutOfRange`).
 
-use super::{base_name, Context, Handler};
+use super::{base_name, Context, Handler, LdsOutOfRange};
 use crate::error::Fault;
 use crate::program::Inst;
 use crate::wave::{active_lanes, LANES};
 
-fn lds_read(c: &Context<'_>, offset: u64, out: &mut [u8]) -> Result<(), Fault> {
-    let end = offset + out.len() as u64;
-    if end > c.lds.len() as u64 {
-        return Err(Fault::Lds { offset, size: out.len() as u64, limit: c.lds.len() as u64 });
+/// Whether `size` bytes at `offset` lie in the workgroup's LDS; when not,
+/// either a fault or (like the hardware) false after counting it.
+pub(super) fn lds_in_range(c: &mut Context<'_>, offset: u64, size: u64) -> Result<bool, Fault> {
+    if offset + size <= c.lds.len() as u64 {
+        return Ok(true);
     }
-    out.copy_from_slice(&c.lds[offset as usize..end as usize]);
+    match c.machine.lds_out_of_range {
+        LdsOutOfRange::Stop => Err(Fault::Lds { offset, size, limit: c.lds.len() as u64 }),
+        LdsOutOfRange::LikeHardware => {
+            c.wave.lds_out_of_range += 1;
+            Ok(false)
+        }
+    }
+}
+
+fn lds_read(c: &mut Context<'_>, offset: u64, out: &mut [u8]) -> Result<(), Fault> {
+    if !lds_in_range(c, offset, out.len() as u64)? {
+        out.fill(0);
+        return Ok(());
+    }
+    out.copy_from_slice(&c.lds[offset as usize..offset as usize + out.len()]);
     Ok(())
 }
 
 fn lds_write(c: &mut Context<'_>, offset: u64, data: &[u8]) -> Result<(), Fault> {
-    let end = offset + data.len() as u64;
-    if end > c.lds.len() as u64 {
-        return Err(Fault::Lds { offset, size: data.len() as u64, limit: c.lds.len() as u64 });
+    if lds_in_range(c, offset, data.len() as u64)? {
+        c.lds[offset as usize..offset as usize + data.len()].copy_from_slice(data);
     }
-    c.lds[offset as usize..end as usize].copy_from_slice(data);
     Ok(())
 }
 

@@ -34,6 +34,19 @@ pub struct Machine {
     /// Where `s_sendmsg sendmsg(MSG_INTERRUPT)` goes (the interrupt's
     /// context id, M0's low 24 bits); without it the message stops the run.
     pub interrupts: Option<Interrupts>,
+    /// What an LDS access past the workgroup's allocation does.
+    pub lds_out_of_range: LdsOutOfRange,
+}
+
+/// An LDS access past the workgroup's allocation: the hardware drops the
+/// write and reads 0 (rocPRIM's radix sort relies on it), but in code we
+/// wrote or instrumented it is a bug to stop at.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LdsOutOfRange {
+    #[default]
+    Stop,
+    /// As the hardware does, counted per wave (`Wave::lds_out_of_range`).
+    LikeHardware,
 }
 
 /// The device's interrupt handler, for the whole process.

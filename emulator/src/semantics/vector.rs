@@ -265,6 +265,15 @@ pub fn handler(name: &str) -> Option<Handler> {
         "V_MAX_U16" => vop_u16!(|a, b, _| a.max(b)),
         "V_MIN_I16" => vop_u16!(|a, b, _| (a as i16).min(b as i16) as u16),
         "V_MAX_I16" => vop_u16!(|a, b, _| (a as i16).max(b as i16) as u16),
+        "V_MIN3_U16" => vop_u16!(|a, b, c| a.min(b).min(c)),
+        "V_MAX3_U16" => vop_u16!(|a, b, c| a.max(b).max(c)),
+        "V_MED3_U16" => vop_u16!(|a, b, c| a.max(b).min(a.min(b).max(c))),
+        "V_MIN3_I16" => vop_u16!(|a, b, c| (a as i16).min(b as i16).min(c as i16) as u16),
+        "V_MAX3_I16" => vop_u16!(|a, b, c| (a as i16).max(b as i16).max(c as i16) as u16),
+        "V_MED3_I16" => vop_u16!(|a, b, c| {
+            let (a, b, c) = (a as i16, b as i16, c as i16);
+            a.max(b).min(a.min(b).max(c)) as u16
+        }),
         "V_MAD_U16" | "V_MAD_LEGACY_U16" => vop_u16!(|a, b, c| a.wrapping_mul(b).wrapping_add(c)),
         "V_MAD_I16" | "V_MAD_LEGACY_I16" => {
             vop_u16!(|a, b, c| (a as i16).wrapping_mul(b as i16).wrapping_add(c as i16) as u16)

@@ -35,15 +35,15 @@ fn flat_place(c: &Context<'_>, address: u64, lane: usize) -> Place {
     }
 }
 
-fn read(c: &Context<'_>, place: Place, out: &mut [u8]) -> Result<(), Fault> {
+fn read(c: &mut Context<'_>, place: Place, out: &mut [u8]) -> Result<(), Fault> {
     match place {
         Place::Global(address) => c.memory.read(address, out),
         Place::Lds(offset) => {
-            let end = offset + out.len() as u64;
-            if end > c.lds.len() as u64 {
-                return Err(Fault::Lds { offset, size: out.len() as u64, limit: c.lds.len() as u64 });
+            if !super::lds::lds_in_range(c, offset, out.len() as u64)? {
+                out.fill(0);
+                return Ok(());
             }
-            out.copy_from_slice(&c.lds[offset as usize..end as usize]);
+            out.copy_from_slice(&c.lds[offset as usize..offset as usize + out.len()]);
             Ok(())
         }
         Place::Nowhere => {
@@ -57,11 +57,9 @@ fn write(c: &mut Context<'_>, place: Place, data: &[u8]) -> Result<(), Fault> {
     match place {
         Place::Global(address) => c.memory.write(address, data),
         Place::Lds(offset) => {
-            let end = offset + data.len() as u64;
-            if end > c.lds.len() as u64 {
-                return Err(Fault::Lds { offset, size: data.len() as u64, limit: c.lds.len() as u64 });
+            if super::lds::lds_in_range(c, offset, data.len() as u64)? {
+                c.lds[offset as usize..offset as usize + data.len()].copy_from_slice(data);
             }
-            c.lds[offset as usize..end as usize].copy_from_slice(data);
             Ok(())
         }
         Place::Nowhere => Ok(()),

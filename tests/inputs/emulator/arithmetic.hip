@@ -100,3 +100,32 @@ __global__ void workgroupShape(int4 *Out, int Width, int GroupWidth, int GroupHe
   int Y = blockIdx.y * GroupHeight + threadIdx.y;
   Out[Y * Width + X] = make_int4(threadIdx.x, threadIdx.y, blockDim.x, blockDim.y);
 }
+
+// 16-bit three-operand minimum, maximum and median (v_min3/v_max3/v_med3
+// _u16/_i16 on gfx9; rocPRIM's merge sort has v_med3_u16).
+__global__ void smallMinMax(unsigned short *Out, short *SignedOut, const unsigned short *A, const unsigned short *B,
+                            const unsigned short *C) {
+  int I = threadIdx.x;
+  unsigned short X = A[I], Y = B[I], Z = C[I];
+  Out[4 * I + 0] = min(min(X, Y), Z);
+  Out[4 * I + 1] = max(max(Y, Z), X);
+  Out[4 * I + 2] = min(max(X, (unsigned short)1000), (unsigned short)60000);
+  Out[4 * I + 3] = min(max(X, Y), Z);
+  short SX = X, SY = Y, SZ = Z;
+  SignedOut[4 * I + 0] = min(min(SX, SY), SZ);
+  SignedOut[4 * I + 1] = max(max(SY, SZ), SX);
+  SignedOut[4 * I + 2] = min(max(SX, (short)-1000), (short)3000);
+  SignedOut[4 * I + 3] = min(max(SX, SY), SZ);
+}
+
+// LDS accesses past the workgroup's 512 bytes (Shift 64, 128 work-items):
+// the upper half's writes and reads fall outside the allocation.
+__global__ void ldsPastTheEnd(int *Out, int Shift) {
+  __shared__ int Slots[128];
+  int T = threadIdx.x;
+  Slots[T] = T + 1;
+  __syncthreads();
+  Slots[T + Shift] = -1;
+  __syncthreads();
+  Out[T] = Slots[T] + 100 * Slots[(T + Shift) & 255];
+}
