@@ -30,7 +30,7 @@ use crate::stages::load::descriptor::KernelDescriptor;
 use crate::stages::load::{CodeObject, LoadedInput};
 use crate::stages::patch::preamble::{kernel_inputs, layout};
 
-/// The site table's section.
+/// The site table (read in `stages::load::instrumented`, shared with inspect).
 pub use crate::stages::load::instrumented::{site_table, Site, SITE_TABLE};
 
 #[derive(Debug, Error)]

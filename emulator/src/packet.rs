@@ -85,13 +85,15 @@ pub fn scratch_bytes_for(packet: &DispatchPacket) -> u64 {
     per_wave * waves_of(packet)
 }
 
-fn workgroups_of(packet: &DispatchPacket) -> [u32; 3] {
-    std::array::from_fn(|d| packet.grid_size[d].div_ceil(u32::from(packet.workgroup_size[d].max(1))))
+/// The grid the packet asks for (its last workgroups may be partial).
+fn launch_of(packet: &DispatchPacket) -> Launch {
+    Launch::of_grid(packet.grid_size, packet.workgroup_size.map(u32::from))
 }
 
 fn waves_of(packet: &DispatchPacket) -> u64 {
     let threads: u32 = packet.workgroup_size.iter().map(|&s| u32::from(s)).product();
-    u64::from(threads.div_ceil(LANES as u32)) * workgroups_of(packet).iter().map(|&g| u64::from(g)).product::<u64>()
+    u64::from(threads.div_ceil(LANES as u32))
+        * launch_of(packet).workgroups.iter().map(|&g| u64::from(g)).product::<u64>()
 }
 
 /// Runs the dispatch `packet` describes, of `kernel` (from [`kernel_of`],
@@ -114,7 +116,7 @@ pub fn run(
     if size.contains(&0) || packet.grid_size.contains(&0) {
         return Err(EmulatorError::Dispatch { kernel: name, message: "an empty grid or workgroup".into() });
     }
-    let launch = Launch::of_grid(packet.grid_size, size);
+    let launch = launch_of(packet);
     let scratch_per_wave = u64::from(packet.private_segment_size).next_multiple_of(16) * LANES as u64;
     let places = DispatchMemory {
         packet: place.packet,

@@ -487,8 +487,8 @@ pub struct StageTexts {
 }
 
 /// A global variable of the tool that payloads use: the instrumented code
-/// object defines it (with the tool's initial value) so the code links and the host can
-/// find it by name.
+/// object defines it (with the tool's initial value) so the code links and
+/// the host can find it by name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolGlobal {
     /// The tool's initial value of the data (for a managed global, of its
@@ -507,6 +507,17 @@ pub struct ToolGlobal {
     pub size: u64,
     pub alignment: u32,
     pub address_space: u32,
+}
+
+impl ToolGlobal {
+    /// Where its data lives in the instrumented code object: its own
+    /// symbol, or a managed global's storage (name, size, alignment).
+    pub fn data(&self) -> (&str, u64, u32) {
+        match &self.managed_storage {
+            Some(storage) => (&storage.name, storage.size, storage.alignment),
+            None => (&self.name, self.size, self.alignment),
+        }
+    }
 }
 
 /// Where a `__managed__` tool global's value lives: clang's `NAME.managed`.

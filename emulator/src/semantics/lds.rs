@@ -10,7 +10,7 @@ use crate::wave::{active_lanes, LANES};
 
 /// Whether `size` bytes at `offset` lie in the workgroup's LDS; when not,
 /// either a fault or (like the hardware) false after counting it.
-pub(super) fn lds_in_range(c: &mut Context<'_>, offset: u64, size: u64) -> Result<bool, Fault> {
+fn lds_in_range(c: &mut Context<'_>, offset: u64, size: u64) -> Result<bool, Fault> {
     if offset + size <= c.lds.len() as u64 {
         return Ok(true);
     }
@@ -23,7 +23,7 @@ pub(super) fn lds_in_range(c: &mut Context<'_>, offset: u64, size: u64) -> Resul
     }
 }
 
-fn lds_read(c: &mut Context<'_>, offset: u64, out: &mut [u8]) -> Result<(), Fault> {
+pub(super) fn lds_read(c: &mut Context<'_>, offset: u64, out: &mut [u8]) -> Result<(), Fault> {
     if !lds_in_range(c, offset, out.len() as u64)? {
         out.fill(0);
         return Ok(());
@@ -32,7 +32,7 @@ fn lds_read(c: &mut Context<'_>, offset: u64, out: &mut [u8]) -> Result<(), Faul
     Ok(())
 }
 
-fn lds_write(c: &mut Context<'_>, offset: u64, data: &[u8]) -> Result<(), Fault> {
+pub(super) fn lds_write(c: &mut Context<'_>, offset: u64, data: &[u8]) -> Result<(), Fault> {
     if lds_in_range(c, offset, data.len() as u64)? {
         c.lds[offset as usize..offset as usize + data.len()].copy_from_slice(data);
     }

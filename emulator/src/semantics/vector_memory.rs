@@ -38,14 +38,7 @@ fn flat_place(c: &Context<'_>, address: u64, lane: usize) -> Place {
 fn read(c: &mut Context<'_>, place: Place, out: &mut [u8]) -> Result<(), Fault> {
     match place {
         Place::Global(address) => c.memory.read(address, out),
-        Place::Lds(offset) => {
-            if !super::lds::lds_in_range(c, offset, out.len() as u64)? {
-                out.fill(0);
-                return Ok(());
-            }
-            out.copy_from_slice(&c.lds[offset as usize..offset as usize + out.len()]);
-            Ok(())
-        }
+        Place::Lds(offset) => super::lds::lds_read(c, offset, out),
         Place::Nowhere => {
             out.fill(0);
             Ok(())
@@ -56,12 +49,7 @@ fn read(c: &mut Context<'_>, place: Place, out: &mut [u8]) -> Result<(), Fault> 
 fn write(c: &mut Context<'_>, place: Place, data: &[u8]) -> Result<(), Fault> {
     match place {
         Place::Global(address) => c.memory.write(address, data),
-        Place::Lds(offset) => {
-            if super::lds::lds_in_range(c, offset, data.len() as u64)? {
-                c.lds[offset as usize..offset as usize + data.len()].copy_from_slice(data);
-            }
-            Ok(())
-        }
+        Place::Lds(offset) => super::lds::lds_write(c, offset, data),
         Place::Nowhere => Ok(()),
     }
 }

@@ -14,6 +14,7 @@ use std::fmt::Write;
 use crate::stages::lift::print::{byte_list, AsmNames};
 use crate::stages::lift::{Function, LiftedCodeObject};
 use crate::stages::load::descriptor::KernelDescriptor;
+use crate::stages::load::instrumented::SITE_TABLE;
 use crate::stages::load::{Binding, FeatureSetting, Section, Symbol, SymbolKind, Visibility};
 
 /// Sections the linker makes; everything else loadable is reproduced.
@@ -518,7 +519,7 @@ fn site_table(patch: &Patch) -> String {
         return String::new();
     }
     sites.sort_unstable();
-    let mut out = String::from("\n\t.section\t.gpuinstr.sites,\"\",@progbits\n\t.p2align\t3\n");
+    let mut out = format!("\n\t.section\t{SITE_TABLE},\"\",@progbits\n\t.p2align\t3\n");
     for site in sites {
         writeln!(out, "\t.quad\t{site:#x}, .Lgpuinstr_site_{site:x}_begin, .Lgpuinstr_site_{site:x}_end").unwrap();
     }

@@ -220,16 +220,9 @@ fn global_definitions(globals: &[ToolGlobal]) -> String {
         }
         writeln!(out, "\n\t.section\t{section}").unwrap();
         for global in chosen {
-            match &global.managed_storage {
-                None => {
-                    let size = global.size.max(1);
-                    define(&mut out, &symbol(&global.name), global.alignment, &body(&global.initial, size), size);
-                }
-                Some(storage) => {
-                    let size = storage.size.max(1);
-                    define(&mut out, &symbol(&storage.name), storage.alignment, &body(&global.initial, size), size);
-                }
-            }
+            let (name, size, alignment) = global.data();
+            let size = size.max(1);
+            define(&mut out, &symbol(name), alignment, &body(&global.initial, size), size);
         }
     }
     let pointers: Vec<&ToolGlobal> = globals.iter().filter(|g| g.managed_storage.is_some()).collect();
@@ -248,16 +241,10 @@ fn global_definitions(globals: &[ToolGlobal]) -> String {
 fn global_table(globals: &[ToolGlobal]) -> Vec<ToolGlobalEntry> {
     globals
         .iter()
-        .map(|g| match &g.managed_storage {
-            Some(storage) => ToolGlobalEntry {
-                symbol: storage.name.clone(),
-                tool_name: g.tool_name.clone(),
-                size: storage.size,
-                managed: true,
-            },
-            None => {
-                ToolGlobalEntry { symbol: g.name.clone(), tool_name: g.tool_name.clone(), size: g.size, managed: false }
-            }
+        .map(|g| {
+            let (symbol, size, _) = g.data();
+            let managed = g.managed_storage.is_some();
+            ToolGlobalEntry { symbol: symbol.to_string(), tool_name: g.tool_name.clone(), size, managed }
         })
         .collect()
 }
