@@ -14,6 +14,7 @@
 mod files;
 mod memory;
 mod real;
+pub mod run;
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_ulong, c_void, CStr};

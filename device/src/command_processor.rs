@@ -88,11 +88,16 @@ pub type Stop = Box<dyn Fn(&str) + Send + Sync>;
 /// Where the packets it carries out are told, when the front end traces.
 pub type Trace = Option<Box<dyn Fn(&str) + Send + Sync>>;
 
+/// Where each dispatch's counts go, as one JSON line, when the front end
+/// asks (`GPUINSTR_DEVICE_DISPATCH_LOG`): the oracle for tools' numbers.
+pub type DispatchLog = Option<Box<dyn Fn(&str) + Send + Sync>>;
+
 pub struct CommandProcessor {
     kfd: &'static Kfd,
     memory: SharedMemory,
     stop: Stop,
     trace: Trace,
+    dispatch_log: DispatchLog,
     /// Decoded code and kernel names, per loaded code buffer (its handle:
     /// a runtime that frees code and loads other code at the same address
     /// gets a new buffer, and the old decoding must not run it).
@@ -100,10 +105,10 @@ pub struct CommandProcessor {
 }
 
 /// Starts the command processor's thread (once per process).
-pub fn start(kfd: &'static Kfd, memory: SharedMemory, stop: Stop, trace: Trace) {
+pub fn start(kfd: &'static Kfd, memory: SharedMemory, stop: Stop, trace: Trace, dispatch_log: DispatchLog) {
     std::thread::Builder::new()
         .name("gpuinstr-cp".into())
-        .spawn(move || CommandProcessor { kfd, memory, stop, trace, programs: HashMap::new() }.serve())
+        .spawn(move || CommandProcessor { kfd, memory, stop, trace, dispatch_log, programs: HashMap::new() }.serve())
         .expect("the command processor's thread starts");
 }
 
@@ -339,6 +344,9 @@ impl CommandProcessor {
             packet::run(program, &mut memory, &packet, &kernel, &place, gfx90a, interrupts, &options, &mut trace);
         drop(scratch);
         let report = result.map_err(|e| format!("the emulated GPU stopped: {e}"))?;
+        if let Some(log) = &self.dispatch_log {
+            log(&dispatch_line(&kernel.metadata.name, &packet, base, &report.counts));
+        }
         let mut stats = STATS.lock().unwrap_or_else(|e| e.into_inner());
         stats.dispatches += 1;
         stats.instructions += report.counts.instructions();
@@ -373,6 +381,32 @@ impl CommandProcessor {
             .find(|(_, va, size)| address >= *va && address < va + size);
         found.ok_or_else(|| format!("kernel code at {address:#x} is in no memory the runtime allocated"))
     }
+}
+
+/// One dispatch as a JSON line: the kernel, the packet's grid, the wave
+/// instructions run, and per instruction (its address in the code object,
+/// from the start of the loaded code) the wave executions and active lanes.
+fn dispatch_line(kernel: &str, packet: &DispatchPacket, code_base: u64, counts: &gpuinstr_emulator::Counts) -> String {
+    let mut per_address: Vec<(u64, (u64, u64))> =
+        counts.per_address.iter().map(|(&address, &c)| (address.wrapping_sub(code_base), c)).collect();
+    per_address.sort_unstable();
+    let per_address: Vec<String> = per_address.iter().map(|(a, (w, l))| format!("[{a},{w},{l}]")).collect();
+    let name: String = kernel
+        .chars()
+        .flat_map(|c| match c {
+            '"' | '\\' => vec!['\\', c],
+            c if (c as u32) < 0x20 => format!("\\u{:04x}", c as u32).chars().collect(),
+            c => vec![c],
+        })
+        .collect();
+    format!(
+        "{{\"kernel\":\"{name}\",\"kernel_object\":{},\"grid_size\":{:?},\"workgroup_size\":{:?},\"instructions\":{},\"per_address\":[{}]}}",
+        packet.kernel_object,
+        packet.grid_size,
+        packet.workgroup_size,
+        counts.instructions(),
+        per_address.join(",")
+    )
 }
 
 /// The process's memory as kernels may touch it: what the runtime
@@ -459,7 +493,14 @@ mod tests {
         let kfd: &'static Kfd = Box::leak(Box::new(Kfd::new(Model::new(Target::Gfx90a))));
         let memory = Arc::new(Plain::new(BASE, 0x1000));
         let stop: Stop = Box::new(|_| {});
-        let cp = CommandProcessor { kfd, memory: memory.clone(), stop, trace: None, programs: HashMap::new() };
+        let cp = CommandProcessor {
+            kfd,
+            memory: memory.clone(),
+            stop,
+            trace: None,
+            dispatch_log: None,
+            programs: HashMap::new(),
+        };
         let queue = Queue {
             id: 0,
             ring_base: RING,
@@ -519,5 +560,23 @@ mod tests {
         let (mut cp, memory, queue) = processor();
         submit_barrier_value(&memory, 0, 1, -1, 0);
         assert_eq!(cp.step(&queue), Ok(false));
+    }
+
+    #[test]
+    fn a_dispatch_log_line_gives_code_object_addresses_and_escapes_the_name() {
+        let mut packet = DispatchPacket::decode(&[0; 64]);
+        packet.grid_size = [1000, 1, 1];
+        packet.workgroup_size = [256, 1, 1];
+        packet.kernel_object = 0x7000;
+        let counts = gpuinstr_emulator::Counts {
+            per_wave: vec![3, 2],
+            per_address: HashMap::from([(0x5108, (2, 100)), (0x5100, (2, 128))]),
+            ..Default::default()
+        };
+        let line = dispatch_line("odd\"name\\", &packet, 0x5000, &counts);
+        assert_eq!(
+            line,
+            r#"{"kernel":"odd\"name\\","kernel_object":28672,"grid_size":[1000, 1, 1],"workgroup_size":[256, 1, 1],"instructions":5,"per_address":[[256,2,128],[264,2,100]]}"#
+        );
     }
 }

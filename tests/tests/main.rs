@@ -19,5 +19,6 @@ mod plugin_rdc;
 mod plugin_steps;
 mod register_report;
 mod regressions;
+mod runtime;
 mod sva;
 mod verify;

@@ -1,14 +1,19 @@
-//! `gpuinstr-run [--target gfx90a|gfx908] -- PROGRAM [ARGS...]`: runs an
-//! unmodified ROCm program on the emulated GPU. It puts the device library
-//! (`libgpuinstr_device_preload.so`, next to this binary) in `LD_PRELOAD` and
-//! executes the program; ROCr, HIP's runtime and the program stay as they
-//! are.
+//! `gpuinstr-run [--target gfx90a|gfx908] [--report FILE] -- PROGRAM [ARGS...]`:
+//! runs an unmodified ROCm program on the emulated GPU, with gpuinstr's
+//! runtime watching it. It puts the device library
+//! (`libgpuinstr_device_preload.so`, next to this binary) in `LD_PRELOAD`,
+//! names the runtime (`libgpuinstr_rt.so`, next to it too) in
+//! `HSA_TOOLS_LIB` and executes the program; ROCr, HIP's runtime and the
+//! program stay as they are. A program whose code objects are instrumented
+//! then reports its tools' results at exit.
 
+use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
 use clap::Parser;
+use gpuinstr_device_preload::run::{library, Run};
 
 #[derive(Parser)]
 #[command(about = "Run a ROCm program on gpuinstr's emulated GPU")]
@@ -23,57 +28,50 @@ struct Arguments {
     /// GPU ran, and how fast.
     #[arg(long)]
     stats: bool,
+    /// Append one JSON line per dispatch to FILE: the kernel, its grid and
+    /// the emulator's own instruction counts per instruction address.
+    #[arg(long, value_name = "FILE")]
+    dispatch_log: Option<PathBuf>,
+    /// Where the runtime writes its JSON report (default
+    /// `gpuinstr-report.json`, written only when the program loads
+    /// instrumented code).
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    /// Leave gpuinstr's runtime out (instrumented code then runs, but nobody
+    /// reads its tools' results).
+    #[arg(long)]
+    no_runtime: bool,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     command: Vec<String>,
 }
 
-fn device_library() -> Result<PathBuf, String> {
-    if let Some(path) = std::env::var_os("GPUINSTR_DEVICE_LIBRARY") {
-        return Ok(path.into());
-    }
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
-    let directory = exe.parent().ok_or("this executable has no directory")?;
-    let library = directory.join("libgpuinstr_device_preload.so");
-    if library.exists() {
-        Ok(library)
-    } else {
-        Err(format!(
-            "the device library {} is missing; build it with `cargo build --release -p gpuinstr-device-preload` \
-             (or name it in GPUINSTR_DEVICE_LIBRARY)",
-            library.display()
-        ))
-    }
-}
-
 fn main() -> ExitCode {
     let arguments = Arguments::parse();
-    let library = match device_library() {
-        Ok(library) => library,
-        Err(message) => {
+    let here = std::env::current_exe().ok().and_then(|exe| exe.parent().map(PathBuf::from)).unwrap_or_default();
+    let device = library("GPUINSTR_DEVICE_LIBRARY", &here, "libgpuinstr_device_preload.so", "gpuinstr-device-preload");
+    let runtime = match arguments.no_runtime {
+        true => Ok(None),
+        false => library("GPUINSTR_RUNTIME_LIBRARY", &here, "libgpuinstr_rt.so", "gpuinstr-runtime").map(Some),
+    };
+    let (device, runtime) = match (device, runtime) {
+        (Ok(device), Ok(runtime)) => (device, runtime),
+        (Err(message), _) | (_, Err(message)) => {
             eprintln!("gpuinstr-run: error: {message}");
             return ExitCode::from(2);
         }
     };
-    let mut preload = library.into_os_string();
-    if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
-        preload.push(" ");
-        preload.push(existing);
-    }
-    let mut command = Command::new(&arguments.command[0]);
-    command
-        .args(&arguments.command[1..])
-        .env("LD_PRELOAD", preload)
-        .env("GPUINSTR_DEVICE_TARGET", &arguments.target)
-        // The emulated GPU has no SDMA engines: ROCr copies with blit kernels.
-        .env("HSA_ENABLE_SDMA", "0");
-    if arguments.trace {
-        command.env("GPUINSTR_DEVICE_TRACE", "1");
-    }
-    if arguments.stats {
-        command.env("GPUINSTR_DEVICE_STATS", "1");
-    }
-    let error = command.exec();
-    eprintln!("gpuinstr-run: error: cannot run `{}`: {error}", arguments.command[0]);
+    let run = Run {
+        target: arguments.target,
+        device,
+        runtime,
+        report: arguments.report,
+        dispatch_log: arguments.dispatch_log,
+        trace: arguments.trace,
+        stats: arguments.stats,
+    };
+    let program: Vec<OsString> = arguments.command.into_iter().map(OsString::from).collect();
+    let error = run.command(&program[0], &program[1..]).exec();
+    eprintln!("gpuinstr-run: error: cannot run `{}`: {error}", program[0].to_string_lossy());
     ExitCode::from(127)
 }

@@ -5,18 +5,20 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// gpuinstr-run, told where Cargo put the device library for this test run
-/// (`deps/`; `cargo build` puts it next to gpuinstr-run).
+/// gpuinstr-run, told where Cargo put the device library and the runtime
+/// for this test run (`deps/`; `cargo build` puts them next to gpuinstr-run).
 pub fn gpuinstr_run() -> Command {
     let run = PathBuf::from(env!("CARGO_BIN_EXE_gpuinstr-run"));
     let directory = run.parent().expect("target directory");
-    let library =
-        [directory.join("libgpuinstr_device_preload.so"), directory.join("deps/libgpuinstr_device_preload.so")]
+    let built = |file: &str| {
+        [directory.join(file), directory.join("deps").join(file)]
             .into_iter()
             .find(|p| p.exists())
-            .expect("Cargo builds libgpuinstr_device_preload.so with the tests");
-    let mut command = Command::new(run);
-    command.env("GPUINSTR_DEVICE_LIBRARY", library);
+            .unwrap_or_else(|| panic!("Cargo builds {file} with the tests"))
+    };
+    let mut command = Command::new(&run);
+    command.env("GPUINSTR_DEVICE_LIBRARY", built("libgpuinstr_device_preload.so"));
+    command.env("GPUINSTR_RUNTIME_LIBRARY", built("libgpuinstr_rt.so"));
     command
 }
 

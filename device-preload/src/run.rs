@@ -1,0 +1,106 @@
+//! What `gpuinstr-run` does, as a library (the binary parses arguments and
+//! execs; tests in other packages build the same command): the
+//! environment that puts a program on the emulated GPU with gpuinstr's
+//! runtime watching it.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// How to run a program.
+#[derive(Clone, Debug, Default)]
+pub struct Run {
+    /// `gfx90a` or `gfx908`.
+    pub target: String,
+    /// `libgpuinstr_device_preload.so`.
+    pub device: PathBuf,
+    /// `libgpuinstr_rt.so`, or none to leave the runtime out.
+    pub runtime: Option<PathBuf>,
+    /// The runtime's JSON report (`GPUINSTR_REPORT`).
+    pub report: Option<PathBuf>,
+    /// The device's per-dispatch counts (`GPUINSTR_DEVICE_DISPATCH_LOG`).
+    pub dispatch_log: Option<PathBuf>,
+    pub trace: bool,
+    pub stats: bool,
+}
+
+/// `file` in `directory`, or where `variable` says; `package` builds it.
+pub fn library(variable: &str, directory: &Path, file: &str, package: &str) -> Result<PathBuf, String> {
+    if let Some(path) = std::env::var_os(variable) {
+        return Ok(path.into());
+    }
+    let library = directory.join(file);
+    if library.exists() {
+        Ok(library)
+    } else {
+        Err(format!(
+            "{} is missing; build it with `cargo build --release -p {package}` (or name it in {variable})",
+            library.display()
+        ))
+    }
+}
+
+/// ROCr splits `HSA_TOOLS_LIB` at spaces and reads `"` and `\` as quotes
+/// and escapes: those are escaped.
+fn tools_entry(path: &Path) -> String {
+    let mut entry = String::new();
+    for c in path.to_string_lossy().chars() {
+        if matches!(c, ' ' | '"' | '\\') {
+            entry.push('\\');
+        }
+        entry.push(c);
+    }
+    entry
+}
+
+/// `existing` (a variable's value in this process) with `value` added.
+fn joined(existing: Option<OsString>, value: OsString) -> OsString {
+    match existing.filter(|v| !v.is_empty()) {
+        Some(mut existing) => {
+            existing.push(" ");
+            existing.push(value);
+            existing
+        }
+        None => value,
+    }
+}
+
+impl Run {
+    /// The command that runs `program arguments...` so.
+    pub fn command(&self, program: &OsStr, arguments: &[OsString]) -> Command {
+        let mut command = Command::new(program);
+        command
+            .args(arguments)
+            .env("LD_PRELOAD", joined(std::env::var_os("LD_PRELOAD"), self.device.clone().into_os_string()))
+            .env("GPUINSTR_DEVICE_TARGET", &self.target)
+            // The emulated GPU has no SDMA engines: ROCr copies with blit kernels.
+            .env("HSA_ENABLE_SDMA", "0");
+        if let Some(runtime) = &self.runtime {
+            command.env("HSA_TOOLS_LIB", joined(std::env::var_os("HSA_TOOLS_LIB"), tools_entry(runtime).into()));
+        }
+        if let Some(report) = &self.report {
+            command.env("GPUINSTR_REPORT", report);
+        }
+        if let Some(log) = &self.dispatch_log {
+            command.env("GPUINSTR_DEVICE_DISPATCH_LOG", log);
+        }
+        if self.trace {
+            command.env("GPUINSTR_DEVICE_TRACE", "1");
+        }
+        if self.stats {
+            command.env("GPUINSTR_DEVICE_STATS", "1");
+        }
+        command
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runtime_path_with_spaces_or_quotes_survives_rocr_splitting_it() {
+        assert_eq!(tools_entry(Path::new("/opt/gpuinstr/libgpuinstr_rt.so")), "/opt/gpuinstr/libgpuinstr_rt.so");
+        assert_eq!(tools_entry(Path::new("/my tools/a\"b\\c.so")), "/my\\ tools/a\\\"b\\\\c.so");
+    }
+}

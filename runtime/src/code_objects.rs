@@ -1,0 +1,104 @@
+//! Which code objects a program loads are gpuinstr's, and what the runtime
+//! needs of each: its kernels' descriptors (a dispatch packet names one)
+//! and where its tool globals are, with the bytes they start with (a
+//! reset puts those back).
+
+use std::collections::HashMap;
+
+use gpuinstr::stages::load::code_object::CodeObject;
+use gpuinstr::stages::load::instrumented::{self, SITE_TABLE};
+use object::read::elf::ElfFile64;
+use object::Object;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum RecogniseError {
+    #[error("it has a site table but cannot be read as a code object: {0}")]
+    Unreadable(String),
+    #[error("{0}")]
+    Table(#[from] instrumented::TableError),
+    #[error("its tool-global table names `{0}`, which its symbol table does not define")]
+    MissingSymbol(String),
+    #[error("tool global `{name}` ({size} bytes at {address:#x}) lies outside the code object's data")]
+    OutsideData { name: String, address: u64, size: u64 },
+}
+
+/// A kernel of an instrumented code object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelInfo {
+    pub name: String,
+    /// The kernel descriptor's address in the code object (a dispatch
+    /// packet's kernel object is this plus the load delta).
+    pub descriptor: u64,
+}
+
+/// A tool global: where its data is in the code object and what it holds
+/// before any dispatch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GlobalInfo {
+    /// The name in the tool's source.
+    pub tool_name: String,
+    /// The symbol holding the data.
+    pub symbol: String,
+    pub address: u64,
+    pub size: u64,
+    pub managed: bool,
+    pub initial: Vec<u8>,
+}
+
+/// What the runtime knows of one instrumented code object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstrumentedCodeObject {
+    /// The processor it is for (`gfx90a`).
+    pub processor: String,
+    pub kernels: Vec<KernelInfo>,
+    pub globals: Vec<GlobalInfo>,
+    /// Original instructions that got inserted code.
+    pub sites: usize,
+}
+
+/// Cheap look at the section headers: is this an instrumented code object?
+/// (Libraries load code objects of tens of megabytes that are not.)
+pub fn is_instrumented(bytes: &[u8]) -> bool {
+    ElfFile64::<object::Endianness>::parse(bytes).is_ok_and(|elf| elf.section_by_name(SITE_TABLE).is_some())
+}
+
+/// The runtime's view of `bytes`, or `None` when it is not instrumented.
+pub fn recognise(bytes: &[u8]) -> Result<Option<InstrumentedCodeObject>, RecogniseError> {
+    if !is_instrumented(bytes) {
+        return Ok(None);
+    }
+    let code_object =
+        CodeObject::parse(bytes.to_vec(), vec![]).map_err(|e| RecogniseError::Unreadable(e.to_string()))?;
+    let sites = instrumented::site_table(&code_object)?.len();
+    let symbols: HashMap<&str, u64> = code_object.symbols.iter().map(|s| (s.name.as_str(), s.value)).collect();
+    let mut globals = Vec::new();
+    for entry in instrumented::tool_globals(&code_object)? {
+        let address =
+            *symbols.get(entry.symbol.as_str()).ok_or_else(|| RecogniseError::MissingSymbol(entry.symbol.clone()))?;
+        let outside = || RecogniseError::OutsideData { name: entry.tool_name.clone(), address, size: entry.size };
+        let section = code_object.section_containing(address).ok_or_else(outside)?;
+        if !matches!(address.checked_add(entry.size), Some(end) if end <= section.address + section.size) {
+            return Err(outside());
+        }
+        let initial = if section.no_bits() {
+            vec![0; entry.size as usize]
+        } else {
+            code_object.bytes_at(address, entry.size).ok_or_else(outside)?.to_vec()
+        };
+        globals.push(GlobalInfo {
+            tool_name: entry.tool_name,
+            symbol: entry.symbol,
+            address,
+            size: entry.size,
+            managed: entry.managed,
+            initial,
+        });
+    }
+    let kernels = code_object
+        .kernels
+        .iter()
+        .map(|k| KernelInfo { name: k.name().to_string(), descriptor: k.descriptor_address })
+        .collect();
+    Ok(Some(InstrumentedCodeObject { processor: code_object.target.processor.clone(), kernels, globals, sites }))
+}

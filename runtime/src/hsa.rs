@@ -1,0 +1,249 @@
+//! The FFI module: ROCr's tool entry points (`OnLoad`, `OnUnload`), the
+//! calls the C++ shim (cpp/api_table.cpp) makes into Rust from its
+//! wrappers, and [`Rocr`], the [`Hsa`] calls through the shim to ROCr's
+//! original entries. All of the runtime's unsafe code is here.
+
+#![allow(clippy::missing_safety_doc)]
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::{Mutex, OnceLock};
+
+use crate::packets::{CollectKernel, Packet};
+use crate::runtime::{self, Hsa, HsaError, Runtime};
+
+type PacketWriter = unsafe extern "C" fn(packets: *const c_void, count: u64);
+type SignalHandler = unsafe extern "C" fn(value: i64, argument: *mut c_void) -> bool;
+
+extern "C" {
+    fn gpuinstr_rt_install(api_table: *mut c_void) -> bool;
+    fn gpuinstr_rt_signal_create(initial: i64, signal: *mut u64) -> u32;
+    fn gpuinstr_rt_signal_destroy(signal: u64) -> u32;
+    fn gpuinstr_rt_signal_when_zero(signal: u64, handler: SignalHandler, argument: *mut c_void) -> u32;
+    fn gpuinstr_rt_signal_load(signal: u64) -> i64;
+    fn gpuinstr_rt_agent_name(agent: u64, name: *mut c_char) -> u32;
+    fn gpuinstr_rt_host_allocate(agent: u64, size: usize, memory: *mut *mut c_void) -> u32;
+    fn gpuinstr_rt_host_free(memory: *mut c_void);
+    fn gpuinstr_rt_load_kernel(
+        agent: u64,
+        bytes: *const c_void,
+        size: usize,
+        kernel: *const c_char,
+        kernel_object: *mut u64,
+        private_segment_size: *mut u32,
+    ) -> u32;
+    fn gpuinstr_rt_status_string(status: u32) -> *const c_char;
+}
+
+static RUNTIME: OnceLock<Mutex<Runtime>> = OnceLock::new();
+
+fn runtime() -> &'static Mutex<Runtime> {
+    RUNTIME.get_or_init(|| Mutex::new(Runtime::default()))
+}
+
+/// Runs `f` on the runtime's state (nothing if a panic poisoned it).
+fn with_runtime(f: impl FnOnce(&mut Runtime)) {
+    if let Ok(mut state) = runtime().lock() {
+        f(&mut state);
+    }
+}
+
+/// ROCr's original entries, through the shim.
+pub struct Rocr;
+
+fn check(call: &'static str, status: u32) -> Result<(), HsaError> {
+    if status == 0 {
+        return Ok(());
+    }
+    // SAFETY: the shim returns a static string.
+    let text = unsafe { CStr::from_ptr(gpuinstr_rt_status_string(status)) };
+    Err(HsaError { call, status: text.to_string_lossy().to_string() })
+}
+
+unsafe extern "C" fn dispatch_done(_value: i64, argument: *mut c_void) -> bool {
+    runtime::dispatch_completed(runtime(), &Rocr, argument as u64);
+    // Once per dispatch: the handler goes.
+    false
+}
+
+impl Hsa for Rocr {
+    fn signal_create(&self, initial: i64) -> Result<u64, HsaError> {
+        let mut signal = 0;
+        // SAFETY: `signal` is a valid place for the handle.
+        check("hsa_signal_create", unsafe { gpuinstr_rt_signal_create(initial, &mut signal) })?;
+        Ok(signal)
+    }
+
+    fn signal_destroy(&self, signal: u64) {
+        // SAFETY: the runtime destroys only signals it created, once.
+        unsafe { gpuinstr_rt_signal_destroy(signal) };
+    }
+
+    fn signal_load(&self, signal: u64) -> i64 {
+        // SAFETY: a signal the runtime created and has not destroyed.
+        unsafe { gpuinstr_rt_signal_load(signal) }
+    }
+
+    fn when_zero(&self, signal: u64, dispatch: u64) -> Result<(), HsaError> {
+        // SAFETY: the argument is a number, not a pointer.
+        let status = unsafe { gpuinstr_rt_signal_when_zero(signal, dispatch_done, dispatch as *mut c_void) };
+        check("hsa_amd_signal_async_handler", status)
+    }
+
+    fn agent_name(&self, agent: u64) -> Result<String, HsaError> {
+        let mut name = [0 as c_char; 64];
+        // SAFETY: HSA_AGENT_INFO_NAME writes at most 64 bytes.
+        check("hsa_agent_get_info", unsafe { gpuinstr_rt_agent_name(agent, name.as_mut_ptr()) })?;
+        name[63] = 0;
+        // SAFETY: terminated just above.
+        Ok(unsafe { CStr::from_ptr(name.as_ptr()) }.to_string_lossy().to_string())
+    }
+
+    fn load_collect_kernel(&self, agent: u64, code_object: &[u8]) -> Result<CollectKernel, HsaError> {
+        let (mut kernel_object, mut private_segment_size) = (0, 0);
+        // SAFETY: the bytes outlive the call (ROCr copies what it loads).
+        let status = unsafe {
+            gpuinstr_rt_load_kernel(
+                agent,
+                code_object.as_ptr().cast(),
+                code_object.len(),
+                c"gpuinstr_collect.kd".as_ptr(),
+                &mut kernel_object,
+                &mut private_segment_size,
+            )
+        };
+        check("loading the collect kernel", status)?;
+        Ok(CollectKernel { kernel_object, private_segment_size })
+    }
+
+    fn host_allocate(&self, agent: u64, size: usize) -> Result<u64, HsaError> {
+        let mut memory = std::ptr::null_mut();
+        // SAFETY: `memory` is a valid place for the pointer.
+        check("hsa_amd_memory_pool_allocate", unsafe { gpuinstr_rt_host_allocate(agent, size, &mut memory) })?;
+        Ok(memory as u64)
+    }
+
+    fn host_free(&self, address: u64) {
+        // SAFETY: memory from host_allocate, freed once.
+        unsafe { gpuinstr_rt_host_free(address as *mut c_void) }
+    }
+
+    fn host_read(&self, address: u64, into: &mut [u8]) {
+        // SAFETY: the runtime reads only inside buffers it allocated.
+        unsafe { std::ptr::copy_nonoverlapping(address as *const u8, into.as_mut_ptr(), into.len()) }
+    }
+
+    fn host_write(&self, address: u64, bytes: &[u8]) {
+        // SAFETY: the runtime writes only inside buffers it allocated.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), address as *mut u8, bytes.len()) }
+    }
+}
+
+/// ROCr calls this when it loads the library named in `HSA_TOOLS_LIB`.
+#[no_mangle]
+pub unsafe extern "C" fn OnLoad(
+    api_table: *mut c_void,
+    _runtime_version: u64,
+    _failed_tool_count: u64,
+    _failed_tool_names: *const *const c_char,
+) -> bool {
+    if api_table.is_null() || !gpuinstr_rt_install(api_table) {
+        eprintln!("gpuinstr: error: this ROCr's API tables lack entries the gpuinstr runtime needs; it is not loaded");
+        return false;
+    }
+    runtime();
+    libc::atexit(at_exit);
+    true
+}
+
+/// ROCr calls this from `hsa_shut_down`.
+#[no_mangle]
+pub extern "C" fn OnUnload() {
+    crate::finish(runtime(), &Rocr);
+}
+
+extern "C" fn at_exit() {
+    crate::finish(runtime(), &Rocr);
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_rt_on_reader(reader: u64, bytes: *const c_void, size: usize) {
+    if bytes.is_null() {
+        return;
+    }
+    // SAFETY: ROCr accepted `size` bytes at `bytes` as a code object.
+    let bytes = std::slice::from_raw_parts(bytes.cast::<u8>(), size);
+    with_runtime(|r| r.reader_created(reader, bytes));
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_rt_on_reader_file(reader: u64, fd: c_int) {
+    match read_whole(fd) {
+        Ok(bytes) => with_runtime(|r| r.reader_created(reader, &bytes)),
+        Err(error) => with_runtime(|r| r.reader_unreadable(error)),
+    }
+}
+
+/// The file open as `fd`, read from its start without moving its offset.
+fn read_whole(fd: c_int) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    let mut chunk = vec![0u8; 1 << 20];
+    loop {
+        // SAFETY: `chunk` is writable for its length; pread leaves the offset.
+        let read = unsafe { libc::pread(fd, chunk.as_mut_ptr().cast(), chunk.len(), bytes.len() as libc::off_t) };
+        match read {
+            0 => return Ok(bytes),
+            n if n > 0 => bytes.extend_from_slice(&chunk[..n as usize]),
+            _ => {
+                let error = std::io::Error::last_os_error();
+                if error.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(error);
+                }
+            }
+        }
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn gpuinstr_rt_on_reader_destroyed(reader: u64) {
+    with_runtime(|r| r.reader_destroyed(reader));
+}
+
+#[no_mangle]
+pub extern "C" fn gpuinstr_rt_on_code_object_loaded(
+    executable: u64,
+    agent: u64,
+    reader: u64,
+    load_delta: i64,
+    delta_known: c_int,
+) {
+    let delta = (delta_known != 0).then_some(load_delta);
+    with_runtime(|r| r.code_object_loaded(&Rocr, executable, agent, reader, delta));
+}
+
+#[no_mangle]
+pub extern "C" fn gpuinstr_rt_on_executable_destroyed(executable: u64) {
+    with_runtime(|r| r.executable_destroyed(executable));
+}
+
+#[no_mangle]
+pub extern "C" fn gpuinstr_rt_on_queue_created(_queue: *const c_void, _agent: u64) {}
+
+#[no_mangle]
+pub extern "C" fn gpuinstr_rt_on_queue_destroyed(_queue: *const c_void) {}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_rt_on_packets(
+    queue: *const c_void,
+    packets: *const c_void,
+    count: u64,
+    writer: PacketWriter,
+) {
+    // SAFETY: ROCr hands `count` whole 64-byte packets.
+    let given = std::slice::from_raw_parts(packets.cast::<Packet>(), count as usize);
+    let mut out = None;
+    with_runtime(|r| out = Some(r.packets(&Rocr, queue as u64, given)));
+    match out {
+        Some(out) => writer(out.as_ptr().cast(), out.len() as u64),
+        None => writer(packets, count),
+    }
+}

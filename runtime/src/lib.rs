@@ -1,0 +1,50 @@
+//! `libgpuinstr_rt.so`, gpuinstr's runtime: an HSA tool library that ROCr
+//! loads when `HSA_TOOLS_LIB` names it (`gpuinstr-run` does). It sees
+//! every code object the program loads, recognises the instrumented ones
+//! (their `.gpuinstr.sites` table), and after each dispatch of one of
+//! their kernels has the device copy the tool's globals out to host memory
+//! and reset them (a kernel of its own, queued behind the dispatch). At
+//! exit it prints a summary and writes a JSON report (`GPUINSTR_REPORT`,
+//! default `gpuinstr-report.json`; schema in docs/runtime.md).
+//!
+//! Modules in the order an event goes through them: [`hsa`] (the FFI: ROCr's
+//! calls in, HSA calls out), [`code_objects`] (is it instrumented, where are
+//! its globals), [`packets`] (a dispatch rewritten), [`runtime`] (the
+//! state), [`report`].
+
+pub mod code_objects;
+pub mod hsa;
+pub mod packets;
+pub mod report;
+pub mod runtime;
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+/// Where the JSON report goes, and whether the user asked for it (a
+/// program that loads nothing instrumented then still gets one).
+fn report_path() -> (PathBuf, bool) {
+    match std::env::var_os("GPUINSTR_REPORT").filter(|p| !p.is_empty()) {
+        Some(path) => (path.into(), true),
+        None => ("gpuinstr-report.json".into(), false),
+    }
+}
+
+/// At exit (or `hsa_shut_down`): records what finished, prints the summary
+/// and writes the report, once.
+pub fn finish(state: &Mutex<runtime::Runtime>, hsa: &dyn runtime::Hsa) {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        runtime::finish(state, hsa);
+        let Ok(state) = state.lock() else { return };
+        let (path, asked) = report_path();
+        if state.report.is_empty() && !asked {
+            return;
+        }
+        eprint!("{}", state.report.summary());
+        match state.report.write(&path) {
+            Ok(()) => eprintln!("gpuinstr: report written to {}", path.display()),
+            Err(error) => eprintln!("gpuinstr: error: cannot write the report {}: {error}", path.display()),
+        }
+    });
+}

@@ -1,0 +1,177 @@
+//! AQL packets as the runtime sees them in a queue (`hsa.h`'s layouts),
+//! and how a dispatch of an instrumented kernel is rewritten so that its
+//! tool data is collected before anything after it runs:
+//!
+//! ```text
+//! the program's dispatch (barrier bit set, no completion signal)
+//! the collect kernel      (copies the tool globals out, resets them; completion → `done`)
+//! barrier-AND             (completion → the program's signal, if it had one)
+//! ```
+//!
+//! All of it happens on the device, in the program's queue: the host never
+//! holds the queue up (ROCr's copies share queues with the program's, so a
+//! queue waiting for the host could wait for itself). The runtime reads
+//! the collected bytes from host memory once `done` reaches 0.
+
+pub type Packet = [u8; 64];
+
+const TYPE_KERNEL_DISPATCH: u16 = 2;
+const TYPE_BARRIER_AND: u16 = 3;
+const BARRIER_BIT: u16 = 1 << 8;
+const ACQUIRE_SCOPE_SHIFT: u16 = 9;
+const RELEASE_SCOPE_SHIFT: u16 = 11;
+const SCOPE_SYSTEM: u16 = 2;
+
+/// The fields of a kernel dispatch packet that a tool or the runtime needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Dispatch {
+    /// The kernel descriptor's address.
+    pub kernel_object: u64,
+    pub workgroup_size: [u32; 3],
+    /// In work-items, as the packet gives it.
+    pub grid_size: [u32; 3],
+    pub kernarg_address: u64,
+    pub group_segment_size: u32,
+    pub private_segment_size: u32,
+}
+
+fn u16_at(packet: &Packet, at: usize) -> u16 {
+    u16::from_le_bytes([packet[at], packet[at + 1]])
+}
+
+fn u32_at(packet: &Packet, at: usize) -> u32 {
+    u32::from_le_bytes(packet[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn u64_at(packet: &Packet, at: usize) -> u64 {
+    u64::from_le_bytes(packet[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// The dispatch in `packet`, if it is a kernel dispatch packet.
+pub fn dispatch_of(packet: &Packet) -> Option<Dispatch> {
+    if u16_at(packet, 0) & 0xff != TYPE_KERNEL_DISPATCH {
+        return None;
+    }
+    Some(Dispatch {
+        workgroup_size: [4, 6, 8].map(|at| u32::from(u16_at(packet, at))),
+        grid_size: [12, 16, 20].map(|at| u32_at(packet, at)),
+        private_segment_size: u32_at(packet, 24),
+        group_segment_size: u32_at(packet, 28),
+        kernel_object: u64_at(packet, 32),
+        kernarg_address: u64_at(packet, 40),
+    })
+}
+
+/// The runtime's collect kernel, ready to dispatch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CollectKernel {
+    pub kernel_object: u64,
+    pub private_segment_size: u32,
+}
+
+/// Work-items of the collect kernel (one wave; device/collect.hip).
+pub const COLLECT_LANES: u16 = 64;
+
+/// The packets that stand for the dispatch in `packet` (see the module's
+/// documentation); the collect kernel's arguments are at `kernarg`.
+pub fn observed(packet: &Packet, collect: CollectKernel, kernarg: u64, done: u64) -> Vec<Packet> {
+    let mut dispatch = *packet;
+    let header = u16_at(packet, 0) | BARRIER_BIT;
+    dispatch[0..2].copy_from_slice(&header.to_le_bytes());
+    dispatch[56..64].copy_from_slice(&0u64.to_le_bytes());
+
+    let mut kernel = [0u8; 64];
+    let system = (SCOPE_SYSTEM << ACQUIRE_SCOPE_SHIFT) | (SCOPE_SYSTEM << RELEASE_SCOPE_SHIFT);
+    kernel[0..2].copy_from_slice(&(TYPE_KERNEL_DISPATCH | BARRIER_BIT | system).to_le_bytes());
+    kernel[2..4].copy_from_slice(&1u16.to_le_bytes());
+    for (at, size) in [(4, COLLECT_LANES), (6, 1), (8, 1)] {
+        kernel[at..at + 2].copy_from_slice(&size.to_le_bytes());
+    }
+    for (at, size) in [(12, u32::from(COLLECT_LANES)), (16, 1), (20, 1)] {
+        kernel[at..at + 4].copy_from_slice(&size.to_le_bytes());
+    }
+    kernel[24..28].copy_from_slice(&collect.private_segment_size.to_le_bytes());
+    kernel[32..40].copy_from_slice(&collect.kernel_object.to_le_bytes());
+    kernel[40..48].copy_from_slice(&kernarg.to_le_bytes());
+    kernel[56..64].copy_from_slice(&done.to_le_bytes());
+
+    let program_signal = u64_at(packet, 56);
+    if program_signal == 0 {
+        return vec![dispatch, kernel];
+    }
+    let mut barrier = [0u8; 64];
+    let barrier_header = TYPE_BARRIER_AND | BARRIER_BIT | (SCOPE_SYSTEM << RELEASE_SCOPE_SHIFT);
+    barrier[0..2].copy_from_slice(&barrier_header.to_le_bytes());
+    barrier[56..64].copy_from_slice(&program_signal.to_le_bytes());
+    vec![dispatch, kernel, barrier]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a_dispatch() -> Packet {
+        let mut p = [0u8; 64];
+        // KERNEL_DISPATCH, no barrier bit, system acquire and release.
+        let header: u16 = 2 | (2 << 9) | (2 << 11);
+        p[0..2].copy_from_slice(&header.to_le_bytes());
+        p[2..4].copy_from_slice(&1u16.to_le_bytes());
+        p[4..6].copy_from_slice(&256u16.to_le_bytes());
+        p[6..8].copy_from_slice(&1u16.to_le_bytes());
+        p[8..10].copy_from_slice(&1u16.to_le_bytes());
+        p[12..16].copy_from_slice(&1000u32.to_le_bytes());
+        p[16..20].copy_from_slice(&1u32.to_le_bytes());
+        p[20..24].copy_from_slice(&1u32.to_le_bytes());
+        p[28..32].copy_from_slice(&512u32.to_le_bytes());
+        p[32..40].copy_from_slice(&0x7000_1000u64.to_le_bytes());
+        p[40..48].copy_from_slice(&0x5000u64.to_le_bytes());
+        p[56..64].copy_from_slice(&0x9999u64.to_le_bytes());
+        p
+    }
+
+    #[test]
+    fn a_dispatch_packet_is_read_field_by_field() {
+        let d = dispatch_of(&a_dispatch()).unwrap();
+        assert_eq!(d.kernel_object, 0x7000_1000);
+        assert_eq!(d.workgroup_size, [256, 1, 1]);
+        assert_eq!(d.grid_size, [1000, 1, 1]);
+        assert_eq!(d.kernarg_address, 0x5000);
+        assert_eq!(d.group_segment_size, 512);
+        let mut barrier = [0u8; 64];
+        barrier[0] = 3;
+        assert_eq!(dispatch_of(&barrier), None);
+    }
+
+    #[test]
+    fn an_observed_dispatch_is_followed_by_the_collect_kernel_then_the_program_signal() {
+        let original = a_dispatch();
+        let collect = CollectKernel { kernel_object: 0xc000, private_segment_size: 16 };
+        let packets = observed(&original, collect, 0x4000, 0xd0);
+        let [dispatch, kernel, barrier] = packets.try_into().expect("three packets");
+        // The program's dispatch, with the barrier bit and no signal.
+        assert_eq!(u16_at(&dispatch, 0), u16_at(&original, 0) | BARRIER_BIT);
+        assert_eq!(dispatch[2..56], original[2..56]);
+        assert_eq!(u64_at(&dispatch, 56), 0);
+        // One wave of the collect kernel, after it, signalling the runtime.
+        let collected = dispatch_of(&kernel).expect("a kernel dispatch");
+        assert_ne!(u16_at(&kernel, 0) & BARRIER_BIT, 0);
+        assert_eq!(collected.kernel_object, 0xc000);
+        assert_eq!(collected.kernarg_address, 0x4000);
+        assert_eq!((collected.workgroup_size, collected.grid_size), ([64, 1, 1], [64, 1, 1]));
+        assert_eq!(collected.private_segment_size, 16);
+        assert_eq!(u64_at(&kernel, 56), 0xd0);
+        // Then the program's signal, from a barrier with nothing to wait for.
+        assert_eq!(u16_at(&barrier, 0) & 0xff, TYPE_BARRIER_AND);
+        assert_ne!(u16_at(&barrier, 0) & BARRIER_BIT, 0);
+        assert!(barrier[2..56].iter().all(|&b| b == 0));
+        assert_eq!(u64_at(&barrier, 56), 0x9999);
+    }
+
+    #[test]
+    fn a_dispatch_without_a_signal_needs_no_barrier() {
+        let mut original = a_dispatch();
+        original[56..64].fill(0);
+        let collect = CollectKernel { kernel_object: 0xc000, private_segment_size: 0 };
+        assert_eq!(observed(&original, collect, 0x4000, 0xd0).len(), 2);
+    }
+}

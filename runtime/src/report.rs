@@ -1,0 +1,195 @@
+//! What the runtime tells the user: a summary on standard error at exit and
+//! a JSON report (schema in docs/runtime.md). Warnings are printed when
+//! they happen and counted in both.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+
+use serde::Serialize;
+
+/// Version of the JSON report's layout.
+pub const SCHEMA: u32 = 1;
+
+/// Dispatches listed one by one in the summary (all are in the JSON report).
+const SUMMARY_DISPATCHES: usize = 20;
+
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    pub schema: u32,
+    /// Instrumented code objects the program loaded, in load order.
+    pub code_objects: Vec<LoadedRecord>,
+    /// Dispatches of instrumented kernels, in submission order.
+    pub dispatches: Vec<DispatchRecord>,
+    /// Dispatches submitted that had not completed when the program ended.
+    pub unread_dispatches: usize,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LoadedRecord {
+    pub processor: String,
+    pub kernels: usize,
+    pub sites: usize,
+    /// Its tool globals by their names in the tool.
+    pub globals: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DispatchRecord {
+    /// 1, 2, ... in the order the program submitted observed dispatches.
+    pub id: u64,
+    pub kernel: String,
+    /// Index in `code_objects`.
+    pub code_object: usize,
+    pub grid_size: [u32; 3],
+    pub workgroup_size: [u32; 3],
+    /// Each tool global as the dispatch left it (reset afterwards).
+    pub globals: Vec<GlobalValue>,
+    /// Why a value is missing or may be wrong; empty when all is well.
+    pub problems: Vec<String>,
+}
+
+/// A tool global's bytes after a dispatch. A tool without a host part gets
+/// this generic form: the value of a global of at most 8 bytes as an
+/// unsigned little-endian integer, else its nonzero 8-byte words by byte offset.
+#[derive(Debug, PartialEq, Eq, Serialize)]
+pub struct GlobalValue {
+    pub name: String,
+    pub size: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nonzero_words: Option<BTreeMap<usize, u64>>,
+}
+
+impl GlobalValue {
+    pub fn of(name: &str, bytes: &[u8]) -> Self {
+        let word = |chunk: &[u8]| {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            u64::from_le_bytes(word)
+        };
+        let (value, nonzero_words) = if bytes.len() <= 8 {
+            (Some(word(bytes)), None)
+        } else {
+            let words = bytes.chunks(8).enumerate().map(|(k, c)| (k * 8, word(c))).filter(|&(_, w)| w != 0).collect();
+            (None, Some(words))
+        };
+        GlobalValue { name: name.to_string(), size: bytes.len(), value, nonzero_words }
+    }
+
+    fn text(&self) -> String {
+        match (&self.value, &self.nonzero_words) {
+            (Some(value), _) => format!("{}={value}", self.name),
+            (None, Some(words)) => format!("{}: {} of {} words nonzero", self.name, words.len(), self.size.div_ceil(8)),
+            (None, None) => format!("{}: ?", self.name),
+        }
+    }
+}
+
+impl Report {
+    /// Records a warning and says it now.
+    pub fn warn(&mut self, message: String) {
+        eprintln!("gpuinstr: warning: {message}");
+        self.warnings.push(message);
+    }
+
+    /// Did the program load anything instrumented?
+    pub fn is_empty(&self) -> bool {
+        self.code_objects.is_empty() && self.warnings.is_empty()
+    }
+
+    /// The summary printed at exit.
+    pub fn summary(&self) -> String {
+        let mut out = String::new();
+        let processors: Vec<String> = self
+            .code_objects
+            .iter()
+            .map(|c| {
+                format!("{} ({} kernels, {} sites, globals {})", c.processor, c.kernels, c.sites, c.globals.join(", "))
+            })
+            .collect();
+        writeln!(
+            out,
+            "gpuinstr: {} instrumented code objects loaded: {}",
+            self.code_objects.len(),
+            processors.join("; ")
+        )
+        .unwrap();
+        writeln!(out, "gpuinstr: {} dispatches of instrumented kernels read", self.dispatches.len()).unwrap();
+        for dispatch in self.dispatches.iter().take(SUMMARY_DISPATCHES) {
+            let [gx, gy, gz] = dispatch.grid_size;
+            let [bx, by, bz] = dispatch.workgroup_size;
+            let values: Vec<String> = dispatch.globals.iter().map(GlobalValue::text).collect();
+            writeln!(
+                out,
+                "  #{} {}  grid {gx}x{gy}x{gz}  block {bx}x{by}x{bz}  {}",
+                dispatch.id,
+                dispatch.kernel,
+                values.join("  ")
+            )
+            .unwrap();
+            for problem in &dispatch.problems {
+                writeln!(out, "    problem: {problem}").unwrap();
+            }
+        }
+        if self.dispatches.len() > SUMMARY_DISPATCHES {
+            writeln!(out, "  ... {} more in the JSON report", self.dispatches.len() - SUMMARY_DISPATCHES).unwrap();
+        }
+        let problems = self.dispatches.iter().filter(|d| !d.problems.is_empty()).count();
+        if problems > 0 {
+            writeln!(out, "gpuinstr: warning: {problems} dispatches have problems (values missing or mixed)").unwrap();
+        }
+        if self.unread_dispatches > 0 {
+            writeln!(
+                out,
+                "gpuinstr: warning: {} dispatches had not completed when the program ended; their values were not read",
+                self.unread_dispatches
+            )
+            .unwrap();
+        }
+        if !self.warnings.is_empty() {
+            writeln!(out, "gpuinstr: {} warnings (printed above, and in the JSON report)", self.warnings.len())
+                .unwrap();
+        }
+        out
+    }
+
+    /// Writes the JSON report to `path` (a temporary file renamed into place).
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        let directory = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        let temporary = directory.join(format!(".{name}.{}.tmp", std::process::id()));
+        let result = (|| {
+            let mut file = std::fs::File::create(&temporary)?;
+            serde_json::to_writer_pretty(&mut file, self)?;
+            file.write_all(b"\n")?;
+            file.sync_all()?;
+            std::fs::rename(&temporary, path)
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&temporary);
+        }
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_globals_are_integers_and_large_ones_their_nonzero_words() {
+        assert_eq!(GlobalValue::of("Counter", &1234u64.to_le_bytes()).value, Some(1234));
+        assert_eq!(GlobalValue::of("Small", &[7, 1]).value, Some(0x107));
+        let mut bytes = vec![0u8; 20];
+        bytes[8] = 3;
+        bytes[16] = 1;
+        let large = GlobalValue::of("Histogram", &bytes);
+        assert_eq!(large.value, None);
+        assert_eq!(large.nonzero_words, Some(BTreeMap::from([(8, 3), (16, 1)])));
+        assert_eq!(large.text(), "Histogram: 2 of 3 words nonzero");
+    }
+}

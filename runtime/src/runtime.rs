@@ -1,0 +1,364 @@
+//! The runtime's state and what it does on each event ROCr reports: code
+//! objects read and loaded, executables destroyed, packets submitted,
+//! dispatches completed. HSA itself is behind [`Hsa`], so this file has no
+//! unsafe code.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use thiserror::Error;
+
+use crate::code_objects::{self, InstrumentedCodeObject};
+use crate::packets::{self, CollectKernel, Dispatch, Packet};
+use crate::report::{DispatchRecord, GlobalValue, LoadedRecord, Report, SCHEMA};
+
+include!(concat!(env!("OUT_DIR"), "/collect_kernels.rs"));
+
+#[derive(Debug, Error)]
+#[error("{call}: {status}")]
+pub struct HsaError {
+    pub call: &'static str,
+    pub status: String,
+}
+
+/// The HSA calls the runtime makes (ROCr's original entries).
+pub trait Hsa {
+    fn signal_create(&self, initial: i64) -> Result<u64, HsaError>;
+    fn signal_destroy(&self, signal: u64);
+    fn signal_load(&self, signal: u64) -> i64;
+    /// Arranges for [`dispatch_completed`] with `dispatch` once `signal` is 0.
+    fn when_zero(&self, signal: u64, dispatch: u64) -> Result<(), HsaError>;
+    fn agent_name(&self, agent: u64) -> Result<String, HsaError>;
+    /// Loads the collect kernel's code object for `agent`.
+    fn load_collect_kernel(&self, agent: u64, code_object: &[u8]) -> Result<CollectKernel, HsaError>;
+    /// Host memory `agent` can read and write; its address.
+    fn host_allocate(&self, agent: u64, size: usize) -> Result<u64, HsaError>;
+    fn host_free(&self, address: u64);
+    /// Reads host memory from [`Hsa::host_allocate`].
+    fn host_read(&self, address: u64, into: &mut [u8]);
+    fn host_write(&self, address: u64, bytes: &[u8]);
+}
+
+/// Where the collect kernel's arguments, its table and each global's bytes
+/// are in a collection buffer (and each global's initial bytes in the
+/// initial image, at the same offsets as its collected bytes).
+#[derive(Clone, Debug)]
+struct Layout {
+    /// Offset of each global's bytes.
+    offsets: Vec<usize>,
+    size: usize,
+}
+
+const KERNARG_BYTES: usize = 64;
+const ENTRY_BYTES: usize = 32;
+
+impl Layout {
+    fn of(code_object: &InstrumentedCodeObject) -> Self {
+        let mut at = KERNARG_BYTES + ENTRY_BYTES * code_object.globals.len();
+        let mut offsets = Vec::new();
+        for global in &code_object.globals {
+            offsets.push(at);
+            at = (at + global.size as usize).next_multiple_of(8);
+        }
+        Layout { offsets, size: at }
+    }
+}
+
+/// An instrumented code object as loaded.
+struct Loaded {
+    executable: u64,
+    agent: u64,
+    code_object: Arc<InstrumentedCodeObject>,
+    /// Index in the report's list of loaded code objects.
+    index: usize,
+    delta: i64,
+    layout: Layout,
+    /// Host memory holding each global's initial bytes (at the layout's offsets).
+    initial: u64,
+    /// Collection buffers no dispatch is using.
+    free_buffers: Vec<u64>,
+}
+
+/// A dispatch submitted and not yet read.
+struct InFlight {
+    queue: u64,
+    kernel: String,
+    slot: usize,
+    dispatch: Dispatch,
+    done: u64,
+    buffer: u64,
+    /// Dispatches of the same code object that were on the device at the
+    /// same time from other queues (they share its tool globals).
+    overlapping: Vec<u64>,
+}
+
+pub struct Runtime {
+    /// Readers holding an instrumented code object.
+    readers: HashMap<u64, Arc<InstrumentedCodeObject>>,
+    loaded: Vec<Loaded>,
+    /// Kernel object (descriptor address) → (loaded slot, kernel name).
+    kernels: HashMap<u64, (usize, String)>,
+    collect_kernels: HashMap<u64, CollectKernel>,
+    in_flight: HashMap<u64, InFlight>,
+    /// Signals whose handler has run (destroyed at the next one: ROCr's
+    /// event thread runs handlers one at a time).
+    retired_signals: Vec<u64>,
+    next_dispatch: u64,
+    pub report: Report,
+}
+
+/// Where `address` of a code object is once loaded `delta` bytes away.
+fn located(address: u64, delta: i64) -> u64 {
+    address.wrapping_add_signed(delta)
+}
+
+impl Default for Runtime {
+    fn default() -> Self {
+        Runtime {
+            readers: HashMap::new(),
+            loaded: Vec::new(),
+            kernels: HashMap::new(),
+            collect_kernels: HashMap::new(),
+            in_flight: HashMap::new(),
+            retired_signals: Vec::new(),
+            next_dispatch: 0,
+            report: Report { schema: SCHEMA, ..Report::default() },
+        }
+    }
+}
+
+impl Runtime {
+    /// A code object reader was created over `bytes`.
+    pub fn reader_created(&mut self, reader: u64, bytes: &[u8]) {
+        match code_objects::recognise(bytes) {
+            Ok(Some(code_object)) => {
+                self.readers.insert(reader, Arc::new(code_object));
+            }
+            Ok(None) => {}
+            Err(error) => self.report.warn(format!(
+                "a code object the program loads looks instrumented but its tables cannot be read: {error}; its dispatches are not observed"
+            )),
+        }
+    }
+
+    pub fn reader_unreadable(&mut self, error: std::io::Error) {
+        self.report.warn(format!(
+            "cannot read the file of a code object the program loads ({error}); if it is instrumented, its dispatches are not observed"
+        ));
+    }
+
+    pub fn reader_destroyed(&mut self, reader: u64) {
+        self.readers.remove(&reader);
+    }
+
+    /// The code object of `reader` was loaded into `executable` for `agent`,
+    /// `delta` bytes from its addresses.
+    pub fn code_object_loaded(&mut self, hsa: &dyn Hsa, executable: u64, agent: u64, reader: u64, delta: Option<i64>) {
+        let Some(code_object) = self.readers.get(&reader).cloned() else { return };
+        let not_observed = |why: String| {
+            format!(
+                "an instrumented {} code object was loaded but {why}; its dispatches are not observed",
+                code_object.processor
+            )
+        };
+        let Some(delta) = delta else {
+            self.report.warn(not_observed("ROCr's loader extension did not say where".into()));
+            return;
+        };
+        let layout = Layout::of(&code_object);
+        let initial = match hsa.host_allocate(agent, layout.size) {
+            Ok(initial) => initial,
+            Err(error) => {
+                self.report.warn(not_observed(format!("no host memory for its initial values ({error})")));
+                return;
+            }
+        };
+        for (global, &offset) in code_object.globals.iter().zip(&layout.offsets) {
+            hsa.host_write(initial + offset as u64, &global.initial);
+        }
+        let index = self.report.code_objects.len();
+        self.report.code_objects.push(LoadedRecord {
+            processor: code_object.processor.clone(),
+            kernels: code_object.kernels.len(),
+            sites: code_object.sites,
+            globals: code_object.globals.iter().map(|g| g.tool_name.clone()).collect(),
+        });
+        let slot = self.loaded.len();
+        for kernel in &code_object.kernels {
+            self.kernels.insert(located(kernel.descriptor, delta), (slot, kernel.name.clone()));
+        }
+        self.loaded.push(Loaded {
+            executable,
+            agent,
+            code_object,
+            index,
+            delta,
+            layout,
+            initial,
+            free_buffers: Vec::new(),
+        });
+    }
+
+    /// Its kernels' addresses may be reused by the next code object loaded.
+    pub fn executable_destroyed(&mut self, executable: u64) {
+        self.kernels.retain(|_, (slot, _)| self.loaded[*slot].executable != executable);
+    }
+
+    /// The packets that go to the device for `packets`, submitted to `queue`.
+    pub fn packets(&mut self, hsa: &dyn Hsa, queue: u64, packets: &[Packet]) -> Vec<Packet> {
+        let mut out = Vec::with_capacity(packets.len());
+        for packet in packets {
+            let instrumented = packets::dispatch_of(packet)
+                .and_then(|dispatch| Some((dispatch, self.kernels.get(&dispatch.kernel_object)?.clone())));
+            let Some((dispatch, (slot, kernel))) = instrumented else {
+                out.push(*packet);
+                continue;
+            };
+            match self.observe(hsa, queue, dispatch, slot, kernel.clone()) {
+                Ok((collect, kernarg, done)) => out.extend(packets::observed(packet, collect, kernarg, done)),
+                Err(error) => {
+                    self.report.warn(format!("a dispatch of {kernel} is not observed: {error}"));
+                    out.push(*packet);
+                }
+            }
+        }
+        out
+    }
+
+    fn collect_kernel(&mut self, hsa: &dyn Hsa, agent: u64) -> Result<CollectKernel, HsaError> {
+        if let Some(kernel) = self.collect_kernels.get(&agent) {
+            return Ok(*kernel);
+        }
+        let name = hsa.agent_name(agent)?;
+        let Some((_, code_object)) = COLLECT_KERNELS.iter().find(|(target, _)| *target == name) else {
+            let built: Vec<&str> = COLLECT_KERNELS.iter().map(|(t, _)| *t).collect();
+            return Err(HsaError {
+                call: "the collect kernel",
+                status: format!("it is built for {} only, not {name}", built.join(", ")),
+            });
+        };
+        let kernel = hsa.load_collect_kernel(agent, code_object)?;
+        self.collect_kernels.insert(agent, kernel);
+        Ok(kernel)
+    }
+
+    /// A collection buffer for `slot`: its kernel arguments and table filled in.
+    fn buffer(&mut self, hsa: &dyn Hsa, slot: usize) -> Result<u64, HsaError> {
+        let loaded = &mut self.loaded[slot];
+        if let Some(buffer) = loaded.free_buffers.pop() {
+            return Ok(buffer);
+        }
+        let buffer = hsa.host_allocate(loaded.agent, loaded.layout.size)?;
+        let globals = &loaded.code_object.globals;
+        let mut kernarg = [0u8; KERNARG_BYTES];
+        kernarg[0..8].copy_from_slice(&(buffer + KERNARG_BYTES as u64).to_le_bytes());
+        kernarg[8..12].copy_from_slice(&(globals.len() as u32).to_le_bytes());
+        hsa.host_write(buffer, &kernarg);
+        for (k, (global, &offset)) in globals.iter().zip(&loaded.layout.offsets).enumerate() {
+            let mut entry = [0u8; ENTRY_BYTES];
+            entry[0..8].copy_from_slice(&located(global.address, loaded.delta).to_le_bytes());
+            entry[8..16].copy_from_slice(&(buffer + offset as u64).to_le_bytes());
+            entry[16..24].copy_from_slice(&(loaded.initial + offset as u64).to_le_bytes());
+            entry[24..32].copy_from_slice(&global.size.to_le_bytes());
+            hsa.host_write(buffer + (KERNARG_BYTES + ENTRY_BYTES * k) as u64, &entry);
+        }
+        Ok(buffer)
+    }
+
+    fn observe(
+        &mut self,
+        hsa: &dyn Hsa,
+        queue: u64,
+        dispatch: Dispatch,
+        slot: usize,
+        kernel: String,
+    ) -> Result<(CollectKernel, u64, u64), HsaError> {
+        let collect = self.collect_kernel(hsa, self.loaded[slot].agent)?;
+        let buffer = self.buffer(hsa, slot)?;
+        let give_back = |runtime: &mut Self| runtime.loaded[slot].free_buffers.push(buffer);
+        let done = match hsa.signal_create(1) {
+            Ok(done) => done,
+            Err(error) => {
+                give_back(self);
+                return Err(error);
+            }
+        };
+        self.next_dispatch += 1;
+        let id = self.next_dispatch;
+        if let Err(error) = hsa.when_zero(done, id) {
+            hsa.signal_destroy(done);
+            give_back(self);
+            return Err(error);
+        }
+        let mut overlapping = Vec::new();
+        for (other, flight) in self.in_flight.iter_mut().filter(|(_, f)| f.slot == slot && f.queue != queue) {
+            flight.overlapping.push(id);
+            overlapping.push(*other);
+        }
+        self.in_flight.insert(id, InFlight { queue, kernel, slot, dispatch, done, buffer, overlapping });
+        Ok((collect, buffer, done))
+    }
+
+    /// Dispatches submitted whose collect kernel has finished (their
+    /// handler may not have run yet) and the number of the others.
+    fn finished_and_unread(&self, hsa: &dyn Hsa) -> (Vec<u64>, usize) {
+        let finished: Vec<u64> =
+            self.in_flight.iter().filter(|(_, f)| hsa.signal_load(f.done) == 0).map(|(id, _)| *id).collect();
+        let unread = self.in_flight.len() - finished.len();
+        (finished, unread)
+    }
+}
+
+/// Dispatch `id`'s collect kernel finished: records what it collected.
+/// Called on ROCr's event thread, and at exit for dispatches whose handler
+/// had not run; whichever comes first records it.
+pub fn dispatch_completed(runtime: &Mutex<Runtime>, hsa: &dyn Hsa, id: u64) {
+    let Ok(mut r) = runtime.lock() else { return };
+    for signal in std::mem::take(&mut r.retired_signals) {
+        hsa.signal_destroy(signal);
+    }
+    let Some(flight) = r.in_flight.remove(&id) else { return };
+    let loaded = &r.loaded[flight.slot];
+    let globals = loaded
+        .code_object
+        .globals
+        .iter()
+        .zip(&loaded.layout.offsets)
+        .map(|(global, &offset)| {
+            let mut bytes = vec![0u8; global.size as usize];
+            hsa.host_read(flight.buffer + offset as u64, &mut bytes);
+            GlobalValue::of(&global.tool_name, &bytes)
+        })
+        .collect();
+    let mut problems = Vec::new();
+    if !flight.overlapping.is_empty() {
+        problems.push(format!(
+            "dispatches {:?} of the same code object ran at the same time from other queues; tool globals are per code object, so these values mix theirs",
+            flight.overlapping
+        ));
+    }
+    let record = DispatchRecord {
+        id,
+        kernel: flight.kernel,
+        code_object: loaded.index,
+        grid_size: flight.dispatch.grid_size,
+        workgroup_size: flight.dispatch.workgroup_size,
+        globals,
+        problems,
+    };
+    r.report.dispatches.push(record);
+    r.loaded[flight.slot].free_buffers.push(flight.buffer);
+    r.retired_signals.push(flight.done);
+}
+
+/// At exit: records the dispatches that finished and counts the others.
+pub fn finish(runtime: &Mutex<Runtime>, hsa: &dyn Hsa) {
+    let Some((finished, unread)) = runtime.lock().ok().map(|r| r.finished_and_unread(hsa)) else { return };
+    for id in finished {
+        dispatch_completed(runtime, hsa, id);
+    }
+    if let Ok(mut r) = runtime.lock() {
+        r.report.unread_dispatches = unread;
+        r.report.dispatches.sort_by_key(|d| d.id);
+    }
+}
