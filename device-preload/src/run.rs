@@ -16,6 +16,8 @@ pub struct Run {
     pub device: PathBuf,
     /// `libgpuinstr_rt.so`, or none to leave the runtime out.
     pub runtime: Option<PathBuf>,
+    /// A tool's host part for the runtime to load (`GPUINSTR_TOOL_HOST`).
+    pub tool_host: Option<PathBuf>,
     /// The runtime's JSON report (`GPUINSTR_REPORT`).
     pub report: Option<PathBuf>,
     /// The device's per-dispatch counts (`GPUINSTR_DEVICE_DISPATCH_LOG`).
@@ -77,6 +79,9 @@ impl Run {
             .env("HSA_ENABLE_SDMA", "0");
         if let Some(runtime) = &self.runtime {
             command.env("HSA_TOOLS_LIB", joined(std::env::var_os("HSA_TOOLS_LIB"), tools_entry(runtime).into()));
+        }
+        if let Some(tool_host) = &self.tool_host {
+            command.env("GPUINSTR_TOOL_HOST", tool_host);
         }
         if let Some(report) = &self.report {
             command.env("GPUINSTR_REPORT", report);

@@ -9,7 +9,8 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::{Mutex, OnceLock};
 
 use crate::packets::{CollectKernel, Packet};
-use crate::runtime::{self, Hsa, HsaError, Runtime};
+use crate::report::ToolValue;
+use crate::runtime::{self, Hsa, HsaError, Runtime, ToolDispatch, ToolHost};
 
 type PacketWriter = unsafe extern "C" fn(packets: *const c_void, count: u64);
 type SignalHandler = unsafe extern "C" fn(value: i64, argument: *mut c_void) -> bool;
@@ -60,7 +61,7 @@ fn check(call: &'static str, status: u32) -> Result<(), HsaError> {
 }
 
 unsafe extern "C" fn dispatch_done(_value: i64, argument: *mut c_void) -> bool {
-    runtime::dispatch_completed(runtime(), &Rocr, argument as u64);
+    runtime::dispatch_completed(runtime(), &Rocr, tool(), argument as u64);
     // Once per dispatch: the handler goes.
     false
 }
@@ -151,18 +152,181 @@ pub unsafe extern "C" fn OnLoad(
         return false;
     }
     runtime();
+    if let Some(path) = std::env::var_os("GPUINSTR_TOOL_HOST").filter(|p| !p.is_empty()) {
+        match HostLibrary::load(&path) {
+            Ok(library) => {
+                let _ = TOOL.set(library);
+            }
+            Err(message) => {
+                // The user asked for this tool: running without it would
+                // report nothing of what they wanted.
+                eprintln!("gpuinstr: error: cannot load the tool's host part {}: {message}", path.to_string_lossy());
+                libc::_exit(2);
+            }
+        }
+    }
     libc::atexit(at_exit);
     true
+}
+
+/// A tool's host part (`gpuinstr/host.h`), loaded with dlopen.
+struct HostLibrary {
+    dispatch: Option<unsafe extern "C" fn(*mut c_void)>,
+    exit: Option<unsafe extern "C" fn()>,
+}
+
+static TOOL: OnceLock<HostLibrary> = OnceLock::new();
+
+fn tool() -> Option<&'static dyn ToolHost> {
+    TOOL.get().map(|t| t as &dyn ToolHost)
+}
+
+fn dl_error() -> String {
+    // SAFETY: dlerror returns a thread-local string or null.
+    let error = unsafe { libc::dlerror() };
+    if error.is_null() {
+        "unknown error".into()
+    } else {
+        // SAFETY: non-null, terminated.
+        unsafe { CStr::from_ptr(error) }.to_string_lossy().to_string()
+    }
+}
+
+impl HostLibrary {
+    fn load(path: &std::ffi::OsStr) -> Result<HostLibrary, String> {
+        use std::os::unix::ffi::OsStrExt;
+        // ROCr opened this library in its own scope; the tool's calls into
+        // it (gpuinstr_global, ...) resolve once it is global.
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: the address of one of our functions; `info` is ours.
+        if unsafe { libc::dladdr(OnLoad as *const c_void, &mut info) } != 0 && !info.dli_fname.is_null() {
+            // SAFETY: dladdr's name is a terminated path.
+            unsafe { libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_GLOBAL) };
+        }
+        let name = std::ffi::CString::new(path.as_bytes()).map_err(|_| "the path has a NUL byte".to_string())?;
+        // SAFETY: a terminated path; the library stays loaded for the process.
+        let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        if handle.is_null() {
+            return Err(dl_error());
+        }
+        // SAFETY: the symbols, if present, have host.h's signatures.
+        let (dispatch, exit) = unsafe {
+            (
+                libc::dlsym(handle, c"gpuinstr_tool_dispatch".as_ptr()),
+                libc::dlsym(handle, c"gpuinstr_tool_exit".as_ptr()),
+            )
+        };
+        if dispatch.is_null() && exit.is_null() {
+            return Err("it defines neither gpuinstr_tool_dispatch nor gpuinstr_tool_exit (extern \"C\")".into());
+        }
+        // SAFETY: as above.
+        unsafe {
+            Ok(HostLibrary {
+                dispatch: (!dispatch.is_null())
+                    .then(|| std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void)>(dispatch)),
+                exit: (!exit.is_null()).then(|| std::mem::transmute::<*mut c_void, unsafe extern "C" fn()>(exit)),
+            })
+        }
+    }
+}
+
+impl ToolHost for HostLibrary {
+    fn dispatch(&self, dispatch: &mut ToolDispatch) {
+        if let Some(callback) = self.dispatch {
+            // SAFETY: the tool gets an opaque pointer valid for the call.
+            unsafe { callback((dispatch as *mut ToolDispatch).cast()) }
+        }
+    }
+
+    fn exit(&self) {
+        if let Some(callback) = self.exit {
+            // SAFETY: a function of the tool's, no arguments.
+            unsafe { callback() }
+        }
+    }
+}
+
+// The API of gpuinstr/host.h: the tool passes back the pointer it was given.
+
+/// The dispatch a tool's pointer stands for.
+unsafe fn dispatch_of<'d>(dispatch: *const c_void) -> Option<&'d ToolDispatch> {
+    dispatch.cast::<ToolDispatch>().as_ref()
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_dispatch_id(dispatch: *const c_void) -> u64 {
+    dispatch_of(dispatch).map_or(0, |d| d.id)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_dispatch_kernel(dispatch: *const c_void) -> *const c_char {
+    dispatch_of(dispatch).map_or(c"".as_ptr(), |d| d.kernel.as_ptr())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_dispatch_grid(dispatch: *const c_void, grid: *mut u32) {
+    if let (Some(d), false) = (dispatch_of(dispatch), grid.is_null()) {
+        std::ptr::copy_nonoverlapping(d.grid_size.as_ptr(), grid, 3);
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_dispatch_workgroup(dispatch: *const c_void, workgroup: *mut u32) {
+    if let (Some(d), false) = (dispatch_of(dispatch), workgroup.is_null()) {
+        std::ptr::copy_nonoverlapping(d.workgroup_size.as_ptr(), workgroup, 3);
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_global(
+    dispatch: *const c_void,
+    name: *const c_char,
+    size: *mut usize,
+) -> *const c_void {
+    let Some(d) = dispatch_of(dispatch) else { return std::ptr::null() };
+    if name.is_null() {
+        return std::ptr::null();
+    }
+    let name = CStr::from_ptr(name).to_string_lossy();
+    match d.global(&name) {
+        Some(bytes) => {
+            if !size.is_null() {
+                *size = bytes.len();
+            }
+            bytes.as_ptr().cast()
+        }
+        None => std::ptr::null(),
+    }
+}
+
+unsafe fn report(dispatch: *mut c_void, key: *const c_char, value: ToolValue) {
+    let Some(d) = dispatch.cast::<ToolDispatch>().as_mut() else { return };
+    if key.is_null() {
+        return;
+    }
+    d.report(CStr::from_ptr(key).to_string_lossy().to_string(), value);
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_report_u64(dispatch: *mut c_void, key: *const c_char, value: u64) {
+    report(dispatch, key, ToolValue::Number(value));
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_report_text(dispatch: *mut c_void, key: *const c_char, text: *const c_char) {
+    if !text.is_null() {
+        report(dispatch, key, ToolValue::Text(CStr::from_ptr(text).to_string_lossy().to_string()));
+    }
 }
 
 /// ROCr calls this from `hsa_shut_down`.
 #[no_mangle]
 pub extern "C" fn OnUnload() {
-    crate::finish(runtime(), &Rocr);
+    crate::finish(runtime(), &Rocr, tool());
 }
 
 extern "C" fn at_exit() {
-    crate::finish(runtime(), &Rocr);
+    crate::finish(runtime(), &Rocr, tool());
 }
 
 #[no_mangle]

@@ -32,10 +32,13 @@ fn report_path() -> (PathBuf, bool) {
 
 /// At exit (or `hsa_shut_down`): records what finished, prints the summary
 /// and writes the report, once.
-pub fn finish(state: &Mutex<runtime::Runtime>, hsa: &dyn runtime::Hsa) {
+pub fn finish(state: &Mutex<runtime::Runtime>, hsa: &dyn runtime::Hsa, tool: Option<&dyn runtime::ToolHost>) {
     static DONE: std::sync::Once = std::sync::Once::new();
     DONE.call_once(|| {
-        runtime::finish(state, hsa);
+        runtime::finish(state, hsa, tool);
+        if let Some(tool) = tool {
+            tool.exit();
+        }
         let Ok(state) = state.lock() else { return };
         let (path, asked) = report_path();
         if state.report.is_empty() && !asked {

@@ -47,13 +47,55 @@ pub struct DispatchRecord {
     pub workgroup_size: [u32; 3],
     /// Each tool global as the dispatch left it (reset afterwards).
     pub globals: Vec<GlobalValue>,
+    /// What the tool's host part reported for the dispatch, in its order.
+    #[serde(skip_serializing_if = "ToolValues::is_empty")]
+    pub tool: ToolValues,
     /// Why a value is missing or may be wrong; empty when all is well.
     pub problems: Vec<String>,
 }
 
+/// A value a tool's host part reports (`gpuinstr_report_u64/_text`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum ToolValue {
+    Number(u64),
+    Text(String),
+}
+
+impl std::fmt::Display for ToolValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ToolValue::Number(n) => write!(f, "{n}"),
+            ToolValue::Text(t) => write!(f, "{t}"),
+        }
+    }
+}
+
+/// Keys and values in the order the tool reported them (a JSON object).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ToolValues(pub Vec<(String, ToolValue)>);
+
+impl ToolValues {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for ToolValues {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (key, value) in &self.0 {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
+}
+
 /// A tool global's bytes after a dispatch. A tool without a host part gets
 /// this generic form: the value of a global of at most 8 bytes as an
-/// unsigned little-endian integer, else its nonzero 8-byte words by byte offset.
+/// unsigned little-endian integer, else its nonzero 8-byte words by byte
+/// offset. With a host part, the tool speaks for its data: name and size only.
 #[derive(Debug, PartialEq, Eq, Serialize)]
 pub struct GlobalValue {
     pub name: String,
@@ -65,6 +107,11 @@ pub struct GlobalValue {
 }
 
 impl GlobalValue {
+    /// Name and size only (the tool's host part reads the bytes).
+    pub fn named(name: &str, size: usize) -> Self {
+        GlobalValue { name: name.to_string(), size, value: None, nonzero_words: None }
+    }
+
     pub fn of(name: &str, bytes: &[u8]) -> Self {
         let word = |chunk: &[u8]| {
             let mut word = [0u8; 8];
@@ -84,7 +131,7 @@ impl GlobalValue {
         match (&self.value, &self.nonzero_words) {
             (Some(value), _) => format!("{}={value}", self.name),
             (None, Some(words)) => format!("{}: {} of {} words nonzero", self.name, words.len(), self.size.div_ceil(8)),
-            (None, None) => format!("{}: ?", self.name),
+            (None, None) => format!("{}: {} bytes", self.name, self.size),
         }
     }
 }
@@ -122,7 +169,10 @@ impl Report {
         for dispatch in self.dispatches.iter().take(SUMMARY_DISPATCHES) {
             let [gx, gy, gz] = dispatch.grid_size;
             let [bx, by, bz] = dispatch.workgroup_size;
-            let values: Vec<String> = dispatch.globals.iter().map(GlobalValue::text).collect();
+            let values: Vec<String> = match dispatch.tool.is_empty() {
+                true => dispatch.globals.iter().map(GlobalValue::text).collect(),
+                false => dispatch.tool.0.iter().map(|(key, value)| format!("{key}={value}")).collect(),
+            };
             writeln!(
                 out,
                 "  #{} {}  grid {gx}x{gy}x{gz}  block {bx}x{by}x{bz}  {}",

@@ -10,7 +10,7 @@ use thiserror::Error;
 
 use crate::code_objects::{self, InstrumentedCodeObject};
 use crate::packets::{self, CollectKernel, Dispatch, Packet};
-use crate::report::{DispatchRecord, GlobalValue, LoadedRecord, Report, SCHEMA};
+use crate::report::{DispatchRecord, GlobalValue, LoadedRecord, Report, ToolValue, ToolValues, SCHEMA};
 
 include!(concat!(env!("OUT_DIR"), "/collect_kernels.rs"));
 
@@ -37,6 +37,34 @@ pub trait Hsa {
     /// Reads host memory from [`Hsa::host_allocate`].
     fn host_read(&self, address: u64, into: &mut [u8]);
     fn host_write(&self, address: u64, bytes: &[u8]);
+}
+
+/// A completed dispatch as a tool's host part sees it (`gpuinstr/host.h`).
+pub struct ToolDispatch {
+    pub id: u64,
+    pub kernel: std::ffi::CString,
+    pub grid_size: [u32; 3],
+    pub workgroup_size: [u32; 3],
+    /// Each tool global's name and bytes.
+    pub globals: Vec<(String, Vec<u8>)>,
+    /// What the tool reported.
+    pub values: ToolValues,
+}
+
+impl ToolDispatch {
+    pub fn global(&self, name: &str) -> Option<&[u8]> {
+        self.globals.iter().find(|(n, _)| n == name).map(|(_, bytes)| bytes.as_slice())
+    }
+
+    pub fn report(&mut self, key: String, value: ToolValue) {
+        self.values.0.push((key, value));
+    }
+}
+
+/// A tool's host part, if one is loaded.
+pub trait ToolHost: Sync {
+    fn dispatch(&self, dispatch: &mut ToolDispatch);
+    fn exit(&self);
 }
 
 /// Where the collect kernel's arguments, its table and each global's bytes
@@ -309,53 +337,80 @@ impl Runtime {
     }
 }
 
-/// Dispatch `id`'s collect kernel finished: records what it collected.
-/// Called on ROCr's event thread, and at exit for dispatches whose handler
-/// had not run; whichever comes first records it.
-pub fn dispatch_completed(runtime: &Mutex<Runtime>, hsa: &dyn Hsa, id: u64) {
-    let Ok(mut r) = runtime.lock() else { return };
-    for signal in std::mem::take(&mut r.retired_signals) {
-        hsa.signal_destroy(signal);
+/// Dispatch `id`'s collect kernel finished: hands what it collected to the
+/// tool's host part and records it. Called on ROCr's event thread, and at
+/// exit for dispatches whose handler had not run; whichever comes first
+/// records it. The tool is called with the runtime unlocked.
+pub fn dispatch_completed(runtime: &Mutex<Runtime>, hsa: &dyn Hsa, tool: Option<&dyn ToolHost>, id: u64) {
+    let Some((mut dispatch, mut record)) = runtime.lock().ok().and_then(|mut r| r.collected(hsa, tool.is_some(), id))
+    else {
+        return;
+    };
+    if let Some(tool) = tool {
+        tool.dispatch(&mut dispatch);
+        record.tool = dispatch.values;
     }
-    let Some(flight) = r.in_flight.remove(&id) else { return };
-    let loaded = &r.loaded[flight.slot];
-    let globals = loaded
-        .code_object
-        .globals
-        .iter()
-        .zip(&loaded.layout.offsets)
-        .map(|(global, &offset)| {
+    if let Ok(mut r) = runtime.lock() {
+        r.report.dispatches.push(record);
+    }
+}
+
+impl Runtime {
+    /// Takes dispatch `id` out of flight: its collected bytes for the tool
+    /// and its record (the tool's values still to come).
+    fn collected(&mut self, hsa: &dyn Hsa, tool: bool, id: u64) -> Option<(ToolDispatch, DispatchRecord)> {
+        for signal in std::mem::take(&mut self.retired_signals) {
+            hsa.signal_destroy(signal);
+        }
+        let flight = self.in_flight.remove(&id)?;
+        let loaded = &mut self.loaded[flight.slot];
+        let mut globals = Vec::new();
+        let mut values = Vec::new();
+        for (global, &offset) in loaded.code_object.globals.iter().zip(&loaded.layout.offsets) {
             let mut bytes = vec![0u8; global.size as usize];
             hsa.host_read(flight.buffer + offset as u64, &mut bytes);
-            GlobalValue::of(&global.tool_name, &bytes)
-        })
-        .collect();
-    let mut problems = Vec::new();
-    if !flight.overlapping.is_empty() {
-        problems.push(format!(
-            "dispatches {:?} of the same code object ran at the same time from other queues; tool globals are per code object, so these values mix theirs",
-            flight.overlapping
-        ));
+            values.push(match tool {
+                true => GlobalValue::named(&global.tool_name, bytes.len()),
+                false => GlobalValue::of(&global.tool_name, &bytes),
+            });
+            globals.push((global.tool_name.clone(), bytes));
+        }
+        loaded.free_buffers.push(flight.buffer);
+        self.retired_signals.push(flight.done);
+        let mut problems = Vec::new();
+        if !flight.overlapping.is_empty() {
+            problems.push(format!(
+                "dispatches {:?} of the same code object ran at the same time from other queues; tool globals are per code object, so these values mix theirs",
+                flight.overlapping
+            ));
+        }
+        let dispatch = ToolDispatch {
+            id,
+            kernel: std::ffi::CString::new(flight.kernel.clone()).unwrap_or_default(),
+            grid_size: flight.dispatch.grid_size,
+            workgroup_size: flight.dispatch.workgroup_size,
+            globals,
+            values: ToolValues::default(),
+        };
+        let record = DispatchRecord {
+            id,
+            kernel: flight.kernel,
+            code_object: loaded.index,
+            grid_size: flight.dispatch.grid_size,
+            workgroup_size: flight.dispatch.workgroup_size,
+            globals: values,
+            tool: ToolValues::default(),
+            problems,
+        };
+        Some((dispatch, record))
     }
-    let record = DispatchRecord {
-        id,
-        kernel: flight.kernel,
-        code_object: loaded.index,
-        grid_size: flight.dispatch.grid_size,
-        workgroup_size: flight.dispatch.workgroup_size,
-        globals,
-        problems,
-    };
-    r.report.dispatches.push(record);
-    r.loaded[flight.slot].free_buffers.push(flight.buffer);
-    r.retired_signals.push(flight.done);
 }
 
 /// At exit: records the dispatches that finished and counts the others.
-pub fn finish(runtime: &Mutex<Runtime>, hsa: &dyn Hsa) {
+pub fn finish(runtime: &Mutex<Runtime>, hsa: &dyn Hsa, tool: Option<&dyn ToolHost>) {
     let Some((finished, unread)) = runtime.lock().ok().map(|r| r.finished_and_unread(hsa)) else { return };
     for id in finished {
-        dispatch_completed(runtime, hsa, id);
+        dispatch_completed(runtime, hsa, tool, id);
     }
     if let Ok(mut r) = runtime.lock() {
         r.report.unread_dispatches = unread;

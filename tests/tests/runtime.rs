@@ -148,4 +148,43 @@ fn the_runtime_reports_each_dispatchs_instruction_count() {
     // The summary on standard error says the same.
     assert!(stderr.contains("gpuinstr: 4 dispatches of instrumented kernels read"), "{stderr}");
     assert!(stderr.contains(&format!("report written to {}", report_path.display())), "{stderr}");
+
+    // With the tool's host part, the tool reports each count itself, and
+    // its totals per kernel at exit.
+    let host = host_part("instruction-counter", &dir);
+    let run = Run { report: Some(report_path.clone()), tool_host: Some(host), ..run_on(target) };
+    let output = run.command(program.as_os_str(), &[]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert_eq!(succeeded(output, "the instrumented program with the host part"), expected_output);
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+    let dispatches = report["dispatches"].as_array().unwrap();
+    assert_eq!(dispatches.len(), app_dispatches.len(), "{stderr}");
+    let mut totals = std::collections::BTreeMap::<&str, (u64, u64)>::new();
+    for (k, (reported, logged)) in dispatches.iter().zip(&app_dispatches).enumerate() {
+        let expected = expected_count(&app, &plan, logged);
+        assert_eq!(reported["tool"], serde_json::json!({ "instructions": expected }), "dispatch {k}");
+        // The tool speaks for its data: the generic value is left out.
+        assert_eq!(reported["globals"][0], serde_json::json!({ "name": "Counter", "size": 8 }), "dispatch {k}");
+        let total = totals.entry(logged["kernel"].as_str().unwrap()).or_default();
+        *total = (total.0 + 1, total.1 + expected);
+    }
+    assert!(stderr.contains(&format!("instruction counter: {} kernels", totals.len())), "{stderr}");
+    for (kernel, (count, instructions)) in totals {
+        let line = format!("{count} dispatches {instructions:>16} instructions");
+        assert!(stderr.lines().any(|l| l.contains(kernel) && l.ends_with(&line)), "{kernel}: {line}\n{stderr}");
+    }
+}
+
+/// `hook-sdk/examples/TOOL/host.cpp` built as the shared library the runtime loads.
+fn host_part(tool: &str, directory: &Path) -> PathBuf {
+    let output = directory.join(format!("lib{tool}-host.so"));
+    run_ok(
+        std::process::Command::new("c++")
+            .args(["-shared", "-fPIC", "-std=c++17", "-Wall", "-Werror", "-I"])
+            .arg(repo().join("hook-sdk/include"))
+            .arg(repo().join("hook-sdk/examples").join(tool).join("host.cpp"))
+            .arg("-o")
+            .arg(&output),
+    );
+    output
 }

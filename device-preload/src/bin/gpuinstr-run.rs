@@ -37,6 +37,10 @@ struct Arguments {
     /// instrumented code).
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
+    /// A tool's host part (a shared library, `gpuinstr/host.h`) for the
+    /// runtime to hand each dispatch's tool data to.
+    #[arg(long, value_name = "LIBRARY")]
+    tool_host: Option<PathBuf>,
     /// Leave gpuinstr's runtime out (instrumented code then runs, but nobody
     /// reads its tools' results).
     #[arg(long)]
@@ -54,6 +58,10 @@ fn main() -> ExitCode {
         true => Ok(None),
         false => library("GPUINSTR_RUNTIME_LIBRARY", &here, "libgpuinstr_rt.so", "gpuinstr-runtime").map(Some),
     };
+    if arguments.no_runtime && arguments.tool_host.is_some() {
+        eprintln!("gpuinstr-run: error: --tool-host needs the runtime; drop --no-runtime");
+        return ExitCode::from(2);
+    }
     let (device, runtime) = match (device, runtime) {
         (Ok(device), Ok(runtime)) => (device, runtime),
         (Err(message), _) | (_, Err(message)) => {
@@ -65,6 +73,7 @@ fn main() -> ExitCode {
         target: arguments.target,
         device,
         runtime,
+        tool_host: arguments.tool_host,
         report: arguments.report,
         dispatch_log: arguments.dispatch_log,
         trace: arguments.trace,

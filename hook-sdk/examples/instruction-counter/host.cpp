@@ -1,0 +1,38 @@
+// The instruction counter's host part (gpuinstr/host.h): each dispatch's
+// count goes into the runtime's report, and the counts per kernel are
+// printed when the program ends. Built as a shared library:
+//   c++ -shared -fPIC -I hook-sdk/include host.cpp -o libinstruction-counter-host.so
+//   gpuinstr-run --tool-host ./libinstruction-counter-host.so -- ./app.instrumented
+#include <gpuinstr/host.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+namespace {
+struct KernelTotal {
+  uint64_t Dispatches = 0;
+  uint64_t Instructions = 0;
+};
+std::map<std::string, KernelTotal> PerKernel;
+} // namespace
+
+extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
+  uint64_t Count = 0;
+  if (!gpuinstr::read(Dispatch, "Counter", Count)) {
+    gpuinstr_report_text(Dispatch, "error", "the dispatch's code object has no 8-byte Counter");
+    return;
+  }
+  gpuinstr_report_u64(Dispatch, "instructions", Count);
+  KernelTotal &Total = PerKernel[gpuinstr_dispatch_kernel(Dispatch)];
+  Total.Dispatches += 1;
+  Total.Instructions += Count;
+}
+
+extern "C" void gpuinstr_tool_exit(void) {
+  std::fprintf(stderr, "instruction counter: %zu kernels\n", PerKernel.size());
+  for (const auto &[Kernel, Total] : PerKernel)
+    std::fprintf(stderr, "  %-40s %6llu dispatches %16llu instructions\n", Kernel.c_str(),
+                 static_cast<unsigned long long>(Total.Dispatches),
+                 static_cast<unsigned long long>(Total.Instructions));
+}

@@ -1,0 +1,66 @@
+// gpuinstr/host.h: a tool's host part, in ordinary C or C++.
+//
+// A tool's hooks (tool.hip) write its globals on the device; after every
+// dispatch of an instrumented kernel, gpuinstr's runtime copies them out,
+// resets them to their initial values, and calls the tool's host part with
+// what the dispatch left. The host part is a shared library (built by
+// `gpuinstr_add_tool(... HOST host.cpp)`, or `c++ -shared -fPIC`) that the
+// runtime loads when `gpuinstr-run --tool-host LIB` (GPUINSTR_TOOL_HOST)
+// names it. It defines any of these entry points:
+//
+//   extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch);
+//       after each dispatch of an instrumented kernel (on a runtime thread,
+//       one call at a time; do not call HIP or HSA from it)
+//   extern "C" void gpuinstr_tool_exit(void);
+//       once, when the program ends: print the tool's summary here
+//
+// and calls the functions below, which the runtime provides.
+#ifndef GPUINSTR_HOST_H
+#define GPUINSTR_HOST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// One completed dispatch of an instrumented kernel; valid during the call.
+typedef struct gpuinstr_dispatch gpuinstr_dispatch;
+
+/// 1, 2, ... in the order the program submitted observed dispatches.
+uint64_t gpuinstr_dispatch_id(const gpuinstr_dispatch *Dispatch);
+/// The kernel's symbol name (mangled, as in the code object).
+const char *gpuinstr_dispatch_kernel(const gpuinstr_dispatch *Dispatch);
+/// The grid in work-items and the workgroup size, as the dispatch packet gives them.
+void gpuinstr_dispatch_grid(const gpuinstr_dispatch *Dispatch, uint32_t Grid[3]);
+void gpuinstr_dispatch_workgroup(const gpuinstr_dispatch *Dispatch, uint32_t Workgroup[3]);
+/// The tool global `Name` (its name in tool.hip) as the dispatch left it,
+/// and its size in *Size; NULL if the dispatch's code object has no such
+/// global.
+const void *gpuinstr_global(const gpuinstr_dispatch *Dispatch, const char *Name, size_t *Size);
+
+/// Adds `Key: Value` to the dispatch's record in the runtime's report (the
+/// JSON report's `tool` object, and the summary line).
+void gpuinstr_report_u64(gpuinstr_dispatch *Dispatch, const char *Key, uint64_t Value);
+void gpuinstr_report_text(gpuinstr_dispatch *Dispatch, const char *Key, const char *Text);
+
+#ifdef __cplusplus
+}
+
+namespace gpuinstr {
+/// The tool global `Name` as a `T`; false (and `Value` untouched) if the
+/// dispatch's code object has no such global or it is not sizeof(T) bytes.
+template <typename T>
+bool read(const gpuinstr_dispatch *Dispatch, const char *Name, T &Value) {
+  size_t Size = 0;
+  const void *Bytes = gpuinstr_global(Dispatch, Name, &Size);
+  if (!Bytes || Size != sizeof(T))
+    return false;
+  __builtin_memcpy(&Value, Bytes, sizeof(T));
+  return true;
+}
+} // namespace gpuinstr
+#endif
+
+#endif // GPUINSTR_HOST_H
