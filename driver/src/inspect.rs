@@ -48,6 +48,8 @@ pub struct CodeObjectReport {
 pub struct InstrumentedSummary {
     /// Original instructions that got inserted code before them.
     pub sites: usize,
+    /// Instrumentation points in the point table (what hooks' `site` numbers index).
+    pub points: usize,
     /// The tool's data: the globals its payloads write.
     pub tool_globals: Vec<ToolGlobalEntry>,
 }
@@ -113,6 +115,7 @@ pub fn report(input: &LoadedInput) -> Result<InspectReport, Error> {
                 |problem| Error::Load { location: location.clone(), problem: LoadProblem::InstrumentedTable(problem) };
             Some(InstrumentedSummary {
                 sites: instrumented::site_table(code_object).map_err(fail)?.len(),
+                points: instrumented::point_table(code_object).map_err(fail)?.len(),
                 tool_globals: instrumented::tool_globals(code_object).map_err(fail)?,
             })
         } else {
@@ -166,8 +169,9 @@ pub fn render_text(report: &InspectReport) -> String {
             .unwrap();
         }
         if let Some(instrumented) = &code_object.instrumented {
-            let sites = instrumented.sites;
-            writeln!(out, "  instrumented by gpuinstr-link: {sites} site{}", if sites == 1 { "" } else { "s" })
+            let (sites, points) = (instrumented.sites, instrumented.points);
+            let plural = |n: usize| if n == 1 { "" } else { "s" };
+            writeln!(out, "  instrumented by gpuinstr-link: {sites} site{}, {points} point{}", plural(sites), plural(points))
                 .unwrap();
             for global in &instrumented.tool_globals {
                 let managed = if global.managed { ", managed" } else { "" };

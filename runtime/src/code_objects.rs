@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use gpuinstr::stages::load::code_object::CodeObject;
-use gpuinstr::stages::load::instrumented::{self, SITE_TABLE};
+use gpuinstr::stages::load::instrumented::{self, PointEntry, SITE_TABLE};
 use object::read::elf::ElfFile64;
 use object::Object;
 use thiserror::Error;
@@ -55,6 +55,8 @@ pub struct InstrumentedCodeObject {
     pub globals: Vec<GlobalInfo>,
     /// Original instructions that got inserted code.
     pub sites: usize,
+    /// The instrumentation points, by the `site` number hooks get.
+    pub points: Vec<PointEntry>,
 }
 
 /// Cheap look at the section headers: is this an instrumented code object?
@@ -100,5 +102,12 @@ pub fn recognise(bytes: &[u8]) -> Result<Option<InstrumentedCodeObject>, Recogni
         .iter()
         .map(|k| KernelInfo { name: k.name().to_string(), descriptor: k.descriptor_address })
         .collect();
-    Ok(Some(InstrumentedCodeObject { processor: code_object.target.processor.clone(), kernels, globals, sites }))
+    let points = instrumented::point_table(&code_object)?;
+    Ok(Some(InstrumentedCodeObject {
+        processor: code_object.target.processor.clone(),
+        kernels,
+        globals,
+        sites,
+        points,
+    }))
 }

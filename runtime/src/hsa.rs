@@ -299,6 +299,59 @@ pub unsafe extern "C" fn gpuinstr_global(
     }
 }
 
+/// `gpuinstr_site` of host.h: strings as addresses of NUL-terminated
+/// copies that live as long as the process.
+#[repr(C)]
+pub struct CSite {
+    address: u64,
+    opcode: u32,
+    function: usize,
+    opcode_name: usize,
+    text: usize,
+}
+
+/// Per code object (by its address: the runtime keeps every code object
+/// it loaded until the process ends, so addresses are never reused), its
+/// point table laid out for C.
+static SITE_TABLES: Mutex<Vec<(usize, &'static [CSite])>> = Mutex::new(Vec::new());
+
+fn c_string(text: &str) -> usize {
+    let text = std::ffi::CString::new(text.replace('\0', " ")).expect("no NUL left");
+    Box::leak(text.into_boxed_c_str()).as_ptr() as usize
+}
+
+fn site_table(code_object: &crate::code_objects::InstrumentedCodeObject) -> &'static [CSite] {
+    let key = code_object as *const _ as usize;
+    let Ok(mut tables) = SITE_TABLES.lock() else { return &[] };
+    if let Some((_, table)) = tables.iter().find(|(k, _)| *k == key) {
+        return table;
+    }
+    let sites: Vec<CSite> = code_object
+        .points
+        .iter()
+        .map(|p| CSite {
+            address: p.address,
+            opcode: p.opcode,
+            function: c_string(&p.function),
+            opcode_name: c_string(&p.opcode_name),
+            text: c_string(&p.text),
+        })
+        .collect();
+    let table: &'static [CSite] = Box::leak(sites.into_boxed_slice());
+    tables.push((key, table));
+    table
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_sites(dispatch: *const c_void, count: *mut usize) -> *const CSite {
+    let Some(d) = dispatch_of(dispatch) else { return std::ptr::null() };
+    let table = site_table(&d.code_object);
+    if !count.is_null() {
+        *count = table.len();
+    }
+    table.as_ptr()
+}
+
 unsafe fn report(dispatch: *mut c_void, key: *const c_char, value: ToolValue) {
     let Some(d) = dispatch.cast::<ToolDispatch>().as_mut() else { return };
     if key.is_null() {
@@ -310,6 +363,20 @@ unsafe fn report(dispatch: *mut c_void, key: *const c_char, value: ToolValue) {
 #[no_mangle]
 pub unsafe extern "C" fn gpuinstr_report_u64(dispatch: *mut c_void, key: *const c_char, value: u64) {
     report(dispatch, key, ToolValue::Number(value));
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_report_json(dispatch: *mut c_void, key: *const c_char, json: *const c_char) {
+    if json.is_null() {
+        return;
+    }
+    let text = CStr::from_ptr(json).to_string_lossy();
+    let value = match serde_json::from_str(&text) {
+        Ok(value) => ToolValue::Json(value),
+        // Kept, and said: the tool's data is not lost to a typo.
+        Err(error) => ToolValue::Text(format!("the tool's JSON does not parse ({error}): {text}")),
+    };
+    report(dispatch, key, value);
 }
 
 #[no_mangle]

@@ -60,6 +60,8 @@ pub struct DispatchRecord {
 pub enum ToolValue {
     Number(u64),
     Text(String),
+    /// A JSON value the tool wrote (`gpuinstr_report_json`).
+    Json(serde_json::Value),
 }
 
 impl std::fmt::Display for ToolValue {
@@ -67,6 +69,9 @@ impl std::fmt::Display for ToolValue {
         match self {
             ToolValue::Number(n) => write!(f, "{n}"),
             ToolValue::Text(t) => write!(f, "{t}"),
+            ToolValue::Json(serde_json::Value::Object(map)) => write!(f, "{{{} entries}}", map.len()),
+            ToolValue::Json(serde_json::Value::Array(list)) => write!(f, "[{} entries]", list.len()),
+            ToolValue::Json(value) => write!(f, "{value}"),
         }
     }
 }

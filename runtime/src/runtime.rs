@@ -49,6 +49,8 @@ pub struct ToolDispatch {
     pub globals: Vec<(String, Vec<u8>)>,
     /// What the tool reported.
     pub values: ToolValues,
+    /// The dispatch's code object (its point table).
+    pub code_object: Arc<InstrumentedCodeObject>,
 }
 
 impl ToolDispatch {
@@ -391,6 +393,7 @@ impl Runtime {
             workgroup_size: flight.dispatch.workgroup_size,
             globals,
             values: ToolValues::default(),
+            code_object: loaded.code_object.clone(),
         };
         let record = DispatchRecord {
             id,

@@ -97,82 +97,164 @@ fn expected_count(app: &CodeObject, plan: &Plan, dispatch: &Value) -> u64 {
     total
 }
 
-/// The instruction counter under the runtime: the program's output is
-/// unchanged, and every dispatch's Counter is the count the emulator's own
-/// tally of the original program gives for that dispatch.
-#[test]
-fn the_runtime_reports_each_dispatchs_instruction_count() {
-    let target = "gfx90a";
-    let dir = run_directory().join("instruction-counter");
-    std::fs::create_dir_all(&dir).unwrap();
-    let tool = build_tool(Compiler::Hipcc, &example("instruction-counter"), "-O3", &dir);
-    let plan = Plan::load(&repo().join("hook-sdk/examples/instruction-counter/plan.toml")).unwrap();
-    let original = program("counted", target, &dir);
-    let app = load::load_for_target(&original, Some(target)).unwrap().code_objects.remove(0);
+/// The program `counted`, its original code object, its output and its
+/// four dispatches as the device logged them, for `target`.
+struct Original {
+    program: PathBuf,
+    app: CodeObject,
+    output: String,
+    dispatches: Vec<Value>,
+}
 
+fn original(target: &str, dir: &Path) -> Original {
+    let program = program("counted", target, dir);
+    let app = load::load_for_target(&program, Some(target)).unwrap().code_objects.remove(0);
     let log = dir.join("original.jsonl");
+    let _ = std::fs::remove_file(&log);
     let run = Run { dispatch_log: Some(log.clone()), ..run_on(target) };
-    let expected_output = succeeded(run.command(original.as_os_str(), &[]).output().unwrap(), "the original");
-    assert!(expected_output.starts_with("PASSED"), "{expected_output}");
+    let output = succeeded(run.command(program.as_os_str(), &[]).output().unwrap(), "the original");
+    assert!(output.starts_with("PASSED"), "{output}");
     let kernels: Vec<&str> = app.kernels.iter().map(|k| k.name()).collect();
-    let app_dispatches: Vec<Value> =
+    let dispatches: Vec<Value> =
         dispatch_log(&log).into_iter().filter(|d| kernels.contains(&d["kernel"].as_str().unwrap())).collect();
-    assert_eq!(app_dispatches.len(), 4, "the program's four dispatches");
+    assert_eq!(dispatches.len(), 4, "the program's four dispatches");
+    Original { program, app, output, dispatches }
+}
 
-    let program = instrumented(&original, &tool, &plan);
+/// The example `tool` built (device part with the plugin, host part with
+/// c++), its plan, and `original` instrumented with them.
+struct Instrumented {
+    program: PathBuf,
+    plan: Plan,
+    host: PathBuf,
+}
+
+fn instrument_with(tool: &str, original: &Original, dir: &Path) -> Instrumented {
+    let device = build_tool(Compiler::Hipcc, &example(tool), "-O3", dir);
+    let plan = Plan::load(&repo().join("hook-sdk/examples").join(tool).join("plan.toml")).unwrap();
+    let program = instrumented(&original.program, &device, &plan);
+    Instrumented { program, plan, host: host_part(tool, dir) }
+}
+
+/// Runs `program` on `target` with the runtime (and `host`, if given): the
+/// report, and standard error. The program's output must be `expected`.
+fn run_reported(program: &Path, target: &str, host: Option<&Path>, expected: &str, dir: &Path) -> (Value, String) {
     let report_path = dir.join("report.json");
-    let run = Run { report: Some(report_path.clone()), ..run_on(target) };
+    let run = Run { report: Some(report_path.clone()), tool_host: host.map(Path::to_path_buf), ..run_on(target) };
     let output = run.command(program.as_os_str(), &[]).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).to_string();
-    assert_eq!(succeeded(output, "the instrumented program"), expected_output);
+    assert_eq!(succeeded(output, "the instrumented program"), expected, "{stderr}");
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
     assert_eq!(report["schema"], 1);
     assert_eq!(report["warnings"].as_array().unwrap().len(), 0, "{stderr}");
     assert_eq!(report["unread_dispatches"], 0);
     assert_eq!(report["code_objects"].as_array().unwrap().len(), 1);
-    assert_eq!(report["code_objects"][0]["globals"], serde_json::json!(["Counter"]));
+    assert!(stderr.contains(&format!("report written to {}", report_path.display())), "{stderr}");
+    (report, stderr)
+}
+
+/// The report's dispatches, checked against the device's log of the
+/// original: same kernels, shapes and order, no problems.
+fn dispatches<'r>(report: &'r Value, original: &Original) -> &'r [Value] {
     let dispatches = report["dispatches"].as_array().unwrap();
-    assert_eq!(dispatches.len(), app_dispatches.len(), "{stderr}");
-    for (k, (reported, logged)) in dispatches.iter().zip(&app_dispatches).enumerate() {
+    assert_eq!(dispatches.len(), original.dispatches.len());
+    for (k, (reported, logged)) in dispatches.iter().zip(&original.dispatches).enumerate() {
         assert_eq!(reported["id"], k as u64 + 1);
         assert_eq!(reported["kernel"], logged["kernel"], "dispatch {k}");
         assert_eq!(reported["grid_size"], logged["grid_size"], "dispatch {k}");
         assert_eq!(reported["workgroup_size"], logged["workgroup_size"], "dispatch {k}");
         assert_eq!(reported["problems"].as_array().unwrap().len(), 0, "dispatch {k}: {reported}");
+    }
+    dispatches
+}
+
+/// The instruction counter under the runtime: the program's output is
+/// unchanged, and every dispatch's Counter is the count the emulator's own
+/// tally of the original program gives for that dispatch; the tool's host
+/// part reports the same counts and its totals per kernel.
+#[test]
+fn the_runtime_reports_each_dispatchs_instruction_count() {
+    let target = "gfx90a";
+    let dir = run_directory().join("instruction-counter");
+    std::fs::create_dir_all(&dir).unwrap();
+    let original = original(target, &dir);
+    let tool = instrument_with("instruction-counter", &original, &dir);
+    let expected: Vec<u64> =
+        original.dispatches.iter().map(|logged| expected_count(&original.app, &tool.plan, logged)).collect();
+    assert!(expected.iter().all(|&e| e > 0));
+
+    // Without the host part: the generic view of Counter.
+    let (report, stderr) = run_reported(&tool.program, target, None, &original.output, &dir);
+    assert_eq!(report["code_objects"][0]["globals"], serde_json::json!(["Counter"]));
+    for (k, reported) in dispatches(&report, &original).iter().enumerate() {
         let counter = &reported["globals"][0];
         assert_eq!(counter["name"], "Counter");
-        let expected = expected_count(&app, &plan, logged);
-        assert!(expected > 0);
-        assert_eq!(counter["value"].as_u64(), Some(expected), "dispatch {k} ({})", logged["kernel"]);
+        assert_eq!(counter["value"].as_u64(), Some(expected[k]), "dispatch {k}");
     }
-    // The summary on standard error says the same.
     assert!(stderr.contains("gpuinstr: 4 dispatches of instrumented kernels read"), "{stderr}");
-    assert!(stderr.contains(&format!("report written to {}", report_path.display())), "{stderr}");
 
-    // With the tool's host part, the tool reports each count itself, and
-    // its totals per kernel at exit.
-    let host = host_part("instruction-counter", &dir);
-    let run = Run { report: Some(report_path.clone()), tool_host: Some(host), ..run_on(target) };
-    let output = run.command(program.as_os_str(), &[]).output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
-    assert_eq!(succeeded(output, "the instrumented program with the host part"), expected_output);
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
-    let dispatches = report["dispatches"].as_array().unwrap();
-    assert_eq!(dispatches.len(), app_dispatches.len(), "{stderr}");
+    // With it, the tool reports each count itself, and its totals per
+    // kernel at exit.
+    let (report, stderr) = run_reported(&tool.program, target, Some(&tool.host), &original.output, &dir);
     let mut totals = std::collections::BTreeMap::<&str, (u64, u64)>::new();
-    for (k, (reported, logged)) in dispatches.iter().zip(&app_dispatches).enumerate() {
-        let expected = expected_count(&app, &plan, logged);
-        assert_eq!(reported["tool"], serde_json::json!({ "instructions": expected }), "dispatch {k}");
+    for (k, (reported, logged)) in dispatches(&report, &original).iter().zip(&original.dispatches).enumerate() {
+        assert_eq!(reported["tool"], serde_json::json!({ "instructions": expected[k] }), "dispatch {k}");
         // The tool speaks for its data: the generic value is left out.
         assert_eq!(reported["globals"][0], serde_json::json!({ "name": "Counter", "size": 8 }), "dispatch {k}");
         let total = totals.entry(logged["kernel"].as_str().unwrap()).or_default();
-        *total = (total.0 + 1, total.1 + expected);
+        *total = (total.0 + 1, total.1 + expected[k]);
     }
     assert!(stderr.contains(&format!("instruction counter: {} kernels", totals.len())), "{stderr}");
     for (kernel, (count, instructions)) in totals {
         let line = format!("{count} dispatches {instructions:>16} instructions");
         assert!(stderr.lines().any(|l| l.contains(kernel) && l.ends_with(&line)), "{kernel}: {line}\n{stderr}");
     }
+}
+
+/// Kernel arguments: each dispatch's gridDim and blockDim, as the hook read
+/// them in the kernel, are the launch's (the packet's grid in workgroups).
+#[test]
+fn the_runtime_reports_each_dispatchs_kernel_arguments() {
+    let target = "gfx90a";
+    let dir = run_directory().join("kernel-arguments");
+    std::fs::create_dir_all(&dir).unwrap();
+    let original = original(target, &dir);
+    let tool = instrument_with("kernel-arguments", &original, &dir);
+    let (report, stderr) = run_reported(&tool.program, target, Some(&tool.host), &original.output, &dir);
+    for (k, (reported, logged)) in dispatches(&report, &original).iter().zip(&original.dispatches).enumerate() {
+        let grid: Vec<u64> = (0..3).map(|d| logged["grid_size"][d].as_u64().unwrap()).collect();
+        let block: Vec<u64> = (0..3).map(|d| logged["workgroup_size"][d].as_u64().unwrap()).collect();
+        let grid_dim: Vec<u64> = (0..3).map(|d| grid[d].div_ceil(block[d])).collect();
+        assert_eq!(reported["tool"], serde_json::json!({ "gridDim": grid_dim, "blockDim": block }), "dispatch {k}");
+    }
+    assert!(stderr.contains("kernel arguments: 4 dispatches"), "{stderr}");
+}
+
+/// The opcode histogram: each dispatch's executions per opcode name equal
+/// the emulator's wave executions of the original's instructions, grouped
+/// by their opcodes' names.
+#[test]
+fn the_runtime_reports_each_dispatchs_opcode_histogram() {
+    let target = "gfx90a";
+    let dir = run_directory().join("opcode-histogram");
+    std::fs::create_dir_all(&dir).unwrap();
+    let original = original(target, &dir);
+    let tool = instrument_with("opcode-histogram", &original, &dir);
+    let lifted = lift(&original.app).unwrap();
+    let names: std::collections::HashMap<u64, &str> =
+        lifted.functions.iter().flat_map(|f| f.instructions()).map(|i| (i.address, i.name(&lifted.isa))).collect();
+    let (report, stderr) = run_reported(&tool.program, target, Some(&tool.host), &original.output, &dir);
+    for (k, (reported, logged)) in dispatches(&report, &original).iter().zip(&original.dispatches).enumerate() {
+        let mut expected = serde_json::Map::new();
+        for entry in logged["per_address"].as_array().unwrap() {
+            let name = names[&entry[0].as_u64().unwrap()];
+            let count = expected.get(name).and_then(Value::as_u64).unwrap_or(0) + entry[1].as_u64().unwrap();
+            expected.insert(name.to_string(), count.into());
+        }
+        assert!(expected.len() > 5, "dispatch {k}");
+        assert_eq!(reported["tool"]["opcodes"], Value::Object(expected), "dispatch {k}");
+    }
+    assert!(stderr.contains("opcode histogram: "), "{stderr}");
 }
 
 /// `hook-sdk/examples/TOOL/host.cpp` built as the shared library the runtime loads.

@@ -40,10 +40,31 @@ void gpuinstr_dispatch_workgroup(const gpuinstr_dispatch *Dispatch, uint32_t Wor
 /// global.
 const void *gpuinstr_global(const gpuinstr_dispatch *Dispatch, const char *Name, size_t *Size);
 
+/// An instrumentation point of the dispatch's code object.
+typedef struct gpuinstr_site {
+  /// The instruction's address in the original code object.
+  uint64_t Address;
+  /// LLVM's pseudo opcode number: what a hook gets as `opcode`.
+  uint32_t Opcode;
+  /// The function or kernel it is in (its symbol name).
+  const char *Function;
+  /// LLVM's pseudo opcode name (`S_AND_SAVEEXEC_B64`).
+  const char *OpcodeName;
+  /// The instruction as assembly (`s_and_saveexec_b64 s[0:1], vcc`).
+  const char *Text;
+} gpuinstr_site;
+
+/// The points of the dispatch's code object, indexed by the `site` number a
+/// hook gets (plan argument `{ value = "site" }`), and their count in
+/// *Count. Valid until the program ends.
+const gpuinstr_site *gpuinstr_sites(const gpuinstr_dispatch *Dispatch, size_t *Count);
+
 /// Adds `Key: Value` to the dispatch's record in the runtime's report (the
 /// JSON report's `tool` object, and the summary line).
 void gpuinstr_report_u64(gpuinstr_dispatch *Dispatch, const char *Key, uint64_t Value);
 void gpuinstr_report_text(gpuinstr_dispatch *Dispatch, const char *Key, const char *Text);
+/// `Json` is a JSON value (an object, a list, ...) put into the report as it is.
+void gpuinstr_report_json(gpuinstr_dispatch *Dispatch, const char *Key, const char *Json);
 
 #ifdef __cplusplus
 }

@@ -59,6 +59,9 @@ pub struct Patch {
     pub appended: String,
     /// Branches that no longer reach their targets, emitted as long jumps.
     pub relaxed: HashMap<u64, crate::stages::patch::relax::RelaxedBranch>,
+    /// The instrumentation points in site order (`text` is the opcode's
+    /// name until emit writes the instruction's assembly there).
+    pub points: Vec<crate::stages::load::instrumented::PointEntry>,
 }
 
 /// The assembly and what was special about it.
@@ -501,6 +504,15 @@ impl LiftedCodeObject<'_> {
         if let Some(patch) = patch {
             out.push_str(&patch.appended);
             out.push_str(&site_table(patch));
+            let points: Vec<_> = patch
+                .points
+                .iter()
+                .map(|point| {
+                    let text = texts.get(&point.address).map_or(point.text.clone(), |t| t.trim().to_string());
+                    crate::stages::load::instrumented::PointEntry { text, ..point.clone() }
+                })
+                .collect();
+            out.push_str(&crate::stages::load::instrumented::point_table_assembly(&points));
         }
         out.push('\n');
         let metadata = patch.and_then(|p| p.metadata.as_ref()).unwrap_or(&code_object.metadata.document);

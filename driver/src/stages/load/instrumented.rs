@@ -17,6 +17,14 @@ pub const SITE_TABLE: &str = ".gpuinstr.sites";
 /// names (no terminator), zero padding to 8 bytes.
 pub const GLOBAL_TABLE: &str = ".gpuinstr.globals";
 
+/// Per instrumentation point, in the plan's site order (the `site` a hook
+/// gets is the index): u32 count, u32 offset of the string pool from the
+/// section's start, then per point u64 original address, u32 opcode (LLVM
+/// pseudo opcode number, the hook's `opcode`), u32 pool offsets of the
+/// function's name, the opcode's name and the instruction's text (each
+/// NUL-terminated); then the pool.
+pub const POINT_TABLE: &str = ".gpuinstr.points";
+
 /// Flag: the tool declared the global `__managed__`; the symbol named is
 /// its storage, which the pointer of the tool's name points at.
 pub const MANAGED: u32 = 1;
@@ -46,6 +54,19 @@ pub struct ToolGlobalEntry {
     pub tool_name: String,
     pub size: u64,
     pub managed: bool,
+}
+
+/// An instrumentation point as tools see it: what the `site` number a hook
+/// got stands for.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PointEntry {
+    pub address: u64,
+    pub opcode: u32,
+    pub function: String,
+    /// LLVM's pseudo opcode name (`S_AND_SAVEEXEC_B64`).
+    pub opcode_name: String,
+    /// The instruction as assembly (`s_and_saveexec_b64 s[0:1], vcc`).
+    pub text: String,
 }
 
 fn section_bytes<'c>(code_object: &'c CodeObject, table: &'static str) -> Result<Option<&'c [u8]>, TableError> {
@@ -110,6 +131,80 @@ fn parse_tool_globals(mut bytes: &[u8]) -> Result<Vec<ToolGlobalEntry>, TableErr
     Ok(entries)
 }
 
+/// The point table (empty when the code object has none).
+pub fn point_table(code_object: &CodeObject) -> Result<Vec<PointEntry>, TableError> {
+    match section_bytes(code_object, POINT_TABLE)? {
+        Some(bytes) => parse_points(bytes),
+        None => Ok(Vec::new()),
+    }
+}
+
+fn parse_points(bytes: &[u8]) -> Result<Vec<PointEntry>, TableError> {
+    let fail = |problem: String| TableError { table: POINT_TABLE, problem };
+    let u32_at = |at: usize| bytes.get(at..at + 4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+    let count = u32_at(0).ok_or_else(|| fail("it has no header".into()))? as usize;
+    let pool = u32_at(4).ok_or_else(|| fail("it has no header".into()))? as usize;
+    let entries_end = count.checked_mul(24).and_then(|b| b.checked_add(8));
+    if !matches!(entries_end, Some(end) if end <= pool && pool <= bytes.len()) {
+        return Err(fail(format!("{count} entries do not fit before the string pool at {pool}")));
+    }
+    let text = |offset: u32| -> Result<String, TableError> {
+        let start = pool.checked_add(offset as usize).filter(|&s| s < bytes.len());
+        let rest =
+            start.map(|s| &bytes[s..]).ok_or_else(|| fail(format!("a string offset {offset} is past the pool")))?;
+        let end = rest.iter().position(|&b| b == 0).ok_or_else(|| fail("a string is not terminated".into()))?;
+        String::from_utf8(rest[..end].to_vec()).map_err(|_| fail("a string is not UTF-8".into()))
+    };
+    (0..count)
+        .map(|k| {
+            let at = 8 + 24 * k;
+            let address = u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+            let field = |n: usize| u32_at(at + 8 + 4 * n).expect("inside the entries");
+            Ok(PointEntry {
+                address,
+                opcode: field(0),
+                function: text(field(1))?,
+                opcode_name: text(field(2))?,
+                text: text(field(3))?,
+            })
+        })
+        .collect()
+}
+
+/// The point table as assembly, for the emit stage (strings shared in the pool).
+pub fn point_table_assembly(points: &[PointEntry]) -> String {
+    use std::collections::HashMap;
+    use std::fmt::Write;
+    if points.is_empty() {
+        return String::new();
+    }
+    let mut pool: Vec<String> = Vec::new();
+    let mut offsets: HashMap<String, u32> = HashMap::new();
+    let mut size = 0u32;
+    let mut offset_of = |text: &str| -> u32 {
+        *offsets.entry(text.to_string()).or_insert_with(|| {
+            let at = size;
+            size += text.len() as u32 + 1;
+            pool.push(text.to_string());
+            at
+        })
+    };
+    let entries: Vec<(u64, u32, [u32; 3])> = points
+        .iter()
+        .map(|p| (p.address, p.opcode, [offset_of(&p.function), offset_of(&p.opcode_name), offset_of(&p.text)]))
+        .collect();
+    let mut out = format!("\n\t.section\t{POINT_TABLE},\"\",@progbits\n\t.p2align\t3\n");
+    writeln!(out, "\t.long\t{}, {}", points.len(), 8 + 24 * points.len()).unwrap();
+    for (address, opcode, [function, name, text]) in entries {
+        writeln!(out, "\t.quad\t{address:#x}\n\t.long\t{opcode}, {function}, {name}, {text}").unwrap();
+    }
+    for text in pool {
+        let bytes: Vec<String> = text.bytes().chain([0]).map(|b| b.to_string()).collect();
+        writeln!(out, "\t.byte\t{}", bytes.join(", ")).unwrap();
+    }
+    out
+}
+
 /// The tool-global table as assembly, for the patch stage.
 pub fn global_table_assembly(entries: &[ToolGlobalEntry]) -> String {
     use std::fmt::Write;
@@ -130,6 +225,52 @@ pub fn global_table_assembly(entries: &[ToolGlobalEntry]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn points_are_read_back_as_written() {
+        let points = [
+            PointEntry {
+                address: 0x1700,
+                opcode: 812,
+                function: "_Z3addPfi".into(),
+                opcode_name: "S_LOAD_DWORDX2_IMM".into(),
+                text: "s_load_dwordx2 s[0:1], s[4:5], 0x0".into(),
+            },
+            PointEntry {
+                address: 0x1708,
+                opcode: 812,
+                function: "_Z3addPfi".into(),
+                opcode_name: "S_LOAD_DWORDX2_IMM".into(),
+                text: "s_load_dwordx2 s[2:3], s[4:5], 0x8".into(),
+            },
+        ];
+        // The bytes llvm-mc makes of point_table_assembly's directives.
+        let assembly = point_table_assembly(&points);
+        let mut bytes = Vec::new();
+        for line in assembly
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with(".section") && !l.starts_with(".p2align"))
+        {
+            let (directive, values) = line.split_once('\t').unwrap();
+            for value in values.split(", ") {
+                let value = match value.strip_prefix("0x") {
+                    Some(hex) => u64::from_str_radix(hex, 16).unwrap(),
+                    None => value.parse().unwrap(),
+                };
+                match directive {
+                    ".quad" => bytes.extend(value.to_le_bytes()),
+                    ".long" => bytes.extend((value as u32).to_le_bytes()),
+                    ".byte" => bytes.push(value as u8),
+                    other => panic!("{other}"),
+                }
+            }
+        }
+        assert_eq!(parse_points(&bytes).unwrap(), points);
+        // Shared strings are in the pool once.
+        assert_eq!(assembly.matches(".byte").count(), 4);
+        assert!(parse_points(&bytes[..20]).is_err());
+    }
 
     #[test]
     fn entries_are_read_back_as_written() {

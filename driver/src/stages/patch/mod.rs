@@ -277,6 +277,30 @@ fn register_limit(code_object: &crate::stages::load::CodeObject, kernel: usize) 
     crate::stages::load::occupancy::wave_register_limit(&code_object.target.processor, workgroup)
 }
 
+/// What each point (in site order) stands for, for the point table.
+fn point_entries(
+    lifted: &LiftedCodeObject<'_>,
+    points: &[PayloadPoint],
+) -> Vec<crate::stages::load::instrumented::PointEntry> {
+    let mut instructions: HashMap<usize, Vec<&crate::stages::lift::Instruction>> = HashMap::new();
+    points
+        .iter()
+        .map(|point| {
+            let function = &lifted.functions[point.function];
+            let list = instructions.entry(point.function).or_insert_with(|| function.instructions().collect());
+            let instruction = list[point.instruction];
+            let opcode_name = instruction.name(&lifted.isa).to_string();
+            crate::stages::load::instrumented::PointEntry {
+                address: instruction.address,
+                opcode: instruction.opcode,
+                function: function.name.clone(),
+                text: opcode_name.clone(),
+                opcode_name,
+            }
+        })
+        .collect()
+}
+
 /// Splices the payloads and grows what must grow.
 pub fn patch(
     lifted: &LiftedCodeObject<'_>,
@@ -290,6 +314,7 @@ pub fn patch(
     let gfx90a = code_object.target.processor == "gfx90a";
     let mut patch = Patch { metadata: Some(code_object.metadata.document.clone()), ..Patch::default() };
     let mut report = PatchReport::default();
+    patch.points = point_entries(lifted, points);
 
     // Where each instruction's payload goes, per function: before the
     // instruction, except inside a pc-relative computation, where code
