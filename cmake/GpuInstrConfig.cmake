@@ -3,13 +3,17 @@
 #   find_package(GpuInstr REQUIRED PATHS <gpuinstr>/cmake)
 #   gpuinstr_add_tool(counter SOURCES tool.hip OFFLOAD_ARCH gfx90a)
 #
-# gpuinstr_add_tool(<name> SOURCES <hip files>... [OFFLOAD_ARCH <arch>...]
-#                   [OPTIONS <hipcc options>...])
+# gpuinstr_add_tool(<name> SOURCES <hip files>... [HOST <c++ files>...]
+#                   [OFFLOAD_ARCH <arch>...] [OPTIONS <hipcc options>...])
 #   Compiles the sources with hipcc and the gpuinstr plugin into the shared
 #   library lib<name>.so in the current binary directory (the tool's device
 #   code object, with its hooks in .llvmbc, is in the library's .hip_fatbin).
 #   Defines the target <name> and sets its GPUINSTR_TOOL property to the
 #   library's path. OFFLOAD_ARCH defaults to GPUINSTR_OFFLOAD_ARCH (gfx90a).
+#   HOST: the tool's host part (ordinary C++ against gpuinstr/host.h),
+#   compiled with the host C++ compiler into lib<name>-host.so, the library
+#   `gpuinstr-run --tool-host` loads; its path is the GPUINSTR_TOOL_HOST
+#   property.
 #
 # gpuinstr_instrument(<target> TOOL <tool> PLAN <plan.toml> [OUTPUT <file>]
 #                     [GPU_TARGET <gfx90a...>] [GROW_REGISTERS] [OPTIONS <gpuinstr-link options>...])
@@ -25,6 +29,8 @@
 #   GPUINSTR_PLUGIN  libembed.so (default: the repository's target/release, then target/debug)
 #   GPUINSTR_LINK    gpuinstr-link (default: the repository's target/release, then target/debug)
 #   GPUINSTR_HIPCC   hipcc
+#   GPUINSTR_HOST_CXX  the C++ compiler of tools' host parts (default c++; not
+#                    hipcc: a host part has no device code)
 #   GPUINSTR_OFFLOAD_ARCH  default targets
 
 cmake_minimum_required(VERSION 3.20)
@@ -61,11 +67,12 @@ if(NOT GPUINSTR_HIPCC)
   message(FATAL_ERROR "gpuinstr: hipcc was not found; install it (apt-get install hipcc) or set GPUINSTR_HIPCC")
 endif()
 set(GPUINSTR_OFFLOAD_ARCH "gfx90a" CACHE STRING "default GPU targets of gpuinstr tools")
+find_program(GPUINSTR_HOST_CXX NAMES c++ g++ clang++)
 
 set(GpuInstr_FOUND TRUE)
 
 function(gpuinstr_add_tool name)
-  cmake_parse_arguments(PARSE_ARGV 1 TOOL "" "" "SOURCES;OFFLOAD_ARCH;OPTIONS")
+  cmake_parse_arguments(PARSE_ARGV 1 TOOL "" "" "SOURCES;HOST;OFFLOAD_ARCH;OPTIONS")
   if(NOT TOOL_SOURCES)
     message(FATAL_ERROR "gpuinstr_add_tool(${name}): give the tool's HIP sources with SOURCES")
   endif()
@@ -90,8 +97,31 @@ function(gpuinstr_add_tool name)
     DEPENDS ${sources} "${GPUINSTR_PLUGIN}" "${GPUINSTR_INCLUDE_DIR}/gpuinstr/gpuinstr.h"
     COMMENT "gpuinstr: building tool ${name}"
     VERBATIM)
-  add_custom_target(${name} ALL DEPENDS "${library}")
+  set(outputs "${library}")
+  if(TOOL_HOST)
+    if(NOT GPUINSTR_HOST_CXX)
+      message(FATAL_ERROR "gpuinstr_add_tool(${name}): no C++ compiler for the host part; install g++ or set GPUINSTR_HOST_CXX")
+    endif()
+    set(host_sources "")
+    foreach(source IN LISTS TOOL_HOST)
+      get_filename_component(source "${source}" ABSOLUTE)
+      list(APPEND host_sources "${source}")
+    endforeach()
+    set(host_library "${CMAKE_CURRENT_BINARY_DIR}/lib${name}-host.so")
+    add_custom_command(
+      OUTPUT "${host_library}"
+      COMMAND "${GPUINSTR_HOST_CXX}" -std=c++17 -O2 -shared -fPIC "-I${GPUINSTR_INCLUDE_DIR}"
+              ${host_sources} -o "${host_library}"
+      DEPENDS ${host_sources} "${GPUINSTR_INCLUDE_DIR}/gpuinstr/host.h"
+      COMMENT "gpuinstr: building the host part of tool ${name}"
+      VERBATIM)
+    list(APPEND outputs "${host_library}")
+  endif()
+  add_custom_target(${name} ALL DEPENDS ${outputs})
   set_target_properties(${name} PROPERTIES GPUINSTR_TOOL "${library}")
+  if(TOOL_HOST)
+    set_target_properties(${name} PROPERTIES GPUINSTR_TOOL_HOST "${host_library}")
+  endif()
 endfunction()
 
 function(gpuinstr_instrument target)

@@ -171,8 +171,13 @@ pub fn render_text(report: &InspectReport) -> String {
         if let Some(instrumented) = &code_object.instrumented {
             let (sites, points) = (instrumented.sites, instrumented.points);
             let plural = |n: usize| if n == 1 { "" } else { "s" };
-            writeln!(out, "  instrumented by gpuinstr-link: {sites} site{}, {points} point{}", plural(sites), plural(points))
-                .unwrap();
+            writeln!(
+                out,
+                "  instrumented by gpuinstr-link: {sites} site{}, {points} point{}",
+                plural(sites),
+                plural(points)
+            )
+            .unwrap();
             for global in &instrumented.tool_globals {
                 let managed = if global.managed { ", managed" } else { "" };
                 writeln!(out, "    tool global {}  {} B at {}{managed}", global.tool_name, global.size, global.symbol)

@@ -107,7 +107,11 @@ struct Original {
 }
 
 fn original(target: &str, dir: &Path) -> Original {
-    let program = program("counted", target, dir);
+    original_of(program("counted", target, dir), target, dir)
+}
+
+/// `program` (the `counted` program, however built) run on `target`.
+fn original_of(program: PathBuf, target: &str, dir: &Path) -> Original {
     let app = load::load_for_target(&program, Some(target)).unwrap().code_objects.remove(0);
     let log = dir.join("original.jsonl");
     let _ = std::fs::remove_file(&log);
@@ -255,6 +259,72 @@ fn the_runtime_reports_each_dispatchs_opcode_histogram() {
         assert_eq!(reported["tool"]["opcodes"], Value::Object(expected), "dispatch {k}");
     }
     assert!(stderr.contains("opcode histogram: "), "{stderr}");
+}
+
+/// The CMake flow end to end: a HIP project builds its program and the
+/// instruction counter (device and host parts) with `gpuinstr_add_tool`,
+/// instruments the program with `gpuinstr_instrument`, and the instrumented
+/// program runs under the runtime with the host part and reports the counts
+/// the emulator gives.
+#[test]
+fn a_cmake_project_builds_instruments_runs_and_reports() {
+    let target = "gfx90a";
+    let dir = run_directory().join("cmake-flow");
+    let (project, build) = (dir.join("project"), dir.join("build"));
+    std::fs::create_dir_all(&project).unwrap();
+    let link = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().join("gpuinstr-link");
+    if !link.exists() {
+        // `cargo test -p gpuinstr-tests` alone does not build the binary.
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        run_ok(
+            std::process::Command::new(cargo)
+                .args(["build", "-p", "gpuinstr-driver", "--bin", "gpuinstr-link"])
+                .current_dir(repo()),
+        );
+    }
+    let tool = repo().join("hook-sdk/examples/instruction-counter");
+    std::fs::write(
+        project.join("CMakeLists.txt"),
+        format!(
+            "cmake_minimum_required(VERSION 3.20)\n\
+             project(counted CXX)\n\
+             find_package(GpuInstr REQUIRED PATHS \"{cmake}\" NO_DEFAULT_PATH)\n\
+             gpuinstr_add_tool(counter SOURCES \"{tool}/tool.hip\" HOST \"{tool}/host.cpp\" OFFLOAD_ARCH gfx90a)\n\
+             set_source_files_properties(\"{app}\" PROPERTIES LANGUAGE CXX)\n\
+             add_executable(counted \"{app}\")\n\
+             target_compile_options(counted PRIVATE -x hip --offload-arch=gfx90a)\n\
+             target_link_options(counted PRIVATE --offload-arch=gfx90a)\n\
+             gpuinstr_instrument(counted TOOL counter PLAN \"{tool}/plan.toml\")\n",
+            cmake = repo().join("cmake").display(),
+            tool = tool.display(),
+            app = input("runtime/counted.hip").display(),
+        ),
+    )
+    .unwrap();
+    run_ok(
+        std::process::Command::new("cmake")
+            .env("TMPDIR", &dir)
+            .arg("-S")
+            .arg(&project)
+            .arg("-B")
+            .arg(&build)
+            .arg(format!("-DGPUINSTR_PLUGIN={}", gpuinstr_tests::plugin().display()))
+            .arg(format!("-DGPUINSTR_LINK={}", link.display()))
+            .arg("-DCMAKE_CXX_COMPILER=hipcc"),
+    );
+    let built = run_ok(std::process::Command::new("cmake").arg("--build").arg(&build).env("TMPDIR", &dir));
+    let log = String::from_utf8_lossy(&built.stdout);
+    assert!(log.contains("gpuinstr: building the host part of tool counter"), "{log}");
+    assert!(log.contains("gpuinstr: instrumenting counted with counter"), "{log}");
+
+    let original = original_of(build.join("counted"), target, &dir);
+    let plan = Plan::load(&tool.join("plan.toml")).unwrap();
+    let host = build.join("libcounter-host.so");
+    let (report, _) = run_reported(&build.join("instrumented/counted"), target, Some(&host), &original.output, &dir);
+    for (k, (reported, logged)) in dispatches(&report, &original).iter().zip(&original.dispatches).enumerate() {
+        let expected = expected_count(&original.app, &plan, logged);
+        assert_eq!(reported["tool"], serde_json::json!({ "instructions": expected }), "dispatch {k}");
+    }
 }
 
 /// `hook-sdk/examples/TOOL/host.cpp` built as the shared library the runtime loads.
