@@ -2,12 +2,16 @@
 # The main job on the shipped examples: build gpuinstr, compile the
 # instruction-counter tool with the plugin, show what gpuinstr-link sees in
 # the tool and in an application kernel, instrument the application, verify
-# it, and run the original and the instrumented kernel in the emulator.
+# it, and run the original and the instrumented kernel in the emulator; then
+# the whole loop on a whole HIP program: instrument it, run it unchanged on
+# the emulated GPU with gpuinstr's runtime and the tool's host part, read
+# the report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh
-cargo build --release -p gpuinstr-llvm-plugin -p gpuinstr-driver -p gpuinstr-emulator
+cargo build --release -p gpuinstr-llvm-plugin -p gpuinstr-driver -p gpuinstr-emulator \
+  -p gpuinstr-device-preload -p gpuinstr-runtime
 
 target_dir="$(realpath -m "${CARGO_TARGET_DIR:-target}")"
 out="$target_dir/demo"
@@ -68,3 +72,16 @@ inputs=(--grid 2 --block 64 --arg zeros:f32:128 --arg "buffer:f32:$(seq -s, 1 12
 "$emulate" "$out/vector-add.o" --target gfx90a --kernel _Z9vectorAddPfPKfS1_i "${inputs[@]}" | head -2
 "$emulate" "$out/vector-add.instrumented.o" --target gfx90a --kernel _Z9vectorAddPfPKfS1_i "${inputs[@]}" \
   --managed Counter:u64:1 | head -3
+
+echo
+echo "== the whole loop on a whole program: saxpy (hipcc, unchanged source) instrumented with the counter,"
+echo "   run unchanged under the real ROCm runtime on the emulated GPU with gpuinstr's runtime and the"
+echo "   counter's host part (hook-sdk/examples/instruction-counter/host.cpp), then its JSON report"
+hipcc --offload-arch=gfx90a -O2 hook-sdk/examples/applications/saxpy/saxpy.hip -o "$out/saxpy"
+"$link" instrument "$out/saxpy" --tool "$out/instruction-counter.o" \
+  --plan hook-sdk/examples/instruction-counter/plan.toml -o "$out/saxpy.instrumented" | grep "selected points" 
+c++ -std=c++17 -shared -fPIC -I hook-sdk/include hook-sdk/examples/instruction-counter/host.cpp \
+  -o "$out/libinstruction-counter-host.so"
+"$(dirname "$link")/gpuinstr-run" --tool-host "$out/libinstruction-counter-host.so" \
+  --report "$out/saxpy-report.json" -- "$out/saxpy.instrumented"
+sed -n '/"dispatches"/,/"problems"/p' "$out/saxpy-report.json"
