@@ -30,6 +30,7 @@ fn main() {
     println!("cargo:rerun-if-changed=cpp/api_table.cpp");
     println!("cargo:rerun-if-env-changed=HSA_INCLUDE_DIR");
 
+    source_identity();
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("Cargo sets OUT_DIR"));
     let hipcc = std::env::var("HIPCC").unwrap_or_else(|_| "hipcc".to_string());
     let mut table = String::from(
@@ -56,4 +57,37 @@ fn main() {
     std::fs::write(out.join("collect_kernels.rs"), table).expect("OUT_DIR is writable");
     println!("cargo:rerun-if-changed=device/collect.hip");
     println!("cargo:rerun-if-env-changed=HIPCC");
+}
+
+/// A hash of the sources that decide what an instrumented code object is
+/// (the driver, the intrinsics, the runtime): dynamic mode's cache keys
+/// include it, so a rebuilt gpuinstr never loads what an older one made.
+fn source_identity() {
+    let mut files = Vec::new();
+    for directory in ["../driver/src", "../driver/cpp", "../intrinsics/src", "src", "device"] {
+        collect(Path::new(directory), &mut files);
+        println!("cargo:rerun-if-changed={directory}");
+    }
+    files.sort();
+    // FNV-1a over names and contents: an identity, not a defence.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for file in files {
+        let contents = std::fs::read(&file).unwrap_or_default();
+        for byte in file.to_string_lossy().bytes().chain(contents) {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    println!("cargo:rustc-env=GPUINSTR_SOURCE_IDENTITY={hash:016x}");
+}
+
+fn collect(directory: &Path, files: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(directory) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            collect(&path, files);
+        } else {
+            files.push(path);
+        }
+    }
 }

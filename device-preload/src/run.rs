@@ -16,6 +16,13 @@ pub struct Run {
     pub device: PathBuf,
     /// `libgpuinstr_rt.so`, or none to leave the runtime out.
     pub runtime: Option<PathBuf>,
+    /// Dynamic mode: the tool and plan to instrument code objects with as
+    /// the program loads them (`GPUINSTR_DYNAMIC_TOOL`, `_PLAN`).
+    pub dynamic: Option<(PathBuf, PathBuf)>,
+    /// Dynamic mode's cache directory (`GPUINSTR_CACHE`; `none` for no cache).
+    pub cache: Option<PathBuf>,
+    /// Accept code objects with points left out, or left uninstrumented (`GPUINSTR_ALLOW_PARTIAL`).
+    pub allow_partial: bool,
     /// A tool's host part for the runtime to load (`GPUINSTR_TOOL_HOST`).
     pub tool_host: Option<PathBuf>,
     /// The runtime's JSON report (`GPUINSTR_REPORT`).
@@ -79,6 +86,15 @@ impl Run {
             .env("HSA_ENABLE_SDMA", "0");
         if let Some(runtime) = &self.runtime {
             command.env("HSA_TOOLS_LIB", joined(std::env::var_os("HSA_TOOLS_LIB"), tools_entry(runtime).into()));
+        }
+        if let Some((tool, plan)) = &self.dynamic {
+            command.env("GPUINSTR_DYNAMIC_TOOL", tool).env("GPUINSTR_DYNAMIC_PLAN", plan);
+        }
+        if let Some(cache) = &self.cache {
+            command.env("GPUINSTR_CACHE", cache);
+        }
+        if self.allow_partial {
+            command.env("GPUINSTR_ALLOW_PARTIAL", "1");
         }
         if let Some(tool_host) = &self.tool_host {
             command.env("GPUINSTR_TOOL_HOST", tool_host);

@@ -11,6 +11,9 @@
 
 extern "C" {
 // Implemented in Rust (src/hsa.rs).
+uint32_t gpuinstr_rt_replace_code_object(const void* bytes, size_t size, const void** replaced,
+                                         size_t* replaced_size);
+uint32_t gpuinstr_rt_replace_code_object_file(int fd, const void** replaced, size_t* replaced_size);
 void gpuinstr_rt_on_reader(uint64_t reader, const void* bytes, size_t size);
 void gpuinstr_rt_on_reader_file(uint64_t reader, int fd);
 void gpuinstr_rt_on_reader_destroyed(uint64_t reader);
@@ -68,8 +71,18 @@ hsa_status_t queue_destroy(hsa_queue_t* queue) {
   return original_core.hsa_queue_destroy_fn(queue);
 }
 
+// In dynamic mode the runtime may hand ROCr an instrumented code object
+// instead (or refuse to load one it cannot instrument).
 hsa_status_t reader_create_from_memory(const void* bytes, size_t size,
                                        hsa_code_object_reader_t* reader) {
+  const void* replaced = nullptr;
+  size_t replaced_size = 0;
+  uint32_t refused = gpuinstr_rt_replace_code_object(bytes, size, &replaced, &replaced_size);
+  if (refused != HSA_STATUS_SUCCESS) return static_cast<hsa_status_t>(refused);
+  if (replaced != nullptr) {
+    bytes = replaced;
+    size = replaced_size;
+  }
   hsa_status_t status =
       original_core.hsa_code_object_reader_create_from_memory_fn(bytes, size, reader);
   if (status == HSA_STATUS_SUCCESS) gpuinstr_rt_on_reader(reader->handle, bytes, size);
@@ -77,6 +90,16 @@ hsa_status_t reader_create_from_memory(const void* bytes, size_t size,
 }
 
 hsa_status_t reader_create_from_file(hsa_file_t file, hsa_code_object_reader_t* reader) {
+  const void* replaced = nullptr;
+  size_t replaced_size = 0;
+  uint32_t refused = gpuinstr_rt_replace_code_object_file(file, &replaced, &replaced_size);
+  if (refused != HSA_STATUS_SUCCESS) return static_cast<hsa_status_t>(refused);
+  if (replaced != nullptr) {
+    hsa_status_t status =
+        original_core.hsa_code_object_reader_create_from_memory_fn(replaced, replaced_size, reader);
+    if (status == HSA_STATUS_SUCCESS) gpuinstr_rt_on_reader(reader->handle, replaced, replaced_size);
+    return status;
+  }
   hsa_status_t status = original_core.hsa_code_object_reader_create_from_file_fn(file, reader);
   if (status == HSA_STATUS_SUCCESS) gpuinstr_rt_on_reader_file(reader->handle, file);
   return status;

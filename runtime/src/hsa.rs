@@ -152,6 +152,15 @@ pub unsafe extern "C" fn OnLoad(
         return false;
     }
     runtime();
+    match crate::dynamic::Dynamic::from_env() {
+        Ok(dynamic) => {
+            let _ = DYNAMIC.set(dynamic.map(Mutex::new));
+        }
+        Err(message) => {
+            eprintln!("gpuinstr: error: dynamic mode: {message}");
+            libc::_exit(2);
+        }
+    }
     if let Some(path) = std::env::var_os("GPUINSTR_TOOL_HOST").filter(|p| !p.is_empty()) {
         match HostLibrary::load(&path) {
             Ok(library) => {
@@ -394,6 +403,87 @@ pub extern "C" fn OnUnload() {
 
 extern "C" fn at_exit() {
     crate::finish(runtime(), &Rocr, tool());
+}
+
+static DYNAMIC: OnceLock<Option<Mutex<crate::dynamic::Dynamic>>> = OnceLock::new();
+
+const HSA_STATUS_ERROR_INVALID_CODE_OBJECT: u32 = 0x1010;
+
+/// Dynamic mode's answer for a code object about to be read: 0 and a
+/// replacement (or none), or an HSA status refusing it.
+fn replacement_for(bytes: &[u8]) -> Result<Option<(*const u8, usize)>, u32> {
+    let Some(Some(dynamic)) = DYNAMIC.get() else { return Ok(None) };
+    let Ok(mut dynamic) = dynamic.lock() else { return Ok(None) };
+    match dynamic.replace(bytes) {
+        Ok(Some(replacement)) => {
+            // `dynamic` keeps the bytes for the rest of the process.
+            let place = replacement.bytes.as_ref().map(|b| (b.as_ptr(), b.len()));
+            with_runtime(|r| r.report.dynamic.push(replacement.record));
+            Ok(place)
+        }
+        Ok(None) => Ok(None),
+        Err(message) if dynamic.allows_partial() => {
+            with_runtime(|r| {
+                r.report.warn(format!(
+                    "a code object the program loads ({} bytes) is not instrumented and runs as it is: {message}",
+                    bytes.len()
+                ))
+            });
+            Ok(None)
+        }
+        Err(message) => {
+            eprintln!(
+                "gpuinstr: error: cannot instrument a code object the program loads ({} bytes), so it is not loaded: {message}; \
+                 --allow-partial runs it uninstrumented instead",
+                bytes.len()
+            );
+            Err(HSA_STATUS_ERROR_INVALID_CODE_OBJECT)
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_rt_replace_code_object(
+    bytes: *const c_void,
+    size: usize,
+    replaced: *mut *const c_void,
+    replaced_size: *mut usize,
+) -> u32 {
+    if bytes.is_null() || replaced.is_null() || replaced_size.is_null() {
+        return 0;
+    }
+    // SAFETY: the program hands ROCr `size` bytes at `bytes`.
+    let given = std::slice::from_raw_parts(bytes.cast::<u8>(), size);
+    match replacement_for(given) {
+        Ok(Some((pointer, length))) => {
+            *replaced = pointer.cast();
+            *replaced_size = length;
+            0
+        }
+        Ok(None) => 0,
+        Err(status) => status,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_rt_replace_code_object_file(
+    fd: c_int,
+    replaced: *mut *const c_void,
+    replaced_size: *mut usize,
+) -> u32 {
+    if !matches!(DYNAMIC.get(), Some(Some(_))) || replaced.is_null() || replaced_size.is_null() {
+        return 0;
+    }
+    let Ok(bytes) = read_whole(fd) else { return 0 };
+    match replacement_for(&bytes) {
+        Ok(Some((pointer, length))) => {
+            *replaced = pointer.cast();
+            *replaced_size = length;
+            0
+        }
+        Ok(None) => 0,
+        Err(status) => status,
+    }
 }
 
 #[no_mangle]

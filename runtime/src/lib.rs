@@ -8,11 +8,13 @@
 //! default `gpuinstr-report.json`; schema in docs/runtime.md).
 //!
 //! Modules in the order an event goes through them: [`hsa`] (the FFI: ROCr's
-//! calls in, HSA calls out), [`code_objects`] (is it instrumented, where are
+//! calls in, HSA calls out), [`dynamic`] (code objects instrumented as they
+//! load, in dynamic mode), [`code_objects`] (is it instrumented, where are
 //! its globals), [`packets`] (a dispatch rewritten), [`runtime`] (the
 //! state), [`report`].
 
 pub mod code_objects;
+pub mod dynamic;
 pub mod hsa;
 pub mod packets;
 pub mod report;

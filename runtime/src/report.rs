@@ -24,7 +24,36 @@ pub struct Report {
     pub dispatches: Vec<DispatchRecord>,
     /// Dispatches submitted that had not completed when the program ended.
     pub unread_dispatches: usize,
+    /// Dynamic mode: each code object the program loaded that gpuinstr
+    /// instrumented for it, in load order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dynamic: Vec<DynamicRecord>,
     pub warnings: Vec<String>,
+}
+
+/// A code object instrumented in dynamic mode.
+#[derive(Debug, Serialize)]
+pub struct DynamicRecord {
+    /// The first 16 hex digits of the cache key (content of the code
+    /// object, the tool, the plan, gpuinstr's version).
+    pub key: String,
+    /// Bytes of the code object the program loaded.
+    pub size: usize,
+    /// `instrumented` (now), `cache` (from disk), `this run` (loaded
+    /// before) or `as it is` (not instrumented: `note` says why).
+    pub source: String,
+    pub seconds: f64,
+    /// Why it is loaded as it is, or the selected points left out (with
+    /// --allow-partial).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl DynamicRecord {
+    pub fn new(bytes: &[u8], key: &[u8; 32], source: &str, seconds: f64, note: Option<String>) -> Self {
+        let key = key[..8].iter().map(|b| format!("{b:02x}")).collect();
+        DynamicRecord { key, size: bytes.len(), source: source.into(), seconds, note }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -170,6 +199,27 @@ impl Report {
             processors.join("; ")
         )
         .unwrap();
+        if !self.dynamic.is_empty() {
+            let count = |source: &str| self.dynamic.iter().filter(|d| d.source == source).count();
+            let seconds: f64 = self.dynamic.iter().map(|d| d.seconds).sum();
+            writeln!(
+                out,
+                "gpuinstr: dynamic mode: {} code objects instrumented as they loaded ({} now, {} from the cache, {} again), {} left as they are, {seconds:.2} s",
+                self.dynamic.len() - count("as it is"),
+                count("instrumented"),
+                count("cache"),
+                count("this run"),
+                count("as it is"),
+            )
+            .unwrap();
+            for record in &self.dynamic {
+                match (&record.note, record.source.as_str()) {
+                    (Some(why), "as it is") => writeln!(out, "  left as it is ({} bytes): {why}", record.size).unwrap(),
+                    (Some(partial), _) => writeln!(out, "gpuinstr: warning: PARTIAL: {partial}").unwrap(),
+                    _ => {}
+                }
+            }
+        }
         writeln!(out, "gpuinstr: {} dispatches of instrumented kernels read", self.dispatches.len()).unwrap();
         for dispatch in self.dispatches.iter().take(SUMMARY_DISPATCHES) {
             let [gx, gy, gz] = dispatch.grid_size;

@@ -131,28 +131,38 @@ struct Instrumented {
     program: PathBuf,
     plan: Plan,
     host: PathBuf,
+    /// The tool's device part and plan files, for dynamic mode.
+    device: PathBuf,
+    plan_file: PathBuf,
 }
 
 fn instrument_with(tool: &str, original: &Original, dir: &Path) -> Instrumented {
     let device = build_tool(Compiler::Hipcc, &example(tool), "-O3", dir);
-    let plan = Plan::load(&repo().join("hook-sdk/examples").join(tool).join("plan.toml")).unwrap();
+    let plan_file = repo().join("hook-sdk/examples").join(tool).join("plan.toml");
+    let plan = Plan::load(&plan_file).unwrap();
     let program = instrumented(&original.program, &device, &plan);
-    Instrumented { program, plan, host: host_part(tool, dir) }
+    Instrumented { program, plan, host: host_part(tool, dir), device, plan_file }
 }
 
 /// Runs `program` on `target` with the runtime (and `host`, if given): the
 /// report, and standard error. The program's output must be `expected`.
 fn run_reported(program: &Path, target: &str, host: Option<&Path>, expected: &str, dir: &Path) -> (Value, String) {
+    let run = Run { tool_host: host.map(Path::to_path_buf), ..run_on(target) };
+    run_reported_with(run, program, &[], expected, dir)
+}
+
+/// Runs `program arguments...` so (and with the runtime's report in `dir`).
+fn run_reported_with(run: Run, program: &Path, arguments: &[&Path], expected: &str, dir: &Path) -> (Value, String) {
     let report_path = dir.join("report.json");
-    let run = Run { report: Some(report_path.clone()), tool_host: host.map(Path::to_path_buf), ..run_on(target) };
-    let output = run.command(program.as_os_str(), &[]).output().unwrap();
+    let run = Run { report: Some(report_path.clone()), ..run };
+    let arguments: Vec<std::ffi::OsString> = arguments.iter().map(|a| a.as_os_str().to_owned()).collect();
+    let output = run.command(program.as_os_str(), &arguments).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).to_string();
     assert_eq!(succeeded(output, "the instrumented program"), expected, "{stderr}");
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
     assert_eq!(report["schema"], 1);
     assert_eq!(report["warnings"].as_array().unwrap().len(), 0, "{stderr}");
     assert_eq!(report["unread_dispatches"], 0);
-    assert_eq!(report["code_objects"].as_array().unwrap().len(), 1);
     assert!(stderr.contains(&format!("report written to {}", report_path.display())), "{stderr}");
     (report, stderr)
 }
@@ -189,6 +199,7 @@ fn the_runtime_reports_each_dispatchs_instruction_count() {
 
     // Without the host part: the generic view of Counter.
     let (report, stderr) = run_reported(&tool.program, target, None, &original.output, &dir);
+    assert_eq!(report["code_objects"].as_array().unwrap().len(), 1);
     assert_eq!(report["code_objects"][0]["globals"], serde_json::json!(["Counter"]));
     for (k, reported) in dispatches(&report, &original).iter().enumerate() {
         let counter = &reported["globals"][0];
@@ -259,6 +270,111 @@ fn the_runtime_reports_each_dispatchs_opcode_histogram() {
         assert_eq!(reported["tool"]["opcodes"], Value::Object(expected), "dispatch {k}");
     }
     assert!(stderr.contains("opcode histogram: "), "{stderr}");
+}
+
+/// What a report says about its dispatches, for comparing two runs: kernel,
+/// shape and what the tool reported, in order.
+fn dispatch_facts(report: &Value) -> Vec<Value> {
+    let facts = |d: &Value| serde_json::json!([d["kernel"], d["grid_size"], d["workgroup_size"], d["tool"]]);
+    report["dispatches"].as_array().unwrap().iter().map(facts).collect()
+}
+
+/// Dynamic mode: the original program, instrumented in its own process as
+/// it loads its code objects, reports what the statically instrumented one
+/// does, with a cold cache and then from the cache; HIP's own kernels are
+/// left as they are, and said so.
+#[test]
+fn dynamic_mode_reports_what_static_instrumentation_reports() {
+    let target = "gfx90a";
+    let dir = run_directory().join("dynamic");
+    std::fs::create_dir_all(&dir).unwrap();
+    let original = original(target, &dir);
+    let tool = instrument_with("instruction-counter", &original, &dir);
+    let (static_report, _) = run_reported(&tool.program, target, Some(&tool.host), &original.output, &dir);
+    assert_eq!(dispatch_facts(&static_report).len(), 4);
+    let cache = dir.join("cache");
+    for source in ["instrumented", "cache"] {
+        let run = Run {
+            dynamic: Some((tool.device.clone(), tool.plan_file.clone())),
+            cache: Some(cache.clone()),
+            tool_host: Some(tool.host.clone()),
+            ..run_on(target)
+        };
+        let (report, stderr) = run_reported_with(run, &original.program, &[], &original.output, &dir);
+        assert_eq!(dispatch_facts(&report), dispatch_facts(&static_report), "{source}: {stderr}");
+        let dynamic = report["dynamic"].as_array().unwrap();
+        let sources: Vec<&str> = dynamic.iter().map(|d| d["source"].as_str().unwrap()).collect();
+        assert_eq!(sources.iter().filter(|s| **s == source).count(), 1, "{source}: {dynamic:?}");
+        let left = dynamic.iter().find(|d| d["source"] == "as it is").expect("HIP's own kernels");
+        assert_eq!(left["note"], "HIP's own kernels (fills and copies)");
+        assert!(stderr.contains("left as it is"), "{stderr}");
+    }
+}
+
+/// Dynamic mode covers code loaded at run time: a program that loads a code
+/// object file with `hipModuleLoad` (never instrumented on disk) reports,
+/// for its own kernel and the module's, the counts the emulator gives.
+#[test]
+fn dynamic_mode_instruments_a_code_object_loaded_with_hip_module_load() {
+    let target = "gfx90a";
+    let dir = run_directory().join("dynamic-module");
+    std::fs::create_dir_all(&dir).unwrap();
+    let module = dir.join(format!("module_kernels-{target}.co"));
+    run_ok(
+        hipcc()
+            .args(["--genco", &format!("--offload-arch={target}")])
+            .arg(input("device/module_kernels.hip"))
+            .arg("-o")
+            .arg(&module)
+            .env("TMPDIR", &dir),
+    );
+    let program = dir.join(format!("module_load-{target}"));
+    run_ok(
+        hipcc()
+            .args(["-O2", &format!("--offload-arch={target}")])
+            .arg(input("device/module_load.hip"))
+            .arg("-o")
+            .arg(&program)
+            .env("TMPDIR", &dir),
+    );
+    let code_objects: Vec<CodeObject> = [&module, &program]
+        .iter()
+        .map(|file| load::load_for_target(file, Some(target)).unwrap().code_objects.remove(0))
+        .collect();
+    let of_kernel = |name: &str| {
+        code_objects.iter().find(|c| c.kernels.iter().any(|k| k.name() == name)).expect("a kernel of the program")
+    };
+    let log = dir.join("original.jsonl");
+    let run = Run { dispatch_log: Some(log.clone()), ..run_on(target) };
+    let expected_output =
+        succeeded(run.command(program.as_os_str(), &[module.as_os_str().to_owned()]).output().unwrap(), "the original");
+    let known: Vec<&str> = code_objects.iter().flat_map(|c| c.kernels.iter().map(|k| k.name())).collect();
+    let logged: Vec<Value> =
+        dispatch_log(&log).into_iter().filter(|d| known.contains(&d["kernel"].as_str().unwrap())).collect();
+    assert!(logged.len() >= 4, "{logged:?}");
+
+    let tool = build_tool(Compiler::Hipcc, &example("instruction-counter"), "-O3", &dir);
+    let plan_file = repo().join("hook-sdk/examples/instruction-counter/plan.toml");
+    let plan = Plan::load(&plan_file).unwrap();
+    let run = Run {
+        dynamic: Some((tool, plan_file)),
+        cache: Some(PathBuf::from("none")),
+        tool_host: Some(host_part("instruction-counter", &dir)),
+        ..run_on(target)
+    };
+    let (report, stderr) = run_reported_with(run, &program, &[&module], &expected_output, &dir);
+    let dispatches = report["dispatches"].as_array().unwrap();
+    assert_eq!(dispatches.len(), logged.len(), "{stderr}");
+    let mut module_dispatches = 0;
+    for (k, (reported, logged)) in dispatches.iter().zip(&logged).enumerate() {
+        let kernel = logged["kernel"].as_str().unwrap();
+        assert_eq!(reported["kernel"], kernel, "dispatch {k}");
+        assert_eq!(reported["grid_size"], logged["grid_size"], "dispatch {k}");
+        let expected = expected_count(of_kernel(kernel), &plan, logged);
+        assert_eq!(reported["tool"], serde_json::json!({ "instructions": expected }), "dispatch {k} ({kernel})");
+        module_dispatches += usize::from(std::ptr::eq(of_kernel(kernel), &code_objects[0]));
+    }
+    assert!(module_dispatches >= 3, "the module's kernels were dispatched and counted");
 }
 
 /// The CMake flow end to end: a HIP project builds its program and the

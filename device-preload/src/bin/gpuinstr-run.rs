@@ -37,6 +37,23 @@ struct Arguments {
     /// instrumented code).
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
+    /// Dynamic mode: instrument every code object the program loads with
+    /// this tool (a file `gpuinstr-link instrument --tool` takes), in the
+    /// program's process, cached on disk by content. Needs --plan.
+    #[arg(long, value_name = "TOOL", requires = "plan")]
+    tool: Option<PathBuf>,
+    /// Dynamic mode's plan (see --tool).
+    #[arg(long, value_name = "PLAN", requires = "tool")]
+    plan: Option<PathBuf>,
+    /// Dynamic mode's cache of instrumented code objects (default
+    /// ~/.cache/gpuinstr; `none` for no cache).
+    #[arg(long, value_name = "DIR")]
+    cache: Option<PathBuf>,
+    /// Dynamic mode: load code objects with selected points left out (the
+    /// report says how many) or, when one cannot be instrumented at all, as
+    /// they are (a warning); without it such a code object is not loaded.
+    #[arg(long)]
+    allow_partial: bool,
     /// A tool's host part (a shared library, `gpuinstr/host.h`) for the
     /// runtime to hand each dispatch's tool data to.
     #[arg(long, value_name = "LIBRARY")]
@@ -58,8 +75,8 @@ fn main() -> ExitCode {
         true => Ok(None),
         false => library("GPUINSTR_RUNTIME_LIBRARY", &here, "libgpuinstr_rt.so", "gpuinstr-runtime").map(Some),
     };
-    if arguments.no_runtime && arguments.tool_host.is_some() {
-        eprintln!("gpuinstr-run: error: --tool-host needs the runtime; drop --no-runtime");
+    if arguments.no_runtime && (arguments.tool_host.is_some() || arguments.tool.is_some()) {
+        eprintln!("gpuinstr-run: error: --tool-host and --tool need the runtime; drop --no-runtime");
         return ExitCode::from(2);
     }
     let (device, runtime) = match (device, runtime) {
@@ -73,6 +90,9 @@ fn main() -> ExitCode {
         target: arguments.target,
         device,
         runtime,
+        dynamic: arguments.tool.zip(arguments.plan),
+        cache: arguments.cache,
+        allow_partial: arguments.allow_partial,
         tool_host: arguments.tool_host,
         report: arguments.report,
         dispatch_log: arguments.dispatch_log,

@@ -1,0 +1,196 @@
+//! Dynamic mode: code objects instrumented as the program loads them, in
+//! the program's process, by the driver library (`gpuinstr-run --tool T
+//! --plan P`). What `gpuinstr-link instrument` would write for a code
+//! object is what ROCr gets instead; results are cached on disk by content
+//! (the code object, the tool, the plan, gpuinstr's version), so a second
+//! run starts as fast as an uninstrumented one.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use gpuinstr::instrument::{instrument_code_object, InstrumentError, InstrumentOptions};
+use gpuinstr::plan::Plan;
+use gpuinstr::stages::load::code_object::CodeObject;
+use gpuinstr::tool::Tool;
+use gpuinstr_intrinsics::Registry;
+use sha2::{Digest, Sha256};
+
+use crate::code_objects::is_instrumented;
+use crate::report::DynamicRecord;
+
+/// What the user asked for (`GPUINSTR_DYNAMIC_TOOL`, `_PLAN`, `GPUINSTR_CACHE`,
+/// `GPUINSTR_ALLOW_PARTIAL`).
+pub struct Dynamic {
+    tool: Tool,
+    tool_bytes_hash: [u8; 32],
+    plan: Plan,
+    plan_text: String,
+    cache: Option<PathBuf>,
+    options: InstrumentOptions,
+    registry: Registry,
+    /// Code objects already made in this process, by content key.
+    made: HashMap<[u8; 32], Arc<[u8]>>,
+}
+
+/// A code object for ROCr to load instead (none: the program's own), and
+/// what making it took or why there is none.
+pub struct Replacement {
+    pub bytes: Option<Arc<[u8]>>,
+    pub record: DynamicRecord,
+}
+
+/// Kernels of HIP's runtime itself (fills and copies it compiles at run
+/// time): not the program's, and static instrumentation never sees them.
+const HIP_RUNTIME_KERNELS: &str = "__amd_rocclr_";
+
+fn sha256(parts: &[&[u8]]) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update((part.len() as u64).to_le_bytes());
+        hasher.update(part);
+    }
+    hasher.finalize().into()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The default cache: `$XDG_CACHE_HOME/gpuinstr`, else `~/.cache/gpuinstr`.
+fn default_cache() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir).join("gpuinstr"));
+    }
+    std::env::var_os("HOME").filter(|d| !d.is_empty()).map(|home| PathBuf::from(home).join(".cache/gpuinstr"))
+}
+
+impl Dynamic {
+    /// Dynamic mode as the environment asks for it; `None` when it does not.
+    pub fn from_env() -> Result<Option<Dynamic>, String> {
+        let tool = std::env::var_os("GPUINSTR_DYNAMIC_TOOL").filter(|v| !v.is_empty());
+        let plan = std::env::var_os("GPUINSTR_DYNAMIC_PLAN").filter(|v| !v.is_empty());
+        let (tool, plan) = match (tool, plan) {
+            (None, None) => return Ok(None),
+            (Some(tool), Some(plan)) => (PathBuf::from(tool), PathBuf::from(plan)),
+            _ => return Err("dynamic mode needs both a tool and a plan (--tool and --plan)".into()),
+        };
+        let cache = match std::env::var_os("GPUINSTR_CACHE") {
+            Some(dir) if dir.is_empty() || dir == "none" => None,
+            Some(dir) => Some(PathBuf::from(dir)),
+            None => default_cache(),
+        };
+        let allow_partial = std::env::var_os("GPUINSTR_ALLOW_PARTIAL").is_some_and(|v| v != "0");
+        Dynamic::new(&tool, &plan, cache, allow_partial).map(Some)
+    }
+
+    pub fn allows_partial(&self) -> bool {
+        self.options.allow_partial
+    }
+
+    pub fn new(
+        tool_path: &Path,
+        plan_path: &Path,
+        cache: Option<PathBuf>,
+        allow_partial: bool,
+    ) -> Result<Dynamic, String> {
+        let tool = Tool::load(tool_path).map_err(|e| e.to_string())?;
+        let tool_bytes = std::fs::read(tool_path).map_err(|e| format!("{}: {e}", tool_path.display()))?;
+        let plan_text = std::fs::read_to_string(plan_path).map_err(|e| format!("{}: {e}", plan_path.display()))?;
+        let plan = Plan::parse(&plan_text, &plan_path.display().to_string()).map_err(|e| e.to_string())?;
+        let options = InstrumentOptions { allow_partial, ..InstrumentOptions::default() };
+        Ok(Dynamic {
+            tool,
+            tool_bytes_hash: sha256(&[&tool_bytes]),
+            plan,
+            plan_text,
+            cache,
+            options,
+            registry: Registry::with_builtins(),
+            made: HashMap::new(),
+        })
+    }
+
+    fn key(&self, bytes: &[u8]) -> [u8; 32] {
+        let version = concat!(env!("CARGO_PKG_VERSION"), " ", env!("GPUINSTR_SOURCE_IDENTITY"));
+        let partial: &[u8] = if self.options.allow_partial { b"partial" } else { b"whole" };
+        sha256(&[version.as_bytes(), &self.tool_bytes_hash, self.plan_text.as_bytes(), partial, bytes])
+    }
+
+    /// The code object to load instead of `bytes`: `Ok(None)` to load it
+    /// as it is without a word (not an AMDGPU code object, or already
+    /// instrumented); a replacement without bytes to load it as it is and
+    /// say why (HIP's own kernels, or the plan selects nothing in it).
+    pub fn replace(&mut self, bytes: &[u8]) -> Result<Option<Replacement>, String> {
+        if is_instrumented(bytes)
+            || gpuinstr::stages::load::code_object::elf_machine(bytes) != Some(object::elf::EM_AMDGPU)
+        {
+            return Ok(None);
+        }
+        let started = Instant::now();
+        let key = self.key(bytes);
+        if let Some(made) = self.made.get(&key) {
+            let record = DynamicRecord::new(bytes, &key, "this run", started.elapsed().as_secs_f64(), None);
+            return Ok(Some(Replacement { bytes: Some(made.clone()), record }));
+        }
+        let cached = self.cache.as_ref().map(|dir| dir.join(format!("{}.hsaco", hex(&key))));
+        let cached_as_it_is = cached.as_ref().map(|path| path.with_extension("as-it-is"));
+        let as_it_is = |why: &str| {
+            let record = DynamicRecord::new(bytes, &key, "as it is", started.elapsed().as_secs_f64(), Some(why.into()));
+            Ok(Some(Replacement { bytes: None, record }))
+        };
+        if let Some(Ok(found)) = cached.as_ref().map(std::fs::read) {
+            if is_instrumented(&found) {
+                let made: Arc<[u8]> = found.into();
+                self.made.insert(key, made.clone());
+                let record = DynamicRecord::new(bytes, &key, "cache", started.elapsed().as_secs_f64(), None);
+                return Ok(Some(Replacement { bytes: Some(made), record }));
+            }
+        }
+        if let Some(Ok(why)) = cached_as_it_is.as_ref().map(std::fs::read_to_string) {
+            return as_it_is(why.trim());
+        }
+        let decided_as_it_is = |why: &str| {
+            if let Some(path) = &cached_as_it_is {
+                let _ = write_atomically(path, why.as_bytes());
+            }
+            as_it_is(why)
+        };
+        let app = CodeObject::parse(bytes.to_vec(), vec![]).map_err(|e| format!("it cannot be read: {e}"))?;
+        if !app.kernels.is_empty() && app.kernels.iter().all(|k| k.name().starts_with(HIP_RUNTIME_KERNELS)) {
+            return decided_as_it_is("HIP's own kernels (fills and copies)");
+        }
+        let tool = self.tool.for_target(&app.target).map_err(|e| e.to_string())?;
+        let (out, report) = match instrument_code_object(tool, &app, &self.plan, &self.registry, &self.options) {
+            Ok(made) => made,
+            Err(InstrumentError::NothingSelected(_)) => return decided_as_it_is("the plan selects nothing in it"),
+            Err(error) => return Err(error.to_string()),
+        };
+        let partial = (!report.left_out.is_empty())
+            .then(|| format!("{} of {} selected points left out", report.left_out.len(), report.selected));
+        if let (Some(path), None) = (&cached, &partial) {
+            // A cache that cannot be written costs time, not results.
+            let _ = write_atomically(path, &out);
+        }
+        let made: Arc<[u8]> = out.into();
+        self.made.insert(key, made.clone());
+        let record = DynamicRecord::new(bytes, &key, "instrumented", started.elapsed().as_secs_f64(), partial);
+        Ok(Some(Replacement { bytes: Some(made), record }))
+    }
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let directory = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(directory)?;
+    let temporary = directory.join(format!(
+        ".{}.{}.tmp",
+        path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default(),
+        std::process::id()
+    ));
+    let result = std::fs::write(&temporary, bytes).and_then(|()| std::fs::rename(&temporary, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    result
+}
