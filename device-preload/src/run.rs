@@ -23,6 +23,8 @@ pub struct Run {
     pub cache: Option<PathBuf>,
     /// Accept code objects with points left out, or left uninstrumented (`GPUINSTR_ALLOW_PARTIAL`).
     pub allow_partial: bool,
+    /// Dynamic mode's register growth: `free`, `never` or `always` (`GPUINSTR_GROW_REGISTERS`).
+    pub grow_registers: Option<String>,
     /// A tool's host part for the runtime to load (`GPUINSTR_TOOL_HOST`).
     pub tool_host: Option<PathBuf>,
     /// The runtime's JSON report (`GPUINSTR_REPORT`).
@@ -95,6 +97,9 @@ impl Run {
         }
         if self.allow_partial {
             command.env("GPUINSTR_ALLOW_PARTIAL", "1");
+        }
+        if let Some(growth) = &self.grow_registers {
+            command.env("GPUINSTR_GROW_REGISTERS", growth);
         }
         if let Some(tool_host) = &self.tool_host {
             command.env("GPUINSTR_TOOL_HOST", tool_host);

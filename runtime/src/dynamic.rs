@@ -13,6 +13,7 @@ use std::time::Instant;
 use gpuinstr::instrument::{instrument_code_object, InstrumentError, InstrumentOptions};
 use gpuinstr::plan::Plan;
 use gpuinstr::stages::load::code_object::CodeObject;
+use gpuinstr::stages::sva::RegisterGrowth;
 use gpuinstr::tool::Tool;
 use gpuinstr_intrinsics::Registry;
 use sha2::{Digest, Sha256};
@@ -82,7 +83,14 @@ impl Dynamic {
             None => default_cache(),
         };
         let allow_partial = std::env::var_os("GPUINSTR_ALLOW_PARTIAL").is_some_and(|v| v != "0");
-        Dynamic::new(&tool, &plan, cache, allow_partial).map(Some)
+        let grow_registers = match std::env::var("GPUINSTR_GROW_REGISTERS").as_deref() {
+            Err(_) | Ok("") | Ok("free") => RegisterGrowth::FreeOfOccupancy,
+            Ok("never") => RegisterGrowth::Never,
+            Ok("always") => RegisterGrowth::Always,
+            Ok(other) => return Err(format!("GPUINSTR_GROW_REGISTERS={other}: give free, never or always")),
+        };
+        let options = InstrumentOptions { allow_partial, grow_registers, ..InstrumentOptions::default() };
+        Dynamic::new(&tool, &plan, cache, options).map(Some)
     }
 
     pub fn allows_partial(&self) -> bool {
@@ -93,13 +101,12 @@ impl Dynamic {
         tool_path: &Path,
         plan_path: &Path,
         cache: Option<PathBuf>,
-        allow_partial: bool,
+        options: InstrumentOptions,
     ) -> Result<Dynamic, String> {
         let tool = Tool::load(tool_path).map_err(|e| e.to_string())?;
         let tool_bytes = std::fs::read(tool_path).map_err(|e| format!("{}: {e}", tool_path.display()))?;
         let plan_text = std::fs::read_to_string(plan_path).map_err(|e| format!("{}: {e}", plan_path.display()))?;
         let plan = Plan::parse(&plan_text, &plan_path.display().to_string()).map_err(|e| e.to_string())?;
-        let options = InstrumentOptions { allow_partial, ..InstrumentOptions::default() };
         Ok(Dynamic {
             tool,
             tool_bytes_hash: sha256(&[&tool_bytes]),
@@ -114,8 +121,8 @@ impl Dynamic {
 
     fn key(&self, bytes: &[u8]) -> [u8; 32] {
         let version = concat!(env!("CARGO_PKG_VERSION"), " ", env!("GPUINSTR_SOURCE_IDENTITY"));
-        let partial: &[u8] = if self.options.allow_partial { b"partial" } else { b"whole" };
-        sha256(&[version.as_bytes(), &self.tool_bytes_hash, self.plan_text.as_bytes(), partial, bytes])
+        let options = format!("partial {} grow {:?}", self.options.allow_partial, self.options.grow_registers);
+        sha256(&[version.as_bytes(), &self.tool_bytes_hash, self.plan_text.as_bytes(), options.as_bytes(), bytes])
     }
 
     /// The code object to load instead of `bytes`: `Ok(None)` to load it

@@ -456,3 +456,93 @@ fn host_part(tool: &str, directory: &Path) -> PathBuf {
     );
     output
 }
+
+/// Whole libraries nobody here wrote, under the runtime (long: run in
+/// release by `scripts/runtime-libraries.sh`, not by `cargo test`): a
+/// program calling Debian 12's `LIBRARY`, with the library's gfx90a code
+/// object instrumented with the instruction counter statically (the whole
+/// `.so` rewritten, found first on LD_LIBRARY_PATH) and, separately,
+/// dynamically as it loads; both runs print what the original prints, and
+/// every dispatch of a library kernel counts what the emulator's own tally
+/// of the original run gives.
+fn library_under_the_runtime(library: &str, program_source: &str, link: &str) {
+    let target = "gfx90a";
+    let dir = run_directory().join(format!("library-{library}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let program = dir.join(library);
+    run_ok(
+        hipcc()
+            .args(["-O2", &format!("--offload-arch={target}")])
+            .arg(input(program_source))
+            .arg(link)
+            .arg("-o")
+            .arg(&program)
+            .env("TMPDIR", &dir),
+    );
+    let installed = PathBuf::from("/usr/lib/x86_64-linux-gnu").join(library);
+    let app = load::load_for_target(&installed, Some(target)).unwrap().code_objects.remove(0);
+    let log = dir.join("original.jsonl");
+    let _ = std::fs::remove_file(&log);
+    let run = Run { dispatch_log: Some(log.clone()), ..run_on(target) };
+    let expected_output = succeeded(run.command(program.as_os_str(), &[]).output().unwrap(), "the original");
+    let kernels: Vec<&str> = app.kernels.iter().map(|k| k.name()).collect();
+    let logged: Vec<Value> =
+        dispatch_log(&log).into_iter().filter(|d| kernels.contains(&d["kernel"].as_str().unwrap())).collect();
+    assert!(!logged.is_empty(), "the program dispatches kernels of {library}");
+
+    let tool = build_tool(Compiler::Hipcc, &example("instruction-counter"), "-O3", &dir);
+    let plan_file = repo().join("hook-sdk/examples/instruction-counter/plan.toml");
+    let plan = Plan::load(&plan_file).unwrap();
+    let expected: Vec<u64> = logged.iter().map(|d| expected_count(&app, &plan, d)).collect();
+    let host = host_part("instruction-counter", &dir);
+    let check = |report: &Value, how: &str| {
+        let dispatches = report["dispatches"].as_array().unwrap();
+        assert_eq!(dispatches.len(), logged.len(), "{how}");
+        for (k, (reported, logged)) in dispatches.iter().zip(&logged).enumerate() {
+            assert_eq!(reported["kernel"], logged["kernel"], "{how}: dispatch {k}");
+            assert_eq!(reported["tool"], serde_json::json!({ "instructions": expected[k] }), "{how}: dispatch {k}");
+        }
+    };
+
+    // Statically: the whole library rewritten, placed first on the path.
+    let tool_file = Tool::load(&tool).unwrap();
+    let options = InstrumentOptions {
+        grow_registers: gpuinstr::stages::sva::RegisterGrowth::Always,
+        ..InstrumentOptions::default()
+    };
+    let bytes = std::fs::read(&installed).unwrap();
+    let (out, _) =
+        instrument_file(&tool_file, &installed, &bytes, &plan, &Registry::with_builtins(), &options, Some(target))
+            .unwrap_or_else(|e| panic!("{library}: {e}"));
+    let libraries = dir.join("instrumented");
+    std::fs::create_dir_all(&libraries).unwrap();
+    std::fs::write(libraries.join(library), out).unwrap();
+    let static_run = Run { tool_host: Some(host.clone()), report: Some(dir.join("report.json")), ..run_on(target) };
+    let output = static_run.command(program.as_os_str(), &[]).env("LD_LIBRARY_PATH", &libraries).output().unwrap();
+    assert_eq!(succeeded(output, "statically instrumented"), expected_output);
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    check(&report, "static");
+
+    // Dynamically, as the program loads it.
+    let run = Run {
+        dynamic: Some((tool.clone(), plan_file.clone())),
+        grow_registers: Some("always".into()),
+        cache: Some(PathBuf::from("none")),
+        tool_host: Some(host),
+        ..run_on(target)
+    };
+    let (report, _) = run_reported_with(run, &program, &[], &expected_output, &dir);
+    check(&report, "dynamic");
+}
+
+#[test]
+#[ignore = "minutes: scripts/runtime-libraries.sh runs it in release"]
+fn rocrand_under_the_runtime_counts_what_the_emulator_counts() {
+    library_under_the_runtime("librocrand.so.1", "device/rocrand_generators.cpp", "-lrocrand");
+}
+
+#[test]
+#[ignore = "minutes: scripts/runtime-libraries.sh runs it in release"]
+fn rocsparse_under_the_runtime_counts_what_the_emulator_counts() {
+    library_under_the_runtime("librocsparse.so.0", "device/rocsparse_routines.cpp", "-lrocsparse");
+}

@@ -54,6 +54,11 @@ struct Arguments {
     /// they are (a warning); without it such a code object is not loaded.
     #[arg(long)]
     allow_partial: bool,
+    /// Dynamic mode: when kernels' register allocations may grow, as
+    /// `gpuinstr-link instrument --grow-registers` (free: where occupancy
+    /// stays the same, the default).
+    #[arg(long, value_name = "WHEN", value_parser = ["free", "never", "always"])]
+    grow_registers: Option<String>,
     /// A tool's host part (a shared library, `gpuinstr/host.h`) for the
     /// runtime to hand each dispatch's tool data to.
     #[arg(long, value_name = "LIBRARY")]
@@ -93,6 +98,7 @@ fn main() -> ExitCode {
         dynamic: arguments.tool.zip(arguments.plan),
         cache: arguments.cache,
         allow_partial: arguments.allow_partial,
+        grow_registers: arguments.grow_registers,
         tool_host: arguments.tool_host,
         report: arguments.report,
         dispatch_log: arguments.dispatch_log,
