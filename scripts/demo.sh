@@ -16,6 +16,8 @@ cargo build --release -p gpuinstr-llvm-plugin -p gpuinstr-driver -p gpuinstr-emu
 target_dir="$(realpath -m "${CARGO_TARGET_DIR:-target}")"
 out="$target_dir/demo"
 mkdir -p "$out"
+# clang leaves empty directories in TMPDIR: they go with the demo's output.
+export TMPDIR="$out"
 plugin="$target_dir/release/libembed.so"
 link="$target_dir/release/gpuinstr-link"
 
