@@ -134,6 +134,20 @@ pub fn opt_command(passes: &str, input: &Path) -> Command {
     command
 }
 
+/// The gpuinstr-link binary of this build, built first when this test run
+/// did not build it (`cargo test -p gpuinstr-tests` alone does not).
+pub fn gpuinstr_link() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary");
+    let link = exe.parent().and_then(Path::parent).expect("target/<profile>/deps").join("gpuinstr-link");
+    if !link.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        run_ok(
+            Command::new(cargo).args(["build", "-p", "gpuinstr-driver", "--bin", "gpuinstr-link"]).current_dir(repo()),
+        );
+    }
+    link
+}
+
 /// A scratch directory removed at the end of the test.
 pub fn scratch() -> tempfile::TempDir {
     tempfile::Builder::new().prefix("gpuinstr-test-").tempdir().expect("temporary directory")

@@ -67,14 +67,7 @@ fn cmake_instruments_a_library_after_it_builds() {
     let project = scratch.path().join("project");
     let build = scratch.path().join("build");
     std::fs::create_dir_all(&project).unwrap();
-    let link = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().join("gpuinstr-link");
-    if !link.exists() {
-        // `cargo test -p gpuinstr-tests` alone does not build the binary.
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        run_ok(
-            Command::new(cargo).args(["build", "-p", "gpuinstr-driver", "--bin", "gpuinstr-link"]).current_dir(repo()),
-        );
-    }
+    let link = gpuinstr_tests::gpuinstr_link();
     std::fs::write(
         project.join("CMakeLists.txt"),
         format!(

@@ -388,16 +388,7 @@ fn a_cmake_project_builds_instruments_runs_and_reports() {
     let dir = run_directory().join("cmake-flow");
     let (project, build) = (dir.join("project"), dir.join("build"));
     std::fs::create_dir_all(&project).unwrap();
-    let link = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().join("gpuinstr-link");
-    if !link.exists() {
-        // `cargo test -p gpuinstr-tests` alone does not build the binary.
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        run_ok(
-            std::process::Command::new(cargo)
-                .args(["build", "-p", "gpuinstr-driver", "--bin", "gpuinstr-link"])
-                .current_dir(repo()),
-        );
-    }
+    let link = gpuinstr_tests::gpuinstr_link();
     let tool = repo().join("hook-sdk/examples/instruction-counter");
     std::fs::write(
         project.join("CMakeLists.txt"),
