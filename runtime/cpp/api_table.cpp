@@ -22,8 +22,6 @@ void gpuinstr_rt_on_code_object_loaded(uint64_t executable, uint64_t agent, uint
 void gpuinstr_rt_on_executable_destroyed(uint64_t executable);
 void gpuinstr_rt_on_packets(const hsa_queue_t* queue, const void* packets, uint64_t count,
                             hsa_amd_queue_intercept_packet_writer writer);
-void gpuinstr_rt_on_queue_created(const hsa_queue_t* queue, uint64_t agent);
-void gpuinstr_rt_on_queue_destroyed(const hsa_queue_t* queue);
 }
 
 namespace {
@@ -62,13 +60,7 @@ hsa_status_t queue_create(hsa_agent_t agent, uint32_t size, hsa_queue_type32_t t
     original_core.hsa_queue_destroy_fn(*queue);
     return status;
   }
-  gpuinstr_rt_on_queue_created(*queue, agent.handle);
   return status;
-}
-
-hsa_status_t queue_destroy(hsa_queue_t* queue) {
-  gpuinstr_rt_on_queue_destroyed(queue);
-  return original_core.hsa_queue_destroy_fn(queue);
 }
 
 // In dynamic mode the runtime may hand ROCr an instrumented code object
@@ -188,7 +180,6 @@ bool gpuinstr_rt_install(void* api_table) {
   original_core = *core;
   original_amd = *amd;
   core->hsa_queue_create_fn = queue_create;
-  core->hsa_queue_destroy_fn = queue_destroy;
   core->hsa_code_object_reader_create_from_memory_fn = reader_create_from_memory;
   core->hsa_code_object_reader_create_from_file_fn = reader_create_from_file;
   core->hsa_code_object_reader_destroy_fn = reader_destroy;
@@ -237,8 +228,6 @@ uint32_t gpuinstr_rt_host_allocate(uint64_t agent, size_t size, void** memory) {
   if (status != HSA_STATUS_SUCCESS) original_amd.hsa_amd_memory_pool_free_fn(*memory);
   return status;
 }
-
-void gpuinstr_rt_host_free(void* memory) { original_amd.hsa_amd_memory_pool_free_fn(memory); }
 
 // Loads a code object of the runtime's own into an executable of its own
 // for `agent`; the kernel object and private segment size of `kernel`.

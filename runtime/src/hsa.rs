@@ -23,7 +23,6 @@ extern "C" {
     fn gpuinstr_rt_signal_load(signal: u64) -> i64;
     fn gpuinstr_rt_agent_name(agent: u64, name: *mut c_char) -> u32;
     fn gpuinstr_rt_host_allocate(agent: u64, size: usize, memory: *mut *mut c_void) -> u32;
-    fn gpuinstr_rt_host_free(memory: *mut c_void);
     fn gpuinstr_rt_load_kernel(
         agent: u64,
         bytes: *const c_void,
@@ -121,11 +120,6 @@ impl Hsa for Rocr {
         // SAFETY: `memory` is a valid place for the pointer.
         check("hsa_amd_memory_pool_allocate", unsafe { gpuinstr_rt_host_allocate(agent, size, &mut memory) })?;
         Ok(memory as u64)
-    }
-
-    fn host_free(&self, address: u64) {
-        // SAFETY: memory from host_allocate, freed once.
-        unsafe { gpuinstr_rt_host_free(address as *mut c_void) }
     }
 
     fn host_read(&self, address: u64, into: &mut [u8]) {
@@ -474,7 +468,13 @@ pub unsafe extern "C" fn gpuinstr_rt_replace_code_object_file(
     if !matches!(DYNAMIC.get(), Some(Some(_))) || replaced.is_null() || replaced_size.is_null() {
         return 0;
     }
-    let Ok(bytes) = read_whole(fd) else { return 0 };
+    let bytes = match read_whole(fd) {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            with_runtime(|r| r.reader_unreadable(error));
+            return 0;
+        }
+    };
     match replacement_for(&bytes) {
         Ok(Some((pointer, length))) => {
             *replaced = pointer.cast();
@@ -545,12 +545,6 @@ pub extern "C" fn gpuinstr_rt_on_code_object_loaded(
 pub extern "C" fn gpuinstr_rt_on_executable_destroyed(executable: u64) {
     with_runtime(|r| r.executable_destroyed(executable));
 }
-
-#[no_mangle]
-pub extern "C" fn gpuinstr_rt_on_queue_created(_queue: *const c_void, _agent: u64) {}
-
-#[no_mangle]
-pub extern "C" fn gpuinstr_rt_on_queue_destroyed(_queue: *const c_void) {}
 
 #[no_mangle]
 pub unsafe extern "C" fn gpuinstr_rt_on_packets(

@@ -31,9 +31,9 @@ pub trait Hsa {
     fn agent_name(&self, agent: u64) -> Result<String, HsaError>;
     /// Loads the collect kernel's code object for `agent`.
     fn load_collect_kernel(&self, agent: u64, code_object: &[u8]) -> Result<CollectKernel, HsaError>;
-    /// Host memory `agent` can read and write; its address.
+    /// Host memory `agent` can read and write; its address. (Kept for the
+    /// process: buffers are reused from dispatch to dispatch.)
     fn host_allocate(&self, agent: u64, size: usize) -> Result<u64, HsaError>;
-    fn host_free(&self, address: u64);
     /// Reads host memory from [`Hsa::host_allocate`].
     fn host_read(&self, address: u64, into: &mut [u8]);
     fn host_write(&self, address: u64, bytes: &[u8]);

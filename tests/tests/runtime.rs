@@ -35,13 +35,22 @@ fn run_on(target: &str) -> Run {
     }
 }
 
-/// `tests/inputs/runtime/NAME.hip` built by hipcc for `target`.
-fn program(name: &str, target: &str, directory: &Path) -> PathBuf {
-    let output = directory.join(format!("{name}-{target}"));
+/// A directory of this test run for one test.
+fn test_directory(name: &str) -> PathBuf {
+    let dir = run_directory().join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `tests/inputs/SOURCE` built by hipcc for `target` into `directory` as
+/// `output`, with `extra` arguments (`-lrocrand`, `--genco`).
+fn hip_build(source: &str, target: &str, directory: &Path, output: &str, extra: &[&str]) -> PathBuf {
+    let output = directory.join(output);
     run_ok(
         hipcc()
             .args(["-O2", &format!("--offload-arch={target}")])
-            .arg(input(&format!("runtime/{name}.hip")))
+            .arg(input(source))
+            .args(extra)
             .arg("-o")
             .arg(&output)
             .env("TMPDIR", directory),
@@ -107,7 +116,7 @@ struct Original {
 }
 
 fn original(target: &str, dir: &Path) -> Original {
-    original_of(program("counted", target, dir), target, dir)
+    original_of(hip_build("runtime/counted.hip", target, dir, &format!("counted-{target}"), &[]), target, dir)
 }
 
 /// `program` (the `counted` program, however built) run on `target`.
@@ -189,8 +198,7 @@ fn dispatches<'r>(report: &'r Value, original: &Original) -> &'r [Value] {
 #[test]
 fn the_runtime_reports_each_dispatchs_instruction_count() {
     let target = "gfx90a";
-    let dir = run_directory().join("instruction-counter");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = test_directory("instruction-counter");
     let original = original(target, &dir);
     let tool = instrument_with("instruction-counter", &original, &dir);
     let expected: Vec<u64> =
@@ -231,8 +239,7 @@ fn the_runtime_reports_each_dispatchs_instruction_count() {
 #[test]
 fn the_runtime_reports_each_dispatchs_kernel_arguments() {
     let target = "gfx90a";
-    let dir = run_directory().join("kernel-arguments");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = test_directory("kernel-arguments");
     let original = original(target, &dir);
     let tool = instrument_with("kernel-arguments", &original, &dir);
     let (report, stderr) = run_reported(&tool.program, target, Some(&tool.host), &original.output, &dir);
@@ -251,8 +258,7 @@ fn the_runtime_reports_each_dispatchs_kernel_arguments() {
 #[test]
 fn the_runtime_reports_each_dispatchs_opcode_histogram() {
     let target = "gfx90a";
-    let dir = run_directory().join("opcode-histogram");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = test_directory("opcode-histogram");
     let original = original(target, &dir);
     let tool = instrument_with("opcode-histogram", &original, &dir);
     let lifted = lift(&original.app).unwrap();
@@ -286,8 +292,7 @@ fn dispatch_facts(report: &Value) -> Vec<Value> {
 #[test]
 fn dynamic_mode_reports_what_static_instrumentation_reports() {
     let target = "gfx90a";
-    let dir = run_directory().join("dynamic");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = test_directory("dynamic");
     let original = original(target, &dir);
     let tool = instrument_with("instruction-counter", &original, &dir);
     let (static_report, _) = run_reported(&tool.program, target, Some(&tool.host), &original.output, &dir);
@@ -317,26 +322,10 @@ fn dynamic_mode_reports_what_static_instrumentation_reports() {
 #[test]
 fn dynamic_mode_instruments_a_code_object_loaded_with_hip_module_load() {
     let target = "gfx90a";
-    let dir = run_directory().join("dynamic-module");
-    std::fs::create_dir_all(&dir).unwrap();
-    let module = dir.join(format!("module_kernels-{target}.co"));
-    run_ok(
-        hipcc()
-            .args(["--genco", &format!("--offload-arch={target}")])
-            .arg(input("device/module_kernels.hip"))
-            .arg("-o")
-            .arg(&module)
-            .env("TMPDIR", &dir),
-    );
-    let program = dir.join(format!("module_load-{target}"));
-    run_ok(
-        hipcc()
-            .args(["-O2", &format!("--offload-arch={target}")])
-            .arg(input("device/module_load.hip"))
-            .arg("-o")
-            .arg(&program)
-            .env("TMPDIR", &dir),
-    );
+    let dir = test_directory("dynamic-module");
+    let module =
+        hip_build("device/module_kernels.hip", target, &dir, &format!("module_kernels-{target}.co"), &["--genco"]);
+    let program = hip_build("device/module_load.hip", target, &dir, &format!("module_load-{target}"), &[]);
     let code_objects: Vec<CodeObject> = [&module, &program]
         .iter()
         .map(|file| load::load_for_target(file, Some(target)).unwrap().code_objects.remove(0))
@@ -458,18 +447,8 @@ fn host_part(tool: &str, directory: &Path) -> PathBuf {
 /// of the original run gives.
 fn library_under_the_runtime(library: &str, program_source: &str, link: &str) {
     let target = "gfx90a";
-    let dir = run_directory().join(format!("library-{library}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let program = dir.join(library);
-    run_ok(
-        hipcc()
-            .args(["-O2", &format!("--offload-arch={target}")])
-            .arg(input(program_source))
-            .arg(link)
-            .arg("-o")
-            .arg(&program)
-            .env("TMPDIR", &dir),
-    );
+    let dir = test_directory(&format!("library-{library}"));
+    let program = hip_build(program_source, target, &dir, library, &[link]);
     let installed = PathBuf::from("/usr/lib/x86_64-linux-gnu").join(library);
     let app = load::load_for_target(&installed, Some(target)).unwrap().code_objects.remove(0);
     let log = dir.join("original.jsonl");
