@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark of gpuinstr's runtime (not a test), on the emulated GPU:
-#  1. per example tool and program: wave instructions the emulated GPU ran,
-#     instrumented (static) / original, and the wall time of each run;
+#  1. per example tool and program: wave instructions the program's kernels
+#     ran on the emulated GPU, instrumented (static) / original, what the
+#     runtime's collection cost, and the wall time of each run;
 #  2. dynamic mode's start-up per code object: instrumenting it as the
 #     program loads it (cold cache), then loading it from the cache.
 #   scripts/bench-runtime.sh [TARGET]     (gfx90a by default)
@@ -27,26 +28,43 @@ for tool in "${tools[@]}"; do
     -c "hook-sdk/examples/$tool/tool.hip" -o "$work/$tool.o"
 done
 
-# Wave instructions of a run (`--stats`), and its wall time.
+# A run's wave instructions from the device's dispatch log: the program's
+# kernels, the runtime's collect kernels (copying tool globals out), and
+# HIP's own (copies, fills); and the wall time.
 run() { # program, gpuinstr-run options...
-  local start end stats
+  local start end
+  rm -f "$work/log.jsonl"
   start=$(date +%s.%N)
-  stats=$("$release/gpuinstr-run" --target "$target" --stats --report "$work/report.json" "${@:2}" -- "$1" 2>&1 >/dev/null \
-    | grep '^gpuinstr-device:' | sed 's/^gpuinstr-device: [0-9]* dispatches, \([0-9]*\) wave instructions.*/\1/')
+  "$release/gpuinstr-run" --target "$target" --dispatch-log "$work/log.jsonl" --report "$work/report.json" "${@:2}" -- "$1" >/dev/null 2>&1
   end=$(date +%s.%N)
-  echo "$stats $(echo "$end - $start" | bc)"
+  python3 - "$work/log.jsonl" <<'PYTHON'
+import json, sys
+program = collect = hip = 0
+for line in open(sys.argv[1]):
+    dispatch = json.loads(line)
+    if dispatch["kernel"] == "gpuinstr_collect":
+        collect += dispatch["instructions"]
+    elif dispatch["kernel"].startswith("__amd_rocclr_"):
+        hip += dispatch["instructions"]
+    else:
+        program += dispatch["instructions"]
+print(program, collect, hip, end=" ")
+PYTHON
+  echo "$(echo "$end - $start" | bc)"
 }
 
-echo "== wave instructions the emulated GPU ran, instrumented / original (every dispatch, ROCr's own copies included)"
-printf '%-20s %-20s %14s %14s %8s %9s %9s\n' program tool original instrumented ratio "wall (s)" "orig (s)"
+echo "== wave instructions of the program's kernels, instrumented (with the tool's host part) / original"
+echo "   (collect: the runtime's kernels copying tool globals out after each dispatch)"
+printf '%-10s %-20s %12s %14s %8s %14s %9s %9s\n' program tool original instrumented ratio collect "wall (s)" "orig (s)"
 for program in counted saxpy; do
-  read -r original original_wall < <(run "$work/$program")
+  read -r original _ _ original_wall < <(run "$work/$program" --no-runtime)
   for tool in "${tools[@]}"; do
     "$release/gpuinstr-link" instrument "$work/$program" --tool "$work/$tool.o" --plan "hook-sdk/examples/$tool/plan.toml" \
-      --grow-registers always -o "$work/$program.$tool" >/dev/null
-    read -r instrumented wall < <(run "$work/$program.$tool")
-    printf '%-20s %-20s %14s %14s %8.1f %9.2f %9.2f\n' "$program" "$tool" "$original" "$instrumented" \
-      "$(echo "$instrumented / $original" | bc -l)" "$wall" "$original_wall"
+      --grow-registers=always -o "$work/$program.$tool" >/dev/null
+    c++ -shared -fPIC -std=c++17 -O2 -I hook-sdk/include "hook-sdk/examples/$tool/host.cpp" -o "$work/lib$tool-host.so"
+    read -r instrumented collect _ wall < <(run "$work/$program.$tool" --tool-host "$work/lib$tool-host.so")
+    printf '%-10s %-20s %12s %14s %8.1f %14s %9.2f %9.2f\n' "$program" "$tool" "$original" "$instrumented" \
+      "$(echo "$instrumented / $original" | bc -l)" "$collect" "$wall" "$original_wall"
   done
 done
 

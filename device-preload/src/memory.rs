@@ -84,29 +84,28 @@ fn start_command_processor(kfd: &'static Kfd) {
         let trace: gpuinstr_device::command_processor::Trace = crate::tracing().then(|| {
             Box::new(|message: &str| eprintln!("gpuinstr-device: {message}")) as Box<dyn Fn(&str) + Send + Sync>
         });
-        let dispatch_log =
-            std::env::var_os("GPUINSTR_DEVICE_DISPATCH_LOG").filter(|p| !p.is_empty()).and_then(|path| {
-                let opened = std::fs::OpenOptions::new().create(true).append(true).open(&path);
-                match opened {
-                    Ok(file) => {
-                        let file = std::sync::Mutex::new(file);
-                        Some(Box::new(move |line: &str| {
-                            use std::io::Write;
-                            if let Ok(mut file) = file.lock() {
-                                let _ = writeln!(file, "{line}");
-                            }
-                        }) as Box<dyn Fn(&str) + Send + Sync>)
-                    }
-                    Err(error) => {
-                        eprintln!(
-                            "gpuinstr-run: error: cannot open the dispatch log {}: {error}",
-                            path.to_string_lossy()
-                        );
-                        // SAFETY: as for a stop: nothing can be logged as asked.
-                        unsafe { libc::_exit(1) }
-                    }
+        let dispatch_log = std::env::var_os("GPUINSTR_DEVICE_DISPATCH_LOG").filter(|p| !p.is_empty()).map(|path| {
+            let opened = std::fs::OpenOptions::new().create(true).append(true).open(&path);
+            let file = match opened {
+                Ok(file) => std::sync::Mutex::new(file),
+                Err(error) => {
+                    eprintln!("gpuinstr-run: error: cannot open the dispatch log {}: {error}", path.to_string_lossy());
+                    // SAFETY: as for a stop: nothing can be logged as asked.
+                    unsafe { libc::_exit(1) }
                 }
-            });
+            };
+            let exec_history = std::env::var("GPUINSTR_DEVICE_DISPATCH_LOG_EXEC").unwrap_or_default();
+            gpuinstr_device::command_processor::DispatchLogging {
+                write: Box::new(move |line: &str| {
+                    use std::io::Write;
+                    if let Ok(mut file) = file.lock() {
+                        let _ = writeln!(file, "{line}");
+                    }
+                }),
+                exec_history: exec_history.split(',').filter(|o| !o.is_empty()).map(str::to_string).collect(),
+                accesses: std::env::var_os("GPUINSTR_DEVICE_DISPATCH_LOG_ACCESSES").is_some_and(|v| v == "1"),
+            }
+        });
         gpuinstr_device::command_processor::start(kfd, std::sync::Arc::new(Process), stop, trace, dispatch_log);
     });
 }

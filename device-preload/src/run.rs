@@ -31,6 +31,11 @@ pub struct Run {
     pub report: Option<PathBuf>,
     /// The device's per-dispatch counts (`GPUINSTR_DEVICE_DISPATCH_LOG`).
     pub dispatch_log: Option<PathBuf>,
+    /// Opcodes whose EXEC history the dispatch log gives (`GPUINSTR_DEVICE_DISPATCH_LOG_EXEC`).
+    pub dispatch_log_exec: Vec<String>,
+    /// Whether the dispatch log gives every lane's flat and global access
+    /// (`GPUINSTR_DEVICE_DISPATCH_LOG_ACCESSES`).
+    pub dispatch_log_accesses: bool,
     pub trace: bool,
     pub stats: bool,
 }
@@ -109,6 +114,12 @@ impl Run {
         }
         if let Some(log) = &self.dispatch_log {
             command.env("GPUINSTR_DEVICE_DISPATCH_LOG", log);
+        }
+        if !self.dispatch_log_exec.is_empty() {
+            command.env("GPUINSTR_DEVICE_DISPATCH_LOG_EXEC", self.dispatch_log_exec.join(","));
+        }
+        if self.dispatch_log_accesses {
+            command.env("GPUINSTR_DEVICE_DISPATCH_LOG_ACCESSES", "1");
         }
         if self.trace {
             command.env("GPUINSTR_DEVICE_TRACE", "1");

@@ -18,7 +18,7 @@ use gpuinstr_emulator::memory::{AddressSpace, Memory};
 use gpuinstr_emulator::packet::{self, DispatchPacket, PacketPlace};
 use gpuinstr_emulator::program::Program;
 use gpuinstr_emulator::semantics::Interrupts;
-use gpuinstr_emulator::{Fault, LdsOutOfRange, Options};
+use gpuinstr_emulator::{Fault, LdsOutOfRange, Options, RunReport};
 
 use crate::kfd::{Backing, Errno, Kfd, ProcessMemory, Queue};
 use crate::model::Target;
@@ -90,7 +90,18 @@ pub type Trace = Option<Box<dyn Fn(&str) + Send + Sync>>;
 
 /// Where each dispatch's counts go, as one JSON line, when the front end
 /// asks (`GPUINSTR_DEVICE_DISPATCH_LOG`): the oracle for tools' numbers.
-pub type DispatchLog = Option<Box<dyn Fn(&str) + Send + Sync>>;
+pub type DispatchLog = Option<DispatchLogging>;
+
+pub struct DispatchLogging {
+    /// Takes each dispatch's line.
+    pub write: Box<dyn Fn(&str) + Send + Sync>,
+    /// Also log EXEC before and after every execution of these opcodes
+    /// (the emulator's pseudo opcode names): the oracle for branch records.
+    pub exec_history: Vec<String>,
+    /// Also log every lane's flat and global access: the oracle for
+    /// memory traces (large).
+    pub accesses: bool,
+}
 
 pub struct CommandProcessor {
     kfd: &'static Kfd,
@@ -338,14 +349,20 @@ impl CommandProcessor {
         let interrupts = Some(Self::interrupts(self.kfd));
         // A program's kernels get the hardware's behaviour for LDS accesses
         // past the allocation (rocPRIM relies on it), counted and reported.
-        let options = Options { lds_out_of_range: LdsOutOfRange::LikeHardware, ..Options::default() };
+        let log = self.dispatch_log.as_ref();
+        let options = Options {
+            lds_out_of_range: LdsOutOfRange::LikeHardware,
+            exec_history: log.map(|l| l.exec_history.clone()).unwrap_or_default(),
+            accesses: log.is_some_and(|l| l.accesses),
+            ..Options::default()
+        };
         let started = std::time::Instant::now();
         let result =
             packet::run(program, &mut memory, &packet, &kernel, &place, gfx90a, interrupts, &options, &mut trace);
         drop(scratch);
         let report = result.map_err(|e| format!("the emulated GPU stopped: {e}"))?;
         if let Some(log) = &self.dispatch_log {
-            log(&dispatch_line(&kernel.metadata.name, &packet, base, &report.counts));
+            (log.write)(&dispatch_line(&kernel.metadata.name, &packet, base, &report));
         }
         let mut stats = STATS.lock().unwrap_or_else(|e| e.into_inner());
         stats.dispatches += 1;
@@ -385,8 +402,11 @@ impl CommandProcessor {
 
 /// One dispatch as a JSON line: the kernel, the packet's grid, the wave
 /// instructions run, and per instruction (its address in the code object,
-/// from the start of the loaded code) the wave executions and active lanes.
-fn dispatch_line(kernel: &str, packet: &DispatchPacket, code_base: u64, counts: &gpuinstr_emulator::Counts) -> String {
+/// from the start of the loaded code) the wave executions and active lanes;
+/// when recorded, the EXEC history (`[address, wave, before, after]` in
+/// execution order) and the accesses (`[address, wave, lane, memory]`).
+fn dispatch_line(kernel: &str, packet: &DispatchPacket, code_base: u64, report: &RunReport) -> String {
+    let counts = &report.counts;
     let mut per_address: Vec<(u64, (u64, u64))> =
         counts.per_address.iter().map(|(&address, &c)| (address.wrapping_sub(code_base), c)).collect();
     per_address.sort_unstable();
@@ -399,14 +419,32 @@ fn dispatch_line(kernel: &str, packet: &DispatchPacket, code_base: u64, counts: 
             c => vec![c],
         })
         .collect();
-    format!(
-        "{{\"kernel\":\"{name}\",\"kernel_object\":{},\"grid_size\":{:?},\"workgroup_size\":{:?},\"instructions\":{},\"per_address\":[{}]}}",
+    let mut line = format!(
+        "{{\"kernel\":\"{name}\",\"kernel_object\":{},\"grid_size\":{:?},\"workgroup_size\":{:?},\"instructions\":{},\"per_address\":[{}]",
         packet.kernel_object,
         packet.grid_size,
         packet.workgroup_size,
         counts.instructions(),
         per_address.join(",")
-    )
+    );
+    let relative = |address: u64| address.wrapping_sub(code_base);
+    if !report.exec_history.is_empty() {
+        let changes: Vec<String> = report
+            .exec_history
+            .iter()
+            .map(|c| format!("[{},{},{},{}]", relative(c.address), c.wave, c.before, c.after))
+            .collect();
+        line += &format!(",\"exec_history\":[{}]", changes.join(","));
+    }
+    if !report.accesses.is_empty() {
+        let accesses: Vec<String> = report
+            .accesses
+            .iter()
+            .map(|a| format!("[{},{},{},{}]", relative(a.address), a.wave, a.lane, a.memory))
+            .collect();
+        line += &format!(",\"accesses\":[{}]", accesses.join(","));
+    }
+    line + "}"
 }
 
 /// The process's memory as kernels may touch it: what the runtime
@@ -573,10 +611,21 @@ mod tests {
             per_address: HashMap::from([(0x5108, (2, 100)), (0x5100, (2, 128))]),
             ..Default::default()
         };
-        let line = dispatch_line("odd\"name\\", &packet, 0x5000, &counts);
+        let mut report = RunReport { counts, ..Default::default() };
+        let line = dispatch_line("odd\"name\\", &packet, 0x5000, &report);
         assert_eq!(
             line,
             r#"{"kernel":"odd\"name\\","kernel_object":28672,"grid_size":[1000, 1, 1],"workgroup_size":[256, 1, 1],"instructions":5,"per_address":[[256,2,128],[264,2,100]]}"#
+        );
+        // With the EXEC history and the accesses recorded, they follow.
+        report.exec_history.push(gpuinstr_emulator::ExecChange { wave: 1, address: 0x5104, before: 3, after: 1 });
+        report.accesses.push(gpuinstr_emulator::Access { wave: 0, address: 0x5108, lane: 2, memory: 0x9000 });
+        let line = dispatch_line("k", &packet, 0x5000, &report);
+        assert!(
+            line.ends_with(
+                r#""per_address":[[256,2,128],[264,2,100]],"exec_history":[[260,1,3,1]],"accesses":[[264,0,2,36864]]}"#
+            ),
+            "{line}"
         );
     }
 }

@@ -97,6 +97,17 @@ pub struct TraceEntry {
     pub exec: u64,
 }
 
+/// EXEC around one wave execution of an instruction whose opcode
+/// `Options::exec_history` names, for checking branch records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ExecChange {
+    pub wave: u32,
+    /// Code object address of the instruction.
+    pub address: u64,
+    pub before: u64,
+    pub after: u64,
+}
+
 /// One lane's FLAT or GLOBAL access, for checking address traces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Access {
@@ -116,6 +127,9 @@ pub struct Options {
     pub trace: bool,
     /// Record every lane's FLAT and GLOBAL access address.
     pub accesses: bool,
+    /// Record EXEC before and after each execution of these opcodes (the
+    /// decoder's pseudo opcode names, `S_AND_SAVEEXEC_B64`).
+    pub exec_history: Vec<String>,
     /// What an LDS access past the workgroup's allocation does (the
     /// `Device` stops by default; dispatch packets get the hardware's way).
     pub lds_out_of_range: LdsOutOfRange,
@@ -123,7 +137,13 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { max_instructions: 50_000_000, trace: false, accesses: false, lds_out_of_range: LdsOutOfRange::Stop }
+        Options {
+            max_instructions: 50_000_000,
+            trace: false,
+            accesses: false,
+            exec_history: Vec::new(),
+            lds_out_of_range: LdsOutOfRange::Stop,
+        }
     }
 }
 
@@ -134,6 +154,9 @@ pub struct RunReport {
     pub trace: Vec<TraceEntry>,
     /// With `Options::accesses`: every lane's FLAT and GLOBAL access.
     pub accesses: Vec<Access>,
+    /// With `Options::exec_history`: EXEC around each execution of the
+    /// opcodes named, in execution order.
+    pub exec_history: Vec<ExecChange>,
 }
 
 /// Bytes of scratch each lane gets (the private segment size, 16-aligned).
@@ -452,6 +475,10 @@ impl Runner<'_> {
         let mut context = Context { wave, memory: self.memory, lds, machine: self.machine, next_pc, accessed };
         let outcome = (inst.handler)(&mut context, &inst);
         let next_pc = context.next_pc;
+        if self.options.exec_history.contains(&inst.name) {
+            let change = ExecChange { wave: wave.id.global, address, before: exec, after: wave.exec() };
+            self.report.exec_history.push(change);
+        }
         for (lane, memory) in self.accessed.drain(..) {
             self.report.accesses.push(Access { wave: wave.id.global, address, lane, memory });
         }

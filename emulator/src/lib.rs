@@ -24,6 +24,6 @@ pub mod semantics;
 pub mod wave;
 
 pub use device::Device;
-pub use dispatch::{Access, Counts, Launch, Options, RunReport, TraceEntry};
+pub use dispatch::{Access, Counts, ExecChange, Launch, Options, RunReport, TraceEntry};
 pub use error::{EmulatorError, Fault};
 pub use semantics::LdsOutOfRange;

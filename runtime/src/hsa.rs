@@ -389,6 +389,28 @@ pub unsafe extern "C" fn gpuinstr_report_text(dispatch: *mut c_void, key: *const
     }
 }
 
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_report_warning(dispatch: *mut c_void, text: *const c_char) {
+    let Some(d) = dispatch.cast::<ToolDispatch>().as_mut() else { return };
+    if !text.is_null() {
+        d.warn(CStr::from_ptr(text).to_string_lossy().to_string());
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_write(name: *const c_char, bytes: *const c_void, size: usize) {
+    if name.is_null() || (bytes.is_null() && size > 0) {
+        return;
+    }
+    let name = CStr::from_ptr(name).to_string_lossy();
+    let bytes = match size {
+        0 => &[][..],
+        _ => std::slice::from_raw_parts(bytes.cast::<u8>(), size),
+    };
+    let (report, _) = crate::report_path();
+    with_runtime(|r| r.write_tool_file(&report, &name, bytes));
+}
+
 /// ROCr calls this from `hsa_shut_down`.
 #[no_mangle]
 pub extern "C" fn OnUnload() {

@@ -11,7 +11,7 @@
 //! calls in, HSA calls out), [`dynamic`] (code objects instrumented as they
 //! load, in dynamic mode), [`code_objects`] (is it instrumented, where are
 //! its globals), [`packets`] (a dispatch rewritten), [`runtime`] (the
-//! state), [`report`].
+//! state), [`tool_files`] (what a tool's host part writes), [`report`].
 
 pub mod code_objects;
 pub mod dynamic;
@@ -19,13 +19,14 @@ pub mod hsa;
 pub mod packets;
 pub mod report;
 pub mod runtime;
+pub mod tool_files;
 
 use std::path::PathBuf;
 use std::sync::Mutex;
 
 /// Where the JSON report goes, and whether the user asked for it (a
 /// program that loads nothing instrumented then still gets one).
-fn report_path() -> (PathBuf, bool) {
+pub fn report_path() -> (PathBuf, bool) {
     match std::env::var_os("GPUINSTR_REPORT").filter(|p| !p.is_empty()) {
         Some(path) => (path.into(), true),
         None => ("gpuinstr-report.json".into(), false),
@@ -41,7 +42,8 @@ pub fn finish(state: &Mutex<runtime::Runtime>, hsa: &dyn runtime::Hsa, tool: Opt
         if let Some(tool) = tool {
             tool.exit();
         }
-        let Ok(state) = state.lock() else { return };
+        let Ok(mut state) = state.lock() else { return };
+        state.close_tool_files();
         let (path, asked) = report_path();
         if state.report.is_empty() && !asked {
             return;

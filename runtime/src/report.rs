@@ -9,6 +9,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::tool_files::ToolFile;
+
 /// Version of the JSON report's layout.
 pub const SCHEMA: u32 = 1;
 
@@ -28,6 +30,9 @@ pub struct Report {
     /// instrumented for it, in load order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dynamic: Vec<DynamicRecord>,
+    /// Files the tool's host part wrote (`gpuinstr_write`), beside the report.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<ToolFile>,
     pub warnings: Vec<String>,
 }
 
@@ -128,22 +133,31 @@ impl Serialize for ToolValues {
 
 /// A tool global's bytes after a dispatch. A tool without a host part gets
 /// this generic form: the value of a global of at most 8 bytes as an
-/// unsigned little-endian integer, else its nonzero 8-byte words by byte
-/// offset. With a host part, the tool speaks for its data: name and size only.
+/// unsigned little-endian integer, else how many of its 8-byte words are
+/// nonzero and the first [`LISTED_WORDS`] of them by byte offset (a trace
+/// buffer would otherwise fill the report). With a host part, the tool
+/// speaks for its data: name and size only.
 #[derive(Debug, PartialEq, Eq, Serialize)]
 pub struct GlobalValue {
     pub name: String,
     pub size: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub value: Option<u64>,
+    /// Nonzero 8-byte words of a larger global.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nonzero: Option<usize>,
+    /// The first of them (at most [`LISTED_WORDS`]), by byte offset.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nonzero_words: Option<BTreeMap<usize, u64>>,
 }
 
+/// Nonzero words of a large global listed in the generic form.
+pub const LISTED_WORDS: usize = 256;
+
 impl GlobalValue {
     /// Name and size only (the tool's host part reads the bytes).
     pub fn named(name: &str, size: usize) -> Self {
-        GlobalValue { name: name.to_string(), size, value: None, nonzero_words: None }
+        GlobalValue { name: name.to_string(), size, value: None, nonzero: None, nonzero_words: None }
     }
 
     pub fn of(name: &str, bytes: &[u8]) -> Self {
@@ -152,19 +166,34 @@ impl GlobalValue {
             word[..chunk.len()].copy_from_slice(chunk);
             u64::from_le_bytes(word)
         };
-        let (value, nonzero_words) = if bytes.len() <= 8 {
-            (Some(word(bytes)), None)
-        } else {
-            let words = bytes.chunks(8).enumerate().map(|(k, c)| (k * 8, word(c))).filter(|&(_, w)| w != 0).collect();
-            (None, Some(words))
-        };
-        GlobalValue { name: name.to_string(), size: bytes.len(), value, nonzero_words }
+        if bytes.len() <= 8 {
+            let value = Some(word(bytes));
+            return GlobalValue {
+                name: name.to_string(),
+                size: bytes.len(),
+                value,
+                nonzero: None,
+                nonzero_words: None,
+            };
+        }
+        let mut words = bytes.chunks(8).enumerate().map(|(k, c)| (k * 8, word(c))).filter(|&(_, w)| w != 0);
+        let listed: BTreeMap<usize, u64> = words.by_ref().take(LISTED_WORDS).collect();
+        let nonzero = listed.len() + words.count();
+        GlobalValue {
+            name: name.to_string(),
+            size: bytes.len(),
+            value: None,
+            nonzero: Some(nonzero),
+            nonzero_words: Some(listed),
+        }
     }
 
     fn text(&self) -> String {
         match (&self.value, &self.nonzero_words) {
             (Some(value), _) => format!("{}={value}", self.name),
-            (None, Some(words)) => format!("{}: {} of {} words nonzero", self.name, words.len(), self.size.div_ceil(8)),
+            (None, Some(_)) => {
+                format!("{}: {} of {} words nonzero", self.name, self.nonzero.unwrap_or(0), self.size.div_ceil(8))
+            }
             (None, None) => format!("{}: {} bytes", self.name, self.size),
         }
     }
@@ -243,6 +272,9 @@ impl Report {
         if self.dispatches.len() > SUMMARY_DISPATCHES {
             writeln!(out, "  ... {} more in the JSON report", self.dispatches.len() - SUMMARY_DISPATCHES).unwrap();
         }
+        for file in &self.files {
+            writeln!(out, "gpuinstr: the tool wrote {} ({} bytes)", file.path.display(), file.bytes).unwrap();
+        }
         let problems = self.dispatches.iter().filter(|d| !d.problems.is_empty()).count();
         if problems > 0 {
             writeln!(out, "gpuinstr: warning: {problems} dispatches have problems (values missing or mixed)").unwrap();
@@ -296,5 +328,16 @@ mod tests {
         assert_eq!(large.value, None);
         assert_eq!(large.nonzero_words, Some(BTreeMap::from([(8, 3), (16, 1)])));
         assert_eq!(large.text(), "Histogram: 2 of 3 words nonzero");
+    }
+
+    #[test]
+    fn a_large_buffer_lists_its_first_nonzero_words_and_counts_them_all() {
+        let bytes: Vec<u8> = (0..1000u64).flat_map(|k| (k + 1).to_le_bytes()).collect();
+        let trace = GlobalValue::of("Trace", &bytes);
+        assert_eq!(trace.nonzero, Some(1000));
+        let listed = trace.nonzero_words.as_ref().unwrap();
+        assert_eq!(listed.len(), LISTED_WORDS);
+        assert_eq!(listed.last_key_value(), Some((&((LISTED_WORDS - 1) * 8), &(LISTED_WORDS as u64))));
+        assert_eq!(trace.text(), "Trace: 1000 of 1000 words nonzero");
     }
 }

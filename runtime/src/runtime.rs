@@ -11,6 +11,7 @@ use thiserror::Error;
 use crate::code_objects::{self, InstrumentedCodeObject};
 use crate::packets::{self, CollectKernel, Dispatch, Packet};
 use crate::report::{DispatchRecord, GlobalValue, LoadedRecord, Report, ToolValue, ToolValues, SCHEMA};
+use crate::tool_files::ToolFiles;
 
 include!(concat!(env!("OUT_DIR"), "/collect_kernels.rs"));
 
@@ -49,6 +50,8 @@ pub struct ToolDispatch {
     pub globals: Vec<(String, Vec<u8>)>,
     /// What the tool reported.
     pub values: ToolValues,
+    /// What the tool said is missing or may be wrong (records dropped...).
+    pub warnings: Vec<String>,
     /// The dispatch's code object (its point table).
     pub code_object: Arc<InstrumentedCodeObject>,
 }
@@ -60,6 +63,10 @@ impl ToolDispatch {
 
     pub fn report(&mut self, key: String, value: ToolValue) {
         self.values.0.push((key, value));
+    }
+
+    pub fn warn(&mut self, warning: String) {
+        self.warnings.push(warning);
     }
 }
 
@@ -135,6 +142,8 @@ pub struct Runtime {
     retired_signals: Vec<u64>,
     next_dispatch: u64,
     pub report: Report,
+    /// Files the tool's host part writes, beside the report.
+    pub tool_files: ToolFiles,
 }
 
 /// Where `address` of a code object is once loaded `delta` bytes away.
@@ -153,6 +162,7 @@ impl Default for Runtime {
             retired_signals: Vec::new(),
             next_dispatch: 0,
             report: Report { schema: SCHEMA, ..Report::default() },
+            tool_files: ToolFiles::default(),
         }
     }
 }
@@ -353,6 +363,10 @@ pub fn dispatch_completed(runtime: &Mutex<Runtime>, hsa: &dyn Hsa, tool: Option<
         record.tool = dispatch.values;
     }
     if let Ok(mut r) = runtime.lock() {
+        for warning in dispatch.warnings {
+            r.report.warn(format!("dispatch {id} ({}): {warning}", record.kernel));
+            record.problems.push(warning);
+        }
         r.report.dispatches.push(record);
     }
 }
@@ -393,6 +407,7 @@ impl Runtime {
             workgroup_size: flight.dispatch.workgroup_size,
             globals,
             values: ToolValues::default(),
+            warnings: Vec::new(),
             code_object: loaded.code_object.clone(),
         };
         let record = DispatchRecord {
@@ -406,6 +421,25 @@ impl Runtime {
             problems,
         };
         Some((dispatch, record))
+    }
+}
+
+impl Runtime {
+    /// Appends to the tool file `name` beside the report at `report`; a
+    /// file that cannot be written is a warning (once).
+    pub fn write_tool_file(&mut self, report: &std::path::Path, name: &str, bytes: &[u8]) {
+        if let Err(message) = self.tool_files.write(report, name, bytes) {
+            self.report.warn(format!("{message}; the tool's later records for it are lost"));
+        }
+    }
+
+    /// At the end: the tool's files renamed into place and listed.
+    pub fn close_tool_files(&mut self) {
+        let (files, errors) = self.tool_files.close();
+        self.report.files = files;
+        for error in errors {
+            self.report.warn(error);
+        }
     }
 }
 

@@ -124,7 +124,14 @@ fn original_of(program: PathBuf, target: &str, dir: &Path) -> Original {
     let app = load::load_for_target(&program, Some(target)).unwrap().code_objects.remove(0);
     let log = dir.join("original.jsonl");
     let _ = std::fs::remove_file(&log);
-    let run = Run { dispatch_log: Some(log.clone()), ..run_on(target) };
+    // The oracle for every tool: counts, the EXEC history of branches and
+    // every lane's access.
+    let run = Run {
+        dispatch_log: Some(log.clone()),
+        dispatch_log_exec: vec!["S_AND_SAVEEXEC_B64".into()],
+        dispatch_log_accesses: true,
+        ..run_on(target)
+    };
     let output = succeeded(run.command(program.as_os_str(), &[]).output().unwrap(), "the original");
     assert!(output.starts_with("PASSED"), "{output}");
     let kernels: Vec<&str> = app.kernels.iter().map(|k| k.name()).collect();
@@ -276,6 +283,171 @@ fn the_runtime_reports_each_dispatchs_opcode_histogram() {
         assert_eq!(reported["tool"]["opcodes"], Value::Object(expected), "dispatch {k}");
     }
     assert!(stderr.contains("opcode histogram: "), "{stderr}");
+}
+
+/// Seed 003's global wavefront id (what the tools record) of each of a
+/// dispatch's wavefronts in the emulator's order: workgroups x fastest,
+/// each full workgroup's wavefronts counted even where the grid's last
+/// workgroup is partial.
+fn tool_wavefronts(logged: &Value) -> Vec<u64> {
+    let shape = |key: &str| -> Vec<u64> { (0..3).map(|d| logged[key][d].as_u64().unwrap()).collect() };
+    let (grid, block) = (shape("grid_size"), shape("workgroup_size"));
+    let groups: Vec<u64> = (0..3).map(|d| grid[d].div_ceil(block[d])).collect();
+    let full = (block.iter().product::<u64>()).div_ceil(64);
+    let mut ids = Vec::new();
+    for z in 0..groups[2] {
+        for y in 0..groups[1] {
+            for x in 0..groups[0] {
+                let size: u64 =
+                    [x, y, z].iter().enumerate().map(|(d, &g)| (grid[d] - g * block[d]).min(block[d])).product();
+                let group = x + groups[0] * (y + groups[1] * z);
+                ids.extend((0..size.div_ceil(64)).map(|w| group * full + w));
+            }
+        }
+    }
+    ids
+}
+
+/// A tool's file of records beside `report` (`<report stem>.<name>`, as
+/// docs/runtime.md says): its rows (after the header) as fields, numbers
+/// read in decimal or `0x` hex.
+fn records(report: &Path, name: &str, header: &str) -> Vec<Vec<u64>> {
+    let stem = report.file_stem().unwrap().to_string_lossy();
+    let path = report.with_file_name(format!("{stem}.{name}"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some(header));
+    let number = |field: &str| match field.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).unwrap(),
+        None => field.parse().unwrap(),
+    };
+    lines.map(|line| line.split('\t').map(number).collect()).collect()
+}
+
+/// Branch divergence: every record (branch, wavefront, OLD MASK, IF MASK)
+/// is one the emulator's EXEC history of the original gives for an
+/// `s_and_saveexec_b64` executed with some lane active, and each branch's
+/// executions and divergent ones in the report are those of the history.
+#[test]
+fn the_runtime_reports_each_branchs_divergence_as_the_exec_history_gives_it() {
+    let target = "gfx90a";
+    let dir = test_directory("branch-divergence");
+    let original = original(target, &dir);
+    let tool = instrument_with("branch-divergence", &original, &dir);
+    let (report, stderr) = run_reported(&tool.program, target, Some(&tool.host), &original.output, &dir);
+    let rows = records(
+        &dir.join("report.json"),
+        "branch-records.tsv",
+        "dispatch\tsite\taddress\twavefront\told_mask\tif_mask",
+    );
+    assert_eq!(report["files"][0]["name"], "branch-records.tsv");
+    let mut divergent_total = 0;
+    for (k, (reported, logged)) in dispatches(&report, &original).iter().zip(&original.dispatches).enumerate() {
+        let wavefronts = tool_wavefronts(logged);
+        let mut expected: Vec<[u64; 4]> = logged["exec_history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (0..4).map(|f| e[f].as_u64().unwrap()).collect::<Vec<u64>>())
+            .filter(|e| e[2] != 0)
+            .map(|e| [e[0], wavefronts[e[1] as usize], e[2], e[3]])
+            .collect();
+        let mut recorded: Vec<[u64; 4]> =
+            rows.iter().filter(|r| r[0] == k as u64 + 1).map(|r| [r[2], r[3], r[4], r[5]]).collect();
+        expected.sort_unstable();
+        recorded.sort_unstable();
+        assert!(!expected.is_empty(), "dispatch {k} executes branches");
+        assert_eq!(recorded, expected, "dispatch {k}: (address, wavefront, old mask, if mask)");
+        let mut per_branch = std::collections::BTreeMap::<u64, (u64, u64)>::new();
+        for [address, _, old, new] in &expected {
+            let branch = per_branch.entry(*address).or_default();
+            branch.0 += 1;
+            branch.1 += u64::from(new != old && *new != 0);
+        }
+        let reported_branches: std::collections::BTreeMap<u64, (u64, u64)> = reported["tool"]["branches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| {
+                let address = u64::from_str_radix(b["address"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
+                (address, (b["executions"].as_u64().unwrap(), b["divergent"].as_u64().unwrap()))
+            })
+            .collect();
+        assert_eq!(reported_branches, per_branch, "dispatch {k}: per branch (executions, divergent)");
+        let divergent: u64 = per_branch.values().map(|b| b.1).sum();
+        assert_eq!(reported["tool"]["records"], expected.len() as u64, "dispatch {k}");
+        assert_eq!(reported["tool"]["divergent"], divergent, "dispatch {k}");
+        divergent_total += divergent;
+    }
+    assert!(divergent_total > 0, "the program's partial waves and loop diverge");
+    assert!(stderr.contains("branch divergence: "), "{stderr}");
+    assert!(stderr.contains(&format!(", {divergent_total} of ")), "{stderr}");
+}
+
+/// The memory tracer: its file holds exactly the accesses the emulator
+/// logged for the original (instruction, wavefront, lane, address), and the
+/// report's per-instruction accesses are the emulator's active lanes.
+/// The two runs' buffers lie at different addresses (device memory is
+/// host memory mapped where mmap puts it, and the runtime allocates its
+/// own), so addresses compare as offsets from the lowest address each
+/// instruction accessed in the dispatch.
+#[test]
+fn the_runtime_writes_the_memory_trace_the_emulator_logged() {
+    let target = "gfx90a";
+    let dir = test_directory("memory-tracer");
+    let original = original(target, &dir);
+    let tool = instrument_with("memory-tracer", &original, &dir);
+    let (report, stderr) = run_reported(&tool.program, target, Some(&tool.host), &original.output, &dir);
+    let rows = records(&dir.join("report.json"), "memory-trace.tsv", "dispatch\tinstruction\twavefront\tlane\taddress");
+    let relative = |mut accesses: Vec<[u64; 4]>| {
+        let mut lowest = std::collections::HashMap::<u64, u64>::new();
+        for [instruction, _, _, address] in &accesses {
+            let low = lowest.entry(*instruction).or_insert(*address);
+            *low = (*low).min(*address);
+        }
+        for access in &mut accesses {
+            access[3] -= lowest[&access[0]];
+        }
+        accesses.sort_unstable();
+        accesses
+    };
+    for (k, (reported, logged)) in dispatches(&report, &original).iter().zip(&original.dispatches).enumerate() {
+        let wavefronts = tool_wavefronts(logged);
+        let field = |a: &Value, f: usize| a[f].as_u64().unwrap();
+        let expected: Vec<[u64; 4]> = logged["accesses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| [field(a, 0), wavefronts[field(a, 1) as usize], field(a, 2), field(a, 3)])
+            .collect();
+        let traced: Vec<[u64; 4]> =
+            rows.iter().filter(|r| r[0] == k as u64 + 1).map(|r| [r[1], r[2], r[3], r[4]]).collect();
+        assert!(!expected.is_empty(), "dispatch {k} accesses memory");
+        assert_eq!(traced.len(), expected.len(), "dispatch {k}: records");
+        assert_eq!(
+            relative(traced),
+            relative(expected.clone()),
+            "dispatch {k}: (instruction, wavefront, lane, offset)"
+        );
+        assert_eq!(reported["tool"]["records"], expected.len() as u64, "dispatch {k}");
+        let lanes: std::collections::HashMap<u64, (u64, u64)> = logged["per_address"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e[0].as_u64().unwrap(), (e[1].as_u64().unwrap(), e[2].as_u64().unwrap())))
+            .collect();
+        for instruction in reported["tool"]["instructions"].as_array().unwrap() {
+            let address =
+                u64::from_str_radix(instruction["address"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
+            let (waves, active) = lanes[&address];
+            let executions = instruction["executions"].as_u64().unwrap();
+            let lines = instruction["lines"].as_u64().unwrap();
+            assert_eq!(instruction["accesses"], active, "dispatch {k} at {address:#x}");
+            assert!(executions >= 1 && executions <= waves, "dispatch {k} at {address:#x}: {executions} of {waves}");
+            assert!(lines >= executions && lines <= active, "dispatch {k} at {address:#x}: {lines} lines");
+        }
+    }
+    assert!(stderr.contains("memory tracer: "), "{stderr}");
 }
 
 /// What a report says about its dispatches, for comparing two runs: kernel,

@@ -32,6 +32,15 @@ struct Arguments {
     /// the emulator's own instruction counts per instruction address.
     #[arg(long, value_name = "FILE")]
     dispatch_log: Option<PathBuf>,
+    /// With --dispatch-log: also log EXEC before and after every execution
+    /// of these opcodes (LLVM's pseudo opcode names, comma-separated, e.g.
+    /// S_AND_SAVEEXEC_B64), as `exec_history` [address, wave, before, after].
+    #[arg(long, value_name = "OPCODES", requires = "dispatch_log", value_delimiter = ',')]
+    dispatch_log_exec: Vec<String>,
+    /// With --dispatch-log: also log every lane's flat and global access, as
+    /// `accesses` [address, wave, lane, memory] (large).
+    #[arg(long, requires = "dispatch_log")]
+    dispatch_log_accesses: bool,
     /// Where the runtime writes its JSON report (default
     /// `gpuinstr-report.json`, written only when the program loads
     /// instrumented code).
@@ -102,6 +111,8 @@ fn main() -> ExitCode {
         tool_host: arguments.tool_host,
         report: arguments.report,
         dispatch_log: arguments.dispatch_log,
+        dispatch_log_exec: arguments.dispatch_log_exec,
+        dispatch_log_accesses: arguments.dispatch_log_accesses,
         trace: arguments.trace,
         stats: arguments.stats,
     };

@@ -20,7 +20,7 @@ std::map<std::string, KernelTotal> PerKernel;
 extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
   uint64_t Count = 0;
   if (!gpuinstr::read(Dispatch, "Counter", Count)) {
-    gpuinstr_report_text(Dispatch, "error", "the dispatch's code object has no 8-byte Counter");
+    gpuinstr_report_warning(Dispatch, "the dispatch's code object has no 8-byte Counter");
     return;
   }
   gpuinstr_report_u64(Dispatch, "instructions", Count);

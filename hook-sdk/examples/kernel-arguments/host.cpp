@@ -15,7 +15,7 @@ uint64_t Dispatches = 0;
 extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
   Dim3 Grid{}, Block{};
   if (!gpuinstr::read(Dispatch, "GridDim", Grid) || !gpuinstr::read(Dispatch, "BlockDim", Block)) {
-    gpuinstr_report_text(Dispatch, "error", "the dispatch's code object has no 12-byte GridDim and BlockDim");
+    gpuinstr_report_warning(Dispatch, "the dispatch's code object has no 12-byte GridDim and BlockDim");
     return;
   }
   char Json[160];

@@ -7,7 +7,11 @@ GPUINSTR_DEVICE_MODULE
 struct MemoryAccess {
   uint64_t Address;     // what the lane accessed
   uint32_t Instruction; // the instruction's address in the original code object
-  uint32_t Workgroup;   // blockIdx.x of the accessing wavefront
+  /// Bits 0-5: the lane. Bit 6: the first record of the wavefront's
+  /// execution of the instruction (its lowest active lane). Bits 7-31: the
+  /// global wavefront id (modulo 2^25): workgroups in order (x fastest),
+  /// then the wavefronts of a workgroup.
+  uint32_t WavefrontLane;
 };
 
 constexpr uint64_t TraceCapacity = 1u << 20;
@@ -29,8 +33,13 @@ GPUINSTR_HOOK traceMemory(uint32_t Instruction, uint64_t Address) {
   const uint32_t Low = __builtin_amdgcn_readfirstlane(static_cast<uint32_t>(First));
   const uint32_t High = __builtin_amdgcn_readfirstlane(static_cast<uint32_t>(First >> 32));
   const uint64_t Slot = ((static_cast<uint64_t>(High) << 32) | Low) + Rank;
+  const uint32_t Group = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const uint32_t GroupSize = blockDim.x * blockDim.y * blockDim.z;
+  const uint32_t Flat = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const uint32_t Wavefront = Group * ((GroupSize + 63) / 64) + __builtin_amdgcn_readfirstlane(Flat) / 64;
+  // A wavefront's records are consecutive, its lanes in ascending order.
   if (Slot < TraceCapacity)
-    Trace[Slot] = MemoryAccess{Address, Instruction, blockIdx.x};
+    Trace[Slot] = MemoryAccess{Address, Instruction, (Wavefront << 7) | (Rank == 0 ? 64u : 0u) | __lane_id()};
 }
 
 GPUINSTR_EXPORT_HOOK_HANDLE(traceMemory);

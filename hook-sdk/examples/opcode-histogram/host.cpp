@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,23 +26,22 @@ std::string quoted(const std::string &Text) {
 } // namespace
 
 extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
-  size_t Size = 0;
-  const auto *Histogram = static_cast<const uint64_t *>(gpuinstr_global(Dispatch, "OpcodeHistogram", &Size));
-  if (!Histogram || Size != OpcodeSlots * sizeof(uint64_t)) {
-    gpuinstr_report_text(Dispatch, "error", "the dispatch's code object has no OpcodeHistogram of 32768 counters");
+  const auto *Histogram = gpuinstr::array<uint64_t>(Dispatch, "OpcodeHistogram", OpcodeSlots);
+  if (!Histogram) {
+    gpuinstr_report_warning(Dispatch, "the dispatch's code object has no OpcodeHistogram of 32768 counters");
     return;
   }
   // Slot -> opcode name, from the points the plan instrumented.
   size_t Count = 0;
   const gpuinstr_site *Sites = gpuinstr_sites(Dispatch, &Count);
+  std::map<size_t, std::set<std::string>> OpcodesOfSlot;
+  for (size_t K = 0; K < Count; ++K)
+    OpcodesOfSlot[Sites[K].Opcode % OpcodeSlots].insert(Sites[K].OpcodeName);
+  // Two opcodes sharing a slot are named together, not merged quietly.
   std::map<size_t, std::string> Names;
-  for (size_t K = 0; K < Count; ++K) {
-    std::string &Name = Names[Sites[K].Opcode % OpcodeSlots];
-    if (Name.empty())
-      Name = Sites[K].OpcodeName;
-    else if (Name != Sites[K].OpcodeName)
-      Name += "|" + std::string(Sites[K].OpcodeName); // two opcodes share a slot: said, not merged quietly
-  }
+  for (const auto &[Slot, Opcodes] : OpcodesOfSlot)
+    for (const std::string &Opcode : Opcodes)
+      Names[Slot] += (Names[Slot].empty() ? "" : "|") + Opcode;
   std::string Json = "{";
   for (size_t Slot = 0; Slot < OpcodeSlots; ++Slot) {
     if (!Histogram[Slot])

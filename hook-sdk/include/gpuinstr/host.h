@@ -65,11 +65,31 @@ void gpuinstr_report_u64(gpuinstr_dispatch *Dispatch, const char *Key, uint64_t 
 void gpuinstr_report_text(gpuinstr_dispatch *Dispatch, const char *Key, const char *Text);
 /// `Json` is a JSON value (an object, a list, ...) put into the report as it is.
 void gpuinstr_report_json(gpuinstr_dispatch *Dispatch, const char *Key, const char *Json);
+/// Says that the dispatch's data is incomplete or may be wrong (records a
+/// full buffer dropped, counters two sites share): a counted warning in the
+/// report and a problem of the dispatch's record. Never leave it unsaid.
+void gpuinstr_report_warning(gpuinstr_dispatch *Dispatch, const char *Text);
+
+/// Appends `Size` bytes to the tool's file `Name` (a plain file name, such
+/// as `memory-trace.tsv`): for records too many for the report. The file is
+/// written beside the JSON report as `<report stem>.<Name>`, appears there
+/// when the program ends (never partial) and is listed in the report.
+void gpuinstr_write(const char *Name, const void *Bytes, size_t Size);
 
 #ifdef __cplusplus
 }
 
 namespace gpuinstr {
+/// The tool global `Name` as `Count` values of `T` (an array global): NULL
+/// if the dispatch's code object has no such global or it is not
+/// `Count * sizeof(T)` bytes.
+template <typename T>
+const T *array(const gpuinstr_dispatch *Dispatch, const char *Name, size_t Count) {
+  size_t Size = 0;
+  const void *Bytes = gpuinstr_global(Dispatch, Name, &Size);
+  return Bytes && Size == Count * sizeof(T) ? static_cast<const T *>(Bytes) : nullptr;
+}
+
 /// The tool global `Name` as a `T`; false (and `Value` untouched) if the
 /// dispatch's code object has no such global or it is not sizeof(T) bytes.
 template <typename T>

@@ -1,0 +1,158 @@
+// Branch divergence's host part (gpuinstr/host.h): per dispatch, each
+// executed branch's wavefront executions and divergent ones go into the
+// report, every record (wavefront, OLD MASK, IF MASK) into the file
+// `branch-records.tsv` beside it, and at exit the most divergent branches
+// of the run are printed with their kernels and instructions.
+#include <gpuinstr/host.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace {
+// As in tool.hip.
+constexpr size_t BranchSlots = 4096;
+constexpr uint64_t RecordCapacity = uint64_t(1) << 18;
+struct BranchRecord {
+  uint32_t Branch;
+  uint32_t Wavefront;
+  uint64_t OldMask;
+  uint64_t IfMask;
+};
+
+struct Branch {
+  std::string Function;
+  std::string Text;
+  uint64_t Address = 0;
+  uint64_t Executions = 0;
+  uint64_t Divergent = 0;
+};
+/// The run's branches by (function, address): code objects loaded twice
+/// add up.
+std::map<std::pair<std::string, uint64_t>, Branch> Totals;
+bool HeaderWritten = false;
+
+std::string quoted(const std::string &Text) {
+  std::string Out = "\"";
+  for (char C : Text) {
+    if (C == '"' || C == '\\')
+      Out += '\\';
+    Out += C;
+  }
+  return Out + "\"";
+}
+
+void write(const std::string &Line) { gpuinstr_write("branch-records.tsv", Line.data(), Line.size()); }
+} // namespace
+
+extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
+  const auto *Executions = gpuinstr::array<uint64_t>(Dispatch, "BranchExecutions", BranchSlots);
+  const auto *Divergences = gpuinstr::array<uint64_t>(Dispatch, "BranchDivergences", BranchSlots);
+  const auto *Records = gpuinstr::array<BranchRecord>(Dispatch, "BranchRecords", RecordCapacity);
+  uint64_t Count = 0;
+  if (!Executions || !Divergences || !Records || !gpuinstr::read(Dispatch, "BranchRecordCount", Count)) {
+    gpuinstr_report_warning(Dispatch, "the dispatch's code object lacks branch-divergence's globals");
+    return;
+  }
+  size_t SiteCount = 0;
+  const gpuinstr_site *Sites = gpuinstr_sites(Dispatch, &SiteCount);
+
+  // Per branch: from the records when all were kept (exact for any number
+  // of branches), else from the counters (exact while no two executed
+  // branches share a slot).
+  const uint64_t Kept = std::min(Count, RecordCapacity);
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> PerSite; // executions, divergent
+  if (Kept == Count) {
+    for (uint64_t K = 0; K < Kept; ++K) {
+      const BranchRecord &R = Records[K];
+      auto &[Executed, Divergent] = PerSite[R.Branch];
+      Executed += 1;
+      Divergent += R.IfMask != R.OldMask && R.IfMask != 0;
+    }
+  } else {
+    std::map<size_t, std::vector<uint32_t>> SitesOfSlot;
+    for (size_t Site = 0; Site < SiteCount; ++Site)
+      SitesOfSlot[Site % BranchSlots].push_back(static_cast<uint32_t>(Site));
+    for (size_t Slot = 0; Slot < BranchSlots; ++Slot) {
+      if (!Executions[Slot])
+        continue;
+      const auto &Shared = SitesOfSlot[Slot];
+      if (Shared.size() != 1) {
+        gpuinstr_report_warning(Dispatch, ("counter slot " + std::to_string(Slot) + " counts " +
+                                           std::to_string(Shared.size()) + " branches together")
+                                              .c_str());
+        continue;
+      }
+      PerSite[Shared[0]] = {Executions[Slot], Divergences[Slot]};
+    }
+    gpuinstr_report_warning(Dispatch, (std::to_string(Count - Kept) + " branch records of " + std::to_string(Count) +
+                                       " dropped (the buffer holds " + std::to_string(RecordCapacity) + ")")
+                                          .c_str());
+  }
+
+  std::string Json = "[";
+  uint64_t Divergent = 0;
+  for (const auto &[Site, Counts] : PerSite) {
+    const bool Known = Site < SiteCount;
+    const std::string Function = Known ? Sites[Site].Function : "?";
+    const uint64_t Address = Known ? Sites[Site].Address : 0;
+    Branch &Total = Totals[{Function, Address}];
+    Total.Function = Function;
+    Total.Address = Address;
+    Total.Text = Known ? Sites[Site].Text : "site " + std::to_string(Site) + " (not in the site table)";
+    Total.Executions += Counts.first;
+    Total.Divergent += Counts.second;
+    Divergent += Counts.second;
+    char Hex[32];
+    std::snprintf(Hex, sizeof Hex, "\"0x%" PRIx64 "\"", Address);
+    if (Json.size() > 1)
+      Json += ", ";
+    Json += "{\"site\": " + std::to_string(Site) + ", \"address\": " + Hex + ", \"function\": " + quoted(Function) +
+            ", \"executions\": " + std::to_string(Counts.first) + ", \"divergent\": " + std::to_string(Counts.second) +
+            "}";
+  }
+  gpuinstr_report_json(Dispatch, "branches", (Json + "]").c_str());
+  gpuinstr_report_u64(Dispatch, "records", Count);
+  gpuinstr_report_u64(Dispatch, "divergent", Divergent);
+
+  if (!HeaderWritten) {
+    write("dispatch\tsite\taddress\twavefront\told_mask\tif_mask\n");
+    HeaderWritten = true;
+  }
+  const uint64_t Id = gpuinstr_dispatch_id(Dispatch);
+  std::string Lines;
+  for (uint64_t K = 0; K < Kept; ++K) {
+    const BranchRecord &R = Records[K];
+    char Line[128];
+    const uint64_t Address = R.Branch < SiteCount ? Sites[R.Branch].Address : 0;
+    std::snprintf(Line, sizeof Line, "%" PRIu64 "\t%" PRIu32 "\t0x%" PRIx64 "\t%" PRIu32 "\t0x%016" PRIx64 "\t0x%016" PRIx64 "\n",
+                  Id, R.Branch, Address, R.Wavefront, R.OldMask, R.IfMask);
+    Lines += Line;
+  }
+  write(Lines);
+}
+
+extern "C" void gpuinstr_tool_exit(void) {
+  std::vector<const Branch *> Sorted;
+  uint64_t Executions = 0, Divergent = 0;
+  for (const auto &[Key, Total] : Totals) {
+    Sorted.push_back(&Total);
+    Executions += Total.Executions;
+    Divergent += Total.Divergent;
+  }
+  std::sort(Sorted.begin(), Sorted.end(), [](const Branch *A, const Branch *B) {
+    return std::make_tuple(A->Divergent, A->Executions) > std::make_tuple(B->Divergent, B->Executions);
+  });
+  std::fprintf(stderr, "branch divergence: %zu branches executed, %llu of %llu wavefront executions divergent\n",
+               Sorted.size(), static_cast<unsigned long long>(Divergent),
+               static_cast<unsigned long long>(Executions));
+  for (size_t K = 0; K < Sorted.size() && K < 10 && Sorted[K]->Divergent; ++K)
+    std::fprintf(stderr, "  %10llu of %10llu divergent  %s at 0x%llx: %s\n",
+                 static_cast<unsigned long long>(Sorted[K]->Divergent),
+                 static_cast<unsigned long long>(Sorted[K]->Executions), Sorted[K]->Function.c_str(),
+                 static_cast<unsigned long long>(Sorted[K]->Address), Sorted[K]->Text.c_str());
+}

@@ -1,0 +1,163 @@
+// The memory tracer's host part (gpuinstr/host.h): every record goes to the
+// file `memory-trace.tsv` beside the report (dispatch, instruction,
+// wavefront, lane, address); per dispatch the report gets, per memory
+// instruction, its wavefront executions, lane accesses and the distinct
+// 64-byte lines they touched (summed over executions: lines per execution
+// near 1 is a coalesced access, near the active lanes a scattered one). At
+// exit the instructions touching the most lines are printed.
+#include <gpuinstr/host.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+// As in tool.hip.
+constexpr uint64_t TraceCapacity = uint64_t(1) << 20;
+struct MemoryAccess {
+  uint64_t Address;
+  uint32_t Instruction;
+  uint32_t WavefrontLane;
+};
+constexpr uint32_t LaneBits = 0x3f, FirstOfExecution = 0x40, WavefrontShift = 7;
+constexpr uint64_t LineBytes = 64;
+
+struct Instruction {
+  std::string Function;
+  std::string Text;
+  uint64_t Executions = 0;
+  uint64_t Accesses = 0;
+  uint64_t Lines = 0;
+};
+/// The run's memory instructions by (function, address).
+std::map<std::pair<std::string, uint64_t>, Instruction> Totals;
+bool HeaderWritten = false;
+
+std::string quoted(const std::string &Text) {
+  std::string Out = "\"";
+  for (char C : Text) {
+    if (C == '"' || C == '\\')
+      Out += '\\';
+    Out += C;
+  }
+  return Out + "\"";
+}
+
+void write(const std::string &Text) { gpuinstr_write("memory-trace.tsv", Text.data(), Text.size()); }
+} // namespace
+
+extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
+  const auto *Trace = gpuinstr::array<MemoryAccess>(Dispatch, "Trace", TraceCapacity);
+  uint64_t Count = 0;
+  if (!Trace || !gpuinstr::read(Dispatch, "TraceCount", Count)) {
+    gpuinstr_report_warning(Dispatch, "the dispatch's code object lacks the memory tracer's globals");
+    return;
+  }
+  const uint64_t Kept = std::min(Count, TraceCapacity);
+  if (Kept < Count)
+    gpuinstr_report_warning(Dispatch, (std::to_string(Count - Kept) + " memory records of " + std::to_string(Count) +
+                                       " dropped (the buffer holds " + std::to_string(TraceCapacity) +
+                                       "); the summary counts the kept ones")
+                                          .c_str());
+  uint32_t Grid[3], Block[3];
+  gpuinstr_dispatch_grid(Dispatch, Grid);
+  gpuinstr_dispatch_workgroup(Dispatch, Block);
+  uint64_t Wavefronts = 1;
+  for (int D = 0; D < 3; ++D)
+    Wavefronts *= (Grid[D] + Block[D] - 1) / Block[D];
+  Wavefronts *= (uint64_t(Block[0]) * Block[1] * Block[2] + 63) / 64;
+  if (Wavefronts > (uint64_t(1) << 25))
+    gpuinstr_report_warning(Dispatch, "more than 2^25 wavefronts: the trace's wavefront ids wrap");
+
+  // Per instruction: executions, accesses, distinct lines per execution.
+  struct Counts {
+    uint64_t Executions = 0, Accesses = 0, Lines = 0;
+  };
+  std::map<uint32_t, Counts> PerInstruction;
+  std::vector<uint64_t> Lines;
+  auto EndExecution = [&](uint32_t Instruction) {
+    std::sort(Lines.begin(), Lines.end());
+    PerInstruction[Instruction].Lines += std::unique(Lines.begin(), Lines.end()) - Lines.begin();
+    Lines.clear();
+  };
+  if (!HeaderWritten) {
+    write("dispatch\tinstruction\twavefront\tlane\taddress\n");
+    HeaderWritten = true;
+  }
+  const uint64_t Id = gpuinstr_dispatch_id(Dispatch);
+  std::string Text;
+  for (uint64_t K = 0; K < Kept; ++K) {
+    const MemoryAccess &R = Trace[K];
+    if ((R.WavefrontLane & FirstOfExecution) && K > 0)
+      EndExecution(Trace[K - 1].Instruction);
+    Counts &C = PerInstruction[R.Instruction];
+    C.Executions += (R.WavefrontLane & FirstOfExecution) != 0;
+    C.Accesses += 1;
+    Lines.push_back(R.Address / LineBytes);
+    char Line[96];
+    std::snprintf(Line, sizeof Line, "%" PRIu64 "\t0x%" PRIx32 "\t%" PRIu32 "\t%" PRIu32 "\t0x%" PRIx64 "\n", Id,
+                  R.Instruction, R.WavefrontLane >> WavefrontShift, R.WavefrontLane & LaneBits, R.Address);
+    Text += Line;
+    if (Text.size() > (1 << 20)) {
+      write(Text);
+      Text.clear();
+    }
+  }
+  if (Kept > 0)
+    EndExecution(Trace[Kept - 1].Instruction);
+  write(Text);
+
+  // Sites name the instructions.
+  size_t SiteCount = 0;
+  const gpuinstr_site *Sites = gpuinstr_sites(Dispatch, &SiteCount);
+  std::map<uint64_t, const gpuinstr_site *> SiteAt;
+  for (const auto &[Address, C] : PerInstruction)
+    SiteAt[Address] = nullptr;
+  for (size_t K = 0; K < SiteCount; ++K) {
+    auto Found = SiteAt.find(Sites[K].Address);
+    if (Found != SiteAt.end())
+      Found->second = &Sites[K];
+  }
+  std::string Json = "[";
+  for (const auto &[Address, C] : PerInstruction) {
+    const gpuinstr_site *Site = SiteAt[Address];
+    const std::string Function = Site ? Site->Function : "?";
+    Instruction &Total = Totals[{Function, Address}];
+    Total.Function = Function;
+    Total.Text = Site ? Site->Text : "(not in the site table)";
+    Total.Executions += C.Executions;
+    Total.Accesses += C.Accesses;
+    Total.Lines += C.Lines;
+    char Hex[32];
+    std::snprintf(Hex, sizeof Hex, "\"0x%" PRIx32 "\"", Address);
+    if (Json.size() > 1)
+      Json += ", ";
+    Json += std::string("{\"address\": ") + Hex + ", \"function\": " + quoted(Function) +
+            ", \"executions\": " + std::to_string(C.Executions) + ", \"accesses\": " + std::to_string(C.Accesses) +
+            ", \"lines\": " + std::to_string(C.Lines) + "}";
+  }
+  gpuinstr_report_json(Dispatch, "instructions", (Json + "]").c_str());
+  gpuinstr_report_u64(Dispatch, "records", Count);
+}
+
+extern "C" void gpuinstr_tool_exit(void) {
+  std::vector<std::pair<const std::pair<std::string, uint64_t>, Instruction> *> Sorted;
+  uint64_t Accesses = 0;
+  for (auto &Entry : Totals) {
+    Sorted.push_back(&Entry);
+    Accesses += Entry.second.Accesses;
+  }
+  std::sort(Sorted.begin(), Sorted.end(), [](const auto *A, const auto *B) { return A->second.Lines > B->second.Lines; });
+  std::fprintf(stderr, "memory tracer: %llu lane accesses by %zu instructions; the most 64-byte lines touched:\n",
+               static_cast<unsigned long long>(Accesses), Sorted.size());
+  for (size_t K = 0; K < Sorted.size() && K < 10; ++K) {
+    const Instruction &I = Sorted[K]->second;
+    std::fprintf(stderr, "  %10llu lines %10llu accesses %8.2f lines/execution  %s at 0x%llx: %s\n",
+                 static_cast<unsigned long long>(I.Lines), static_cast<unsigned long long>(I.Accesses),
+                 I.Executions ? double(I.Lines) / double(I.Executions) : 0.0, I.Function.c_str(),
+                 static_cast<unsigned long long>(Sorted[K]->first.second), I.Text.c_str());
+  }
+}
