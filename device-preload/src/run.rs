@@ -25,6 +25,12 @@ pub struct Run {
     pub allow_partial: bool,
     /// Dynamic mode's register growth: `free`, `never` or `always` (`GPUINSTR_GROW_REGISTERS`).
     pub grow_registers: Option<String>,
+    /// Selective instrumentation: kernels whose name contains one of these
+    /// (`GPUINSTR_SELECT_KERNEL`), each kernel's first N dispatches
+    /// (`GPUINSTR_SELECT_FIRST`), one in N of them (`GPUINSTR_SELECT_EVERY`).
+    pub select_kernel: Vec<String>,
+    pub select_first: Option<u64>,
+    pub select_every: Option<u64>,
     /// A tool's host part for the runtime to load (`GPUINSTR_TOOL_HOST`).
     pub tool_host: Option<PathBuf>,
     /// The runtime's JSON report (`GPUINSTR_REPORT`).
@@ -105,6 +111,15 @@ impl Run {
         }
         if let Some(growth) = &self.grow_registers {
             command.env("GPUINSTR_GROW_REGISTERS", growth);
+        }
+        if !self.select_kernel.is_empty() {
+            command.env("GPUINSTR_SELECT_KERNEL", self.select_kernel.join(","));
+        }
+        if let Some(first) = self.select_first {
+            command.env("GPUINSTR_SELECT_FIRST", first.to_string());
+        }
+        if let Some(every) = self.select_every {
+            command.env("GPUINSTR_SELECT_EVERY", every.to_string());
         }
         if let Some(tool_host) = &self.tool_host {
             command.env("GPUINSTR_TOOL_HOST", tool_host);

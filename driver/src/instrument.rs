@@ -46,6 +46,10 @@ pub struct InstrumentOptions {
     /// A file in which the plan selects no instruction is an error (off: it
     /// comes back unchanged, and the report says so).
     pub require_points: bool,
+    /// Keep the original kernels and functions and add the instrumented
+    /// ones as copies beside them (selective instrumentation: the runtime
+    /// picks one or the other per dispatch).
+    pub keep_originals: bool,
 }
 
 impl Default for InstrumentOptions {
@@ -57,6 +61,7 @@ impl Default for InstrumentOptions {
             payloads: PayloadOptions::default(),
             allow_partial: false,
             require_points: false,
+            keep_originals: false,
         }
     }
 }
@@ -453,8 +458,12 @@ fn instrument_code_object_partially(
     let (patch, patch_report) = patch(&lifted, &liveness, &points, &compiled, &placement, define)?;
     lap("patch");
 
-    let emit =
-        EmitOptions { patch: Some(patch), keep_failed: options.payloads.keep_failed.clone(), ..EmitOptions::default() };
+    let emit = EmitOptions {
+        patch: Some(patch),
+        keep_failed: options.payloads.keep_failed.clone(),
+        keep_originals: options.keep_originals,
+        ..EmitOptions::default()
+    };
     let (bytes, _assembly) = build(&lifted, &emit, options.linker)?;
     lap("emit and link");
     report.hooks = hook_counts(&points);

@@ -121,6 +121,11 @@ enum Command {
         /// Fail when the plan selects no instruction in the file (otherwise the file is written unchanged).
         #[arg(long)]
         require_points: bool,
+        /// Selective instrumentation: keep every kernel and function as it is and add the instrumented ones beside
+        /// them (named with `.gpuinstr`); gpuinstr's runtime then runs the instrumented copy only for the dispatches
+        /// `gpuinstr-run --select-*` chooses.
+        #[arg(long)]
+        keep_originals: bool,
         /// Keep the inputs of failed llc and llvm-mc runs in DIR (nothing is kept otherwise).
         #[arg(long, value_name = "DIR")]
         keep_failed: Option<PathBuf>,
@@ -270,6 +275,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             verify_each_pass,
             allow_partial,
             require_points,
+            keep_originals,
             keep_failed,
             json,
         } => {
@@ -291,6 +297,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 },
                 allow_partial,
                 require_points,
+                keep_originals,
             };
             let registry = gpuinstr_intrinsics::Registry::with_builtins();
             let (bytes, report) = gpuinstr::instrument::instrument_file(

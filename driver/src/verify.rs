@@ -27,6 +27,7 @@ use crate::preservation::{check_from, Entry};
 use crate::stages::lift::{lift, Flow, Function, FunctionKind, Instruction, LiftError, LiftedCodeObject};
 use crate::stages::liveness::{analyze, RegisterFile, Unit, UnitSet};
 use crate::stages::load::descriptor::KernelDescriptor;
+use crate::stages::load::instrumented::INSTRUMENTED_SUFFIX;
 use crate::stages::load::{CodeObject, LoadedInput};
 use crate::stages::patch::preamble::{kernel_inputs, layout};
 
@@ -201,7 +202,10 @@ pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<Verify
     // 1. Alignment: original instructions in order, regions between them.
     for (index, function) in before.functions.iter().enumerate() {
         report.functions += 1;
-        let Some(other) = after.functions.iter().position(|f| f.name == function.name) else {
+        // With originals kept, the instrumented copy is what to check.
+        let copy = format!("{}{INSTRUMENTED_SUFFIX}", function.name);
+        let named = |name: &str| after.functions.iter().position(|f| f.name == name);
+        let Some(other) = named(&copy).or_else(|| named(&function.name)) else {
             report.findings.push(Finding {
                 function: function.name.clone(),
                 address: 0,
@@ -338,7 +342,7 @@ pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<Verify
                     let descriptor = &before.code_object.kernels[k].descriptor;
                     let (inputs, kernel_entry) = kernel_entry(
                         descriptor,
-                        kernel_descriptor(instrumented, &function.name).unwrap_or(descriptor),
+                        kernel_descriptor(instrumented, &instrumented_function.name).unwrap_or(descriptor),
                         original.target.processor == "gfx90a",
                     );
                     live = live.intersection(&inputs);
@@ -354,14 +358,34 @@ pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<Verify
         }
     }
 
-    // 4. CoMGR's metadata query lists the same kernels and descriptors.
+    // 4. CoMGR's metadata query lists the same kernels and descriptors (and,
+    // with originals kept, each one's copy besides).
     let listed = |code_object: &CodeObject| {
         crate::native::metadata_kernels(&code_object.bytes).map(|mut kernels| {
             kernels.sort();
             kernels
         })
     };
-    match (listed(original), listed(instrumented)) {
+    let originals_kept = |listed: Result<Vec<(String, String)>, _>| {
+        listed.map(|kernels: Vec<(String, String)>| {
+            let mut copies: Vec<(String, String)> = kernels
+                .iter()
+                .filter(|(name, _)| name.ends_with(INSTRUMENTED_SUFFIX))
+                .map(|(name, symbol)| {
+                    let original = name.trim_end_matches(INSTRUMENTED_SUFFIX).to_string();
+                    (original.clone(), symbol.replace(&format!("{INSTRUMENTED_SUFFIX}.kd"), ".kd"))
+                })
+                .collect();
+            copies.sort();
+            let originals: Vec<(String, String)> =
+                kernels.into_iter().filter(|(name, _)| !name.ends_with(INSTRUMENTED_SUFFIX)).collect();
+            match copies.is_empty() || copies == originals {
+                true => originals,
+                false => copies, // differs from the original's list: reported below
+            }
+        })
+    };
+    match (listed(original), originals_kept(listed(instrumented))) {
         (Ok(a), Ok(b)) if a == b => report.metadata_kernels = b.len(),
         (Ok(a), Ok(b)) => report.findings.push(Finding {
             function: String::new(),

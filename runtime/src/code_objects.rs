@@ -30,6 +30,15 @@ pub struct KernelInfo {
     /// The kernel descriptor's address in the code object (a dispatch
     /// packet's kernel object is this plus the load delta).
     pub descriptor: u64,
+    /// Its descriptor's fixed LDS and scratch bytes per work-item, and
+    /// kernel argument bytes (a dispatch pointed at another kernel gets
+    /// that kernel's).
+    pub group_segment: u32,
+    pub private_segment: u32,
+    pub kernarg_size: u32,
+    /// With originals kept (`instrument --keep-originals`): the index in
+    /// `kernels` of this original's instrumented copy.
+    pub copy: Option<usize>,
 }
 
 /// A tool global: where its data is in the code object and what it holds
@@ -97,11 +106,23 @@ pub fn recognise(bytes: &[u8]) -> Result<Option<InstrumentedCodeObject>, Recogni
             initial,
         });
     }
-    let kernels = code_object
+    let mut kernels: Vec<KernelInfo> = code_object
         .kernels
         .iter()
-        .map(|k| KernelInfo { name: k.name().to_string(), descriptor: k.descriptor_address })
+        .map(|k| KernelInfo {
+            name: k.name().to_string(),
+            descriptor: k.descriptor_address,
+            group_segment: k.descriptor.group_segment_fixed_size,
+            private_segment: k.descriptor.private_segment_fixed_size,
+            kernarg_size: k.descriptor.kernarg_size,
+            copy: None,
+        })
         .collect();
+    let index: HashMap<String, usize> =
+        kernels.iter().enumerate().map(|(k, kernel)| (kernel.name.clone(), k)).collect();
+    for kernel in &mut kernels {
+        kernel.copy = index.get(&format!("{}{}", kernel.name, instrumented::INSTRUMENTED_SUFFIX)).copied();
+    }
     let points = instrumented::point_table(&code_object)?;
     Ok(Some(InstrumentedCodeObject {
         processor: code_object.target.processor.clone(),

@@ -89,7 +89,12 @@ impl Dynamic {
             Ok("always") => RegisterGrowth::Always,
             Ok(other) => return Err(format!("GPUINSTR_GROW_REGISTERS={other}: give free, never or always")),
         };
-        let options = InstrumentOptions { allow_partial, grow_registers, ..InstrumentOptions::default() };
+        // A selection needs the originals beside the instrumented kernels.
+        let keep_originals = ["GPUINSTR_SELECT_KERNEL", "GPUINSTR_SELECT_FIRST", "GPUINSTR_SELECT_EVERY"]
+            .iter()
+            .any(|variable| std::env::var_os(variable).is_some_and(|v| !v.is_empty()));
+        let options =
+            InstrumentOptions { allow_partial, grow_registers, keep_originals, ..InstrumentOptions::default() };
         Dynamic::new(&tool, &plan, cache, options).map(Some)
     }
 
@@ -121,7 +126,10 @@ impl Dynamic {
 
     fn key(&self, bytes: &[u8]) -> [u8; 32] {
         let version = concat!(env!("CARGO_PKG_VERSION"), " ", env!("GPUINSTR_SOURCE_IDENTITY"));
-        let options = format!("partial {} grow {:?}", self.options.allow_partial, self.options.grow_registers);
+        let options = format!(
+            "partial {} grow {:?} originals {}",
+            self.options.allow_partial, self.options.grow_registers, self.options.keep_originals
+        );
         sha256(&[version.as_bytes(), &self.tool_bytes_hash, self.plan_text.as_bytes(), options.as_bytes(), bytes])
     }
 

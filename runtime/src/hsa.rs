@@ -145,7 +145,13 @@ pub unsafe extern "C" fn OnLoad(
         eprintln!("gpuinstr: error: this ROCr's API tables lack entries the gpuinstr runtime needs; it is not loaded");
         return false;
     }
-    runtime();
+    match crate::selection::Selection::from_environment() {
+        Ok(selection) => with_runtime(|r| r.selection = selection),
+        Err(message) => {
+            eprintln!("gpuinstr: error: selective instrumentation: {message}");
+            libc::_exit(2);
+        }
+    }
     match crate::dynamic::Dynamic::from_env() {
         Ok(dynamic) => {
             let _ = DYNAMIC.set(dynamic.map(Mutex::new));

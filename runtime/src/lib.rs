@@ -11,7 +11,9 @@
 //! calls in, HSA calls out), [`dynamic`] (code objects instrumented as they
 //! load, in dynamic mode), [`code_objects`] (is it instrumented, where are
 //! its globals), [`packets`] (a dispatch rewritten), [`runtime`] (the
-//! state), [`tool_files`] (what a tool's host part writes), [`report`].
+//! state), [`selection`] (which dispatches run instrumented, when the
+//! originals were kept), [`tool_files`] (what a tool's host part writes),
+//! [`report`].
 
 pub mod code_objects;
 pub mod dynamic;
@@ -19,6 +21,7 @@ pub mod hsa;
 pub mod packets;
 pub mod report;
 pub mod runtime;
+pub mod selection;
 pub mod tool_files;
 
 use std::path::PathBuf;

@@ -62,6 +62,19 @@ pub fn dispatch_of(packet: &Packet) -> Option<Dispatch> {
     })
 }
 
+/// Points the dispatch in `packet` at another kernel (an original's
+/// instrumented copy): its descriptor, and the packet's LDS and scratch
+/// sizes moved from the original's fixed sizes to the other's (`(original,
+/// other)`), keeping what the program added (dynamic LDS).
+pub fn retarget(packet: &mut Packet, kernel_object: u64, group: (u32, u32), private: (u32, u32)) {
+    let moved = |size: u32, (original, other): (u32, u32)| size.saturating_sub(original).saturating_add(other);
+    let private_size = moved(u32_at(packet, 24), private);
+    let group_size = moved(u32_at(packet, 28), group);
+    packet[24..28].copy_from_slice(&private_size.to_le_bytes());
+    packet[28..32].copy_from_slice(&group_size.to_le_bytes());
+    packet[32..40].copy_from_slice(&kernel_object.to_le_bytes());
+}
+
 /// The runtime's collect kernel, ready to dispatch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CollectKernel {
@@ -165,6 +178,18 @@ mod tests {
         assert_ne!(u16_at(&barrier, 0) & BARRIER_BIT, 0);
         assert!(barrier[2..56].iter().all(|&b| b == 0));
         assert_eq!(u64_at(&barrier, 56), 0x9999);
+    }
+
+    #[test]
+    fn a_retargeted_dispatch_runs_the_copy_with_its_segment_sizes() {
+        let mut packet = a_dispatch();
+        packet[24..28].copy_from_slice(&16u32.to_le_bytes());
+        // 512 bytes of LDS: 256 the original's own, 256 dynamic.
+        retarget(&mut packet, 0x7000_2000, (256, 384), (16, 48));
+        let d = dispatch_of(&packet).unwrap();
+        assert_eq!(d.kernel_object, 0x7000_2000);
+        assert_eq!((d.group_segment_size, d.private_segment_size), (640, 48));
+        assert_eq!((d.grid_size, d.workgroup_size, d.kernarg_address), ([1000, 1, 1], [256, 1, 1], 0x5000));
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::selection::Selection;
 use crate::tool_files::ToolFile;
 
 /// Version of the JSON report's layout.
@@ -30,6 +31,11 @@ pub struct Report {
     /// instrumented for it, in load order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dynamic: Vec<DynamicRecord>,
+    /// Selective instrumentation: what was chosen and how many dispatches
+    /// ran instrumented (present when some code object kept its originals
+    /// or a selection was asked for).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selection: Option<Selection>,
     /// Files the tool's host part wrote (`gpuinstr_write`), beside the report.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<ToolFile>,
@@ -74,6 +80,8 @@ pub struct LoadedRecord {
 pub struct DispatchRecord {
     /// 1, 2, ... in the order the program submitted observed dispatches.
     pub id: u64,
+    /// The n-th dispatch of this kernel in the run (observed or not).
+    pub ordinal: u64,
     pub kernel: String,
     /// Index in `code_objects`.
     pub code_object: usize,
@@ -249,6 +257,16 @@ impl Report {
                 }
             }
         }
+        if let Some(selection) = &self.selection {
+            writeln!(
+                out,
+                "gpuinstr: selective: {} of {} dispatches of kernels with their originals kept ran instrumented ({})",
+                selection.selected,
+                selection.selected + selection.not_selected,
+                selection.describe()
+            )
+            .unwrap();
+        }
         writeln!(out, "gpuinstr: {} dispatches of instrumented kernels read", self.dispatches.len()).unwrap();
         for dispatch in self.dispatches.iter().take(SUMMARY_DISPATCHES) {
             let [gx, gy, gz] = dispatch.grid_size;
@@ -259,9 +277,10 @@ impl Report {
             };
             writeln!(
                 out,
-                "  #{} {}  grid {gx}x{gy}x{gz}  block {bx}x{by}x{bz}  {}",
+                "  #{} {} (its dispatch {})  grid {gx}x{gy}x{gz}  block {bx}x{by}x{bz}  {}",
                 dispatch.id,
                 dispatch.kernel,
+                dispatch.ordinal,
                 values.join("  ")
             )
             .unwrap();

@@ -11,6 +11,7 @@ use thiserror::Error;
 use crate::code_objects::{self, InstrumentedCodeObject};
 use crate::packets::{self, CollectKernel, Dispatch, Packet};
 use crate::report::{DispatchRecord, GlobalValue, LoadedRecord, Report, ToolValue, ToolValues, SCHEMA};
+use crate::selection::Selection;
 use crate::tool_files::ToolFiles;
 
 include!(concat!(env!("OUT_DIR"), "/collect_kernels.rs"));
@@ -101,6 +102,24 @@ impl Layout {
     }
 }
 
+/// A kernel of an instrumented code object, as loaded.
+#[derive(Clone, Debug)]
+struct LoadedKernel {
+    slot: usize,
+    name: String,
+    /// With originals kept: this original's instrumented copy.
+    copy: Option<Retarget>,
+}
+
+/// How a dispatch of an original is pointed at its instrumented copy.
+#[derive(Clone, Copy, Debug)]
+struct Retarget {
+    kernel_object: u64,
+    /// Fixed LDS and scratch bytes of the original and of the copy.
+    group_segment: (u32, u32),
+    private_segment: (u32, u32),
+}
+
 /// An instrumented code object as loaded.
 struct Loaded {
     executable: u64,
@@ -120,6 +139,8 @@ struct Loaded {
 struct InFlight {
     queue: u64,
     kernel: String,
+    /// The n-th dispatch of its kernel in the run.
+    ordinal: u64,
     slot: usize,
     dispatch: Dispatch,
     done: u64,
@@ -133,8 +154,11 @@ pub struct Runtime {
     /// Readers holding an instrumented code object.
     readers: HashMap<u64, Arc<InstrumentedCodeObject>>,
     loaded: Vec<Loaded>,
-    /// Kernel object (descriptor address) → (loaded slot, kernel name).
-    kernels: HashMap<u64, (usize, String)>,
+    /// Kernel object (descriptor address) → the kernel as loaded.
+    kernels: HashMap<u64, LoadedKernel>,
+    /// Dispatches so far of each kernel (by name) of instrumented code objects.
+    ordinals: HashMap<String, u64>,
+    pub selection: Selection,
     collect_kernels: HashMap<u64, CollectKernel>,
     in_flight: HashMap<u64, InFlight>,
     /// Signals whose handler has run (destroyed at the next one: ROCr's
@@ -157,6 +181,8 @@ impl Default for Runtime {
             readers: HashMap::new(),
             loaded: Vec::new(),
             kernels: HashMap::new(),
+            ordinals: HashMap::new(),
+            selection: Selection::default(),
             collect_kernels: HashMap::new(),
             in_flight: HashMap::new(),
             retired_signals: Vec::new(),
@@ -224,8 +250,30 @@ impl Runtime {
             globals: code_object.globals.iter().map(|g| g.tool_name.clone()).collect(),
         });
         let slot = self.loaded.len();
-        for kernel in &code_object.kernels {
-            self.kernels.insert(located(kernel.descriptor, delta), (slot, kernel.name.clone()));
+        let kernels = &code_object.kernels;
+        for kernel in kernels {
+            let copy = kernel.copy.map(|c| &kernels[c]);
+            if let Some(copy) = copy.filter(|c| c.kernarg_size > kernel.kernarg_size) {
+                self.report.warn(format!(
+                    "{} takes {} bytes of kernel arguments, its original {} only {}: its dispatches run the original and are not observed",
+                    copy.name, copy.kernarg_size, kernel.name, kernel.kernarg_size
+                ));
+                continue;
+            }
+            let copy = copy.map(|copy| Retarget {
+                kernel_object: located(copy.descriptor, delta),
+                group_segment: (kernel.group_segment, copy.group_segment),
+                private_segment: (kernel.private_segment, copy.private_segment),
+            });
+            let loaded = LoadedKernel { slot, name: kernel.name.clone(), copy };
+            self.kernels.insert(located(kernel.descriptor, delta), loaded);
+        }
+        if self.selection.is_narrowed() && !kernels.iter().any(|k| k.copy.is_some()) {
+            self.report.warn(format!(
+                "a {} code object instrumented without --keep-originals was loaded: the selection ({}) cannot apply to it, every dispatch of its kernels runs instrumented and is reported",
+                code_object.processor,
+                self.selection.describe()
+            ));
         }
         self.loaded.push(Loaded {
             executable,
@@ -241,7 +289,7 @@ impl Runtime {
 
     /// Its kernels' addresses may be reused by the next code object loaded.
     pub fn executable_destroyed(&mut self, executable: u64) {
-        self.kernels.retain(|_, (slot, _)| self.loaded[*slot].executable != executable);
+        self.kernels.retain(|_, kernel| self.loaded[kernel.slot].executable != executable);
     }
 
     /// The packets that go to the device for `packets`, submitted to `queue`.
@@ -250,15 +298,27 @@ impl Runtime {
         for packet in packets {
             let instrumented = packets::dispatch_of(packet)
                 .and_then(|dispatch| Some((dispatch, self.kernels.get(&dispatch.kernel_object)?.clone())));
-            let Some((dispatch, (slot, kernel))) = instrumented else {
+            let Some((mut dispatch, kernel)) = instrumented else {
                 out.push(*packet);
                 continue;
             };
-            match self.observe(hsa, queue, dispatch, slot, kernel.clone()) {
-                Ok((collect, kernarg, done)) => out.extend(packets::observed(packet, collect, kernarg, done)),
+            let ordinal = self.ordinals.entry(kernel.name.clone()).or_default();
+            *ordinal += 1;
+            let ordinal = *ordinal;
+            let mut packet = *packet;
+            if let Some(copy) = kernel.copy {
+                if !self.selection.choose(&kernel.name, ordinal) {
+                    out.push(packet);
+                    continue;
+                }
+                packets::retarget(&mut packet, copy.kernel_object, copy.group_segment, copy.private_segment);
+                dispatch = packets::dispatch_of(&packet).expect("still a dispatch");
+            }
+            match self.observe(hsa, queue, dispatch, kernel.slot, kernel.name.clone(), ordinal) {
+                Ok((collect, kernarg, done)) => out.extend(packets::observed(&packet, collect, kernarg, done)),
                 Err(error) => {
-                    self.report.warn(format!("a dispatch of {kernel} is not observed: {error}"));
-                    out.push(*packet);
+                    self.report.warn(format!("a dispatch of {} is not observed: {error}", kernel.name));
+                    out.push(packet);
                 }
             }
         }
@@ -312,6 +372,7 @@ impl Runtime {
         dispatch: Dispatch,
         slot: usize,
         kernel: String,
+        ordinal: u64,
     ) -> Result<(CollectKernel, u64, u64), HsaError> {
         let collect = self.collect_kernel(hsa, self.loaded[slot].agent)?;
         let buffer = self.buffer(hsa, slot)?;
@@ -335,7 +396,7 @@ impl Runtime {
             flight.overlapping.push(id);
             overlapping.push(*other);
         }
-        self.in_flight.insert(id, InFlight { queue, kernel, slot, dispatch, done, buffer, overlapping });
+        self.in_flight.insert(id, InFlight { queue, kernel, ordinal, slot, dispatch, done, buffer, overlapping });
         Ok((collect, buffer, done))
     }
 
@@ -412,6 +473,7 @@ impl Runtime {
         };
         let record = DispatchRecord {
             id,
+            ordinal: flight.ordinal,
             kernel: flight.kernel,
             code_object: loaded.index,
             grid_size: flight.dispatch.grid_size,
@@ -452,5 +514,8 @@ pub fn finish(runtime: &Mutex<Runtime>, hsa: &dyn Hsa, tool: Option<&dyn ToolHos
     if let Ok(mut r) = runtime.lock() {
         r.report.unread_dispatches = unread;
         r.report.dispatches.sort_by_key(|d| d.id);
+        if r.selection.is_narrowed() || r.selection.selected + r.selection.not_selected > 0 {
+            r.report.selection = Some(r.selection.clone());
+        }
     }
 }

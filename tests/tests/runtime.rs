@@ -60,12 +60,22 @@ fn hip_build(source: &str, target: &str, directory: &Path, output: &str, extra: 
 
 /// `program` with its code objects instrumented by `tool` under `plan`.
 fn instrumented(program: &Path, tool: &Path, plan: &Plan) -> PathBuf {
+    instrumented_with(program, tool, plan, &InstrumentOptions::default(), "instrumented")
+}
+
+/// The same with `options`, written with the extension `extension`.
+fn instrumented_with(
+    program: &Path,
+    tool: &Path,
+    plan: &Plan,
+    options: &InstrumentOptions,
+    extension: &str,
+) -> PathBuf {
     let tool = Tool::load(tool).unwrap();
     let bytes = std::fs::read(program).unwrap();
-    let (out, _) =
-        instrument_file(&tool, program, &bytes, plan, &Registry::with_builtins(), &InstrumentOptions::default(), None)
-            .unwrap_or_else(|e| panic!("{}: {e}", program.display()));
-    let output = program.with_extension("instrumented");
+    let (out, _) = instrument_file(&tool, program, &bytes, plan, &Registry::with_builtins(), options, None)
+        .unwrap_or_else(|e| panic!("{}: {e}", program.display()));
+    let output = program.with_extension(extension);
     std::fs::write(&output, out).unwrap();
     let mut permissions = std::fs::metadata(&output).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
@@ -448,6 +458,90 @@ fn the_runtime_writes_the_memory_trace_the_emulator_logged() {
         }
     }
     assert!(stderr.contains("memory tracer: "), "{stderr}");
+}
+
+/// Selective instrumentation: the counter's program instrumented with its
+/// originals kept runs unchanged without the runtime (HIP launches the
+/// originals), reports every dispatch with the counts of the full run when
+/// nothing narrows the selection, and with a selection only the chosen
+/// dispatches report, each with the count of that dispatch in the full run.
+#[test]
+fn selective_runs_report_only_the_chosen_dispatches_with_the_full_runs_counts() {
+    let target = "gfx90a";
+    let dir = test_directory("selective");
+    let original = original(target, &dir);
+    let tool = instrument_with("instruction-counter", &original, &dir);
+    let options = InstrumentOptions { keep_originals: true, ..InstrumentOptions::default() };
+    let program = instrumented_with(&original.program, &tool.device, &tool.plan, &options, "selective");
+    let expected: Vec<u64> =
+        original.dispatches.iter().map(|logged| expected_count(&original.app, &tool.plan, logged)).collect();
+    let kernels: Vec<&str> = original.dispatches.iter().map(|d| d["kernel"].as_str().unwrap()).collect();
+    assert_eq!(kernels.iter().filter(|k| k.contains("scale")).count(), 3);
+
+    // Every original function is still there byte for byte (the copies'
+    // descriptors move the code; these kernels have no pc-relative
+    // operands), and each kernel has its instrumented copy beside it.
+    let output = load::load_for_target(&program, Some(target)).unwrap().code_objects.remove(0);
+    for function in &lift(&original.app).unwrap().functions {
+        let symbol = output.symbols.iter().find(|s| s.name == function.name).expect("the original's symbol");
+        let bytes = output.bytes_at(symbol.value, function.size).map(<[u8]>::to_vec);
+        assert_eq!(
+            bytes,
+            original.app.bytes_at(function.address, function.size).map(<[u8]>::to_vec),
+            "{}",
+            function.name
+        );
+    }
+    let verified = gpuinstr::verify::verify(&original.app, &output).unwrap();
+    assert!(verified.ok() && verified.regions > 0, "{}", verified.render_text());
+    let names: Vec<&str> = output.kernels.iter().map(|k| k.name()).collect();
+    for kernel in &original.app.kernels {
+        assert!(names.contains(&format!("{}.gpuinstr", kernel.name()).as_str()), "{names:?}");
+    }
+
+    // The originals are what HIP launches: without the runtime, nothing counts.
+    let run = Run { runtime: None, ..run_on(target) };
+    assert_eq!(succeeded(run.command(program.as_os_str(), &[]).output().unwrap(), "no runtime"), original.output);
+
+    // Each case: the selection, the program (statically instrumented, or
+    // the original in dynamic mode), and the dispatches of the full run it picks.
+    let dynamic = Run {
+        dynamic: Some((tool.device.clone(), tool.plan_file.clone())),
+        cache: Some(PathBuf::from("none")),
+        select_kernel: vec!["scale".into()],
+        select_first: Some(2),
+        ..run_on(target)
+    };
+    let cases: [(Run, &Path, Vec<usize>); 5] = [
+        (run_on(target), &program, vec![0, 1, 2, 3]),
+        (Run { select_kernel: vec!["scale".into()], select_first: Some(2), ..run_on(target) }, &program, vec![0, 1]),
+        (Run { select_every: Some(2), ..run_on(target) }, &program, vec![0, 2, 3]),
+        (Run { select_kernel: vec!["rowSums".into(), "nothing".into()], ..run_on(target) }, &program, vec![2]),
+        (dynamic, &original.program, vec![0, 1]),
+    ];
+    for (run, program, chosen) in cases {
+        let described = format!(
+            "{:?} {:?} {:?} dynamic {}",
+            run.select_kernel,
+            run.select_first,
+            run.select_every,
+            run.dynamic.is_some()
+        );
+        let run = Run { tool_host: Some(tool.host.clone()), ..run };
+        let (report, stderr) = run_reported_with(run, program, &[], &original.output, &dir);
+        let reported = report["dispatches"].as_array().unwrap();
+        let facts: Vec<(&str, u64)> = reported
+            .iter()
+            .map(|d| (d["kernel"].as_str().unwrap(), d["tool"]["instructions"].as_u64().unwrap()))
+            .collect();
+        let full: Vec<(&str, u64)> = chosen.iter().map(|&k| (kernels[k], expected[k])).collect();
+        assert_eq!(facts, full, "{described}: {stderr}");
+        let selection = &report["selection"];
+        assert_eq!(selection["selected"], chosen.len() as u64, "{described}");
+        assert_eq!(selection["not_selected"], (4 - chosen.len()) as u64, "{described}");
+        let selective = format!("gpuinstr: selective: {} of 4 dispatches", chosen.len());
+        assert!(stderr.contains(&selective), "{described}: {stderr}");
+    }
 }
 
 /// What a report says about its dispatches, for comparing two runs: kernel,

@@ -68,6 +68,19 @@ struct Arguments {
     /// stays the same, the default).
     #[arg(long, value_name = "WHEN", value_parser = ["free", "never", "always"])]
     grow_registers: Option<String>,
+    /// Selective instrumentation (code instrumented with `gpuinstr-link
+    /// instrument --keep-originals`): run the instrumented copy only for
+    /// kernels whose name contains one of these (comma-separated); the
+    /// others run their original and are not reported.
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    select_kernel: Vec<String>,
+    /// Selective: only each kernel's first N dispatches run instrumented.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    select_first: Option<u64>,
+    /// Selective: only one in N of each kernel's dispatches (its 1st,
+    /// N+1st, ...) runs instrumented.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    select_every: Option<u64>,
     /// A tool's host part (a shared library, `gpuinstr/host.h`) for the
     /// runtime to hand each dispatch's tool data to.
     #[arg(long, value_name = "LIBRARY")]
@@ -89,8 +102,10 @@ fn main() -> ExitCode {
         true => Ok(None),
         false => library("GPUINSTR_RUNTIME_LIBRARY", &here, "libgpuinstr_rt.so", "gpuinstr-runtime").map(Some),
     };
-    if arguments.no_runtime && (arguments.tool_host.is_some() || arguments.tool.is_some()) {
-        eprintln!("gpuinstr-run: error: --tool-host and --tool need the runtime; drop --no-runtime");
+    let selects =
+        !arguments.select_kernel.is_empty() || arguments.select_first.is_some() || arguments.select_every.is_some();
+    if arguments.no_runtime && (arguments.tool_host.is_some() || arguments.tool.is_some() || selects) {
+        eprintln!("gpuinstr-run: error: --tool-host, --tool and --select-* need the runtime; drop --no-runtime");
         return ExitCode::from(2);
     }
     let (device, runtime) = match (device, runtime) {
@@ -108,6 +123,9 @@ fn main() -> ExitCode {
         cache: arguments.cache,
         allow_partial: arguments.allow_partial,
         grow_registers: arguments.grow_registers,
+        select_kernel: arguments.select_kernel,
+        select_first: arguments.select_first,
+        select_every: arguments.select_every,
         tool_host: arguments.tool_host,
         report: arguments.report,
         dispatch_log: arguments.dispatch_log,

@@ -36,15 +36,6 @@ struct Branch {
 std::map<std::pair<std::string, uint64_t>, Branch> Totals;
 bool HeaderWritten = false;
 
-std::string quoted(const std::string &Text) {
-  std::string Out = "\"";
-  for (char C : Text) {
-    if (C == '"' || C == '\\')
-      Out += '\\';
-    Out += C;
-  }
-  return Out + "\"";
-}
 
 void write(const std::string &Line) { gpuinstr_write("branch-records.tsv", Line.data(), Line.size()); }
 } // namespace
@@ -111,9 +102,9 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
     std::snprintf(Hex, sizeof Hex, "\"0x%" PRIx64 "\"", Address);
     if (Json.size() > 1)
       Json += ", ";
-    Json += "{\"site\": " + std::to_string(Site) + ", \"address\": " + Hex + ", \"function\": " + quoted(Function) +
-            ", \"executions\": " + std::to_string(Counts.first) + ", \"divergent\": " + std::to_string(Counts.second) +
-            "}";
+    Json += "{\"site\": " + std::to_string(Site) + ", \"address\": " + Hex +
+            ", \"function\": " + gpuinstr::jsonString(Function) + ", \"executions\": " + std::to_string(Counts.first) +
+            ", \"divergent\": " + std::to_string(Counts.second) + "}";
   }
   gpuinstr_report_json(Dispatch, "branches", (Json + "]").c_str());
   gpuinstr_report_u64(Dispatch, "records", Count);

@@ -36,15 +36,6 @@ struct Instruction {
 std::map<std::pair<std::string, uint64_t>, Instruction> Totals;
 bool HeaderWritten = false;
 
-std::string quoted(const std::string &Text) {
-  std::string Out = "\"";
-  for (char C : Text) {
-    if (C == '"' || C == '\\')
-      Out += '\\';
-    Out += C;
-  }
-  return Out + "\"";
-}
 
 void write(const std::string &Text) { gpuinstr_write("memory-trace.tsv", Text.data(), Text.size()); }
 } // namespace
@@ -135,7 +126,7 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
     std::snprintf(Hex, sizeof Hex, "\"0x%" PRIx32 "\"", Address);
     if (Json.size() > 1)
       Json += ", ";
-    Json += std::string("{\"address\": ") + Hex + ", \"function\": " + quoted(Function) +
+    Json += std::string("{\"address\": ") + Hex + ", \"function\": " + gpuinstr::jsonString(Function) +
             ", \"executions\": " + std::to_string(C.Executions) + ", \"accesses\": " + std::to_string(C.Accesses) +
             ", \"lines\": " + std::to_string(C.Lines) + "}";
   }

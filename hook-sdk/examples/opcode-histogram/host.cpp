@@ -14,15 +14,6 @@ namespace {
 constexpr size_t OpcodeSlots = size_t(1) << 15; // as in tool.hip
 std::map<std::string, uint64_t> Totals;
 
-std::string quoted(const std::string &Text) {
-  std::string Out = "\"";
-  for (char C : Text) {
-    if (C == '"' || C == '\\')
-      Out += '\\';
-    Out += C;
-  }
-  return Out + "\"";
-}
 } // namespace
 
 extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
@@ -51,7 +42,7 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
     Totals[Name] += Histogram[Slot];
     if (Json.size() > 1)
       Json += ", ";
-    Json += quoted(Name) + ": " + std::to_string(Histogram[Slot]);
+    Json += gpuinstr::jsonString(Name) + ": " + std::to_string(Histogram[Slot]);
   }
   gpuinstr_report_json(Dispatch, "opcodes", (Json + "}").c_str());
 }

@@ -79,7 +79,29 @@ void gpuinstr_write(const char *Name, const void *Bytes, size_t Size);
 #ifdef __cplusplus
 }
 
+#include <string>
+
 namespace gpuinstr {
+/// `Text` as a JSON string (quoted, `"` and `\` escaped, control
+/// characters as \u escapes), for `gpuinstr_report_json`.
+inline std::string jsonString(const std::string &Text) {
+  std::string Out = "\"";
+  for (char C : Text) {
+    if (C == '"' || C == '\\') {
+      Out += '\\';
+      Out += C;
+    } else if (static_cast<unsigned char>(C) < 0x20) {
+      const char *Hex = "0123456789abcdef";
+      Out += "\\u00";
+      Out += Hex[(C >> 4) & 0xf];
+      Out += Hex[C & 0xf];
+    } else {
+      Out += C;
+    }
+  }
+  return Out + "\"";
+}
+
 /// The tool global `Name` as `Count` values of `T` (an array global): NULL
 /// if the dispatch's code object has no such global or it is not
 /// `Count * sizeof(T)` bytes.

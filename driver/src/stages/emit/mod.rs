@@ -14,7 +14,7 @@ use std::fmt::Write;
 use crate::stages::lift::print::{byte_list, AsmNames};
 use crate::stages::lift::{Function, LiftedCodeObject};
 use crate::stages::load::descriptor::KernelDescriptor;
-use crate::stages::load::instrumented::SITE_TABLE;
+use crate::stages::load::instrumented::{INSTRUMENTED_SUFFIX, SITE_TABLE};
 use crate::stages::load::{Binding, FeatureSetting, Section, Symbol, SymbolKind, Visibility};
 
 /// Sections the linker makes; everything else loadable is reproduced.
@@ -43,6 +43,12 @@ pub struct EmitOptions {
     pub patch: Option<Patch>,
     /// Where to keep the assembly when llvm-mc rejects it; None: nowhere.
     pub keep_failed: Option<std::path::PathBuf>,
+    /// With a patch: keep every function and kernel as it is (its code
+    /// emitted unpatched, its descriptor and metadata the original's) and
+    /// add the patched ones as copies named with [`INSTRUMENTED_SUFFIX`]
+    /// after them, their descriptors after the code (selective
+    /// instrumentation).
+    pub keep_originals: bool,
 }
 
 /// What the patch stage changes in the emitted code object.
@@ -241,16 +247,21 @@ impl LiftedCodeObject<'_> {
         texts
     }
 
+    /// `function`'s code: as it is (no `patch`), or patched and moved, under
+    /// its name followed by `suffix`.
+    #[allow(clippy::too_many_arguments)]
     fn emit_function(
         &self,
         out: &mut String,
         function: &Function,
         names: &AsmNames,
         texts: &HashMap<u64, String>,
+        patch: Option<&Patch>,
+        suffix: &str,
         options: &EmitOptions,
         notes: &mut EmitNotes,
     ) {
-        let symbol = self
+        let mut symbol = self
             .code_object
             .symbols
             .iter()
@@ -266,8 +277,8 @@ impl LiftedCodeObject<'_> {
                 section: None,
                 dynamic: false,
             });
+        symbol.name.push_str(suffix);
         writeln!(out).unwrap();
-        let patch = options.patch.as_ref();
         if patch.is_some() {
             // Code moves: kernels must start 256-byte aligned, and sizes
             // are whatever the instrumented code takes.
@@ -334,8 +345,97 @@ impl LiftedCodeObject<'_> {
             }
         }
         if patch.is_some() {
-            let name = quoted(&function.name);
+            let name = quoted(&symbol.name);
             writeln!(out, "\t.size\t{name}, .-{name}").unwrap();
+        }
+    }
+
+    /// Names and instruction texts for the instrumented copies: block
+    /// labels of their own, and calls and branches to the copies.
+    fn copy_names(&self, names: &AsmNames, texts: &HashMap<u64, String>) -> (AsmNames, HashMap<u64, String>) {
+        let mut copy = AsmNames { code_labels: HashMap::new() };
+        for (address, label) in &names.code_labels {
+            let renamed = match label.strip_prefix(".LBB") {
+                Some(rest) => format!(".Lgpuinstr_copy_BB{rest}"),
+                None => format!("{label}{INSTRUMENTED_SUFFIX}"),
+            };
+            copy.code_labels.insert(*address, renamed);
+        }
+        let data_name = |address: u64| self.data_reference(address);
+        let mut copy_texts = texts.clone();
+        for instruction in self.functions.iter().flat_map(|f| f.instructions()) {
+            if texts.contains_key(&instruction.address) && crate::stages::lift::print::is_symbolic(instruction) {
+                if let Some(text) = self.asm_instruction(instruction, &copy, &data_name) {
+                    copy_texts.insert(instruction.address, text);
+                }
+            }
+        }
+        (copy, copy_texts)
+    }
+
+    /// A kernel descriptor as an `.amdhsa_kernel` block when the directives
+    /// can express it and the .kd symbol is what the directive makes of it
+    /// (it copies the kernel symbol's binding and visibility); otherwise as
+    /// data with its own symbol and the entry offset as a relocation. For
+    /// the kernel's copy named with `suffix`.
+    fn descriptor_text(
+        &self,
+        kernel: &crate::stages::load::Kernel,
+        descriptor: &KernelDescriptor,
+        suffix: &str,
+        notes: &mut EmitNotes,
+    ) -> String {
+        let code_object = self.code_object;
+        let find = |name: &str, address: u64| code_object.symbols.iter().find(|s| s.name == name && s.value == address);
+        let kd_symbol = find(&kernel.metadata.symbol, kernel.descriptor_address);
+        let code_symbol = code_object
+            .symbols
+            .iter()
+            .find(|s| s.value == kernel.code_address && s.kind == SymbolKind::Function && s.name == kernel.name());
+        let same_symbol_properties = match (kd_symbol, code_symbol) {
+            (Some(kd), Some(code)) => kd.binding == code.binding && kd.visibility == code.visibility,
+            _ => false,
+        };
+        let name = format!("{}{suffix}", kernel.name());
+        match descriptor.directives(&code_object.target) {
+            Ok(directives) if same_symbol_properties => {
+                let mut text = format!("\t.p2align\t6\n\t.amdhsa_kernel {}\n", quoted(&name));
+                for (name, value) in directives {
+                    writeln!(text, "\t\t{name} {value}").unwrap();
+                }
+                text.push_str("\t.end_amdhsa_kernel\n");
+                text
+            }
+            outcome => {
+                let mut reasons = outcome.err().unwrap_or_default();
+                if !same_symbol_properties {
+                    reasons.push("its .kd symbol's binding or visibility differs from the kernel symbol's".into());
+                }
+                notes.raw_descriptors.push((name.clone(), reasons));
+                let mut text = String::new();
+                let fallback = Symbol {
+                    name: kernel.metadata.symbol.clone(),
+                    value: kernel.descriptor_address,
+                    size: 64,
+                    kind: SymbolKind::Object,
+                    binding: Binding::Global,
+                    visibility: Visibility::Protected,
+                    section: None,
+                    dynamic: true,
+                };
+                let mut symbol = kd_symbol.unwrap_or(&fallback).clone();
+                if !suffix.is_empty() {
+                    symbol.name = format!("{name}.kd");
+                    text.push_str("\t.p2align\t6\n");
+                }
+                symbol_directives(&mut text, &symbol);
+                let bytes = descriptor.encode();
+                emit_bytes(&mut text, &bytes[..16]);
+                // R_AMDGPU_REL64 at offset 16: code - (descriptor + 16) + 16.
+                writeln!(text, "\t.quad\t{}@rel64+16", quoted(&name)).unwrap();
+                emit_bytes(&mut text, &bytes[24..]);
+                text
+            }
         }
     }
 
@@ -366,62 +466,20 @@ impl LiftedCodeObject<'_> {
             }
         }
 
-        // Each descriptor as an .amdhsa_kernel block when the directives can
-        // express it and the .kd symbol is what the directive makes of it
-        // (it copies the kernel symbol's binding and visibility); otherwise
-        // as data with its own symbol and the entry offset as a relocation.
+        // Each kernel's descriptor at its place; with originals kept, the
+        // original's there and the copy's after the code.
         let mut handled_kds = BTreeSet::new();
         let mut descriptor_text: BTreeMap<u64, String> = BTreeMap::new();
         let patch = options.patch.as_ref();
+        let originals = options.keep_originals && patch.is_some();
+        let mut copy_descriptors = String::new();
         for (kernel_index, kernel) in code_object.kernels.iter().enumerate() {
-            let descriptor = patch.and_then(|p| p.descriptors.get(&kernel_index)).unwrap_or(&kernel.descriptor);
-            let find =
-                |name: &str, address: u64| code_object.symbols.iter().find(|s| s.name == name && s.value == address);
-            let kd_symbol = find(&kernel.metadata.symbol, kernel.descriptor_address);
-            let code_symbol = code_object
-                .symbols
-                .iter()
-                .find(|s| s.value == kernel.code_address && s.kind == SymbolKind::Function && s.name == kernel.name());
-            let same_symbol_properties = match (kd_symbol, code_symbol) {
-                (Some(kd), Some(code)) => kd.binding == code.binding && kd.visibility == code.visibility,
-                _ => false,
-            };
-            let text = match descriptor.directives(&code_object.target) {
-                Ok(directives) if same_symbol_properties => {
-                    let mut text = format!("\t.p2align\t6\n\t.amdhsa_kernel {}\n", quoted(kernel.name()));
-                    for (name, value) in directives {
-                        writeln!(text, "\t\t{name} {value}").unwrap();
-                    }
-                    text.push_str("\t.end_amdhsa_kernel\n");
-                    text
-                }
-                outcome => {
-                    let mut reasons = outcome.err().unwrap_or_default();
-                    if !same_symbol_properties {
-                        reasons.push("its .kd symbol's binding or visibility differs from the kernel symbol's".into());
-                    }
-                    notes.raw_descriptors.push((kernel.name().to_string(), reasons));
-                    let mut text = String::new();
-                    let fallback = Symbol {
-                        name: kernel.metadata.symbol.clone(),
-                        value: kernel.descriptor_address,
-                        size: 64,
-                        kind: SymbolKind::Object,
-                        binding: Binding::Global,
-                        visibility: Visibility::Protected,
-                        section: None,
-                        dynamic: true,
-                    };
-                    symbol_directives(&mut text, kd_symbol.unwrap_or(&fallback));
-                    let bytes = descriptor.encode();
-                    emit_bytes(&mut text, &bytes[..16]);
-                    // R_AMDGPU_REL64 at offset 16: code - (descriptor + 16) + 16.
-                    writeln!(text, "\t.quad\t{}@rel64+16", quoted(kernel.name())).unwrap();
-                    emit_bytes(&mut text, &bytes[24..]);
-                    text
-                }
-            };
-            descriptor_text.insert(kernel.descriptor_address, text);
+            let patched = patch.and_then(|p| p.descriptors.get(&kernel_index)).unwrap_or(&kernel.descriptor);
+            let here = if originals { &kernel.descriptor } else { patched };
+            descriptor_text.insert(kernel.descriptor_address, self.descriptor_text(kernel, here, "", &mut notes));
+            if originals {
+                copy_descriptors.push_str(&self.descriptor_text(kernel, patched, INSTRUMENTED_SUFFIX, &mut notes));
+            }
             handled_kds.insert(kernel.metadata.symbol.as_str());
         }
 
@@ -465,13 +523,32 @@ impl LiftedCodeObject<'_> {
             };
             let mut cursor = section.address;
             if section.executable() {
+                // Patched code moves; padding becomes alignment (emit_function).
+                let in_place = if originals { None } else { patch };
                 for function in self.functions.iter().filter(|f| section.contains(f.address)) {
-                    // Patched code moves; padding becomes alignment (emit_function).
-                    if patch.is_none() {
+                    if in_place.is_none() {
                         bytes_between(&mut out, cursor, function.address);
                     }
-                    self.emit_function(&mut out, function, &names, &texts, options, &mut notes);
+                    self.emit_function(&mut out, function, &names, &texts, in_place, "", options, &mut notes);
                     cursor = function.end();
+                }
+                if let (true, Some(patch)) = (originals, patch) {
+                    bytes_between(&mut out, cursor, section.address + section.size);
+                    cursor = section.address + section.size;
+                    let (copy_names, copy_texts) = self.copy_names(&names, &texts);
+                    for function in self.functions.iter().filter(|f| section.contains(f.address)) {
+                        let suffix = INSTRUMENTED_SUFFIX;
+                        self.emit_function(
+                            &mut out,
+                            function,
+                            &copy_names,
+                            &copy_texts,
+                            Some(patch),
+                            suffix,
+                            options,
+                            &mut notes,
+                        );
+                    }
                 }
             } else {
                 let symbols = self.section_symbols(section, &handled_kds);
@@ -503,6 +580,10 @@ impl LiftedCodeObject<'_> {
 
         if let Some(patch) = patch {
             out.push_str(&patch.appended);
+            if !copy_descriptors.is_empty() {
+                out.push_str("\n\t.section\t.rodata,\"a\",@progbits\n");
+                out.push_str(&copy_descriptors);
+            }
             out.push_str(&site_table(patch));
             let points: Vec<_> = patch
                 .points
@@ -515,10 +596,53 @@ impl LiftedCodeObject<'_> {
             out.push_str(&crate::stages::load::instrumented::point_table_assembly(&points));
         }
         out.push('\n');
-        let metadata = patch.and_then(|p| p.metadata.as_ref()).unwrap_or(&code_object.metadata.document);
+        let patched = patch.and_then(|p| p.metadata.as_ref());
+        let metadata = match patched {
+            Some(patched) if originals => &with_copies(&code_object.metadata.document, patched),
+            Some(patched) => patched,
+            None => &code_object.metadata.document,
+        };
         out.push_str(&metadata_yaml::amdgpu_metadata_block(metadata));
         Assembly { text: out, notes }
     }
+}
+
+/// The original metadata with each kernel of `patched` added as its copy
+/// (`.name` and `.symbol` renamed with [`INSTRUMENTED_SUFFIX`]).
+fn with_copies(original: &rmpv::Value, patched: &rmpv::Value) -> rmpv::Value {
+    let kernels_of = |document: &rmpv::Value| -> Vec<rmpv::Value> {
+        document
+            .as_map()
+            .and_then(|m| m.iter().find(|(k, _)| k.as_str() == Some("amdhsa.kernels")))
+            .and_then(|(_, v)| v.as_array().cloned())
+            .unwrap_or_default()
+    };
+    let mut kernels = kernels_of(original);
+    for mut kernel in kernels_of(patched) {
+        if let rmpv::Value::Map(entries) = &mut kernel {
+            for (key, value) in entries.iter_mut() {
+                let renamed = match (key.as_str(), value.as_str()) {
+                    (Some(".name"), Some(name)) => format!("{name}{INSTRUMENTED_SUFFIX}"),
+                    (Some(".symbol"), Some(symbol)) => {
+                        let name = symbol.strip_suffix(".kd").unwrap_or(symbol);
+                        format!("{name}{INSTRUMENTED_SUFFIX}.kd")
+                    }
+                    _ => continue,
+                };
+                *value = rmpv::Value::from(renamed);
+            }
+        }
+        kernels.push(kernel);
+    }
+    let mut document = original.clone();
+    if let rmpv::Value::Map(entries) = &mut document {
+        for (key, value) in entries.iter_mut() {
+            if key.as_str() == Some("amdhsa.kernels") {
+                *value = rmpv::Value::Array(kernels.clone());
+            }
+        }
+    }
+    document
 }
 
 /// The site table (`.gpuinstr.sites`, not loaded): one entry per address

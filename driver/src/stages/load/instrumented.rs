@@ -25,6 +25,12 @@ pub const GLOBAL_TABLE: &str = ".gpuinstr.globals";
 /// NUL-terminated); then the pool.
 pub const POINT_TABLE: &str = ".gpuinstr.points";
 
+/// With originals kept (`instrument --keep-originals`), the instrumented
+/// copy of kernel or function `f` is `f` followed by this; `f` itself is
+/// the original, unchanged. The runtime points a dispatch of `f` at the
+/// copy when it selects it.
+pub const INSTRUMENTED_SUFFIX: &str = ".gpuinstr";
+
 /// Flag: the tool declared the global `__managed__`; the symbol named is
 /// its storage, which the pointer of the tool's name points at.
 pub const MANAGED: u32 = 1;
