@@ -366,26 +366,32 @@ pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<Verify
             kernels
         })
     };
-    let originals_kept = |listed: Result<Vec<(String, String)>, _>| {
-        listed.map(|kernels: Vec<(String, String)>| {
-            let mut copies: Vec<(String, String)> = kernels
-                .iter()
-                .filter(|(name, _)| name.ends_with(INSTRUMENTED_SUFFIX))
-                .map(|(name, symbol)| {
-                    let original = name.trim_end_matches(INSTRUMENTED_SUFFIX).to_string();
-                    (original.clone(), symbol.replace(&format!("{INSTRUMENTED_SUFFIX}.kd"), ".kd"))
-                })
-                .collect();
-            copies.sort();
-            let originals: Vec<(String, String)> =
-                kernels.into_iter().filter(|(name, _)| !name.ends_with(INSTRUMENTED_SUFFIX)).collect();
-            match copies.is_empty() || copies == originals {
-                true => originals,
-                false => copies, // differs from the original's list: reported below
-            }
-        })
-    };
-    match (listed(original), originals_kept(listed(instrumented))) {
+    // With originals kept, the copies are set aside: each must be an
+    // original's, under its name with the suffix.
+    let mut instrumented_kernels = listed(instrumented);
+    if let Ok(kernels) = &mut instrumented_kernels {
+        let (copies, originals): (Vec<_>, Vec<_>) =
+            kernels.drain(..).partition(|(name, _): &(String, String)| name.ends_with(INSTRUMENTED_SUFFIX));
+        let copy_of = |(name, _): &(String, String)| {
+            let original = name.trim_end_matches(INSTRUMENTED_SUFFIX);
+            (original.to_string(), format!("{original}.kd"))
+        };
+        let mut copied: Vec<(String, String)> = copies.iter().map(copy_of).collect();
+        copied.sort();
+        let named_as_copies = copies.iter().all(|(name, symbol)| *symbol == format!("{name}.kd"));
+        if !copies.is_empty() && (copied != originals || !named_as_copies) {
+            report.findings.push(Finding {
+                function: String::new(),
+                address: 0,
+                problem: format!(
+                    "CoMGR's metadata lists {} instrumented copies ({INSTRUMENTED_SUFFIX}) that are not one per kernel",
+                    copies.len()
+                ),
+            });
+        }
+        *kernels = originals;
+    }
+    match (listed(original), instrumented_kernels) {
         (Ok(a), Ok(b)) if a == b => report.metadata_kernels = b.len(),
         (Ok(a), Ok(b)) => report.findings.push(Finding {
             function: String::new(),

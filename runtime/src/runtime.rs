@@ -305,20 +305,22 @@ impl Runtime {
             let ordinal = self.ordinals.entry(kernel.name.clone()).or_default();
             *ordinal += 1;
             let ordinal = *ordinal;
-            let mut packet = *packet;
+            let mut instrumented = *packet;
             if let Some(copy) = kernel.copy {
                 if !self.selection.choose(&kernel.name, ordinal) {
-                    out.push(packet);
+                    out.push(*packet);
                     continue;
                 }
-                packets::retarget(&mut packet, copy.kernel_object, copy.group_segment, copy.private_segment);
-                dispatch = packets::dispatch_of(&packet).expect("still a dispatch");
+                packets::retarget(&mut instrumented, copy.kernel_object, copy.group_segment, copy.private_segment);
+                dispatch = packets::dispatch_of(&instrumented).expect("still a dispatch");
             }
             match self.observe(hsa, queue, dispatch, kernel.slot, kernel.name.clone(), ordinal) {
-                Ok((collect, kernarg, done)) => out.extend(packets::observed(&packet, collect, kernarg, done)),
+                Ok((collect, kernarg, done)) => out.extend(packets::observed(&instrumented, collect, kernarg, done)),
                 Err(error) => {
+                    // With its original kept, the dispatch runs that instead:
+                    // no tool data is left behind for the next dispatch.
                     self.report.warn(format!("a dispatch of {} is not observed: {error}", kernel.name));
-                    out.push(packet);
+                    out.push(if kernel.copy.is_some() { *packet } else { instrumented });
                 }
             }
         }

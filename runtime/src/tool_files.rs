@@ -64,11 +64,6 @@ impl ToolFiles {
         Ok(())
     }
 
-    /// Whether `name` could not be opened (said once, by the first write).
-    pub fn failed(&self, name: &str) -> Option<&str> {
-        self.open.get(name).and_then(|e| e.as_ref().err()).map(String::as_str)
-    }
-
     /// Flushes every file and renames it into place: what was written, and
     /// the errors.
     pub fn close(&mut self) -> (Vec<ToolFile>, Vec<String>) {
@@ -143,7 +138,6 @@ mod tests {
         let error = files.write(&report, "../escape", b"x").unwrap_err();
         assert!(error.contains("plain file name"), "{error}");
         assert_eq!(files.write(&report, "../escape", b"x"), Ok(()), "said once");
-        assert!(files.failed("../escape").is_some());
         assert_eq!(files.close(), (vec![], vec![]));
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
         std::fs::remove_dir_all(dir).unwrap();

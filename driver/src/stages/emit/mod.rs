@@ -537,17 +537,8 @@ impl LiftedCodeObject<'_> {
                     cursor = section.address + section.size;
                     let (copy_names, copy_texts) = self.copy_names(&names, &texts);
                     for function in self.functions.iter().filter(|f| section.contains(f.address)) {
-                        let suffix = INSTRUMENTED_SUFFIX;
-                        self.emit_function(
-                            &mut out,
-                            function,
-                            &copy_names,
-                            &copy_texts,
-                            Some(patch),
-                            suffix,
-                            options,
-                            &mut notes,
-                        );
+                        let (names, texts, suffix) = (&copy_names, &copy_texts, INSTRUMENTED_SUFFIX);
+                        self.emit_function(&mut out, function, names, texts, Some(patch), suffix, options, &mut notes);
                     }
                 }
             } else {
@@ -636,10 +627,8 @@ fn with_copies(original: &rmpv::Value, patched: &rmpv::Value) -> rmpv::Value {
     }
     let mut document = original.clone();
     if let rmpv::Value::Map(entries) = &mut document {
-        for (key, value) in entries.iter_mut() {
-            if key.as_str() == Some("amdhsa.kernels") {
-                *value = rmpv::Value::Array(kernels.clone());
-            }
+        if let Some((_, value)) = entries.iter_mut().find(|(key, _)| key.as_str() == Some("amdhsa.kernels")) {
+            *value = rmpv::Value::Array(kernels);
         }
     }
     document
