@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # Whole libraries under gpuinstr's runtime (long; not part of `cargo test`):
 # programs calling Debian 12's rocRAND and rocSPARSE, whose gfx90a code
-# objects are instrumented with the instruction counter statically (the
-# whole .so) and dynamically (as the program loads them); every dispatch of
-# a library kernel must count what the emulator counts for the original.
-#   scripts/runtime-libraries.sh [rocrand|rocsparse]...   (default: rocrand)
-# rocRAND passes (about 100 s). rocSPARSE does not finish yet: instrumenting
-# its whole gfx90a code object in one process ran out of this machine's
-# 24 GiB after 44 minutes (docs/runtime.md).
+# objects are instrumented with each example tool statically (the whole
+# .so) and dynamically (as the program loads them); every dispatch of a
+# library kernel must report what the device's log of the original run
+# gives (counts, opcodes, launch shape, EXEC history, accesses).
+#   scripts/runtime-libraries.sh [rocrand|rocsparse]... [-- TOOL,...]
+# (default: rocrand, every example tool). rocRAND with all five tools takes
+# about 10 minutes; rocSPARSE about an hour per tool, nearly all of it
+# instrumenting its 222 gfx90a code objects statically (docs/runtime.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh >/dev/null
-libraries=("$@")
+libraries=()
+while [ $# -gt 0 ] && [ "$1" != -- ]; do libraries+=("$1"); shift; done
+if [ "${1:-}" = -- ]; then export GPUINSTR_LIBRARY_TOOLS="$2"; fi
 [ ${#libraries[@]} -gt 0 ] || libraries=(rocrand)
 for library in "${libraries[@]}"; do
   cargo test --release -p gpuinstr-tests --test gpuinstr -- --ignored --exact \
-    "runtime::${library}_under_the_runtime_counts_what_the_emulator_counts"
+    "runtime::${library}_under_the_runtime_reports_what_the_emulator_gives"
 done

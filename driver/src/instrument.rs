@@ -16,6 +16,7 @@ use crate::stages::emit::link::{build, EmitError, Linker};
 use crate::stages::emit::EmitOptions;
 use crate::stages::lift::{lift, LiftError};
 use crate::stages::liveness::analyze;
+use crate::stages::load::lines::SourceLineNames;
 use crate::stages::load::CodeObject;
 use crate::stages::patch::{patch, KernelPatch, PatchError};
 use crate::stages::sva::{place, RegisterGrowth, SvaRequest};
@@ -87,6 +88,8 @@ pub struct InstrumentReport {
     pub left_out: Vec<LeftOutPoint>,
     pub globals: Vec<String>,
     pub tool_globals: ToolGlobals,
+    /// How many points the code object's DWARF line table names `file:line`.
+    pub source_lines: SourceLineNames,
     pub seconds: f64,
     /// Wall time per step, in pipeline order.
     pub steps: Vec<(String, f64)>,
@@ -216,15 +219,14 @@ pub fn instrument_file(
     target: Option<&str>,
 ) -> Result<(Vec<u8>, FileReport), InstrumentError> {
     use crate::stages::emit::container::{rewrite_bundle, rewrite_host_file};
-    use crate::stages::load::{bundle, load_bytes, InputKind};
+    use crate::stages::load::{bundle, load_bytes_for_target, InputKind};
     // A plan calling a hook the tool lacks is about the plan and the tool.
     for hooks in &tool.hooks {
         plan.check_hooks(hooks.iter().map(String::as_str), &tool.path.display().to_string())?;
     }
-    let mut input = load_bytes(path, bytes)?;
-    if let Some(target) = target {
-        input = input.select_target(target)?;
-    }
+    // Bundle entries that cannot match the target are not even parsed (a
+    // whole library holds hundreds of code objects per target).
+    let input = load_bytes_for_target(path, bytes, target)?;
     let single = input.code_objects.len() == 1;
     let mut report = FileReport::default();
     // Instrumented code objects by (bundle index, entry triple); code
@@ -440,6 +442,7 @@ fn instrument_code_object_partially(
     let placement = place(&lifted, &liveness, &request);
     lap("plan and sva");
     let mut payload_options = options.payloads.clone();
+    payload_options.keep_stage_texts = false;
     payload_options.registers.extend(placement.functions.iter().map(|(f, r)| (*f, *r)));
     payload_options.sliding.extend(placement.sliding.iter().map(|(f, s)| (*f, s.clone())));
     for kernel in &placement.kernels {
@@ -473,6 +476,7 @@ fn instrument_code_object_partially(
     report.globals = patch_report.globals;
     report.tool_globals = options.tool_globals;
     report.left_out.extend(patch_report.left_out);
+    report.source_lines = patch_report.source_lines;
     report.seconds = start.elapsed().as_secs_f64();
     report.steps = steps;
     let at = report.steps.iter().position(|(name, _)| name == "payloads").map_or(0, |i| i + 1);
@@ -507,6 +511,15 @@ impl InstrumentReport {
             }
         }
         writeln!(out, "  payloads compiled: {} (alike points share one)", self.payloads_compiled).unwrap();
+        match &self.source_lines {
+            SourceLineNames::NoLineTable => {}
+            SourceLineNames::Named { named, points } => {
+                writeln!(out, "  source lines: {named} of {points} points named file:line (DWARF line table)").unwrap()
+            }
+            SourceLineNames::Unreadable { problem } => {
+                writeln!(out, "  WARNING: points are not named file:line: {problem}").unwrap()
+            }
+        }
         for (hook, count) in &self.hooks {
             writeln!(out, "  hook {hook}: {count} points").unwrap();
         }

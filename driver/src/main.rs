@@ -281,7 +281,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let plan = gpuinstr::plan::Plan::load(&plan)?;
             let tool = gpuinstr::tool::Tool::load(&tool)?;
-            let bytes = std::fs::read(&file).map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", file.display()))?;
+            // Mapped, not read: a whole library is over a gigabyte.
+            let mapped = gpuinstr::native::MappedFile::open(&file)
+                .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", file.display()))?;
             let options = gpuinstr::instrument::InstrumentOptions {
                 grow_registers: grow_registers.into(),
                 tool_globals: match tool_globals {
@@ -303,7 +305,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let (bytes, report) = gpuinstr::instrument::instrument_file(
                 &tool,
                 &file,
-                &bytes,
+                mapped.bytes(),
                 &plan,
                 &registry,
                 &options,

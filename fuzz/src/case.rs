@@ -163,6 +163,10 @@ impl Run<'_> {
                 self.payload(lifted, liveness, code_object);
             }
         }
+        self.op("source lines", || {
+            let lines = gpuinstr::stages::load::lines::SourceLines::read(code_object).map_err(|e| e.to_string())?;
+            Ok(code_object.symbols.iter().filter_map(|s| lines.as_ref()?.at(s.value)).count())
+        });
         self.op("analyze", || {
             let report = gpuinstr::analyze::code_object_report(code_object).map_err(|e| e.to_string())?;
             Ok(gpuinstr::analyze::render_text(&report))

@@ -317,6 +317,7 @@ pub struct CSite {
     function: usize,
     opcode_name: usize,
     text: usize,
+    location: usize,
 }
 
 /// Per code object (by its address: the runtime keeps every code object
@@ -335,15 +336,19 @@ fn site_table(code_object: &crate::code_objects::InstrumentedCodeObject) -> &'st
     if let Some((_, table)) = tables.iter().find(|(k, _)| *k == key) {
         return table;
     }
+    // Each distinct string once (a function's name is in all its sites).
+    let mut strings = std::collections::HashMap::<&str, usize>::new();
+    let mut string = |text| *strings.entry(text).or_insert_with(|| c_string(text));
     let sites: Vec<CSite> = code_object
         .points
         .iter()
         .map(|p| CSite {
             address: p.address,
             opcode: p.opcode,
-            function: c_string(&p.function),
-            opcode_name: c_string(&p.opcode_name),
-            text: c_string(&p.text),
+            function: string(&p.function),
+            opcode_name: string(&p.opcode_name),
+            text: string(&p.text),
+            location: string(&p.location),
         })
         .collect();
     let table: &'static [CSite] = Box::leak(sites.into_boxed_slice());

@@ -165,10 +165,20 @@ pub struct Runtime {
     /// event thread runs handlers one at a time).
     retired_signals: Vec<u64>,
     next_dispatch: u64,
+    /// Dispatches taken out of flight whose record is not in the report
+    /// yet (their tool handler is running); `finish` waits for them.
+    handling: usize,
     pub report: Report,
     /// Files the tool's host part writes, beside the report.
     pub tool_files: ToolFiles,
 }
+
+/// Signalled when a dispatch handled outside the lock is recorded (paired
+/// with the runtime's mutex).
+static RECORDED: std::sync::Condvar = std::sync::Condvar::new();
+
+/// How long `finish` waits for tool handlers still running at exit.
+const HANDLER_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Where `address` of a code object is once loaded `delta` bytes away.
 fn located(address: u64, delta: i64) -> u64 {
@@ -187,6 +197,7 @@ impl Default for Runtime {
             in_flight: HashMap::new(),
             retired_signals: Vec::new(),
             next_dispatch: 0,
+            handling: 0,
             report: Report { schema: SCHEMA, ..Report::default() },
             tool_files: ToolFiles::default(),
         }
@@ -431,6 +442,8 @@ pub fn dispatch_completed(runtime: &Mutex<Runtime>, hsa: &dyn Hsa, tool: Option<
             record.problems.push(warning);
         }
         r.report.dispatches.push(record);
+        r.handling -= 1;
+        RECORDED.notify_all();
     }
 }
 
@@ -442,6 +455,7 @@ impl Runtime {
             hsa.signal_destroy(signal);
         }
         let flight = self.in_flight.remove(&id)?;
+        self.handling += 1;
         let loaded = &mut self.loaded[flight.slot];
         let mut globals = Vec::new();
         let mut values = Vec::new();
@@ -513,11 +527,20 @@ pub fn finish(runtime: &Mutex<Runtime>, hsa: &dyn Hsa, tool: Option<&dyn ToolHos
     for id in finished {
         dispatch_completed(runtime, hsa, tool, id);
     }
-    if let Ok(mut r) = runtime.lock() {
-        r.report.unread_dispatches = unread;
-        r.report.dispatches.sort_by_key(|d| d.id);
-        if r.selection.is_narrowed() || r.selection.selected + r.selection.not_selected > 0 {
-            r.report.selection = Some(r.selection.clone());
-        }
+    // A handler on ROCr's event thread may have taken a dispatch out of
+    // flight and still be in the tool: its record comes before the report.
+    let Ok(r) = runtime.lock() else { return };
+    let Ok((mut r, waited)) = RECORDED.wait_timeout_while(r, HANDLER_WAIT, |r| r.handling > 0) else { return };
+    if waited.timed_out() {
+        let still = r.handling;
+        r.report.warn(format!(
+            "{still} dispatches were still in the tool's host part after {} s at exit: they are missing from the report",
+            HANDLER_WAIT.as_secs()
+        ));
+    }
+    r.report.unread_dispatches = unread;
+    r.report.dispatches.sort_by_key(|d| d.id);
+    if r.selection.is_narrowed() || r.selection.selected + r.selection.not_selected > 0 {
+        r.report.selection = Some(r.selection.clone());
     }
 }

@@ -182,10 +182,16 @@ fn run_reported_with(run: Run, program: &Path, arguments: &[&Path], expected: &s
     let report_path = dir.join("report.json");
     let run = Run { report: Some(report_path.clone()), ..run };
     let arguments: Vec<std::ffi::OsString> = arguments.iter().map(|a| a.as_os_str().to_owned()).collect();
-    let output = run.command(program.as_os_str(), &arguments).output().unwrap();
+    reported(run.command(program.as_os_str(), &arguments).output().unwrap(), &report_path, expected)
+}
+
+/// A run's report (written to `report_path`) and standard error: the
+/// program printed `expected`, and the runtime read every dispatch without
+/// a warning.
+fn reported(output: Output, report_path: &Path, expected: &str) -> (Value, String) {
     let stderr = String::from_utf8_lossy(&output.stderr).to_string();
     assert_eq!(succeeded(output, "the instrumented program"), expected, "{stderr}");
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(report_path).unwrap()).unwrap();
     assert_eq!(report["schema"], 1);
     assert_eq!(report["warnings"].as_array().unwrap().len(), 0, "{stderr}");
     assert_eq!(report["unread_dispatches"], 0);
@@ -196,9 +202,21 @@ fn run_reported_with(run: Run, program: &Path, arguments: &[&Path], expected: &s
 /// The report's dispatches, checked against the device's log of the
 /// original: same kernels, shapes and order, no problems.
 fn dispatches<'r>(report: &'r Value, original: &Original) -> &'r [Value] {
+    matched(report, &original.dispatches)
+}
+
+impl Original {
+    fn oracle(&self) -> Oracle<'_> {
+        Oracle { app: &self.app, logged: &self.dispatches }
+    }
+}
+
+/// The report's dispatches, checked against the device's log of the
+/// original (`logged`): same kernels, shapes and order, no problems.
+fn matched<'r>(report: &'r Value, logged: &[Value]) -> &'r [Value] {
     let dispatches = report["dispatches"].as_array().unwrap();
-    assert_eq!(dispatches.len(), original.dispatches.len());
-    for (k, (reported, logged)) in dispatches.iter().zip(&original.dispatches).enumerate() {
+    assert_eq!(dispatches.len(), logged.len(), "dispatches reported and logged");
+    for (k, (reported, logged)) in dispatches.iter().zip(logged).enumerate() {
         assert_eq!(reported["id"], k as u64 + 1);
         assert_eq!(reported["kernel"], logged["kernel"], "dispatch {k}");
         assert_eq!(reported["grid_size"], logged["grid_size"], "dispatch {k}");
@@ -206,6 +224,198 @@ fn dispatches<'r>(report: &'r Value, original: &Original) -> &'r [Value] {
         assert_eq!(reported["problems"].as_array().unwrap().len(), 0, "dispatch {k}: {reported}");
     }
     dispatches
+}
+
+/// A run of the original, as the device logged it, and the code object
+/// its kernels come from: what every example tool's report is checked
+/// against.
+struct Oracle<'a> {
+    app: &'a CodeObject,
+    logged: &'a [Value],
+}
+
+impl Oracle<'_> {
+    /// The example `tool`'s report (at `report_path`) of a run of the
+    /// instrumented program, with the tool's `plan`: see each check.
+    fn check(&self, tool: &str, plan: &Plan, report: &Value, report_path: &Path) {
+        match tool {
+            "instruction-counter" => self.check_instruction_counts(report, plan),
+            "kernel-arguments" => self.check_kernel_arguments(report),
+            "opcode-histogram" => self.check_opcode_histogram(report),
+            "branch-divergence" => {
+                self.check_branch_records(report, report_path);
+            }
+            "memory-tracer" => self.check_memory_trace(report, report_path, plan),
+            other => panic!("no oracle for {other}"),
+        }
+    }
+
+    /// Each dispatch's instructions are the emulator's count (`expected_count`).
+    fn check_instruction_counts(&self, report: &Value, plan: &Plan) {
+        for (k, (reported, logged)) in matched(report, self.logged).iter().zip(self.logged).enumerate() {
+            let expected = expected_count(self.app, plan, logged);
+            assert_eq!(reported["tool"], serde_json::json!({ "instructions": expected }), "dispatch {k}");
+        }
+    }
+
+    /// Each dispatch's gridDim and blockDim, as the hook read them in the
+    /// kernel, are the launch's (the packet's grid in workgroups).
+    fn check_kernel_arguments(&self, report: &Value) {
+        for (k, (reported, logged)) in matched(report, self.logged).iter().zip(self.logged).enumerate() {
+            let grid: Vec<u64> = (0..3).map(|d| logged["grid_size"][d].as_u64().unwrap()).collect();
+            let block: Vec<u64> = (0..3).map(|d| logged["workgroup_size"][d].as_u64().unwrap()).collect();
+            let grid_dim: Vec<u64> = (0..3).map(|d| grid[d].div_ceil(block[d])).collect();
+            assert_eq!(reported["tool"], serde_json::json!({ "gridDim": grid_dim, "blockDim": block }), "dispatch {k}");
+        }
+    }
+
+    /// Each dispatch's executions per opcode name equal the emulator's wave
+    /// executions of the original's instructions, grouped by their
+    /// opcodes' names.
+    fn check_opcode_histogram(&self, report: &Value) {
+        let lifted = lift(self.app).unwrap();
+        let names: std::collections::HashMap<u64, &str> =
+            lifted.functions.iter().flat_map(|f| f.instructions()).map(|i| (i.address, i.name(&lifted.isa))).collect();
+        for (k, (reported, logged)) in matched(report, self.logged).iter().zip(self.logged).enumerate() {
+            let mut expected = serde_json::Map::new();
+            for entry in logged["per_address"].as_array().unwrap() {
+                let name = names[&entry[0].as_u64().unwrap()];
+                let count = expected.get(name).and_then(Value::as_u64).unwrap_or(0) + entry[1].as_u64().unwrap();
+                expected.insert(name.to_string(), count.into());
+            }
+            assert!(expected.len() > 5, "dispatch {k}");
+            assert_eq!(reported["tool"]["opcodes"], Value::Object(expected), "dispatch {k}");
+        }
+    }
+
+    /// Branch divergence: every record (branch, wavefront, OLD MASK, IF
+    /// MASK) is one the emulator's EXEC history of the original gives for
+    /// an `s_and_saveexec_b64` executed with some lane active, and each
+    /// branch's executions and divergent ones in the report are those of
+    /// the history. Returns the divergent executions.
+    fn check_branch_records(&self, report: &Value, report_path: &Path) -> u64 {
+        let rows = records(report_path, "branch-records.tsv", "dispatch\tsite\taddress\twavefront\told_mask\tif_mask");
+        assert_eq!(report["files"][0]["name"], "branch-records.tsv");
+        let mut divergent_total = 0;
+        let mut executed = 0;
+        for (k, (reported, logged)) in matched(report, self.logged).iter().zip(self.logged).enumerate() {
+            let id = reported["id"].as_u64().unwrap();
+            let wavefronts = tool_wavefronts(logged);
+            let mut expected: Vec<[u64; 4]> = logged["exec_history"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .map(|e| (0..4).map(|f| e[f].as_u64().unwrap()).collect::<Vec<u64>>())
+                .filter(|e| e[2] != 0)
+                .map(|e| [e[0], wavefronts[e[1] as usize], e[2], e[3]])
+                .collect();
+            let mut recorded: Vec<[u64; 4]> =
+                rows.iter().filter(|r| r[0] == id).map(|r| [r[2], r[3], r[4], r[5]]).collect();
+            expected.sort_unstable();
+            recorded.sort_unstable();
+            executed += expected.len();
+            assert_eq!(recorded, expected, "dispatch {k}: (address, wavefront, old mask, if mask)");
+            let mut per_branch = std::collections::BTreeMap::<u64, (u64, u64)>::new();
+            for [address, _, old, new] in &expected {
+                let branch = per_branch.entry(*address).or_default();
+                branch.0 += 1;
+                branch.1 += u64::from(new != old && *new != 0);
+            }
+            let reported_branches: std::collections::BTreeMap<u64, (u64, u64)> = reported["tool"]["branches"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| {
+                    (hex_address(&b["address"]), (b["executions"].as_u64().unwrap(), b["divergent"].as_u64().unwrap()))
+                })
+                .collect();
+            assert_eq!(reported_branches, per_branch, "dispatch {k}: per branch (executions, divergent)");
+            let divergent: u64 = per_branch.values().map(|b| b.1).sum();
+            assert_eq!(reported["tool"]["records"], expected.len() as u64, "dispatch {k}");
+            assert_eq!(reported["tool"]["divergent"], divergent, "dispatch {k}");
+            divergent_total += divergent;
+        }
+        assert!(executed > 0, "the dispatches execute branches");
+        divergent_total
+    }
+
+    /// The memory tracer: its file holds exactly the accesses the emulator
+    /// logged for the original's instructions the plan selects
+    /// (instruction, wavefront, lane, address), and the report's
+    /// per-instruction accesses are the emulator's active lanes. The two
+    /// runs' buffers lie at different addresses (device memory is host
+    /// memory mapped where mmap puts it, and the runtime allocates its
+    /// own), so addresses compare as offsets from the lowest address each
+    /// instruction accessed in the dispatch.
+    fn check_memory_trace(&self, report: &Value, report_path: &Path, plan: &Plan) {
+        let rows = records(report_path, "memory-trace.tsv", "dispatch\tinstruction\twavefront\tlane\taddress");
+        let lifted = lift(self.app).unwrap();
+        let traced_instructions: std::collections::HashSet<u64> = plan
+            .select(&lifted)
+            .iter()
+            .map(|p| lifted.functions[p.function].instructions().nth(p.instruction).unwrap().address)
+            .collect();
+        let relative = |mut accesses: Vec<[u64; 4]>| {
+            let mut lowest = std::collections::HashMap::<u64, u64>::new();
+            for [instruction, _, _, address] in &accesses {
+                let low = lowest.entry(*instruction).or_insert(*address);
+                *low = (*low).min(*address);
+            }
+            for access in &mut accesses {
+                access[3] -= lowest[&access[0]];
+            }
+            accesses.sort_unstable();
+            accesses
+        };
+        let mut accessed = 0;
+        for (k, (reported, logged)) in matched(report, self.logged).iter().zip(self.logged).enumerate() {
+            let id = reported["id"].as_u64().unwrap();
+            let wavefronts = tool_wavefronts(logged);
+            let field = |a: &Value, f: usize| a[f].as_u64().unwrap();
+            let expected: Vec<[u64; 4]> = logged["accesses"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .filter(|a| traced_instructions.contains(&field(a, 0)))
+                .map(|a| [field(a, 0), wavefronts[field(a, 1) as usize], field(a, 2), field(a, 3)])
+                .collect();
+            let traced: Vec<[u64; 4]> = rows.iter().filter(|r| r[0] == id).map(|r| [r[1], r[2], r[3], r[4]]).collect();
+            accessed += expected.len();
+            assert_eq!(traced.len(), expected.len(), "dispatch {k}: records");
+            assert_eq!(
+                relative(traced),
+                relative(expected.clone()),
+                "dispatch {k}: (instruction, wavefront, lane, offset)"
+            );
+            assert_eq!(reported["tool"]["records"], expected.len() as u64, "dispatch {k}");
+            let lanes: std::collections::HashMap<u64, (u64, u64)> = logged["per_address"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| (e[0].as_u64().unwrap(), (e[1].as_u64().unwrap(), e[2].as_u64().unwrap())))
+                .collect();
+            for instruction in reported["tool"]["instructions"].as_array().unwrap() {
+                let address = hex_address(&instruction["address"]);
+                let (waves, active) = lanes[&address];
+                let executions = instruction["executions"].as_u64().unwrap();
+                let lines = instruction["lines"].as_u64().unwrap();
+                assert_eq!(instruction["accesses"], active, "dispatch {k} at {address:#x}");
+                assert!(
+                    executions >= 1 && executions <= waves,
+                    "dispatch {k} at {address:#x}: {executions} of {waves}"
+                );
+                assert!(lines >= executions && lines <= active, "dispatch {k} at {address:#x}: {lines} lines");
+            }
+        }
+        assert!(accessed > 0, "the dispatches access memory");
+    }
+}
+
+/// An address a host part wrote as `0x` hex text.
+fn hex_address(value: &Value) -> u64 {
+    u64::from_str_radix(value.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
 }
 
 /// The instruction counter under the runtime: the program's output is
@@ -251,8 +461,42 @@ fn the_runtime_reports_each_dispatchs_instruction_count() {
     }
 }
 
-/// Kernel arguments: each dispatch's gridDim and blockDim, as the hook read
-/// them in the kernel, are the launch's (the packet's grid in workgroups).
+/// A host part still busy with the last dispatch when the program exits
+/// (ROCr's event thread calls it; the program's exit does not wait for
+/// it): the report waits for its values, so no dispatch goes missing.
+#[test]
+fn a_dispatch_still_in_the_tool_at_exit_is_in_the_report() {
+    let target = "gfx90a";
+    let dir = test_directory("slow-host");
+    let original = original(target, &dir);
+    let tool = instrument_with("instruction-counter", &original, &dir);
+    let source = dir.join("slow.cpp");
+    std::fs::write(
+        &source,
+        "#include <gpuinstr/host.h>\n#include <chrono>\n#include <thread>\n\
+         extern \"C\" void gpuinstr_tool_dispatch(gpuinstr_dispatch *D) {\n\
+           if (gpuinstr_dispatch_id(D) == 4) std::this_thread::sleep_for(std::chrono::seconds(3));\n\
+           uint64_t Count = 0;\n\
+           gpuinstr::read(D, \"Counter\", Count);\n\
+           gpuinstr_report_u64(D, \"instructions\", Count);\n\
+         }\n",
+    )
+    .unwrap();
+    let host = dir.join("libslow.so");
+    run_ok(
+        std::process::Command::new("c++")
+            .args(["-shared", "-fPIC", "-std=c++17", "-Wall", "-Werror", "-I"])
+            .arg(repo().join("hook-sdk/include"))
+            .arg(&source)
+            .arg("-o")
+            .arg(&host),
+    );
+    let (report, _) = run_reported(&tool.program, target, Some(&host), &original.output, &dir);
+    original.oracle().check_instruction_counts(&report, &tool.plan);
+}
+
+/// Kernel arguments: each dispatch's gridDim and blockDim are the launch's
+/// (`Oracle::check_kernel_arguments`).
 #[test]
 fn the_runtime_reports_each_dispatchs_kernel_arguments() {
     let target = "gfx90a";
@@ -260,38 +504,20 @@ fn the_runtime_reports_each_dispatchs_kernel_arguments() {
     let original = original(target, &dir);
     let tool = instrument_with("kernel-arguments", &original, &dir);
     let (report, stderr) = run_reported(&tool.program, target, Some(&tool.host), &original.output, &dir);
-    for (k, (reported, logged)) in dispatches(&report, &original).iter().zip(&original.dispatches).enumerate() {
-        let grid: Vec<u64> = (0..3).map(|d| logged["grid_size"][d].as_u64().unwrap()).collect();
-        let block: Vec<u64> = (0..3).map(|d| logged["workgroup_size"][d].as_u64().unwrap()).collect();
-        let grid_dim: Vec<u64> = (0..3).map(|d| grid[d].div_ceil(block[d])).collect();
-        assert_eq!(reported["tool"], serde_json::json!({ "gridDim": grid_dim, "blockDim": block }), "dispatch {k}");
-    }
+    original.oracle().check_kernel_arguments(&report);
     assert!(stderr.contains("kernel arguments: 4 dispatches"), "{stderr}");
 }
 
-/// The opcode histogram: each dispatch's executions per opcode name equal
-/// the emulator's wave executions of the original's instructions, grouped
-/// by their opcodes' names.
+/// The opcode histogram: each dispatch's executions per opcode name are the
+/// emulator's (`Oracle::check_opcode_histogram`).
 #[test]
 fn the_runtime_reports_each_dispatchs_opcode_histogram() {
     let target = "gfx90a";
     let dir = test_directory("opcode-histogram");
     let original = original(target, &dir);
     let tool = instrument_with("opcode-histogram", &original, &dir);
-    let lifted = lift(&original.app).unwrap();
-    let names: std::collections::HashMap<u64, &str> =
-        lifted.functions.iter().flat_map(|f| f.instructions()).map(|i| (i.address, i.name(&lifted.isa))).collect();
     let (report, stderr) = run_reported(&tool.program, target, Some(&tool.host), &original.output, &dir);
-    for (k, (reported, logged)) in dispatches(&report, &original).iter().zip(&original.dispatches).enumerate() {
-        let mut expected = serde_json::Map::new();
-        for entry in logged["per_address"].as_array().unwrap() {
-            let name = names[&entry[0].as_u64().unwrap()];
-            let count = expected.get(name).and_then(Value::as_u64).unwrap_or(0) + entry[1].as_u64().unwrap();
-            expected.insert(name.to_string(), count.into());
-        }
-        assert!(expected.len() > 5, "dispatch {k}");
-        assert_eq!(reported["tool"]["opcodes"], Value::Object(expected), "dispatch {k}");
-    }
+    original.oracle().check_opcode_histogram(&report);
     assert!(stderr.contains("opcode histogram: "), "{stderr}");
 }
 
@@ -334,10 +560,9 @@ fn records(report: &Path, name: &str, header: &str) -> Vec<Vec<u64>> {
     lines.map(|line| line.split('\t').map(number).collect()).collect()
 }
 
-/// Branch divergence: every record (branch, wavefront, OLD MASK, IF MASK)
-/// is one the emulator's EXEC history of the original gives for an
-/// `s_and_saveexec_b64` executed with some lane active, and each branch's
-/// executions and divergent ones in the report are those of the history.
+/// Branch divergence: the records and each branch's executions and
+/// divergent ones are the EXEC history's (`Oracle::check_branch_records`),
+/// and the program's partial waves and loop diverge.
 #[test]
 fn the_runtime_reports_each_branchs_divergence_as_the_exec_history_gives_it() {
     let target = "gfx90a";
@@ -345,62 +570,14 @@ fn the_runtime_reports_each_branchs_divergence_as_the_exec_history_gives_it() {
     let original = original(target, &dir);
     let tool = instrument_with("branch-divergence", &original, &dir);
     let (report, stderr) = run_reported(&tool.program, target, Some(&tool.host), &original.output, &dir);
-    let rows = records(
-        &dir.join("report.json"),
-        "branch-records.tsv",
-        "dispatch\tsite\taddress\twavefront\told_mask\tif_mask",
-    );
-    assert_eq!(report["files"][0]["name"], "branch-records.tsv");
-    let mut divergent_total = 0;
-    for (k, (reported, logged)) in dispatches(&report, &original).iter().zip(&original.dispatches).enumerate() {
-        let wavefronts = tool_wavefronts(logged);
-        let mut expected: Vec<[u64; 4]> = logged["exec_history"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| (0..4).map(|f| e[f].as_u64().unwrap()).collect::<Vec<u64>>())
-            .filter(|e| e[2] != 0)
-            .map(|e| [e[0], wavefronts[e[1] as usize], e[2], e[3]])
-            .collect();
-        let mut recorded: Vec<[u64; 4]> =
-            rows.iter().filter(|r| r[0] == k as u64 + 1).map(|r| [r[2], r[3], r[4], r[5]]).collect();
-        expected.sort_unstable();
-        recorded.sort_unstable();
-        assert!(!expected.is_empty(), "dispatch {k} executes branches");
-        assert_eq!(recorded, expected, "dispatch {k}: (address, wavefront, old mask, if mask)");
-        let mut per_branch = std::collections::BTreeMap::<u64, (u64, u64)>::new();
-        for [address, _, old, new] in &expected {
-            let branch = per_branch.entry(*address).or_default();
-            branch.0 += 1;
-            branch.1 += u64::from(new != old && *new != 0);
-        }
-        let reported_branches: std::collections::BTreeMap<u64, (u64, u64)> = reported["tool"]["branches"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|b| {
-                let address = u64::from_str_radix(b["address"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
-                (address, (b["executions"].as_u64().unwrap(), b["divergent"].as_u64().unwrap()))
-            })
-            .collect();
-        assert_eq!(reported_branches, per_branch, "dispatch {k}: per branch (executions, divergent)");
-        let divergent: u64 = per_branch.values().map(|b| b.1).sum();
-        assert_eq!(reported["tool"]["records"], expected.len() as u64, "dispatch {k}");
-        assert_eq!(reported["tool"]["divergent"], divergent, "dispatch {k}");
-        divergent_total += divergent;
-    }
-    assert!(divergent_total > 0, "the program's partial waves and loop diverge");
+    let divergent = original.oracle().check_branch_records(&report, &dir.join("report.json"));
+    assert!(divergent > 0, "the program's partial waves and loop diverge");
     assert!(stderr.contains("branch divergence: "), "{stderr}");
-    assert!(stderr.contains(&format!(", {divergent_total} of ")), "{stderr}");
+    assert!(stderr.contains(&format!(", {divergent} of ")), "{stderr}");
 }
 
 /// The memory tracer: its file holds exactly the accesses the emulator
-/// logged for the original (instruction, wavefront, lane, address), and the
-/// report's per-instruction accesses are the emulator's active lanes.
-/// The two runs' buffers lie at different addresses (device memory is
-/// host memory mapped where mmap puts it, and the runtime allocates its
-/// own), so addresses compare as offsets from the lowest address each
-/// instruction accessed in the dispatch.
+/// logged (`Oracle::check_memory_trace`).
 #[test]
 fn the_runtime_writes_the_memory_trace_the_emulator_logged() {
     let target = "gfx90a";
@@ -408,56 +585,67 @@ fn the_runtime_writes_the_memory_trace_the_emulator_logged() {
     let original = original(target, &dir);
     let tool = instrument_with("memory-tracer", &original, &dir);
     let (report, stderr) = run_reported(&tool.program, target, Some(&tool.host), &original.output, &dir);
-    let rows = records(&dir.join("report.json"), "memory-trace.tsv", "dispatch\tinstruction\twavefront\tlane\taddress");
-    let relative = |mut accesses: Vec<[u64; 4]>| {
-        let mut lowest = std::collections::HashMap::<u64, u64>::new();
-        for [instruction, _, _, address] in &accesses {
-            let low = lowest.entry(*instruction).or_insert(*address);
-            *low = (*low).min(*address);
-        }
-        for access in &mut accesses {
-            access[3] -= lowest[&access[0]];
-        }
-        accesses.sort_unstable();
-        accesses
-    };
-    for (k, (reported, logged)) in dispatches(&report, &original).iter().zip(&original.dispatches).enumerate() {
-        let wavefronts = tool_wavefronts(logged);
-        let field = |a: &Value, f: usize| a[f].as_u64().unwrap();
-        let expected: Vec<[u64; 4]> = logged["accesses"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| [field(a, 0), wavefronts[field(a, 1) as usize], field(a, 2), field(a, 3)])
-            .collect();
-        let traced: Vec<[u64; 4]> =
-            rows.iter().filter(|r| r[0] == k as u64 + 1).map(|r| [r[1], r[2], r[3], r[4]]).collect();
-        assert!(!expected.is_empty(), "dispatch {k} accesses memory");
-        assert_eq!(traced.len(), expected.len(), "dispatch {k}: records");
-        assert_eq!(
-            relative(traced),
-            relative(expected.clone()),
-            "dispatch {k}: (instruction, wavefront, lane, offset)"
-        );
-        assert_eq!(reported["tool"]["records"], expected.len() as u64, "dispatch {k}");
-        let lanes: std::collections::HashMap<u64, (u64, u64)> = logged["per_address"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| (e[0].as_u64().unwrap(), (e[1].as_u64().unwrap(), e[2].as_u64().unwrap())))
-            .collect();
-        for instruction in reported["tool"]["instructions"].as_array().unwrap() {
-            let address =
-                u64::from_str_radix(instruction["address"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
-            let (waves, active) = lanes[&address];
-            let executions = instruction["executions"].as_u64().unwrap();
-            let lines = instruction["lines"].as_u64().unwrap();
-            assert_eq!(instruction["accesses"], active, "dispatch {k} at {address:#x}");
-            assert!(executions >= 1 && executions <= waves, "dispatch {k} at {address:#x}: {executions} of {waves}");
-            assert!(lines >= executions && lines <= active, "dispatch {k} at {address:#x}: {lines} lines");
-        }
-    }
+    original.oracle().check_memory_trace(&report, &dir.join("report.json"), &tool.plan);
     assert!(stderr.contains("memory tracer: "), "{stderr}");
+}
+
+/// Code built with `-g`: every point is named `file:line` from the DWARF
+/// line table, and the branch divergence report names each branch by the
+/// line llvm-addr2line gives for its address in the original code object.
+#[test]
+fn points_of_code_built_with_g_are_named_by_their_source_lines() {
+    let target = "gfx90a";
+    let dir = test_directory("source-lines");
+    let program = hip_build("runtime/counted.hip", target, &dir, "counted-g", &["-g"]);
+    let original = original_of(program, target, &dir);
+    let device = build_tool(Compiler::Hipcc, &example("branch-divergence"), "-O3", &dir);
+    let plan = Plan::load(&repo().join("hook-sdk/examples/branch-divergence/plan.toml")).unwrap();
+    let bytes = std::fs::read(&original.program).unwrap();
+    let (out, instrumented) = instrument_file(
+        &Tool::load(&device).unwrap(),
+        &original.program,
+        &bytes,
+        &plan,
+        &Registry::with_builtins(),
+        &InstrumentOptions::default(),
+        None,
+    )
+    .unwrap();
+    let points = instrumented.code_objects[0].points;
+    assert_eq!(
+        serde_json::to_value(&instrumented.code_objects[0].source_lines).unwrap(),
+        serde_json::json!({ "status": "named", "named": points, "points": points })
+    );
+    let program = original.program.with_extension("instrumented");
+    std::fs::write(&program, out).unwrap();
+    std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let host = host_part("branch-divergence", &dir);
+    let (report, stderr) = run_reported(&program, target, Some(&host), &original.output, &dir);
+
+    // llvm-addr2line's names for the original's addresses.
+    let code_object = dir.join("counted-g.co");
+    std::fs::write(&code_object, &original.app.bytes).unwrap();
+    let mut branches: Vec<(u64, String)> = matched(&report, &original.dispatches)
+        .iter()
+        .flat_map(|d| d["tool"]["branches"].as_array().unwrap())
+        .map(|b| (hex_address(&b["address"]), b["location"].as_str().expect("a location").to_string()))
+        .collect();
+    branches.sort();
+    branches.dedup();
+    assert!(branches.len() >= 2, "{branches:?}");
+    let named = run_ok(
+        std::process::Command::new("llvm-addr2line-15")
+            .arg("-e")
+            .arg(&code_object)
+            .args(branches.iter().map(|(address, _)| format!("{address:#x}"))),
+    );
+    let expected: Vec<String> =
+        String::from_utf8_lossy(&named.stdout).lines().map(|l| l.split(' ').next().unwrap().to_string()).collect();
+    let located: Vec<String> = branches.iter().map(|(_, location)| location.clone()).collect();
+    assert_eq!(located, expected);
+    assert!(located.iter().all(|l| l.contains("counted.hip:")), "{located:?}");
+    // The summary at exit names the divergent branches by their lines.
+    assert!(stderr.lines().any(|l| l.contains(" divergent  ") && l.contains("counted.hip:")), "{stderr}");
 }
 
 /// Selective instrumentation: the counter's program instrumented with its
@@ -706,79 +894,101 @@ fn host_part(tool: &str, directory: &Path) -> PathBuf {
 /// Whole libraries nobody here wrote, under the runtime (long: run in
 /// release by `scripts/runtime-libraries.sh`, not by `cargo test`): a
 /// program calling Debian 12's `LIBRARY`, with the library's gfx90a code
-/// object instrumented with the instruction counter statically (the whole
-/// `.so` rewritten, found first on LD_LIBRARY_PATH) and, separately,
-/// dynamically as it loads; both runs print what the original prints, and
-/// every dispatch of a library kernel counts what the emulator's own tally
-/// of the original run gives.
-fn library_under_the_runtime(library: &str, program_source: &str, link: &str) {
+/// objects instrumented by each of `tools` statically (the whole `.so`
+/// rewritten, found first on LD_LIBRARY_PATH) and, separately, dynamically
+/// as it loads; every run prints what the original prints, and every
+/// dispatch of a library kernel reports what the device's log of the
+/// original run gives (`Oracle::check`).
+fn library_under_the_runtime(library: &str, program_source: &str, link: &str, tools: &[&str]) {
     let target = "gfx90a";
     let dir = test_directory(&format!("library-{library}"));
     let program = hip_build(program_source, target, &dir, library, &[link]);
     let installed = PathBuf::from("/usr/lib/x86_64-linux-gnu").join(library);
-    let app = load::load_for_target(&installed, Some(target)).unwrap().code_objects.remove(0);
+    // The code object the emulated device (xnack off) runs.
+    let app = load::load_for_target(&installed, Some("gfx90a:xnack-")).unwrap().code_objects.remove(0);
     let log = dir.join("original.jsonl");
     let _ = std::fs::remove_file(&log);
-    let run = Run { dispatch_log: Some(log.clone()), ..run_on(target) };
+    let run = Run {
+        dispatch_log: Some(log.clone()),
+        dispatch_log_exec: vec!["S_AND_SAVEEXEC_B64".into()],
+        dispatch_log_accesses: true,
+        ..run_on(target)
+    };
     let expected_output = succeeded(run.command(program.as_os_str(), &[]).output().unwrap(), "the original");
     let kernels: Vec<&str> = app.kernels.iter().map(|k| k.name()).collect();
     let logged: Vec<Value> =
         dispatch_log(&log).into_iter().filter(|d| kernels.contains(&d["kernel"].as_str().unwrap())).collect();
     assert!(!logged.is_empty(), "the program dispatches kernels of {library}");
-
-    let tool = build_tool(Compiler::Hipcc, &example("instruction-counter"), "-O3", &dir);
-    let plan_file = repo().join("hook-sdk/examples/instruction-counter/plan.toml");
-    let plan = Plan::load(&plan_file).unwrap();
-    let expected: Vec<u64> = logged.iter().map(|d| expected_count(&app, &plan, d)).collect();
-    let host = host_part("instruction-counter", &dir);
-    let check = |report: &Value, how: &str| {
-        let dispatches = report["dispatches"].as_array().unwrap();
-        assert_eq!(dispatches.len(), logged.len(), "{how}");
-        for (k, (reported, logged)) in dispatches.iter().zip(&logged).enumerate() {
-            assert_eq!(reported["kernel"], logged["kernel"], "{how}: dispatch {k}");
-            assert_eq!(reported["tool"], serde_json::json!({ "instructions": expected[k] }), "{how}: dispatch {k}");
-        }
-    };
-
-    // Statically: the whole library rewritten, placed first on the path.
-    let tool_file = Tool::load(&tool).unwrap();
-    let options = InstrumentOptions {
-        grow_registers: gpuinstr::stages::sva::RegisterGrowth::Always,
-        ..InstrumentOptions::default()
-    };
+    let oracle = Oracle { app: &app, logged: &logged };
     let bytes = std::fs::read(&installed).unwrap();
-    let (out, _) =
-        instrument_file(&tool_file, &installed, &bytes, &plan, &Registry::with_builtins(), &options, Some(target))
-            .unwrap_or_else(|e| panic!("{library}: {e}"));
-    let libraries = dir.join("instrumented");
-    std::fs::create_dir_all(&libraries).unwrap();
-    std::fs::write(libraries.join(library), out).unwrap();
-    let static_run = Run { tool_host: Some(host.clone()), report: Some(dir.join("report.json")), ..run_on(target) };
-    let output = static_run.command(program.as_os_str(), &[]).env("LD_LIBRARY_PATH", &libraries).output().unwrap();
-    assert_eq!(succeeded(output, "statically instrumented"), expected_output);
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
-    check(&report, "static");
 
-    // Dynamically, as the program loads it.
-    let run = Run {
-        dynamic: Some((tool.clone(), plan_file.clone())),
-        grow_registers: Some("always".into()),
-        cache: Some(PathBuf::from("none")),
-        tool_host: Some(host),
-        ..run_on(target)
-    };
-    let (report, _) = run_reported_with(run, &program, &[], &expected_output, &dir);
-    check(&report, "dynamic");
+    for &tool in tools {
+        let device = build_tool(Compiler::Hipcc, &example(tool), "-O3", &dir);
+        let plan_file = repo().join("hook-sdk/examples").join(tool).join("plan.toml");
+        let plan = Plan::load(&plan_file).unwrap();
+        let host = host_part(tool, &dir);
+
+        // Statically: the whole library rewritten, placed first on the path.
+        let options = InstrumentOptions {
+            grow_registers: gpuinstr::stages::sva::RegisterGrowth::Always,
+            ..InstrumentOptions::default()
+        };
+        let (out, _) = instrument_file(
+            &Tool::load(&device).unwrap(),
+            &installed,
+            &bytes,
+            &plan,
+            &Registry::with_builtins(),
+            &options,
+            Some(target),
+        )
+        .unwrap_or_else(|e| panic!("{library} with {tool}: {e}"));
+        let static_dir = test_directory(&format!("library-{library}/{tool}/static"));
+        std::fs::write(static_dir.join(library), out).unwrap();
+        let run = Run { tool_host: Some(host.clone()), report: Some(static_dir.join("report.json")), ..run_on(target) };
+        let output = run.command(program.as_os_str(), &[]).env("LD_LIBRARY_PATH", &static_dir).output().unwrap();
+        let (report, _) = reported(output, &static_dir.join("report.json"), &expected_output);
+        oracle.check(tool, &plan, &report, &static_dir.join("report.json"));
+
+        // Dynamically, as the program loads it.
+        let run = Run {
+            dynamic: Some((device.clone(), plan_file.clone())),
+            grow_registers: Some("always".into()),
+            cache: Some(PathBuf::from("none")),
+            tool_host: Some(host),
+            ..run_on(target)
+        };
+        let dynamic_dir = test_directory(&format!("library-{library}/{tool}/dynamic"));
+        let (report, _) = run_reported_with(run, &program, &[], &expected_output, &dynamic_dir);
+        oracle.check(tool, &plan, &report, &dynamic_dir.join("report.json"));
+    }
+}
+
+/// Every example tool.
+const EXAMPLES: [&str; 5] =
+    ["instruction-counter", "kernel-arguments", "opcode-histogram", "branch-divergence", "memory-tracer"];
+
+/// The example tools `GPUINSTR_LIBRARY_TOOLS` names (comma-separated), or all.
+fn library_tools() -> Vec<&'static str> {
+    match std::env::var("GPUINSTR_LIBRARY_TOOLS") {
+        Ok(names) => {
+            let named: Vec<&str> = names.split(',').collect();
+            let tools: Vec<&str> = EXAMPLES.into_iter().filter(|t| named.contains(t)).collect();
+            assert_eq!(tools.len(), named.len(), "GPUINSTR_LIBRARY_TOOLS={names}: examples are {EXAMPLES:?}");
+            tools
+        }
+        Err(_) => EXAMPLES.to_vec(),
+    }
 }
 
 #[test]
 #[ignore = "minutes: scripts/runtime-libraries.sh runs it in release"]
-fn rocrand_under_the_runtime_counts_what_the_emulator_counts() {
-    library_under_the_runtime("librocrand.so.1", "device/rocrand_generators.cpp", "-lrocrand");
+fn rocrand_under_the_runtime_reports_what_the_emulator_gives() {
+    library_under_the_runtime("librocrand.so.1", "device/rocrand_generators.cpp", "-lrocrand", &library_tools());
 }
 
 #[test]
-#[ignore = "minutes: scripts/runtime-libraries.sh runs it in release"]
-fn rocsparse_under_the_runtime_counts_what_the_emulator_counts() {
-    library_under_the_runtime("librocsparse.so.0", "device/rocsparse_routines.cpp", "-lrocsparse");
+#[ignore = "an hour per tool: scripts/runtime-libraries.sh runs it in release"]
+fn rocsparse_under_the_runtime_reports_what_the_emulator_gives() {
+    library_under_the_runtime("librocsparse.so.0", "device/rocsparse_routines.cpp", "-lrocsparse", &library_tools());
 }

@@ -224,6 +224,10 @@ pub struct PayloadOptions {
     /// Where to keep the inputs of llc runs that fail (payloads LLVM cannot
     /// compile are left out of an otherwise good run); None: nowhere.
     pub keep_failed: Option<std::path::PathBuf>,
+    /// Keep every stage's text for [`CompiledPayloads::render_stages`].
+    /// Instrumenting does not: for a large code object the texts take
+    /// gigabytes.
+    pub keep_stage_texts: bool,
 }
 
 impl Default for PayloadOptions {
@@ -238,6 +242,7 @@ impl Default for PayloadOptions {
             sliding: BTreeMap::new(),
             payload_room: PayloadRoom::Vgprs(PAYLOAD_VGPRS),
             keep_failed: None,
+            keep_stage_texts: true,
         }
     }
 }
@@ -1152,13 +1157,15 @@ fn compile_each(
     let managed = managed_storage_of(&module, &renamed, &machine, tool, &application_symbols);
     payload::build_payload_module(&context, &module, &requests)?;
     verify(&module, "building the payloads")?;
-    texts.payload_ir = module.print_to_string().to_string();
+    if options.keep_stage_texts {
+        texts.payload_ir = module.print_to_string().to_string();
+    }
     lap("payload: build the IR module");
     lower_ir::optimize(&module, &machine)?;
     lap("lower-ir: O3");
     let placeholders = lower_ir::insert_placeholders(&context, &module, registry, &target, &labels)?;
     verify(&module, "inserting the intrinsic placeholders")?;
-    texts.lowered_ir = module.print_to_string().to_string();
+    let lowered_ir = module.print_to_string().to_string();
     lap("lower-ir: placeholders");
     let target_data = machine.get_target_data();
     let all_globals: Vec<ToolGlobal> = module
@@ -1194,13 +1201,20 @@ fn compile_each(
     // function, so one llc run over N payloads costs N^2.
     let directory = tempfile::tempdir()?;
     let version = code_object.code_object_version;
-    let chunks = chunk_ir(&texts.lowered_ir, options.payloads_per_chunk);
+    let chunks = chunk_ir(&lowered_ir, options.payloads_per_chunk);
+    if options.keep_stage_texts {
+        texts.lowered_ir = lowered_ir;
+    } else {
+        drop(lowered_ir);
+    }
     let selected = parallel(&chunks, |index, ir| {
         let directory = directory.path().join(format!("chunk{index}"));
         std::fs::create_dir_all(&directory)?;
         Ok(codegen::select_instructions(ir, &code_object.target, version, &directory, options.keep_failed.as_deref())?)
     })?;
-    texts.selected_mir = selected.join("\n");
+    if options.keep_stage_texts {
+        texts.selected_mir = selected.join("\n");
+    }
     lap("codegen: instruction selection (llc)");
     let classes = RegisterClasses::new(&lifted.isa);
     let context = lower_mir::LoweringContext::new(&lifted.isa, &classes, &target, registry, &placeholders);
@@ -1226,7 +1240,10 @@ fn compile_each(
         }
         lowered_modules.push(mir);
     }
-    texts.lowered_mir = lowered_modules.iter().map(lower_mir::MirModule::print).collect::<Vec<_>>().join("\n");
+    if options.keep_stage_texts {
+        texts.lowered_mir = lowered_modules.iter().map(lower_mir::MirModule::print).collect::<Vec<_>>().join("\n");
+    }
+    drop(selected);
     lap("lower-mir: registers and intrinsics");
     let finished = parallel(&lowered_modules, |index, mir| {
         let directory = directory.path().join(format!("chunk{index}"));
@@ -1411,6 +1428,9 @@ fn compile_each(
             texts.assembly.contains(&format!("{}@", g.name)) || texts.assembly.contains(&format!("{}+", g.name))
         })
         .collect();
+    if !options.keep_stage_texts {
+        texts.assembly = String::new();
+    }
     let compiled_as = (0..payloads.len()).map(|position| PayloadSource { position, ..Default::default() }).collect();
     Ok(CompiledPayloads {
         payloads,

@@ -27,6 +27,8 @@ struct BranchRecord {
 struct Branch {
   std::string Function;
   std::string Text;
+  /// `file:line` when the code object has line tables (-g).
+  std::string Location;
   uint64_t Address = 0;
   uint64_t Executions = 0;
   uint64_t Divergent = 0;
@@ -95,6 +97,7 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
     Total.Function = Function;
     Total.Address = Address;
     Total.Text = Known ? Sites[Site].Text : "site " + std::to_string(Site) + " (not in the site table)";
+    Total.Location = Known ? Sites[Site].Location : "";
     Total.Executions += Counts.first;
     Total.Divergent += Counts.second;
     Divergent += Counts.second;
@@ -103,8 +106,10 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
     if (Json.size() > 1)
       Json += ", ";
     Json += "{\"site\": " + std::to_string(Site) + ", \"address\": " + Hex +
-            ", \"function\": " + gpuinstr::jsonString(Function) + ", \"executions\": " + std::to_string(Counts.first) +
-            ", \"divergent\": " + std::to_string(Counts.second) + "}";
+            ", \"function\": " + gpuinstr::jsonString(Function) +
+            (Total.Location.empty() ? "" : ", \"location\": " + gpuinstr::jsonString(Total.Location)) +
+            ", \"executions\": " + std::to_string(Counts.first) + ", \"divergent\": " + std::to_string(Counts.second) +
+            "}";
   }
   gpuinstr_report_json(Dispatch, "branches", (Json + "]").c_str());
   gpuinstr_report_u64(Dispatch, "records", Count);
@@ -142,8 +147,9 @@ extern "C" void gpuinstr_tool_exit(void) {
                Sorted.size(), static_cast<unsigned long long>(Divergent),
                static_cast<unsigned long long>(Executions));
   for (size_t K = 0; K < Sorted.size() && K < 10 && Sorted[K]->Divergent; ++K)
-    std::fprintf(stderr, "  %10llu of %10llu divergent  %s at 0x%llx: %s\n",
+    std::fprintf(stderr, "  %10llu of %10llu divergent  %s%s%s at 0x%llx: %s\n",
                  static_cast<unsigned long long>(Sorted[K]->Divergent),
-                 static_cast<unsigned long long>(Sorted[K]->Executions), Sorted[K]->Function.c_str(),
+                 static_cast<unsigned long long>(Sorted[K]->Executions), Sorted[K]->Location.c_str(),
+                 Sorted[K]->Location.empty() ? "" : " ", Sorted[K]->Function.c_str(),
                  static_cast<unsigned long long>(Sorted[K]->Address), Sorted[K]->Text.c_str());
 }

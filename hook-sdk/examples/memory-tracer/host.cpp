@@ -28,6 +28,8 @@ constexpr uint64_t LineBytes = 64;
 struct Instruction {
   std::string Function;
   std::string Text;
+  /// `file:line` when the code object has line tables (-g).
+  std::string Location;
   uint64_t Executions = 0;
   uint64_t Accesses = 0;
   uint64_t Lines = 0;
@@ -119,6 +121,7 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
     Instruction &Total = Totals[{Function, Address}];
     Total.Function = Function;
     Total.Text = Site ? Site->Text : "(not in the site table)";
+    Total.Location = Site ? Site->Location : "";
     Total.Executions += C.Executions;
     Total.Accesses += C.Accesses;
     Total.Lines += C.Lines;
@@ -127,6 +130,7 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
     if (Json.size() > 1)
       Json += ", ";
     Json += std::string("{\"address\": ") + Hex + ", \"function\": " + gpuinstr::jsonString(Function) +
+            (Total.Location.empty() ? "" : ", \"location\": " + gpuinstr::jsonString(Total.Location)) +
             ", \"executions\": " + std::to_string(C.Executions) + ", \"accesses\": " + std::to_string(C.Accesses) +
             ", \"lines\": " + std::to_string(C.Lines) + "}";
   }
@@ -146,9 +150,10 @@ extern "C" void gpuinstr_tool_exit(void) {
                static_cast<unsigned long long>(Accesses), Sorted.size());
   for (size_t K = 0; K < Sorted.size() && K < 10; ++K) {
     const Instruction &I = Sorted[K]->second;
-    std::fprintf(stderr, "  %10llu lines %10llu accesses %8.2f lines/execution  %s at 0x%llx: %s\n",
+    std::fprintf(stderr, "  %10llu lines %10llu accesses %8.2f lines/execution  %s%s%s at 0x%llx: %s\n",
                  static_cast<unsigned long long>(I.Lines), static_cast<unsigned long long>(I.Accesses),
-                 I.Executions ? double(I.Lines) / double(I.Executions) : 0.0, I.Function.c_str(),
+                 I.Executions ? double(I.Lines) / double(I.Executions) : 0.0, I.Location.c_str(),
+                 I.Location.empty() ? "" : " ", I.Function.c_str(),
                  static_cast<unsigned long long>(Sorted[K]->first.second), I.Text.c_str());
   }
 }

@@ -52,6 +52,9 @@ typedef struct gpuinstr_site {
   const char *OpcodeName;
   /// The instruction as assembly (`s_and_saveexec_b64 s[0:1], vcc`).
   const char *Text;
+  /// `file:line` from the code object's DWARF line table (built with -g);
+  /// "" when there is none.
+  const char *Location;
 } gpuinstr_site;
 
 /// The points of the dispatch's code object, indexed by the `site` number a

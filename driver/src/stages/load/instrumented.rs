@@ -25,6 +25,11 @@ pub const GLOBAL_TABLE: &str = ".gpuinstr.globals";
 /// NUL-terminated); then the pool.
 pub const POINT_TABLE: &str = ".gpuinstr.points";
 
+/// A point table entry: the original address (u64), then as u32 the
+/// opcode and the pool offsets of function, opcode name, text and
+/// location, and 4 reserved bytes.
+const POINT_ENTRY_SIZE: usize = 32;
+
 /// With originals kept (`instrument --keep-originals`), the instrumented
 /// copy of kernel or function `f` is `f` followed by this; `f` itself is
 /// the original, unchanged. The runtime points a dispatch of `f` at the
@@ -73,6 +78,8 @@ pub struct PointEntry {
     pub opcode_name: String,
     /// The instruction as assembly (`s_and_saveexec_b64 s[0:1], vcc`).
     pub text: String,
+    /// `file:line` from the code object's DWARF line table; empty without one.
+    pub location: String,
 }
 
 fn section_bytes<'c>(code_object: &'c CodeObject, table: &'static str) -> Result<Option<&'c [u8]>, TableError> {
@@ -150,10 +157,14 @@ fn parse_points(bytes: &[u8]) -> Result<Vec<PointEntry>, TableError> {
     let u32_at = |at: usize| bytes.get(at..at + 4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
     let count = u32_at(0).ok_or_else(|| fail("it has no header".into()))? as usize;
     let pool = u32_at(4).ok_or_else(|| fail("it has no header".into()))? as usize;
-    let entries_end = count.checked_mul(24).and_then(|b| b.checked_add(8));
-    if !matches!(entries_end, Some(end) if end <= pool && pool <= bytes.len()) {
+    // Entries of 32 bytes; tables written before points had locations have 24.
+    let entry_size = [POINT_ENTRY_SIZE, 24]
+        .into_iter()
+        .find(|size| count.checked_mul(*size).and_then(|b| b.checked_add(8)) == Some(pool))
+        .filter(|_| pool <= bytes.len());
+    let Some(entry_size) = entry_size else {
         return Err(fail(format!("{count} entries do not fit before the string pool at {pool}")));
-    }
+    };
     let text = |offset: u32| -> Result<String, TableError> {
         let start = pool.checked_add(offset as usize).filter(|&s| s < bytes.len());
         let rest =
@@ -163,7 +174,7 @@ fn parse_points(bytes: &[u8]) -> Result<Vec<PointEntry>, TableError> {
     };
     (0..count)
         .map(|k| {
-            let at = 8 + 24 * k;
+            let at = 8 + entry_size * k;
             let address = u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
             let field = |n: usize| u32_at(at + 8 + 4 * n).expect("inside the entries");
             Ok(PointEntry {
@@ -172,6 +183,7 @@ fn parse_points(bytes: &[u8]) -> Result<Vec<PointEntry>, TableError> {
                 function: text(field(1))?,
                 opcode_name: text(field(2))?,
                 text: text(field(3))?,
+                location: if entry_size == 24 { String::new() } else { text(field(4))? },
             })
         })
         .collect()
@@ -195,14 +207,17 @@ pub fn point_table_assembly(points: &[PointEntry]) -> String {
             at
         })
     };
-    let entries: Vec<(u64, u32, [u32; 3])> = points
+    let entries: Vec<(u64, u32, [u32; 4])> = points
         .iter()
-        .map(|p| (p.address, p.opcode, [offset_of(&p.function), offset_of(&p.opcode_name), offset_of(&p.text)]))
+        .map(|p| {
+            let strings = [&p.function, &p.opcode_name, &p.text, &p.location];
+            (p.address, p.opcode, strings.map(|s| offset_of(s)))
+        })
         .collect();
     let mut out = format!("\n\t.section\t{POINT_TABLE},\"\",@progbits\n\t.p2align\t3\n");
-    writeln!(out, "\t.long\t{}, {}", points.len(), 8 + 24 * points.len()).unwrap();
-    for (address, opcode, [function, name, text]) in entries {
-        writeln!(out, "\t.quad\t{address:#x}\n\t.long\t{opcode}, {function}, {name}, {text}").unwrap();
+    writeln!(out, "\t.long\t{}, {}", points.len(), 8 + POINT_ENTRY_SIZE * points.len()).unwrap();
+    for (address, opcode, [function, name, text, location]) in entries {
+        writeln!(out, "\t.quad\t{address:#x}\n\t.long\t{opcode}, {function}, {name}, {text}, {location}, 0").unwrap();
     }
     for text in pool {
         let bytes: Vec<String> = text.bytes().chain([0]).map(|b| b.to_string()).collect();
@@ -241,6 +256,7 @@ mod tests {
                 function: "_Z3addPfi".into(),
                 opcode_name: "S_LOAD_DWORDX2_IMM".into(),
                 text: "s_load_dwordx2 s[0:1], s[4:5], 0x0".into(),
+                location: "/src/add.hip:7".into(),
             },
             PointEntry {
                 address: 0x1708,
@@ -248,6 +264,7 @@ mod tests {
                 function: "_Z3addPfi".into(),
                 opcode_name: "S_LOAD_DWORDX2_IMM".into(),
                 text: "s_load_dwordx2 s[2:3], s[4:5], 0x8".into(),
+                location: String::new(),
             },
         ];
         // The bytes llvm-mc makes of point_table_assembly's directives.
@@ -273,9 +290,35 @@ mod tests {
             }
         }
         assert_eq!(parse_points(&bytes).unwrap(), points);
-        // Shared strings are in the pool once.
-        assert_eq!(assembly.matches(".byte").count(), 4);
+        // Shared strings are in the pool once (the empty location too).
+        assert_eq!(assembly.matches(".byte").count(), 6);
         assert!(parse_points(&bytes[..20]).is_err());
+    }
+
+    #[test]
+    fn tables_written_before_points_had_locations_are_read() {
+        // One 24-byte entry (address, opcode, function, name, text), then
+        // the pool "f\0n\0t\0".
+        let mut bytes = Vec::new();
+        bytes.extend(1u32.to_le_bytes());
+        bytes.extend(32u32.to_le_bytes());
+        bytes.extend(0x1700u64.to_le_bytes());
+        for field in [7u32, 0, 2, 4] {
+            bytes.extend(field.to_le_bytes());
+        }
+        bytes.extend(b"f\0n\0t\0");
+        let expected = PointEntry {
+            address: 0x1700,
+            opcode: 7,
+            function: "f".into(),
+            opcode_name: "n".into(),
+            text: "t".into(),
+            location: String::new(),
+        };
+        assert_eq!(parse_points(&bytes).unwrap(), vec![expected]);
+        // A size that is neither is refused.
+        bytes[4] = 36;
+        assert!(parse_points(&bytes).is_err());
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod bundle;
 pub mod code_object;
 pub mod descriptor;
 pub mod instrumented;
+pub mod lines;
 pub mod metadata;
 pub mod occupancy;
 pub mod target;
@@ -71,16 +72,22 @@ pub fn load(path: &Path) -> Result<LoadedInput, Error> {
 pub fn load_for_target(path: &Path, target: Option<&str>) -> Result<LoadedInput, Error> {
     let file =
         crate::native::MappedFile::open(path).map_err(|source| Error::Io { location: Location::file(path), source })?;
-    let input = load_filtered(path, file.bytes(), target)?;
-    match target {
-        Some(target) => input.select_target(target),
-        None => Ok(input),
-    }
+    load_bytes_for_target(path, file.bytes(), target)
 }
 
 /// Loads a file already in memory.
 pub fn load_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedInput, Error> {
     load_filtered(path, bytes, None)
+}
+
+/// Loads a file's bytes, parsing only the bundle entries that can match
+/// `target` (all when None), and keeps the code objects for it.
+pub fn load_bytes_for_target(path: &Path, bytes: &[u8], target: Option<&str>) -> Result<LoadedInput, Error> {
+    let input = load_filtered(path, bytes, target)?;
+    match target {
+        Some(target) => input.select_target(target),
+        None => Ok(input),
+    }
 }
 
 fn load_filtered(path: &Path, bytes: &[u8], target: Option<&str>) -> Result<LoadedInput, Error> {

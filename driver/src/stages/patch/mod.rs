@@ -23,6 +23,7 @@ use crate::stages::lift::{FunctionKind, LiftedCodeObject};
 use crate::stages::liveness::{Liveness, RegisterFile, Unit, UnitSet};
 use crate::stages::load::descriptor::{KernelDescriptor, RSRC1, RSRC3_GFX90A};
 use crate::stages::load::instrumented::{global_table_assembly, ToolGlobalEntry};
+use crate::stages::load::lines::{SourceLineNames, SourceLines};
 use crate::stages::load::occupancy;
 use crate::stages::sva::SvaPlacement;
 
@@ -71,6 +72,8 @@ pub struct PatchReport {
     pub globals: Vec<String>,
     /// Selected points left out, and why.
     pub left_out: Vec<LeftOutPoint>,
+    /// How many points the DWARF line table names `file:line`.
+    pub source_lines: SourceLineNames,
 }
 
 /// A kernel's allocation before and after, and who uses what.
@@ -277,13 +280,19 @@ fn register_limit(code_object: &crate::stages::load::CodeObject, kernel: usize) 
     crate::stages::load::occupancy::wave_register_limit(&code_object.target.processor, workgroup)
 }
 
-/// What each point (in site order) stands for, for the point table.
+/// What each point (in site order) stands for, for the point table, and
+/// how many of them the DWARF line table names.
 fn point_entries(
     lifted: &LiftedCodeObject<'_>,
     points: &[PayloadPoint],
-) -> Vec<crate::stages::load::instrumented::PointEntry> {
+) -> (Vec<crate::stages::load::instrumented::PointEntry>, SourceLineNames) {
+    let (lines, mut names) = match SourceLines::read(lifted.code_object) {
+        Ok(Some(lines)) => (Some(lines), SourceLineNames::Named { named: 0, points: points.len() }),
+        Ok(None) => (None, SourceLineNames::NoLineTable),
+        Err(problem) => (None, SourceLineNames::Unreadable { problem: problem.to_string() }),
+    };
     let mut instructions: HashMap<usize, Vec<&crate::stages::lift::Instruction>> = HashMap::new();
-    points
+    let entries = points
         .iter()
         .map(|point| {
             let function = &lifted.functions[point.function];
@@ -296,9 +305,14 @@ fn point_entries(
                 function: function.name.clone(),
                 text: opcode_name.clone(),
                 opcode_name,
+                location: lines.as_ref().and_then(|l| l.at(instruction.address)).unwrap_or_default(),
             }
         })
-        .collect()
+        .collect::<Vec<_>>();
+    if let SourceLineNames::Named { named, .. } = &mut names {
+        *named = entries.iter().filter(|e| !e.location.is_empty()).count();
+    }
+    (entries, names)
 }
 
 /// Splices the payloads and grows what must grow.
@@ -314,7 +328,7 @@ pub fn patch(
     let gfx90a = code_object.target.processor == "gfx90a";
     let mut patch = Patch { metadata: Some(code_object.metadata.document.clone()), ..Patch::default() };
     let mut report = PatchReport::default();
-    patch.points = point_entries(lifted, points);
+    (patch.points, report.source_lines) = point_entries(lifted, points);
 
     // Where each instruction's payload goes, per function: before the
     // instruction, except inside a pc-relative computation, where code
