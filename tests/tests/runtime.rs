@@ -461,6 +461,20 @@ fn the_runtime_reports_each_dispatchs_instruction_count() {
     }
 }
 
+/// The same on gfx908 (its own collect kernel, no packed FP32, AGPRs
+/// apart): every example tool's report is what the emulator gives.
+#[test]
+fn every_example_tool_reports_what_the_emulator_gives_on_gfx908() {
+    let target = "gfx908";
+    let dir = test_directory("gfx908");
+    let original = original(target, &dir);
+    for example in EXAMPLES {
+        let tool = instrument_with(example, &original, &dir);
+        let (report, _) = run_reported(&tool.program, target, Some(&tool.host), &original.output, &dir);
+        original.oracle().check(example, &tool.plan, &report, &dir.join("report.json"));
+    }
+}
+
 /// A host part still busy with the last dispatch when the program exits
 /// (ROCr's event thread calls it; the program's exit does not wait for
 /// it): the report waits for its values, so no dispatch goes missing.
