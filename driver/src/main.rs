@@ -517,8 +517,27 @@ fn run(cli: Cli) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Every temporary file of the run (ours, tempfile's and the LLVM tools'
+/// we start) goes under one directory in the user's TMPDIR, removed at the
+/// end and when the run is stopped (SIGINT, SIGTERM, SIGHUP): a stopped
+/// hour-long instrumentation leaves nothing behind.
+fn temporary_root() -> Option<tempfile::TempDir> {
+    let root = tempfile::Builder::new().prefix("gpuinstr-link-").tempdir().ok()?;
+    // Before any thread starts: tempfile and child processes read it.
+    std::env::set_var("TMPDIR", root.path());
+    let path = root.path().to_path_buf();
+    let handled = ctrlc::set_handler(move || {
+        let _ = std::fs::remove_dir_all(&path);
+        eprintln!("gpuinstr-link: stopped");
+        std::process::exit(130);
+    });
+    handled.ok().map(|()| root)
+}
+
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    let _temporary = temporary_root();
+    match run(cli) {
         Ok(code) => code,
         // Whoever read the output stopped reading (`| head`): nothing to say.
         Err(error)
