@@ -178,6 +178,10 @@ pub unsafe extern "C" fn OnLoad(
     true
 }
 
+/// `GPUINSTR_HOST_API` of the `gpuinstr/host.h` this runtime implements
+/// (2: `gpuinstr_site` has `Location`).
+const HOST_API: u32 = 2;
+
 /// A tool's host part (`gpuinstr/host.h`), loaded with dlopen.
 struct HostLibrary {
     dispatch: Option<unsafe extern "C" fn(*mut c_void)>,
@@ -227,6 +231,16 @@ impl HostLibrary {
         };
         if dispatch.is_null() && exit.is_null() {
             return Err("it defines neither gpuinstr_tool_dispatch nor gpuinstr_tool_exit (extern \"C\")".into());
+        }
+        // SAFETY: host.h defines the symbol as a const uint32_t.
+        let version = unsafe { libc::dlsym(handle, c"gpuinstr_tool_host_api".as_ptr()) };
+        let version = (!version.is_null()).then(|| unsafe { *version.cast::<u32>() });
+        if version != Some(HOST_API) {
+            let built = version.map_or("an older gpuinstr/host.h".to_string(), |v| format!("host API {v}"));
+            return Err(format!(
+                "it was built against {built}, and this runtime has host API {HOST_API}: rebuild it against \
+                 this gpuinstr's hook-sdk/include/gpuinstr/host.h"
+            ));
         }
         // SAFETY: as above.
         unsafe {

@@ -509,6 +509,33 @@ fn a_dispatch_still_in_the_tool_at_exit_is_in_the_report() {
     original.oracle().check_instruction_counts(&report, &tool.plan);
 }
 
+/// A host part built against another version of `gpuinstr/host.h` (here:
+/// one from before the header carried its version) would read the
+/// runtime's structs with the wrong layout: the runtime refuses it and
+/// says what to do, and the program does not run.
+#[test]
+fn a_host_part_of_another_host_api_is_refused() {
+    let target = "gfx90a";
+    let dir = test_directory("old-host");
+    let program = hip_build("runtime/counted.hip", target, &dir, "counted", &[]);
+    let source = dir.join("old.cpp");
+    std::fs::write(&source, "extern \"C\" void gpuinstr_tool_exit(void) {}\n").unwrap();
+    let host = dir.join("libold.so");
+    run_ok(std::process::Command::new("c++").args(["-shared", "-fPIC"]).arg(&source).arg("-o").arg(&host));
+    let run = Run { tool_host: Some(host.clone()), ..run_on(target) };
+    let output = run.command(program.as_os_str(), &[]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "gpuinstr: error: cannot load the tool's host part {}: it was built against an older gpuinstr/host.h",
+            host.display()
+        )) && stderr.contains("rebuild it against"),
+        "{stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("PASSED"));
+}
+
 /// Kernel arguments: each dispatch's gridDim and blockDim are the launch's
 /// (`Oracle::check_kernel_arguments`).
 #[test]

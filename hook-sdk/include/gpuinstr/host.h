@@ -25,6 +25,15 @@
 extern "C" {
 #endif
 
+/// The version of the API this header describes. Every host part built
+/// with it carries it (the definition below, one per library however many
+/// files include this header), and the runtime refuses a host part of
+/// another version: it would read the runtime's structs with the wrong
+/// layout.
+#define GPUINSTR_HOST_API 2
+__attribute__((weak, visibility("default"))) extern const uint32_t gpuinstr_tool_host_api;
+const uint32_t gpuinstr_tool_host_api = GPUINSTR_HOST_API;
+
 /// One completed dispatch of an instrumented kernel; valid during the call.
 typedef struct gpuinstr_dispatch gpuinstr_dispatch;
 
