@@ -50,6 +50,8 @@ pub struct InstrumentedSummary {
     pub sites: usize,
     /// Instrumentation points in the point table (what hooks' `site` numbers index).
     pub points: usize,
+    /// Points the table names `file:line` (the application was built with `-g`).
+    pub located: usize,
     /// The tool's data: the globals its payloads write.
     pub tool_globals: Vec<ToolGlobalEntry>,
 }
@@ -113,9 +115,11 @@ pub fn report(input: &LoadedInput) -> Result<InspectReport, Error> {
             let location = Location { file: input.path.clone(), inside: code_object.origin.clone() };
             let fail =
                 |problem| Error::Load { location: location.clone(), problem: LoadProblem::InstrumentedTable(problem) };
+            let points = instrumented::point_table(code_object).map_err(fail)?;
             Some(InstrumentedSummary {
                 sites: instrumented::site_table(code_object).map_err(fail)?.len(),
-                points: instrumented::point_table(code_object).map_err(fail)?.len(),
+                points: points.len(),
+                located: points.iter().filter(|p| !p.location.is_empty()).count(),
                 tool_globals: instrumented::tool_globals(code_object).map_err(fail)?,
             })
         } else {
@@ -178,6 +182,9 @@ pub fn render_text(report: &InspectReport) -> String {
                 plural(points)
             )
             .unwrap();
+            if instrumented.located > 0 {
+                writeln!(out, "    {} of the points named file:line", instrumented.located).unwrap();
+            }
             for global in &instrumented.tool_globals {
                 let managed = if global.managed { ", managed" } else { "" };
                 writeln!(out, "    tool global {}  {} B at {}{managed}", global.tool_name, global.size, global.symbol)

@@ -660,6 +660,8 @@ fn points_of_code_built_with_g_are_named_by_their_source_lines() {
     let program = original.program.with_extension("instrumented");
     std::fs::write(&program, out).unwrap();
     std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let inspected = gpuinstr::inspect::render_text(&gpuinstr::inspect::inspect(&program, Some(target)).unwrap());
+    assert!(inspected.contains(&format!("    {points} of the points named file:line\n")), "{inspected}");
     let host = host_part("branch-divergence", &dir);
     let (report, stderr) = run_reported(&program, target, Some(&host), &original.output, &dir);
 
