@@ -207,7 +207,7 @@ fn dispatches<'r>(report: &'r Value, original: &Original) -> &'r [Value] {
 
 impl Original {
     fn oracle(&self) -> Oracle<'_> {
-        Oracle { app: &self.app, logged: &self.dispatches }
+        Oracle::of(&self.app, &self.dispatches)
     }
 }
 
@@ -227,14 +227,56 @@ fn matched<'r>(report: &'r Value, logged: &[Value]) -> &'r [Value] {
 }
 
 /// A run of the original, as the device logged it, and the code object
-/// its kernels come from: what every example tool's report is checked
-/// against.
+/// each dispatch's kernel comes from: what every example tool's report is
+/// checked against.
 struct Oracle<'a> {
-    app: &'a CodeObject,
     logged: &'a [Value],
+    /// Per logged dispatch.
+    apps: Vec<&'a CodeObject>,
 }
 
-impl Oracle<'_> {
+impl<'a> Oracle<'a> {
+    /// Every dispatch of a kernel of `app`.
+    fn of(app: &'a CodeObject, logged: &'a [Value]) -> Self {
+        Oracle { logged, apps: vec![app; logged.len()] }
+    }
+
+    /// Each dispatch's code object among `code_objects` (a library's
+    /// hundreds): one with a kernel of its name whose first instruction
+    /// the dispatch executed (kernels of one name can be in several).
+    fn among(code_objects: &'a [CodeObject], logged: &'a [Value]) -> Self {
+        let apps = logged
+            .iter()
+            .map(|dispatch| {
+                let executed: std::collections::HashSet<u64> =
+                    dispatch["per_address"].as_array().unwrap().iter().map(|e| e[0].as_u64().unwrap()).collect();
+                code_objects
+                    .iter()
+                    .find(|c| {
+                        c.kernels.iter().any(|k| k.name() == dispatch["kernel"] && executed.contains(&k.code_address))
+                    })
+                    .unwrap_or_else(|| panic!("no code object has the kernel of {}", dispatch["kernel"]))
+            })
+            .collect();
+        Oracle { logged, apps }
+    }
+
+    /// `derive` of each dispatch's code object, once per code object.
+    fn per_dispatch<T>(&self, derive: impl Fn(&CodeObject) -> T) -> Vec<std::rc::Rc<T>> {
+        let mut done: Vec<(*const CodeObject, std::rc::Rc<T>)> = Vec::new();
+        self.apps
+            .iter()
+            .map(|app| match done.iter().find(|(c, _)| std::ptr::eq(*c, *app)) {
+                Some((_, value)) => value.clone(),
+                None => {
+                    let value = std::rc::Rc::new(derive(app));
+                    done.push((*app, value.clone()));
+                    value
+                }
+            })
+            .collect()
+    }
+
     /// The example `tool`'s report (at `report_path`) of a run of the
     /// instrumented program, with the tool's `plan`: see each check.
     fn check(&self, tool: &str, plan: &Plan, report: &Value, report_path: &Path) {
@@ -253,7 +295,7 @@ impl Oracle<'_> {
     /// Each dispatch's instructions are the emulator's count (`expected_count`).
     fn check_instruction_counts(&self, report: &Value, plan: &Plan) {
         for (k, (reported, logged)) in matched(report, self.logged).iter().zip(self.logged).enumerate() {
-            let expected = expected_count(self.app, plan, logged);
+            let expected = expected_count(self.apps[k], plan, logged);
             assert_eq!(reported["tool"], serde_json::json!({ "instructions": expected }), "dispatch {k}");
         }
     }
@@ -273,13 +315,20 @@ impl Oracle<'_> {
     /// executions of the original's instructions, grouped by their
     /// opcodes' names.
     fn check_opcode_histogram(&self, report: &Value) {
-        let lifted = lift(self.app).unwrap();
-        let names: std::collections::HashMap<u64, &str> =
-            lifted.functions.iter().flat_map(|f| f.instructions()).map(|i| (i.address, i.name(&lifted.isa))).collect();
+        let names = self.per_dispatch(|app| {
+            let lifted = lift(app).unwrap();
+            let names: std::collections::HashMap<u64, String> = lifted
+                .functions
+                .iter()
+                .flat_map(|f| f.instructions())
+                .map(|i| (i.address, i.name(&lifted.isa).to_string()))
+                .collect();
+            names
+        });
         for (k, (reported, logged)) in matched(report, self.logged).iter().zip(self.logged).enumerate() {
             let mut expected = serde_json::Map::new();
             for entry in logged["per_address"].as_array().unwrap() {
-                let name = names[&entry[0].as_u64().unwrap()];
+                let name = names[k][&entry[0].as_u64().unwrap()].as_str();
                 let count = expected.get(name).and_then(Value::as_u64).unwrap_or(0) + entry[1].as_u64().unwrap();
                 expected.insert(name.to_string(), count.into());
             }
@@ -350,12 +399,15 @@ impl Oracle<'_> {
     /// instruction accessed in the dispatch.
     fn check_memory_trace(&self, report: &Value, report_path: &Path, plan: &Plan) {
         let rows = records(report_path, "memory-trace.tsv", "dispatch\tinstruction\twavefront\tlane\taddress");
-        let lifted = lift(self.app).unwrap();
-        let traced_instructions: std::collections::HashSet<u64> = plan
-            .select(&lifted)
-            .iter()
-            .map(|p| lifted.functions[p.function].instructions().nth(p.instruction).unwrap().address)
-            .collect();
+        let traced_instructions = self.per_dispatch(|app| {
+            let lifted = lift(app).unwrap();
+            let traced: std::collections::HashSet<u64> = plan
+                .select(&lifted)
+                .iter()
+                .map(|p| lifted.functions[p.function].instructions().nth(p.instruction).unwrap().address)
+                .collect();
+            traced
+        });
         let relative = |mut accesses: Vec<[u64; 4]>| {
             let mut lowest = std::collections::HashMap::<u64, u64>::new();
             for [instruction, _, _, address] in &accesses {
@@ -378,7 +430,7 @@ impl Oracle<'_> {
                 .map(Vec::as_slice)
                 .unwrap_or_default()
                 .iter()
-                .filter(|a| traced_instructions.contains(&field(a, 0)))
+                .filter(|a| traced_instructions[k].contains(&field(a, 0)))
                 .map(|a| [field(a, 0), wavefronts[field(a, 1) as usize], field(a, 2), field(a, 3)])
                 .collect();
             let traced: Vec<[u64; 4]> = rows.iter().filter(|r| r[0] == id).map(|r| [r[1], r[2], r[3], r[4]]).collect();
@@ -947,8 +999,8 @@ fn library_under_the_runtime(library: &str, program_source: &str, link: &str, to
     let dir = test_directory(&format!("library-{library}"));
     let program = hip_build(program_source, target, &dir, library, &[link]);
     let installed = PathBuf::from("/usr/lib/x86_64-linux-gnu").join(library);
-    // The code object the emulated device (xnack off) runs.
-    let app = load::load_for_target(&installed, Some("gfx90a:xnack-")).unwrap().code_objects.remove(0);
+    // The code objects the emulated device (xnack off) runs.
+    let code_objects = load::load_for_target(&installed, Some("gfx90a:xnack-")).unwrap().code_objects;
     let log = dir.join("original.jsonl");
     let _ = std::fs::remove_file(&log);
     let run = Run {
@@ -958,11 +1010,12 @@ fn library_under_the_runtime(library: &str, program_source: &str, link: &str, to
         ..run_on(target)
     };
     let expected_output = succeeded(run.command(program.as_os_str(), &[]).output().unwrap(), "the original");
-    let kernels: Vec<&str> = app.kernels.iter().map(|k| k.name()).collect();
+    let kernels: std::collections::HashSet<&str> =
+        code_objects.iter().flat_map(|c| c.kernels.iter().map(|k| k.name())).collect();
     let logged: Vec<Value> =
         dispatch_log(&log).into_iter().filter(|d| kernels.contains(&d["kernel"].as_str().unwrap())).collect();
     assert!(!logged.is_empty(), "the program dispatches kernels of {library}");
-    let oracle = Oracle { app: &app, logged: &logged };
+    let oracle = Oracle::among(&code_objects, &logged);
     let bytes = std::fs::read(&installed).unwrap();
 
     for &tool in tools {
