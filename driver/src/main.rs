@@ -526,12 +526,14 @@ fn temporary_root() -> Option<tempfile::TempDir> {
     // Before any thread starts: tempfile and child processes read it.
     std::env::set_var("TMPDIR", root.path());
     let path = root.path().to_path_buf();
-    let handled = ctrlc::set_handler(move || {
+    // Without a handler (one already set) the directory still goes at the
+    // end; TMPDIR points into it either way, so it must live as long.
+    let _ = ctrlc::set_handler(move || {
         let _ = std::fs::remove_dir_all(&path);
         eprintln!("gpuinstr-link: stopped");
         std::process::exit(130);
     });
-    handled.ok().map(|()| root)
+    Some(root)
 }
 
 fn main() -> ExitCode {

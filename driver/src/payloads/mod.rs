@@ -1202,11 +1202,8 @@ fn compile_each(
     let directory = tempfile::tempdir()?;
     let version = code_object.code_object_version;
     let chunks = chunk_ir(&lowered_ir, options.payloads_per_chunk);
-    if options.keep_stage_texts {
-        texts.lowered_ir = lowered_ir;
-    } else {
-        drop(lowered_ir);
-    }
+    // Moved either way: without the texts, the IR is freed here.
+    texts.lowered_ir = if options.keep_stage_texts { lowered_ir } else { String::new() };
     let selected = parallel(&chunks, |index, ir| {
         let directory = directory.path().join(format!("chunk{index}"));
         std::fs::create_dir_all(&directory)?;
