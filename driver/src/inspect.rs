@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::error::LoadProblem;
 use crate::error::{Error, Location};
-use crate::stages::load::instrumented::{self, ToolGlobalEntry, SITE_TABLE};
+use crate::stages::load::instrumented::{self, PartialKernel, ToolGlobalEntry, SITE_TABLE};
 use crate::stages::load::{self, InputKind, LoadedInput};
 use crate::tool::{self, ToolSummary};
 
@@ -54,6 +54,9 @@ pub struct InstrumentedSummary {
     pub located: usize,
     /// The tool's data: the globals its payloads write.
     pub tool_globals: Vec<ToolGlobalEntry>,
+    /// The kernels whose numbers miss points left out (`--allow-partial`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub partial_kernels: Vec<PartialKernel>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -121,6 +124,7 @@ pub fn report(input: &LoadedInput) -> Result<InspectReport, Error> {
                 points: points.len(),
                 located: points.iter().filter(|p| !p.location.is_empty()).count(),
                 tool_globals: instrumented::tool_globals(code_object).map_err(fail)?,
+                partial_kernels: instrumented::partial_kernels(code_object).map_err(fail)?,
             })
         } else {
             None
@@ -184,6 +188,16 @@ pub fn render_text(report: &InspectReport) -> String {
             .unwrap();
             if instrumented.located > 0 {
                 writeln!(out, "    {} of the points named file:line", instrumented.located).unwrap();
+            }
+            if !instrumented.partial_kernels.is_empty() {
+                let kernels: Vec<String> =
+                    instrumented.partial_kernels.iter().map(|k| format!("{} ({})", k.kernel, k.left_out)).collect();
+                writeln!(
+                    out,
+                    "    PARTIAL (--allow-partial): kernels whose numbers miss points left out: {}",
+                    kernels.join(", ")
+                )
+                .unwrap();
             }
             for global in &instrumented.tool_globals {
                 let managed = if global.managed { ", managed" } else { "" };

@@ -14,8 +14,9 @@ use crate::payloads::{compile_payloads, CompileError, LeftOutCause, LeftOutPoint
 use crate::plan::{hook_counts, Plan};
 use crate::stages::emit::link::{build, EmitError, Linker};
 use crate::stages::emit::EmitOptions;
-use crate::stages::lift::{lift, LiftError};
+use crate::stages::lift::{lift, LiftError, LiftedCodeObject};
 use crate::stages::liveness::analyze;
+use crate::stages::load::instrumented::PartialKernel;
 use crate::stages::load::lines::SourceLineNames;
 use crate::stages::load::CodeObject;
 use crate::stages::patch::{patch, KernelPatch, PatchError};
@@ -401,6 +402,8 @@ fn instrument_code_object_partially(
         let function = &lifted.functions[point.function];
         let instruction = function.instructions().nth(point.instruction);
         report.left_out.push(LeftOutPoint {
+            function: function.name.clone(),
+            kernels: Vec::new(),
             point: format!(
                 "{} {}, instruction {} ({})",
                 if function.is_kernel() { "kernel" } else { "function" },
@@ -458,7 +461,9 @@ fn instrument_code_object_partially(
     let payload_steps: Vec<(String, f64)> =
         compiled.timings.iter().map(|(name, time)| (format!("payloads/{name}"), time.as_secs_f64())).collect();
     let define = options.tool_globals == ToolGlobals::Defined;
-    let (patch, patch_report) = patch(&lifted, &liveness, &points, &compiled, &placement, define)?;
+    let (mut patch, patch_report) = patch(&lifted, &liveness, &points, &compiled, &placement, define)?;
+    report.left_out.extend(patch_report.left_out);
+    patch.partial = partial_kernels(&lifted, &mut report.left_out);
     lap("patch");
 
     let emit = EmitOptions {
@@ -475,13 +480,32 @@ fn instrument_code_object_partially(
     report.kernels = patch_report.kernels;
     report.globals = patch_report.globals;
     report.tool_globals = options.tool_globals;
-    report.left_out.extend(patch_report.left_out);
     report.source_lines = patch_report.source_lines;
     report.seconds = start.elapsed().as_secs_f64();
     report.steps = steps;
     let at = report.steps.iter().position(|(name, _)| name == "payloads").map_or(0, |i| i + 1);
     report.steps.splice(at..at, payload_steps);
     Ok((bytes, report))
+}
+
+/// Names in each left-out point the kernels whose dispatches may run it,
+/// and counts per kernel the points it misses (the code object's partial
+/// table: the runtime marks those kernels' dispatches).
+fn partial_kernels(lifted: &LiftedCodeObject<'_>, left_out: &mut [LeftOutPoint]) -> Vec<PartialKernel> {
+    if left_out.is_empty() {
+        return Vec::new();
+    }
+    let may_run = crate::analyze::kernels_that_may_run(lifted);
+    let index: HashMap<&str, usize> = lifted.functions.iter().enumerate().map(|(k, f)| (f.name.as_str(), k)).collect();
+    let mut per_kernel: BTreeMap<String, u32> = BTreeMap::new();
+    for point in left_out.iter_mut() {
+        let kernels = index.get(point.function.as_str()).map(|f| may_run[*f].as_slice()).unwrap_or_default();
+        point.kernels = kernels.iter().map(|k| lifted.functions[*k].name.clone()).collect();
+        for kernel in &point.kernels {
+            *per_kernel.entry(kernel.clone()).or_default() += 1;
+        }
+    }
+    per_kernel.into_iter().map(|(kernel, left_out)| PartialKernel { kernel, left_out }).collect()
 }
 
 impl InstrumentReport {
@@ -509,6 +533,19 @@ impl InstrumentReport {
             for point in &self.left_out {
                 writeln!(out, "    {}: {}: {}", point.point, point.cause.describe(), point.why).unwrap();
             }
+            let mut kernels: BTreeMap<&str, usize> = BTreeMap::new();
+            for kernel in self.left_out.iter().flat_map(|p| &p.kernels) {
+                *kernels.entry(kernel).or_default() += 1;
+            }
+            let named: Vec<String> = kernels.iter().take(10).map(|(k, n)| format!("{k} ({n})")).collect();
+            let more = kernels.len().saturating_sub(named.len());
+            writeln!(
+                out,
+                "  kernels whose numbers miss points (the runtime marks their dispatches): {}{}",
+                named.join(", "),
+                if more > 0 { format!(" and {more} more") } else { String::new() }
+            )
+            .unwrap();
         }
         writeln!(out, "  payloads compiled: {} (alike points share one)", self.payloads_compiled).unwrap();
         match &self.source_lines {

@@ -220,7 +220,8 @@ fn elf_hot_regions(bytes: &[u8], base: usize, out: &mut Vec<Range<usize>>) {
     for (name, range, kind) in elf_sections(elf).unwrap_or_default() {
         let interesting = matches!(kind, 2 | 3 | 4 | 6 | 7 | 9 | 11)
             || [".text", ".rodata", ".llvmbc", ".hipFatBinSegment", ".hip_fatbin", ".debug_line", ".debug_info"]
-                .contains(&name.as_str());
+                .contains(&name.as_str())
+            || name.starts_with(".gpuinstr.");
         if interesting && !range.is_empty() {
             // Of a large section, its start (a bundle's header, a table's first entries).
             let end = range.end.min(range.start + 4096);

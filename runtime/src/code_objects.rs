@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use gpuinstr::stages::load::code_object::CodeObject;
-use gpuinstr::stages::load::instrumented::{self, PointEntry, SITE_TABLE};
+use gpuinstr::stages::load::instrumented::{self, PartialKernel, PointEntry, SITE_TABLE};
 use object::read::elf::ElfFile64;
 use object::Object;
 use thiserror::Error;
@@ -66,6 +66,17 @@ pub struct InstrumentedCodeObject {
     pub sites: usize,
     /// The instrumentation points, by the `site` number hooks get.
     pub points: Vec<PointEntry>,
+    /// Kernels whose dispatches may run points that were left out
+    /// (`--allow-partial`): their numbers miss those points.
+    pub partial: Vec<PartialKernel>,
+}
+
+impl InstrumentedCodeObject {
+    /// Selected points that dispatches of `kernel` may run and that were
+    /// left out when it was instrumented (0: none).
+    pub fn points_left_out(&self, kernel: &str) -> u32 {
+        self.partial.iter().find(|p| p.kernel == kernel).map_or(0, |p| p.left_out)
+    }
 }
 
 /// Cheap look at the section headers: is this an instrumented code object?
@@ -124,11 +135,13 @@ pub fn recognise(bytes: &[u8]) -> Result<Option<InstrumentedCodeObject>, Recogni
         kernel.copy = index.get(&format!("{}{}", kernel.name, instrumented::INSTRUMENTED_SUFFIX)).copied();
     }
     let points = instrumented::point_table(&code_object)?;
+    let partial = instrumented::partial_kernels(&code_object)?;
     Ok(Some(InstrumentedCodeObject {
         processor: code_object.target.processor.clone(),
         kernels,
         globals,
         sites,
         points,
+        partial,
     }))
 }

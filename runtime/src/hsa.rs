@@ -179,8 +179,9 @@ pub unsafe extern "C" fn OnLoad(
 }
 
 /// `GPUINSTR_HOST_API` of the `gpuinstr/host.h` this runtime implements
-/// (2: `gpuinstr_site` has `Location`).
-const HOST_API: u32 = 2;
+/// (2: `gpuinstr_site` has `Location`; 3: and `LeftOut`, and
+/// `gpuinstr_dispatch_points_left_out`).
+const HOST_API: u32 = 3;
 
 /// A tool's host part (`gpuinstr/host.h`), loaded with dlopen.
 struct HostLibrary {
@@ -301,6 +302,11 @@ pub unsafe extern "C" fn gpuinstr_dispatch_workgroup(dispatch: *const c_void, wo
 }
 
 #[no_mangle]
+pub unsafe extern "C" fn gpuinstr_dispatch_points_left_out(dispatch: *const c_void) -> u32 {
+    dispatch_of(dispatch).map_or(0, |d| d.points_left_out)
+}
+
+#[no_mangle]
 pub unsafe extern "C" fn gpuinstr_global(
     dispatch: *const c_void,
     name: *const c_char,
@@ -332,6 +338,7 @@ pub struct CSite {
     opcode_name: usize,
     text: usize,
     location: usize,
+    left_out: u32,
 }
 
 /// Per code object (by its address: the runtime keeps every code object
@@ -363,6 +370,7 @@ fn site_table(code_object: &crate::code_objects::InstrumentedCodeObject) -> &'st
             opcode_name: string(&p.opcode_name),
             text: string(&p.text),
             location: string(&p.location),
+            left_out: u32::from(p.left_out),
         })
         .collect();
     let table: &'static [CSite] = Box::leak(sites.into_boxed_slice());

@@ -74,6 +74,10 @@ pub struct LoadedRecord {
     pub sites: usize,
     /// Its tool globals by their names in the tool.
     pub globals: Vec<String>,
+    /// Kernels whose dispatches may run points left out when it was
+    /// instrumented (`--allow-partial`), with how many.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub partial_kernels: Vec<gpuinstr::stages::load::instrumented::PartialKernel>,
 }
 
 #[derive(Debug, Serialize)]
@@ -296,7 +300,8 @@ impl Report {
         }
         let problems = self.dispatches.iter().filter(|d| !d.problems.is_empty()).count();
         if problems > 0 {
-            writeln!(out, "gpuinstr: warning: {problems} dispatches have problems (values missing or mixed)").unwrap();
+            writeln!(out, "gpuinstr: warning: {problems} dispatches have problems (partial, values missing or mixed)")
+                .unwrap();
         }
         if self.unread_dispatches > 0 {
             writeln!(

@@ -55,6 +55,8 @@ pub struct ToolDispatch {
     pub warnings: Vec<String>,
     /// The dispatch's code object (its point table).
     pub code_object: Arc<InstrumentedCodeObject>,
+    /// Selected points the kernel may run that were left out (`--allow-partial`).
+    pub points_left_out: u32,
 }
 
 impl ToolDispatch {
@@ -259,7 +261,23 @@ impl Runtime {
             kernels: code_object.kernels.len(),
             sites: code_object.sites,
             globals: code_object.globals.iter().map(|g| g.tool_name.clone()).collect(),
+            partial_kernels: code_object.partial.clone(),
         });
+        if !code_object.partial.is_empty() {
+            let total: u32 = code_object.partial.iter().map(|p| p.left_out).sum();
+            let kernels: Vec<&str> = code_object.partial.iter().take(5).map(|p| p.kernel.as_str()).collect();
+            let more = code_object.partial.len() - kernels.len();
+            self.report.warn(format!(
+                "PARTIAL: {} code object {index} was instrumented with {total} selected point{} left out \
+                 (--allow-partial): dispatches of {} of its kernels ({}{}) may run points that record nothing, \
+                 and are marked partial",
+                code_object.processor,
+                if total == 1 { "" } else { "s" },
+                code_object.partial.len(),
+                kernels.join(", "),
+                if more > 0 { format!(" and {more} more") } else { String::new() },
+            ));
+        }
         let slot = self.loaded.len();
         let kernels = &code_object.kernels;
         for kernel in kernels {
@@ -471,6 +489,16 @@ impl Runtime {
         loaded.free_buffers.push(flight.buffer);
         self.retired_signals.push(flight.done);
         let mut problems = Vec::new();
+        let points_left_out = loaded.code_object.points_left_out(&flight.kernel);
+        if points_left_out > 0 {
+            problems.push(format!(
+                "partial: {points_left_out} selected point{} this kernel may run {} left out when it was \
+                 instrumented (--allow-partial); the tool's values miss what {} would have recorded",
+                if points_left_out == 1 { "" } else { "s" },
+                if points_left_out == 1 { "was" } else { "were" },
+                if points_left_out == 1 { "it" } else { "they" },
+            ));
+        }
         if !flight.overlapping.is_empty() {
             problems.push(format!(
                 "dispatches {:?} of the same code object ran at the same time from other queues; tool globals are per code object, so these values mix theirs",
@@ -486,6 +514,7 @@ impl Runtime {
             values: ToolValues::default(),
             warnings: Vec::new(),
             code_object: loaded.code_object.clone(),
+            points_left_out,
         };
         let record = DispatchRecord {
             id,

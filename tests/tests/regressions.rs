@@ -228,6 +228,7 @@ fn dense_kernel() -> CodeObject {
 #[test]
 fn points_left_out_fail_the_run_unless_partial_results_are_accepted() {
     use gpuinstr::instrument::{instrument_file, InstrumentError, InstrumentOptions};
+    use gpuinstr::stages::load::instrumented::{self, PartialKernel};
     use gpuinstr::stages::sva::RegisterGrowth;
     let dir = scratch();
     counter_tool(dir.path());
@@ -247,11 +248,26 @@ fn points_left_out_fail_the_run_unless_partial_results_are_accepted() {
     assert!(text.contains("would be left out") && text.contains("--allow-partial"), "{text}");
     assert!(text.contains("no registers for the payload") && text.contains("--grow-registers=always"), "{text}");
 
-    let (_, report) = instrument(&InstrumentOptions { allow_partial: true, ..never }).unwrap();
+    let (bytes, report) = instrument(&InstrumentOptions { allow_partial: true, ..never }).unwrap();
     let partial = report.partial.as_ref().expect("the report says it is partial");
     assert_eq!((partial.left_out, partial.selected), (*left_out, *selected));
     let text = report.render_text();
     assert!(text.starts_with(&format!("PARTIAL: {left_out} of {selected} selected points are left out")), "{text}");
+    // The output says which kernel's numbers miss them (the runtime marks
+    // its dispatches) and flags the points in its point table.
+    let kernel = app.kernels[0].name().to_string();
+    assert!(report.code_objects[0].left_out.iter().all(|p| p.kernels == [kernel.clone()] && p.function == kernel));
+    assert!(
+        text.contains(&format!(
+            "kernels whose numbers miss points (the runtime marks their dispatches): {kernel} ({left_out})"
+        )),
+        "{text}"
+    );
+    let output = CodeObject::parse(bytes, Vec::new()).unwrap();
+    let partial_kernels = instrumented::partial_kernels(&output).unwrap();
+    assert_eq!(partial_kernels, [PartialKernel { kernel: kernel.clone(), left_out: *left_out as u32 }]);
+    let flagged = instrumented::point_table(&output).unwrap().iter().filter(|p| p.left_out).count();
+    assert_eq!(flagged, *left_out);
 
     let always = InstrumentOptions { grow_registers: RegisterGrowth::Always, ..Default::default() };
     let (bytes, report) = instrument(&always).unwrap();
@@ -259,6 +275,7 @@ fn points_left_out_fail_the_run_unless_partial_results_are_accepted() {
     assert_eq!(report.code_objects[0].selected, *selected);
     let output = CodeObject::parse(bytes, Vec::new()).unwrap();
     assert!(gpuinstr::verify::verify(&app, &output).unwrap().ok());
+    assert_eq!(instrumented::partial_kernels(&output).unwrap(), []);
 }
 
 /// Item 10: the report says exactly what changed and why: AGPRs only where

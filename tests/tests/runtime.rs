@@ -527,6 +527,95 @@ fn every_example_tool_reports_what_the_emulator_gives_on_gfx908() {
     }
 }
 
+/// Points left out (`--allow-partial`) never pass quietly: the code object
+/// names the kernels that miss them (its partial table) and flags the
+/// points; the runtime warns when it loads it and marks every dispatch of
+/// those kernels; the host part learns it (kernel arguments reads nothing
+/// for them rather than zeros) and says so at exit; the other kernel's
+/// values are still the launch's. Statically and in dynamic mode alike.
+/// Here: gfx908, kernel arguments, allocations never grown: `scale` (4
+/// VGPRs) has no room for the payload, `rowSums` has.
+#[test]
+fn dispatches_of_kernels_with_points_left_out_are_marked_partial() {
+    use gpuinstr::stages::load::instrumented::{self, PartialKernel};
+    use gpuinstr::stages::sva::RegisterGrowth;
+    let target = "gfx908";
+    let dir = test_directory("partial");
+    let original = original(target, &dir);
+    let device = build_tool(Compiler::Hipcc, &example("kernel-arguments"), "-O3", &dir);
+    let plan_file = repo().join("hook-sdk/examples/kernel-arguments/plan.toml");
+    let plan = Plan::load(&plan_file).unwrap();
+    let never = InstrumentOptions { allow_partial: true, grow_registers: RegisterGrowth::Never, ..Default::default() };
+    let program = instrumented_with(&original.program, &device, &plan, &never, "partial");
+    let code_object = load::load_for_target(&program, Some(target)).unwrap().code_objects.remove(0);
+    let scale = "_Z5scalePffi";
+    assert_eq!(
+        instrumented::partial_kernels(&code_object).unwrap(),
+        [PartialKernel { kernel: scale.into(), left_out: 1 }]
+    );
+    let points = instrumented::point_table(&code_object).unwrap();
+    let flagged: Vec<&str> = points.iter().filter(|p| p.left_out).map(|p| p.function.as_str()).collect();
+    assert_eq!((flagged, points.len()), (vec![scale], 2));
+
+    let host = host_part("kernel-arguments", &dir);
+    let dynamic = Run {
+        dynamic: Some((device.clone(), plan_file.clone())),
+        cache: Some(dir.join("cache")),
+        allow_partial: true,
+        grow_registers: Some("never".into()),
+        ..run_on(target)
+    };
+    for (how, run, program) in [("static", run_on(target), &program), ("dynamic", dynamic, &original.program)] {
+        let report_path = dir.join(format!("{how}.json"));
+        let run = Run { tool_host: Some(host.clone()), report: Some(report_path.clone()), ..run };
+        let output = run.command(program.as_os_str(), &[]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+        assert_eq!(succeeded(output, how), original.output, "{how}: {stderr}");
+        let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+        let warnings = report["warnings"].as_array().unwrap();
+        assert_eq!(warnings.len(), 1, "{how}: {stderr}");
+        assert!(
+            warnings[0]
+                .as_str()
+                .unwrap()
+                .starts_with("PARTIAL: gfx908 code object 0 was instrumented with 1 selected point left out"),
+            "{how}"
+        );
+        assert_eq!(
+            report["code_objects"][0]["partial_kernels"],
+            serde_json::json!([{ "kernel": scale, "left_out": 1 }])
+        );
+        let dispatches = report["dispatches"].as_array().unwrap();
+        assert_eq!(dispatches.len(), 4, "{how}");
+        for (k, (reported, logged)) in dispatches.iter().zip(&original.dispatches).enumerate() {
+            assert_eq!(reported["kernel"], logged["kernel"], "{how} dispatch {k}");
+            let problems = reported["problems"].as_array().unwrap();
+            if reported["kernel"] == scale {
+                assert_eq!(problems.len(), 1, "{how} dispatch {k}");
+                assert!(
+                    problems[0]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("partial: 1 selected point this kernel may run was left out"),
+                    "{how} {k}"
+                );
+                assert_eq!(reported.get("tool"), None, "{how} dispatch {k}: nothing read");
+            } else {
+                assert!(problems.is_empty(), "{how} dispatch {k}: {problems:?}");
+                let block: Vec<u64> = (0..3).map(|d| logged["workgroup_size"][d].as_u64().unwrap()).collect();
+                let grid: Vec<u64> =
+                    (0..3).map(|d| logged["grid_size"][d].as_u64().unwrap().div_ceil(block[d])).collect();
+                assert_eq!(reported["tool"], serde_json::json!({ "gridDim": grid, "blockDim": block }), "{how} {k}");
+            }
+        }
+        assert!(stderr.contains("gpuinstr: warning: 3 dispatches have problems (partial"), "{how}: {stderr}");
+        assert!(
+            stderr.contains("PARTIAL: 3 dispatches of kernels whose entry point was left out, not read"),
+            "{stderr}"
+        );
+    }
+}
+
 /// A host part still busy with the last dispatch when the program exits
 /// (ROCr's event thread calls it; the program's exit does not wait for
 /// it): the report waits for its values, so no dispatch goes missing.

@@ -349,6 +349,11 @@ impl Rejection {
 pub struct LeftOutPoint {
     /// "kernel k, instruction 3 (S_LOAD_DWORDX2_IMM)".
     pub point: String,
+    /// The kernel or device function the point is in.
+    pub function: String,
+    /// The kernels whose dispatches may run it (their numbers miss it),
+    /// filled in once all points are placed.
+    pub kernels: Vec<String>,
     pub cause: LeftOutCause,
     pub why: String,
 }

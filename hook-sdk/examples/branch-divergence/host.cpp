@@ -9,6 +9,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -36,6 +37,8 @@ struct Branch {
 /// The run's branches by (function, address): code objects loaded twice
 /// add up.
 std::map<std::pair<std::string, uint64_t>, Branch> Totals;
+/// Branches selected and left out (--allow-partial): never recorded.
+std::set<std::pair<std::string, uint64_t>> LeftOut;
 bool HeaderWritten = false;
 
 
@@ -53,6 +56,10 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
   }
   size_t SiteCount = 0;
   const gpuinstr_site *Sites = gpuinstr_sites(Dispatch, &SiteCount);
+  if (gpuinstr_dispatch_points_left_out(Dispatch))
+    for (size_t Site = 0; Site < SiteCount; ++Site)
+      if (Sites[Site].LeftOut)
+        LeftOut.insert({Sites[Site].Function, Sites[Site].Address});
 
   // Per branch: from the records when all were kept (exact for any number
   // of branches), else from the counters (exact while no two executed
@@ -146,6 +153,8 @@ extern "C" void gpuinstr_tool_exit(void) {
   std::fprintf(stderr, "branch divergence: %zu branches executed, %llu of %llu wavefront executions divergent\n",
                Sorted.size(), static_cast<unsigned long long>(Divergent),
                static_cast<unsigned long long>(Executions));
+  if (!LeftOut.empty())
+    std::fprintf(stderr, "  PARTIAL: %zu branches of the kernels run were left out, not recorded\n", LeftOut.size());
   for (size_t K = 0; K < Sorted.size() && K < 10 && Sorted[K]->Divergent; ++K)
     std::fprintf(stderr, "  %10llu of %10llu divergent  %s%s%s at 0x%llx: %s\n",
                  static_cast<unsigned long long>(Sorted[K]->Divergent),

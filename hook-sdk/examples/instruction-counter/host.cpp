@@ -5,6 +5,7 @@
 //   gpuinstr-run --tool-host ./libinstruction-counter-host.so -- ./app.instrumented
 #include <gpuinstr/host.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -13,6 +14,8 @@ namespace {
 struct KernelTotal {
   uint64_t Dispatches = 0;
   uint64_t Instructions = 0;
+  /// Points the kernel may run that were left out (--allow-partial).
+  uint32_t PointsLeftOut = 0;
 };
 std::map<std::string, KernelTotal> PerKernel;
 } // namespace
@@ -27,12 +30,17 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
   KernelTotal &Total = PerKernel[gpuinstr_dispatch_kernel(Dispatch)];
   Total.Dispatches += 1;
   Total.Instructions += Count;
+  Total.PointsLeftOut = std::max(Total.PointsLeftOut, gpuinstr_dispatch_points_left_out(Dispatch));
 }
 
 extern "C" void gpuinstr_tool_exit(void) {
   std::fprintf(stderr, "instruction counter: %zu kernels\n", PerKernel.size());
-  for (const auto &[Kernel, Total] : PerKernel)
-    std::fprintf(stderr, "  %-40s %6llu dispatches %16llu instructions\n", Kernel.c_str(),
+  for (const auto &[Kernel, Total] : PerKernel) {
+    std::fprintf(stderr, "  %-40s %6llu dispatches %16llu instructions", Kernel.c_str(),
                  static_cast<unsigned long long>(Total.Dispatches),
                  static_cast<unsigned long long>(Total.Instructions));
+    if (Total.PointsLeftOut)
+      std::fprintf(stderr, "  PARTIAL: %u points left out, not counted", Total.PointsLeftOut);
+    std::fprintf(stderr, "\n");
+  }
 }

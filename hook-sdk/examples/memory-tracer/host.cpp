@@ -11,6 +11,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,8 @@ struct Instruction {
 };
 /// The run's memory instructions by (function, address).
 std::map<std::pair<std::string, uint64_t>, Instruction> Totals;
+/// Memory instructions selected and left out (--allow-partial): never traced.
+std::set<std::pair<std::string, uint64_t>> LeftOut;
 bool HeaderWritten = false;
 
 
@@ -106,6 +109,10 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
   // Sites name the instructions.
   size_t SiteCount = 0;
   const gpuinstr_site *Sites = gpuinstr_sites(Dispatch, &SiteCount);
+  if (gpuinstr_dispatch_points_left_out(Dispatch))
+    for (size_t K = 0; K < SiteCount; ++K)
+      if (Sites[K].LeftOut)
+        LeftOut.insert({Sites[K].Function, Sites[K].Address});
   std::map<uint64_t, const gpuinstr_site *> SiteAt;
   for (const auto &[Address, C] : PerInstruction)
     SiteAt[Address] = nullptr;
@@ -156,4 +163,7 @@ extern "C" void gpuinstr_tool_exit(void) {
                  I.Location.empty() ? "" : " ", I.Function.c_str(),
                  static_cast<unsigned long long>(Sorted[K]->first.second), I.Text.c_str());
   }
+  if (!LeftOut.empty())
+    std::fprintf(stderr, "  PARTIAL: %zu memory instructions of the kernels run were left out, not traced\n",
+                 LeftOut.size());
 }

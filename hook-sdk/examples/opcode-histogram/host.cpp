@@ -13,6 +13,8 @@
 namespace {
 constexpr size_t OpcodeSlots = size_t(1) << 15; // as in tool.hip
 std::map<std::string, uint64_t> Totals;
+/// Dispatches of kernels that may run points left out (--allow-partial).
+uint64_t PartialDispatches = 0;
 
 } // namespace
 
@@ -45,6 +47,7 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
     Json += gpuinstr::jsonString(Name) + ": " + std::to_string(Histogram[Slot]);
   }
   gpuinstr_report_json(Dispatch, "opcodes", (Json + "}").c_str());
+  PartialDispatches += gpuinstr_dispatch_points_left_out(Dispatch) != 0;
 }
 
 extern "C" void gpuinstr_tool_exit(void) {
@@ -56,4 +59,7 @@ extern "C" void gpuinstr_tool_exit(void) {
   for (size_t K = 0; K < Sorted.size() && K < 10; ++K)
     std::fprintf(stderr, "  %-32s %16llu\n", Sorted[K].second.c_str(),
                  static_cast<unsigned long long>(Sorted[K].first));
+  if (PartialDispatches)
+    std::fprintf(stderr, "  PARTIAL: %llu dispatches ran points that were left out, not counted\n",
+                 static_cast<unsigned long long>(PartialDispatches));
 }

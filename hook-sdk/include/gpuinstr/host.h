@@ -30,7 +30,7 @@ extern "C" {
 /// files include this header), and the runtime refuses a host part of
 /// another version: it would read the runtime's structs with the wrong
 /// layout.
-#define GPUINSTR_HOST_API 2
+#define GPUINSTR_HOST_API 3
 __attribute__((weak, visibility("default"))) extern const uint32_t gpuinstr_tool_host_api;
 const uint32_t gpuinstr_tool_host_api = GPUINSTR_HOST_API;
 
@@ -44,6 +44,12 @@ const char *gpuinstr_dispatch_kernel(const gpuinstr_dispatch *Dispatch);
 /// The grid in work-items and the workgroup size, as the dispatch packet gives them.
 void gpuinstr_dispatch_grid(const gpuinstr_dispatch *Dispatch, uint32_t Grid[3]);
 void gpuinstr_dispatch_workgroup(const gpuinstr_dispatch *Dispatch, uint32_t Workgroup[3]);
+/// Selected points this kernel (or a function it calls) may run that were
+/// left out when it was instrumented (`--allow-partial`): 0 when the
+/// tool's data for it is complete. Otherwise the data misses what those
+/// points would have recorded: the runtime marks the dispatch's record, and
+/// a tool's own summary should say so too.
+uint32_t gpuinstr_dispatch_points_left_out(const gpuinstr_dispatch *Dispatch);
 /// The tool global `Name` (its name in tool.hip) as the dispatch left it,
 /// and its size in *Size; NULL if the dispatch's code object has no such
 /// global.
@@ -64,6 +70,9 @@ typedef struct gpuinstr_site {
   /// `file:line` from the code object's DWARF line table (built with -g);
   /// "" when there is none.
   const char *Location;
+  /// Nonzero: the point was selected and left out (`--allow-partial`); its
+  /// hook never runs.
+  uint32_t LeftOut;
 } gpuinstr_site;
 
 /// The points of the dispatch's code object, indexed by the `site` number a

@@ -68,6 +68,8 @@ pub struct Patch {
     /// The instrumentation points in site order (`text` is the opcode's
     /// name until emit writes the instruction's assembly there).
     pub points: Vec<crate::stages::load::instrumented::PointEntry>,
+    /// The kernels whose dispatches may run points that were left out.
+    pub partial: Vec<crate::stages::load::instrumented::PartialKernel>,
 }
 
 /// The assembly and what was special about it.
@@ -585,6 +587,7 @@ impl LiftedCodeObject<'_> {
                 })
                 .collect();
             out.push_str(&crate::stages::load::instrumented::point_table_assembly(&points));
+            out.push_str(&crate::stages::load::instrumented::partial_table_assembly(&patch.partial));
         }
         out.push('\n');
         let patched = patch.and_then(|p| p.metadata.as_ref());

@@ -21,14 +21,25 @@ pub const GLOBAL_TABLE: &str = ".gpuinstr.globals";
 /// gets is the index): u32 count, u32 offset of the string pool from the
 /// section's start, then per point u64 original address, u32 opcode (LLVM
 /// pseudo opcode number, the hook's `opcode`), u32 pool offsets of the
-/// function's name, the opcode's name and the instruction's text (each
-/// NUL-terminated); then the pool.
+/// function's name, the opcode's name, the instruction's text and its
+/// source line (each NUL-terminated), u32 flags ([`POINT_LEFT_OUT`]); then
+/// the pool.
 pub const POINT_TABLE: &str = ".gpuinstr.points";
 
 /// A point table entry: the original address (u64), then as u32 the
-/// opcode and the pool offsets of function, opcode name, text and
-/// location, and 4 reserved bytes.
+/// opcode, the pool offsets of function, opcode name, text and location,
+/// and the flags.
 const POINT_ENTRY_SIZE: usize = 32;
+
+/// Point flag: the point was selected and left out (`--allow-partial`):
+/// its hook never runs.
+pub const POINT_LEFT_OUT: u32 = 1;
+
+/// Per kernel whose dispatches may run points that were left out
+/// (`--allow-partial`; no section when none were): u32 how many, u32
+/// length of the kernel's name, the name (no terminator), zero padding to
+/// 4 bytes. The runtime marks those kernels' dispatches.
+pub const PARTIAL_TABLE: &str = ".gpuinstr.partial";
 
 /// With originals kept (`instrument --keep-originals`), the instrumented
 /// copy of kernel or function `f` is `f` followed by this; `f` itself is
@@ -80,6 +91,16 @@ pub struct PointEntry {
     pub text: String,
     /// `file:line` from the code object's DWARF line table; empty without one.
     pub location: String,
+    /// Selected and left out (`--allow-partial`): its hook never runs.
+    pub left_out: bool,
+}
+
+/// A kernel whose numbers miss points that were left out.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PartialKernel {
+    pub kernel: String,
+    /// Selected points its dispatches may run that were left out.
+    pub left_out: u32,
 }
 
 fn section_bytes<'c>(code_object: &'c CodeObject, table: &'static str) -> Result<Option<&'c [u8]>, TableError> {
@@ -108,6 +129,52 @@ pub fn site_table(code_object: &CodeObject) -> Result<Vec<Site>, TableError> {
         .chunks_exact(24)
         .map(|e| Site { original: word(&e[0..8]), begin: word(&e[8..16]), end: word(&e[16..24]) })
         .collect())
+}
+
+/// The kernels whose numbers miss points left out (empty when the code
+/// object has no such table: nothing was left out).
+pub fn partial_kernels(code_object: &CodeObject) -> Result<Vec<PartialKernel>, TableError> {
+    match section_bytes(code_object, PARTIAL_TABLE)? {
+        Some(bytes) => parse_partial_kernels(bytes),
+        None => Ok(Vec::new()),
+    }
+}
+
+fn parse_partial_kernels(mut bytes: &[u8]) -> Result<Vec<PartialKernel>, TableError> {
+    let fail = |problem: String| TableError { table: PARTIAL_TABLE, problem };
+    let mut kernels = Vec::new();
+    while !bytes.is_empty() {
+        let at = kernels.len();
+        let header = bytes.get(..8).ok_or_else(|| fail(format!("entry {at} is cut short")))?;
+        let left_out = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes"));
+        let length = u32::from_le_bytes(header[4..8].try_into().expect("4 bytes")) as usize;
+        let end = length.checked_add(8).filter(|end| *end <= bytes.len());
+        let name = end.map(|end| &bytes[8..end]).ok_or_else(|| fail(format!("entry {at}'s name is cut short")))?;
+        let kernel =
+            String::from_utf8(name.to_vec()).map_err(|_| fail(format!("entry {at} has a name that is not UTF-8")))?;
+        kernels.push(PartialKernel { kernel, left_out });
+        bytes = bytes.get((8 + length).next_multiple_of(4)..).unwrap_or(&[]);
+    }
+    Ok(kernels)
+}
+
+/// The partial-kernel table as assembly, for the emit stage (nothing when
+/// no point was left out).
+pub fn partial_table_assembly(kernels: &[PartialKernel]) -> String {
+    use std::fmt::Write;
+    if kernels.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("\n\t.section\t{PARTIAL_TABLE},\"\",@progbits\n\t.p2align\t2\n");
+    for entry in kernels {
+        writeln!(out, "\t.long\t{}, {}", entry.left_out, entry.kernel.len()).unwrap();
+        let bytes: Vec<String> = entry.kernel.bytes().map(|b| b.to_string()).collect();
+        if !bytes.is_empty() {
+            writeln!(out, "\t.byte\t{}", bytes.join(", ")).unwrap();
+        }
+        writeln!(out, "\t.p2align\t2").unwrap();
+    }
+    out
 }
 
 /// The tool-global table (empty when the code object has none).
@@ -184,6 +251,7 @@ fn parse_points(bytes: &[u8]) -> Result<Vec<PointEntry>, TableError> {
                 opcode_name: text(field(2))?,
                 text: text(field(3))?,
                 location: if entry_size == 24 { String::new() } else { text(field(4))? },
+                left_out: entry_size == POINT_ENTRY_SIZE && field(5) & POINT_LEFT_OUT != 0,
             })
         })
         .collect()
@@ -207,17 +275,19 @@ pub fn point_table_assembly(points: &[PointEntry]) -> String {
             at
         })
     };
-    let entries: Vec<(u64, u32, [u32; 4])> = points
+    let entries: Vec<(u64, u32, [u32; 4], u32)> = points
         .iter()
         .map(|p| {
             let strings = [&p.function, &p.opcode_name, &p.text, &p.location];
-            (p.address, p.opcode, strings.map(|s| offset_of(s)))
+            let flags = if p.left_out { POINT_LEFT_OUT } else { 0 };
+            (p.address, p.opcode, strings.map(|s| offset_of(s)), flags)
         })
         .collect();
     let mut out = format!("\n\t.section\t{POINT_TABLE},\"\",@progbits\n\t.p2align\t3\n");
     writeln!(out, "\t.long\t{}, {}", points.len(), 8 + POINT_ENTRY_SIZE * points.len()).unwrap();
-    for (address, opcode, [function, name, text, location]) in entries {
-        writeln!(out, "\t.quad\t{address:#x}\n\t.long\t{opcode}, {function}, {name}, {text}, {location}, 0").unwrap();
+    for (address, opcode, [function, name, text, location], flags) in entries {
+        writeln!(out, "\t.quad\t{address:#x}\n\t.long\t{opcode}, {function}, {name}, {text}, {location}, {flags}")
+            .unwrap();
     }
     for text in pool {
         let bytes: Vec<String> = text.bytes().chain([0]).map(|b| b.to_string()).collect();
@@ -257,6 +327,7 @@ mod tests {
                 opcode_name: "S_LOAD_DWORDX2_IMM".into(),
                 text: "s_load_dwordx2 s[0:1], s[4:5], 0x0".into(),
                 location: "/src/add.hip:7".into(),
+                left_out: false,
             },
             PointEntry {
                 address: 0x1708,
@@ -265,6 +336,7 @@ mod tests {
                 opcode_name: "S_LOAD_DWORDX2_IMM".into(),
                 text: "s_load_dwordx2 s[2:3], s[4:5], 0x8".into(),
                 location: String::new(),
+                left_out: true,
             },
         ];
         // The bytes llvm-mc makes of point_table_assembly's directives.
@@ -314,11 +386,34 @@ mod tests {
             opcode_name: "n".into(),
             text: "t".into(),
             location: String::new(),
+            left_out: false,
         };
         assert_eq!(parse_points(&bytes).unwrap(), vec![expected]);
         // A size that is neither is refused.
         bytes[4] = 36;
         assert!(parse_points(&bytes).is_err());
+    }
+
+    #[test]
+    fn partial_kernels_are_read_back_as_written() {
+        let kernels = [
+            PartialKernel { kernel: "_Z5scalePffi".into(), left_out: 3 },
+            PartialKernel { kernel: "k".into(), left_out: 1 },
+        ];
+        // The bytes llvm-mc lays out for partial_table_assembly's directives.
+        let mut bytes = Vec::new();
+        for k in &kernels {
+            bytes.extend(k.left_out.to_le_bytes());
+            bytes.extend((k.kernel.len() as u32).to_le_bytes());
+            bytes.extend(k.kernel.bytes());
+            bytes.resize(bytes.len().next_multiple_of(4), 0);
+        }
+        assert_eq!(parse_partial_kernels(&bytes).unwrap(), kernels);
+        assert!(parse_partial_kernels(&bytes[..6]).unwrap_err().problem.contains("entry 0 is cut short"));
+        assert!(parse_partial_kernels(&bytes[..12]).unwrap_err().problem.contains("entry 0's name is cut short"));
+        let assembly = partial_table_assembly(&kernels);
+        assert!(assembly.contains("\t.long\t3, 12\n\t.byte\t95, 90, 53"), "{assembly}");
+        assert_eq!(partial_table_assembly(&[]), "");
     }
 
     #[test]

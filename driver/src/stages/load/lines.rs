@@ -15,7 +15,8 @@ pub struct LinesError(String);
 
 impl From<gimli::Error> for LinesError {
     fn from(error: gimli::Error) -> Self {
-        LinesError(error.to_string())
+        // Some of gimli's messages span lines; ours is one.
+        LinesError(error.to_string().split_whitespace().collect::<Vec<_>>().join(" "))
     }
 }
 
@@ -164,5 +165,13 @@ mod tests {
         assert_eq!(table.at(0x10c).as_deref(), Some("b.h:7"));
         assert_eq!(table.at(0x110), None, "line 0: no source line");
         assert_eq!(table.at(0x118), None, "past the sequence");
+    }
+
+    #[test]
+    fn a_dwarf_error_is_one_line() {
+        // gimli's message for this one spans two lines (fuzz/regressions/
+        // code-object/dwarf-multiline-error.hsaco).
+        let error = LinesError::from(gimli::Error::BadHasChildren).to_string();
+        assert!(!error.contains('\n') && error.contains("was not one of `DW_CHILDREN_{yes,no}`"), "{error}");
     }
 }

@@ -306,6 +306,7 @@ fn point_entries(
                 text: opcode_name.clone(),
                 opcode_name,
                 location: lines.as_ref().and_then(|l| l.at(instruction.address)).unwrap_or_default(),
+                left_out: false,
             }
         })
         .collect::<Vec<_>>();
@@ -434,13 +435,15 @@ pub fn patch(
         preambles.insert(kernel, outcome);
     }
 
-    for (point, payload) in points.iter().zip(&compiled.payloads) {
+    for (index, (point, payload)) in points.iter().zip(&compiled.payloads).enumerate() {
+        let mut leave_out = |cause, why| {
+            let entry = &mut patch.points[index];
+            entry.left_out = true;
+            let (point, function) = (payload.label.clone(), entry.function.clone());
+            report.left_out.push(LeftOutPoint { point, function, kernels: Vec::new(), cause, why });
+        };
         if let Some(reason) = &payload.rejected {
-            report.left_out.push(LeftOutPoint {
-                point: payload.label.clone(),
-                cause: reason.cause,
-                why: reason.message.clone(),
-            });
+            leave_out(reason.cause, reason.message.clone());
             continue;
         }
         let highest =
@@ -463,14 +466,13 @@ pub fn patch(
             } else {
                 format!("past the {cap} registers the kernel's allocation may grow to (--grow-registers)")
             };
-            report.left_out.push(LeftOutPoint {
-                point: payload.label.clone(),
-                cause: LeftOutCause::RegisterLimit,
-                why: format!(
+            leave_out(
+                LeftOutCause::RegisterLimit,
+                format!(
                     "with this payload {} would need {v} VGPRs and {a} AGPRs, {needed} vector registers, {why}",
                     lifted.functions[kernel].name
                 ),
-            });
+            );
             continue;
         }
         for kernel in kernels_reaching.get(&point.function).into_iter().flatten() {
@@ -487,11 +489,7 @@ pub fn patch(
                     }
                 });
             if let Some(why) = missing {
-                report.left_out.push(LeftOutPoint {
-                    point: payload.label.clone(),
-                    cause: LeftOutCause::NoSvaRegister,
-                    why: format!("the payload needs the kernel preamble, and {why}"),
-                });
+                leave_out(LeftOutCause::NoSvaRegister, format!("the payload needs the kernel preamble, and {why}"));
                 continue;
             }
         }
