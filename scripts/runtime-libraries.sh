@@ -18,5 +18,5 @@ if [ "${1:-}" = -- ]; then export GPUINSTR_LIBRARY_TOOLS="$2"; fi
 [ ${#libraries[@]} -gt 0 ] || libraries=(rocrand)
 for library in "${libraries[@]}"; do
   cargo test --release -p gpuinstr-tests --test gpuinstr -- --ignored --exact \
-    "runtime::${library}_under_the_runtime_reports_what_the_emulator_gives"
+    "runtime::${library}_under_the_runtime_reports_what_the_emulator_gives" --nocapture
 done
