@@ -10,7 +10,7 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::packets::{CollectKernel, Packet};
 use crate::report::ToolValue;
-use crate::runtime::{self, Hsa, HsaError, Runtime, ToolDispatch, ToolHost};
+use crate::runtime::{self, Hsa, HsaError, Runtime, ToolCodeObject, ToolDispatch, ToolHost};
 
 type PacketWriter = unsafe extern "C" fn(packets: *const c_void, count: u64);
 type SignalHandler = unsafe extern "C" fn(value: i64, argument: *mut c_void) -> bool;
@@ -180,13 +180,19 @@ pub unsafe extern "C" fn OnLoad(
 
 /// `GPUINSTR_HOST_API` of the `gpuinstr/host.h` this runtime implements
 /// (2: `gpuinstr_site` has `Location`; 3: and `LeftOut`, and
-/// `gpuinstr_dispatch_points_left_out`).
-const HOST_API: u32 = 3;
+/// `gpuinstr_dispatch_points_left_out`; 4: `gpuinstr_tool_load`, code
+/// objects, run-level reports).
+const HOST_API: u32 = 4;
 
 /// A tool's host part (`gpuinstr/host.h`), loaded with dlopen.
 struct HostLibrary {
+    load: Option<unsafe extern "C" fn(*const c_void)>,
     dispatch: Option<unsafe extern "C" fn(*mut c_void)>,
     exit: Option<unsafe extern "C" fn()>,
+    /// Held during every call into the tool: loads come on the program's
+    /// threads, dispatches on ROCr's event thread, and host.h promises one
+    /// call at a time.
+    calls: Mutex<()>,
 }
 
 static TOOL: OnceLock<HostLibrary> = OnceLock::new();
@@ -224,14 +230,18 @@ impl HostLibrary {
             return Err(dl_error());
         }
         // SAFETY: the symbols, if present, have host.h's signatures.
-        let (dispatch, exit) = unsafe {
+        let (load, dispatch, exit) = unsafe {
             (
+                libc::dlsym(handle, c"gpuinstr_tool_load".as_ptr()),
                 libc::dlsym(handle, c"gpuinstr_tool_dispatch".as_ptr()),
                 libc::dlsym(handle, c"gpuinstr_tool_exit".as_ptr()),
             )
         };
-        if dispatch.is_null() && exit.is_null() {
-            return Err("it defines neither gpuinstr_tool_dispatch nor gpuinstr_tool_exit (extern \"C\")".into());
+        if load.is_null() && dispatch.is_null() && exit.is_null() {
+            return Err(
+                "it defines none of gpuinstr_tool_load, gpuinstr_tool_dispatch and gpuinstr_tool_exit (extern \"C\")"
+                    .into(),
+            );
         }
         // SAFETY: host.h defines the symbol as a const uint32_t.
         let version = unsafe { libc::dlsym(handle, c"gpuinstr_tool_host_api".as_ptr()) };
@@ -246,26 +256,43 @@ impl HostLibrary {
         // SAFETY: as above.
         unsafe {
             Ok(HostLibrary {
+                load: (!load.is_null())
+                    .then(|| std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*const c_void)>(load)),
                 dispatch: (!dispatch.is_null())
                     .then(|| std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void)>(dispatch)),
                 exit: (!exit.is_null()).then(|| std::mem::transmute::<*mut c_void, unsafe extern "C" fn()>(exit)),
+                calls: Mutex::new(()),
             })
         }
+    }
+
+    /// Runs `f` as the only call into the tool (the lock guards no data:
+    /// a poisoned one still serialises).
+    fn call(&self, f: impl FnOnce()) {
+        let _one_at_a_time = self.calls.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        f();
     }
 }
 
 impl ToolHost for HostLibrary {
+    fn load(&self, code_object: &ToolCodeObject) {
+        if let Some(callback) = self.load {
+            // SAFETY: the tool gets an opaque pointer valid for the process.
+            self.call(|| unsafe { callback((code_object as *const ToolCodeObject).cast()) })
+        }
+    }
+
     fn dispatch(&self, dispatch: &mut ToolDispatch) {
         if let Some(callback) = self.dispatch {
             // SAFETY: the tool gets an opaque pointer valid for the call.
-            unsafe { callback((dispatch as *mut ToolDispatch).cast()) }
+            self.call(|| unsafe { callback((dispatch as *mut ToolDispatch).cast()) })
         }
     }
 
     fn exit(&self) {
         if let Some(callback) = self.exit {
             // SAFETY: a function of the tool's, no arguments.
-            unsafe { callback() }
+            self.call(|| unsafe { callback() })
         }
     }
 }
@@ -378,14 +405,54 @@ fn site_table(code_object: &crate::code_objects::InstrumentedCodeObject) -> &'st
     table
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn gpuinstr_sites(dispatch: *const c_void, count: *mut usize) -> *const CSite {
-    let Some(d) = dispatch_of(dispatch) else { return std::ptr::null() };
-    let table = site_table(&d.code_object);
+/// `table` for C: its address, and its length in `*count`.
+unsafe fn sites_out(table: &'static [CSite], count: *mut usize) -> *const CSite {
     if !count.is_null() {
         *count = table.len();
     }
     table.as_ptr()
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_sites(dispatch: *const c_void, count: *mut usize) -> *const CSite {
+    let Some(d) = dispatch_of(dispatch) else { return std::ptr::null() };
+    sites_out(site_table(&d.code_object.code_object), count)
+}
+
+/// The code object a tool's pointer stands for.
+unsafe fn code_object_of<'c>(code_object: *const c_void) -> Option<&'c ToolCodeObject> {
+    code_object.cast::<ToolCodeObject>().as_ref()
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_dispatch_code_object(dispatch: *const c_void) -> *const c_void {
+    dispatch_of(dispatch).map_or(std::ptr::null(), |d| std::sync::Arc::as_ptr(&d.code_object).cast())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_code_object_index(code_object: *const c_void) -> u32 {
+    code_object_of(code_object).map_or(u32::MAX, |c| c.index)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_code_object_processor(code_object: *const c_void) -> *const c_char {
+    code_object_of(code_object).map_or(c"".as_ptr(), |c| c.processor.as_ptr())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_code_object_kernel_count(code_object: *const c_void) -> usize {
+    code_object_of(code_object).map_or(0, |c| c.kernels.len())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_code_object_kernel(code_object: *const c_void, kernel: usize) -> *const c_char {
+    code_object_of(code_object).and_then(|c| c.kernels.get(kernel)).map_or(std::ptr::null(), |k| k.as_ptr())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_code_object_sites(code_object: *const c_void, count: *mut usize) -> *const CSite {
+    let Some(c) = code_object_of(code_object) else { return std::ptr::null() };
+    sites_out(site_table(&c.code_object), count)
 }
 
 unsafe fn report(dispatch: *mut c_void, key: *const c_char, value: ToolValue) {
@@ -406,13 +473,7 @@ pub unsafe extern "C" fn gpuinstr_report_json(dispatch: *mut c_void, key: *const
     if json.is_null() {
         return;
     }
-    let text = CStr::from_ptr(json).to_string_lossy();
-    let value = match serde_json::from_str(&text) {
-        Ok(value) => ToolValue::Json(value),
-        // Kept, and said: the tool's data is not lost to a typo.
-        Err(error) => ToolValue::Text(format!("the tool's JSON does not parse ({error}): {text}")),
-    };
-    report(dispatch, key, value);
+    report(dispatch, key, ToolValue::parsed(&CStr::from_ptr(json).to_string_lossy()));
 }
 
 #[no_mangle]
@@ -427,6 +488,42 @@ pub unsafe extern "C" fn gpuinstr_report_warning(dispatch: *mut c_void, text: *c
     let Some(d) = dispatch.cast::<ToolDispatch>().as_mut() else { return };
     if !text.is_null() {
         d.warn(CStr::from_ptr(text).to_string_lossy().to_string());
+    }
+}
+
+/// `key` and `value` into the report's run-level `tool` values.
+unsafe fn report_run(key: *const c_char, value: ToolValue) {
+    if key.is_null() {
+        return;
+    }
+    let key = CStr::from_ptr(key).to_string_lossy().to_string();
+    with_runtime(|r| r.report.tool.0.push((key, value)));
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_report_run_u64(key: *const c_char, value: u64) {
+    report_run(key, ToolValue::Number(value));
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_report_run_text(key: *const c_char, text: *const c_char) {
+    if !text.is_null() {
+        report_run(key, ToolValue::Text(CStr::from_ptr(text).to_string_lossy().to_string()));
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_report_run_json(key: *const c_char, json: *const c_char) {
+    if !json.is_null() {
+        report_run(key, ToolValue::parsed(&CStr::from_ptr(json).to_string_lossy()));
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_report_run_warning(text: *const c_char) {
+    if !text.is_null() {
+        let text = CStr::from_ptr(text).to_string_lossy().to_string();
+        with_runtime(|r| r.report.warn(format!("the tool: {text}")));
     }
 }
 
@@ -593,7 +690,7 @@ pub extern "C" fn gpuinstr_rt_on_code_object_loaded(
     delta_known: c_int,
 ) {
     let delta = (delta_known != 0).then_some(load_delta);
-    with_runtime(|r| r.code_object_loaded(&Rocr, executable, agent, reader, delta));
+    runtime::code_object_loaded(runtime(), &Rocr, tool(), (executable, agent, reader), delta);
 }
 
 #[no_mangle]

@@ -36,6 +36,10 @@ pub struct Report {
     /// or a selection was asked for).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub selection: Option<Selection>,
+    /// What the tool's host part reported of the whole run
+    /// (`gpuinstr_report_run_*`, usually at exit), in its order.
+    #[serde(skip_serializing_if = "ToolValues::is_empty")]
+    pub tool: ToolValues,
     /// Files the tool's host part wrote (`gpuinstr_write`), beside the report.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<ToolFile>,
@@ -118,6 +122,18 @@ impl std::fmt::Display for ToolValue {
             ToolValue::Json(serde_json::Value::Object(map)) => write!(f, "{{{} entries}}", map.len()),
             ToolValue::Json(serde_json::Value::Array(list)) => write!(f, "[{} entries]", list.len()),
             ToolValue::Json(value) => write!(f, "{value}"),
+        }
+    }
+}
+
+impl ToolValue {
+    /// The JSON text a tool reported (`gpuinstr_report_json`), or, when it
+    /// does not parse, the text and why: the tool's data is not lost to a
+    /// typo, and the report says so.
+    pub fn parsed(text: &str) -> Self {
+        match serde_json::from_str(text) {
+            Ok(value) => ToolValue::Json(value),
+            Err(error) => ToolValue::Text(format!("the tool's JSON does not parse ({error}): {text}")),
         }
     }
 }

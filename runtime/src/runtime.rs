@@ -54,9 +54,39 @@ pub struct ToolDispatch {
     /// What the tool said is missing or may be wrong (records dropped...).
     pub warnings: Vec<String>,
     /// The dispatch's code object (its point table).
-    pub code_object: Arc<InstrumentedCodeObject>,
+    pub code_object: Arc<ToolCodeObject>,
     /// Selected points the kernel may run that were left out (`--allow-partial`).
     pub points_left_out: u32,
+}
+
+/// An instrumented code object as a tool's host part sees it
+/// (`gpuinstr_code_object` of `gpuinstr/host.h`): given to it once when the
+/// program loads it, and with each dispatch of its kernels. The runtime
+/// keeps it until the process ends.
+pub struct ToolCodeObject {
+    /// Its index in the report's `code_objects`, in load order.
+    pub index: u32,
+    pub processor: std::ffi::CString,
+    /// Its kernels as the program dispatches them (instrumented copies kept
+    /// beside originals are not listed).
+    pub kernels: Vec<std::ffi::CString>,
+    pub code_object: Arc<InstrumentedCodeObject>,
+}
+
+impl ToolCodeObject {
+    fn of(index: usize, code_object: &Arc<InstrumentedCodeObject>) -> Self {
+        let c_string = |text: &str| std::ffi::CString::new(text.replace('\0', " ")).expect("no NUL left");
+        let copies: std::collections::HashSet<usize> = code_object.kernels.iter().filter_map(|k| k.copy).collect();
+        ToolCodeObject {
+            index: index as u32,
+            processor: c_string(&code_object.processor),
+            kernels: (code_object.kernels.iter().enumerate())
+                .filter(|(k, _)| !copies.contains(k))
+                .map(|(_, kernel)| c_string(&kernel.name))
+                .collect(),
+            code_object: code_object.clone(),
+        }
+    }
 }
 
 impl ToolDispatch {
@@ -75,6 +105,7 @@ impl ToolDispatch {
 
 /// A tool's host part, if one is loaded.
 pub trait ToolHost: Sync {
+    fn load(&self, code_object: &ToolCodeObject);
     fn dispatch(&self, dispatch: &mut ToolDispatch);
     fn exit(&self);
 }
@@ -127,6 +158,8 @@ struct Loaded {
     executable: u64,
     agent: u64,
     code_object: Arc<InstrumentedCodeObject>,
+    /// What the tool's host part sees of it.
+    tool_view: Arc<ToolCodeObject>,
     /// Index in the report's list of loaded code objects.
     index: usize,
     delta: i64,
@@ -231,9 +264,17 @@ impl Runtime {
     }
 
     /// The code object of `reader` was loaded into `executable` for `agent`,
-    /// `delta` bytes from its addresses.
-    pub fn code_object_loaded(&mut self, hsa: &dyn Hsa, executable: u64, agent: u64, reader: u64, delta: Option<i64>) {
-        let Some(code_object) = self.readers.get(&reader).cloned() else { return };
+    /// `delta` bytes from its addresses: what the tool's host part is to be
+    /// told, when it is instrumented and its dispatches can be observed.
+    fn code_object_loaded(
+        &mut self,
+        hsa: &dyn Hsa,
+        executable: u64,
+        agent: u64,
+        reader: u64,
+        delta: Option<i64>,
+    ) -> Option<Arc<ToolCodeObject>> {
+        let code_object = self.readers.get(&reader).cloned()?;
         let not_observed = |why: String| {
             format!(
                 "an instrumented {} code object was loaded but {why}; its dispatches are not observed",
@@ -242,14 +283,14 @@ impl Runtime {
         };
         let Some(delta) = delta else {
             self.report.warn(not_observed("ROCr's loader extension did not say where".into()));
-            return;
+            return None;
         };
         let layout = Layout::of(&code_object);
         let initial = match hsa.host_allocate(agent, layout.size) {
             Ok(initial) => initial,
             Err(error) => {
                 self.report.warn(not_observed(format!("no host memory for its initial values ({error})")));
-                return;
+                return None;
             }
         };
         for (global, &offset) in code_object.globals.iter().zip(&layout.offsets) {
@@ -304,16 +345,19 @@ impl Runtime {
                 self.selection.describe()
             ));
         }
+        let tool_view = Arc::new(ToolCodeObject::of(index, &code_object));
         self.loaded.push(Loaded {
             executable,
             agent,
             code_object,
+            tool_view: tool_view.clone(),
             index,
             delta,
             layout,
             initial,
             free_buffers: Vec::new(),
         });
+        Some(tool_view)
     }
 
     /// Its kernels' addresses may be reused by the next code object loaded.
@@ -441,6 +485,23 @@ impl Runtime {
     }
 }
 
+/// The code object of `reader` was loaded into `executable` for `agent`,
+/// `delta` bytes from its addresses. When it is instrumented, the tool's
+/// host part is told (with the runtime unlocked), before any of its
+/// dispatches can complete.
+pub fn code_object_loaded(
+    runtime: &Mutex<Runtime>,
+    hsa: &dyn Hsa,
+    tool: Option<&dyn ToolHost>,
+    (executable, agent, reader): (u64, u64, u64),
+    delta: Option<i64>,
+) {
+    let loaded = runtime.lock().ok().and_then(|mut r| r.code_object_loaded(hsa, executable, agent, reader, delta));
+    if let (Some(tool), Some(code_object)) = (tool, loaded) {
+        tool.load(&code_object);
+    }
+}
+
 /// Dispatch `id`'s collect kernel finished: hands what it collected to the
 /// tool's host part and records it. Called on ROCr's event thread, and at
 /// exit for dispatches whose handler had not run; whichever comes first
@@ -513,7 +574,7 @@ impl Runtime {
             globals,
             values: ToolValues::default(),
             warnings: Vec::new(),
-            code_object: loaded.code_object.clone(),
+            code_object: loaded.tool_view.clone(),
             points_left_out,
         };
         let record = DispatchRecord {

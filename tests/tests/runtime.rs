@@ -281,33 +281,102 @@ impl<'a> Oracle<'a> {
     /// instrumented program, with the tool's `plan`: see each check.
     fn check(&self, tool: &str, plan: &Plan, report: &Value, report_path: &Path) {
         match tool {
-            "instruction-counter" => self.check_instruction_counts(report, plan),
+            "instruction-counter" => {
+                let kernels = self.check_instruction_counts(report, plan);
+                assert_eq!(report["tool"], serde_json::json!({ "kernels": kernels }), "the run's totals per kernel");
+            }
             "kernel-arguments" => self.check_kernel_arguments(report),
             "opcode-histogram" => self.check_opcode_histogram(report),
             "branch-divergence" => {
                 self.check_branch_records(report, report_path);
+                self.check_run_totals_per_site(report, plan, "branches", "instrumented_branches", &["divergent"]);
             }
-            "memory-tracer" => self.check_memory_trace(report, report_path, plan),
+            "memory-tracer" => {
+                self.check_memory_trace(report, report_path, plan);
+                let fields = ["accesses", "lines"];
+                self.check_run_totals_per_site(report, plan, "instructions", "instrumented_instructions", &fields);
+            }
             other => panic!("no oracle for {other}"),
         }
     }
 
-    /// Each dispatch's instructions are the emulator's count (`expected_count`).
-    fn check_instruction_counts(&self, report: &Value, plan: &Plan) {
+    /// Each dispatch's instructions are the emulator's count
+    /// (`expected_count`); returns the run's totals per kernel.
+    fn check_instruction_counts(&self, report: &Value, plan: &Plan) -> serde_json::Map<String, Value> {
+        let mut kernels = serde_json::Map::new();
         for (k, (reported, logged)) in matched(report, self.logged).iter().zip(self.logged).enumerate() {
             let expected = expected_count(self.apps[k], plan, logged);
             assert_eq!(reported["tool"], serde_json::json!({ "instructions": expected }), "dispatch {k}");
+            let total = kernels.entry(logged["kernel"].as_str().unwrap()).or_insert(serde_json::json!({
+                "dispatches": 0, "instructions": 0
+            }));
+            total["dispatches"] = (total["dispatches"].as_u64().unwrap() + 1).into();
+            total["instructions"] = (total["instructions"].as_u64().unwrap() + expected).into();
         }
+        kernels
     }
 
     /// Each dispatch's gridDim and blockDim, as the hook read them in the
-    /// kernel, are the launch's (the packet's grid in workgroups).
+    /// kernel, are the launch's (the packet's grid in workgroups); the
+    /// run's launch shapes per kernel count them.
     fn check_kernel_arguments(&self, report: &Value) {
+        // Per kernel, dispatches per shape (as JSON text).
+        let mut launches = std::collections::BTreeMap::<String, std::collections::BTreeMap<String, u64>>::new();
         for (k, (reported, logged)) in matched(report, self.logged).iter().zip(self.logged).enumerate() {
             let grid: Vec<u64> = (0..3).map(|d| logged["grid_size"][d].as_u64().unwrap()).collect();
             let block: Vec<u64> = (0..3).map(|d| logged["workgroup_size"][d].as_u64().unwrap()).collect();
             let grid_dim: Vec<u64> = (0..3).map(|d| grid[d].div_ceil(block[d])).collect();
-            assert_eq!(reported["tool"], serde_json::json!({ "gridDim": grid_dim, "blockDim": block }), "dispatch {k}");
+            let shape = serde_json::json!({ "gridDim": grid_dim, "blockDim": block });
+            assert_eq!(reported["tool"], shape, "dispatch {k}");
+            let kernel = launches.entry(logged["kernel"].as_str().unwrap().into()).or_default();
+            *kernel.entry(shape.to_string()).or_default() += 1;
+        }
+        let reported: std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>> = report["tool"]
+            ["launches"]
+            .as_object()
+            .expect("the run's launches")
+            .iter()
+            .map(|(kernel, shapes)| {
+                let shapes = shapes.as_array().unwrap().iter().map(|s| {
+                    let shape = serde_json::json!({ "gridDim": s["gridDim"], "blockDim": s["blockDim"] });
+                    (shape.to_string(), s["dispatches"].as_u64().unwrap())
+                });
+                (kernel.clone(), shapes.collect())
+            })
+            .collect();
+        assert_eq!(reported, launches, "the run's launch shapes per kernel");
+    }
+
+    /// A tool's run-level list `key` (branches, memory instructions) holds
+    /// per site the sums of the dispatches' entries (each checked against
+    /// the emulator), and `instrumented` counts the sites instrumented in
+    /// the code objects loaded, of which `never_executed` did not run:
+    /// with one code object, exactly the points the plan selects in it.
+    fn check_run_totals_per_site(&self, report: &Value, plan: &Plan, key: &str, instrumented: &str, fields: &[&str]) {
+        let fields: Vec<&str> = ["executions"].into_iter().chain(fields.iter().copied()).collect();
+        let per_site = |entries: &Value, totals: &mut std::collections::BTreeMap<(String, u64), Vec<u64>>| {
+            for entry in entries.as_array().unwrap() {
+                let site = (entry["function"].as_str().unwrap().to_string(), hex_address(&entry["address"]));
+                let total = totals.entry(site).or_insert_with(|| vec![0; fields.len()]);
+                for (sum, field) in total.iter_mut().zip(&fields) {
+                    *sum += entry[field].as_u64().unwrap();
+                }
+            }
+        };
+        let mut expected = std::collections::BTreeMap::new();
+        for reported in matched(report, self.logged) {
+            per_site(&reported["tool"][key], &mut expected);
+        }
+        let mut totals = std::collections::BTreeMap::new();
+        per_site(&report["tool"][key], &mut totals);
+        assert_eq!(report["tool"][key].as_array().unwrap().len(), totals.len(), "{key}: each site once");
+        assert_eq!(totals, expected, "the run's {key}: (executions, {:?}) per site", &fields[1..]);
+        let instrumented = report["tool"][instrumented].as_u64().unwrap();
+        let never = report["tool"]["never_executed"].as_u64().unwrap();
+        assert_eq!(never + totals.len() as u64, instrumented, "{key}: run and never run");
+        if report["code_objects"].as_array().unwrap().len() == 1 {
+            let selected = plan.select(&lift(self.apps[0]).unwrap()).len() as u64;
+            assert_eq!(instrumented, selected, "{key}: the points the plan selects");
         }
     }
 
@@ -325,6 +394,7 @@ impl<'a> Oracle<'a> {
                 .collect();
             names
         });
+        let mut run = serde_json::Map::new();
         for (k, (reported, logged)) in matched(report, self.logged).iter().zip(self.logged).enumerate() {
             let mut expected = serde_json::Map::new();
             for entry in logged["per_address"].as_array().unwrap() {
@@ -333,8 +403,13 @@ impl<'a> Oracle<'a> {
                 expected.insert(name.to_string(), count.into());
             }
             assert!(expected.len() > 5, "dispatch {k}");
+            for (name, count) in &expected {
+                let total = run.get(name).and_then(Value::as_u64).unwrap_or(0) + count.as_u64().unwrap();
+                run.insert(name.clone(), total.into());
+            }
             assert_eq!(reported["tool"]["opcodes"], Value::Object(expected), "dispatch {k}");
         }
+        assert_eq!(report["tool"], serde_json::json!({ "opcodes": run }), "the run's executions per opcode");
     }
 
     /// Branch divergence: every record (branch, wavefront, OLD MASK, IF
@@ -608,6 +683,10 @@ fn dispatches_of_kernels_with_points_left_out_are_marked_partial() {
                 assert_eq!(reported["tool"], serde_json::json!({ "gridDim": grid, "blockDim": block }), "{how} {k}");
             }
         }
+        // The run's launch shapes name only the kernel it could read.
+        let launches = report["tool"]["launches"].as_object().unwrap();
+        assert!(launches.keys().all(|k| k != scale) && launches.len() == 1, "{how}: {launches:?}");
+        assert_eq!(report["tool"]["partial_dispatches"], 3, "{how}");
         assert!(stderr.contains("gpuinstr: warning: 3 dispatches have problems (partial"), "{how}: {stderr}");
         assert!(
             stderr.contains("PARTIAL: 3 dispatches of kernels whose entry point was left out, not read"),
@@ -625,29 +704,94 @@ fn a_dispatch_still_in_the_tool_at_exit_is_in_the_report() {
     let dir = test_directory("slow-host");
     let original = original(target, &dir);
     let tool = instrument_with("instruction-counter", &original, &dir);
-    let source = dir.join("slow.cpp");
-    std::fs::write(
-        &source,
-        "#include <gpuinstr/host.h>\n#include <chrono>\n#include <thread>\n\
+    let host = host_part_of(
+        "slow",
+        "#include <chrono>\n#include <thread>\n\
          extern \"C\" void gpuinstr_tool_dispatch(gpuinstr_dispatch *D) {\n\
            if (gpuinstr_dispatch_id(D) == 4) std::this_thread::sleep_for(std::chrono::seconds(3));\n\
            uint64_t Count = 0;\n\
            gpuinstr::read(D, \"Counter\", Count);\n\
            gpuinstr_report_u64(D, \"instructions\", Count);\n\
          }\n",
-    )
-    .unwrap();
-    let host = dir.join("libslow.so");
-    run_ok(
-        std::process::Command::new("c++")
-            .args(["-shared", "-fPIC", "-std=c++17", "-Wall", "-Werror", "-I"])
-            .arg(repo().join("hook-sdk/include"))
-            .arg(&source)
-            .arg("-o")
-            .arg(&host),
+        &dir,
     );
     let (report, _) = run_reported(&tool.program, target, Some(&host), &original.output, &dir);
     original.oracle().check_instruction_counts(&report, &tool.plan);
+}
+
+/// A host part's load call: once per instrumented code object as the
+/// program loads it, before its dispatches; the code object's index, GPU,
+/// kernels (the originals, not the copies kept beside them) and sites as
+/// its table has them; each dispatch gives the same code object back. The
+/// run's values and warnings a host part reports go into the report.
+#[test]
+fn a_host_part_learns_each_code_object_as_it_loads() {
+    let target = "gfx90a";
+    let dir = test_directory("load-call");
+    let original = original(target, &dir);
+    let tool = instrument_with("instruction-counter", &original, &dir);
+    let options = InstrumentOptions { keep_originals: true, ..InstrumentOptions::default() };
+    let program = instrumented_with(&original.program, &tool.device, &tool.plan, &options, "originals-kept");
+    let host = host_part_of(
+        "load-probe",
+        "#include <string>\n#include <vector>\n\
+         static std::vector<const gpuinstr_code_object *> Loaded;\n\
+         static std::string Loads = \"[\";\n\
+         extern \"C\" void gpuinstr_tool_load(const gpuinstr_code_object *C) {\n\
+           Loaded.push_back(C);\n\
+           size_t Sites = 0;\n\
+           gpuinstr_code_object_sites(C, &Sites);\n\
+           std::string Kernels;\n\
+           for (size_t K = 0; K < gpuinstr_code_object_kernel_count(C); ++K)\n\
+             Kernels += (K ? \", \" : \"\") + gpuinstr::jsonString(gpuinstr_code_object_kernel(C, K));\n\
+           Loads += std::string(Loads.size() > 1 ? \", \" : \"\") + \"{\\\"index\\\": \" +\n\
+             std::to_string(gpuinstr_code_object_index(C)) + \", \\\"processor\\\": \" +\n\
+             gpuinstr::jsonString(gpuinstr_code_object_processor(C)) + \", \\\"kernels\\\": [\" + Kernels +\n\
+             \"], \\\"sites\\\": \" + std::to_string(Sites) + \", \\\"past_the_end\\\": \" +\n\
+             std::to_string(gpuinstr_code_object_kernel(C, gpuinstr_code_object_kernel_count(C)) == nullptr) + \"}\";\n\
+         }\n\
+         extern \"C\" void gpuinstr_tool_dispatch(gpuinstr_dispatch *D) {\n\
+           const gpuinstr_code_object *C = gpuinstr_dispatch_code_object(D);\n\
+           size_t Sites = 0, DispatchSites = 0;\n\
+           bool Same = gpuinstr_code_object_sites(C, &Sites) == gpuinstr_sites(D, &DispatchSites);\n\
+           gpuinstr_report_u64(D, \"loaded_before\", !Loaded.empty() && Loaded.back() == C);\n\
+           gpuinstr_report_u64(D, \"same_sites\", Same && Sites == DispatchSites);\n\
+         }\n\
+         extern \"C\" void gpuinstr_tool_exit(void) {\n\
+           gpuinstr_report_run_json(\"loads\", (Loads + \"]\").c_str());\n\
+           gpuinstr_report_run_text(\"note\", \"probe\");\n\
+           gpuinstr_report_run_warning(\"a run-level warning\");\n\
+         }\n",
+        &dir,
+    );
+    let report_path = dir.join("report.json");
+    let run = Run { tool_host: Some(host), report: Some(report_path.clone()), ..run_on(target) };
+    let output = run.command(program.as_os_str(), &[]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert_eq!(succeeded(output, "the program"), original.output, "{stderr}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+    let mut kernels: Vec<&str> = original.app.kernels.iter().map(|k| k.name()).collect();
+    kernels.sort_unstable();
+    let sites = report["code_objects"][0]["sites"].as_u64().unwrap();
+    assert!(sites > 0);
+    let loads = &report["tool"]["loads"];
+    let mut loaded_kernels: Vec<&str> =
+        loads[0]["kernels"].as_array().unwrap().iter().map(|k| k.as_str().unwrap()).collect();
+    loaded_kernels.sort_unstable();
+    assert_eq!(loaded_kernels, kernels, "the originals' names, once each");
+    assert_eq!(
+        *loads,
+        serde_json::json!([{
+            "index": 0, "processor": target, "kernels": loads[0]["kernels"], "sites": sites, "past_the_end": 1
+        }])
+    );
+    assert_eq!(report["tool"]["note"], "probe");
+    let dispatches = report["dispatches"].as_array().unwrap();
+    assert_eq!(dispatches.len(), 4);
+    for dispatch in dispatches {
+        assert_eq!(dispatch["tool"], serde_json::json!({ "loaded_before": 1, "same_sites": 1 }), "{dispatch}");
+    }
+    assert_eq!(report["warnings"], serde_json::json!(["the tool: a run-level warning"]));
 }
 
 /// A host part built against another version of `gpuinstr/host.h` (here:
@@ -945,6 +1089,7 @@ fn dynamic_mode_reports_what_static_instrumentation_reports() {
         };
         let (report, stderr) = run_reported_with(run, &original.program, &[], &original.output, &dir);
         assert_eq!(dispatch_facts(&report), dispatch_facts(&static_report), "{source}: {stderr}");
+        assert_eq!(report["tool"], static_report["tool"], "{source}: the run's totals");
         let dynamic = report["dynamic"].as_array().unwrap();
         let sources: Vec<&str> = dynamic.iter().map(|d| d["source"].as_str().unwrap()).collect();
         assert_eq!(sources.iter().filter(|s| **s == source).count(), 1, "{source}: {dynamic:?}");
@@ -1061,14 +1206,27 @@ fn a_cmake_project_builds_instruments_runs_and_reports() {
     }
 }
 
+/// A host part of the test's own (`source` after `#include <gpuinstr/host.h>`),
+/// built as `libNAME.so` in `directory`.
+fn host_part_of(name: &str, source: &str, directory: &Path) -> PathBuf {
+    let file = directory.join(format!("{name}.cpp"));
+    std::fs::write(&file, format!("#include <gpuinstr/host.h>\n{source}")).unwrap();
+    compile_host_part(&file, directory.join(format!("lib{name}.so")))
+}
+
 /// `hook-sdk/examples/TOOL/host.cpp` built as the shared library the runtime loads.
 fn host_part(tool: &str, directory: &Path) -> PathBuf {
-    let output = directory.join(format!("lib{tool}-host.so"));
+    let source = repo().join("hook-sdk/examples").join(tool).join("host.cpp");
+    compile_host_part(&source, directory.join(format!("lib{tool}-host.so")))
+}
+
+/// `source` compiled to the shared library `output`, warnings as errors.
+fn compile_host_part(source: &Path, output: PathBuf) -> PathBuf {
     run_ok(
         std::process::Command::new("c++")
             .args(["-shared", "-fPIC", "-std=c++17", "-Wall", "-Werror", "-I"])
             .arg(repo().join("hook-sdk/include"))
-            .arg(repo().join("hook-sdk/examples").join(tool).join("host.cpp"))
+            .arg(source)
             .arg("-o")
             .arg(&output),
     );

@@ -1,8 +1,9 @@
 // Branch divergence's host part (gpuinstr/host.h): per dispatch, each
 // executed branch's wavefront executions and divergent ones go into the
 // report, every record (wavefront, OLD MASK, IF MASK) into the file
-// `branch-records.tsv` beside it, and at exit the most divergent branches
-// of the run are printed with their kernels and instructions.
+// `branch-records.tsv` beside it; at exit the run's totals per branch and
+// how many of the instrumented branches never ran are reported, and the
+// most divergent branches are printed with their kernels and instructions.
 #include <gpuinstr/host.h>
 
 #include <algorithm>
@@ -39,11 +40,21 @@ struct Branch {
 std::map<std::pair<std::string, uint64_t>, Branch> Totals;
 /// Branches selected and left out (--allow-partial): never recorded.
 std::set<std::pair<std::string, uint64_t>> LeftOut;
+/// Every branch instrumented in the code objects the program loaded.
+std::set<std::pair<std::string, uint64_t>> Instrumented;
 bool HeaderWritten = false;
 
 
 void write(const std::string &Line) { gpuinstr_write("branch-records.tsv", Line.data(), Line.size()); }
 } // namespace
+
+extern "C" void gpuinstr_tool_load(const gpuinstr_code_object *CodeObject) {
+  size_t Count = 0;
+  const gpuinstr_site *Sites = gpuinstr_code_object_sites(CodeObject, &Count);
+  for (size_t Site = 0; Site < Count; ++Site)
+    if (!Sites[Site].LeftOut)
+      Instrumented.insert({Sites[Site].Function, Sites[Site].Address});
+}
 
 extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
   const auto *Executions = gpuinstr::array<uint64_t>(Dispatch, "BranchExecutions", BranchSlots);
@@ -150,8 +161,30 @@ extern "C" void gpuinstr_tool_exit(void) {
   std::sort(Sorted.begin(), Sorted.end(), [](const Branch *A, const Branch *B) {
     return std::make_tuple(A->Divergent, A->Executions) > std::make_tuple(B->Divergent, B->Executions);
   });
-  std::fprintf(stderr, "branch divergence: %zu branches executed, %llu of %llu wavefront executions divergent\n",
-               Sorted.size(), static_cast<unsigned long long>(Divergent),
+  size_t NeverExecuted = 0;
+  for (const auto &Key : Instrumented)
+    NeverExecuted += !Totals.count(Key);
+
+  std::string Json = "[";
+  for (const Branch *B : Sorted) {
+    char Hex[32];
+    std::snprintf(Hex, sizeof Hex, "\"0x%" PRIx64 "\"", B->Address);
+    Json += std::string(Json.size() > 1 ? ", " : "") + "{\"address\": " + Hex +
+            ", \"function\": " + gpuinstr::jsonString(B->Function) +
+            (B->Location.empty() ? "" : ", \"location\": " + gpuinstr::jsonString(B->Location)) +
+            ", \"text\": " + gpuinstr::jsonString(B->Text) + ", \"executions\": " + std::to_string(B->Executions) +
+            ", \"divergent\": " + std::to_string(B->Divergent) + "}";
+  }
+  gpuinstr_report_run_json("branches", (Json + "]").c_str());
+  gpuinstr_report_run_u64("instrumented_branches", Instrumented.size());
+  gpuinstr_report_run_u64("never_executed", NeverExecuted);
+  gpuinstr_report_run_u64("divergent", Divergent);
+  if (!LeftOut.empty())
+    gpuinstr_report_run_u64("left_out", LeftOut.size());
+
+  std::fprintf(stderr, "branch divergence: %zu branches executed (%zu of %zu instrumented never ran), %llu of %llu "
+               "wavefront executions divergent\n",
+               Sorted.size(), NeverExecuted, Instrumented.size(), static_cast<unsigned long long>(Divergent),
                static_cast<unsigned long long>(Executions));
   if (!LeftOut.empty())
     std::fprintf(stderr, "  PARTIAL: %zu branches of the kernels run were left out, not recorded\n", LeftOut.size());

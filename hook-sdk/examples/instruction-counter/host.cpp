@@ -1,6 +1,6 @@
 // The instruction counter's host part (gpuinstr/host.h): each dispatch's
 // count goes into the runtime's report, and the counts per kernel are
-// printed when the program ends. Built as a shared library:
+// printed and reported when the program ends. Built as a shared library:
 //   c++ -shared -fPIC -I hook-sdk/include host.cpp -o libinstruction-counter-host.so
 //   gpuinstr-run --tool-host ./libinstruction-counter-host.so -- ./app.instrumented
 #include <gpuinstr/host.h>
@@ -34,6 +34,17 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
 }
 
 extern "C" void gpuinstr_tool_exit(void) {
+  std::string Json = "{";
+  for (const auto &[Kernel, Total] : PerKernel) {
+    Json += (Json.size() > 1 ? ", " : "") + gpuinstr::jsonString(Kernel) +
+            ": {\"dispatches\": " + std::to_string(Total.Dispatches) +
+            ", \"instructions\": " + std::to_string(Total.Instructions);
+    if (Total.PointsLeftOut)
+      Json += ", \"points_left_out\": " + std::to_string(Total.PointsLeftOut);
+    Json += "}";
+  }
+  gpuinstr_report_run_json("kernels", (Json + "}").c_str());
+
   std::fprintf(stderr, "instruction counter: %zu kernels\n", PerKernel.size());
   for (const auto &[Kernel, Total] : PerKernel) {
     std::fprintf(stderr, "  %-40s %6llu dispatches %16llu instructions", Kernel.c_str(),

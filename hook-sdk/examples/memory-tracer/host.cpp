@@ -4,7 +4,9 @@
 // instruction, its wavefront executions, lane accesses and the distinct
 // 64-byte lines they touched (summed over executions: lines per execution
 // near 1 is a coalesced access, near the active lanes a scattered one). At
-// exit the instructions touching the most lines are printed.
+// exit the run's totals per instruction and how many of the instrumented
+// memory instructions never ran are reported, and the instructions
+// touching the most lines are printed.
 #include <gpuinstr/host.h>
 
 #include <algorithm>
@@ -39,11 +41,21 @@ struct Instruction {
 std::map<std::pair<std::string, uint64_t>, Instruction> Totals;
 /// Memory instructions selected and left out (--allow-partial): never traced.
 std::set<std::pair<std::string, uint64_t>> LeftOut;
+/// Every memory instruction instrumented in the code objects the program loaded.
+std::set<std::pair<std::string, uint64_t>> Instrumented;
 bool HeaderWritten = false;
 
 
 void write(const std::string &Text) { gpuinstr_write("memory-trace.tsv", Text.data(), Text.size()); }
 } // namespace
+
+extern "C" void gpuinstr_tool_load(const gpuinstr_code_object *CodeObject) {
+  size_t Count = 0;
+  const gpuinstr_site *Sites = gpuinstr_code_object_sites(CodeObject, &Count);
+  for (size_t Site = 0; Site < Count; ++Site)
+    if (!Sites[Site].LeftOut)
+      Instrumented.insert({Sites[Site].Function, Sites[Site].Address});
+}
 
 extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
   const auto *Trace = gpuinstr::array<MemoryAccess>(Dispatch, "Trace", TraceCapacity);
@@ -152,9 +164,32 @@ extern "C" void gpuinstr_tool_exit(void) {
     Sorted.push_back(&Entry);
     Accesses += Entry.second.Accesses;
   }
+  size_t NeverExecuted = 0;
+  for (const auto &Key : Instrumented)
+    NeverExecuted += !Totals.count(Key);
+
+  std::string Json = "[";
+  for (const auto *Entry : Sorted) {
+    const Instruction &I = Entry->second;
+    char Hex[32];
+    std::snprintf(Hex, sizeof Hex, "\"0x%" PRIx64 "\"", Entry->first.second);
+    Json += std::string(Json.size() > 1 ? ", " : "") + "{\"address\": " + Hex +
+            ", \"function\": " + gpuinstr::jsonString(I.Function) +
+            (I.Location.empty() ? "" : ", \"location\": " + gpuinstr::jsonString(I.Location)) +
+            ", \"text\": " + gpuinstr::jsonString(I.Text) + ", \"executions\": " + std::to_string(I.Executions) +
+            ", \"accesses\": " + std::to_string(I.Accesses) + ", \"lines\": " + std::to_string(I.Lines) + "}";
+  }
+  gpuinstr_report_run_json("instructions", (Json + "]").c_str());
+  gpuinstr_report_run_u64("instrumented_instructions", Instrumented.size());
+  gpuinstr_report_run_u64("never_executed", NeverExecuted);
+  gpuinstr_report_run_u64("accesses", Accesses);
+  if (!LeftOut.empty())
+    gpuinstr_report_run_u64("left_out", LeftOut.size());
+
   std::sort(Sorted.begin(), Sorted.end(), [](const auto *A, const auto *B) { return A->second.Lines > B->second.Lines; });
-  std::fprintf(stderr, "memory tracer: %llu lane accesses by %zu instructions; the most 64-byte lines touched:\n",
-               static_cast<unsigned long long>(Accesses), Sorted.size());
+  std::fprintf(stderr, "memory tracer: %llu lane accesses by %zu instructions (%zu of %zu instrumented never ran); "
+               "the most 64-byte lines touched:\n",
+               static_cast<unsigned long long>(Accesses), Sorted.size(), NeverExecuted, Instrumented.size());
   for (size_t K = 0; K < Sorted.size() && K < 10; ++K) {
     const Instruction &I = Sorted[K]->second;
     std::fprintf(stderr, "  %10llu lines %10llu accesses %8.2f lines/execution  %s%s%s at 0x%llx: %s\n",

@@ -8,13 +8,20 @@
 // runtime loads when `gpuinstr-run --tool-host LIB` (GPUINSTR_TOOL_HOST)
 // names it. It defines any of these entry points:
 //
+//   extern "C" void gpuinstr_tool_load(const gpuinstr_code_object *CodeObject);
+//       when the program loads an instrumented code object, before any
+//       dispatch of its kernels is handed over: build per code object
+//       tables here (its sites, its kernels)
 //   extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch);
-//       after each dispatch of an instrumented kernel (on a runtime thread,
-//       one call at a time; do not call HIP or HSA from it)
+//       after each dispatch of an instrumented kernel
 //   extern "C" void gpuinstr_tool_exit(void);
-//       once, when the program ends: print the tool's summary here
+//       once, when the program ends: print the tool's summary and report
+//       the run's totals (gpuinstr_report_run_*) here
 //
-// and calls the functions below, which the runtime provides.
+// The runtime calls them one at a time (loads come on the program's
+// threads, dispatches on a runtime thread), so a host part needs no locks;
+// do not call HIP or HSA from them. It calls the functions below, which
+// the runtime provides.
 #ifndef GPUINSTR_HOST_H
 #define GPUINSTR_HOST_H
 
@@ -30,17 +37,37 @@ extern "C" {
 /// files include this header), and the runtime refuses a host part of
 /// another version: it would read the runtime's structs with the wrong
 /// layout.
-#define GPUINSTR_HOST_API 3
+#define GPUINSTR_HOST_API 4
 __attribute__((weak, visibility("default"))) extern const uint32_t gpuinstr_tool_host_api;
 const uint32_t gpuinstr_tool_host_api = GPUINSTR_HOST_API;
 
 /// One completed dispatch of an instrumented kernel; valid during the call.
 typedef struct gpuinstr_dispatch gpuinstr_dispatch;
+/// An instrumented code object the program loaded; valid until the program
+/// ends (the same pointer in its load call and with each of its dispatches).
+typedef struct gpuinstr_code_object gpuinstr_code_object;
+typedef struct gpuinstr_site gpuinstr_site;
+
+/// 0, 1, ... in load order: the index of the code object in the report's
+/// `code_objects` (and each dispatch record's `code_object`).
+uint32_t gpuinstr_code_object_index(const gpuinstr_code_object *CodeObject);
+/// The GPU it is for (`gfx90a`).
+const char *gpuinstr_code_object_processor(const gpuinstr_code_object *CodeObject);
+/// Its kernels' symbol names (mangled) as the program dispatches them
+/// (instrumented copies kept beside originals are not listed): how many,
+/// and the `Kernel`-th (NULL past the end).
+size_t gpuinstr_code_object_kernel_count(const gpuinstr_code_object *CodeObject);
+const char *gpuinstr_code_object_kernel(const gpuinstr_code_object *CodeObject, size_t Kernel);
+/// Its points, indexed by the `site` number a hook gets, and their count in
+/// *Count (as gpuinstr_sites gives them for its dispatches).
+const gpuinstr_site *gpuinstr_code_object_sites(const gpuinstr_code_object *CodeObject, size_t *Count);
 
 /// 1, 2, ... in the order the program submitted observed dispatches.
 uint64_t gpuinstr_dispatch_id(const gpuinstr_dispatch *Dispatch);
 /// The kernel's symbol name (mangled, as in the code object).
 const char *gpuinstr_dispatch_kernel(const gpuinstr_dispatch *Dispatch);
+/// The code object of the dispatch's kernel (the one its load call got).
+const gpuinstr_code_object *gpuinstr_dispatch_code_object(const gpuinstr_dispatch *Dispatch);
 /// The grid in work-items and the workgroup size, as the dispatch packet gives them.
 void gpuinstr_dispatch_grid(const gpuinstr_dispatch *Dispatch, uint32_t Grid[3]);
 void gpuinstr_dispatch_workgroup(const gpuinstr_dispatch *Dispatch, uint32_t Workgroup[3]);
@@ -55,8 +82,8 @@ uint32_t gpuinstr_dispatch_points_left_out(const gpuinstr_dispatch *Dispatch);
 /// global.
 const void *gpuinstr_global(const gpuinstr_dispatch *Dispatch, const char *Name, size_t *Size);
 
-/// An instrumentation point of the dispatch's code object.
-typedef struct gpuinstr_site {
+/// An instrumentation point of a code object.
+struct gpuinstr_site {
   /// The instruction's address in the original code object.
   uint64_t Address;
   /// LLVM's pseudo opcode number: what a hook gets as `opcode`.
@@ -73,7 +100,7 @@ typedef struct gpuinstr_site {
   /// Nonzero: the point was selected and left out (`--allow-partial`); its
   /// hook never runs.
   uint32_t LeftOut;
-} gpuinstr_site;
+};
 
 /// The points of the dispatch's code object, indexed by the `site` number a
 /// hook gets (plan argument `{ value = "site" }`), and their count in
@@ -90,6 +117,16 @@ void gpuinstr_report_json(gpuinstr_dispatch *Dispatch, const char *Key, const ch
 /// full buffer dropped, counters two sites share): a counted warning in the
 /// report and a problem of the dispatch's record. Never leave it unsaid.
 void gpuinstr_report_warning(gpuinstr_dispatch *Dispatch, const char *Text);
+
+/// Adds `Key: Value` to the report's values for the whole run (the JSON
+/// report's top-level `tool` object): the run's totals, usually from
+/// gpuinstr_tool_exit.
+void gpuinstr_report_run_u64(const char *Key, uint64_t Value);
+void gpuinstr_report_run_text(const char *Key, const char *Text);
+void gpuinstr_report_run_json(const char *Key, const char *Json);
+/// Says that the run's results are incomplete or may be wrong beyond any
+/// one dispatch: a counted warning in the report.
+void gpuinstr_report_run_warning(const char *Text);
 
 /// Appends `Size` bytes to the tool's file `Name` (a plain file name, such
 /// as `memory-trace.tsv`): for records too many for the report. The file is
