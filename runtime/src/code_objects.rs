@@ -79,6 +79,23 @@ impl InstrumentedCodeObject {
     }
 }
 
+/// Kernels of HIP's runtime itself (fills and copies it compiles at run
+/// time): not the program's, and static instrumentation never sees them.
+pub const HIP_RUNTIME_KERNELS: &str = "__amd_rocclr_";
+
+/// The kernels of a code object that is not instrumented, by name and
+/// descriptor address (its `.kd` symbols): a dispatch of one runs code no
+/// tool sees, and the report says so. Nothing for bytes that are no
+/// 64-bit ELF (ROCr would not load them either).
+pub fn kernel_descriptors(bytes: &[u8]) -> Vec<(String, u64)> {
+    use object::{ObjectSymbol, SymbolKind};
+    let Ok(elf) = ElfFile64::<object::Endianness>::parse(bytes) else { return Vec::new() };
+    elf.symbols()
+        .filter(|s| s.kind() == SymbolKind::Data)
+        .filter_map(|s| Some((s.name().ok()?.strip_suffix(".kd")?.to_string(), s.address())))
+        .collect()
+}
+
 /// Cheap look at the section headers: is this an instrumented code object?
 /// (Libraries load code objects of tens of megabytes that are not.)
 pub fn is_instrumented(bytes: &[u8]) -> bool {

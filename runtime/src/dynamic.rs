@@ -18,7 +18,7 @@ use gpuinstr::tool::Tool;
 use gpuinstr_intrinsics::Registry;
 use sha2::{Digest, Sha256};
 
-use crate::code_objects::is_instrumented;
+use crate::code_objects::{is_instrumented, HIP_RUNTIME_KERNELS};
 use crate::report::DynamicRecord;
 
 /// What the user asked for (`GPUINSTR_DYNAMIC_TOOL`, `_PLAN`, `GPUINSTR_CACHE`,
@@ -41,10 +41,6 @@ pub struct Replacement {
     pub bytes: Option<Arc<[u8]>>,
     pub record: DynamicRecord,
 }
-
-/// Kernels of HIP's runtime itself (fills and copies it compiles at run
-/// time): not the program's, and static instrumentation never sees them.
-const HIP_RUNTIME_KERNELS: &str = "__amd_rocclr_";
 
 fn sha256(parts: &[&[u8]]) -> [u8; 32] {
     let mut hasher = Sha256::new();

@@ -27,6 +27,10 @@ pub struct Report {
     pub dispatches: Vec<DispatchRecord>,
     /// Dispatches submitted that had not completed when the program ended.
     pub unread_dispatches: usize,
+    /// Dispatches of kernels that run no instrumented code (HIP's own
+    /// fills and copies aside), per kernel: the tool saw none of them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub uninstrumented_dispatches: Vec<UninstrumentedRecord>,
     /// Dynamic mode: each code object the program loaded that gpuinstr
     /// instrumented for it, in load order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -44,6 +48,13 @@ pub struct Report {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<ToolFile>,
     pub warnings: Vec<String>,
+}
+
+/// Dispatches of one kernel that is not instrumented.
+#[derive(Debug, Serialize)]
+pub struct UninstrumentedRecord {
+    pub kernel: String,
+    pub dispatches: u64,
 }
 
 /// A code object instrumented in dynamic mode.

@@ -188,6 +188,14 @@ struct InFlight {
 pub struct Runtime {
     /// Readers holding an instrumented code object.
     readers: HashMap<u64, Arc<InstrumentedCodeObject>>,
+    /// Readers holding a code object that is not: its kernels' names and
+    /// descriptor addresses.
+    plain_readers: HashMap<u64, Vec<(String, u64)>>,
+    /// Kernel object → name and executable of kernels no tool sees.
+    plain_kernels: HashMap<u64, (String, u64)>,
+    /// Dispatches of kernels that run no instrumented code, per kernel
+    /// (HIP's own fills and copies aside).
+    uninstrumented: std::collections::BTreeMap<String, u64>,
     loaded: Vec<Loaded>,
     /// Kernel object (descriptor address) → the kernel as loaded.
     kernels: HashMap<u64, LoadedKernel>,
@@ -224,6 +232,9 @@ impl Default for Runtime {
     fn default() -> Self {
         Runtime {
             readers: HashMap::new(),
+            plain_readers: HashMap::new(),
+            plain_kernels: HashMap::new(),
+            uninstrumented: Default::default(),
             loaded: Vec::new(),
             kernels: HashMap::new(),
             ordinals: HashMap::new(),
@@ -246,7 +257,9 @@ impl Runtime {
             Ok(Some(code_object)) => {
                 self.readers.insert(reader, Arc::new(code_object));
             }
-            Ok(None) => {}
+            Ok(None) => {
+                self.plain_readers.insert(reader, code_objects::kernel_descriptors(bytes));
+            }
             Err(error) => self.report.warn(format!(
                 "a code object the program loads looks instrumented but its tables cannot be read: {error}; its dispatches are not observed"
             )),
@@ -261,6 +274,7 @@ impl Runtime {
 
     pub fn reader_destroyed(&mut self, reader: u64) {
         self.readers.remove(&reader);
+        self.plain_readers.remove(&reader);
     }
 
     /// The code object of `reader` was loaded into `executable` for `agent`,
@@ -274,7 +288,15 @@ impl Runtime {
         reader: u64,
         delta: Option<i64>,
     ) -> Option<Arc<ToolCodeObject>> {
-        let code_object = self.readers.get(&reader).cloned()?;
+        let Some(code_object) = self.readers.get(&reader).cloned() else {
+            // Not instrumented: its kernels are named when dispatched.
+            if let (Some(kernels), Some(delta)) = (self.plain_readers.get(&reader), delta) {
+                for (name, descriptor) in kernels {
+                    self.plain_kernels.insert(located(*descriptor, delta), (name.clone(), executable));
+                }
+            }
+            return None;
+        };
         let not_observed = |why: String| {
             format!(
                 "an instrumented {} code object was loaded but {why}; its dispatches are not observed",
@@ -363,6 +385,19 @@ impl Runtime {
     /// Its kernels' addresses may be reused by the next code object loaded.
     pub fn executable_destroyed(&mut self, executable: u64) {
         self.kernels.retain(|_, kernel| self.loaded[kernel.slot].executable != executable);
+        self.plain_kernels.retain(|_, (_, loaded_into)| *loaded_into != executable);
+    }
+
+    /// A dispatch of `kernel_object`, which is no instrumented kernel:
+    /// counted by its name (a kernel the runtime never saw loaded by its
+    /// descriptor's address), unless it is one of HIP's own.
+    fn dispatch_not_instrumented(&mut self, kernel_object: u64) {
+        let name = match self.plain_kernels.get(&kernel_object) {
+            Some((name, _)) if name.starts_with(code_objects::HIP_RUNTIME_KERNELS) => return,
+            Some((name, _)) => name.clone(),
+            None => format!("kernel object {kernel_object:#x} (its code object was not seen loading)"),
+        };
+        *self.uninstrumented.entry(name).or_default() += 1;
     }
 
     /// The packets that go to the device for `packets`, submitted to `queue`.
@@ -372,6 +407,9 @@ impl Runtime {
             let instrumented = packets::dispatch_of(packet)
                 .and_then(|dispatch| Some((dispatch, self.kernels.get(&dispatch.kernel_object)?.clone())));
             let Some((mut dispatch, kernel)) = instrumented else {
+                if let Some(dispatch) = packets::dispatch_of(packet) {
+                    self.dispatch_not_instrumented(dispatch.kernel_object);
+                }
                 out.push(*packet);
                 continue;
             };
@@ -593,6 +631,29 @@ impl Runtime {
 }
 
 impl Runtime {
+    /// Dispatches that ran no instrumented code, per kernel: in the report,
+    /// and one counted warning naming the most dispatched.
+    fn report_uninstrumented(&mut self, uninstrumented: std::collections::BTreeMap<String, u64>) {
+        let total: u64 = uninstrumented.values().sum();
+        let mut by_count: Vec<(&String, &u64)> = uninstrumented.iter().collect();
+        by_count.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let named: Vec<String> = by_count.iter().take(5).map(|(kernel, n)| format!("{kernel} ({n})")).collect();
+        let more = by_count.len() - named.len();
+        self.report.warn(format!(
+            "{total} dispatch{} of {} kernel{} ran code that is not instrumented, and the tool saw none of them: {}{}; \
+             instrument the code objects that hold them (a library, a module loaded at run time) or run in dynamic mode",
+            if total == 1 { "" } else { "es" },
+            uninstrumented.len(),
+            if uninstrumented.len() == 1 { "" } else { "s" },
+            named.join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() },
+        ));
+        self.report.uninstrumented_dispatches = uninstrumented
+            .into_iter()
+            .map(|(kernel, dispatches)| crate::report::UninstrumentedRecord { kernel, dispatches })
+            .collect();
+    }
+
     /// Appends to the tool file `name` beside the report at `report`; a
     /// file that cannot be written is a warning (once).
     pub fn write_tool_file(&mut self, report: &std::path::Path, name: &str, bytes: &[u8]) {
@@ -630,6 +691,14 @@ pub fn finish(runtime: &Mutex<Runtime>, hsa: &dyn Hsa, tool: Option<&dyn ToolHos
     }
     r.report.unread_dispatches = unread;
     r.report.dispatches.sort_by_key(|d| d.id);
+    // A program run for a tool (something instrumented, a host part, dynamic
+    // mode) learns which of its dispatches the tool saw none of; a plain
+    // program on the emulated GPU hears nothing.
+    let for_a_tool = !r.report.code_objects.is_empty() || tool.is_some() || !r.report.dynamic.is_empty();
+    if for_a_tool && !r.uninstrumented.is_empty() {
+        let uninstrumented = std::mem::take(&mut r.uninstrumented);
+        r.report_uninstrumented(uninstrumented);
+    }
     if r.selection.is_narrowed() || r.selection.selected + r.selection.not_selected > 0 {
         r.report.selection = Some(r.selection.clone());
     }

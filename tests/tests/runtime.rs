@@ -1101,7 +1101,9 @@ fn dynamic_mode_reports_what_static_instrumentation_reports() {
 
 /// Dynamic mode covers code loaded at run time: a program that loads a code
 /// object file with `hipModuleLoad` (never instrumented on disk) reports,
-/// for its own kernel and the module's, the counts the emulator gives.
+/// for its own kernel and the module's, the counts the emulator gives; the
+/// program instrumented statically reports its own and warns of the
+/// module's.
 #[test]
 fn dynamic_mode_instruments_a_code_object_loaded_with_hip_module_load() {
     let target = "gfx90a";
@@ -1125,13 +1127,14 @@ fn dynamic_mode_instruments_a_code_object_loaded_with_hip_module_load() {
         dispatch_log(&log).into_iter().filter(|d| known.contains(&d["kernel"].as_str().unwrap())).collect();
     assert!(logged.len() >= 4, "{logged:?}");
 
-    let tool = build_tool(Compiler::Hipcc, &example("instruction-counter"), "-O3", &dir);
+    let tool_device = build_tool(Compiler::Hipcc, &example("instruction-counter"), "-O3", &dir);
     let plan_file = repo().join("hook-sdk/examples/instruction-counter/plan.toml");
     let plan = Plan::load(&plan_file).unwrap();
+    let host = host_part("instruction-counter", &dir);
     let run = Run {
-        dynamic: Some((tool, plan_file)),
+        dynamic: Some((tool_device.clone(), plan_file)),
         cache: Some(PathBuf::from("none")),
-        tool_host: Some(host_part("instruction-counter", &dir)),
+        tool_host: Some(host.clone()),
         ..run_on(target)
     };
     let (report, stderr) = run_reported_with(run, &program, &[&module], &expected_output, &dir);
@@ -1147,6 +1150,43 @@ fn dynamic_mode_instruments_a_code_object_loaded_with_hip_module_load() {
         module_dispatches += usize::from(std::ptr::eq(of_kernel(kernel), &code_objects[0]));
     }
     assert!(module_dispatches >= 3, "the module's kernels were dispatched and counted");
+
+    // Statically, only the program is instrumented: its own dispatches are
+    // read, and the module's, which no tool saw, are named and counted in a
+    // warning, never passed over quietly.
+    let instrumented_program = instrumented(&program, &tool_device, &plan);
+    let report_path = dir.join("static.json");
+    let run = Run { tool_host: Some(host), report: Some(report_path.clone()), ..run_on(target) };
+    let output = run.command(instrumented_program.as_os_str(), &[module.as_os_str().to_owned()]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert_eq!(succeeded(output, "statically instrumented"), expected_output, "{stderr}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+    let mut module_kernels = std::collections::BTreeMap::<String, u64>::new();
+    for logged in &logged {
+        if std::ptr::eq(of_kernel(logged["kernel"].as_str().unwrap()), &code_objects[0]) {
+            *module_kernels.entry(logged["kernel"].as_str().unwrap().into()).or_default() += 1;
+        }
+    }
+    let uninstrumented: std::collections::BTreeMap<String, u64> = report["uninstrumented_dispatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| (u["kernel"].as_str().unwrap().to_string(), u["dispatches"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(uninstrumented, module_kernels, "{stderr}");
+    let read = report["dispatches"].as_array().unwrap().len() as u64;
+    assert_eq!(read + module_dispatches as u64, logged.len() as u64);
+    let warnings = report["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    let total: u64 = module_kernels.values().sum();
+    let warning = warnings[0].as_str().unwrap();
+    assert!(
+        warning.starts_with(&format!(
+            "{total} dispatches of {} kernels ran code that is not instrumented",
+            module_kernels.len()
+        )) && warning.contains("run in dynamic mode"),
+        "{warning}"
+    );
 }
 
 /// The CMake flow end to end: a HIP project builds its program and the
