@@ -190,6 +190,16 @@ impl Run<'_> {
         }
     }
 
+    /// The runtime's readers: is it instrumented, its tables and globals;
+    /// else its kernels' names.
+    fn runtime_readers(&mut self, bytes: &[u8]) {
+        use gpuinstr_rt::code_objects::{kernel_descriptors, recognise};
+        self.op("runtime: recognise", || match recognise(bytes).map_err(|e| e.to_string())? {
+            Some(code_object) => Ok(code_object.kernels.len() + code_object.points.len()),
+            None => Ok(kernel_descriptors(bytes).len()),
+        });
+    }
+
     /// One hook call compiled for the first instruction of each kernel.
     fn payload(
         &mut self,
@@ -288,6 +298,14 @@ pub fn run_case(context: &Context, kind: Kind, seed: &[u8], input: &[u8], full: 
             let originals =
                 gpuinstr::stages::load::load_bytes(Path::new("seed"), seed).map(|l| l.code_objects).unwrap_or_default();
             let loaded = run.op("load", || gpuinstr::stages::load::load(&path).map_err(|e| e.to_string()));
+            // What the runtime reads of every code object a program loads,
+            // inside the program (a panic there would abort it).
+            if kind == Kind::CodeObject {
+                run.runtime_readers(input);
+            }
+            for code_object in loaded.iter().filter(|_| kind != Kind::CodeObject).flat_map(|l| &l.code_objects) {
+                run.runtime_readers(&code_object.bytes);
+            }
             if let Some(loaded) = loaded {
                 for (index, code_object) in loaded.code_objects.iter().take(3).enumerate() {
                     run.code_object(code_object, originals.get(index), full);
