@@ -136,6 +136,8 @@ pub enum ToolProblem {
     GlobalInitialisedWithAddress(String),
     #[error("tool global `{}` has an initial value outside the tool's code object", printable(.0))]
     GlobalOutsideFile(String),
+    #[error("GPUINSTR_RECORDS({}, ...): {why}", printable(buffer))]
+    BadRecordsDeclaration { buffer: String, why: String },
 }
 
 /// Text from the input (symbol, section and kernel names) inside a message:

@@ -201,8 +201,16 @@ pub fn render_text(report: &InspectReport) -> String {
             }
             for global in &instrumented.tool_globals {
                 let managed = if global.managed { ", managed" } else { "" };
-                writeln!(out, "    tool global {}  {} B at {}{managed}", global.tool_name, global.size, global.symbol)
-                    .unwrap();
+                let records = global
+                    .records
+                    .as_ref()
+                    .map_or(String::new(), |r| format!(", records of {} B counted by {}", r.record_bytes, r.count));
+                writeln!(
+                    out,
+                    "    tool global {}  {} B at {}{managed}{records}",
+                    global.tool_name, global.size, global.symbol
+                )
+                .unwrap();
             }
         }
         let Some(tool) = &code_object.tool else {

@@ -53,6 +53,9 @@ pub struct GlobalInfo {
     pub size: u64,
     pub managed: bool,
     pub initial: Vec<u8>,
+    /// A buffer of records (`GPUINSTR_RECORDS`): the index among the
+    /// globals of its count, and bytes per record.
+    pub records: Option<(usize, u64)>,
 }
 
 /// What the runtime knows of one instrumented code object.
@@ -112,7 +115,13 @@ pub fn recognise(bytes: &[u8]) -> Result<Option<InstrumentedCodeObject>, Recogni
     let sites = instrumented::site_table(&code_object)?.len();
     let symbols: HashMap<&str, u64> = code_object.symbols.iter().map(|s| (s.name.as_str(), s.value)).collect();
     let mut globals = Vec::new();
-    for entry in instrumented::tool_globals(&code_object)? {
+    let entries = instrumented::tool_globals(&code_object)?;
+    let index_of = |name: &str| entries.iter().position(|e| e.tool_name == name);
+    let records_of = |entry: &instrumented::ToolGlobalEntry| {
+        let records = entry.records.as_ref()?;
+        Some((index_of(&records.count)?, records.record_bytes))
+    };
+    for entry in &entries {
         let address =
             *symbols.get(entry.symbol.as_str()).ok_or_else(|| RecogniseError::MissingSymbol(entry.symbol.clone()))?;
         let outside = || RecogniseError::OutsideData { name: entry.tool_name.clone(), address, size: entry.size };
@@ -126,12 +135,13 @@ pub fn recognise(bytes: &[u8]) -> Result<Option<InstrumentedCodeObject>, Recogni
             code_object.bytes_at(address, entry.size).ok_or_else(outside)?.to_vec()
         };
         globals.push(GlobalInfo {
-            tool_name: entry.tool_name,
-            symbol: entry.symbol,
+            tool_name: entry.tool_name.clone(),
+            symbol: entry.symbol.clone(),
             address,
             size: entry.size,
             managed: entry.managed,
             initial,
+            records: records_of(entry),
         });
     }
     let mut kernels: Vec<KernelInfo> = code_object

@@ -121,7 +121,8 @@ struct Layout {
 }
 
 const KERNARG_BYTES: usize = 64;
-const ENTRY_BYTES: usize = 32;
+/// `Entry` of device/collect.hip.
+const ENTRY_BYTES: usize = 48;
 
 impl Layout {
     fn of(code_object: &InstrumentedCodeObject) -> Self {
@@ -473,6 +474,10 @@ impl Runtime {
             entry[8..16].copy_from_slice(&(buffer + offset as u64).to_le_bytes());
             entry[16..24].copy_from_slice(&(loaded.initial + offset as u64).to_le_bytes());
             entry[24..32].copy_from_slice(&global.size.to_le_bytes());
+            if let Some((count, record_bytes)) = global.records {
+                entry[32..40].copy_from_slice(&located(globals[count].address, loaded.delta).to_le_bytes());
+                entry[40..48].copy_from_slice(&record_bytes.to_le_bytes());
+            }
             hsa.host_write(buffer + (KERNARG_BYTES + ENTRY_BYTES * k) as u64, &entry);
         }
         Ok(buffer)
@@ -576,9 +581,24 @@ impl Runtime {
         let loaded = &mut self.loaded[flight.slot];
         let mut globals = Vec::new();
         let mut values = Vec::new();
-        for (global, &offset) in loaded.code_object.globals.iter().zip(&loaded.layout.offsets) {
+        let all = &loaded.code_object.globals;
+        let read =
+            |index: usize, into: &mut [u8]| hsa.host_read(flight.buffer + loaded.layout.offsets[index] as u64, into);
+        for (index, global) in all.iter().enumerate() {
             let mut bytes = vec![0u8; global.size as usize];
-            hsa.host_read(flight.buffer + offset as u64, &mut bytes);
+            // Of a record buffer only the records its count says were
+            // written came back (the rest of the copy is an earlier
+            // dispatch's): past them the tool sees zeros, as before any.
+            let copied = match global.records {
+                Some((count, record_bytes)) => {
+                    let mut wanted = [0u8; 8];
+                    read(count, &mut wanted);
+                    let capacity = global.size / record_bytes;
+                    (u64::from_le_bytes(wanted).min(capacity) * record_bytes) as usize
+                }
+                None => bytes.len(),
+            };
+            read(index, &mut bytes[..copied]);
             values.push(match tool {
                 true => GlobalValue::named(&global.tool_name, bytes.len()),
                 false => GlobalValue::of(&global.tool_name, &bytes),

@@ -473,6 +473,7 @@ fn tool_globals_are_defined_or_left_to_a_loader() {
             tool_name: "Counter".into(),
             size: 8,
             managed: true,
+            records: None,
         };
         assert_eq!(listed, vec![counter], "{mode:?}");
         let input = gpuinstr::stages::load::LoadedInput {
@@ -626,9 +627,49 @@ fn a_tool_from_an_older_plugin_still_gets_managed_storage() {
     let options = InstrumentOptions::default();
     let (bytes, _) = instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &options).unwrap();
     let output = CodeObject::parse(bytes, Vec::new()).unwrap();
-    let counter =
-        ToolGlobalEntry { symbol: "Counter.managed".into(), tool_name: "Counter".into(), size: 8, managed: true };
+    let counter = ToolGlobalEntry {
+        symbol: "Counter.managed".into(),
+        tool_name: "Counter".into(),
+        size: 8,
+        managed: true,
+        records: None,
+    };
     assert_eq!(tool_globals(&output).unwrap(), vec![counter]);
+}
+
+/// A buffer of records the tool declares (`GPUINSTR_RECORDS(Log,
+/// LogCount)`) is listed with its count in the instrumented code object
+/// (the runtime then copies only the records written); a hook that writes
+/// the buffer but never the count it names is refused, naming the
+/// declaration.
+#[test]
+fn record_buffers_are_listed_with_their_counts() {
+    use gpuinstr::stages::load::instrumented::{tool_globals, Records};
+    let dir = scratch();
+    let path = dir.path().join("records.hsaco");
+    run_ok(&mut tool_compile_command(Compiler::Clang, &input("tools/records.hip"), "-O3", &path));
+    let tool = load::load(&path).unwrap().code_objects.remove(0);
+    let app = load::load_for_target(&test_kernels("control_flow"), Some("gfx90a")).unwrap().code_objects.remove(0);
+    let plan = |hook: &str| {
+        let text = format!("[[insert]]\nhook = \"{hook}\"\nwhere = \"kernel-entry\"\nargs = [7]\n");
+        Plan::parse(&text, "p.toml").unwrap()
+    };
+    let options = InstrumentOptions::default();
+    let instrument =
+        |hook: &str| instrument_code_object(&tool, &app, &plan(hook), &Registry::with_builtins(), &options);
+    let (bytes, _) = instrument("logCounted").unwrap();
+    let listed: Vec<(String, Option<Records>)> = tool_globals(&CodeObject::parse(bytes, Vec::new()).unwrap())
+        .unwrap()
+        .into_iter()
+        .map(|g| (g.tool_name, g.records))
+        .collect();
+    let records = Records { count: "LogCount".into(), record_bytes: 8 };
+    assert_eq!(listed, [("Log".to_string(), Some(records)), ("LogCount".to_string(), None)]);
+    let error = instrument("logUncounted").expect_err("refused").to_string();
+    assert!(
+        error.contains("GPUINSTR_RECORDS(Log, ...): the hooks write `Log` but never its count `LogCount`"),
+        "{error}"
+    );
 }
 
 /// A tool's globals keep the initial values the tool gave them (zero ones

@@ -915,6 +915,67 @@ fn the_runtime_writes_the_memory_trace_the_emulator_logged() {
     assert!(stderr.contains("memory tracer: "), "{stderr}");
 }
 
+/// A record buffer (`GPUINSTR_RECORDS(Trace, TraceCount)` in the memory
+/// tracer) comes back as far as its count says it was written: the
+/// instrumented code object lists it with its count, the collect kernel
+/// copies only those records and resets only the count (the device runs a
+/// few thousand wave instructions, not the hundreds of thousands the whole
+/// 16 MiB would take), and a host part sees zeros past them even after a
+/// dispatch that wrote more: no earlier dispatch's records show through.
+#[test]
+fn record_buffers_come_back_as_far_as_they_were_written() {
+    use gpuinstr::stages::load::instrumented::{self, Records};
+    let target = "gfx90a";
+    let dir = test_directory("records");
+    let original = original(target, &dir);
+    let tool = instrument_with("memory-tracer", &original, &dir);
+    let output = load::load_for_target(&tool.program, Some(target)).unwrap().code_objects.remove(0);
+    let trace = instrumented::tool_globals(&output).unwrap().into_iter().find(|g| g.tool_name == "Trace").unwrap();
+    assert_eq!(trace.records, Some(Records { count: "TraceCount".into(), record_bytes: 16 }));
+
+    let host = host_part_of(
+        "records-probe",
+        "extern \"C\" void gpuinstr_tool_dispatch(gpuinstr_dispatch *D) {\n\
+           size_t Size = 0;\n\
+           const unsigned char *Trace = static_cast<const unsigned char *>(gpuinstr_global(D, \"Trace\", &Size));\n\
+           uint64_t Count = 0;\n\
+           gpuinstr::read(D, \"TraceCount\", Count);\n\
+           const uint64_t Kept = Count * 16 < Size ? Count * 16 : Size;\n\
+           uint64_t Past = 0, Empty = 0;\n\
+           for (uint64_t B = Kept; B < Size; ++B) Past += Trace[B] != 0;\n\
+           for (uint64_t R = 0; R < Kept / 16; ++R) Empty += reinterpret_cast<const uint64_t *>(Trace)[2 * R] == 0;\n\
+           gpuinstr_report_u64(D, \"records\", Count);\n\
+           gpuinstr_report_u64(D, \"nonzero_past_them\", Past);\n\
+           gpuinstr_report_u64(D, \"records_without_address\", Empty);\n\
+         }\n",
+        &dir,
+    );
+    let log = dir.join("instrumented.jsonl");
+    let _ = std::fs::remove_file(&log);
+    let run = Run { tool_host: Some(host), dispatch_log: Some(log.clone()), ..run_on(target) };
+    let (report, _) = run_reported_with(run, &tool.program, &[], &original.output, &dir);
+    let records: Vec<u64> =
+        matched(&report, &original.dispatches).iter().map(|d| d["tool"]["records"].as_u64().unwrap()).collect();
+    assert!(
+        records.windows(2).any(|w| w[1] < w[0]),
+        "a dispatch writes fewer records than the one before: {records:?}"
+    );
+    for dispatch in report["dispatches"].as_array().unwrap() {
+        assert_eq!(dispatch["tool"]["nonzero_past_them"], 0, "{dispatch}");
+        assert_eq!(dispatch["tool"]["records_without_address"], 0, "{dispatch}");
+    }
+    // What the collect kernel ran on the device, per dispatch.
+    let collects: Vec<u64> = dispatch_log(&log)
+        .iter()
+        .filter(|d| d["kernel"] == "gpuinstr_collect")
+        .map(|d| d["per_address"].as_array().unwrap().iter().map(|e| e[1].as_u64().unwrap()).sum())
+        .collect();
+    assert_eq!(collects.len(), records.len());
+    for (collected, records) in collects.iter().zip(&records) {
+        assert!(*collected < 2_000 + 10 * records, "{collected} wave instructions to copy {records} records");
+    }
+}
+
 /// Code built with `-g`: every point is named `file:line` from the DWARF
 /// line table, and the branch divergence report names each branch by the
 /// line llvm-addr2line gives for its address in the original code object.

@@ -453,25 +453,38 @@ fn managed_storage_of(
 /// it; an error when it holds an address, which would be the tool's, not
 /// the instrumented code object's.
 fn initial_value(tool: &CodeObject, name: &str, size: u64) -> Result<Option<Vec<u8>>, ToolProblem> {
-    const SHT_NOBITS: u32 = 8;
-    let Some(symbol) = tool.symbols.iter().find(|s| s.name == name && s.section.is_some()) else {
-        return Ok(None);
-    };
-    let Some(section) = symbol.section.and_then(|index| tool.sections.iter().find(|s| s.index == index)) else {
-        return Ok(None);
-    };
-    if section.kind == SHT_NOBITS {
-        return Ok(None);
+    let bytes = crate::tool::defined_bytes(tool, name, size)?;
+    Ok(bytes.filter(|bytes| bytes.iter().any(|&b| b != 0)).map(<[u8]>::to_vec))
+}
+
+/// The tool's record buffers (`GPUINSTR_RECORDS`) among the globals the
+/// payloads use, each checked: its count is a 64-bit global they use too,
+/// and the buffer holds whole records.
+fn attach_records(tool: &CodeObject, globals: &mut [ToolGlobal]) -> Result<(), ToolProblem> {
+    for declaration in crate::tool::records_declarations(tool)? {
+        let bad = |why: String| ToolProblem::BadRecordsDeclaration { buffer: declaration.buffer.clone(), why };
+        let Some(buffer) = globals.iter().position(|g| g.tool_name == declaration.buffer) else {
+            continue; // no payload writes it
+        };
+        let count = globals.iter().find(|g| g.tool_name == declaration.count).ok_or_else(|| {
+            bad(format!("the hooks write `{}` but never its count `{}`", declaration.buffer, declaration.count))
+        })?;
+        if count.size != 8 {
+            return Err(bad(format!(
+                "the count `{}` is {} bytes, not a 64-bit integer",
+                declaration.count, count.size
+            )));
+        }
+        let size = globals[buffer].data().1;
+        if !size.is_multiple_of(declaration.record_bytes) {
+            return Err(bad(format!("{size} bytes are not whole records of {} bytes", declaration.record_bytes)));
+        }
+        globals[buffer].records = Some(crate::stages::load::instrumented::Records {
+            count: declaration.count,
+            record_bytes: declaration.record_bytes,
+        });
     }
-    let end = symbol.value.saturating_add(size);
-    if tool.relocations.iter().any(|r| r.offset >= symbol.value && r.offset < end) {
-        return Err(ToolProblem::GlobalInitialisedWithAddress(name.to_string()));
-    }
-    let start = symbol.value.checked_sub(section.address).and_then(|d| d.checked_add(section.offset));
-    let bytes = start
-        .and_then(|start| tool.bytes.get(start as usize..start.checked_add(size)? as usize))
-        .ok_or_else(|| ToolProblem::GlobalOutsideFile(name.to_string()))?;
-    Ok(bytes.iter().any(|&b| b != 0).then(|| bytes.to_vec()))
+    Ok(())
 }
 
 /// Whether hooks reading `arguments` read SVA lanes (kernel arguments the
@@ -517,6 +530,9 @@ pub struct ToolGlobal {
     pub size: u64,
     pub alignment: u32,
     pub address_space: u32,
+    /// A buffer of records (`GPUINSTR_RECORDS`): the runtime copies only
+    /// the records its count says were written.
+    pub records: Option<crate::stages::load::instrumented::Records>,
 }
 
 impl ToolGlobal {
@@ -1173,7 +1189,7 @@ fn compile_each(
     let lowered_ir = module.print_to_string().to_string();
     lap("lower-ir: placeholders");
     let target_data = machine.get_target_data();
-    let all_globals: Vec<ToolGlobal> = module
+    let mut all_globals: Vec<ToolGlobal> = module
         .get_globals()
         .filter(|g| g.as_pointer_value().get_first_use().is_some())
         .map(|g| {
@@ -1188,6 +1204,7 @@ fn compile_each(
                 size: target_data.get_store_size(&ty),
                 alignment: target_data.get_abi_alignment(&ty).max(g.get_alignment()),
                 address_space: crate::tool::address_space_of(g),
+                records: None,
             }
         })
         .filter(|g| !g.name.starts_with("llvm."))
@@ -1200,6 +1217,7 @@ fn compile_each(
             Ok(g)
         })
         .collect::<Result<_, ToolProblem>>()?;
+    attach_records(tool, &mut all_globals)?;
 
     // Stages 7 and 8, in chunks of the module run in parallel: LLVM's MIR
     // printer costs time proportional to the whole module for every

@@ -192,6 +192,65 @@ pub struct ToolSummary {
 }
 
 /// inkwell's AddressSpace has no getter; AMDGPU uses spaces 0 to 8.
+/// The bytes of the tool's symbol `name` (`size` of them) as its code object
+/// defines them; `None` when it has no such defined symbol or its section
+/// holds no data (zero-initialised).
+pub fn defined_bytes<'c>(tool: &'c CodeObject, name: &str, size: u64) -> Result<Option<&'c [u8]>, ToolProblem> {
+    const SHT_NOBITS: u32 = 8;
+    let Some(symbol) = tool.symbols.iter().find(|s| s.name == name && s.section.is_some()) else {
+        return Ok(None);
+    };
+    let Some(section) = symbol.section.and_then(|index| tool.sections.iter().find(|s| s.index == index)) else {
+        return Ok(None);
+    };
+    if section.kind == SHT_NOBITS {
+        return Ok(None);
+    }
+    let end = symbol.value.saturating_add(size);
+    if tool.relocations.iter().any(|r| r.offset >= symbol.value && r.offset < end) {
+        return Err(ToolProblem::GlobalInitialisedWithAddress(name.to_string()));
+    }
+    let start = symbol.value.checked_sub(section.address).and_then(|d| d.checked_add(section.offset));
+    start
+        .and_then(|start| tool.bytes.get(start as usize..start.checked_add(size)? as usize))
+        .map(Some)
+        .ok_or_else(|| ToolProblem::GlobalOutsideFile(name.to_string()))
+}
+
+/// `GPUINSTR_RECORDS(Buffer, Count)` in `gpuinstr/gpuinstr.h` defines the
+/// constant `__gpuinstr_records_<Buffer>`: u64 bytes per record, then the
+/// count's name, NUL-terminated, in 64 bytes.
+pub const RECORDS_PREFIX: &str = "__gpuinstr_records_";
+const RECORDS_DECLARATION_BYTES: u64 = 8 + 64;
+
+/// A buffer of records the tool declared: filled from its start, `count`
+/// (a 64-bit tool global) counting the records wanted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordsDeclaration {
+    pub buffer: String,
+    pub count: String,
+    pub record_bytes: u64,
+}
+
+/// The tool's `GPUINSTR_RECORDS` declarations.
+pub fn records_declarations(tool: &CodeObject) -> Result<Vec<RecordsDeclaration>, ToolProblem> {
+    let mut declarations = Vec::new();
+    for symbol in tool.symbols.iter().filter(|s| s.section.is_some()) {
+        let Some(buffer) = symbol.name.strip_prefix(RECORDS_PREFIX) else { continue };
+        let bad = |why: &str| ToolProblem::BadRecordsDeclaration { buffer: buffer.to_string(), why: why.to_string() };
+        let bytes = defined_bytes(tool, &symbol.name, RECORDS_DECLARATION_BYTES)?
+            .ok_or_else(|| bad("its declaration holds no data"))?;
+        let record_bytes = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
+        let name = bytes[8..].split(|b| *b == 0).next().unwrap_or_default();
+        let count = std::str::from_utf8(name).map_err(|_| bad("the count's name is not UTF-8"))?;
+        if record_bytes == 0 || count.is_empty() {
+            return Err(bad("its declaration is empty"));
+        }
+        declarations.push(RecordsDeclaration { buffer: buffer.to_string(), count: count.to_string(), record_bytes });
+    }
+    Ok(declarations)
+}
+
 fn address_space_number(space: AddressSpace) -> u32 {
     (0u16..=8).find(|n| AddressSpace::from(*n) == space).map_or(u32::MAX, u32::from)
 }

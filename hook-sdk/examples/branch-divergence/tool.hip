@@ -21,6 +21,8 @@ struct BranchRecord {
 constexpr uint64_t RecordCapacity = 1u << 18;
 __attribute__((managed)) BranchRecord BranchRecords[RecordCapacity];
 __attribute__((managed)) uint64_t BranchRecordCount = 0;
+// Records fill BranchRecords from its start: after a dispatch only they are copied.
+GPUINSTR_RECORDS(BranchRecords, BranchRecordCount)
 
 GPUINSTR_HOOK recordBranch(uint32_t Branch, uint64_t OldMask, uint64_t Condition) {
   const uint64_t IfMask = OldMask & Condition;

@@ -18,6 +18,8 @@ constexpr uint64_t TraceCapacity = 1u << 20;
 __attribute__((managed)) MemoryAccess Trace[TraceCapacity];
 /// Records wanted so far; more than TraceCapacity means some were dropped.
 __attribute__((managed)) uint64_t TraceCount = 0;
+// Records fill Trace from its start: after a dispatch only they are copied.
+GPUINSTR_RECORDS(Trace, TraceCount)
 
 GPUINSTR_HOOK traceMemory(uint32_t Instruction, uint64_t Address) {
   const uint64_t ExecMask = __builtin_amdgcn_read_exec();

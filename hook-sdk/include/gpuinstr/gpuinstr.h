@@ -24,6 +24,29 @@
 #define GPUINSTR_DEVICE_MODULE                                                 \
   __attribute__((managed, used)) char __gpuinstr_reserved = 0;
 
+/// What GPUINSTR_RECORDS leaves in the tool's code object for gpuinstr-link.
+struct gpuinstr_records_declaration {
+  uint64_t RecordBytes;
+  char Count[64];
+};
+
+/// Declares that the tool global `Buffer`, an array of records, is filled
+/// from its start and that the 64-bit tool global `Count` counts the
+/// records the hooks wanted to write (past the array's end they are
+/// dropped: the host part compares the two and says so). After each
+/// dispatch the runtime then copies only the records written and resets
+/// only the count, not the whole buffer; a host part still sees zeros past
+/// the records. Write it after both globals:
+///   GPUINSTR_RECORDS(Trace, TraceCount)
+#define GPUINSTR_RECORDS(Buffer, Count)                                        \
+  static_assert(sizeof(Count) == 8,                                            \
+                "GPUINSTR_RECORDS: the count is a 64-bit tool global");        \
+  static_assert(sizeof(#Count) <= 64,                                          \
+                "GPUINSTR_RECORDS: the count's name has at most 63 bytes");    \
+  extern "C" __attribute__((device, used))                                     \
+  const gpuinstr_records_declaration __gpuinstr_records_##Buffer = {           \
+      sizeof((Buffer)[0]), #Count};
+
 /// Declares a hook: `GPUINSTR_HOOK count(bool WaveLevel) { ... }`.
 /// Hooks are C-linkage device functions returning void; they are inlined at
 /// every instrumentation point they are inserted at.

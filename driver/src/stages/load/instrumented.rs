@@ -17,6 +17,11 @@ pub const SITE_TABLE: &str = ".gpuinstr.sites";
 /// names (no terminator), zero padding to 8 bytes.
 pub const GLOBAL_TABLE: &str = ".gpuinstr.globals";
 
+/// Per record buffer among the tool globals (`GPUINSTR_RECORDS`; no
+/// section when there is none): u32 the buffer's index in the tool-global
+/// table, u32 its count's index, u64 bytes per record.
+pub const RECORDS_TABLE: &str = ".gpuinstr.records";
+
 /// Per instrumentation point, in the plan's site order (the `site` a hook
 /// gets is the index): u32 count, u32 offset of the string pool from the
 /// section's start, then per point u64 original address, u32 opcode (LLVM
@@ -76,6 +81,19 @@ pub struct ToolGlobalEntry {
     pub tool_name: String,
     pub size: u64,
     pub managed: bool,
+    /// A buffer of records (`GPUINSTR_RECORDS`; the table [`RECORDS_TABLE`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub records: Option<Records>,
+}
+
+/// How a record buffer is filled: from its start, `count` (the tool name
+/// of a 64-bit global) counting the records wanted, each `record_bytes`
+/// long. After a dispatch only the records written need copying, and the
+/// buffer no resetting.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Records {
+    pub count: String,
+    pub record_bytes: u64,
 }
 
 /// An instrumentation point as tools see it: what the `site` number a hook
@@ -179,10 +197,40 @@ pub fn partial_table_assembly(kernels: &[PartialKernel]) -> String {
 
 /// The tool-global table (empty when the code object has none).
 pub fn tool_globals(code_object: &CodeObject) -> Result<Vec<ToolGlobalEntry>, TableError> {
-    match section_bytes(code_object, GLOBAL_TABLE)? {
-        Some(bytes) => parse_tool_globals(bytes),
-        None => Ok(Vec::new()),
+    let mut globals = match section_bytes(code_object, GLOBAL_TABLE)? {
+        Some(bytes) => parse_tool_globals(bytes)?,
+        None => return Ok(Vec::new()),
+    };
+    if let Some(bytes) = section_bytes(code_object, RECORDS_TABLE)? {
+        attach_records(bytes, &mut globals)?;
     }
+    Ok(globals)
+}
+
+/// The record table's entries attached to the globals they name.
+fn attach_records(bytes: &[u8], globals: &mut [ToolGlobalEntry]) -> Result<(), TableError> {
+    let fail = |problem: String| TableError { table: RECORDS_TABLE, problem };
+    if !bytes.len().is_multiple_of(16) {
+        return Err(fail(format!("{} bytes are not whole 16-byte entries", bytes.len())));
+    }
+    for (at, entry) in bytes.chunks_exact(16).enumerate() {
+        let index = |from: usize| u32::from_le_bytes(entry[from..from + 4].try_into().expect("4 bytes")) as usize;
+        let (buffer, count) = (index(0), index(4));
+        let record_bytes = u64::from_le_bytes(entry[8..16].try_into().expect("8 bytes"));
+        let known = |g: usize| g < globals.len();
+        if !known(buffer) || !known(count) || buffer == count {
+            return Err(fail(format!("entry {at} names globals {buffer} and {count} of {}", globals.len())));
+        }
+        if globals[count].size != 8 || record_bytes == 0 || !globals[buffer].size.is_multiple_of(record_bytes) {
+            return Err(fail(format!(
+                "entry {at}: {} bytes of records of {record_bytes} bytes counted by a global of {} bytes",
+                globals[buffer].size, globals[count].size
+            )));
+        }
+        let count = globals[count].tool_name.clone();
+        globals[buffer].records = Some(Records { count, record_bytes });
+    }
+    Ok(())
 }
 
 fn parse_tool_globals(mut bytes: &[u8]) -> Result<Vec<ToolGlobalEntry>, TableError> {
@@ -205,6 +253,7 @@ fn parse_tool_globals(mut bytes: &[u8]) -> Result<Vec<ToolGlobalEntry>, TableErr
             tool_name: text(&names[symbol_length..])?,
             size,
             managed: flags & MANAGED != 0,
+            records: None,
         });
         bytes = bytes.get(names_end.next_multiple_of(8)..).unwrap_or(&[]);
     }
@@ -309,6 +358,19 @@ pub fn global_table_assembly(entries: &[ToolGlobalEntry]) -> String {
             writeln!(out, "\t.byte\t{}", bytes.join(", ")).unwrap();
         }
         writeln!(out, "\t.p2align\t3").unwrap();
+    }
+    let index = |name: &str| entries.iter().position(|e| e.tool_name == name);
+    // (A count that is no entry cannot be: the payload compiler checks it.
+    // Left out, the runtime would copy the whole buffer, as for any global.)
+    let records: Vec<(usize, usize, u64)> = (entries.iter().enumerate())
+        .filter_map(|(buffer, e)| e.records.as_ref().map(|r| (buffer, index(&r.count), r.record_bytes)))
+        .filter_map(|(buffer, count, bytes)| Some((buffer, count?, bytes)))
+        .collect();
+    if !records.is_empty() {
+        writeln!(out, "\n\t.section\t{RECORDS_TABLE},\"\",@progbits\n\t.p2align\t3").unwrap();
+        for (buffer, count, bytes) in records {
+            writeln!(out, "\t.long\t{buffer}, {count}\n\t.quad\t{bytes}").unwrap();
+        }
     }
     out
 }
@@ -421,8 +483,14 @@ mod tests {
         // The bytes as llvm-mc lays out global_table_assembly's output (the
         // instrument tests read real ones back).
         let entries = [
-            ToolGlobalEntry { symbol: "Counter.managed".into(), tool_name: "Counter".into(), size: 8, managed: true },
-            ToolGlobalEntry { symbol: "T".into(), tool_name: "T".into(), size: 4096, managed: false },
+            ToolGlobalEntry {
+                symbol: "Counter.managed".into(),
+                tool_name: "Counter".into(),
+                size: 8,
+                managed: true,
+                records: None,
+            },
+            ToolGlobalEntry { symbol: "T".into(), tool_name: "T".into(), size: 4096, managed: false, records: None },
         ];
         let mut bytes = Vec::new();
         for e in &entries {
@@ -438,5 +506,38 @@ mod tests {
         assert!(parse_tool_globals(&bytes[..20]).unwrap_err().problem.contains("entry 0's names are cut short"));
         let assembly = global_table_assembly(&entries);
         assert!(assembly.contains("\t.quad\t8\n\t.long\t1\n\t.short\t15, 7\n"), "{assembly}");
+        assert!(!assembly.contains(RECORDS_TABLE), "no record buffer, no table");
+    }
+
+    #[test]
+    fn record_buffers_are_read_back_as_written() {
+        let global = |name: &str, size| ToolGlobalEntry {
+            symbol: name.into(),
+            tool_name: name.into(),
+            size,
+            managed: false,
+            records: None,
+        };
+        let records = Records { count: "TraceCount".into(), record_bytes: 16 };
+        let written = [global("TraceCount", 8), ToolGlobalEntry { records: Some(records), ..global("Trace", 4096) }];
+        let assembly = global_table_assembly(&written);
+        assert!(assembly.contains(&format!("\t.section\t{RECORDS_TABLE}")), "{assembly}");
+        assert!(assembly.ends_with("\t.long\t1, 0\n\t.quad\t16\n"), "{assembly}");
+        // The bytes llvm-mc makes of that entry.
+        let entry: Vec<u8> =
+            [1u32.to_le_bytes(), 0u32.to_le_bytes()].concat().into_iter().chain(16u64.to_le_bytes()).collect();
+        let mut read = [global("TraceCount", 8), global("Trace", 4096)];
+        attach_records(&entry, &mut read).unwrap();
+        assert_eq!(read, written);
+        // Entries that cannot be: cut short, a global that is not there, a
+        // count that is no u64, a buffer of partial records.
+        let problem =
+            |bytes: &[u8], globals: &mut [ToolGlobalEntry]| attach_records(bytes, globals).unwrap_err().problem;
+        assert!(problem(&entry[..12], &mut read.clone()).contains("not whole 16-byte entries"));
+        assert!(problem(&entry, &mut read[..1]).contains("entry 0 names globals 1 and 0 of 1"));
+        let mut wide_count = [global("TraceCount", 4), global("Trace", 4096)];
+        assert!(problem(&entry, &mut wide_count).contains("counted by a global of 4 bytes"));
+        let mut partial = [global("TraceCount", 8), global("Trace", 4100)];
+        assert!(problem(&entry, &mut partial).contains("4100 bytes of records of 16 bytes"));
     }
 }
