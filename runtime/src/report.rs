@@ -325,6 +325,9 @@ impl Report {
         for file in &self.files {
             writeln!(out, "gpuinstr: the tool wrote {} ({} bytes)", file.path.display(), file.bytes).unwrap();
         }
+        if !self.uninstrumented_dispatches.is_empty() {
+            writeln!(out, "{}", self.uninstrumented_summary()).unwrap();
+        }
         let problems = self.dispatches.iter().filter(|d| !d.problems.is_empty()).count();
         if problems > 0 {
             writeln!(out, "gpuinstr: warning: {problems} dispatches have problems (partial, values missing or mixed)")
@@ -343,6 +346,27 @@ impl Report {
                 .unwrap();
         }
         out
+    }
+
+    /// The summary's line on the dispatches that ran no instrumented code:
+    /// how many, the kernels dispatched most, and why that can be.
+    fn uninstrumented_summary(&self) -> String {
+        let dispatches = &self.uninstrumented_dispatches;
+        let total: u64 = dispatches.iter().map(|d| d.dispatches).sum();
+        let mut by_count: Vec<&UninstrumentedRecord> = dispatches.iter().collect();
+        by_count.sort_by(|a, b| b.dispatches.cmp(&a.dispatches).then(a.kernel.cmp(&b.kernel)));
+        let named: Vec<String> = by_count.iter().take(5).map(|d| format!("{} ({})", d.kernel, d.dispatches)).collect();
+        let more = by_count.len() - named.len();
+        format!(
+            "gpuinstr: {total} dispatch{} of {} kernel{} ran no instrumented code, and the tool saw none of them: {}{} \
+             (their code objects were not instrumented, or the plan selects nothing in them; a library or a \
+             module loaded at run time is instrumented on its own, or in dynamic mode)",
+            if total == 1 { "" } else { "es" },
+            dispatches.len(),
+            if dispatches.len() == 1 { "" } else { "s" },
+            named.join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() },
+        )
     }
 
     /// Writes the JSON report to `path` (a temporary file renamed into place).
@@ -390,5 +414,23 @@ mod tests {
         assert_eq!(listed.len(), LISTED_WORDS);
         assert_eq!(listed.last_key_value(), Some((&((LISTED_WORDS - 1) * 8), &(LISTED_WORDS as u64))));
         assert_eq!(trace.text(), "Trace: 1000 of 1000 words nonzero");
+    }
+
+    #[test]
+    fn dispatches_no_tool_saw_are_summed_and_the_most_dispatched_named() {
+        let record = |kernel: &str, dispatches| UninstrumentedRecord { kernel: kernel.into(), dispatches };
+        let mut report = Report::default();
+        assert!(!report.summary().contains("ran no instrumented code"));
+        report.uninstrumented_dispatches = vec![record("a", 1), record("b", 4), record("c", 2)];
+        let summary = report.summary();
+        assert!(
+            summary.contains("gpuinstr: 7 dispatches of 3 kernels ran no instrumented code, and the tool saw none of them: b (4), c (2), a (1) (their"),
+            "{summary}"
+        );
+        report.uninstrumented_dispatches = (0..7).map(|k| record(&format!("k{k}"), 1)).collect();
+        report.uninstrumented_dispatches.truncate(6);
+        assert!(report.summary().contains("k3 (1), k4 (1) and 1 more ("), "{}", report.summary());
+        report.uninstrumented_dispatches = vec![record("only", 1)];
+        assert!(report.summary().contains("1 dispatch of 1 kernel ran no"), "{}", report.summary());
     }
 }

@@ -10,7 +10,9 @@ use thiserror::Error;
 
 use crate::code_objects::{self, InstrumentedCodeObject};
 use crate::packets::{self, CollectKernel, Dispatch, Packet};
-use crate::report::{DispatchRecord, GlobalValue, LoadedRecord, Report, ToolValue, ToolValues, SCHEMA};
+use crate::report::{
+    DispatchRecord, GlobalValue, LoadedRecord, Report, ToolValue, ToolValues, UninstrumentedRecord, SCHEMA,
+};
 use crate::selection::Selection;
 use crate::tool_files::ToolFiles;
 
@@ -351,6 +353,8 @@ impl Runtime {
                     "{} takes {} bytes of kernel arguments, its original {} only {}: its dispatches run the original and are not observed",
                     copy.name, copy.kernarg_size, kernel.name, kernel.kernarg_size
                 ));
+                let descriptor = located(kernel.descriptor, delta);
+                self.plain_kernels.insert(descriptor, (kernel.name.clone(), executable));
                 continue;
             }
             let copy = copy.map(|copy| Retarget {
@@ -651,29 +655,6 @@ impl Runtime {
 }
 
 impl Runtime {
-    /// Dispatches that ran no instrumented code, per kernel: in the report,
-    /// and one counted warning naming the most dispatched.
-    fn report_uninstrumented(&mut self, uninstrumented: std::collections::BTreeMap<String, u64>) {
-        let total: u64 = uninstrumented.values().sum();
-        let mut by_count: Vec<(&String, &u64)> = uninstrumented.iter().collect();
-        by_count.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-        let named: Vec<String> = by_count.iter().take(5).map(|(kernel, n)| format!("{kernel} ({n})")).collect();
-        let more = by_count.len() - named.len();
-        self.report.warn(format!(
-            "{total} dispatch{} of {} kernel{} ran code that is not instrumented, and the tool saw none of them: {}{}; \
-             instrument the code objects that hold them (a library, a module loaded at run time) or run in dynamic mode",
-            if total == 1 { "" } else { "es" },
-            uninstrumented.len(),
-            if uninstrumented.len() == 1 { "" } else { "s" },
-            named.join(", "),
-            if more > 0 { format!(" and {more} more") } else { String::new() },
-        ));
-        self.report.uninstrumented_dispatches = uninstrumented
-            .into_iter()
-            .map(|(kernel, dispatches)| crate::report::UninstrumentedRecord { kernel, dispatches })
-            .collect();
-    }
-
     /// Appends to the tool file `name` beside the report at `report`; a
     /// file that cannot be written is a warning (once).
     pub fn write_tool_file(&mut self, report: &std::path::Path, name: &str, bytes: &[u8]) {
@@ -715,9 +696,11 @@ pub fn finish(runtime: &Mutex<Runtime>, hsa: &dyn Hsa, tool: Option<&dyn ToolHos
     // mode) learns which of its dispatches the tool saw none of; a plain
     // program on the emulated GPU hears nothing.
     let for_a_tool = !r.report.code_objects.is_empty() || tool.is_some() || !r.report.dynamic.is_empty();
-    if for_a_tool && !r.uninstrumented.is_empty() {
-        let uninstrumented = std::mem::take(&mut r.uninstrumented);
-        r.report_uninstrumented(uninstrumented);
+    if for_a_tool {
+        r.report.uninstrumented_dispatches = std::mem::take(&mut r.uninstrumented)
+            .into_iter()
+            .map(|(kernel, dispatches)| UninstrumentedRecord { kernel, dispatches })
+            .collect();
     }
     if r.selection.is_narrowed() || r.selection.selected + r.selection.not_selected > 0 {
         r.report.selection = Some(r.selection.clone());
