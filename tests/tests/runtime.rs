@@ -402,13 +402,15 @@ impl<'a> Oracle<'a> {
                 let count = expected.get(name).and_then(Value::as_u64).unwrap_or(0) + entry[1].as_u64().unwrap();
                 expected.insert(name.to_string(), count.into());
             }
-            assert!(expected.len() > 5, "dispatch {k}");
+            assert!(!expected.is_empty(), "dispatch {k}");
             for (name, count) in &expected {
                 let total = run.get(name).and_then(Value::as_u64).unwrap_or(0) + count.as_u64().unwrap();
                 run.insert(name.clone(), total.into());
             }
             assert_eq!(reported["tool"]["opcodes"], Value::Object(expected), "dispatch {k}");
         }
+        // (One dispatch may run few: rocSPARSE's init_kernel is one s_endpgm.)
+        assert!(run.len() > 5, "the run's opcodes: {run:?}");
         assert_eq!(report["tool"], serde_json::json!({ "opcodes": run }), "the run's executions per opcode");
     }
 
