@@ -3,7 +3,8 @@
 // A tool's hooks (tool.hip) write its globals on the device; after every
 // dispatch of an instrumented kernel, gpuinstr's runtime copies them out,
 // resets them to their initial values, and calls the tool's host part with
-// what the dispatch left. The host part is a shared library (built by
+// what the dispatch left (of a buffer of records declared with
+// GPUINSTR_RECORDS, the records written, and zeros past them). The host part is a shared library (built by
 // `gpuinstr_add_tool(... HOST host.cpp)`, or `c++ -shared -fPIC`) that the
 // runtime loads when `gpuinstr-run --tool-host LIB` (GPUINSTR_TOOL_HOST)
 // names it. It defines any of these entry points:
