@@ -7,8 +7,9 @@
 # gives (counts, opcodes, launch shape, EXEC history, accesses).
 #   scripts/runtime-libraries.sh [rocrand|rocsparse]... [-- TOOL,...]
 # (default: rocrand, every example tool). rocRAND with all five tools takes
-# about 10 minutes; rocSPARSE about an hour per tool, nearly all of it
-# instrumenting its 222 gfx90a code objects statically (docs/runtime.md).
+# about 8 minutes; rocSPARSE 3 to 40 minutes per tool, nearly all of it
+# instrumenting the 111 gfx90a code objects the device runs (xnack off)
+# statically (docs/runtime.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh >/dev/null

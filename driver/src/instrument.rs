@@ -149,11 +149,28 @@ pub struct Partial {
     pub left_out: usize,
     /// Points left out by cause.
     pub by_cause: BTreeMap<LeftOutCause, usize>,
+    /// Each cause with its count, an example and what to do.
+    pub summary: Vec<String>,
+}
+
+/// What to do about points left out for `cause` when registers grew as
+/// `grow` let them: growing further is no help once it was `always`.
+fn remedy(cause: LeftOutCause, grow: RegisterGrowth) -> &'static str {
+    match (cause, grow) {
+        (LeftOutCause::NoSvaRegister | LeftOutCause::NoPayloadRegisters, RegisterGrowth::Always) => {
+            "the allocation already grew as far as the kernel's work-group bound lets it (--grow-registers=always): \
+             a smaller bound (`__launch_bounds__`) leaves a wave more registers, or leave the kernel out of the plan"
+        }
+        _ => cause.remedy(),
+    }
 }
 
 /// Left-out points by cause, and each cause with its count, an example and
-/// what to do, joined by "; ".
-fn left_out_summary(reports: &[InstrumentReport]) -> (BTreeMap<LeftOutCause, usize>, Vec<String>) {
+/// what to do.
+fn left_out_summary(
+    reports: &[InstrumentReport],
+    grow: RegisterGrowth,
+) -> (BTreeMap<LeftOutCause, usize>, Vec<String>) {
     let mut by_cause: BTreeMap<LeftOutCause, (usize, &LeftOutPoint)> = BTreeMap::new();
     for point in reports.iter().flat_map(|r| &r.left_out) {
         by_cause.entry(point.cause).or_insert((0, point)).0 += 1;
@@ -167,7 +184,7 @@ fn left_out_summary(reports: &[InstrumentReport]) -> (BTreeMap<LeftOutCause, usi
                 cause.describe(),
                 example.point,
                 example.why,
-                cause.remedy()
+                remedy(*cause, grow)
             )
         })
         .collect();
@@ -178,7 +195,6 @@ impl FileReport {
     pub fn render_text(&self) -> String {
         let mut out = String::new();
         if let Some(partial) = &self.partial {
-            let (_, summary) = left_out_summary(&self.code_objects);
             writeln!(
                 out,
                 "PARTIAL: {} of {} selected points are left out (--allow-partial): the tool's numbers miss what \
@@ -186,7 +202,7 @@ impl FileReport {
                 partial.left_out, partial.selected
             )
             .unwrap();
-            for part in &summary {
+            for part in &partial.summary {
                 writeln!(out, "  {part}").unwrap();
             }
         }
@@ -347,11 +363,11 @@ fn check_left_out(report: &mut FileReport, options: &InstrumentOptions) -> Resul
         return Ok(());
     }
     let selected = report.code_objects.iter().map(|r| r.selected).sum();
-    let (by_cause, summary) = left_out_summary(&report.code_objects);
+    let (by_cause, summary) = left_out_summary(&report.code_objects, options.grow_registers);
     if !options.allow_partial {
         return Err(InstrumentError::PointsLeftOut { left_out, selected, summary: summary.join("; ") });
     }
-    report.partial = Some(Partial { selected, left_out, by_cause });
+    report.partial = Some(Partial { selected, left_out, by_cause, summary });
     Ok(())
 }
 
@@ -635,4 +651,18 @@ fn fatbin_section(bytes: &[u8]) -> Option<&[u8]> {
     use object::{Object, ObjectSection};
     let file = object::File::parse(bytes).ok()?;
     file.section_by_name(".hip_fatbin")?.data().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_that_grew_registers_fully_is_not_told_to_grow_them() {
+        for cause in [LeftOutCause::NoSvaRegister, LeftOutCause::NoPayloadRegisters] {
+            assert!(remedy(cause, RegisterGrowth::FreeOfOccupancy).contains("--grow-registers=always lets"));
+            let grown = remedy(cause, RegisterGrowth::Always);
+            assert!(grown.contains("already grew") && grown.contains("__launch_bounds__"), "{grown}");
+        }
+    }
 }

@@ -586,6 +586,51 @@ fn every_example_tool_on_a_kernel_with_no_free_vector_register() {
     }
 }
 
+/// A kernel at the VGPR limit of a wave with AGPRs in use, as rocSPARSE's
+/// csrmmnt_row_split_main_kernel (256 VGPRs, 16 AGPRs) is: across its
+/// global load (tests/inputs/kernels/live_across_load.hip) 253 VGPRs and
+/// all 16 AGPRs hold values, so the memory tracer's payload fits only if
+/// the AGPR part of the allocation grows (VGPRs parked past it). With
+/// `--grow-registers=always` it does, and every example tool reports what
+/// the emulator saw (the AGPR part once stayed as it was, and rocSPARSE
+/// with the memory tracer left 16 points out).
+#[test]
+fn every_example_tool_on_a_kernel_at_the_vgpr_limit_using_agprs() {
+    let kernel = "_Z15liveAcrossALoadPiPKi";
+    let input: Vec<i32> = (0..64).map(|lane| lane * 11).collect();
+    let case = Case {
+        kernel,
+        launch: Launch::linear(1, 64),
+        buffers: vec![Some(words([0; 64])), Some(words(input.iter().copied()))],
+        scalars: vec![],
+    };
+    // v2..v254 hold 7 * n; a0..a15 copies of v2..v17.
+    let held: i32 = (2..255).map(|v| 7 * v).sum::<i32>() + (2..18).map(|v| 7 * v).sum::<i32>();
+    for target in ["gfx90a", "gfx908"] {
+        let app =
+            load::load_for_target(&test_kernels("live_across_load"), Some(target)).unwrap().code_objects.remove(0);
+        let mut device = Device::new(app.clone(), target.into()).unwrap();
+        let (memory, _) = run_case(&mut device, &case);
+        assert_eq!(
+            memory[0],
+            words(input.iter().enumerate().map(|(lane, x)| x + held + i32::from(lane % 3 == 0))),
+            "{target}: the original's results"
+        );
+        let dir = scratch();
+        let tool = example_tool("memory-tracer", dir.path());
+        let plan = example_plan_for("memory-tracer", kernel);
+        let options = InstrumentOptions { grow_registers: RegisterGrowth::Always, ..InstrumentOptions::default() };
+        let (_, report) = instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &options).unwrap();
+        assert!(report.left_out.is_empty(), "{target}: {:#?}", report.left_out);
+        let patched = &report.kernels[0];
+        assert!(patched.agprs.1 > patched.agprs.0, "{target}: the AGPR part grows: {patched:?}");
+        // gfx908's AGPRs are a file of their own that always could grow.
+        if target == "gfx90a" {
+            every_example_tool_on(&app, &case, &["buffer"]);
+        }
+    }
+}
+
 /// A compiled kernel squeezed into 24 VGPRs (`registerSpills` in
 /// tests/inputs/kernels/calls_and_scratch.hip: 64 values, unrolled loops,
 /// scratch spills on gfx90a): no VGPR is free for the whole kernel, and

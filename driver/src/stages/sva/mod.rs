@@ -163,7 +163,8 @@ fn groups(lifted: &LiftedCodeObject<'_>, request: &SvaRequest) -> Vec<(Vec<usize
 /// The VGPRs payloads in a kernel may use (all below the returned count):
 /// the VGPRs its allocation holds ([`vgprs_for_values`]), or, as `grow`
 /// allows, the most that keep its occupancy or that a wave may have with
-/// its work-group bound; and the vector allocation that makes.
+/// its work-group bound; and the vector allocation (VGPRs and AGPRs) it
+/// may grow to by the same policy.
 fn payload_vgpr_cap(
     code_object: &crate::stages::load::CodeObject,
     kernel: &crate::stages::load::Kernel,
@@ -195,7 +196,23 @@ fn payload_vgpr_cap(
     while cap < usize::from(MAX_VGPRS) && fits(cap + 1) && keeps(cap + 1) {
         cap += 1;
     }
-    (cap as u16, occupancy::vector_allocation(processor, cap, agprs) as u16)
+    // The whole allocation may grow by the same policy, AGPRs too (LLVM
+    // spills payload values to them and parks live VGPRs in them where too
+    // few are free): a kernel at 256 VGPRs can still take AGPRs.
+    let now = occupancy::vector_allocation(processor, current, agprs);
+    let granule = if processor == "gfx90a" { 8 } else { 4 };
+    let keeps_allocation = |total: usize| match grow {
+        RegisterGrowth::Never => false,
+        RegisterGrowth::FreeOfOccupancy => {
+            occupancy::waves_per_simd(processor, total, sgprs) >= occupancy::waves_per_simd(processor, now, sgprs)
+        }
+        RegisterGrowth::Always => true,
+    };
+    let mut allocation_cap = occupancy::vector_allocation(processor, cap, agprs).max(now);
+    while allocation_cap + granule <= wave_total && keeps_allocation(allocation_cap + granule) {
+        allocation_cap += granule;
+    }
+    (cap as u16, allocation_cap as u16)
 }
 
 /// The VGPRs of a kernel's allocation that may hold its values. gfx90a:
