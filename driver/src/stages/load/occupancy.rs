@@ -17,11 +17,21 @@ pub fn max_waves_per_simd(processor: &str) -> usize {
 /// of 8; gfx908's two files are allocated alike, in granules of 4, so the
 /// larger count decides.
 pub fn vector_allocation(processor: &str, vgprs: usize, agprs: usize) -> usize {
+    let granule = allocation_granule(processor);
     if processor == "gfx90a" {
         let accum = if agprs == 0 { vgprs } else { vgprs.div_ceil(4) * 4 };
-        (accum + agprs).max(1).div_ceil(8) * 8
+        (accum + agprs).max(1).div_ceil(granule) * granule
     } else {
-        vgprs.max(agprs).max(1).div_ceil(4) * 4
+        vgprs.max(agprs).max(1).div_ceil(granule) * granule
+    }
+}
+
+/// The vector registers a wave's allocation grows by: 8 on gfx90a, 4 on gfx908.
+pub fn allocation_granule(processor: &str) -> usize {
+    if processor == "gfx90a" {
+        8
+    } else {
+        4
     }
 }
 
@@ -30,7 +40,8 @@ pub fn vector_allocation(processor: &str, vgprs: usize, agprs: usize) -> usize {
 /// registers a lane on gfx90a's unified file, 256 on gfx908's VGPR file,
 /// 800 SGPRs a SIMD in granules of 16.
 pub fn waves_per_simd(processor: &str, vector_registers: usize, sgprs: usize) -> usize {
-    let (file, granule) = if processor == "gfx90a" { (512, 8) } else { (256, 4) };
+    let file = if processor == "gfx90a" { 512 } else { 256 };
+    let granule = allocation_granule(processor);
     let vector = file / (vector_registers.max(1).div_ceil(granule) * granule);
     let scalar = 800 / (sgprs.max(1).div_ceil(16) * 16);
     vector.min(scalar).min(max_waves_per_simd(processor))

@@ -185,31 +185,28 @@ fn payload_vgpr_cap(
     let (wave_vgprs, wave_total) =
         occupancy::wave_register_limit(processor, kernel.metadata.max_flat_workgroup_size as u32);
     let fits = |v: usize| v <= wave_vgprs && occupancy::vector_allocation(processor, v, agprs) <= wave_total;
-    let waves =
-        |v: usize| occupancy::waves_per_simd(processor, occupancy::vector_allocation(processor, v, agprs), sgprs);
-    let keeps = |v: usize| match grow {
-        RegisterGrowth::Never => false,
-        RegisterGrowth::FreeOfOccupancy => waves(v) >= waves(current),
-        RegisterGrowth::Always => true,
-    };
-    let mut cap = current;
-    while cap < usize::from(MAX_VGPRS) && fits(cap + 1) && keeps(cap + 1) {
-        cap += 1;
-    }
-    // The whole allocation may grow by the same policy, AGPRs too (LLVM
-    // spills payload values to them and parks live VGPRs in them where too
-    // few are free): a kernel at 256 VGPRs can still take AGPRs.
+    // Whether a vector allocation of `total` registers is one `grow` allows.
     let now = occupancy::vector_allocation(processor, current, agprs);
-    let granule = if processor == "gfx90a" { 8 } else { 4 };
-    let keeps_allocation = |total: usize| match grow {
+    let keeps = |total: usize| match grow {
         RegisterGrowth::Never => false,
         RegisterGrowth::FreeOfOccupancy => {
             occupancy::waves_per_simd(processor, total, sgprs) >= occupancy::waves_per_simd(processor, now, sgprs)
         }
         RegisterGrowth::Always => true,
     };
+    let mut cap = current;
+    while cap < usize::from(MAX_VGPRS)
+        && fits(cap + 1)
+        && keeps(occupancy::vector_allocation(processor, cap + 1, agprs))
+    {
+        cap += 1;
+    }
+    // The whole allocation may grow by the same policy, AGPRs too (LLVM
+    // spills payload values to them and parks live VGPRs in them where too
+    // few are free): a kernel at 256 VGPRs can still take AGPRs.
+    let granule = occupancy::allocation_granule(processor);
     let mut allocation_cap = occupancy::vector_allocation(processor, cap, agprs).max(now);
-    while allocation_cap + granule <= wave_total && keeps_allocation(allocation_cap + granule) {
+    while allocation_cap + granule <= wave_total && keeps(allocation_cap + granule) {
         allocation_cap += granule;
     }
     (cap as u16, allocation_cap as u16)
