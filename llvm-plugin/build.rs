@@ -1,30 +1,17 @@
-//! Compiles the plugin's C++ shim against the LLVM 15 headers.
-use std::path::PathBuf;
-use std::process::Command;
+//! Compiles the plugin's C++ (the shim and the pass registration) against
+//! the headers of the LLVM whose clang will load it. Nothing is linked: the
+//! plugin uses the compiler's own LLVM.
 
-fn llvm_prefix() -> PathBuf {
-    std::env::var_os("LLVM_SYS_150_PREFIX").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/usr/lib/llvm-15"))
-}
+include!("../driver/build_llvm.rs");
 
 fn main() {
-    let llvm_config = llvm_prefix().join("bin/llvm-config");
-    let output = Command::new(&llvm_config)
-        .arg("--includedir")
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}; install llvm-15-dev", llvm_config.display()));
-    let include_dir = String::from_utf8_lossy(&output.stdout).trim().to_string();
-
-    cc::Build::new()
-        .cpp(true)
+    let llvm = Llvm::selected();
+    llvm.cpp_build()
         .file("cpp/llvm_shim.cpp")
-        .flag("-isystem")
-        .flag(&include_dir)
-        .flag("-std=c++17")
-        .flag("-fno-rtti")
+        .file("cpp/registration.cpp")
         .flag("-fno-exceptions")
-        .warnings(true)
         .compile("gpuinstr_llvm_shim");
-
+    println!("cargo:rustc-env=GPUINSTR_LLVM_VERSION={}", llvm.version);
     println!("cargo:rerun-if-changed=cpp");
-    println!("cargo:rerun-if-env-changed=LLVM_SYS_150_PREFIX");
+    println!("cargo:rerun-if-changed=../driver/build_llvm.rs");
 }

@@ -1,7 +1,12 @@
 #include "gpuinstr_native.h"
 
 #include <llvm/ADT/SmallVector.h>
+#include <llvm/Config/llvm-config.h>
+#if LLVM_VERSION_MAJOR >= 17
+#include <llvm/TargetParser/Triple.h>
+#else
 #include <llvm/ADT/Triple.h>
+#endif
 #include <llvm/MC/MCAsmInfo.h>
 #include <llvm/MC/MCCodeEmitter.h>
 #include <llvm/MC/MCContext.h>
@@ -83,7 +88,7 @@ gpuinstr_mc *gpuinstr_mc_create(const char *Cpu, const char *Features, char *Err
     return nullptr;
   }
   if (!MC->STI->isCPUStringValid(Cpu)) {
-    copyError(std::string("LLVM 15 does not know the processor ") + Cpu, Error, ErrorCapacity);
+    copyError(std::string("LLVM " LLVM_VERSION_STRING " does not know the processor ") + Cpu, Error, ErrorCapacity);
     return nullptr;
   }
   MC->Context = std::make_unique<MCContext>(MC->TheTriple, MC->MAI.get(), MC->MRI.get(), MC->STI.get());
@@ -98,6 +103,59 @@ gpuinstr_mc *gpuinstr_mc_create(const char *Cpu, const char *Features, char *Err
 }
 
 void gpuinstr_mc_destroy(gpuinstr_mc *MC) { delete MC; }
+
+// What differs between the LLVM majors the driver builds against (15, 17, 21).
+namespace compat {
+// Encodes one instruction (17 and newer write into a byte vector).
+static void encode(const MCCodeEmitter &Emitter, const MCInst &Inst, SmallVectorImpl<char> &Bytes,
+                   SmallVectorImpl<MCFixup> &Fixups, const MCSubtargetInfo &STI) {
+#if LLVM_VERSION_MAJOR >= 17
+  Emitter.encodeInstruction(Inst, Bytes, Fixups, STI);
+#else
+  raw_svector_ostream OS(Bytes);
+  Emitter.encodeInstruction(Inst, OS, Fixups, STI);
+#endif
+}
+
+#if LLVM_VERSION_MAJOR >= 17
+using Alignment = Align;
+#else
+using Alignment = unsigned;
+#endif
+
+static MCTargetStreamer *createAsmTargetStreamer(const Target &T, MCStreamer &Streamer, formatted_raw_ostream &OS,
+                                                 MCInstPrinter *Printer) {
+#if LLVM_VERSION_MAJOR >= 19
+  return T.createAsmTargetStreamer(Streamer, OS, Printer);
+#else
+  return T.createAsmTargetStreamer(Streamer, OS, Printer, /*IsVerboseAsm=*/false);
+#endif
+}
+
+static ArrayRef<MCPhysReg> implicitDefs(const MCInstrDesc &Desc) {
+#if LLVM_VERSION_MAJOR >= 17
+  return Desc.implicit_defs();
+#else
+  return ArrayRef<MCPhysReg>(Desc.getImplicitDefs(), Desc.getNumImplicitDefs());
+#endif
+}
+
+static ArrayRef<MCPhysReg> implicitUses(const MCInstrDesc &Desc) {
+#if LLVM_VERSION_MAJOR >= 17
+  return Desc.implicit_uses();
+#else
+  return ArrayRef<MCPhysReg>(Desc.getImplicitUses(), Desc.getNumImplicitUses());
+#endif
+}
+
+static const MCOperandInfo &operandInfo(const MCInstrDesc &Desc, unsigned I) {
+#if LLVM_VERSION_MAJOR >= 17
+  return Desc.operands()[I];
+#else
+  return Desc.OpInfo[I];
+#endif
+}
+} // namespace compat
 
 static void fromMCInst(const MCInst &Inst, uint32_t Size, gpuinstr_instruction *Out) {
   Out->opcode = Inst.getOpcode();
@@ -189,9 +247,8 @@ size_t gpuinstr_mc_encode(gpuinstr_mc *MC, const gpuinstr_instruction *Instructi
   if (!toMCInst(Instruction, Inst))
     return 0;
   SmallString<32> Bytes;
-  raw_svector_ostream OS(Bytes);
   SmallVector<MCFixup, 4> Fixups;
-  MC->Emitter->encodeInstruction(Inst, OS, Fixups, *MC->STI);
+  compat::encode(*MC->Emitter, Inst, Bytes, Fixups, *MC->STI);
   if (!Fixups.empty() || Bytes.size() > Capacity)
     return 0;
   std::memcpy(Out, Bytes.data(), Bytes.size());
@@ -205,8 +262,8 @@ public:
   explicit CapturingStreamer(MCContext &Context) : MCStreamer(Context) {}
   std::function<void(const MCInst &)> OnInstruction;
   bool emitSymbolAttribute(MCSymbol *, MCSymbolAttr) override { return true; }
-  void emitCommonSymbol(MCSymbol *, uint64_t, unsigned) override {}
-  void emitZerofill(MCSection *, MCSymbol *, uint64_t, unsigned, SMLoc) override {}
+  void emitCommonSymbol(MCSymbol *, uint64_t, compat::Alignment) override {}
+  void emitZerofill(MCSection *, MCSymbol *, uint64_t, compat::Alignment, SMLoc) override {}
   void emitInstruction(const MCInst &Inst, const MCSubtargetInfo &) override { OnInstruction(Inst); }
 };
 } // namespace
@@ -230,7 +287,7 @@ int gpuinstr_mc_assemble(gpuinstr_mc *MC, const char *Text, size_t Length, size_
   // streamer.
   formatted_raw_ostream Nowhere(nulls());
   if (!T->createNullTargetStreamer(Streamer))
-    T->createAsmTargetStreamer(Streamer, Nowhere, MC->Printer.get(), /*IsVerboseAsm=*/false);
+    compat::createAsmTargetStreamer(*T, Streamer, Nowhere, MC->Printer.get());
   if (!Streamer.getTargetStreamer())
     return 0;
   std::unique_ptr<MCAsmParser> Parser(createMCAsmParser(Sources, Context, Streamer, *MC->MAI));
@@ -247,9 +304,8 @@ int gpuinstr_mc_assemble(gpuinstr_mc *MC, const char *Text, size_t Length, size_
     size_t Line = Next - 1;
     uint32_t &Size = Lengths[Line - 1];
     SmallString<32> Bytes;
-    raw_svector_ostream OS(Bytes);
     SmallVector<MCFixup, 4> Fixups;
-    Emitter->encodeInstruction(Inst, OS, Fixups, *MC->STI);
+    compat::encode(*Emitter, Inst, Bytes, Fixups, *MC->STI);
     // A second instruction on a line, fixups or an oversized encoding: not exact.
     if (Size != 0 || !Fixups.empty() || Bytes.size() > GPUINSTR_MAX_ENCODING) {
       Size = UINT32_MAX;
@@ -311,20 +367,26 @@ int gpuinstr_mc_opcode_info(gpuinstr_mc *MC, unsigned Opcode, gpuinstr_opcode_in
   if (Desc.hasUnmodeledSideEffects())
     Flags |= GPUINSTR_FLAG_HAS_SIDE_EFFECTS;
   Out->flags = Flags;
-  Out->num_implicit_defs = Desc.getNumImplicitDefs();
-  Out->num_implicit_uses = Desc.getNumImplicitUses();
-  Out->implicit_defs = Desc.getImplicitDefs();
-  Out->implicit_uses = Desc.getImplicitUses();
+  // The arrays live in LLVM's static tables.
+  ArrayRef<MCPhysReg> ImplicitDefs = compat::implicitDefs(Desc), ImplicitUses = compat::implicitUses(Desc);
+  Out->num_implicit_defs = ImplicitDefs.size();
+  Out->num_implicit_uses = ImplicitUses.size();
+  Out->implicit_defs = ImplicitDefs.data();
+  Out->implicit_uses = ImplicitUses.data();
   for (unsigned I = 0; I < GPUINSTR_MAX_OPERANDS; ++I) {
     if (I < Desc.getNumOperands()) {
-      Out->operand_register_class[I] = Desc.OpInfo[I].RegClass;
-      Out->operand_type[I] = Desc.OpInfo[I].OperandType;
+      Out->operand_register_class[I] = compat::operandInfo(Desc, I).RegClass;
+      Out->operand_type[I] = compat::operandInfo(Desc, I).OperandType;
     } else {
       Out->operand_register_class[I] = -1;
       Out->operand_type[I] = 0;
     }
   }
   return 1;
+}
+
+gpuinstr_generic_operand_types gpuinstr_mc_generic_operand_types(void) {
+  return {MCOI::OPERAND_IMMEDIATE, MCOI::OPERAND_PCREL, MCOI::OPERAND_FIRST_TARGET};
 }
 
 unsigned gpuinstr_mc_register_count(gpuinstr_mc *MC) { return MC->MRI->getNumRegs(); }
@@ -341,9 +403,14 @@ const char *gpuinstr_mc_register_name(gpuinstr_mc *MC, unsigned Reg, size_t *Len
 
 size_t gpuinstr_mc_register_units(gpuinstr_mc *MC, unsigned Reg, uint16_t *Out, size_t Capacity) {
   size_t Count = 0;
-  for (MCRegUnitIterator Unit(Reg, MC->MRI.get()); Unit.isValid(); ++Unit) {
+#if LLVM_VERSION_MAJOR >= 17
+  for (auto Unit : MC->MRI->regunits(Reg)) {
+#else
+  for (MCRegUnitIterator Units(Reg, MC->MRI.get()); Units.isValid(); ++Units) {
+    unsigned Unit = *Units;
+#endif
     if (Count < Capacity)
-      Out[Count] = static_cast<uint16_t>(*Unit);
+      Out[Count] = static_cast<uint16_t>(Unit);
     ++Count;
   }
   return Count;

@@ -103,6 +103,15 @@ typedef struct {
 /// Describes an opcode. Returns 0 if it does not exist.
 int gpuinstr_mc_opcode_info(gpuinstr_mc *mc, unsigned opcode, gpuinstr_opcode_info *out);
 
+/// LLVM's generic operand types (llvm::MCOI::OperandType): immediate,
+/// pc-relative, and the first target-specific type.
+typedef struct {
+  uint8_t immediate;
+  uint8_t pc_relative;
+  uint8_t first_target;
+} gpuinstr_generic_operand_types;
+gpuinstr_generic_operand_types gpuinstr_mc_generic_operand_types(void);
+
 unsigned gpuinstr_mc_register_count(gpuinstr_mc *mc);
 /// The TableGen name of a register ("SGPR0_SGPR1", "VCC", "EXEC_LO").
 const char *gpuinstr_mc_register_name(gpuinstr_mc *mc, unsigned reg, size_t *length);

@@ -17,6 +17,10 @@ pub mod process;
 pub mod roundtrip;
 pub mod stages;
 pub mod tool;
+pub mod toolchain;
 pub mod verify;
 
 pub use error::{Error, LoadProblem, Location, ToolProblem};
+/// The LLVM bindings of the LLVM this build is for (for tests and tools
+/// that hand the driver an LLVM context).
+pub use inkwell;

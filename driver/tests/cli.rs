@@ -16,7 +16,7 @@ fn compile_kernel(dir: &Path, processor: &str) -> std::path::PathBuf {
     )
     .unwrap();
     let output = dir.join(format!("scale-{processor}.hsaco"));
-    let status = Command::new("clang++-15")
+    let status = gpuinstr::toolchain::llvm_tool("clang++")
         // clang leaves an empty directory in TMPDIR per HIP compilation.
         .env("TMPDIR", dir)
         .args(["-x", "hip", "--rocm-path=/usr", "--cuda-device-only"])
@@ -179,9 +179,9 @@ fn minimal_tool(dir: &Path) -> std::path::PathBuf {
     )
     .unwrap();
     let bitcode = dir.join("hooks.bc");
-    assert!(Command::new("llvm-as-15").arg(&ir).arg("-o").arg(&bitcode).status().unwrap().success());
+    assert!(gpuinstr::toolchain::llvm_tool("llvm-as").arg(&ir).arg("-o").arg(&bitcode).status().unwrap().success());
     let tool = dir.join("tool.hsaco");
-    let status = Command::new("llvm-objcopy-15")
+    let status = gpuinstr::toolchain::llvm_tool("llvm-objcopy")
         .arg(format!("--add-section=.llvmbc={}", bitcode.display()))
         .arg(code_object(dir))
         .arg(&tool)
@@ -347,7 +347,7 @@ fn dense_kernel(dir: &Path) -> std::path::PathBuf {
     let source = dir.join("dense.s");
     std::fs::write(&source, text).unwrap();
     let object = dir.join("dense.o");
-    let status = Command::new("llvm-mc-15")
+    let status = gpuinstr::toolchain::llvm_tool("llvm-mc")
         .args(["-triple=amdgcn-amd-amdhsa", "-mcpu=gfx90a", "-filetype=obj"])
         .arg(&source)
         .arg("-o")
@@ -356,7 +356,7 @@ fn dense_kernel(dir: &Path) -> std::path::PathBuf {
         .unwrap();
     assert!(status.success());
     let linked = dir.join("dense.hsaco");
-    let status = Command::new("ld.lld-15")
+    let status = gpuinstr::toolchain::llvm_tool("ld.lld")
         .args(["-shared", "--no-undefined"])
         .arg(&object)
         .arg("-o")
@@ -381,9 +381,9 @@ fn vector_tool(dir: &Path) -> std::path::PathBuf {
     )
     .unwrap();
     let bitcode = dir.join("vector.bc");
-    assert!(Command::new("llvm-as-15").arg(&ir).arg("-o").arg(&bitcode).status().unwrap().success());
+    assert!(gpuinstr::toolchain::llvm_tool("llvm-as").arg(&ir).arg("-o").arg(&bitcode).status().unwrap().success());
     let tool = dir.join("vector-tool.hsaco");
-    let status = Command::new("llvm-objcopy-15")
+    let status = gpuinstr::toolchain::llvm_tool("llvm-objcopy")
         .arg(format!("--add-section=.llvmbc={}", bitcode.display()))
         .arg(code_object(dir))
         .arg(&tool)

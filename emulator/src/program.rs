@@ -5,25 +5,12 @@
 use std::rc::Rc;
 
 use gpuinstr::native::Operand as McOperand;
-use gpuinstr::stages::lift::{Instruction, Isa};
+use gpuinstr::stages::lift::{Instruction, Isa, OperandRole};
 use gpuinstr::stages::load::CodeObject;
 
 use crate::error::EmulatorError;
 use crate::operands::{register_operand, Operand};
 use crate::semantics::{self, Handler};
-
-/// LLVM's MCOI operand types the decoder tells apart (LLVM 15).
-mod operand_type {
-    pub const IMMEDIATE: u8 = 1;
-    pub const PCREL: u8 = 4;
-    pub const REG_IMM_INT64: u8 = 14;
-    pub const REG_IMM_FP64: u8 = 17;
-    pub const REG_INLINE_C_INT64: u8 = 27;
-    pub const REG_INLINE_C_FP64: u8 = 30;
-    pub const REG_INLINE_AC_FP64: u8 = 41;
-    /// Source modifiers (neg/abs/sext/op_sel) of the next source.
-    pub const INPUT_MODS: u8 = 46;
-}
 
 /// A source operand with its modifiers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,6 +139,7 @@ pub struct Program {
 impl Program {
     pub fn new(code_object: CodeObject) -> Result<Self, EmulatorError> {
         let isa = Isa::new(&code_object.target).map_err(|e| EmulatorError::Isa(e.to_string()))?;
+        isa.operand_roles().map_err(|e| EmulatorError::Isa(e.to_string()))?;
         let code = code_object.sections.iter().filter(|s| s.loadable && s.executable());
         let code_start = code.clone().map(|s| s.address).min().unwrap_or(0) & !3;
         let code_end = code.map(|s| s.address + s.size).max().unwrap_or(0);
@@ -165,6 +153,7 @@ impl Program {
         use gpuinstr::stages::load::{FeatureSetting, TargetId};
         let target = TargetId { processor: processor.into(), xnack: FeatureSetting::Any, sramecc: FeatureSetting::Any };
         let isa = Isa::new(&target).map_err(|e| EmulatorError::Isa(e.to_string()))?;
+        isa.operand_roles().map_err(|e| EmulatorError::Isa(e.to_string()))?;
         let slots = (bytes.len() as u64).div_ceil(4) as usize;
         let code_end = base + bytes.len() as u64;
         Ok(Program {
@@ -253,13 +242,15 @@ fn decode(isa: &Isa, lifted: &Instruction) -> Inst {
     let real_info = isa.info(lifted.raw.opcode);
     let num_defs = real_info.map_or(0, |i| i.num_defs as usize);
     let types = real_info.map(|i| i.operand_types.clone()).unwrap_or_default();
+    // Checked when the program was made.
+    let roles = isa.operand_roles().expect("operand roles were found when the program was made");
     let mut defs = Vec::new();
     let mut srcs = Vec::new();
     let mut imms = Vec::new();
     let mut pending_mods = 0u32;
     let mut unmodelled = false;
     for (index, operand) in lifted.raw.operands.iter().enumerate() {
-        let kind = types.get(index).copied().unwrap_or(0);
+        let role = roles.role(types.get(index).copied().unwrap_or(0));
         let value = match *operand {
             McOperand::Register(0) => continue, // an absent optional operand
             McOperand::Register(reg) => match register_operand(isa, reg) {
@@ -281,12 +272,12 @@ fn decode(isa: &Isa, lifted: &Instruction) -> Inst {
             defs.push(value);
             continue;
         }
-        match (kind, value) {
-            (operand_type::INPUT_MODS, Operand::Constant(mods)) => pending_mods = mods as u32,
-            (operand_type::IMMEDIATE | operand_type::PCREL, Operand::Constant(v)) => imms.push(v),
+        match (role, value) {
+            (OperandRole::InputModifiers, Operand::Constant(mods)) => pending_mods = mods as u32,
+            (OperandRole::Immediate | OperandRole::PcRelative, Operand::Constant(v)) => imms.push(v),
             (_, value) => {
                 let operand = match value {
-                    Operand::Constant(v) => Operand::Constant(widen_constant(kind, v)),
+                    Operand::Constant(v) => Operand::Constant(widen_constant(role, v)),
                     other => other,
                 };
                 srcs.push(Source { operand, mods: std::mem::take(&mut pending_mods) });
@@ -395,15 +386,11 @@ fn sdwa_form(plain: &str, lifted: &Instruction, defs: &[Operand], srcs: &[Source
 /// A constant in a 64-bit operand: LLVM 15 decodes a 32-bit literal as
 /// written; the hardware puts it in the high half of a double and
 /// zero-extends it for integers. Inline constants are already 64-bit.
-fn widen_constant(kind: u8, value: i64) -> i64 {
+fn widen_constant(role: OperandRole, value: i64) -> i64 {
     let inline_integer = (-16..=64).contains(&value);
-    match kind {
-        operand_type::REG_IMM_FP64 | operand_type::REG_INLINE_C_FP64 | operand_type::REG_INLINE_AC_FP64
-            if !inline_integer && (0..=i64::from(u32::MAX)).contains(&value) =>
-        {
-            value << 32
-        }
-        operand_type::REG_IMM_INT64 | operand_type::REG_INLINE_C_INT64 if !inline_integer => value & 0xffff_ffff,
+    match role {
+        OperandRole::Float64 if !inline_integer && (0..=i64::from(u32::MAX)).contains(&value) => value << 32,
+        OperandRole::Int64 if !inline_integer => value & 0xffff_ffff,
         _ => value,
     }
 }

@@ -20,7 +20,7 @@ fn code_object(dir: &Path) -> PathBuf {
     let source = dir.join("scale.hip");
     std::fs::write(&source, KERNEL).unwrap();
     let output = dir.join("scale.hsaco");
-    let status = Command::new("clang++-15")
+    let status = gpuinstr::toolchain::llvm_tool("clang++")
         // clang leaves an empty directory in TMPDIR per HIP compilation.
         .env("TMPDIR", dir)
         .args(["-x", "hip", "--offload-arch=gfx90a", "--rocm-path=/usr"])
@@ -30,7 +30,7 @@ fn code_object(dir: &Path) -> PathBuf {
         .arg("-o")
         .arg(&output)
         .status()
-        .expect("clang++-15");
+        .expect("clang++ runs");
     assert!(status.success());
     output
 }

@@ -279,7 +279,7 @@ pub fn run_case(context: &Context, kind: Kind, seed: &[u8], input: &[u8], full: 
             if let Some(tool) = tool {
                 for code_object in &tool.code_objects {
                     run.op("tool module", || {
-                        let context = inkwell::context::Context::create();
+                        let context = gpuinstr::inkwell::context::Context::create();
                         let module =
                             gpuinstr::tool::read_tool_module(&context, code_object).map_err(|e| e.to_string())?;
                         Ok(gpuinstr::tool::summarize(&module, 1).hooks.len())

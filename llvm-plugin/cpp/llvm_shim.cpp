@@ -144,7 +144,8 @@ unsigned gpuinstr_remove_globals_with_prefix(LLVMModuleRef ModuleRef,
   Module &M = *unwrap(ModuleRef);
   SmallPtrSet<GlobalValue *, 4> Remove;
   for (GlobalVariable &GV : M.globals())
-    if (GV.getName().startswith(Prefix))
+    // StringRef::startswith is gone in LLVM 21 and starts_with new in 17.
+    if (GV.getName().substr(0, std::strlen(Prefix)) == Prefix)
       Remove.insert(&GV);
   unsigned Count = Remove.size();
   if (Count)
@@ -156,7 +157,7 @@ void gpuinstr_embed_buffer(LLVMModuleRef ModuleRef, const char *Name,
                            const char *Data, size_t Size, const char *Section) {
   Module &M = *unwrap(ModuleRef);
   Constant *Contents =
-      ConstantDataArray::get(M.getContext(), makeArrayRef(Data, Size));
+      ConstantDataArray::get(M.getContext(), ArrayRef<char>(Data, Size));
   auto *GV = new GlobalVariable(M, Contents->getType(), /*isConstant=*/true,
                                 GlobalValue::PrivateLinkage, Contents, Name);
   GV->setSection(Section);

@@ -6,6 +6,7 @@
 
 #include <llvm-c/Types.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -54,6 +55,26 @@ unsigned gpuinstr_remove_globals_with_prefix(LLVMModuleRef Module,
 /// the given section, kept alive through llvm.compiler.used.
 void gpuinstr_embed_buffer(LLVMModuleRef Module, const char *Name,
                            const char *Data, size_t Size, const char *Section);
+
+/// Pass registration (registration.cpp). The passes the Rust side runs:
+/// hide-bindings, embed, or one step by its index (GPUINSTR_PASS_STEP + i).
+#define GPUINSTR_PASS_HIDE_BINDINGS 0
+#define GPUINSTR_PASS_EMBED 1
+#define GPUINSTR_PASS_STEP 2
+
+/// LLVM_PLUGIN_API_VERSION of the LLVM the plugin was built against.
+uint32_t gpuinstr_plugin_api_version(void);
+
+/// Registers the plugin's passes with a llvm::PassBuilder (the callback of
+/// llvmGetPassPluginInfo, which src/ir.rs defines).
+void gpuinstr_register_pass_builder_callbacks(void *PassBuilder);
+
+/// Defined in Rust (src/ir.rs): runs a pass on a module; whether it
+/// changed the module.
+int gpuinstr_plugin_run(int Kind, LLVMModuleRef Module);
+
+/// Defined in Rust (src/ir.rs): the pass a -passes= name means, or -1.
+int gpuinstr_plugin_pass_kind(const char *Name, size_t Length);
 
 #ifdef __cplusplus
 }

@@ -11,15 +11,15 @@ use std::ffi::{c_char, c_uint, CStr, CString};
 use std::fmt;
 use std::marker::PhantomData;
 
-use llvm_sys::analysis::{LLVMVerifierFailureAction, LLVMVerifyModule};
-use llvm_sys::bit_writer::LLVMWriteBitcodeToMemoryBuffer;
-use llvm_sys::core::*;
-use llvm_sys::debuginfo::{LLVMInstructionGetDebugLoc, LLVMInstructionSetDebugLoc};
-use llvm_sys::prelude::*;
-use llvm_sys::{LLVMAttributeFunctionIndex, LLVMLinkage, LLVMOpcode, LLVMTypeKind, LLVMVisibility};
+use crate::llvm_sys::analysis::{LLVMVerifierFailureAction, LLVMVerifyModule};
+use crate::llvm_sys::bit_writer::LLVMWriteBitcodeToMemoryBuffer;
+use crate::llvm_sys::core::*;
+use crate::llvm_sys::debuginfo::{LLVMInstructionGetDebugLoc, LLVMInstructionSetDebugLoc};
+use crate::llvm_sys::prelude::*;
+use crate::llvm_sys::{LLVMAttributeFunctionIndex, LLVMLinkage, LLVMOpcode, LLVMTypeKind, LLVMVisibility};
 
 mod shim {
-    use llvm_sys::prelude::{LLVMModuleRef, LLVMValueRef};
+    use crate::llvm_sys::prelude::{LLVMModuleRef, LLVMValueRef};
     use std::ffi::{c_char, c_int, c_uint};
     extern "C" {
         pub fn gpuinstr_report_error(
@@ -42,7 +42,49 @@ mod shim {
             section: *const c_char,
         );
         pub fn gpuinstr_delete_function_body(function: LLVMValueRef);
+        pub fn gpuinstr_plugin_api_version() -> u32;
+        pub fn gpuinstr_register_pass_builder_callbacks(pass_builder: *mut std::ffi::c_void);
     }
+}
+
+/// LLVM's `PassPluginLibraryInfo` (llvm/Passes/PassPlugin.h), C layout.
+#[repr(C)]
+pub struct PassPluginLibraryInfo {
+    api_version: u32,
+    name: *const c_char,
+    version: *const c_char,
+    register_callbacks: unsafe extern "C" fn(*mut std::ffi::c_void),
+}
+
+/// What LLVM calls when clang or opt loads the plugin (`-fpass-plugin=`,
+/// `-load-pass-plugin=`). Defined here rather than in C++ so that the
+/// cdylib exports it (Rust exports only its own `#[no_mangle]` symbols).
+#[no_mangle]
+pub extern "C" fn llvmGetPassPluginInfo() -> PassPluginLibraryInfo {
+    PassPluginLibraryInfo {
+        // SAFETY: a plain function of cpp/registration.cpp returning a constant.
+        api_version: unsafe { shim::gpuinstr_plugin_api_version() },
+        name: c"gpuinstr-embed".as_ptr(),
+        version: c"0.1".as_ptr(),
+        register_callbacks: shim::gpuinstr_register_pass_builder_callbacks,
+    }
+}
+
+/// Runs pass `kind` (cpp/llvm_shim.h's GPUINSTR_PASS_*) on a module; called
+/// by cpp/registration.cpp's pass. Returns whether the module changed.
+#[no_mangle]
+extern "C" fn gpuinstr_plugin_run(kind: i32, module: LLVMModuleRef) -> i32 {
+    let module = Module { raw: module, _module: PhantomData };
+    // A pass registered under a kind always has one.
+    crate::run_pass(kind, module) as i32
+}
+
+/// The pass kind of an `opt -passes=` name, or -1.
+#[no_mangle]
+extern "C" fn gpuinstr_plugin_pass_kind(name: *const c_char, length: usize) -> i32 {
+    // SAFETY: LLVM passes the name's bytes and their length (a StringRef).
+    let name = unsafe { std::slice::from_raw_parts(name.cast::<u8>(), length) };
+    std::str::from_utf8(name).ok().and_then(crate::pass_kind).unwrap_or(-1)
 }
 
 /// LLVM's calling convention number for `amdgpu_kernel`.
@@ -130,11 +172,6 @@ pub struct Module<'m> {
 }
 
 impl<'m> Module<'m> {
-    /// The module a pass manager handed to a pass.
-    pub fn from_pass(module: &'m mut llvm_plugin::inkwell::module::Module<'_>) -> Self {
-        Module { raw: module.as_mut_ptr(), _module: PhantomData }
-    }
-
     pub fn target_triple(&self) -> String {
         // SAFETY: live module; LLVM returns a NUL-terminated string it owns.
         unsafe { CStr::from_ptr(LLVMGetTarget(self.raw)).to_string_lossy().into_owned() }

@@ -1,6 +1,6 @@
 //! Test support: paths of the repository, the plugin and the toolchain, and
-//! helpers that drive the real tools (hipcc, clang-15, opt-15, ld.lld-15,
-//! llvm-dis-15).
+//! helpers that drive the real tools (hipcc, and the clang, opt, ld.lld and
+//! llvm-dis of the LLVM this build is for).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -45,7 +45,7 @@ pub fn normalize(text: &str, scratch: &Path) -> String {
 pub enum Compiler {
     /// `hipcc`: host object with the device code object in `.hip_fatbin`.
     Hipcc,
-    /// `clang++-15 -x hip --cuda-device-only`: the device code object itself.
+    /// `clang++ -x hip --cuda-device-only`: the device code object itself.
     Clang,
 }
 
@@ -72,7 +72,7 @@ pub fn tool_compile_command(compiler: Compiler, source: &Path, opt: &str, output
     command
 }
 
-/// `hipcc` with its temporary files in the run's directory: clang 15's HIP
+/// `hipcc` with its temporary files in the run's directory: clang's HIP
 /// driver leaves an empty directory in TMPDIR for each compilation.
 pub fn hipcc() -> Command {
     let mut command = Command::new("hipcc");
@@ -80,9 +80,9 @@ pub fn hipcc() -> Command {
     command
 }
 
-/// `clang++-15`, likewise (HIP compilations leave directories in TMPDIR).
+/// `clang++` of this build's LLVM, likewise (HIP compilations leave directories in TMPDIR).
 pub fn clang() -> Command {
-    let mut command = Command::new("clang++-15");
+    let mut command = gpuinstr::toolchain::llvm_tool("clang++");
     command.env("TMPDIR", run_directory());
     command
 }
@@ -112,18 +112,18 @@ pub fn build_tool(compiler: Compiler, source: &Path, opt: &str, dir: &Path) -> P
     output
 }
 
-/// Disassembles bitcode with llvm-dis-15.
+/// Disassembles bitcode with llvm-dis.
 pub fn llvm_dis(bitcode: &[u8], dir: &Path) -> String {
     let path = dir.join("module.bc");
     std::fs::write(&path, bitcode).expect("write bitcode");
-    let output = run_ok(Command::new("llvm-dis-15").arg(&path).arg("-o").arg("-"));
+    let output = run_ok(gpuinstr::toolchain::llvm_tool("llvm-dis").arg(&path).arg("-o").arg("-"));
     String::from_utf8(output.stdout).expect("llvm-dis prints UTF-8")
 }
 
-/// Runs opt-15 with the plugin loaded and the given pass pipeline on a file,
+/// Runs opt with the plugin loaded and the given pass pipeline on a file,
 /// printing IR.
 pub fn opt_command(passes: &str, input: &Path) -> Command {
-    let mut command = Command::new("opt-15");
+    let mut command = gpuinstr::toolchain::llvm_tool("opt");
     command
         .arg(format!("-load-pass-plugin={}", plugin().display()))
         .arg(format!("-passes={passes}"))
@@ -326,8 +326,8 @@ pub fn debian_package_file(package: &str, path_in_package: &str) -> PathBuf {
 
 /// A code object built from hand-written assembly: one kernel `test_kernel`
 /// with `body` as its code, then `functions` (device functions, with their
-/// own labels, `.type` and `.size`). Assembled by llvm-mc-15 and linked by
-/// ld.lld-15, so the lifter sees a real linked code object.
+/// own labels, `.type` and `.size`). Assembled by llvm-mc and linked by
+/// ld.lld, so the lifter sees a real linked code object.
 pub fn kernel_from_assembly(processor: &str, body: &str, functions: &str) -> gpuinstr::stages::load::CodeObject {
     let accum = if processor == "gfx90a" { "\t.amdhsa_accum_offset 32\n" } else { "" };
     let text = format!(
@@ -349,13 +349,19 @@ pub fn kernel_from_assembly(processor: &str, body: &str, functions: &str) -> gpu
     let object = dir.path().join("test.o");
     let linked = dir.path().join("test.hsaco");
     run_ok(
-        Command::new("llvm-mc-15")
+        gpuinstr::toolchain::llvm_tool("llvm-mc")
             .args(["-triple=amdgcn-amd-amdhsa", &format!("-mcpu={processor}"), "-filetype=obj"])
             .arg(&source)
             .arg("-o")
             .arg(&object),
     );
-    run_ok(Command::new("ld.lld-15").args(["-shared", "--no-undefined"]).arg(&object).arg("-o").arg(&linked));
+    run_ok(
+        gpuinstr::toolchain::llvm_tool("ld.lld")
+            .args(["-shared", "--no-undefined"])
+            .arg(&object)
+            .arg("-o")
+            .arg(&linked),
+    );
     let bytes = std::fs::read(&linked).unwrap();
     gpuinstr::stages::load::CodeObject::parse(bytes, Vec::new()).unwrap()
 }

@@ -490,7 +490,7 @@ fn device_calls_scratch_and_spills() {
     );
     let mut d = device(&object, "gfx90a");
     let text = String::from_utf8_lossy(
-        &run_ok(std::process::Command::new("llvm-objdump-15").args(["-d", "--mcpu=gfx90a"]).arg(&object)).stdout,
+        &run_ok(gpuinstr::toolchain::llvm_tool("llvm-objdump").args(["-d", "--mcpu=gfx90a"]).arg(&object)).stdout,
     )
     .to_string();
     assert!(text.contains("scratch_store_dwordx4") && !text.contains("buffer_store"), "flat scratch code");

@@ -2,7 +2,6 @@
 //! file (and the place inside it) and what to do; never a panic.
 
 use std::path::Path;
-use std::process::Command;
 
 use gpuinstr::inspect;
 use gpuinstr_tests::*;
@@ -94,7 +93,12 @@ fn bad_inputs_give_one_clear_message() {
 
     // A code object whose metadata note was removed.
     let stripped = dir.join("no-metadata");
-    run_ok(Command::new("llvm-objcopy-15").arg("--remove-section=.note").arg(dir.join("vadd.hsaco")).arg(&stripped));
+    run_ok(
+        gpuinstr::toolchain::llvm_tool("llvm-objcopy")
+            .arg("--remove-section=.note")
+            .arg(dir.join("vadd.hsaco"))
+            .arg(&stripped),
+    );
     messages.push_str(&format!("no-metadata: {}\n", normalize(&error_of(&stripped, None), dir)));
 
     // A target the input does not have.
@@ -146,7 +150,11 @@ fn bundles_and_target_selection() {
     assert!(error_of(&host, Some("gfx90a:xnack+")).contains("the input has gfx908, gfx90a:xnack-"));
 
     let bundle = dir.join("tool.bundle");
-    run_ok(Command::new("llvm-objcopy-15").arg(format!("--dump-section=.hip_fatbin={}", bundle.display())).arg(&host));
+    run_ok(
+        gpuinstr::toolchain::llvm_tool("llvm-objcopy")
+            .arg(format!("--dump-section=.hip_fatbin={}", bundle.display()))
+            .arg(&host),
+    );
     let from_bundle = inspect::inspect(&bundle, None).unwrap();
     assert_eq!(from_bundle.kind, "offload bundle");
     assert_eq!(from_bundle.code_objects.len(), 2);

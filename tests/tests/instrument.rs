@@ -22,12 +22,13 @@ fn counter_tool(dir: &std::path::Path) -> CodeObject {
 fn assert_accepted(original: &CodeObject, output: &[u8], dir: &std::path::Path, name: &str) {
     let path = dir.join(format!("{name}.hsaco"));
     std::fs::write(&path, output).unwrap();
-    let readelf = run(Command::new("llvm-readelf-15").args(["-a", "--notes"]).arg(&path));
+    let readelf = run(gpuinstr::toolchain::llvm_tool("llvm-readelf").args(["-a", "--notes"]).arg(&path));
     assert!(readelf.status.success(), "{name}: llvm-readelf failed");
     let stderr = String::from_utf8_lossy(&readelf.stderr);
     assert!(!stderr.contains("warning") && !stderr.contains("error"), "{name}: {stderr}");
-    let objdump =
-        run(Command::new("llvm-objdump-15").args(["-d", &format!("--mcpu={}", original.target.processor)]).arg(&path));
+    let objdump = run(gpuinstr::toolchain::llvm_tool("llvm-objdump")
+        .args(["-d", &format!("--mcpu={}", original.target.processor)])
+        .arg(&path));
     assert!(objdump.status.success(), "{name}: llvm-objdump failed");
     assert!(!String::from_utf8_lossy(&objdump.stdout).contains("<unknown>"), "{name}: unknown instructions");
     let mut kernels = gpuinstr::native::metadata_kernels(output).unwrap();
@@ -370,7 +371,7 @@ fn host_files_and_bundles_come_back_instrumented() {
     let instrumented = dir.join("libvectoradd.instrumented.so");
     std::fs::write(&instrumented, &out).unwrap();
     verify_all(&library, &instrumented, "library");
-    let readelf = run(Command::new("llvm-readelf-15").args(["-l", "-S", "-r"]).arg(&instrumented));
+    let readelf = run(gpuinstr::toolchain::llvm_tool("llvm-readelf").args(["-l", "-S", "-r"]).arg(&instrumented));
     assert!(readelf.status.success() && readelf.stderr.is_empty(), "{}", String::from_utf8_lossy(&readelf.stderr));
     let file = object::File::parse(&*out).unwrap();
     let fatbin = file.section_by_name(".hip_fatbin").unwrap().address();
@@ -378,7 +379,9 @@ fn host_files_and_bundles_come_back_instrumented() {
     let original_fatbin = object::File::parse(&*bytes).unwrap().section_by_name(".hip_fatbin").unwrap().address();
     assert_ne!(fatbin, original_fatbin, "the new fat binary has its own segment");
     let loader = dir.join("fatbin_loader");
-    run_ok(Command::new("clang-15").arg(input("host/fatbin_loader.c")).arg("-o").arg(&loader).arg("-ldl"));
+    run_ok(
+        gpuinstr::toolchain::llvm_tool("clang").arg(input("host/fatbin_loader.c")).arg("-o").arg(&loader).arg("-ldl"),
+    );
     for (path, expected) in [(&library, original_fatbin), (&instrumented, fatbin)] {
         let result = run(Command::new(&loader).arg(path).arg(format!("{wrapper:#x}")));
         let stdout = String::from_utf8_lossy(&result.stdout);

@@ -476,13 +476,13 @@ fn inline_assembly_in_foreign_bitcode_is_refused() {
     )
     .unwrap();
     let bitcode = dir.path().join("asm.bc");
-    run_ok(std::process::Command::new("llvm-as-15").arg(&ir).arg("-o").arg(&bitcode));
+    run_ok(gpuinstr::toolchain::llvm_tool("llvm-as").arg(&ir).arg("-o").arg(&bitcode));
     // Any device code object with that bitcode in .llvmbc is a "tool".
     let object = dir.path().join("tool.hsaco");
     let app = load::load_for_target(&test_kernels("memory"), Some("gfx90a")).unwrap().code_objects.remove(0);
     std::fs::write(dir.path().join("plain.hsaco"), &app.bytes).unwrap();
     run_ok(
-        std::process::Command::new("llvm-objcopy-15")
+        gpuinstr::toolchain::llvm_tool("llvm-objcopy")
             .arg(format!("--add-section=.llvmbc={}", bitcode.display()))
             .arg(dir.path().join("plain.hsaco"))
             .arg(&object),

@@ -23,7 +23,8 @@ fn classes_follow_llvms_instruction_descriptions() {
         ("memory", &["GLOBAL_LOAD_DWORD", "S_LOAD_DWORDX2_IMM", "DS_WRITE_B32_gfx9"], &["V_ADD_U32_e32"]),
         ("load", &["GLOBAL_LOAD_DWORD", "S_LOAD_DWORDX2_IMM"], &["GLOBAL_STORE_DWORD"]),
         ("store", &["GLOBAL_STORE_DWORD", "DS_WRITE_B32_gfx9"], &["GLOBAL_LOAD_DWORD"]),
-        ("atomic", &["GLOBAL_ATOMIC_ADD", "DS_ADD_U32_gfx9"], &["GLOBAL_LOAD_DWORD"]),
+        // LLVM 15 marks DS stores IsAtomicNoRet too: a store is still not an atomic.
+        ("atomic", &["GLOBAL_ATOMIC_ADD", "DS_ADD_U32_gfx9"], &["GLOBAL_LOAD_DWORD", "DS_WRITE_B32_gfx9"]),
         ("smem", &["S_LOAD_DWORDX2_IMM"], &["GLOBAL_LOAD_DWORD", "S_ADD_U32"]),
         ("vmem", &["GLOBAL_LOAD_DWORD", "GLOBAL_STORE_DWORD"], &["S_LOAD_DWORDX2_IMM", "DS_WRITE_B32_gfx9"]),
         ("global", &["GLOBAL_LOAD_DWORD"], &["DS_WRITE_B32_gfx9"]),

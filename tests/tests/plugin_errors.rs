@@ -71,7 +71,7 @@ fn embedded_bitcode_is_refused() {
     let scratch = scratch();
     let source = input("plugin-errors/already-embedded.ll");
     let output_file = scratch.path().join("out.o");
-    let mut cc1 = Command::new("clang-15");
+    let mut cc1 = gpuinstr::toolchain::llvm_tool("clang");
     cc1.args(["-cc1", "-triple", "amdgcn-amd-amdhsa", "-target-cpu", "gfx90a", "-emit-obj", "-O3"])
         .arg(format!("-fpass-plugin={}", plugin().display()))
         .arg(&source)

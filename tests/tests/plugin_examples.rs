@@ -2,12 +2,12 @@
 //! `clang++-15 -x hip`, at -O0 and -O3; their device code objects keep their
 //! kernels and carry the preprocessed hook module.
 
+use gpuinstr::inkwell::context::Context;
 use gpuinstr::inspect;
 use gpuinstr::stages::load;
 use gpuinstr::tool;
 use gpuinstr_intrinsics::AMDGCN_SUBSTITUTIONS;
 use gpuinstr_tests::*;
-use inkwell::context::Context;
 
 struct Example {
     directory: &'static str,

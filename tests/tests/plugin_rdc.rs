@@ -4,8 +4,6 @@
 //! and links them. When lld itself loads the plugin, the full-LTO-last
 //! extension point embeds one module for the whole tool.
 
-use std::process::Command;
-
 use gpuinstr::inspect;
 use gpuinstr::stages::load;
 use gpuinstr::tool;
@@ -59,7 +57,7 @@ fn lld_with_the_plugin_embeds_one_module_at_full_lto_last() {
     }
     let linked = scratch.path().join("tool.hsaco");
     run_ok(
-        Command::new("ld.lld-15")
+        gpuinstr::toolchain::llvm_tool("ld.lld")
             .args(["-shared", "-plugin-opt=mcpu=gfx90a", "-plugin-opt=O3"])
             .arg(format!("--load-pass-plugin={}", plugin().display()))
             .args(&objects)

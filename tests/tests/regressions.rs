@@ -446,7 +446,7 @@ fn intrinsic_bindings_survive_every_optimisation_level_and_build_path() {
     );
     let linked = dir.path().join("folding-lto.hsaco");
     run_ok(
-        std::process::Command::new("ld.lld-15")
+        gpuinstr::toolchain::llvm_tool("ld.lld")
             .args(["-shared", "-plugin-opt=mcpu=gfx90a", "-plugin-opt=O3"])
             .arg(format!("--load-pass-plugin={}", plugin().display()))
             .arg(&bitcode)

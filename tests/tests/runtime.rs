@@ -1025,7 +1025,7 @@ fn points_of_code_built_with_g_are_named_by_their_source_lines() {
     branches.dedup();
     assert!(branches.len() >= 2, "{branches:?}");
     let named = run_ok(
-        std::process::Command::new("llvm-addr2line-15")
+        gpuinstr::toolchain::llvm_tool("llvm-addr2line")
             .arg("-e")
             .arg(&code_object)
             .args(branches.iter().map(|(address, _)| format!("{address:#x}"))),

@@ -1,4 +1,4 @@
-//! AMD CoMGR (libamd_comgr.so.2, 2.4 in Debian's 5.2 ROCm), hand-written
+//! AMD CoMGR (libamd_comgr.so.2 in ROCm 5-6, .so.3 from ROCm 6.4), hand-written
 //! FFI for what the driver uses: linking a relocatable into an executable
 //! code object, and reading a code object's metadata the way the runtime
 //! does.
@@ -16,11 +16,9 @@ mod ffi {
         pub handle: u64,
     }
 
-    pub const STATUS_SUCCESS: u32 = 0;
-    pub const DATA_KIND_LOG: u32 = 0x5;
-    pub const DATA_KIND_RELOCATABLE: u32 = 0x7;
-    pub const DATA_KIND_EXECUTABLE: u32 = 0x8;
-    pub const ACTION_LINK_RELOCATABLE_TO_EXECUTABLE: u32 = 0x9;
+    // The enum values of the amd_comgr.h this build compiled against (they
+    // differ between CoMGR 2 and 3), written by build.rs.
+    include!(concat!(env!("OUT_DIR"), "/comgr_constants.rs"));
 
     #[link(name = "amd_comgr")]
     extern "C" {
@@ -47,6 +45,9 @@ mod ffi {
         pub fn amd_comgr_get_metadata_string(metadata: Handle, size: *mut usize, string: *mut c_char) -> u32;
     }
 }
+
+/// The CoMGR interface (amd_comgr.h) this build compiled against.
+pub const INTERFACE_VERSION: (u32, u32) = ffi::INTERFACE_VERSION;
 
 #[derive(Debug, Error)]
 #[error("CoMGR: {step} failed (status {status}){log}")]

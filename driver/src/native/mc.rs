@@ -83,6 +83,7 @@ mod ffi {
         pub fn gpuinstr_mc_opcode_count(mc: *mut Mc) -> c_uint;
         pub fn gpuinstr_mc_opcode_name(mc: *mut Mc, opcode: c_uint, length: *mut usize) -> *const c_char;
         pub fn gpuinstr_mc_opcode_info(mc: *mut Mc, opcode: c_uint, out: *mut OpcodeInfo) -> c_int;
+        pub fn gpuinstr_mc_generic_operand_types() -> super::GenericOperandTypes;
         pub fn gpuinstr_mc_register_count(mc: *mut Mc) -> c_uint;
         pub fn gpuinstr_mc_register_name(mc: *mut Mc, reg: c_uint, length: *mut usize) -> *const c_char;
         pub fn gpuinstr_mc_register_units(mc: *mut Mc, reg: c_uint, out: *mut u16, capacity: usize) -> usize;
@@ -144,6 +145,23 @@ impl OpcodeFlags {
 
     pub fn has(self, flag: u32) -> bool {
         self.0 & flag != 0
+    }
+}
+
+/// LLVM's generic operand types (`llvm::MCOI::OperandType`) in the LLVM
+/// this build uses; the AMDGPU ones start at `first_target`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GenericOperandTypes {
+    pub immediate: u8,
+    pub pc_relative: u8,
+    pub first_target: u8,
+}
+
+impl GenericOperandTypes {
+    pub fn of_this_llvm() -> GenericOperandTypes {
+        // SAFETY: returns constants of LLVM's headers.
+        unsafe { ffi::gpuinstr_mc_generic_operand_types() }
     }
 }
 

@@ -7,4 +7,4 @@ mod mc;
 
 pub use comgr::{link_relocatable, metadata_kernels, ComgrError};
 pub use file_map::MappedFile;
-pub use mc::{Mc, McError, OpcodeFlags, OpcodeInfo, Operand, RawInstruction};
+pub use mc::{GenericOperandTypes, Mc, McError, OpcodeFlags, OpcodeInfo, Operand, RawInstruction};

@@ -1,26 +1,10 @@
 //! Instruction classes a plan selects with `where = "class:<name>"`, from
-//! LLVM's instruction description (SIInstrFlags in TSFlags, and the generic
-//! flags) of each instruction's pseudo opcode.
+//! LLVM's instruction description (SIInstrFlags in TSFlags, whose bits the
+//! ISA finds in the LLVM it runs, and the generic flags) of each
+//! instruction's pseudo opcode.
 
 use crate::native::OpcodeFlags;
-use crate::stages::lift::{Instruction, Isa};
-
-/// SIInstrFlags bits (llvm/lib/Target/AMDGPU/SIDefines.h, LLVM 15).
-pub(crate) mod si {
-    pub const SALU: u64 = 1 << 0;
-    pub const VALU: u64 = 1 << 1;
-    pub const MUBUF: u64 = 1 << 17;
-    pub const MTBUF: u64 = 1 << 18;
-    pub const SMRD: u64 = 1 << 19;
-    pub const MIMG: u64 = 1 << 20;
-    pub const FLAT: u64 = 1 << 22;
-    pub const DS: u64 = 1 << 23;
-    pub const FLAT_GLOBAL: u64 = 1 << 51;
-    pub const IS_MAI: u64 = 1 << 54;
-    pub const FLAT_SCRATCH: u64 = 1 << 56;
-    pub const IS_ATOMIC_NO_RET: u64 = 1 << 57;
-    pub const IS_ATOMIC_RET: u64 = 1 << 58;
-}
+use crate::stages::lift::{Flag, Instruction, Isa};
 
 /// A class of instructions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -82,34 +66,36 @@ impl InstructionClass {
     /// Whether `instruction` is in the class.
     pub fn contains(self, isa: &Isa, instruction: &Instruction) -> bool {
         let flags = instruction.flags;
-        let ts = isa.info(instruction.opcode).map_or(0, |i| i.target_flags);
+        let has = |flag| isa.has_flag(instruction.opcode, flag);
         let name = instruction.name(isa);
         let lane_access = name.starts_with("V_READLANE_B32")
             || name.starts_with("V_WRITELANE_B32")
             || name.starts_with("V_READFIRSTLANE_B32");
-        let scalar = ts & (si::SALU | si::SMRD) != 0;
+        let scalar = has(Flag::Salu) || has(Flag::Smrd);
         let memory = flags.has(OpcodeFlags::MAY_LOAD) || flags.has(OpcodeFlags::MAY_STORE);
         match self {
             InstructionClass::Scalar => scalar,
             InstructionClass::LaneAccess => lane_access,
             InstructionClass::Vector => instruction.decoded && !scalar && !lane_access,
-            InstructionClass::Valu => ts & si::VALU != 0,
+            InstructionClass::Valu => has(Flag::Valu),
             InstructionClass::Memory => memory,
             InstructionClass::Load => flags.has(OpcodeFlags::MAY_LOAD),
             InstructionClass::Store => flags.has(OpcodeFlags::MAY_STORE),
+            // Atomics read and write; LLVM 15 also marks plain DS stores IsAtomicNoRet.
             InstructionClass::Atomic => {
-                ts & (si::IS_ATOMIC_RET | si::IS_ATOMIC_NO_RET) != 0 || name.starts_with("S_ATOMIC")
+                let read_write = flags.has(OpcodeFlags::MAY_LOAD) && flags.has(OpcodeFlags::MAY_STORE);
+                (read_write && (has(Flag::IsAtomicRet) || has(Flag::IsAtomicNoRet))) || name.starts_with("S_ATOMIC")
             }
-            InstructionClass::Smem => ts & si::SMRD != 0 && memory,
-            InstructionClass::Vmem => ts & (si::MUBUF | si::MTBUF | si::MIMG | si::FLAT) != 0,
-            InstructionClass::Global => ts & si::FLAT_GLOBAL != 0,
-            InstructionClass::Scratch => ts & si::FLAT_SCRATCH != 0,
-            InstructionClass::Flat => ts & si::FLAT != 0 && ts & (si::FLAT_GLOBAL | si::FLAT_SCRATCH) == 0,
-            InstructionClass::Lds => ts & si::DS != 0,
+            InstructionClass::Smem => has(Flag::Smrd) && memory,
+            InstructionClass::Vmem => has(Flag::Mubuf) || has(Flag::Mtbuf) || has(Flag::Mimg) || has(Flag::Flat),
+            InstructionClass::Global => has(Flag::FlatGlobal),
+            InstructionClass::Scratch => has(Flag::FlatScratch),
+            InstructionClass::Flat => has(Flag::Flat) && !has(Flag::FlatGlobal) && !has(Flag::FlatScratch),
+            InstructionClass::Lds => has(Flag::Ds),
             InstructionClass::Branch => flags.has(OpcodeFlags::BRANCH) && name.starts_with("S_"),
             InstructionClass::Barrier => name == "S_BARRIER",
             InstructionClass::Waitcnt => name.starts_with("S_WAITCNT"),
-            InstructionClass::Mfma => ts & si::IS_MAI != 0,
+            InstructionClass::Mfma => has(Flag::IsMai),
         }
     }
 }

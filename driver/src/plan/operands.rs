@@ -6,9 +6,8 @@
 
 use gpuinstr_intrinsics::{Register, SpecialRegister};
 
-use super::classes::si;
 use crate::native::Operand;
-use crate::stages::lift::{Instruction, Isa};
+use crate::stages::lift::{Flag, Instruction, Isa};
 use crate::stages::payload::HookArgument;
 
 /// `s4`, `v2`, `vcc` from an LLVM register name (`SGPR4_SGPR5`, `VGPR2`,
@@ -54,8 +53,8 @@ pub fn source_register(isa: &Isa, instruction: &Instruction, n: usize) -> Option
 /// for every other instruction (scratch, buffer, LDS and scalar memory
 /// addresses are not flat addresses).
 pub fn memory_address(isa: &Isa, instruction: &Instruction) -> Option<HookArgument> {
-    let ts = isa.info(instruction.opcode).map_or(0, |i| i.target_flags);
-    if !instruction.decoded || ts & si::FLAT == 0 || ts & si::FLAT_SCRATCH != 0 {
+    let has = |flag| isa.has_flag(instruction.opcode, flag);
+    if !instruction.decoded || !has(Flag::Flat) || has(Flag::FlatScratch) {
         return None;
     }
     let mut registers = 0usize;
@@ -83,7 +82,7 @@ pub fn memory_address(isa: &Isa, instruction: &Instruction) -> Option<HookArgume
     let (vaddr, offset) = (vaddr?, offset?);
     // GLOBAL offsets are 13-bit signed on GFX9, and LLVM 15's decoder leaves
     // the raw field (`offset:-8` decodes as 8184); FLAT's are unsigned.
-    let offset = if ts & si::FLAT_GLOBAL != 0 { (offset << 51) >> 51 } else { offset };
+    let offset = if has(Flag::FlatGlobal) { (offset << 51) >> 51 } else { offset };
     Some(match saddr {
         Some(base) => HookArgument::MemoryAddress { base, index: Some(vaddr), offset },
         None => HookArgument::MemoryAddress { base: vaddr, index: None, offset },

@@ -1,4 +1,4 @@
-//! Stage 7, codegen: LLVM's real AMDGPU backend (llc-15) on the whole
+//! Stage 7, codegen: LLVM's real AMDGPU backend (this build's llc) on the whole
 //! payload module at once, in two halves around stage 8:
 //!
 //! - [`select_instructions`]: IR -> MIR, stopping after `finalize-isel`
@@ -10,7 +10,6 @@
 //! One llc process per half and code object, never one per point.
 
 use std::path::Path;
-use std::process::Command;
 
 use thiserror::Error;
 
@@ -24,7 +23,7 @@ pub enum CodegenError {
         #[source]
         source: std::io::Error,
     },
-    #[error("llc-15 {step} failed ({}): {message}", kept_text(.kept))]
+    #[error("llc {step} failed ({}): {message}", kept_text(.kept))]
     Llc { step: &'static str, message: String, kept: Option<String> },
     #[error("temporary files: {0}")]
     Io(#[from] std::io::Error),
@@ -83,10 +82,10 @@ fn run_llc(
     }
     let deadline = crate::process::deadline_for(input.len());
     let output = crate::process::output_within(
-        Command::new("llc-15").args(arguments).arg(&source).arg("-o").arg(&output_path),
+        crate::toolchain::llvm_tool("llc").args(arguments).arg(&source).arg("-o").arg(&output_path),
         deadline,
     )
-    .map_err(|source| CodegenError::Tool { tool: "llc-15", source })?;
+    .map_err(|source| CodegenError::Tool { tool: "llc", source })?;
     let Some(output) = output else {
         let kept = keep_failed_input(&source, keep_failed);
         return Err(CodegenError::Llc {
@@ -128,6 +127,24 @@ fn summarize_errors(stderr: &str) -> String {
     lines.join(" | ")
 }
 
+/// What keeps codegen from changing what a hook means. From LLVM 17 the
+/// AMDGPU atomic optimizer is on by default: it rewrites an `atomicrmw` on
+/// a uniform address into one lane's atomic of a sum over the lanes it
+/// believes active, read from EXEC as LLVM sees it. A hook that changes
+/// EXEC through a framework intrinsic (`gpuinstr::writeExec`, lowered after
+/// codegen sees the IR) does so behind LLVM's back: the counter's scalar
+/// hook, `atomicAdd(Counter, 1)` on one lane, added every lane active
+/// before it (3,124 instead of 1,780 on the vector add) while `verify`
+/// still passed. Only the emulator's differential tests see this class.
+pub fn meaning_preserving_arguments() -> Vec<String> {
+    if crate::toolchain::LLVM_MAJOR >= 17 {
+        vec!["-amdgpu-atomic-optimizer-strategy=None".into()]
+    } else {
+        // LLVM 15's optimizer exists but is off unless asked for.
+        Vec::new()
+    }
+}
+
 /// IR text -> MIR text after instruction selection.
 pub fn select_instructions(
     ir: &str,
@@ -137,6 +154,7 @@ pub fn select_instructions(
     keep_failed: Option<&Path>,
 ) -> Result<String, CodegenError> {
     let mut arguments = llc_target_arguments(target, code_object_version);
+    arguments.extend(meaning_preserving_arguments());
     arguments.push("-stop-after=finalize-isel".into());
     run_llc("instruction selection", "payloads.ll", ir, &arguments, directory, keep_failed)
 }

@@ -2,7 +2,6 @@
 //! temporary files live in a temporary directory that is removed at the end.
 
 use std::path::Path;
-use std::process::Command;
 
 use thiserror::Error;
 
@@ -16,7 +15,7 @@ pub enum Linker {
     /// CoMGR's link action (what the ROCm runtime uses).
     #[default]
     Comgr,
-    /// ld.lld-15 -shared, as clang's HIP toolchain runs it.
+    /// ld.lld -shared, as clang's HIP toolchain runs it.
     Lld,
 }
 
@@ -28,9 +27,9 @@ pub enum EmitError {
         #[source]
         source: std::io::Error,
     },
-    #[error("llvm-mc-15 rejected the emitted assembly ({}): {message}", crate::stages::codegen::kept_text(.kept))]
+    #[error("llvm-mc rejected the emitted assembly ({}): {message}", crate::stages::codegen::kept_text(.kept))]
     Assembler { message: String, kept: Option<String> },
-    #[error("ld.lld-15 failed: {0}")]
+    #[error("ld.lld failed: {0}")]
     Lld(String),
     #[error("{tool} did not finish in {seconds} s and was stopped ({})", crate::stages::codegen::kept_text(.kept))]
     Hang { tool: &'static str, seconds: u64, kept: Option<String> },
@@ -80,7 +79,7 @@ pub fn assemble(
     std::fs::write(&source, text)?;
     let deadline = crate::process::deadline_for(text.len());
     let output = crate::process::output_within(
-        Command::new("llvm-mc-15")
+        crate::toolchain::llvm_tool("llvm-mc")
             .args(super::mc_target_arguments(lifted))
             .arg("-filetype=obj")
             .arg(&source)
@@ -88,10 +87,10 @@ pub fn assemble(
             .arg(&object),
         deadline,
     )
-    .map_err(|source| EmitError::Tool { tool: "llvm-mc-15", source })?;
+    .map_err(|source| EmitError::Tool { tool: "llvm-mc", source })?;
     let Some(output) = output else {
         let kept = crate::stages::codegen::keep_failed_input(&source, keep_failed);
-        return Err(EmitError::Hang { tool: "llvm-mc-15", seconds: deadline.as_secs(), kept });
+        return Err(EmitError::Hang { tool: "llvm-mc", seconds: deadline.as_secs(), kept });
     };
     if !output.status.success() {
         // The assembly is the evidence: kept where the user asked.
@@ -111,11 +110,15 @@ pub fn link(relocatable: &[u8], isa: &str, linker: Linker, directory: &Path) -> 
             std::fs::write(&object, relocatable)?;
             let deadline = crate::process::deadline_for(relocatable.len());
             let output = crate::process::output_within(
-                Command::new("ld.lld-15").args(["--no-undefined", "-shared"]).arg(&object).arg("-o").arg(&executable),
+                crate::toolchain::llvm_tool("ld.lld")
+                    .args(["--no-undefined", "-shared"])
+                    .arg(&object)
+                    .arg("-o")
+                    .arg(&executable),
                 deadline,
             )
-            .map_err(|source| EmitError::Tool { tool: "ld.lld-15", source })?
-            .ok_or(EmitError::Hang { tool: "ld.lld-15", seconds: deadline.as_secs(), kept: None })?;
+            .map_err(|source| EmitError::Tool { tool: "ld.lld", source })?
+            .ok_or(EmitError::Hang { tool: "ld.lld", seconds: deadline.as_secs(), kept: None })?;
             if !output.status.success() {
                 return Err(EmitError::Lld(first_lines(&output.stderr)));
             }

@@ -1,13 +1,15 @@
 //! One target's instruction set as the lifter sees it: LLVM's MC layer for
-//! the processor, LLVM's own real -> pseudo opcode table (driver/data,
-//! generated from the static AMDGPU archives by driver/cpp/opcode-table), and
-//! register names.
+//! the processor, LLVM's own real -> pseudo opcode table (generated at build
+//! time from the static AMDGPU archives of the LLVM this build uses, by
+//! driver/cpp/opcode-table), and register names.
 
 use std::cell::OnceCell;
 use std::collections::HashMap;
 
 use thiserror::Error;
 
+use super::flags::{Flag, FlagBits, FlagError};
+use super::operand_roles::{OperandRoleError, OperandRoles};
 use crate::native::{Mc, McError, OpcodeInfo};
 use crate::stages::load::TargetId;
 
@@ -22,6 +24,8 @@ pub enum IsaError {
     UnsupportedProcessor(String),
     #[error(transparent)]
     Mc(#[from] McError),
+    #[error(transparent)]
+    Flags(#[from] FlagError),
 }
 
 /// How a decoded (real) opcode relates to the pseudo opcode MIR uses.
@@ -66,7 +70,14 @@ pub struct Isa {
     /// register (FLAT_SCR_LO_vi, TTMP0_vi, SGPR_NULL_gfxpre11) map to the
     /// register MIR and liveness use (FLAT_SCR_LO, TTMP0, SGPR_NULL).
     canonical: Vec<u32>,
+    /// SIInstrFlags bits as this LLVM lays them out.
+    flag_bits: FlagBits,
 }
+
+/// Operand types by role as this LLVM numbers them: found on first use (it
+/// reads every opcode's description), once per process (the instruction
+/// descriptions are the same for every processor).
+static OPERAND_ROLES: std::sync::OnceLock<Result<OperandRoles, OperandRoleError>> = std::sync::OnceLock::new();
 
 /// Encoding-specific parts of MC register names.
 const REGISTER_VARIANTS: [&str; 5] = ["_vi", "_ci", "_gfxpre11", "_gfx11plus", "_gfx9plus"];
@@ -74,8 +85,8 @@ const REGISTER_VARIANTS: [&str; 5] = ["_vi", "_ci", "_gfxpre11", "_gfx11plus", "
 /// The opcode table for a processor: `(real, pseudo)` names.
 pub fn opcode_table(processor: &str) -> Option<&'static str> {
     match processor {
-        "gfx908" => Some(include_str!("../../../data/opcodes-gfx908.tsv")),
-        "gfx90a" => Some(include_str!("../../../data/opcodes-gfx90a.tsv")),
+        "gfx908" => Some(include_str!(concat!(env!("OUT_DIR"), "/opcodes-gfx9.tsv"))),
+        "gfx90a" => Some(include_str!(concat!(env!("OUT_DIR"), "/opcodes-gfx90a.tsv"))),
         _ => None,
     }
 }
@@ -94,7 +105,7 @@ impl Isa {
             let (Some(real), Some(pseudo)) = (columns.next(), columns.next()) else {
                 continue;
             };
-            // Both names come from the same LLVM 15 build; a missing one
+            // Both names come from the same LLVM build; a missing one
             // would mean a different LLVM, and the entry is left out.
             if let (Some(real), Some(pseudo)) = (by_name.get(real), by_name.get(pseudo)) {
                 pseudo_of_real.insert(*real, *pseudo);
@@ -114,6 +125,8 @@ impl Isa {
                     .unwrap_or(reg as u32)
             })
             .collect();
+        let flag_bits =
+            FlagBits::find(|name| by_name.get(name).and_then(|op| mc.opcode_info(*op)).map(|i| i.target_flags))?;
         let infos = (0..opcode_names.len()).map(|_| OnceCell::new()).collect();
         let registers_by_name = register_names.iter().enumerate().map(|(r, name)| (name.clone(), r as u32)).collect();
         let opcodes_by_name = opcode_names.iter().enumerate().map(|(op, name)| (name.clone(), op as u32)).collect();
@@ -127,6 +140,7 @@ impl Isa {
             registers_by_name,
             opcodes_by_name,
             canonical,
+            flag_bits,
         })
     }
 
@@ -156,6 +170,24 @@ impl Isa {
             Mapping::Pseudo(pseudo) => pseudo,
             _ => real,
         }
+    }
+
+    /// Whether an opcode's description carries an SIInstrFlags flag.
+    pub fn has_flag(&self, opcode: u32, flag: Flag) -> bool {
+        self.info(opcode).is_some_and(|info| self.flag_bits.has(info.target_flags, flag))
+    }
+
+    /// What each operand type of this LLVM's instruction descriptions means.
+    pub fn operand_roles(&self) -> Result<&OperandRoles, &OperandRoleError> {
+        OPERAND_ROLES
+            .get_or_init(|| {
+                OperandRoles::find(
+                    |name| self.opcode_by_name(name).and_then(|op| self.info(op)),
+                    |class| u32::try_from(class).map_or(0, |class| self.mc.register_class_bits(class)),
+                    (0..self.opcode_names.len() as u32).filter_map(|op| Some((self.opcode_name(op), self.info(op)?))),
+                )
+            })
+            .as_ref()
     }
 
     pub fn info(&self, opcode: u32) -> Option<&OpcodeInfo> {
@@ -206,6 +238,55 @@ mod tests {
             let real = isa.opcode_by_name(real).unwrap();
             assert_eq!(isa.opcode_name(isa.pseudo(real)), pseudo);
         }
+    }
+
+    /// The bits found from witnesses are SIDefines.h's of the LLVM in use
+    /// (read from the 15.0.6, 17.0.6 and 21.1.8 sources).
+    #[test]
+    fn flag_bits_found_are_the_ones_llvm_defines() {
+        let (flat, ds) = if crate::toolchain::LLVM_MAJOR >= 21 { (24, 25) } else { (22, 23) };
+        for processor in ["gfx908", "gfx90a"] {
+            let isa = isa(processor);
+            for (flag, bit) in [
+                (Flag::Salu, 0),
+                (Flag::Valu, 1),
+                (Flag::Mubuf, 17),
+                (Flag::Mtbuf, 18),
+                (Flag::Smrd, 19),
+                (Flag::Mimg, 20),
+                (Flag::Flat, flat),
+                (Flag::Ds, ds),
+                (Flag::FlatGlobal, 51),
+                (Flag::IsMai, 54),
+                (Flag::FlatScratch, 56),
+                (Flag::IsAtomicNoRet, 57),
+                (Flag::IsAtomicRet, 58),
+            ] {
+                assert_eq!(isa.flag_bits.mask(flag), 1 << bit, "{processor} {flag:?}");
+            }
+        }
+    }
+
+    /// The operand types found from witnesses are SIDefines.h's (15.0.6 and
+    /// 17.0.6 number them alike; 21.1.8 renumbered them).
+    #[test]
+    fn operand_roles_found_are_the_types_llvm_defines() {
+        use crate::stages::lift::OperandRole;
+        // (INPUT_MODS, REG_IMM_FP64, REG_INLINE_C_FP64, REG_INLINE_AC_FP64, REG_IMM_INT64, REG_INLINE_C_INT64)
+        let (mods, fp64, inline_fp64, ac_fp64, int64, inline_int64) =
+            if crate::toolchain::LLVM_MAJOR >= 21 { (42, 17, 31, 41, 14, 27) } else { (46, 17, 30, 41, 14, 27) };
+        let isa = isa("gfx90a");
+        let roles = isa.operand_roles().unwrap();
+        assert_eq!(roles.role(mods), OperandRole::InputModifiers);
+        for float in [fp64, inline_fp64, ac_fp64] {
+            assert_eq!(roles.role(float), OperandRole::Float64, "{float}");
+        }
+        for integer in [int64, inline_int64] {
+            assert_eq!(roles.role(integer), OperandRole::Int64, "{integer}");
+        }
+        assert_eq!(roles.role(1), OperandRole::Immediate);
+        assert_eq!(roles.role(4), OperandRole::PcRelative);
+        assert_eq!(roles.role(13), OperandRole::Other, "REG_IMM_INT32");
     }
 
     #[test]
@@ -269,7 +350,7 @@ mod suffix_rule {
         differ.sort();
         // A rule's pick that LLVM lists as another pseudo of the same
         // encoding (DS_ADD_U32 vs DS_ADD_U32_gfx9) is a choice, not an error.
-        let table = include_str!("../../../data/opcodes-gfx90a.tsv");
+        let table = opcode_table("gfx90a").expect("gfx90a has a table");
         let alternative = |real: &str, guess: &str| {
             table.lines().any(|l| {
                 l.starts_with(&format!("{real}\t"))

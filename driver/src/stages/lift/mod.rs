@@ -6,8 +6,10 @@
 //! functions is never disassembled (it does not decode to valid code).
 
 pub mod cfg;
+pub mod flags;
 pub mod instruction;
 pub mod isa;
+pub mod operand_roles;
 pub mod pc_relative;
 pub mod print;
 
@@ -16,8 +18,10 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 pub use cfg::{Block, BlockExit};
+pub use flags::{Flag, FlagBits, FlagError};
 pub use instruction::{Flow, Half, Instruction, PcRelative};
 pub use isa::{Isa, IsaError, Mapping};
+pub use operand_roles::{OperandRole, OperandRoleError, OperandRoles};
 
 use crate::stages::load::{Binding, CodeObject, SymbolKind};
 
@@ -40,7 +44,7 @@ pub struct Problem {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ProblemKind {
-    /// Bytes LLVM 15 does not decode.
+    /// Bytes this build's LLVM does not decode.
     UndecodableInstruction,
     /// A real opcode without a pseudo in LLVM's table.
     UnmappedOpcode,
@@ -262,7 +266,11 @@ fn lift_function(isa: &Isa, code_object: &CodeObject, extent: Extent, mut proble
                 problems.push(Problem {
                     address,
                     kind: ProblemKind::UndecodableInstruction,
-                    detail: format!("LLVM 15 does not decode {:02x?}", &bytes[offset..offset + size]),
+                    detail: format!(
+                        "LLVM {} does not decode {:02x?}",
+                        crate::toolchain::LLVM_MAJOR,
+                        &bytes[offset..offset + size]
+                    ),
                 });
                 instructions.push(Instruction::undecodable(address, &bytes[offset..offset + size]));
                 offset += size;

@@ -201,8 +201,10 @@ pub fn mir(lifted: &LiftedCodeObject<'_>, only: Option<&str>) -> String {
     let mut out = String::new();
     writeln!(
         out,
-        "# Lifted by gpuinstr-link: target {}, code object v{}.\n# Opcodes are LLVM 15 pseudos; comments give addresses.",
-        lifted.code_object.target, lifted.code_object.code_object_version
+        "# Lifted by gpuinstr-link: target {}, code object v{}.\n# Opcodes are LLVM {} pseudos; comments give addresses.",
+        lifted.code_object.target,
+        lifted.code_object.code_object_version,
+        crate::toolchain::LLVM_MAJOR
     )
     .unwrap();
     for function in lifted.functions.iter().filter(|f| only.is_none_or(|name| f.name == name)) {

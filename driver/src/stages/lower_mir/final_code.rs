@@ -28,7 +28,7 @@ pub struct FinalPayload {
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum FinalCodeError {
-    #[error("llc-15's assembly has no function `{0}`")]
+    #[error("llc's assembly has no function `{0}`")]
     Missing(String),
     #[error(
         "{0}: the payload needs {1} bytes of stack, which it reaches through the State Value Array, but this \

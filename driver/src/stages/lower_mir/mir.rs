@@ -39,7 +39,7 @@ pub struct MirBlock {
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("MIR from llc-15 is not in the expected form: {0}")]
+#[error("MIR from llc is not in the expected form: {0}")]
 pub struct MirParseError(pub String);
 
 fn block_number(token: &str) -> Option<u32> {

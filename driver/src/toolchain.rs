@@ -1,0 +1,46 @@
+//! The toolchain this build of gpuinstr works with: the LLVM it was built
+//! against (one per build, chosen by a Cargo feature: docs/toolchains.md)
+//! and where that LLVM's own tools are. Payloads are compiled by that LLVM's
+//! llc, assembled by its llvm-mc and linked by its ld.lld or the CoMGR this
+//! build compiled against, so that one build never mixes two LLVMs.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The LLVM major this build is for (15, 17 or 21).
+pub const LLVM_MAJOR: u32 = parse_major(env!("GPUINSTR_LLVM_MAJOR"));
+
+/// The full LLVM version (`llvm-config --version`).
+pub const LLVM_VERSION: &str = env!("GPUINSTR_LLVM_VERSION");
+
+/// The directory of that LLVM's tools (`llvm-config --bindir`).
+pub const LLVM_BINDIR: &str = env!("GPUINSTR_LLVM_BINDIR");
+
+/// The CoMGR interface (amd_comgr.h) this build compiled against.
+pub const COMGR_INTERFACE: (u32, u32) = crate::native::comgr::INTERFACE_VERSION;
+
+const fn parse_major(text: &str) -> u32 {
+    let bytes = text.as_bytes();
+    let mut value = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        value = value * 10 + (bytes[i] - b'0') as u32;
+        i += 1;
+    }
+    value
+}
+
+/// One of that LLVM's tools (`llc`, `llvm-mc`, `ld.lld`, `clang++`, ...).
+pub fn llvm_tool_path(name: &str) -> PathBuf {
+    PathBuf::from(LLVM_BINDIR).join(name)
+}
+
+/// A command running one of that LLVM's tools.
+pub fn llvm_tool(name: &str) -> Command {
+    Command::new(llvm_tool_path(name))
+}
+
+/// One line for `--version` and reports: "LLVM 15.0.6 (/usr/lib/llvm-15/bin), CoMGR 2.4".
+pub fn describe() -> String {
+    format!("LLVM {LLVM_VERSION} ({LLVM_BINDIR}), CoMGR {}.{}", COMGR_INTERFACE.0, COMGR_INTERFACE.1)
+}
