@@ -23,6 +23,7 @@ fn main() {
     println!("cargo:rustc-env=GPUINSTR_LLVM_MAJOR={}", llvm.major);
     println!("cargo:rustc-env=GPUINSTR_LLVM_VERSION={}", llvm.version);
     println!("cargo:rustc-env=GPUINSTR_LLVM_BINDIR={}", llvm.query(&["--bindir"]));
+    println!("cargo:rustc-env=GPUINSTR_LLVM_LIBDIR={}", llvm.query(&["--libdir"]));
     println!("cargo:rerun-if-changed=cpp/gpuinstr_native.cpp");
     println!("cargo:rerun-if-changed=cpp/gpuinstr_native.h");
     println!("cargo:rerun-if-changed=build_llvm.rs");

@@ -67,7 +67,7 @@ if [ "$name" = bookworm ]; then
   target_dir="$(realpath -m "${CARGO_TARGET_DIR:-$repo/target}")"
   [ "$build" = 1 ] && (cd "$repo" && build_gpuinstr)
   if [ $# -eq 0 ]; then echo /; exit 0; fi
-  export GPUINSTR_ENV=bookworm GPUINSTR_CARGO_FEATURES="" GPUINSTR_PLUGIN="$target_dir/release/libembed.so"
+  export GPUINSTR_ENV=bookworm GPUINSTR_CARGO_FEATURES="" GPUINSTR_PLUGIN="$target_dir/release/libembed.so" LLVM_BINDIR=/usr/lib/llvm-15/bin
   export PATH="$target_dir/release:$PATH"
   exec "$@"
 fi
@@ -103,6 +103,14 @@ if [ ! -e "$root/.debootstrap-done" ]; then
 fi
 mount -t proc proc "$root/proc"
 mount --bind /dev "$root/dev"
+# Debian 12's packages too, never installed (priority 1), only downloaded:
+# the tests' pinned corpus is Debian 12's rocRAND and rocSPARSE in every
+# environment (tests/src/lib.rs: debian_package_file).
+if [ ! -e "$root/etc/apt/preferences.d/bookworm" ]; then
+  echo "deb http://deb.debian.org/debian bookworm main" >"$root/etc/apt/sources.list.d/bookworm.list"
+  printf 'Package: *\nPin: release n=bookworm\nPin-Priority: 1\n' >"$root/etc/apt/preferences.d/bookworm"
+  rm -f "$root/.packages"
+fi
 # The package lists this script asks for: a changed list installs again.
 wanted="${packages[*]}"
 if [ "$(cat "$root/.packages" 2>/dev/null)" != "$wanted" ]; then
@@ -119,12 +127,19 @@ for directory in "$repo" "$cargo_home" "$rustup_home"; do
   mount --bind "$directory" "$root$directory"
 done
 cp -L /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+# Certificate authorities this machine adds (a proxy's, say), for cargo inside.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null \
+  && ! diff -rq /usr/local/share/ca-certificates "$root/usr/local/share/ca-certificates" >/dev/null 2>&1; then
+  mkdir -p "$root/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+  chroot "$root" update-ca-certificates >/dev/null 2>&1
+fi
 
 target_dir="$base/cargo"
 inside=(env -i HOME=/root PATH="$target_dir/release:$cargo_home/bin:/usr/local/bin:/usr/bin:/bin"
   CARGO_HOME="$cargo_home" RUSTUP_HOME="$rustup_home" CARGO_TARGET_DIR="$target_dir"
   TERM="${TERM:-dumb}" LANG=C.UTF-8 GPUINSTR_ENV="$name" GPUINSTR_CARGO_FEATURES="$features"
-  GPUINSTR_PLUGIN="$target_dir/release/libembed.so" CI="${CI:-}" INSTA_UPDATE="${INSTA_UPDATE:-}")
+  GPUINSTR_PLUGIN="$target_dir/release/libembed.so" LLVM_BINDIR="/usr/lib/llvm-$llvm/bin" CI="${CI:-}" INSTA_UPDATE="${INSTA_UPDATE:-}")
 if [ "$build" = 1 ]; then
   # shellcheck disable=SC2016
   chroot "$root" "${inside[@]}" bash -c "cd '$repo' && $(declare -f build_gpuinstr); features='$features'; build_gpuinstr"

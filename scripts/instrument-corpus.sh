@@ -61,8 +61,8 @@ check_object() { # original instrumented report.json error-file seconds result.j
   local original=$1 instrumented=$2 report=$3 errors=$4 seconds=$5 result=$6
   local warnings=0 unknown=0
   "$link" verify "$original" "$instrumented" --target gfx90a --json >"$result.verify" 2>>"$errors" || true
-  if llvm-readelf-15 -a --notes "$instrumented" 2>&1 >/dev/null | grep -q .; then warnings=1; fi
-  unknown=$(llvm-objdump-15 -d --mcpu=gfx90a "$instrumented" | grep -c '<unknown>' || true)
+  if "${LLVM_BINDIR:-/usr/lib/llvm-15/bin}/llvm-readelf" -a --notes "$instrumented" 2>&1 >/dev/null | grep -q .; then warnings=1; fi
+  unknown=$("${LLVM_BINDIR:-/usr/lib/llvm-15/bin}/llvm-objdump" -d --mcpu=gfx90a "$instrumented" | grep -c '<unknown>' || true)
   python3 - "$report" "$seconds" "$warnings" "$unknown" "$result" "$commit" <<'EOF'
 import json, sys
 report_path, seconds, warnings, unknown, result_path, commit = sys.argv[1:]

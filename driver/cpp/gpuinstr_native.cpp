@@ -81,14 +81,16 @@ gpuinstr_mc *gpuinstr_mc_create(const char *Cpu, const char *Features, char *Err
   MC->TheTarget = T;
   MC->MRI.reset(T->createMCRegInfo(MC->TheTriple.str()));
   MC->MAI.reset(T->createMCAsmInfo(*MC->MRI, MC->TheTriple.str(), MC->Options));
+  // Asked with no processor first: LLVM prints a warning for one it does not know.
+  std::unique_ptr<MCSubtargetInfo> Generic(T->createMCSubtargetInfo(MC->TheTriple.str(), "", ""));
+  if (!Generic || !Generic->isCPUStringValid(Cpu)) {
+    copyError(std::string("LLVM " LLVM_VERSION_STRING " does not know the processor ") + Cpu, Error, ErrorCapacity);
+    return nullptr;
+  }
   MC->STI.reset(T->createMCSubtargetInfo(MC->TheTriple.str(), Cpu, Features));
   MC->MII.reset(T->createMCInstrInfo());
   if (!MC->MRI || !MC->MAI || !MC->STI || !MC->MII) {
     copyError("LLVM could not create the AMDGPU MC layer", Error, ErrorCapacity);
-    return nullptr;
-  }
-  if (!MC->STI->isCPUStringValid(Cpu)) {
-    copyError(std::string("LLVM " LLVM_VERSION_STRING " does not know the processor ") + Cpu, Error, ErrorCapacity);
     return nullptr;
   }
   MC->Context = std::make_unique<MCContext>(MC->TheTriple, MC->MAI.get(), MC->MRI.get(), MC->STI.get());

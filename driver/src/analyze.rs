@@ -343,7 +343,7 @@ pub fn kernel_report(
 /// The report of every kernel of a code object.
 pub fn code_object_report(code_object: &CodeObject) -> Result<CodeObjectReport, LiftError> {
     let lifted = lift(code_object)?;
-    let liveness = liveness(&lifted);
+    let liveness = liveness(&lifted)?;
     let placements = sva_placements(&lifted, &liveness);
     let mut kernels: Vec<KernelReport> = (0..lifted.functions.len())
         .filter_map(|f| {
@@ -420,7 +420,7 @@ pub fn render_text(report: &CodeObjectReport) -> String {
 /// Live and free registers at one instruction.
 pub fn at_instruction(code_object: &CodeObject, kernel: &str, index: usize) -> Result<String, String> {
     let lifted = lift(code_object).map_err(|e| e.to_string())?;
-    let liveness = liveness(&lifted);
+    let liveness = liveness(&lifted).map_err(|e| e.to_string())?;
     let function = lifted
         .functions
         .iter()

@@ -84,10 +84,17 @@ pub enum LoadProblem {
     NotElf64,
     #[error("OS ABI {0} is not AMDHSA (64); only HSA code objects are supported (not PAL or Mesa shaders)")]
     NotHsa(u8),
-    #[error("unsupported code object version (ABI version {0}); gpuinstr reads code object v3, v4 and v5")]
+    #[error(
+        "unsupported code object version (ABI version {0}); gpuinstr reads code object v3 to v6 (ABI versions 1 to 4)"
+    )]
     UnsupportedCodeObjectVersion(u8),
-    #[error("unknown AMDGPU processor (e_flags mach {0:#x}); this LLVM 15 toolchain does not know it")]
+    #[error("unknown AMDGPU processor (e_flags mach {0:#x}): not in the AMDGPU ELF ABI as of LLVM 21")]
     UnknownProcessor(u32),
+    #[error(
+        "e_flags give {processor} generic version {version}: code object v6 gives generic processors a version \
+         from 1 and others none; the file is damaged"
+    )]
+    GenericVersion { processor: String, version: u8 },
     #[error(
         "the code object names no processor (e_flags mach 0); clang produces such code objects with \
          -fembed-bitcode, which gpuinstr tools cannot use: rebuild without -fembed-bitcode and with --offload-arch"

@@ -98,6 +98,8 @@ pub struct InstrumentReport {
 
 #[derive(Debug, Error)]
 pub enum InstrumentError {
+    #[error("the instrumented code object refers to symbols nobody defines: {0}")]
+    Undefined(String),
     #[error(transparent)]
     Lift(#[from] LiftError),
     #[error("{0}")]
@@ -405,7 +407,7 @@ fn instrument_code_object_partially(
     };
     let lifted = lift(app)?;
     lap("lift");
-    let liveness = analyze(&lifted);
+    let liveness = analyze(&lifted).map_err(LiftError::from)?;
     lap("liveness");
     let mut report = InstrumentReport { target: app.target.to_string(), ..InstrumentReport::default() };
     for function in lifted.functions.iter().filter(|f| !f.relocatable()) {
@@ -488,7 +490,13 @@ fn instrument_code_object_partially(
         keep_originals: options.keep_originals,
         ..EmitOptions::default()
     };
-    let (bytes, _assembly) = build(&lifted, &emit, options.linker)?;
+    // Globals a loader defines stay undefined: not a link CoMGR makes.
+    let external = options.tool_globals == ToolGlobals::External && !patch_report.globals.is_empty();
+    let linker = if external { Linker::LldLeavingUndefined } else { options.linker };
+    let (bytes, _assembly) = build(&lifted, &emit, linker)?;
+    if external {
+        only_tool_globals_undefined(&bytes, &patch_report.globals)?;
+    }
     lap("emit and link");
     report.hooks = hook_counts(&points);
     report.points = points.len();
@@ -643,6 +651,25 @@ impl InstrumentReport {
             }
         }
         out
+    }
+}
+
+/// What a link leaving symbols undefined left undefined: only the tool's
+/// globals, or the instrumented code object refers to something nobody
+/// defines.
+fn only_tool_globals_undefined(bytes: &[u8], globals: &[String]) -> Result<(), InstrumentError> {
+    use object::{Object, ObjectSymbol};
+    let file = object::File::parse(bytes).map_err(|e| InstrumentError::Undefined(e.to_string()))?;
+    let others: Vec<String> = file
+        .dynamic_symbols()
+        .filter(|s| s.is_undefined() && !s.name().unwrap_or_default().is_empty())
+        .filter_map(|s| s.name().ok().map(String::from))
+        .filter(|name| !globals.contains(name))
+        .collect();
+    if others.is_empty() {
+        Ok(())
+    } else {
+        Err(InstrumentError::Undefined(others.join(", ")))
     }
 }
 

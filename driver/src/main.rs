@@ -311,7 +311,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 &options,
                 target.as_deref(),
             )
-            .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            .map_err(|e| match e {
+                // A load error names its file (and place) already.
+                gpuinstr::instrument::InstrumentError::Load(load) => anyhow::Error::from(load),
+                other => anyhow::anyhow!("{}: {other}", file.display()),
+            })?;
             gpuinstr::output::write_atomically_like(&output, &bytes, &file)?;
             if json {
                 outln!("{}", serde_json::to_string_pretty(&report)?);
@@ -368,7 +372,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let tool_object = gpuinstr::pipeline::one_code_object(gpuinstr::pipeline::load(&tool)?, None)?;
             let app = gpuinstr::pipeline::one_code_object(gpuinstr::pipeline::load(&file)?, target.as_deref())?;
             let lifted = gpuinstr::pipeline::lift(&app).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-            let liveness = gpuinstr::pipeline::liveness(&lifted);
+            let liveness =
+                gpuinstr::pipeline::liveness(&lifted).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
             let (function, instruction) =
                 parse_point(&lifted, &at).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
             let arguments = arguments
@@ -451,6 +456,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
             }
             if !corpus.failed_code_objects.is_empty() {
+                // Said on stderr too, in both modes, unless the summary
+                // printed above listed them: a failure is never only an
+                // exit status.
+                if json || !(several || summary) {
+                    for failure in &corpus.failed_code_objects {
+                        eprintln!("gpuinstr-link: error: {failure}");
+                    }
+                }
                 return Ok(ExitCode::FAILURE);
             }
         }

@@ -10,7 +10,7 @@
 //! | 4 | sva        | lifted module + liveness -> SVA storage plan                   | yes (`stages::sva`) |
 //! | 5 | payload    | hook bitcode + plan -> one instrumentation IR module           | yes (`stages::payload`) |
 //! | 6 | lower-ir   | payload IR -> IR with intrinsic placeholders                   | yes (`stages::lower_ir`) |
-//! | 7 | codegen    | IR -> pre-RA MIR, lowered MIR -> assembly (llc-15)             | yes (`stages::codegen`) |
+//! | 7 | codegen    | IR -> pre-RA MIR, lowered MIR -> assembly (llc)                | yes (`stages::codegen`) |
 //! | 8 | lower-mir  | MIR -> MIR with intrinsics lowered -> final code per point     | yes (`stages::lower_mir`) |
 //! | 9 | patch      | lifted module + payload code -> instrumented module            | yes (`stages::patch`) |
 //! | 10| emit+link  | instrumented module -> code object (llvm-mc, CoMGR)            | yes (`stages::emit`) |

@@ -1,7 +1,7 @@
 //! Proves from machine code alone that inserted code leaves every register
 //! that is live at its point as it found it.
 //!
-//! The code is assembled with llvm-mc-15 and decoded with LLVM's
+//! The code is assembled with llvm-mc and decoded with LLVM's
 //! disassembler, then interpreted abstractly: every register starts as "its
 //! original value"; copies move original values around (`s_mov`, `v_mov`,
 //! `v_writelane`/`v_readlane`, scratch stores and loads at fixed offsets,

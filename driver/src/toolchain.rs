@@ -16,6 +16,9 @@ pub const LLVM_VERSION: &str = env!("GPUINSTR_LLVM_VERSION");
 /// The directory of that LLVM's tools (`llvm-config --bindir`).
 pub const LLVM_BINDIR: &str = env!("GPUINSTR_LLVM_BINDIR");
 
+/// The directory of that LLVM's libraries (`llvm-config --libdir`).
+pub const LLVM_LIBDIR: &str = env!("GPUINSTR_LLVM_LIBDIR");
+
 /// The CoMGR interface (amd_comgr.h) this build compiled against.
 pub const COMGR_INTERFACE: (u32, u32) = crate::native::comgr::INTERFACE_VERSION;
 
@@ -38,6 +41,28 @@ pub fn llvm_tool_path(name: &str) -> PathBuf {
 /// A command running one of that LLVM's tools.
 pub fn llvm_tool(name: &str) -> Command {
     Command::new(llvm_tool_path(name))
+}
+
+/// Where the ROCm device libraries (`ocml.bc`, ...) for this LLVM's clang
+/// are: Debian 12 ships them beside ROCm (`rocm-device-libs`), newer
+/// Debian releases inside clang's resource directory.
+pub fn rocm_device_library_dir() -> PathBuf {
+    let beside_clang = PathBuf::from(LLVM_LIBDIR).join(format!("clang/{LLVM_MAJOR}/amdgcn/bitcode"));
+    if beside_clang.join("ocml.bc").exists() {
+        beside_clang
+    } else {
+        PathBuf::from("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
+    }
+}
+
+/// The Cargo arguments that build another gpuinstr crate for the same
+/// LLVM as this one (tests that build a binary they need).
+pub fn cargo_feature_arguments() -> Vec<String> {
+    if LLVM_MAJOR == 15 {
+        Vec::new()
+    } else {
+        vec!["--no-default-features".into(), "--features".into(), format!("llvm{LLVM_MAJOR}")]
+    }
 }
 
 /// One line for `--version` and reports: "LLVM 15.0.6 (/usr/lib/llvm-15/bin), CoMGR 2.4".

@@ -191,7 +191,7 @@ pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<Verify
     let sites = site_table(instrumented)?;
     let before = lift(original)?;
     let after = lift(instrumented)?;
-    let liveness = analyze(&before);
+    let liveness = analyze(&before).map_err(LiftError::from)?;
     let units = crate::stages::liveness::RegisterUnits::new(&after.isa);
     let mut report = VerifyReport { target: original.target.to_string(), ..VerifyReport::default() };
     let regions: BTreeMap<u64, Site> = sites.iter().map(|s| (s.begin, *s)).collect();
@@ -407,7 +407,7 @@ pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<Verify
     }
 
     // 5. Descriptors cover every register the code uses.
-    let after_liveness = analyze(&after);
+    let after_liveness = analyze(&after).map_err(LiftError::from)?;
     for (index, function) in after.functions.iter().enumerate() {
         let FunctionKind::Kernel(k) = function.kind else { continue };
         report.kernels += 1;

@@ -17,6 +17,7 @@ pub mod dispatch;
 pub mod error;
 pub mod inputs;
 pub mod memory;
+pub mod opcode_coverage;
 pub mod operands;
 pub mod packet;
 pub mod program;

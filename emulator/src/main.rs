@@ -7,16 +7,17 @@ use std::path::PathBuf;
 use anyhow::{bail, Context as _, Result};
 use clap::Parser;
 use gpuinstr_emulator::arguments::{self, Argument, Element};
-use gpuinstr_emulator::{Device, Launch};
+use gpuinstr_emulator::{opcode_coverage, Device, Launch};
 
 /// Runs an AMDGPU kernel (gfx908/gfx90a) on the CPU and prints its buffers.
 #[derive(Parser)]
 #[command(name = "gpuinstr-emulate", version)]
 struct Cli {
     /// A code object, offload bundle or host file with .hip_fatbin.
-    file: PathBuf,
+    #[arg(required_unless_present = "opcode_coverage")]
+    file: Option<PathBuf>,
     /// The kernel (its name or its .kd symbol).
-    #[arg(long, required_unless_present = "unimplemented")]
+    #[arg(long, required_unless_present_any = ["unimplemented", "opcode_coverage"])]
     kernel: Option<String>,
     /// Which code object of a bundle or host file (e.g. gfx90a).
     #[arg(long)]
@@ -51,6 +52,10 @@ struct Cli {
     /// lanes per opcode, most executed first.
     #[arg(long)]
     mix: bool,
+    /// Run nothing: print every GFX9 opcode this build's LLVM knows, with
+    /// whether the emulator implements it (Markdown; docs/emulator-opcodes/).
+    #[arg(long, conflicts_with = "file")]
+    opcode_coverage: bool,
 }
 
 /// NAME:ELEMENT:COUNT.
@@ -123,12 +128,17 @@ fn print_coverage(device: &mut Device) -> Result<()> {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
+    let Some(file) = cli.file.clone() else {
+        let markdown = opcode_coverage::markdown(&opcode_coverage::opcode_coverage());
+        let _ = std::io::stdout().lock().write_all(markdown.as_bytes());
+        return Ok(());
+    };
     let mut texts = cli.arguments.clone();
     if let Some(file) = &cli.arguments_file {
         let content = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
         texts.extend(content.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from));
     }
-    let mut device = Device::open(&cli.file, cli.target.as_deref())?;
+    let mut device = Device::open(&file, cli.target.as_deref())?;
     if cli.unimplemented {
         return print_coverage(&mut device);
     }
@@ -152,7 +162,7 @@ fn main() -> Result<()> {
         let (name, element, count) = managed_global(text)?;
         let size = (count * element.size()) as u64;
         let Some(address) = device.bind_managed(&name, size) else {
-            bail!("{}: no global named {name}", cli.file.display());
+            bail!("{}: no global named {name}", file.display());
         };
         managed.push((name, address, element, size as usize));
     }

@@ -138,6 +138,7 @@ pub struct Program {
 
 impl Program {
     pub fn new(code_object: CodeObject) -> Result<Self, EmulatorError> {
+        emulated(&code_object.target.processor)?;
         let isa = Isa::new(&code_object.target).map_err(|e| EmulatorError::Isa(e.to_string()))?;
         isa.operand_roles().map_err(|e| EmulatorError::Isa(e.to_string()))?;
         let code = code_object.sections.iter().filter(|s| s.loadable && s.executable());
@@ -150,8 +151,9 @@ impl Program {
     /// Code that a runtime loaded at `base` in device memory (a copy of
     /// its bytes), for `processor` (gfx908, gfx90a).
     pub fn loaded(processor: &str, base: u64, bytes: Vec<u8>) -> Result<Self, EmulatorError> {
-        use gpuinstr::stages::load::{FeatureSetting, TargetId};
-        let target = TargetId { processor: processor.into(), xnack: FeatureSetting::Any, sramecc: FeatureSetting::Any };
+        emulated(processor)?;
+        use gpuinstr::stages::load::TargetId;
+        let target = TargetId::processor(processor);
         let isa = Isa::new(&target).map_err(|e| EmulatorError::Isa(e.to_string()))?;
         isa.operand_roles().map_err(|e| EmulatorError::Isa(e.to_string()))?;
         let slots = (bytes.len() as u64).div_ceil(4) as usize;
@@ -234,6 +236,21 @@ impl Program {
             Ok(raw) => self.isa.mc.print(&raw, address).unwrap_or_default().trim().to_string(),
             Err(_) => String::from("<undecodable>"),
         }
+    }
+}
+
+/// The processors the emulator models (wave64 GFX9 with their register
+/// files and memory model); code for another is refused rather than run
+/// with semantics it does not have.
+pub const EMULATED_PROCESSORS: [&str; 2] = ["gfx908", "gfx90a"];
+
+fn emulated(processor: &str) -> Result<(), EmulatorError> {
+    if EMULATED_PROCESSORS.contains(&processor) {
+        Ok(())
+    } else {
+        Err(EmulatorError::Isa(format!(
+            "the emulator runs gfx908 and gfx90a code; this code object is for {processor}"
+        )))
     }
 }
 

@@ -1,4 +1,4 @@
-//! `gpuinstr-emulate` as a user runs it: a kernel compiled by clang-15,
+//! `gpuinstr-emulate` as a user runs it: a kernel compiled by this build's clang,
 //! arguments on the command line, buffers printed; mistakes named.
 
 use std::path::{Path, PathBuf};
@@ -24,7 +24,7 @@ fn code_object(dir: &Path) -> PathBuf {
         // clang leaves an empty directory in TMPDIR per HIP compilation.
         .env("TMPDIR", dir)
         .args(["-x", "hip", "--offload-arch=gfx90a", "--rocm-path=/usr"])
-        .arg("--rocm-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
+        .arg(format!("--rocm-device-lib-path={}", gpuinstr::toolchain::rocm_device_library_dir().display()))
         .args(["--cuda-device-only", "--no-gpu-bundle-output", "-O3", "-c"])
         .arg(&source)
         .arg("-o")
@@ -168,4 +168,23 @@ fn the_instruction_mix_adds_up() {
     assert!(rows.iter().any(|r| r.2 == "S_ENDPGM" && r.0 == 3), "{text}");
     // 150 of the 192 work-items are in range: the store runs on 150 lanes.
     assert!(rows.iter().any(|r| r.2.starts_with("GLOBAL_STORE_DWORD") && r.1 == 150), "{text}");
+}
+
+/// The opcode coverage list kept in docs for this build's LLVM is the one
+/// this build prints (regenerate it with the command in the message).
+#[test]
+fn the_opcode_coverage_in_docs_is_this_builds() {
+    let output = Command::new(env!("CARGO_BIN_EXE_gpuinstr-emulate")).arg("--opcode-coverage").output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let printed = String::from_utf8(output.stdout).unwrap();
+    assert!(printed.contains("| `V_TRIG_PREOP_F64_e64` | yes | yes | yes |"), "{printed}");
+    assert!(printed.contains("| `V_PK_MUL_LO_U16` | yes | yes | yes |"), "{printed}");
+    let major = gpuinstr::toolchain::LLVM_MAJOR;
+    let kept = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../docs/emulator-opcodes/llvm{major}.md"));
+    let kept = std::fs::read_to_string(&kept).unwrap_or_default();
+    assert!(
+        kept == printed,
+        "docs/emulator-opcodes/llvm{major}.md is not what this build prints; regenerate it with \
+         `scripts/env.sh <environment> -- sh -c 'gpuinstr-emulate --opcode-coverage > docs/emulator-opcodes/llvm{major}.md'`"
+    );
 }

@@ -155,7 +155,8 @@ impl Run<'_> {
                 let _ = serde_json::to_string(&lifted.statistics()).map_err(|e| e.to_string())?;
                 Ok(texts.iter().map(String::len).sum::<usize>())
             });
-            let liveness = self.op("liveness", || Ok(gpuinstr::stages::liveness::analyze(lifted)));
+            let liveness =
+                self.op("liveness", || gpuinstr::stages::liveness::analyze(lifted).map_err(|e| e.to_string()));
             self.op("emit assembly", || {
                 Ok(lifted.emit_assembly(&gpuinstr::stages::emit::EmitOptions::default()).text.len())
             });

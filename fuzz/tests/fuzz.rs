@@ -17,8 +17,11 @@ fn link() -> PathBuf {
     static BUILT: std::sync::Once = std::sync::Once::new();
     BUILT.call_once(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status =
-            Command::new(cargo).args(["build", "-p", "gpuinstr-driver", "--bin", "gpuinstr-link"]).status().unwrap();
+        let status = Command::new(cargo)
+            .args(["build", "-p", "gpuinstr-driver", "--bin", "gpuinstr-link"])
+            .args(gpuinstr::toolchain::cargo_feature_arguments())
+            .status()
+            .unwrap();
         assert!(status.success(), "building gpuinstr-link");
     });
     Path::new(env!("CARGO_BIN_EXE_gpuinstr-fuzz")).with_file_name("gpuinstr-link")

@@ -48,7 +48,7 @@ fn main() {
         let lifted = lift(&code_object).unwrap();
         let instructions = lifted.statistics().instructions;
         let start = Instant::now();
-        let liveness = analyze(&lifted);
+        let liveness = analyze(&lifted).unwrap();
         let seconds = start.elapsed().as_secs_f64();
         assert_eq!(liveness.functions[0].live_in.len(), instructions);
         println!("{instructions:12}   {:11.1}   {:8.1}", seconds * 1e3, seconds * 1e9 / instructions as f64);
@@ -62,7 +62,7 @@ fn main() {
         let instructions = lifted.statistics().instructions;
         let largest = lifted.functions.iter().map(|f| f.instructions().count()).max().unwrap_or(0);
         let start = Instant::now();
-        let _ = analyze(&lifted);
+        let _ = analyze(&lifted).unwrap();
         rows.push((instructions, largest, start.elapsed().as_secs_f64()));
     }
     let total_instructions: usize = rows.iter().map(|r| r.0).sum();

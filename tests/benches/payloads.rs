@@ -33,7 +33,7 @@ fn main() {
     let input = load::load_for_target(&library, Some("gfx90a")).unwrap();
     let app = input.code_objects.into_iter().max_by_key(|c| c.bytes.len()).unwrap();
     let lifted = lift(&app).unwrap();
-    let liveness = analyze(&lifted);
+    let liveness = analyze(&lifted).unwrap();
     // Every instruction of every kernel, with the hook its kind calls for.
     let mut sites = Vec::new();
     for (index, function) in lifted.functions.iter().enumerate().filter(|(_, f)| f.is_kernel()) {

@@ -99,5 +99,6 @@ fn cmake_instruments_a_library_after_it_builds() {
     let after = gpuinstr::stages::load::load(&instrumented).unwrap().code_objects;
     assert_eq!(before.len(), 1);
     let report = gpuinstr::verify::verify(&before[0], &after[0]).unwrap();
-    assert!(report.ok() && report.regions == 33, "{}", report.render_text());
+    // The counter's plan instruments every instruction of the kernel.
+    assert!(report.ok() && report.regions == report.original_instructions, "{}", report.render_text());
 }

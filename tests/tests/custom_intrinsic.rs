@@ -23,7 +23,7 @@ fn the_tools_intrinsics_lower_to_their_instructions() {
     let tool = load::load(&tool_path).unwrap().code_objects.remove(0);
     let app = load::load_for_target(&test_kernels("memory"), Some("gfx90a")).unwrap().code_objects.remove(0);
     let lifted = lift(&app).unwrap();
-    let liveness = analyze(&lifted);
+    let liveness = analyze(&lifted).unwrap();
     let points: Vec<PayloadPoint> = (0..lifted.functions.len())
         .filter(|f| lifted.functions[*f].is_kernel())
         .map(|function| PayloadPoint {
@@ -60,7 +60,7 @@ fn the_tools_intrinsics_lower_to_their_instructions() {
         );
         assert_eq!(payload.code.iter().filter(|l| l.starts_with("s_memtime s[")).count(), 1, "{}", payload.label);
     }
-    insta::assert_snapshot!("custom_intrinsic_payload", compiled.render_stages(0));
+    compiler_snapshot!("custom_intrinsic_payload", compiled.render_stages(0));
 
     let sites = payload_sites(&lifted, &liveness, &points, &options).unwrap();
     let codes: Vec<Vec<String>> = compiled.payloads.iter().map(|p| p.code.clone()).collect();

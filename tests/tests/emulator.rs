@@ -275,6 +275,78 @@ fn arithmetic_kernels_compute_what_the_cpu_computes() {
     }
 }
 
+const MATH_LIBRARY: &str = "emulator/math_library.hip";
+
+#[test]
+fn library_math_packed_shorts_and_bytes_compute_what_the_cpu_computes() {
+    for target in TARGETS {
+        let mut d = device(&hip_object(MATH_LIBRARY), target);
+
+        // Double sin/cos over arguments up to 1e300: the device library
+        // reduces large ones with 2/pi from v_trig_preop_f64. Within 1e-15
+        // of the CPU's (both are within an ulp or two of the truth; a wrong
+        // reduction is off by far more).
+        let x: Vec<f64> = (0..64)
+            .map(|i| {
+                let sign = if i % 2 == 0 { 1.0 } else { -1.0 };
+                sign * 10f64.powi((i * 5) % 300 - 3) * (1.0 + f64::from(i) / 64.0)
+            })
+            .collect();
+        let px = d.allocate("x", &f64s(&x));
+        let (ps, pc) = (d.allocate("sin", &f64s(&[0.0; 64])), d.allocate("cos", &f64s(&[0.0; 64])));
+        d.launch("_Z6sinCosPdS_PKd", Launch::linear(1, 64), &[pointer(ps), pointer(pc), pointer(px)]).unwrap();
+        let (sin, cos) = (read(&d, ps, 64, f64::from_le_bytes), read(&d, pc, 64, f64::from_le_bytes));
+        for i in 0..64 {
+            let (want_sin, want_cos) = (x[i].sin(), x[i].cos() + (x[i] * 0.5).cos());
+            assert!((sin[i] - want_sin).abs() <= 1e-15, "{target}: sin({:e}) = {want_sin:e}, not {:e}", x[i], sin[i]);
+            assert!((cos[i] - want_cos).abs() <= 2e-15, "{target}: cos at {:e} = {want_cos:e}, not {:e}", x[i], cos[i]);
+        }
+
+        // Packed 16-bit integers, every lane of both halves.
+        let a: Vec<u16> = (0..128u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u16).collect();
+        let b: Vec<u16> = (0..128u32).map(|i| (i * 40503 + 12345) as u16).collect();
+        let (pa, pb) = (d.allocate("a", &bytes(&a, u16::to_le_bytes)), d.allocate("b", &bytes(&b, u16::to_le_bytes)));
+        let po = d.allocate("out", &[0; 64 * 4 * 4]);
+        let ps = d.allocate("signed", &[0; 64 * 2 * 4]);
+        let args = [pointer(po), pointer(ps), pointer(pa), pointer(pb)];
+        d.launch("_Z12packedShortsPDv2_tPDv2_sPKS_S4_", Launch::linear(1, 64), &args).unwrap();
+        let (out, signed) = (read(&d, po, 64 * 8, u16::from_le_bytes), read(&d, ps, 64 * 4, i16::from_le_bytes));
+        for lane in 0..64 {
+            for half in 0..2 {
+                let (x, y) = (a[2 * lane + half], b[2 * lane + half]);
+                let at = |k: usize| out[2 * (4 * lane + k) + half];
+                let what = format!("{target}: packedShorts lane {lane} half {half} ({x}, {y})");
+                assert_eq!(at(0), x.wrapping_mul(y), "{what}: product");
+                assert_eq!(at(1), x.wrapping_add(y).wrapping_sub(y >> (x & 7)), "{what}: sum");
+                assert_eq!(at(2), x << (y & 15), "{what}: shift");
+                assert_eq!(at(3), x.wrapping_mul(y).wrapping_add(x), "{what}: multiply-add");
+                let (s, t) = (x as i16, y as i16);
+                assert_eq!(signed[2 * (2 * lane) + half], (s.min(t) >> 2).wrapping_sub(s.max(t)), "{what}: signed");
+                assert_eq!(signed[2 * (2 * lane + 1) + half], (x.max(y) - x.min(y)) as i16, "{what}: distance");
+            }
+        }
+
+        // Byte vectors.
+        let a: Vec<u8> = (0..256u32).map(|i| (i * 37 + 11) as u8).collect();
+        let b: Vec<u8> = (0..256u32).map(|i| (i * 101 + 3) as u8).collect();
+        let (pa, pb) = (d.allocate("a", &a), d.allocate("b", &b));
+        let po = d.allocate("out", &[0; 64 * 8]);
+        d.launch("_Z5bytesPDv4_hPKS_S2_", Launch::linear(1, 64), &[pointer(po), pointer(pa), pointer(pb)]).unwrap();
+        let out = d.memory.bytes(po, 64 * 8).unwrap();
+        for lane in 0..64 {
+            for k in 0..4 {
+                let (x, y) = (a[4 * lane + k], b[4 * lane + k]);
+                assert_eq!(
+                    out[8 * lane + k],
+                    x.wrapping_mul(y).wrapping_add(x >> 1),
+                    "{target}: bytes lane {lane}.{k}"
+                );
+                assert_eq!(out[8 * lane + 4 + k], x.abs_diff(y), "{target}: byte distance lane {lane}.{k}");
+            }
+        }
+    }
+}
+
 #[test]
 fn sixteen_bit_three_operand_min_max_and_median() {
     for target in TARGETS {
@@ -481,7 +553,7 @@ fn device_calls_scratch_and_spills() {
     run_ok(
         gpuinstr_tests::clang()
             .args(["-x", "hip", "--offload-arch=gfx90a", "--rocm-path=/usr"])
-            .arg("--rocm-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
+            .arg(format!("--rocm-device-lib-path={}", gpuinstr::toolchain::rocm_device_library_dir().display()))
             .args(["--cuda-device-only", "--no-gpu-bundle-output", "-O3"])
             .args(["-Xclang", "-target-feature", "-Xclang", "+enable-flat-scratch", "-c"])
             .arg(input("kernels/calls_and_scratch.hip"))

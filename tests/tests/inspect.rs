@@ -29,7 +29,7 @@ fn application(dir: &Path) -> std::path::PathBuf {
     run_ok(
         clang()
             .args(["-x", "hip", "--offload-arch=gfx90a", "--rocm-path=/usr", "--cuda-device-only"])
-            .arg(format!("--rocm-device-lib-path={ROCM_DEVICE_LIBS}"))
+            .arg(format!("--rocm-device-lib-path={}", rocm_device_libs().display()))
             .args(["--no-gpu-bundle-output", "-O3", "-c"])
             .arg(&source)
             .arg("-o")
@@ -44,7 +44,7 @@ fn application_code_objects_are_listed() {
     let path = application(scratch.path());
     let report = inspect::inspect(&path, None).unwrap();
     let text = inspect::render_text(&report);
-    insta::assert_snapshot!("inspect_application", normalize(&text, scratch.path()));
+    compiler_snapshot!("inspect_application", normalize(&text, scratch.path()));
     let kernel = &report.code_objects[0].kernels[0];
     assert_eq!(kernel.name, "_Z4vaddPfPKfS1_i");
     assert_eq!(kernel.arguments, 4);
@@ -105,7 +105,7 @@ fn bad_inputs_give_one_clear_message() {
     messages
         .push_str(&format!("wrong-target: {}\n", normalize(&error_of(&dir.join("vadd.hsaco"), Some("gfx908")), dir)));
 
-    insta::assert_snapshot!("inspect_bad_inputs", messages);
+    compiler_snapshot!("inspect_bad_inputs", messages);
 }
 
 /// A tool built with -fembed-bitcode: clang's second phase drops the

@@ -59,8 +59,20 @@ fn the_instruction_counter_instruments_our_kernels() {
         for target in ["gfx90a", "gfx908"] {
             let name = format!("{kernels}-{target}");
             let app = load::load_for_target(&test_kernels(kernels), Some(target)).unwrap().code_objects.remove(0);
-            let (bytes, report) = instrument_code_object(&tool, &app, &plan, &registry, &InstrumentOptions::default())
-                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            // With default options; a kernel at its register limit (clang 17
+            // puts calls_and_scratch's manyRegisters there) needs the
+            // allocation to grow, and the error says so.
+            let mut options = InstrumentOptions::default();
+            let (bytes, report) = match instrument_code_object(&tool, &app, &plan, &registry, &options) {
+                Ok(done) => done,
+                Err(error) => {
+                    let message = error.to_string();
+                    assert!(message.contains("--grow-registers=always"), "{name}: {message}");
+                    options.grow_registers = gpuinstr::stages::sva::RegisterGrowth::Always;
+                    instrument_code_object(&tool, &app, &plan, &registry, &options)
+                        .unwrap_or_else(|e| panic!("{name}, growing: {e}"))
+                }
+            };
             assert_accepted(&app, &bytes, dir.path(), &name);
             let output = CodeObject::parse(bytes, Vec::new()).unwrap();
             let verified = assert_verified(&app, &output, &name);
@@ -86,7 +98,7 @@ fn the_instruction_counter_instruments_our_kernels() {
             // Alike points share payloads, and sharing costs next to no code.
             assert!(report.payloads_compiled * 2 < report.points, "{name}: {} payloads", report.payloads_compiled);
             if target == "gfx90a" {
-                let mut each = InstrumentOptions::default();
+                let mut each = options.clone();
                 each.payloads.share_payloads = false;
                 let (_, unshared) = instrument_code_object(&tool, &app, &plan, &registry, &each).unwrap();
                 assert_eq!(unshared.payloads_compiled, unshared.points, "{name}");
@@ -116,7 +128,7 @@ fn the_run_report_says_what_was_added() {
         instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &InstrumentOptions::default()).unwrap();
     let text = report.render_text();
     let without_time: Vec<&str> = text.lines().skip(1).collect();
-    insta::assert_snapshot!("instrument_report_vector_add", without_time.join("\n"));
+    compiler_snapshot!("instrument_report_vector_add", without_time.join("\n"));
 }
 
 #[test]
@@ -551,7 +563,7 @@ fn kernels_with_no_free_vgpr_keep_the_sva_in_an_agpr() {
         let app =
             load::load_for_target(&test_kernels("register_pressure"), Some(target)).unwrap().code_objects.remove(0);
         let lifted = lift(&app).unwrap();
-        let liveness = analyze(&lifted);
+        let liveness = analyze(&lifted).unwrap();
         let kernel = |name: &str| lifted.functions.iter().position(|f| f.name.contains(name)).expect(name);
         let (every_vgpr, every_register) = (kernel("everyVgpr"), kernel("everyVectorRegister"));
         let placement = place(

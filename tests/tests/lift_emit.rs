@@ -179,12 +179,12 @@ fn lifted_mir_snapshots() {
         let code_object = code_object(kernels, "gfx90a");
         let lifted = lifted(&code_object);
         let name = format!("mir_{kernels}_{}", only.unwrap_or("all"));
-        insta::assert_snapshot!(name, print::mir(&lifted, only));
+        compiler_snapshot!(name, print::mir(&lifted, only));
     }
     let gfx908 = code_object("calls_and_scratch", "gfx908");
-    insta::assert_snapshot!("cfg_calls_and_scratch_gfx908", print::cfg(&lifted(&gfx908), None));
+    compiler_snapshot!("cfg_calls_and_scratch_gfx908", print::cfg(&lifted(&gfx908), None));
     let control_flow = code_object("control_flow", "gfx90a");
-    insta::assert_snapshot!("asm_control_flow", print::asm(&lifted(&control_flow), None));
+    compiler_snapshot!("asm_control_flow", print::asm(&lifted(&control_flow), None));
 }
 
 /// Code object v3 (older target-id syntax, no target in the metadata) and
@@ -198,7 +198,7 @@ fn code_object_versions_3_and_5_round_trip() {
             clang()
                 .args(["-x", "hip", "--rocm-path=/usr", "--cuda-device-only", "--no-gpu-bundle-output", "-O3", "-c"])
                 .arg(format!("--offload-arch={processor}"))
-                .arg(format!("--rocm-device-lib-path={ROCM_DEVICE_LIBS}"))
+                .arg(format!("--rocm-device-lib-path={}", rocm_device_libs().display()))
                 .arg(format!("-mcode-object-version={version}"))
                 .arg(input("kernels/memory.hip"))
                 .arg("-o")

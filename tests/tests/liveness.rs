@@ -11,7 +11,7 @@ use gpuinstr_tests::kernel_from_assembly;
 fn check(processor: &str, body: &str, functions: &str, function: &str, expected: &[&str]) -> Vec<UnitSet> {
     let code_object = kernel_from_assembly(processor, body, functions);
     let lifted = lift(&code_object).unwrap();
-    let liveness = analyze(&lifted);
+    let liveness = analyze(&lifted).unwrap();
     let index = lifted.functions.iter().position(|f| f.name == function).unwrap();
     let live_in = &liveness.functions[index].live_in;
     let texts: Vec<String> = lifted.functions[index]
@@ -119,7 +119,7 @@ fn divergent_if_keeps_inactive_lanes_live() {
     );
     let code_object = kernel_from_assembly("gfx90a", body, "");
     let lifted = lift(&code_object).unwrap();
-    let liveness = analyze(&lifted);
+    let liveness = analyze(&lifted).unwrap();
     assert_eq!(liveness.functions[0].exec_full, vec![true, true, true, false, false, false, true, true]);
     // So v1 is never offered as free inside the branch.
     let allocated = UnitSet::range(RegisterFile::Vgpr, 0, 8);
@@ -331,7 +331,7 @@ fn unknown_flow_makes_everything_live() {
         "",
     );
     let lifted = lift(&code_object).unwrap();
-    let liveness = analyze(&lifted);
+    let liveness = analyze(&lifted).unwrap();
     let kernel = &liveness.functions[0];
     let all = UnitSet::all();
     assert_eq!(kernel.live_out[3], all, "after an indirect jump");
@@ -357,7 +357,7 @@ fn loads_nothing_reads_are_in_flight_until_a_wait() {
         );
         let code_object = kernel_from_assembly("gfx90a", &body, "");
         let lifted = lift(&code_object).unwrap();
-        let liveness = analyze(&lifted);
+        let liveness = analyze(&lifted).unwrap();
         let busy = loads_in_flight(&lifted.functions[0], &lifted.isa, &liveness.functions[0]);
         let texts: Vec<String> = busy.iter().map(|s| s.to_string()).collect();
         let after = if busy_after { "v[5:7]" } else { "" };

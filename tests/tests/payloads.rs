@@ -97,7 +97,7 @@ fn every_stage_of_small_hooks() {
     let tool = tool("payload-hooks");
     let app = atomics_kernel();
     let lifted = lift(&app).unwrap();
-    let liveness = analyze(&lifted);
+    let liveness = analyze(&lifted).unwrap();
     let function = function_index(&lifted, "atomics");
     let at = |instruction, calls| PayloadPoint { function, instruction, calls };
     let points = vec![
@@ -113,7 +113,7 @@ fn every_stage_of_small_hooks() {
     let sites = gpuinstr::payloads::payload_sites(&lifted, &liveness, &points, &options).unwrap();
     let compiled = compile_payloads(&tool, &lifted, &liveness, &points, &Registry::with_builtins(), &options).unwrap();
     for (index, case) in CASES.iter().enumerate() {
-        insta::assert_snapshot!(format!("payload_{case}"), compiled.render_stages(index));
+        compiler_snapshot!(format!("payload_{case}"), compiled.render_stages(index));
     }
     assert_preserves(&lifted, &compiled, &sites);
 
@@ -150,7 +150,7 @@ fn implicit_argument_pointer_comes_from_the_sva() {
     let tool = tool("payload-hooks");
     let app = atomics_kernel();
     let lifted = lift(&app).unwrap();
-    let liveness = analyze(&lifted);
+    let liveness = analyze(&lifted).unwrap();
     let function = function_index(&lifted, "atomics");
     let points = vec![PayloadPoint { function, instruction: 4, calls: vec![call("readGlobalOffset", vec![])] }];
     let compiled =
@@ -177,7 +177,7 @@ fn frame_registers_are_read_from_their_save_lanes() {
     let tool = tool("payload-hooks");
     let app = atomics_kernel();
     let lifted = lift(&app).unwrap();
-    let liveness = analyze(&lifted);
+    let liveness = analyze(&lifted).unwrap();
     let function = function_index(&lifted, "atomics");
     let points: Vec<PayloadPoint> = [("recordValue", 2u16, 7), ("histogram", 32, 9)]
         .iter()
@@ -215,7 +215,7 @@ fn small_hooks_on_gfx908() {
     let tool = tool("payload-hooks");
     let app = load::load_for_target(&test_kernels("memory"), Some("gfx908")).unwrap().code_objects.remove(0);
     let lifted = lift(&app).unwrap();
-    let liveness = analyze(&lifted);
+    let liveness = analyze(&lifted).unwrap();
     let function = function_index(&lifted, "atomics");
     let at = |instruction, calls| PayloadPoint { function, instruction, calls };
     let points = vec![
@@ -238,7 +238,7 @@ fn small_hooks_on_gfx908() {
         }
         listing.push_str(&format!("  ; writes {}\n\n", payload.writes));
     }
-    insta::assert_snapshot!("payloads_gfx908", listing);
+    compiler_snapshot!("payloads_gfx908", listing);
     assert!(compiled.payloads[5].scratch_bytes > 0);
     // The application has its own `Histogram`: the tool's is renamed.
     let histogram = compiled.globals.iter().find(|g| g.tool_name == "Histogram").unwrap();
@@ -278,7 +278,7 @@ fn a_hook_that_must_spill() {
         .registers
         .insert(function, FunctionRegisters { sva: Some(248), work_item_ids: Some(249), ..Default::default() });
     let compiled = compile_payloads_at(&tool, &lifted, &points, &sites, &Registry::with_builtins(), &options).unwrap();
-    insta::assert_snapshot!("payload_spill", compiled.render_stages(0));
+    compiler_snapshot!("payload_spill", compiled.render_stages(0));
     let payload = &compiled.payloads[0];
     assert!(payload.scratch_bytes > 0, "no spill:\n{}", payload.code.join("\n"));
     assert!(payload.code.iter().any(|l| l.starts_with("buffer_store_dword v") && l.contains("s[0:3], s32")));
@@ -416,7 +416,7 @@ fn compile_error(tool_name: &str, hook: &str, arguments: Vec<HookArgument>) -> S
     let tool = tool(tool_name);
     let app = atomics_kernel();
     let lifted = lift(&app).unwrap();
-    let liveness = analyze(&lifted);
+    let liveness = analyze(&lifted).unwrap();
     let function = function_index(&lifted, "atomics");
     let points = vec![PayloadPoint { function, instruction: 2, calls: vec![call(hook, arguments)] }];
     match compile_payloads(&tool, &lifted, &liveness, &points, &Registry::with_builtins(), &options_for(function)) {
@@ -427,7 +427,10 @@ fn compile_error(tool_name: &str, hook: &str, arguments: Vec<HookArgument>) -> S
 
 #[test]
 fn tool_and_plan_errors_are_clear() {
-    let point = "kernel _Z7atomicsPKjiPj, instruction 2 (V_CMP_EQ_U32_e32)";
+    let app = atomics_kernel();
+    let lifted = lift(&app).unwrap();
+    let third = lifted.functions[function_index(&lifted, "atomics")].instructions().nth(2).unwrap().name(&lifted.isa);
+    let point = format!("kernel _Z7atomicsPKjiPj, instruction 2 ({third})");
     let cases: Vec<(&str, Vec<HookArgument>, String)> = vec![
         ("notAHook", vec![], format!("{point}: the tool has no hook `notAHook` (its hooks: ")),
         ("countVector", vec![], format!("{point}: hook `countVector` takes 1 argument(s), the plan gives 0")),
@@ -489,7 +492,7 @@ fn inline_assembly_in_foreign_bitcode_is_refused() {
     );
     let tool = load::load(&object).unwrap().code_objects.remove(0);
     let lifted = lift(&app).unwrap();
-    let liveness = analyze(&lifted);
+    let liveness = analyze(&lifted).unwrap();
     let function = function_index(&lifted, "atomics");
     let points = vec![PayloadPoint { function, instruction: 0, calls: vec![call("usesAsm", vec![])] }];
     let error =
@@ -583,7 +586,7 @@ fn a_payload_starved_of_aligned_pairs_is_compiled_again_with_parked_vgprs() {
     let app = atomics_kernel();
     let lifted = lift(&app).unwrap();
     let function = function_index(&lifted, "atomics");
-    let mut liveness = analyze(&lifted);
+    let mut liveness = analyze(&lifted).unwrap();
     // Every VGPR live but the odd ones from v101 to v127 (the 128 a wave of
     // this kernel may have: 14 dead, no dead pair); no AGPR live.
     let mut live = UnitSet::EMPTY;

@@ -185,7 +185,7 @@ fn the_counters_plan_compiles_for_every_instruction() {
     let tool = load::load(&tool_path).unwrap().code_objects.remove(0);
     let code_object = load::load_for_target(&test_kernels("memory"), Some("gfx90a")).unwrap().code_objects.remove(0);
     let lifted = lift(&code_object).unwrap();
-    let liveness = gpuinstr::stages::liveness::analyze(&lifted);
+    let liveness = gpuinstr::stages::liveness::analyze(&lifted).unwrap();
     let plan = Plan::load(&repo().join("hook-sdk/examples/instruction-counter/plan.toml")).unwrap();
     let points = plan.select(&lifted);
     let compiled = compile_payloads(

@@ -28,7 +28,7 @@ fn check_failure(source: &Path, mut command: Command, output_file: &Path, scratc
         assert!(stderr.contains(&expectation), "{name}: message lacks `{expectation}`:\n{stderr}");
     }
     assert!(!output_file.exists(), "{name}: a partial output file was left behind");
-    insta::assert_snapshot!(format!("plugin_error_{name}"), normalize(&stderr, scratch));
+    compiler_snapshot!(format!("plugin_error_{name}"), normalize(&stderr, scratch));
 }
 
 #[test]

@@ -65,14 +65,14 @@ fn check_example(case: &Example) {
             assert_eq!(hooks, case.hooks, "{context}");
 
             if opt == "-O3" && compiler == Compiler::Clang {
-                insta::assert_snapshot!(
+                compiler_snapshot!(
                     format!("embedded_module_{}", case.directory),
                     without_module_identity(&normalize(&ir, scratch.path()))
                 );
             }
             if opt == "-O3" && compiler == Compiler::Hipcc {
                 let text = inspect::render_text(&report);
-                insta::assert_snapshot!(format!("inspect_{}", case.directory), normalize(&text, scratch.path()));
+                compiler_snapshot!(format!("inspect_{}", case.directory), normalize(&text, scratch.path()));
             }
         }
     }

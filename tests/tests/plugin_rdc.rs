@@ -46,7 +46,7 @@ fn lld_with_the_plugin_embeds_one_module_at_full_lto_last() {
         run_ok(
             clang()
                 .args(["-x", "hip", "--offload-arch=gfx90a", "--rocm-path=/usr", "--cuda-device-only", "-fgpu-rdc"])
-                .arg(format!("--rocm-device-lib-path={ROCM_DEVICE_LIBS}"))
+                .arg(format!("--rocm-device-lib-path={}", rocm_device_libs().display()))
                 .args(["-O3", "-c", "-emit-llvm", "-I"])
                 .arg(sdk_include())
                 .arg(source)

@@ -1,4 +1,4 @@
-//! The plugin's steps as named passes under opt-15, on a hand-written tool
+//! The plugin's steps as named passes under opt, on a hand-written tool
 //! module (tests/inputs/plugin-steps/tool.ll).
 
 use gpuinstr_tests::*;
@@ -29,7 +29,7 @@ fn run_passes(passes: &str) -> String {
 fn steps_one_after_another() {
     for (index, step) in STEPS.iter().enumerate() {
         let ir = run_passes(&pipeline(&STEPS[..=index]));
-        insta::assert_snapshot!(format!("step_{}_{}", index + 1, step), without_module_identity(&ir));
+        compiler_snapshot!(format!("step_{}_{}", index + 1, step), without_module_identity(&ir));
     }
 }
 
@@ -93,7 +93,16 @@ fn embed_pass_embeds_the_preprocessed_clone() {
     let bitcode = embedded_bitcode_in_ir(&embedded_ir);
     let embedded = llvm_dis(&bitcode, scratch.path());
     let stepwise = run_passes(&pipeline(&STEPS));
-    assert_eq!(without_module_identity(&embedded).trim(), without_module_identity(&stepwise).trim());
+    // Not the data layout: LLVM 17 and newer upgrade an older AMDGPU layout
+    // when they read bitcode (the embedded copy), not when they read text.
+    let body = |ir: &str| {
+        without_module_identity(ir)
+            .lines()
+            .filter(|l| !l.starts_with("target datalayout"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(body(&embedded).trim(), body(&stepwise).trim());
 
     // The original keeps its kernel, hooks, bindings and annotations.
     for kept in [

@@ -11,7 +11,7 @@ fn report_snapshots_of_our_kernels() {
     for (kernels, target) in [("calls_and_scratch", "gfx90a"), ("matrix_cores", "gfx908"), ("memory", "gfx90a")] {
         let input = load::load_for_target(&test_kernels(kernels), Some(target)).unwrap();
         let report = code_object_report(&input.code_objects[0]).unwrap();
-        insta::assert_snapshot!(format!("analyze_{kernels}_{target}"), gpuinstr::analyze::render_text(&report));
+        compiler_snapshot!(format!("analyze_{kernels}_{target}"), gpuinstr::analyze::render_text(&report));
     }
 }
 

@@ -295,7 +295,9 @@ fn the_report_says_what_changed_in_the_allocation_and_why() {
     };
     let report = run(RegisterGrowth::Never);
     let kernel = &report.kernels[0];
-    assert_eq!(kernel.vgprs.0, kernel.vgprs.1, "{kernel:?}");
+    // Never growing is about the allocation: payloads may use VGPRs the
+    // allocation granule already holds (clang 17's kernel has 36 of 40).
+    assert_eq!(kernel.vector_allocation.0, kernel.vector_allocation.1, "{kernel:?}");
     assert_eq!(kernel.waves_per_simd.0, kernel.waves_per_simd.1, "{kernel:?}");
     let report = run(RegisterGrowth::FreeOfOccupancy);
     let kernel = &report.kernels[0];
@@ -437,7 +439,7 @@ fn intrinsic_bindings_survive_every_optimisation_level_and_build_path() {
     run_ok(
         clang()
             .args(["-x", "hip", "--offload-arch=gfx90a", "--rocm-path=/usr", "--cuda-device-only", "-fgpu-rdc"])
-            .arg(format!("--rocm-device-lib-path={ROCM_DEVICE_LIBS}"))
+            .arg(format!("--rocm-device-lib-path={}", rocm_device_libs().display()))
             .args(["-O3", "-c", "-emit-llvm", "-I"])
             .arg(sdk_include())
             .arg(&source)

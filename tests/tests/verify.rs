@@ -46,7 +46,7 @@ fn verify_names_each_kind_of_breakage() {
     let sites: Vec<Site> = site_table(&output).unwrap();
     assert!(sites.len() > 50, "{} sites", sites.len());
     let original = lift(&app).unwrap();
-    let liveness = analyze(&original);
+    let liveness = analyze(&original).unwrap();
 
     // 1. A region that overwrites a live SGPR: its leading `s_nop 4` becomes
     // `s_mov_b32 sN, 0`, at a site inside a kernel (not its entry).

@@ -80,6 +80,15 @@ std::vector<Generation> generations() {
   return All;
 }
 
+// Generations this LLVM has no encodings of: their tables are empty.
+std::vector<const char *> absentGenerations() {
+#if LLVM_VERSION_MAJOR >= 21
+  return {};
+#else
+  return {"gfx12"};
+#endif
+}
+
 bool endsWith(const std::string &Text, const std::string &Suffix) {
   return Text.size() >= Suffix.size() && Text.compare(Text.size() - Suffix.size(), Suffix.size(), Suffix) == 0;
 }
@@ -166,6 +175,10 @@ int main(int argc, char **argv) {
       llvm::errs() << "cannot write " << Out << "/opcodes-" << G.Name << ".tsv\n";
       return 1;
     }
+  }
+  for (const char *Name : absentGenerations()) {
+    std::ofstream File(Out + "/opcodes-" + Name + ".tsv");
+    File << "# LLVM " << LLVM_VERSION_STRING << " has no " << Name << " encodings\n";
   }
   return 0;
 }

@@ -224,6 +224,11 @@ fn to_ffi(instruction: &RawInstruction) -> Option<ffi::Instruction> {
 
 impl Mc {
     /// The MC layer for `cpu` (`gfx90a`) with target features (`+xnack`).
+    /// Whether this LLVM knows a processor (`gfx942`) at all.
+    pub fn knows_processor(cpu: &str) -> bool {
+        Mc::new(cpu, "").is_ok()
+    }
+
     pub fn new(cpu: &str, features: &str) -> Result<Self, McError> {
         let error = |message: String| McError {
             cpu: cpu.to_string(),

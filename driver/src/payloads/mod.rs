@@ -228,6 +228,10 @@ pub struct PayloadOptions {
     /// Instrumenting does not: for a large code object the texts take
     /// gigabytes.
     pub keep_stage_texts: bool,
+    /// Let LLVM's AMDGPU atomic optimizer rewrite the hooks' atomics. It
+    /// must not (stages::codegen::meaning_preserving_arguments): this is
+    /// for the test that shows what it does to a counter.
+    pub atomic_optimizer: bool,
 }
 
 impl Default for PayloadOptions {
@@ -243,6 +247,7 @@ impl Default for PayloadOptions {
             payload_room: PayloadRoom::Vgprs(PAYLOAD_VGPRS),
             keep_failed: None,
             keep_stage_texts: true,
+            atomic_optimizer: false,
         }
     }
 }
@@ -1230,7 +1235,14 @@ fn compile_each(
     let selected = parallel(&chunks, |index, ir| {
         let directory = directory.path().join(format!("chunk{index}"));
         std::fs::create_dir_all(&directory)?;
-        Ok(codegen::select_instructions(ir, &code_object.target, version, &directory, options.keep_failed.as_deref())?)
+        Ok(codegen::select_instructions(
+            ir,
+            &code_object.target,
+            version,
+            options.atomic_optimizer,
+            &directory,
+            options.keep_failed.as_deref(),
+        )?)
     })?;
     if options.keep_stage_texts {
         texts.selected_mir = selected.join("\n");

@@ -92,11 +92,11 @@ pub fn memory_address(isa: &Isa, instruction: &Instruction) -> Option<HookArgume
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stages::load::{FeatureSetting, TargetId};
+    use crate::stages::load::TargetId;
 
     /// The address argument of one encoded instruction.
     fn address_of(bytes: &[u8]) -> Option<HookArgument> {
-        let target = TargetId { processor: "gfx90a".into(), xnack: FeatureSetting::Any, sramecc: FeatureSetting::Any };
+        let target = TargetId::processor("gfx90a");
         let isa = Isa::new(&target).unwrap();
         let raw = isa.mc.decode(bytes, 0).unwrap();
         memory_address(&isa, &Instruction::new(&isa, 0, bytes, raw))

@@ -74,8 +74,8 @@ pub fn embedded_bitcode(code_object: &CodeObject) -> Result<Vec<&[u8]>, ToolProb
     bitcode_files::split(section).map_err(ToolProblem::MalformedBitcode)
 }
 
-/// Whether LLVM 15 reads and verifies a bitcode file, found out in a child
-/// process (`opt-15 -passes=verify`): LLVM's bitcode reader crashes or
+/// Whether this build's LLVM reads and verifies a bitcode file, found out in
+/// a child process (`opt -passes=verify`): LLVM's bitcode reader crashes or
 /// aborts on some damaged files, and that must not take gpuinstr with it.
 /// Files found readable are remembered by content for this process.
 fn check_bitcode_in_child(index: usize, file: &[u8]) -> Result<(), ToolProblem> {
@@ -100,11 +100,12 @@ fn check_bitcode_in_child(index: usize, file: &[u8]) -> Result<(), ToolProblem> 
     let output = crate::process::output_within(
         std::process::Command::new("sh")
             .arg("-c")
-            .arg("ulimit -v 4194304; exec opt-15 -passes=verify -disable-output \"$0\"")
+            .arg("ulimit -v 4194304; exec \"$0\" -passes=verify -disable-output \"$1\"")
+            .arg(crate::toolchain::llvm_tool_path("opt"))
             .arg(&path),
         crate::process::deadline_for(file.len()),
     )
-    .map_err(|e| unreadable(format!("cannot run opt-15: {e}; is it installed (scripts/setup.sh)?")))?
+    .map_err(|e| unreadable(format!("cannot run opt: {e}; is it installed (scripts/setup.sh)?")))?
     .ok_or_else(|| unreadable("the bitcode is damaged: LLVM's bitcode reader does not finish on it".into()))?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);

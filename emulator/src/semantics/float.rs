@@ -276,6 +276,37 @@ macro_rules! pk_f16 {
     };
 }
 
+/// The fractional bits of 2/pi the hardware holds (1201 of them, most
+/// significant first, in 32-bit words; the last word's low 15 bits are not
+/// part of the table and are zero).
+const TWO_OVER_PI: [u32; 38] = [
+    0xa2f9836e, 0x4e441529, 0xfc2757d1, 0xf534ddc0, 0xdb629599, 0x3c439041, 0xfe5163ab, 0xdebbc561, 0xb7246e3a,
+    0x424dd2e0, 0x06492eea, 0x09d1921c, 0xfe1deb1c, 0xb129a73e, 0xe88235f5, 0x2ebb4484, 0xe99c7026, 0xb45f7e41,
+    0x3991d639, 0x835339f4, 0x9c845f8b, 0xbdf9283b, 0x1ff897ff, 0xde05980f, 0xef2f118b, 0x5a0a6d1f, 0x6d367ecf,
+    0x27cb09b7, 0x4f463f66, 0x9e5fea2d, 0x7527bac7, 0xebe5f17b, 0x3d0739f7, 0x8a5292ea, 0x6bfb5fb1, 0x1f8d5d08,
+    0x56033046, 0xfc7b0000,
+];
+const TWO_OVER_PI_BITS: u32 = 1201;
+
+/// `v_trig_preop_f64`: 53 bits of 2/pi, the `segment`-th group (further
+/// along for large `x`, so that `x` times the piece stays exact), as a
+/// double scaled to its place (and by 2^128 more for huge `x`).
+pub fn trig_preop(x: f64, segment: u32) -> f64 {
+    let exponent = ((x.to_bits() >> 52) & 0x7ff) as u32;
+    let mut shift = (segment & 31) * 53;
+    if exponent > 1077 {
+        shift += exponent - 1077;
+    }
+    // Fraction bits shift .. shift+52 (bit 0 the most significant); past the table, zeros.
+    let bit = |k: u32| k < TWO_OVER_PI_BITS && (TWO_OVER_PI[(k / 32) as usize] >> (31 - k % 32)) & 1 != 0;
+    let piece = (shift..shift + 53).fold(0u64, |acc, k| (acc << 1) | u64::from(bit(k)));
+    let mut scale = -53 - shift as i32;
+    if exponent >= 1968 {
+        scale += 128;
+    }
+    ldexp(piece as f64, scale)
+}
+
 pub fn ldexp(x: f64, e: i32) -> f64 {
     // Two steps keep intermediate powers of two representable.
     let e = e.clamp(-2200, 2200);
@@ -644,6 +675,7 @@ pub fn handler(name: &str) -> Option<Handler> {
         "V_MIN_F64" => f64_op!(|a, b, _| a.min(b)),
         "V_MAX_F64" => f64_op!(|a, b, _| a.max(b)),
         "V_LDEXP_F64" => f64_int_op!(ldexp),
+        "V_TRIG_PREOP_F64" => f64_int_op!(|x, segment| trig_preop(x, segment as u32)),
         "V_RCP_F64" => f64_op!(|a, _, _| 1.0 / a),
         "V_RSQ_F64" => f64_op!(|a, _, _| 1.0 / a.sqrt()),
         "V_SQRT_F64" => f64_op!(|a, _, _| a.sqrt()),
@@ -702,5 +734,20 @@ mod tests {
         assert!(div_fixup64(0.0, 0.0, 0.0).is_nan());
         assert_eq!(div_fixup64(0.0, 0.0, 1.0), f64::INFINITY);
         assert_eq!(med3(1.0, 3.0, 2.0), 2.0);
+    }
+
+    #[test]
+    fn trig_preop_pieces_add_up_to_two_over_pi() {
+        // The first piece is 2/pi truncated to 53 bits.
+        assert_eq!(trig_preop(1.0, 0).to_bits(), 0x3fe4_5f30_6dc9_c882);
+        assert_eq!(trig_preop(1.0, 0) + trig_preop(1.0, 1), std::f64::consts::FRAC_2_PI);
+        // Each piece continues where the last stopped, 53 bits further.
+        assert!(trig_preop(1.0, 1) < trig_preop(1.0, 0) * f64::EPSILON);
+        assert!(trig_preop(1.0, 2) < trig_preop(1.0, 1) * f64::EPSILON);
+        // Large arguments start further into the table; beyond it, zeros.
+        // 2^60 starts 6 bits in: what 2/pi has after its first six bits (0.101000).
+        let late = trig_preop(2f64.powi(60), 0);
+        assert!(late < 2f64.powi(-6) && (std::f64::consts::FRAC_2_PI - 0.625 - late).abs() < 2f64.powi(-52));
+        assert_eq!(trig_preop(1.0, 31), 0.0);
     }
 }

@@ -81,8 +81,13 @@ impl Context<'_> {
 
 pub type Handler = fn(&mut Context<'_>, &Inst) -> Result<(), Fault>;
 
-/// The semantics of a pseudo opcode.
+/// The semantics of a pseudo opcode (`unimplemented` when no family has them).
 pub fn handler(name: &str) -> Handler {
+    lookup(name).unwrap_or(unimplemented)
+}
+
+/// The semantics of a pseudo opcode, if a family has them.
+pub fn lookup(name: &str) -> Option<Handler> {
     let families: [fn(&str) -> Option<Handler>; 9] = [
         control::handler,
         scalar::handler,
@@ -94,7 +99,7 @@ pub fn handler(name: &str) -> Handler {
         vector_memory::handler,
         lds::handler,
     ];
-    families.iter().find_map(|family| family(name)).unwrap_or(unimplemented)
+    families.iter().find_map(|family| family(name))
 }
 
 pub fn unimplemented(_: &mut Context<'_>, _: &Inst) -> Result<(), Fault> {

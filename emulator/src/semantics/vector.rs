@@ -4,7 +4,7 @@
 
 use super::{base_name, Context, Handler};
 use crate::error::Fault;
-use crate::operands::modifiers::{DST_OP_SEL, OP_SEL_0};
+use crate::operands::modifiers::{DST_OP_SEL, OP_SEL_0, OP_SEL_1};
 use crate::operands::{Operand, M0};
 use crate::program::Inst;
 use crate::wave::active_lanes;
@@ -86,6 +86,47 @@ macro_rules! vop_u16 {
                 let r = u32::from(f(a[0], a[1], a[2]));
                 let value = if high { (c.wave.lane32(&i.defs[0], lane) & 0xffff) | (r << 16) } else { r };
                 c.wave.write_lane32(&i.defs[0], lane, value);
+            }
+            Ok(())
+        }
+    };
+}
+
+/// Packed 16-bit integers (VOP3P): each half of the result from the halves
+/// of the sources that op_sel (low result) and op_sel_hi (high result)
+/// pick. `f` gets the operands widened (sign-extended when `signed`) and
+/// returns the exact result; it wraps to 16 bits, or with clamp saturates
+/// where the operation has a saturating form (an error elsewhere).
+macro_rules! vop3p_16 {
+    ($signed:expr, $saturates:expr, $f:expr) => {
+        |c: &mut Context<'_>, i: &Inst| {
+            let f: fn(i64, i64, i64) -> i64 = $f;
+            let (signed, saturates): (bool, bool) = ($signed, $saturates);
+            let clamp = i.imms.first().copied().unwrap_or(0) != 0;
+            if clamp && !saturates {
+                return Err(super::unsupported_modifier("integer clamp"));
+            }
+            let n = i.srcs.len().min(3);
+            for lane in active_lanes(c.wave.exec()) {
+                let mut out = 0u32;
+                for half in 0..2 {
+                    let select = if half == 0 { OP_SEL_0 } else { OP_SEL_1 };
+                    let mut a = [0i64; 3];
+                    for (k, slot) in a.iter_mut().enumerate().take(n) {
+                        let s = &i.srcs[k];
+                        let word = c.wave.lane32(&s.operand, lane);
+                        let bits = if s.mods & select != 0 { (word >> 16) as u16 } else { word as u16 };
+                        *slot = if signed { i64::from(bits as i16) } else { i64::from(bits) };
+                    }
+                    let exact = f(a[0], a[1], a[2]);
+                    let r = match (clamp, signed) {
+                        (true, true) => exact.clamp(i64::from(i16::MIN), i64::from(i16::MAX)) as u16,
+                        (true, false) => exact.clamp(0, i64::from(u16::MAX)) as u16,
+                        (false, _) => exact as u16,
+                    };
+                    out |= u32::from(r) << (16 * half);
+                }
+                c.wave.write_lane32(&i.defs[0], lane, out);
             }
             Ok(())
         }
@@ -404,6 +445,21 @@ pub fn handler(name: &str) -> Option<Handler> {
             c.wave.write_lane32(&i.defs[0], lane, value);
             Ok(())
         },
+        // Shift amounts are the low four bits of the first source.
+        "V_PK_LSHLREV_B16" => vop3p_16!(false, false, |a, b, _| b << (a & 15)),
+        "V_PK_LSHRREV_B16" => vop3p_16!(false, false, |a, b, _| b >> (a & 15)),
+        "V_PK_ASHRREV_I16" => vop3p_16!(true, false, |a, b, _| b >> (a & 15)),
+        "V_PK_ADD_U16" => vop3p_16!(false, true, |a, b, _| a + b),
+        "V_PK_ADD_I16" => vop3p_16!(true, true, |a, b, _| a + b),
+        "V_PK_SUB_U16" => vop3p_16!(false, true, |a, b, _| a - b),
+        "V_PK_SUB_I16" => vop3p_16!(true, true, |a, b, _| a - b),
+        "V_PK_MUL_LO_U16" => vop3p_16!(false, false, |a, b, _| a * b),
+        "V_PK_MAD_U16" => vop3p_16!(false, true, |a, b, c| a * b + c),
+        "V_PK_MAD_I16" => vop3p_16!(true, true, |a, b, c| a * b + c),
+        "V_PK_MAX_U16" => vop3p_16!(false, false, |a, b, _| a.max(b)),
+        "V_PK_MAX_I16" => vop3p_16!(true, false, |a, b, _| a.max(b)),
+        "V_PK_MIN_U16" => vop3p_16!(false, false, |a, b, _| a.min(b)),
+        "V_PK_MIN_I16" => vop3p_16!(true, false, |a, b, _| a.min(b)),
         "V_PK_MOV_B32" => |c, i| {
             let low_from_high = i.srcs[0].mods & OP_SEL_0 != 0;
             let high_from_high = i.srcs[1].mods & OP_SEL_0 != 0;

@@ -1,6 +1,6 @@
 //! The preprocessing steps the plugin runs on its clone of a tool's device
 //! module, in order. Each step is also a pass of its own under
-//! `opt-15 -load-pass-plugin=libembed.so -passes=<name>`, working in place.
+//! `opt -load-pass-plugin=libembed.so -passes=<name>`, working in place.
 //! Steps find hooks and intrinsics by function attribute, so each one works
 //! alone once `gpuinstr-collect-annotations` has run (or on hand-written IR
 //! that carries the attributes).

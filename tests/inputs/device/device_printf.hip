@@ -11,6 +11,7 @@ __global__ void hello(int base) {
 int main() {
   hello<<<2, 64>>>(1000);
   hipError_t e = hipDeviceSynchronize();
-  printf("synchronized: %s\n", hipGetErrorString(e));
+  // hipGetErrorName: the text of hipGetErrorString changed in HIP 5.7.
+  printf("synchronized: %s\n", hipGetErrorName(e));
   return e != hipSuccess;
 }

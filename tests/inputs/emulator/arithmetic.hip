@@ -92,13 +92,25 @@ __global__ void saturatingMath(unsigned *Out, int *Signed, const unsigned *A, co
   Signed[I] = __builtin_elementwise_add_sat((int)X, (int)Y);
 }
 
+// The workgroup's own shape in dimension Dim: the full shape, or what the
+// grid leaves of it in the last workgroup, from the dispatch packet
+// (workgroup_size_* are 16-bit at byte 4, grid_size_* 32-bit at byte 12).
+// Neither HIP's blockDim nor the device library's local size says it for
+// every ROCm: both give the full shape from ROCm 5.7 on.
+__device__ int ownGroupSize(int Dim, int GroupId) {
+  const char *Packet = (const char *)__builtin_amdgcn_dispatch_ptr();
+  int Group = reinterpret_cast<const unsigned short *>(Packet + 4)[Dim];
+  int Grid = reinterpret_cast<const unsigned int *>(Packet + 12)[Dim];
+  return min(Group, Grid - GroupId * Group);
+}
+
 // Each work-item's place in its workgroup and the workgroup's shape, on a
-// grid that ends in partial workgroups (blockDim is the partial
-// workgroup's own there). GroupWidth and GroupHeight are the full shape.
+// grid that ends in partial workgroups. GroupWidth and GroupHeight are the
+// full shape.
 __global__ void workgroupShape(int4 *Out, int Width, int GroupWidth, int GroupHeight) {
   int X = blockIdx.x * GroupWidth + threadIdx.x;
   int Y = blockIdx.y * GroupHeight + threadIdx.y;
-  Out[Y * Width + X] = make_int4(threadIdx.x, threadIdx.y, blockDim.x, blockDim.y);
+  Out[Y * Width + X] = make_int4(threadIdx.x, threadIdx.y, ownGroupSize(0, blockIdx.x), ownGroupSize(1, blockIdx.y));
 }
 
 // 16-bit three-operand minimum, maximum and median (v_min3/v_max3/v_med3

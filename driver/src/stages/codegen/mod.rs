@@ -145,16 +145,27 @@ pub fn meaning_preserving_arguments() -> Vec<String> {
     }
 }
 
+/// The atomic optimizer on, as LLVM 17 and newer have it by default (for
+/// the test that shows why [`meaning_preserving_arguments`] turns it off).
+pub fn atomic_optimizer_arguments() -> Vec<String> {
+    if crate::toolchain::LLVM_MAJOR >= 17 {
+        vec!["-amdgpu-atomic-optimizer-strategy=Iterative".into()]
+    } else {
+        vec!["-amdgpu-atomic-optimizations=true".into()]
+    }
+}
+
 /// IR text -> MIR text after instruction selection.
 pub fn select_instructions(
     ir: &str,
     target: &TargetId,
     code_object_version: u32,
+    atomic_optimizer: bool,
     directory: &Path,
     keep_failed: Option<&Path>,
 ) -> Result<String, CodegenError> {
     let mut arguments = llc_target_arguments(target, code_object_version);
-    arguments.extend(meaning_preserving_arguments());
+    arguments.extend(if atomic_optimizer { atomic_optimizer_arguments() } else { meaning_preserving_arguments() });
     arguments.push("-stop-after=finalize-isel".into());
     run_llc("instruction selection", "payloads.ll", ir, &arguments, directory, keep_failed)
 }
@@ -192,7 +203,8 @@ mod tests {
         let directory = tempfile::tempdir().expect("temporary directory");
         let target = TargetId::from_e_flags(0x3f | 0x200 | 0x400, 4).expect("gfx90a");
         let ir = "define void @payload() #0 {\n  ret void\n}\nattributes #0 = { naked noinline nounwind }\n";
-        let selected = select_instructions(ir, &target, 4, directory.path(), None).expect("instruction selection");
+        let selected =
+            select_instructions(ir, &target, 4, false, directory.path(), None).expect("instruction selection");
         assert!(selected.contains("SI_RETURN"), "{selected}");
         // What stage 8 could get wrong: a read of a register nothing defined.
         let broken = selected.replacen("SI_RETURN", "$vgpr0 = V_MOV_B32_e32 $vgpr1, implicit $exec\n    SI_RETURN", 1);

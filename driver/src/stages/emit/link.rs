@@ -1,4 +1,4 @@
-//! Assembling with llvm-mc-15 and linking with CoMGR (or ld.lld-15). All
+//! Assembling with llvm-mc and linking with CoMGR (or ld.lld). All
 //! temporary files live in a temporary directory that is removed at the end.
 
 use std::path::Path;
@@ -17,6 +17,10 @@ pub enum Linker {
     Comgr,
     /// ld.lld -shared, as clang's HIP toolchain runs it.
     Lld,
+    /// ld.lld -shared leaving undefined symbols for a loader to define (tool
+    /// globals left external): CoMGR links with `--no-undefined` from CoMGR
+    /// 2.6 (ROCm 6) on. The caller checks which symbols stayed undefined.
+    LldLeavingUndefined,
 }
 
 #[derive(Debug, Error)]
@@ -104,14 +108,14 @@ pub fn assemble(
 pub fn link(relocatable: &[u8], isa: &str, linker: Linker, directory: &Path) -> Result<Vec<u8>, EmitError> {
     match linker {
         Linker::Comgr => Ok(link_relocatable(relocatable, isa)?),
-        Linker::Lld => {
+        Linker::Lld | Linker::LldLeavingUndefined => {
             let object = directory.join("link-input.o");
             let executable = directory.join("linked.hsaco");
             std::fs::write(&object, relocatable)?;
             let deadline = crate::process::deadline_for(relocatable.len());
             let output = crate::process::output_within(
                 crate::toolchain::llvm_tool("ld.lld")
-                    .args(["--no-undefined", "-shared"])
+                    .args(if linker == Linker::Lld { &["--no-undefined", "-shared"][..] } else { &["-shared"][..] })
                     .arg(&object)
                     .arg("-o")
                     .arg(&executable),

@@ -1,8 +1,8 @@
 //! Stage 10, emit + link: a lifted code object written back as assembly
 //! (code with labels and symbolic pc-relative operands, every section's data
 //! at its original offset, an `.amdhsa_kernel` block per kernel, the
-//! `.amdgpu_metadata` block), assembled by llvm-mc-15 and linked by CoMGR or
-//! ld.lld-15.
+//! `.amdgpu_metadata` block), assembled by the build's llvm-mc and linked by CoMGR
+//! or its ld.lld.
 
 pub mod container;
 pub mod link;

@@ -13,15 +13,112 @@ use super::operand_roles::{OperandRoleError, OperandRoles};
 use crate::native::{Mc, McError, OpcodeInfo};
 use crate::stages::load::TargetId;
 
-/// The processors gpuinstr lifts.
-pub const SUPPORTED_PROCESSORS: [&str; 2] = ["gfx908", "gfx90a"];
+/// The encoding generations gpuinstr decodes: each has its own real ->
+/// pseudo table (the encoding families LLVM consults for it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Generation {
+    /// gfx900-gfx90c, gfx908, gfx9-generic.
+    Gfx9,
+    Gfx90a,
+    /// gfx940-gfx942, gfx950, gfx9-4-generic (MI300, MI350).
+    Gfx940,
+    /// RDNA 1 and 2: gfx1010-gfx1036, gfx10-1-generic, gfx10-3-generic.
+    Gfx10,
+    /// RDNA 3: gfx1100-gfx1153, gfx11-generic.
+    Gfx11,
+    /// RDNA 4: gfx1200, gfx1201, gfx12-generic (LLVM 21).
+    Gfx12,
+}
+
+/// Every processor gpuinstr lifts, with its generation.
+const PROCESSORS: &[(&str, Generation)] = &[
+    ("gfx900", Generation::Gfx9),
+    ("gfx902", Generation::Gfx9),
+    ("gfx904", Generation::Gfx9),
+    ("gfx906", Generation::Gfx9),
+    ("gfx908", Generation::Gfx9),
+    ("gfx909", Generation::Gfx9),
+    ("gfx90c", Generation::Gfx9),
+    ("gfx9-generic", Generation::Gfx9),
+    ("gfx90a", Generation::Gfx90a),
+    ("gfx940", Generation::Gfx940),
+    ("gfx941", Generation::Gfx940),
+    ("gfx942", Generation::Gfx940),
+    ("gfx950", Generation::Gfx940),
+    ("gfx9-4-generic", Generation::Gfx940),
+    ("gfx1010", Generation::Gfx10),
+    ("gfx1011", Generation::Gfx10),
+    ("gfx1012", Generation::Gfx10),
+    ("gfx1013", Generation::Gfx10),
+    ("gfx1030", Generation::Gfx10),
+    ("gfx1031", Generation::Gfx10),
+    ("gfx1032", Generation::Gfx10),
+    ("gfx1033", Generation::Gfx10),
+    ("gfx1034", Generation::Gfx10),
+    ("gfx1035", Generation::Gfx10),
+    ("gfx1036", Generation::Gfx10),
+    ("gfx10-1-generic", Generation::Gfx10),
+    ("gfx10-3-generic", Generation::Gfx10),
+    ("gfx1100", Generation::Gfx11),
+    ("gfx1101", Generation::Gfx11),
+    ("gfx1102", Generation::Gfx11),
+    ("gfx1103", Generation::Gfx11),
+    ("gfx1150", Generation::Gfx11),
+    ("gfx1151", Generation::Gfx11),
+    ("gfx1152", Generation::Gfx11),
+    ("gfx1153", Generation::Gfx11),
+    ("gfx11-generic", Generation::Gfx11),
+    ("gfx1200", Generation::Gfx12),
+    ("gfx1201", Generation::Gfx12),
+    ("gfx12-generic", Generation::Gfx12),
+];
+
+impl Generation {
+    /// A processor's generation; None for processors gpuinstr does not lift.
+    pub fn of(processor: &str) -> Option<Generation> {
+        PROCESSORS.iter().find(|(name, _)| *name == processor).map(|(_, generation)| *generation)
+    }
+
+    /// The GFX9 family (wave64 only, what gpuinstr instruments) or RDNA.
+    pub fn is_gfx9(self) -> bool {
+        matches!(self, Generation::Gfx9 | Generation::Gfx90a | Generation::Gfx940)
+    }
+
+    /// This LLVM's real -> pseudo table (built with it; see build.rs), or
+    /// None when this LLVM has no encodings of the generation.
+    fn opcode_table(self) -> Option<&'static str> {
+        let table = match self {
+            Generation::Gfx9 => include_str!(concat!(env!("OUT_DIR"), "/opcodes-gfx9.tsv")),
+            Generation::Gfx90a => include_str!(concat!(env!("OUT_DIR"), "/opcodes-gfx90a.tsv")),
+            Generation::Gfx940 => include_str!(concat!(env!("OUT_DIR"), "/opcodes-gfx940.tsv")),
+            Generation::Gfx10 => include_str!(concat!(env!("OUT_DIR"), "/opcodes-gfx10.tsv")),
+            Generation::Gfx11 => include_str!(concat!(env!("OUT_DIR"), "/opcodes-gfx11.tsv")),
+            Generation::Gfx12 => include_str!(concat!(env!("OUT_DIR"), "/opcodes-gfx12.tsv")),
+        };
+        table.lines().any(|line| !line.starts_with('#')).then_some(table)
+    }
+}
+
+/// Where a build that can decode a processor comes from (docs/toolchains.md).
+fn newer_llvm_advice(processor: &str) -> &'static str {
+    match processor {
+        "gfx941" | "gfx942" => "LLVM 17 or newer knows it: use the trixie or sid build (scripts/env.sh trixie)",
+        _ => "LLVM 21 knows it: use the sid build (scripts/env.sh sid)",
+    }
+}
 
 #[derive(Debug, Error)]
 pub enum IsaError {
     #[error(
-        "gpuinstr lifts gfx908 and gfx90a code objects; this one is for {0} (pick another code object with --target)"
+        "gpuinstr lifts the GFX9 family (gfx900-gfx950, gfx9-generic, gfx9-4-generic) and RDNA (gfx1010-gfx1201 and \
+         their generic targets); this code object is for {0} (pick another code object with --target)"
     )]
     UnsupportedProcessor(String),
+    #[error(
+        "this gpuinstr is built against LLVM {}, which does not decode {processor}: {advice}",
+        crate::toolchain::LLVM_VERSION
+    )]
+    ProcessorUnknownToLlvm { processor: String, advice: &'static str },
     #[error(transparent)]
     Mc(#[from] McError),
     #[error(transparent)]
@@ -59,6 +156,7 @@ const REAL_SUFFIXES: [&str; 14] = [
 
 pub struct Isa {
     pub target: TargetId,
+    pub generation: Generation,
     pub mc: Mc,
     opcode_names: Vec<String>,
     pseudo_of_real: HashMap<u32, u32>,
@@ -75,8 +173,9 @@ pub struct Isa {
 }
 
 /// Operand types by role as this LLVM numbers them: found on first use (it
-/// reads every opcode's description), once per process (the instruction
-/// descriptions are the same for every processor).
+/// reads the descriptions of the opcodes of the first ISA that asks: the
+/// emulator's, GFX9), once per process (the instruction descriptions are
+/// the same for every processor).
 static OPERAND_ROLES: std::sync::OnceLock<Result<OperandRoles, OperandRoleError>> = std::sync::OnceLock::new();
 
 /// Encoding-specific parts of MC register names.
@@ -84,18 +183,25 @@ const REGISTER_VARIANTS: [&str; 5] = ["_vi", "_ci", "_gfxpre11", "_gfx11plus", "
 
 /// The opcode table for a processor: `(real, pseudo)` names.
 pub fn opcode_table(processor: &str) -> Option<&'static str> {
-    match processor {
-        "gfx908" => Some(include_str!(concat!(env!("OUT_DIR"), "/opcodes-gfx9.tsv"))),
-        "gfx90a" => Some(include_str!(concat!(env!("OUT_DIR"), "/opcodes-gfx90a.tsv"))),
-        _ => None,
-    }
+    Generation::of(processor)?.opcode_table()
 }
 
 impl Isa {
     pub fn new(target: &TargetId) -> Result<Self, IsaError> {
-        let table =
-            opcode_table(&target.processor).ok_or_else(|| IsaError::UnsupportedProcessor(target.to_string()))?;
-        let mc = Mc::new(&target.processor, &target.llvm_features())?;
+        let generation =
+            Generation::of(&target.processor).ok_or_else(|| IsaError::UnsupportedProcessor(target.to_string()))?;
+        let unknown = || IsaError::ProcessorUnknownToLlvm {
+            processor: target.processor.clone(),
+            advice: newer_llvm_advice(&target.processor),
+        };
+        let table = generation.opcode_table().ok_or_else(unknown)?;
+        let mc = Mc::new(&target.processor, &target.llvm_features()).map_err(|error| {
+            if Mc::knows_processor(&target.processor) {
+                IsaError::Mc(error)
+            } else {
+                unknown()
+            }
+        })?;
         let opcode_names: Vec<String> = (0..mc.opcode_count()).map(|op| mc.opcode_name(op)).collect();
         let by_name: HashMap<&str, u32> =
             opcode_names.iter().enumerate().map(|(op, name)| (name.as_str(), op as u32)).collect();
@@ -132,6 +238,7 @@ impl Isa {
         let opcodes_by_name = opcode_names.iter().enumerate().map(|(op, name)| (name.clone(), op as u32)).collect();
         Ok(Isa {
             target: target.clone(),
+            generation,
             mc,
             opcode_names,
             pseudo_of_real,
@@ -184,7 +291,12 @@ impl Isa {
                 OperandRoles::find(
                     |name| self.opcode_by_name(name).and_then(|op| self.info(op)),
                     |class| u32::try_from(class).map_or(0, |class| self.mc.register_class_bits(class)),
-                    (0..self.opcode_names.len() as u32).filter_map(|op| Some((self.opcode_name(op), self.info(op)?))),
+                    // The opcodes of this generation's encodings (its reals
+                    // and their pseudos), not every target's.
+                    self.pseudo_of_real
+                        .iter()
+                        .flat_map(|(real, pseudo)| [*real, *pseudo])
+                        .filter_map(|op| Some((self.opcode_name(op), self.info(op)?))),
                 )
             })
             .as_ref()
@@ -217,11 +329,9 @@ impl Isa {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stages::load::FeatureSetting;
 
     fn isa(processor: &str) -> Isa {
-        Isa::new(&TargetId { processor: processor.into(), xnack: FeatureSetting::Any, sramecc: FeatureSetting::Any })
-            .unwrap()
+        Isa::new(&TargetId::processor(processor)).unwrap()
     }
 
     #[test]
@@ -296,7 +406,10 @@ mod tests {
         let scc = isa.register_by_name("SCC").unwrap();
         assert_eq!(isa.info(add).unwrap().implicit_defs, vec![scc as u16]);
         let real = isa.info(isa.opcode_by_name("S_ADD_U32_vi").unwrap()).unwrap();
-        assert!(real.implicit_defs.is_empty(), "real opcodes lack implicit operands; that is why we map");
+        // Before LLVM 21 real opcodes lack implicit operands; that is why we map.
+        if crate::toolchain::LLVM_MAJOR < 21 {
+            assert!(real.implicit_defs.is_empty(), "real opcodes lack implicit operands");
+        }
         assert_eq!(isa.mir_register(isa.register_by_name("SGPR0_SGPR1").unwrap()), "$sgpr0_sgpr1");
         for (variant, canonical) in
             [("FLAT_SCR_LO_vi", "FLAT_SCR_LO"), ("TTMP3_vi", "TTMP3"), ("SGPR_NULL_gfxpre11", "SGPR_NULL")]
@@ -310,14 +423,43 @@ mod tests {
 
     #[test]
     fn other_processors_are_refused_with_a_reason() {
-        let error = Isa::new(&TargetId {
-            processor: "gfx1030".into(),
-            xnack: FeatureSetting::Unsupported,
-            sramecc: FeatureSetting::Unsupported,
-        })
-        .err()
-        .unwrap();
-        assert!(error.to_string().contains("gpuinstr lifts gfx908 and gfx90a"));
+        let error = Isa::new(&TargetId::processor("gfx803")).err().unwrap();
+        assert!(error.to_string().contains("gpuinstr lifts the GFX9 family"), "{error}");
+        assert!(error.to_string().contains("gfx803"), "{error}");
+    }
+
+    /// What each LLVM major decodes: gfx942 from 17, gfx950, RDNA 4 and the
+    /// generic targets from 21; a processor this build's LLVM does not know
+    /// is refused naming the build that does.
+    #[test]
+    fn each_llvm_decodes_the_processors_it_knows() {
+        let major = crate::toolchain::LLVM_MAJOR;
+        for (processor, since) in [
+            ("gfx900", 15),
+            ("gfx906", 15),
+            ("gfx908", 15),
+            ("gfx90a", 15),
+            ("gfx940", 15),
+            ("gfx1030", 15),
+            ("gfx1100", 15),
+            ("gfx942", 17),
+            ("gfx950", 21),
+            ("gfx9-4-generic", 21),
+            ("gfx9-generic", 21),
+            ("gfx1200", 21),
+            ("gfx12-generic", 21),
+        ] {
+            // gfx940 and gfx941 left LLVM with 21.
+            let known = major >= since && !(processor == "gfx940" && major >= 21);
+            match Isa::new(&TargetId::processor(processor)) {
+                Ok(_) => assert!(known, "{processor} decoded by LLVM {major}"),
+                Err(error) => {
+                    assert!(!known, "{processor}: {error}");
+                    assert!(matches!(error, IsaError::ProcessorUnknownToLlvm { .. }), "{processor}: {error}");
+                    assert!(error.to_string().contains("scripts/env.sh"), "{error}");
+                }
+            }
+        }
     }
 }
 
@@ -332,12 +474,11 @@ pub fn suffix_stripping_guess(isa: &Isa, real: u32) -> Option<u32> {
 #[cfg(test)]
 mod suffix_rule {
     use super::*;
-    use crate::stages::load::FeatureSetting;
 
     /// Where the design note's suffix-stripping rule and LLVM's table part.
     #[test]
     fn suffix_stripping_differs_from_llvm_where_gfx9_renamed_instructions() {
-        let target = TargetId { processor: "gfx90a".into(), xnack: FeatureSetting::Any, sramecc: FeatureSetting::Any };
+        let target = TargetId::processor("gfx90a");
         let isa = Isa::new(&target).unwrap();
         let (mut agree, mut differ, mut no_guess) = (0, Vec::new(), 0);
         for (real, pseudo) in &isa.pseudo_of_real {

@@ -361,6 +361,9 @@ pub enum LiftError {
          object is damaged (rebuild it)"
     )]
     CodeOutsideSections { kind: &'static str, name: String, start: u64, end: u64 },
+    /// Lifted, but not analysable on this processor.
+    #[error(transparent)]
+    Liveness(#[from] crate::stages::liveness::LivenessError),
 }
 
 /// Lifts every kernel and device function of a code object.

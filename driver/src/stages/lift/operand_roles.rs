@@ -127,8 +127,9 @@ impl OperandRoles {
         }
         let roles = OperandRoles { generic, input_modifiers, float64, int64, packed64 };
 
-        // Every 64-bit source of a GFX9 vector or scalar instruction must
-        // have a role: one left out would read its literal wrongly.
+        // Every 64-bit source of a vector or scalar instruction of the ISA
+        // (`all`: a GFX9 one's) must have a role: one left out would read
+        // its literal wrongly.
         let mut unknown = BTreeSet::new();
         for (name, info) in all {
             if !(name.starts_with("V_") || name.starts_with("S_")) {

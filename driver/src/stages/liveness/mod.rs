@@ -281,8 +281,35 @@ impl UnitSet {
     }
 }
 
+/// Why a code object's liveness is not computed.
+#[derive(Debug, thiserror::Error)]
+pub enum LivenessError {
+    #[error(
+        "{processor} code is lifted and round-tripped, not analysed or instrumented: gpuinstr models the register \
+         files of gfx908 and gfx90a{}",
+        if *.wave32 { " (wave32 RDNA code has its own issue)" } else { "" }
+    )]
+    Unmodelled { processor: String, wave32: bool },
+}
+
+/// The processors whose register files, wave size and occupancy this
+/// analysis and everything after it (the SVA, payloads, the preamble)
+/// model: liveness on any other would give wrong registers quietly.
+pub const MODELLED_PROCESSORS: [&str; 2] = ["gfx908", "gfx90a"];
+
 /// Liveness of every function of a lifted code object.
-pub fn analyze<'a>(lifted: &'a LiftedCodeObject<'a>) -> Liveness {
+pub fn analyze<'a>(lifted: &'a LiftedCodeObject<'a>) -> Result<Liveness, LivenessError> {
+    let processor = &lifted.code_object.target.processor;
+    if !MODELLED_PROCESSORS.contains(&processor.as_str()) {
+        return Err(LivenessError::Unmodelled {
+            processor: processor.clone(),
+            wave32: !lifted.isa.generation.is_gfx9(),
+        });
+    }
+    Ok(analyze_modelled(lifted))
+}
+
+fn analyze_modelled<'a>(lifted: &'a LiftedCodeObject<'a>) -> Liveness {
     let count = lifted.functions.len();
     let function_at: HashMap<u64, usize> = lifted.functions.iter().enumerate().map(|(i, f)| (f.address, i)).collect();
     let units = RegisterUnits::new(&lifted.isa);

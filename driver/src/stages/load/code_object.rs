@@ -172,6 +172,7 @@ impl CodeObject {
             1 => 3,
             2 => 4,
             3 => 5,
+            4 => 6,
             other => return Err(LoadProblem::UnsupportedCodeObjectVersion(other)),
         };
         let target = TargetId::from_e_flags(header.e_flags(endian), code_object_version)?;

@@ -190,7 +190,7 @@ impl KernelDescriptor {
                 out.push((format!("{prefix}.{}", f.name), u64::from(f.get(word))));
             }
         };
-        if target.processor == "gfx90a" {
+        if target.has_unified_register_file() {
             add("COMPUTE_PGM_RSRC3", &RSRC3_GFX90A, self.compute_pgm_rsrc3);
         }
         add("COMPUTE_PGM_RSRC1", &RSRC1, self.compute_pgm_rsrc1);
@@ -199,12 +199,14 @@ impl KernelDescriptor {
         out
     }
 
-    /// The `.amdhsa_*` directives that make LLVM 15's assembler produce this
+    /// The `.amdhsa_*` directives that make LLVM's assembler produce this
     /// descriptor (all but the entry offset, which the assembler computes
     /// from where the kernel's code is). An error lists the fields the
-    /// directives cannot express; such descriptors are emitted as bytes.
+    /// directives cannot express; such descriptors are emitted as bytes
+    /// (RDNA's, for one: its mode bits are not modelled here).
     pub fn directives(&self, target: &TargetId) -> Result<Vec<(&'static str, u64)>, Vec<String>> {
-        let gfx90a = target.processor == "gfx90a";
+        let unified = target.has_unified_register_file();
+        let architected = target.has_architected_flat_scratch();
         let mut inexpressible = Vec::new();
         let mut nonzero = |what: &str, value: u64| {
             if value != 0 {
@@ -240,7 +242,12 @@ impl KernelDescriptor {
         for name in ["RESERVED0", "ENABLE_WAVEFRONT_SIZE32", "USES_DYNAMIC_STACK", "RESERVED1"] {
             nonzero(&format!("KERNEL_CODE_PROPERTIES.{name}"), u64::from(self.property(name)));
         }
-        if gfx90a {
+        if architected {
+            for name in ["ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER", "ENABLE_SGPR_FLAT_SCRATCH_INIT"] {
+                nonzero(&format!("KERNEL_CODE_PROPERTIES.{name}"), u64::from(self.property(name)));
+            }
+        }
+        if unified {
             for name in ["RESERVED0", "RESERVED1"] {
                 nonzero(&format!("COMPUTE_PGM_RSRC3.{name}"), u64::from(self.rsrc3_gfx90a(name)));
             }
@@ -255,10 +262,13 @@ impl KernelDescriptor {
         // match the target id (on or "any": 4 extra SGPRs); reserving flat
         // scratch makes the extra 6.
         let vgpr_blocks = self.rsrc1("GRANULATED_WORKITEM_VGPR_COUNT");
-        let next_free_vgpr = u64::from(vgpr_blocks + 1) * if gfx90a { 8 } else { 4 };
+        let next_free_vgpr = u64::from(vgpr_blocks + 1) * if unified { 8 } else { 4 };
         let reserve_xnack = u64::from(!matches!(target.xnack, FeatureSetting::Off | FeatureSetting::Unsupported));
         let sgpr_blocks = u64::from(self.rsrc1("GRANULATED_WAVEFRONT_SGPR_COUNT"));
-        let sgprs = [(reserve_xnack * 4, 0u64), (6, 1)].into_iter().find_map(|(extra, flat_scratch)| {
+        // With architected flat scratch there is no directive for it, and
+        // the assembler reserves FLAT_SCRATCH's 6 as if asked.
+        let choices: &[(u64, u64)] = if architected { &[(6, 0)] } else { &[(reserve_xnack * 4, 0), (6, 1)] };
+        let sgprs = choices.iter().copied().find_map(|(extra, flat_scratch)| {
             let highest = (sgpr_blocks + 1) * 8 - extra;
             let next_free = highest.min(MAX_ADDRESSABLE_SGPRS);
             (next_free + extra > sgpr_blocks * 8 && next_free > 0).then_some((next_free, flat_scratch))
@@ -279,14 +289,28 @@ impl KernelDescriptor {
             (".amdhsa_private_segment_fixed_size", u64::from(self.private_segment_fixed_size)),
             (".amdhsa_kernarg_size", u64::from(self.kernarg_size)),
             (".amdhsa_user_sgpr_count", r2("USER_SGPR_COUNT")),
-            (".amdhsa_user_sgpr_private_segment_buffer", p("ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER")),
+        ];
+        if !architected {
+            out.push((".amdhsa_user_sgpr_private_segment_buffer", p("ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER")));
+        }
+        out.extend([
             (".amdhsa_user_sgpr_dispatch_ptr", p("ENABLE_SGPR_DISPATCH_PTR")),
             (".amdhsa_user_sgpr_queue_ptr", p("ENABLE_SGPR_QUEUE_PTR")),
             (".amdhsa_user_sgpr_kernarg_segment_ptr", p("ENABLE_SGPR_KERNARG_SEGMENT_PTR")),
             (".amdhsa_user_sgpr_dispatch_id", p("ENABLE_SGPR_DISPATCH_ID")),
-            (".amdhsa_user_sgpr_flat_scratch_init", p("ENABLE_SGPR_FLAT_SCRATCH_INIT")),
-            (".amdhsa_user_sgpr_private_segment_size", p("ENABLE_SGPR_PRIVATE_SEGMENT_SIZE")),
-            (".amdhsa_system_sgpr_private_segment_wavefront_offset", r2("ENABLE_PRIVATE_SEGMENT")),
+        ]);
+        if !architected {
+            out.push((".amdhsa_user_sgpr_flat_scratch_init", p("ENABLE_SGPR_FLAT_SCRATCH_INIT")));
+        }
+        out.push((".amdhsa_user_sgpr_private_segment_size", p("ENABLE_SGPR_PRIVATE_SEGMENT_SIZE")));
+        // The same bit: the scratch wave offset's SGPR, or with architected
+        // flat scratch whether the kernel uses scratch at all.
+        out.push(if architected {
+            (".amdhsa_enable_private_segment", r2("ENABLE_PRIVATE_SEGMENT"))
+        } else {
+            (".amdhsa_system_sgpr_private_segment_wavefront_offset", r2("ENABLE_PRIVATE_SEGMENT"))
+        });
+        out.extend([
             (".amdhsa_system_sgpr_workgroup_id_x", r2("ENABLE_SGPR_WORKGROUP_ID_X")),
             (".amdhsa_system_sgpr_workgroup_id_y", r2("ENABLE_SGPR_WORKGROUP_ID_Y")),
             (".amdhsa_system_sgpr_workgroup_id_z", r2("ENABLE_SGPR_WORKGROUP_ID_Z")),
@@ -294,13 +318,15 @@ impl KernelDescriptor {
             (".amdhsa_system_vgpr_workitem_id", r2("ENABLE_VGPR_WORKITEM_ID")),
             (".amdhsa_next_free_vgpr", next_free_vgpr),
             (".amdhsa_next_free_sgpr", next_free_sgpr),
-        ];
-        if gfx90a {
+        ]);
+        if unified {
             out.push((".amdhsa_accum_offset", u64::from(self.rsrc3_gfx90a("ACCUM_OFFSET") + 1) * 4));
         }
+        out.push((".amdhsa_reserve_vcc", 0));
+        if !architected {
+            out.push((".amdhsa_reserve_flat_scratch", reserve_flat_scratch));
+        }
         out.extend([
-            (".amdhsa_reserve_vcc", 0),
-            (".amdhsa_reserve_flat_scratch", reserve_flat_scratch),
             (".amdhsa_reserve_xnack_mask", reserve_xnack),
             (".amdhsa_float_round_mode_32", r1("FLOAT_ROUND_MODE_32")),
             (".amdhsa_float_round_mode_16_64", r1("FLOAT_ROUND_MODE_16_64")),
@@ -310,7 +336,7 @@ impl KernelDescriptor {
             (".amdhsa_ieee_mode", r1("ENABLE_IEEE_MODE")),
             (".amdhsa_fp16_overflow", r1("FP16_OVFL")),
         ]);
-        if gfx90a {
+        if unified {
             out.push((".amdhsa_tg_split", u64::from(self.rsrc3_gfx90a("TG_SPLIT"))));
         }
         out.extend([
@@ -331,7 +357,7 @@ mod tests {
     use super::*;
 
     fn gfx90a() -> TargetId {
-        TargetId { processor: "gfx90a".into(), xnack: FeatureSetting::Off, sramecc: FeatureSetting::Any }
+        TargetId { xnack: FeatureSetting::Off, ..TargetId::processor("gfx90a") }
     }
 
     #[test]

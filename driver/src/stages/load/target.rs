@@ -7,7 +7,10 @@ use serde::Serialize;
 
 use crate::error::LoadProblem;
 
-/// `(e_flags mach value, processor name)`, from LLVM 15's ELF.h.
+/// `(e_flags mach value, processor name)`: the AMDGPU ELF ABI's table as
+/// LLVM 21's ELF.h defines it, with gfx940 and gfx941 (known to LLVM 15-20,
+/// reserved since). The table is the file format's, not an LLVM build's:
+/// whether this build can decode a processor is the ISA's question.
 const PROCESSORS: &[(u32, &str)] = &[
     (0x20, "gfx600"),
     (0x21, "gfx601"),
@@ -43,10 +46,26 @@ const PROCESSORS: &[(u32, &str)] = &[
     (0x40, "gfx940"),
     (0x41, "gfx1100"),
     (0x42, "gfx1013"),
+    (0x43, "gfx1150"),
     (0x44, "gfx1103"),
     (0x45, "gfx1036"),
     (0x46, "gfx1101"),
     (0x47, "gfx1102"),
+    (0x48, "gfx1200"),
+    (0x49, "gfx1250"),
+    (0x4a, "gfx1151"),
+    (0x4b, "gfx941"),
+    (0x4c, "gfx942"),
+    (0x4e, "gfx1201"),
+    (0x4f, "gfx950"),
+    (0x51, "gfx9-generic"),
+    (0x52, "gfx10-1-generic"),
+    (0x53, "gfx10-3-generic"),
+    (0x54, "gfx11-generic"),
+    (0x55, "gfx1152"),
+    (0x58, "gfx1153"),
+    (0x59, "gfx12-generic"),
+    (0x5f, "gfx9-4-generic"),
 ];
 
 const MACH_MASK: u32 = 0xff;
@@ -54,6 +73,9 @@ const XNACK_V3: u32 = 0x100;
 const SRAMECC_V3: u32 = 0x200;
 const XNACK_V4_MASK: u32 = 0x300;
 const SRAMECC_V4_MASK: u32 = 0xc00;
+/// Code object v6: the generic version of a generic processor (0 for others).
+const GENERIC_VERSION_MASK: u32 = 0xff00_0000;
+const GENERIC_VERSION_SHIFT: u32 = 24;
 
 /// A target feature setting (`xnack+`, `xnack-`, or neither).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -71,10 +93,51 @@ pub struct TargetId {
     pub processor: String,
     pub xnack: FeatureSetting,
     pub sramecc: FeatureSetting,
+    /// Code object v6's generic version of a generic processor
+    /// (`gfx9-4-generic`), which the loader checks; 0 for other processors
+    /// and older code objects. Not part of the target id's spelling.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub generic_version: u8,
+}
+
+fn is_zero(version: &u8) -> bool {
+    *version == 0
 }
 
 impl TargetId {
-    /// Decodes e_flags for a code object of the given version (3, 4, 5).
+    /// A processor with no feature settings pinned (as a loaded copy is run).
+    pub fn processor(processor: &str) -> TargetId {
+        TargetId {
+            processor: processor.to_string(),
+            xnack: FeatureSetting::Any,
+            sramecc: FeatureSetting::Any,
+            generic_version: 0,
+        }
+    }
+
+    /// gfx90a's register file: VGPRs and AGPRs in one allocation split at
+    /// ACCUM_OFFSET (gfx90a, gfx940-gfx950, gfx9-4-generic).
+    pub fn has_unified_register_file(&self) -> bool {
+        matches!(self.processor.as_str(), "gfx90a" | "gfx940" | "gfx941" | "gfx942" | "gfx950" | "gfx9-4-generic")
+    }
+
+    /// The hardware sets up FLAT_SCRATCH (gfx940 and newer GFX9, GFX11 and
+    /// newer): the descriptor has no private segment buffer or flat
+    /// scratch init, and ENABLE_PRIVATE_SEGMENT means the scratch wave
+    /// offset's SGPR.
+    pub fn has_architected_flat_scratch(&self) -> bool {
+        matches!(self.processor.as_str(), "gfx940" | "gfx941" | "gfx942" | "gfx950" | "gfx9-4-generic")
+            || self.processor.starts_with("gfx11")
+            || self.processor.starts_with("gfx12")
+    }
+
+    /// Whether the processor is a generic one (`gfx9-4-generic`): code for
+    /// every processor of a family, loadable by any of them.
+    pub fn is_generic(&self) -> bool {
+        self.processor.ends_with("-generic")
+    }
+
+    /// Decodes e_flags for a code object of the given version (3 to 6).
     pub fn from_e_flags(e_flags: u32, code_object_version: u32) -> Result<Self, LoadProblem> {
         let mach = e_flags & MACH_MASK;
         if mach == 0 {
@@ -97,7 +160,17 @@ impl TargetId {
             };
             (v4(XNACK_V4_MASK, 8), v4(SRAMECC_V4_MASK, 10))
         };
-        Ok(TargetId { processor, xnack, sramecc })
+        let generic_version = if code_object_version >= 6 {
+            ((e_flags & GENERIC_VERSION_MASK) >> GENERIC_VERSION_SHIFT) as u8
+        } else {
+            0
+        };
+        let target = TargetId { processor, xnack, sramecc, generic_version };
+        // The ABI ties the two: a generic processor carries its version, others none.
+        if code_object_version >= 6 && target.is_generic() != (generic_version != 0) {
+            return Err(LoadProblem::GenericVersion { processor: target.processor, version: generic_version });
+        }
+        Ok(target)
     }
 
     /// The LLVM subtarget feature string (`+xnack,-sramecc`) pinning the
@@ -214,5 +287,23 @@ mod tests {
     #[test]
     fn unknown_processor_is_an_error() {
         assert_eq!(TargetId::from_e_flags(0x7e, 4), Err(LoadProblem::UnknownProcessor(0x7e)));
+    }
+
+    /// e_flags as LLVM 19's llvm-mc writes them with code object v6.
+    #[test]
+    fn decodes_v6_generic_targets_and_their_version() {
+        let generic = TargetId::from_e_flags(0x0100_0151, 6).unwrap();
+        assert_eq!((generic.processor.as_str(), generic.generic_version), ("gfx9-generic", 1));
+        assert_eq!(generic.xnack, FeatureSetting::Any);
+        assert!(generic.is_generic());
+        assert_eq!(generic.to_string(), "gfx9-generic", "the version is not part of the target id");
+        let gfx942 = TargetId::from_e_flags(0x0000_054c, 6).unwrap();
+        assert_eq!((gfx942.processor.as_str(), gfx942.generic_version), ("gfx942", 0));
+        assert_eq!(TargetId::from_e_flags(0x0100_055f, 6).unwrap().processor, "gfx9-4-generic");
+        // A generic processor without its version, or a version on a real one: refused.
+        assert!(matches!(TargetId::from_e_flags(0x5f, 6), Err(LoadProblem::GenericVersion { .. })));
+        assert!(matches!(TargetId::from_e_flags(0x0100_004c, 6), Err(LoadProblem::GenericVersion { .. })));
+        // Before v6 the top byte means nothing.
+        assert_eq!(TargetId::from_e_flags(0x0100_004c, 5).unwrap().generic_version, 0);
     }
 }

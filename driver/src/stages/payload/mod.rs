@@ -192,6 +192,17 @@ fn enum_attribute(context: &Context, attribute: &str) -> Attribute {
     context.create_enum_attribute(Attribute::get_named_enum_kind_id(attribute), 0)
 }
 
+/// "Touches no memory": `memory(none)` where this LLVM has the `memory`
+/// attribute (16 and newer, which refuse `readnone` on functions), else
+/// `readnone`.
+fn no_memory_access(context: &Context) -> Attribute {
+    match Attribute::get_named_enum_kind_id("memory") {
+        0 => enum_attribute(context, "readnone"),
+        // MemoryEffects::none() is 0.
+        memory => context.create_enum_attribute(memory, 0),
+    }
+}
+
 /// Makes the tool's code ready to be inlined into payloads compiled for
 /// another target.
 fn prepare_tool_functions(context: &Context, module: &Module<'_>) {
@@ -247,9 +258,10 @@ fn point_constant<'ctx>(
             context.create_string_attribute(INTRINSIC_ATTRIBUTE, point_constant::NAME),
         );
         // A value like a constant: calls with one slot may merge or go.
-        for attribute in ["nounwind", "readnone", "willreturn"] {
+        for attribute in ["nounwind", "willreturn"] {
             function.add_attribute(AttributeLoc::Function, enum_attribute(context, attribute));
         }
+        function.add_attribute(AttributeLoc::Function, no_memory_access(context));
         function
     });
     let slot = context.i32_type().const_int(slot as u64, false);

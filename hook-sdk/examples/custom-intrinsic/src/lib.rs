@@ -91,7 +91,7 @@ pub fn kernel_entry_payloads(
     let tool = one_code_object(load(tool)?, None)?;
     let app = one_code_object(load(app)?, target)?;
     let lifted = lift(&app)?;
-    let liveness = liveness(&lifted);
+    let liveness = liveness(&lifted)?;
     let points: Vec<PayloadPoint> = lifted
         .functions
         .iter()
