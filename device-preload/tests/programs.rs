@@ -27,7 +27,8 @@ fn an_access_outside_device_memory_stops_the_program_naming_the_kernel() {
         message.contains("gpuinstr-run: error: the emulated GPU stopped: kernel _Z4pokePi, workgroup (0, 0, 0) wave 0"),
         "{message}"
     );
-    assert!(message.contains("`global_store_dword v0, v1, s[0:1]`"), "{message}");
+    // The instruction as LLVM prints it (its operands are the compiler's choice).
+    assert!(message.contains("`global_store_dword v"), "{message}");
     assert!(message.contains("is outside every allocation"), "{message}");
     assert!(!String::from_utf8_lossy(&output.stdout).contains("after"), "the program stopped at the fault");
 }

@@ -110,6 +110,20 @@ pub enum InstrumentError {
     Patch(#[from] PatchError),
     #[error(transparent)]
     Emit(#[from] EmitError),
+    #[error(
+        "hook {hook} reads the kernel's hidden arguments (gridDim, blockDim, global offsets...) as code object v{tool} \
+         lays them out, but this code object is v{app}, whose hidden arguments are laid out {app_layout}: the hook \
+         would read other values; rebuild the tool with -mcode-object-version={app} (its other code objects may keep \
+         theirs)"
+    )]
+    HiddenArgumentLayout { hook: String, tool: u32, app: u32, app_layout: &'static str },
+    #[error(
+        "hook {hook} reads the kernel's hidden arguments (gridDim, blockDim, global offsets...), but kernel {kernel} \
+         (code object v{version}) declares none, so the runtime passes none and the hook would read other memory; \
+         gpuinstr cannot yet ask the runtime for them (select other kernels, or build the application so the kernel \
+         reads them, e.g. with -mcode-object-version=4)"
+    )]
+    HiddenArgumentsAbsent { hook: String, kernel: String, version: u32 },
     #[error("the plan selects no instruction of this code object ({0})")]
     NothingSelected(String),
     #[error("the plan selects no instruction in the file; nothing to instrument (without --require-points the file would be written unchanged)")]
@@ -453,6 +467,55 @@ fn instrument_code_object_partially(
         .iter()
         .filter(|h| used.contains(&h.name.as_str()))
         .any(|h| h.intrinsics.iter().any(|i| i.starts_with("gpuinstr::workitemId")));
+    // Hidden arguments moved in code object v5 (block counts and group
+    // sizes at the start; v4 had global offsets there): a hook built for one
+    // layout reads other values in the other.
+    let v5_layout = |version: u32| version >= 5;
+    let reads_hidden = |hook: &str| {
+        summary.hooks.iter().any(|h| {
+            h.name == hook
+                && h.intrinsics.iter().any(|i| i == gpuinstr_intrinsics::builtins::kernel_state::IMPLICIT_ARG_PTR)
+        })
+    };
+    if let Some(hook) = used.iter().find(|hook| reads_hidden(hook)) {
+        if v5_layout(tool.code_object_version) != v5_layout(app.code_object_version) {
+            return Err(InstrumentError::HiddenArgumentLayout {
+                hook: hook.to_string(),
+                tool: tool.code_object_version,
+                app: app.code_object_version,
+                app_layout: if v5_layout(app.code_object_version) { "from v5 on" } else { "up to v4" },
+            });
+        }
+        // A kernel declares only the hidden arguments its code reads (from
+        // v5 most kernels declare none); the layout's first must be there.
+        let first_hidden =
+            if v5_layout(app.code_object_version) { "hidden_block_count_x" } else { "hidden_global_offset_x" };
+        {
+            let instrumented_kernels =
+                points.iter().filter(|p| p.calls.iter().any(|c| reads_hidden(&c.hook))).flat_map(|p| {
+                    let function = &lifted.functions[p.function];
+                    // A device function's hook runs in every kernel.
+                    let kernels: Vec<&str> = if function.is_kernel() {
+                        vec![function.name.as_str()]
+                    } else {
+                        app.kernels.iter().map(|k| k.name()).collect()
+                    };
+                    kernels.into_iter().map(move |kernel| (kernel, p))
+                });
+            for (kernel_name, point) in instrumented_kernels {
+                let Some(kernel) = app.kernels.iter().find(|k| k.name() == kernel_name) else { continue };
+                if !kernel.metadata.arguments.iter().any(|a| a.value_kind == first_hidden) {
+                    let hook =
+                        point.calls.iter().find(|c| reads_hidden(&c.hook)).map(|c| c.hook.clone()).unwrap_or_default();
+                    return Err(InstrumentError::HiddenArgumentsAbsent {
+                        hook,
+                        kernel: kernel_name.to_string(),
+                        version: app.code_object_version,
+                    });
+                }
+            }
+        }
+    }
     drop(module);
 
     let request = SvaRequest {

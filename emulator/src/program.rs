@@ -372,8 +372,9 @@ fn integer_source(plain: &str) -> bool {
 }
 
 /// Operands (LLVM 15, gfx9): vdst | sdst; [src mods, src] per source; clamp
-/// [, omod]; dst_sel, dst_unused (not VOPC); a select per source. Clamp
-/// and omod are not modelled: None for them.
+/// [, omod]; dst_sel, dst_unused (not VOPC); a select per source. Clamp on
+/// an integer operation saturates; on a float one, and omod, are not
+/// modelled: None for them.
 fn sdwa_form(plain: &str, lifted: &Instruction, defs: &[Operand], srcs: &[Source], imms: &[i64]) -> Option<Sdwa> {
     if srcs.is_empty() {
         return None;
@@ -382,11 +383,14 @@ fn sdwa_form(plain: &str, lifted: &Instruction, defs: &[Operand], srcs: &[Source
     let n = srcs.len();
     let fixed = if compare { 0 } else { 2 };
     let head = imms.len().checked_sub(n + fixed)?;
-    if imms[..head].iter().any(|v| *v != 0) || head == 0 {
+    let integer = integer_source(plain);
+    // Clamp (the first of the head) on an integer operation saturates: the
+    // plain operation's VOP3 form with its clamp bit does that.
+    let clamp = integer && head == 1 && imms[0] != 0;
+    if (!clamp && imms[..head].iter().any(|v| *v != 0)) || head == 0 {
         return None;
     }
     let selects = &imms[imms.len() - n..];
-    let integer = integer_source(plain);
     let sources =
         srcs.iter().zip(selects).map(|(s, select)| (s.operand, *select as u32, integer && s.mods & 1 != 0)).collect();
     let base_srcs = srcs
@@ -394,8 +398,11 @@ fn sdwa_form(plain: &str, lifted: &Instruction, defs: &[Operand], srcs: &[Source
         .enumerate()
         .map(|(k, s)| Source { operand: Operand::Staged(k as u8), mods: if integer { 0 } else { s.mods } })
         .collect();
-    let base_name = format!("{plain}_{}", if compare { "e64" } else { "e32" });
-    let base = plain_operation(lifted, base_name, defs, base_srcs);
+    let base_name = format!("{plain}_{}", if compare || clamp { "e64" } else { "e32" });
+    let mut base = plain_operation(lifted, base_name, defs, base_srcs);
+    if clamp {
+        base.imms = vec![1];
+    }
     let destination = (!compare).then(|| (imms[head] as u32, imms[head + 1] as u32));
     Some(Sdwa { sources, destination, base })
 }

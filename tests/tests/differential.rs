@@ -25,6 +25,17 @@ fn example_tool(example_name: &str, dir: &std::path::Path) -> CodeObject {
     load::load(&path).unwrap().code_objects.remove(0)
 }
 
+/// The example built for the application's code object version (hidden
+/// arguments moved in v5: a tool reading them must match), as a user whose
+/// compiler writes another version builds it.
+fn example_tool_for(example_name: &str, dir: &std::path::Path, app: &CodeObject) -> CodeObject {
+    let version = app.code_object_version;
+    let path = dir.join(format!("{example_name}-v{version}.hsaco"));
+    let mut command = tool_compile_command(Compiler::Clang, &example(example_name), "-O3", &path);
+    run_ok(command.arg(format!("-mcode-object-version={version}")));
+    load::load(&path).unwrap().code_objects.remove(0)
+}
+
 fn example_plan(example_name: &str) -> Plan {
     Plan::load(&repo().join(format!("hook-sdk/examples/{example_name}/plan.toml"))).unwrap()
 }
@@ -539,8 +550,25 @@ fn every_example_tool_on(app: &CodeObject, case: &Case, readable: &[&str]) {
 fn every_example_tool_growing(app: &CodeObject, case: &Case, readable: &[&str], grow: RegisterGrowth, diverges: bool) {
     let dir = scratch();
     for example in EXAMPLE_TOOLS {
-        let tool = example_tool(example, dir.path());
+        let tool = example_tool_for(example, dir.path(), app);
         let plan = example_plan_for(example, case.kernel);
+        if example == "kernel-arguments" && app.code_object_version >= 5 {
+            // A v5+ kernel that never reads its launch shape is given no
+            // hidden arguments: the tool is refused there, never fed others.
+            let declares = app.kernels.iter().any(|k| {
+                k.name() == case.kernel && k.metadata.arguments.iter().any(|a| a.value_kind == "hidden_block_count_x")
+            });
+            if !declares {
+                let options = InstrumentOptions { grow_registers: grow, ..InstrumentOptions::default() };
+                let refused = instrument_code_object(&tool, app, &plan, &Registry::with_builtins(), &options);
+                assert!(
+                    matches!(refused, Err(gpuinstr::instrument::InstrumentError::HiddenArgumentsAbsent { .. })),
+                    "{:?}",
+                    refused.err()
+                );
+                continue;
+            }
+        }
         let output = instrumented_growing(&tool, app, &plan, grow);
         match example {
             "instruction-counter" => check_instruction_counter(app, &output, &plan, case),

@@ -109,12 +109,18 @@ fn instruction_counter_hooks_use_write_exec() {
 fn kernel_arguments_hook_reads_launch_state_through_intrinsics() {
     let scratch = scratch();
     let built = build_tool(Compiler::Clang, &example(EXAMPLES[1].directory), "-O3", scratch.path());
-    let report = inspect::report(&load::load(&built).unwrap()).unwrap();
+    let input = load::load(&built).unwrap();
+    let report = inspect::report(&input).unwrap();
     let summary = report.code_objects[0].tool.clone().unwrap();
     let hook = &summary.hooks[0];
-    for intrinsic in
-        ["gpuinstr::dispatchPtr", "gpuinstr::workgroupIdX", "gpuinstr::workgroupIdY", "gpuinstr::workgroupIdZ"]
-    {
+    // HIP reads the launch shape from the dispatch packet up to code object
+    // v4 and from the hidden arguments (block counts, group sizes) from v5.
+    let shape = if input.code_objects[0].code_object_version >= 5 {
+        "gpuinstr::implicitArgPtr"
+    } else {
+        "gpuinstr::dispatchPtr"
+    };
+    for intrinsic in [shape, "gpuinstr::workgroupIdX", "gpuinstr::workgroupIdY", "gpuinstr::workgroupIdZ"] {
         assert!(hook.intrinsics.iter().any(|i| i == intrinsic), "{intrinsic} not used: {:?}", hook.intrinsics);
     }
 }

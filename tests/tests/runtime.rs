@@ -1171,8 +1171,13 @@ fn dynamic_mode_reports_what_static_instrumentation_reports() {
 fn dynamic_mode_instruments_a_code_object_loaded_with_hip_module_load() {
     let target = "gfx90a";
     let dir = test_directory("dynamic-module");
-    let module =
-        hip_build("device/module_kernels.hip", target, &dir, &format!("module_kernels-{target}.co"), &["--genco"]);
+    let module = hip_build(
+        "device/module_kernels.hip",
+        target,
+        &dir,
+        &format!("module_kernels-{target}.co"),
+        &[&["--genco"][..], &gpuinstr_tests::non_uniform_workgroups()].concat(),
+    );
     let program = hip_build("device/module_load.hip", target, &dir, &format!("module_load-{target}"), &[]);
     let code_objects: Vec<CodeObject> = [&module, &program]
         .iter()

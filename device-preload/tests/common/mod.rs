@@ -10,10 +10,14 @@ use std::process::{Command, Output};
 pub fn gpuinstr_run() -> Command {
     let run = PathBuf::from(env!("CARGO_BIN_EXE_gpuinstr-run"));
     let directory = run.parent().expect("target directory");
+    // The newer of the two: an older `cargo build` may have left one beside
+    // gpuinstr-run that predates this run's sources.
     let built = |file: &str| {
         [directory.join(file), directory.join("deps").join(file)]
             .into_iter()
-            .find(|p| p.exists())
+            .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+            .max()
+            .map(|(_, p)| p)
             .unwrap_or_else(|| panic!("Cargo builds {file} with the tests"))
     };
     let mut command = Command::new(&run);
@@ -53,6 +57,7 @@ pub fn build_code_object(name: &str, target: &str, directory: &Path) -> PathBuf 
     let output = directory.join(format!("{name}-{target}.co"));
     let built = Command::new("hipcc")
         .args(["--genco", &format!("--offload-arch={target}")])
+        .args(non_uniform_workgroups())
         .arg(&source)
         .arg("-o")
         .arg(&output)
@@ -61,6 +66,19 @@ pub fn build_code_object(name: &str, target: &str, directory: &Path) -> PathBuf 
         .expect("hipcc runs");
     assert!(built.status.success(), "hipcc --genco {}: {}", source.display(), String::from_utf8_lossy(&built.stderr));
     output
+}
+
+/// Kernels launched on grids that end in partial workgroups must say so
+/// where the compiler assumes otherwise: clang 18+ marks HIP kernels
+/// `uniform_work_group_size` and HIP 6.4 then refuses such launches.
+fn non_uniform_workgroups() -> Vec<&'static str> {
+    let help = Command::new("hipcc").arg("--help").output().expect("hipcc runs");
+    let flag = "-fno-offload-uniform-block";
+    if String::from_utf8_lossy(&help.stdout).contains(flag) {
+        vec![flag]
+    } else {
+        vec![]
+    }
 }
 
 /// Runs `program` on the emulated `target`.

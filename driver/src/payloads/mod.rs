@@ -678,9 +678,14 @@ fn finish_rejecting(
 ) -> Result<String, CompileError> {
     match codegen::finish(&module.print(), target, version, verify_each_pass, directory, keep_failed) {
         Ok(assembly) => Ok(assembly),
-        Err(CodegenError::Llc { message, .. }) => {
+        Err(CodegenError::Llc { step, message, kept }) => {
             let names: Vec<String> = module.functions.iter().map(|f| f.name.clone()).collect();
             if names.len() <= 1 {
+                // Only a register allocator's failure leaves the point out;
+                // anything else is our MIR or llc failing, and says so.
+                if !ran_out_of_registers(&message) {
+                    return Err(CodegenError::Llc { step, message, kept }.into());
+                }
                 rejected.extend(names.into_iter().map(|n| (n, message.clone())));
                 return Ok(String::new());
             }
@@ -702,6 +707,14 @@ fn finish_rejecting(
         }
         Err(other) => Err(other.into()),
     }
+}
+
+/// Whether llc failed because the register allocator found no registers
+/// (the messages of LLVM 15 to 21).
+fn ran_out_of_registers(message: &str) -> bool {
+    ["ran out of registers", "no registers from class", "register allocation failed", "couldn't allocate"]
+        .iter()
+        .any(|phrase| message.contains(phrase))
 }
 
 /// Runs `work` on every item, on as many threads as there are cores; the

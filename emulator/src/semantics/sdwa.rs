@@ -78,7 +78,9 @@ pub fn execute(c: &mut Context<'_>, i: &crate::program::Inst) -> Result<(), Faul
 /// An SDWA form with clamp or omod set, or operands the decoder does not
 /// recognise.
 pub fn unsupported(_: &mut Context<'_>, _: &crate::program::Inst) -> Result<(), Fault> {
-    Err(Fault::UnimplementedCase("SDWA with clamp or omod, or operands it does not recognise".into()))
+    Err(Fault::UnimplementedCase(
+        "SDWA with clamp on a float operation or omod, or operands it does not recognise".into(),
+    ))
 }
 
 #[cfg(test)]

@@ -172,10 +172,9 @@ pub struct Isa {
     flag_bits: FlagBits,
 }
 
-/// Operand types by role as this LLVM numbers them: found on first use (it
-/// reads the descriptions of the opcodes of the first ISA that asks: the
-/// emulator's, GFX9), once per process (the instruction descriptions are
-/// the same for every processor).
+/// Operand types by role as this LLVM numbers them: found on first use from
+/// the descriptions of the GFX9 opcodes, once per process (the instruction
+/// descriptions are the same for every processor).
 static OPERAND_ROLES: std::sync::OnceLock<Result<OperandRoles, OperandRoleError>> = std::sync::OnceLock::new();
 
 /// Encoding-specific parts of MC register names.
@@ -291,11 +290,17 @@ impl Isa {
                 OperandRoles::find(
                     |name| self.opcode_by_name(name).and_then(|op| self.info(op)),
                     |class| u32::try_from(class).map_or(0, |class| self.mc.register_class_bits(class)),
-                    // The opcodes of this generation's encodings (its reals
-                    // and their pseudos), not every target's.
-                    self.pseudo_of_real
-                        .iter()
-                        .flat_map(|(real, pseudo)| [*real, *pseudo])
+                    // The opcodes of the GFX9 encodings (reals and their
+                    // pseudos), whichever ISA asks first: what the emulator
+                    // reads, the same in every process. (RDNA's WMMA sources
+                    // have types of their own nothing here reads.)
+                    [Generation::Gfx9, Generation::Gfx90a, Generation::Gfx940]
+                        .into_iter()
+                        .filter_map(Generation::opcode_table)
+                        .flat_map(str::lines)
+                        .filter(|line| !line.starts_with('#'))
+                        .flat_map(|line| line.split('\t').take(2))
+                        .filter_map(|name| self.opcode_by_name(name))
                         .filter_map(|op| Some((self.opcode_name(op), self.info(op)?))),
                 )
             })

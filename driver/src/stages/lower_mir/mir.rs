@@ -112,8 +112,23 @@ impl MirFunction {
 
         let mut registers = BTreeMap::new();
         let mut middle_start = registers_at + 1;
+        // LLVM 20+ wraps a long entry (`flags: [ ... ] }` on a line of its own).
+        let mut entries: Vec<String> = Vec::new();
         for line in &lines[registers_at + 1..body_at] {
-            let Some(entry) = line.trim().strip_prefix("- {") else { break };
+            let open = entries.last().is_some_and(|entry| !entry.trim_end().ends_with('}'));
+            if open {
+                let last = entries.last_mut().expect("an open entry");
+                last.push(' ');
+                last.push_str(line.trim());
+            } else if line.trim().starts_with("- {") {
+                entries.push(line.trim().to_string());
+            } else {
+                break;
+            }
+            middle_start += 1;
+        }
+        for line in &entries {
+            let Some(entry) = line.strip_prefix("- {") else { break };
             let field = |key: &str| {
                 entry.split(',').find_map(|part| part.trim().strip_prefix(key).map(|v| v.trim().to_string()))
             };
@@ -125,7 +140,6 @@ impl MirFunction {
                 }
                 _ => return Err(MirParseError(format!("{name}: register entry `{line}`"))),
             }
-            middle_start += 1;
         }
         let middle = lines[middle_start..=body_at].iter().map(|l| l.to_string()).collect();
 
@@ -283,6 +297,18 @@ mod tests {
     use super::*;
 
     const SAMPLE: &str = "--- |\n  ; ModuleID = 'x'\n...\n---\nname:            p\nalignment:       1\nregisters:\n  - { id: 0, class: sgpr_64, preferred-register: '' }\n  - { id: 1, class: vgpr_32, preferred-register: '' }\nliveins:         []\nbody:             |\n  bb.0 (%ir-block.0):\n    successors: %bb.1(0x80000000)\n\n    %0:sgpr_64 = COPY $exec\n    INLINEASM &\"; gpuinstr-intrinsic 0\", 1 /* sideeffect attdialect */, 1835018 /* regdef:VGPR_32 */, def %1, 3276809 /* reguse:SGPR_64 */, %0\n\n  bb.1:\n    SI_RETURN\n\n...\n";
+
+    #[test]
+    fn wrapped_register_entries_are_one_entry() {
+        let text = SAMPLE.replace(
+            "  - { id: 1, class: vgpr_32, preferred-register: '' }\n",
+            "  - { id: 1, class: sreg_32_xexec_hi_and_sreg_32_xm0, preferred-register: '', \n      flags: [  ] }\n",
+        );
+        let module = MirModule::parse(&text).unwrap();
+        let function = &module.functions[0];
+        assert_eq!(function.registers.get(&1).map(String::as_str), Some("sreg_32_xexec_hi_and_sreg_32_xm0"));
+        assert!(!function.middle.iter().any(|l| l.contains("flags")), "{:?}", function.middle);
+    }
 
     #[test]
     fn parses_and_prints_back() {
