@@ -77,7 +77,13 @@ pub struct RoundTripReport {
     pub raw_descriptors: Vec<String>,
     pub raw_descriptor_reasons: Vec<String>,
     pub skipped_sections: Vec<String>,
+    /// Sections the linker adds that the original's linker did not
+    /// (not compared).
+    pub linker_additions: Vec<String>,
 }
+
+/// The section lld 18+ adds to pad the RELRO segment.
+const RELRO_PADDING: &str = ".relro_padding";
 
 impl RoundTripReport {
     pub fn identical(&self) -> bool {
@@ -131,6 +137,9 @@ impl RoundTripReport {
         }
         if !self.skipped_sections.is_empty() {
             writeln!(out, "sections not reproduced: {}", self.skipped_sections.join(", ")).unwrap();
+        }
+        if !self.linker_additions.is_empty() {
+            writeln!(out, "sections this linker adds: {}", self.linker_additions.join(", ")).unwrap();
         }
         out
     }
@@ -206,11 +215,19 @@ pub fn check(lifted: &LiftedCodeObject<'_>, rebuilt: &CodeObject, notes: &EmitNo
     let layout_of = |c: &CodeObject| -> Vec<(String, u64, u64)> {
         c.sections.iter().filter(|s| s.loadable).map(|s| (s.name.clone(), s.address, s.size)).collect()
     };
-    let (before, after) = (layout_of(original), layout_of(rebuilt));
+    let (before, mut after) = (layout_of(original), layout_of(rebuilt));
+    // lld 18 and newer pad the RELRO segment to a page with a section of its
+    // own (NOBITS: no bytes, and the page was mapped anyway); an original
+    // linked by an older lld has none. Said, not compared.
+    let mut linker_additions = Vec::new();
+    if !before.iter().any(|(name, ..)| name == RELRO_PADDING) && after.iter().any(|(name, ..)| name == RELRO_PADDING) {
+        after.retain(|(name, ..)| name != RELRO_PADDING);
+        linker_additions.push(format!("{RELRO_PADDING} (lld 18 and newer pad the RELRO segment to a page; no bytes)"));
+    }
     let layout = if before == after {
         Verdict::Identical
     } else {
-        let differing: Vec<String> = before
+        let mut differing: Vec<String> = before
             .iter()
             .filter(|b| !after.contains(b))
             .map(|(name, address, size)| match after.iter().find(|a| &a.0 == name) {
@@ -218,6 +235,12 @@ pub fn check(lifted: &LiftedCodeObject<'_>, rebuilt: &CodeObject, notes: &EmitNo
                 None => format!("{name} missing"),
             })
             .collect();
+        differing.extend(
+            after
+                .iter()
+                .filter(|(name, ..)| !before.iter().any(|b| &b.0 == name))
+                .map(|(name, address, size)| format!("{name} {address:#x}+{size:#x} added")),
+        );
         Verdict::Different(differing.join(", "))
     };
     let mut differing_sections = Vec::new();
@@ -247,6 +270,7 @@ pub fn check(lifted: &LiftedCodeObject<'_>, rebuilt: &CodeObject, notes: &EmitNo
             .collect(),
         raw_descriptor_reasons: notes.raw_descriptors.iter().flat_map(|(_, why)| why.clone()).collect(),
         skipped_sections: notes.skipped_sections.clone(),
+        linker_additions,
     }
 }
 

@@ -314,8 +314,10 @@ fn the_report_says_what_changed_in_the_allocation_and_why() {
             .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("{text}"));
-        assert!(highest >= kernel.vgprs.0 && highest < kernel.vgprs.1, "{text}");
-        assert!(text.contains("no occupancy cost"), "{text}");
+        assert!(highest >= kernel.vgprs.0 && highest < kernel.vgprs.1, "{kernel:?}: {text}");
+        // Why it costs nothing: waves per SIMD stay, or (gfx90a, AGPRs after
+        // the VGPRs) the unified allocation does.
+        assert!(text.contains("no occupancy cost") || text.contains("the unified allocation stays the same"), "{text}");
     }
     let row = text.lines().find(|l| l.trim_start().starts_with("_Z5helloPi ")).unwrap();
     assert!(row.split_whitespace().nth(5) == Some("-"), "AGPRs shown as none: {row}");
