@@ -132,8 +132,29 @@ impl RoundTripReport {
         )
         .unwrap();
         if !self.raw_descriptors.is_empty() {
-            writeln!(out, "descriptors written as data, not .amdhsa_kernel: {}", self.raw_descriptors.join("; "))
-                .unwrap();
+            // One line however many kernels: each reason with its count, a few names.
+            let mut reasons: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+            for reason in &self.raw_descriptor_reasons {
+                *reasons.entry(reason).or_default() += 1;
+            }
+            let reasons: Vec<String> = reasons.iter().map(|(why, n)| format!("{n}: {why}")).collect();
+            const NAMED: usize = 3;
+            let names: Vec<&str> = self
+                .raw_descriptors
+                .iter()
+                .take(NAMED)
+                .map(|entry| entry.split(" (").next().unwrap_or(entry))
+                .collect();
+            let more = self.raw_descriptors.len().saturating_sub(NAMED);
+            writeln!(
+                out,
+                "descriptors written as data, not .amdhsa_kernel: {} kernels ({}), e.g. {}{}",
+                self.raw_descriptors.len(),
+                reasons.join("; "),
+                names.join(", "),
+                if more > 0 { format!(" and {more} more") } else { String::new() }
+            )
+            .unwrap();
         }
         if !self.skipped_sections.is_empty() {
             writeln!(out, "sections not reproduced: {}", self.skipped_sections.join(", ")).unwrap();
