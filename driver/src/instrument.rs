@@ -10,7 +10,7 @@ use inkwell::context::Context;
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::payloads::{compile_payloads, CompileError, LeftOutCause, LeftOutPoint, PayloadOptions};
+use crate::payloads::{compile_payloads, CompileError, LeftOutCause, LeftOutPoint, PayloadOptions, PayloadPoint};
 use crate::plan::{hook_counts, Plan};
 use crate::stages::emit::link::{build, EmitError, Linker};
 use crate::stages::emit::EmitOptions;
@@ -120,8 +120,8 @@ pub enum InstrumentError {
     #[error(
         "hook {hook} reads the kernel's hidden arguments (gridDim, blockDim, global offsets...), but kernel {kernel} \
          (code object v{version}) declares none, so the runtime passes none and the hook would read other memory; \
-         gpuinstr cannot yet ask the runtime for them (select other kernels, or build the application so the kernel \
-         reads them, e.g. with -mcode-object-version=4)"
+         gpuinstr cannot yet ask the runtime for them (select other kernels, or build the application and the tool \
+         with -mcode-object-version=4, where HIP reads the launch shape from the dispatch packet)"
     )]
     HiddenArgumentsAbsent { hook: String, kernel: String, version: u32 },
     #[error("the plan selects no instruction of this code object ({0})")]
@@ -387,6 +387,53 @@ fn check_left_out(report: &mut FileReport, options: &InstrumentOptions) -> Resul
     Ok(())
 }
 
+/// Hooks that read the kernel's hidden arguments (through
+/// `implicitArgPtr`: HIP's `blockDim`/`gridDim` from code object v5) must
+/// find them where their tool's code object version put them, and the
+/// kernel must have them: from v5 a kernel declares only the hidden
+/// arguments its own code reads, and the runtime passes no others.
+fn check_hidden_arguments(
+    tool: &CodeObject,
+    app: &CodeObject,
+    lifted: &crate::stages::lift::LiftedCodeObject<'_>,
+    points: &[PayloadPoint],
+    summary: &crate::tool::ToolSummary,
+) -> Result<(), InstrumentError> {
+    use gpuinstr_intrinsics::builtins::kernel_state::IMPLICIT_ARG_PTR;
+    let reads_hidden =
+        |hook: &str| summary.hooks.iter().any(|h| h.name == hook && h.intrinsics.iter().any(|i| i == IMPLICIT_ARG_PTR));
+    // Up to v4 the global offsets come first; from v5 the block counts.
+    let v5_layout = |version: u32| version >= 5;
+    let first_hidden =
+        if v5_layout(app.code_object_version) { "hidden_block_count_x" } else { "hidden_global_offset_x" };
+    for point in points {
+        let Some(hook) = point.calls.iter().map(|c| c.hook.as_str()).find(|hook| reads_hidden(hook)) else { continue };
+        if v5_layout(tool.code_object_version) != v5_layout(app.code_object_version) {
+            return Err(InstrumentError::HiddenArgumentLayout {
+                hook: hook.to_string(),
+                tool: tool.code_object_version,
+                app: app.code_object_version,
+                app_layout: if v5_layout(app.code_object_version) { "from v5 on" } else { "up to v4" },
+            });
+        }
+        // A device function's hook runs in whichever kernel calls it.
+        let function = &lifted.functions[point.function];
+        let lacking = app
+            .kernels
+            .iter()
+            .filter(|k| !function.is_kernel() || k.name() == function.name)
+            .find(|k| !k.metadata.arguments.iter().any(|a| a.value_kind == first_hidden));
+        if let Some(kernel) = lacking {
+            return Err(InstrumentError::HiddenArgumentsAbsent {
+                hook: hook.to_string(),
+                kernel: kernel.name().to_string(),
+                version: app.code_object_version,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Instruments one code object; the new code object's bytes and a report.
 /// Points left out are an error unless `options.allow_partial`.
 pub fn instrument_code_object(
@@ -467,55 +514,7 @@ fn instrument_code_object_partially(
         .iter()
         .filter(|h| used.contains(&h.name.as_str()))
         .any(|h| h.intrinsics.iter().any(|i| i.starts_with("gpuinstr::workitemId")));
-    // Hidden arguments moved in code object v5 (block counts and group
-    // sizes at the start; v4 had global offsets there): a hook built for one
-    // layout reads other values in the other.
-    let v5_layout = |version: u32| version >= 5;
-    let reads_hidden = |hook: &str| {
-        summary.hooks.iter().any(|h| {
-            h.name == hook
-                && h.intrinsics.iter().any(|i| i == gpuinstr_intrinsics::builtins::kernel_state::IMPLICIT_ARG_PTR)
-        })
-    };
-    if let Some(hook) = used.iter().find(|hook| reads_hidden(hook)) {
-        if v5_layout(tool.code_object_version) != v5_layout(app.code_object_version) {
-            return Err(InstrumentError::HiddenArgumentLayout {
-                hook: hook.to_string(),
-                tool: tool.code_object_version,
-                app: app.code_object_version,
-                app_layout: if v5_layout(app.code_object_version) { "from v5 on" } else { "up to v4" },
-            });
-        }
-        // A kernel declares only the hidden arguments its code reads (from
-        // v5 most kernels declare none); the layout's first must be there.
-        let first_hidden =
-            if v5_layout(app.code_object_version) { "hidden_block_count_x" } else { "hidden_global_offset_x" };
-        {
-            let instrumented_kernels =
-                points.iter().filter(|p| p.calls.iter().any(|c| reads_hidden(&c.hook))).flat_map(|p| {
-                    let function = &lifted.functions[p.function];
-                    // A device function's hook runs in every kernel.
-                    let kernels: Vec<&str> = if function.is_kernel() {
-                        vec![function.name.as_str()]
-                    } else {
-                        app.kernels.iter().map(|k| k.name()).collect()
-                    };
-                    kernels.into_iter().map(move |kernel| (kernel, p))
-                });
-            for (kernel_name, point) in instrumented_kernels {
-                let Some(kernel) = app.kernels.iter().find(|k| k.name() == kernel_name) else { continue };
-                if !kernel.metadata.arguments.iter().any(|a| a.value_kind == first_hidden) {
-                    let hook =
-                        point.calls.iter().find(|c| reads_hidden(&c.hook)).map(|c| c.hook.clone()).unwrap_or_default();
-                    return Err(InstrumentError::HiddenArgumentsAbsent {
-                        hook,
-                        kernel: kernel_name.to_string(),
-                        version: app.code_object_version,
-                    });
-                }
-            }
-        }
-    }
+    check_hidden_arguments(tool, app, &lifted, &points, &summary)?;
     drop(module);
 
     let request = SvaRequest {

@@ -55,6 +55,24 @@ pub fn rocm_device_library_dir() -> PathBuf {
     }
 }
 
+/// The hipcc arguments for kernels launched on grids that end in partial
+/// workgroups: clang 18+ marks HIP kernels `uniform_work_group_size` unless
+/// told otherwise, and HIP 6.4's runtime then refuses such launches (tests
+/// that build such kernels; hipcc is asked once whether it knows the flag).
+pub fn hipcc_non_uniform_workgroups() -> &'static [&'static str] {
+    static ARGUMENTS: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    ARGUMENTS.get_or_init(|| {
+        let flag = "-fno-offload-uniform-block";
+        let help = Command::new("hipcc").arg("--help").output();
+        let knows = help.is_ok_and(|help| String::from_utf8_lossy(&help.stdout).contains(flag));
+        if knows {
+            vec![flag]
+        } else {
+            Vec::new()
+        }
+    })
+}
+
 /// The Cargo arguments that build another gpuinstr crate for the same
 /// LLVM as this one (tests that build a binary they need).
 pub fn cargo_feature_arguments() -> Vec<String> {

@@ -299,19 +299,6 @@ pub fn hip_object(relative: &str) -> PathBuf {
     output
 }
 
-/// hipcc's flag for kernels launched on grids that end in partial
-/// workgroups, where its clang assumes otherwise (clang 18+ marks HIP
-/// kernels `uniform_work_group_size` and HIP 6.4 refuses such launches).
-pub fn non_uniform_workgroups() -> Vec<&'static str> {
-    let help = Command::new("hipcc").arg("--help").output().expect("hipcc runs");
-    let flag = "-fno-offload-uniform-block";
-    if String::from_utf8_lossy(&help.stdout).contains(flag) {
-        vec![flag]
-    } else {
-        vec![]
-    }
-}
-
 /// The test kernel sources (file stems).
 pub const TEST_KERNELS: [&str; 4] = ["control_flow", "memory", "calls_and_scratch", "matrix_cores"];
 

@@ -1176,7 +1176,7 @@ fn dynamic_mode_instruments_a_code_object_loaded_with_hip_module_load() {
         target,
         &dir,
         &format!("module_kernels-{target}.co"),
-        &[&["--genco"][..], &gpuinstr_tests::non_uniform_workgroups()].concat(),
+        &[&["--genco"][..], gpuinstr::toolchain::hipcc_non_uniform_workgroups()].concat(),
     );
     let program = hip_build("device/module_load.hip", target, &dir, &format!("module_load-{target}"), &[]);
     let code_objects: Vec<CodeObject> = [&module, &program]

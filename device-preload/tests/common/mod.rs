@@ -57,7 +57,7 @@ pub fn build_code_object(name: &str, target: &str, directory: &Path) -> PathBuf 
     let output = directory.join(format!("{name}-{target}.co"));
     let built = Command::new("hipcc")
         .args(["--genco", &format!("--offload-arch={target}")])
-        .args(non_uniform_workgroups())
+        .args(gpuinstr::toolchain::hipcc_non_uniform_workgroups())
         .arg(&source)
         .arg("-o")
         .arg(&output)
@@ -66,19 +66,6 @@ pub fn build_code_object(name: &str, target: &str, directory: &Path) -> PathBuf 
         .expect("hipcc runs");
     assert!(built.status.success(), "hipcc --genco {}: {}", source.display(), String::from_utf8_lossy(&built.stderr));
     output
-}
-
-/// Kernels launched on grids that end in partial workgroups must say so
-/// where the compiler assumes otherwise: clang 18+ marks HIP kernels
-/// `uniform_work_group_size` and HIP 6.4 then refuses such launches.
-fn non_uniform_workgroups() -> Vec<&'static str> {
-    let help = Command::new("hipcc").arg("--help").output().expect("hipcc runs");
-    let flag = "-fno-offload-uniform-block";
-    if String::from_utf8_lossy(&help.stdout).contains(flag) {
-        vec![flag]
-    } else {
-        vec![]
-    }
 }
 
 /// Runs `program` on the emulated `target`.

@@ -350,17 +350,11 @@ pub fn handler(name: &str) -> Option<Handler> {
         "V_BFE_I32" => vop_u32!(|a, b, c| bfe(a, b, c, true)),
         "V_BFI_B32" => vop_u32!(|a, b, c| (a & b) | (!a & c)),
         "V_BFM_B32" => vop_u32!(|a, b, _| (((1u64 << (a & 31)) - 1) as u32) << (b & 31)),
-        "V_ALIGNBIT_B32" => vop_u32!(|a, b, c| (((u64::from(a) << 32) | u64::from(b)) >> (c & 31)) as u32),
-        "V_ALIGNBYTE_B32" => vop_u32!(|a, b, c| (((u64::from(a) << 32) | u64::from(b)) >> (8 * (c & 3))) as u32),
+        "V_ALIGNBIT_B32" => ALIGNBIT,
+        "V_ALIGNBYTE_B32" => ALIGNBYTE,
         // LLVM 20+ names GFX9's forms `_opsel` (gfx950 gives them op_sel).
-        "V_ALIGNBIT_B32_opsel" => |c, i| {
-            no_op_sel(i)?;
-            vop_u32!(|a, b, c| (((u64::from(a) << 32) | u64::from(b)) >> (c & 31)) as u32)(c, i)
-        },
-        "V_ALIGNBYTE_B32_opsel" => |c, i| {
-            no_op_sel(i)?;
-            vop_u32!(|a, b, c| (((u64::from(a) << 32) | u64::from(b)) >> (8 * (c & 3))) as u32)(c, i)
-        },
+        "V_ALIGNBIT_B32_opsel" => |c, i| no_op_sel(i).and_then(|()| ALIGNBIT(c, i)),
+        "V_ALIGNBYTE_B32_opsel" => |c, i| no_op_sel(i).and_then(|()| ALIGNBYTE(c, i)),
         "V_LSHL_ADD_U32" => vop_u32!(|a, b, c| (a << (b & 31)).wrapping_add(c)),
         "V_ADD_LSHL_U32" => vop_u32!(|a, b, c| a.wrapping_add(b) << (c & 31)),
         "V_ADD3_U32" => vop_u32!(|a, b, c| a.wrapping_add(b).wrapping_add(c)),
@@ -509,6 +503,10 @@ pub fn handler(name: &str) -> Option<Handler> {
         _ => return None,
     })
 }
+
+/// The low 32 bits of the 64-bit `src0:src1` shifted right by src2 bits (or bytes).
+const ALIGNBIT: Handler = vop_u32!(|a, b, c| (((u64::from(a) << 32) | u64::from(b)) >> (c & 31)) as u32);
+const ALIGNBYTE: Handler = vop_u32!(|a, b, c| (((u64::from(a) << 32) | u64::from(b)) >> (8 * (c & 3))) as u32);
 
 /// op_sel on a 32-bit operation (gfx950's byte selects) is not modelled.
 fn no_op_sel(i: &Inst) -> Result<(), Fault> {
