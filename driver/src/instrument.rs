@@ -14,8 +14,9 @@ use crate::payloads::{compile_payloads, CompileError, LeftOutCause, LeftOutPoint
 use crate::plan::{hook_counts, Plan};
 use crate::stages::emit::link::{build, EmitError, Linker};
 use crate::stages::emit::EmitOptions;
-use crate::stages::lift::{lift, LiftError, LiftedCodeObject};
+use crate::stages::lift::{lift, FunctionKind, LiftError, LiftedCodeObject};
 use crate::stages::liveness::analyze;
+use crate::stages::load::hidden_arguments::{declare_launch_shape, DeclaredHiddenArguments};
 use crate::stages::load::instrumented::PartialKernel;
 use crate::stages::load::lines::SourceLineNames;
 use crate::stages::load::CodeObject;
@@ -91,6 +92,9 @@ pub struct InstrumentReport {
     pub tool_globals: ToolGlobals,
     /// How many points the code object's DWARF line table names `file:line`.
     pub source_lines: SourceLineNames,
+    /// Kernels given the hidden arguments their hooks read (v5+ kernels
+    /// that declared none).
+    pub hidden_arguments_declared: Vec<DeclaredHiddenArguments>,
     pub seconds: f64,
     /// Wall time per step, in pipeline order.
     pub steps: Vec<(String, f64)>,
@@ -119,9 +123,9 @@ pub enum InstrumentError {
     HiddenArgumentLayout { hook: String, tool: u32, app: u32, app_layout: &'static str },
     #[error(
         "hook {hook} reads the kernel's hidden arguments (gridDim, blockDim, global offsets...), but kernel {kernel} \
-         (code object v{version}) declares none, so the runtime passes none and the hook would read other memory; \
-         gpuinstr cannot yet ask the runtime for them (select other kernels, or build the application and the tool \
-         with -mcode-object-version=4, where HIP reads the launch shape from the dispatch packet)"
+         (code object v{version}) does not declare them where the hook looks, so the runtime would not pass them and \
+         the hook would read other memory; gpuinstr adds them only to a v5+ kernel that declares no hidden argument \
+         (select other kernels, or build the application and the tool with -mcode-object-version=5 or later)"
     )]
     HiddenArgumentsAbsent { hook: String, kernel: String, version: u32 },
     #[error("the plan selects no instruction of this code object ({0})")]
@@ -390,15 +394,18 @@ fn check_left_out(report: &mut FileReport, options: &InstrumentOptions) -> Resul
 /// Hooks that read the kernel's hidden arguments (through
 /// `implicitArgPtr`: HIP's `blockDim`/`gridDim` from code object v5) must
 /// find them where their tool's code object version put them, and the
-/// kernel must have them: from v5 a kernel declares only the hidden
-/// arguments its own code reads, and the runtime passes no others.
-fn check_hidden_arguments(
+/// kernel must have them. From v5 a kernel declares only the hidden
+/// arguments its own code reads; one that declares none is given the launch
+/// shape (the kernels returned, indices into `app.kernels`). Up to v4, or
+/// with some hidden arguments but not the launch shape, it is refused.
+fn kernels_lacking_hidden_arguments(
     tool: &CodeObject,
     app: &CodeObject,
     lifted: &crate::stages::lift::LiftedCodeObject<'_>,
     points: &[PayloadPoint],
     summary: &crate::tool::ToolSummary,
-) -> Result<(), InstrumentError> {
+) -> Result<Vec<usize>, InstrumentError> {
+    use crate::stages::load::hidden_arguments::declares_launch_shape;
     use gpuinstr_intrinsics::builtins::kernel_state::IMPLICIT_ARG_PTR;
     let reads_hidden =
         |hook: &str| summary.hooks.iter().any(|h| h.name == hook && h.intrinsics.iter().any(|i| i == IMPLICIT_ARG_PTR));
@@ -406,6 +413,8 @@ fn check_hidden_arguments(
     let v5_layout = |version: u32| version >= 5;
     let first_hidden =
         if v5_layout(app.code_object_version) { "hidden_block_count_x" } else { "hidden_global_offset_x" };
+    let mut may_run = None;
+    let mut lacking = std::collections::BTreeSet::new();
     for point in points {
         let Some(hook) = point.calls.iter().map(|c| c.hook.as_str()).find(|hook| reads_hidden(hook)) else { continue };
         if v5_layout(tool.code_object_version) != v5_layout(app.code_object_version) {
@@ -416,14 +425,20 @@ fn check_hidden_arguments(
                 app_layout: if v5_layout(app.code_object_version) { "from v5 on" } else { "up to v4" },
             });
         }
-        // A device function's hook runs in whichever kernel calls it.
-        let function = &lifted.functions[point.function];
-        let lacking = app
-            .kernels
-            .iter()
-            .filter(|k| !function.is_kernel() || k.name() == function.name)
-            .find(|k| !k.metadata.arguments.iter().any(|a| a.value_kind == first_hidden));
-        if let Some(kernel) = lacking {
+        // A device function's hook runs in whichever kernel may call it.
+        let may_run = may_run.get_or_insert_with(|| crate::analyze::kernels_that_may_run(lifted));
+        for function in &may_run[point.function] {
+            let FunctionKind::Kernel(index) = lifted.functions[*function].kind else { continue };
+            let kernel = &app.kernels[index];
+            let arguments = &kernel.metadata.arguments;
+            if arguments.iter().any(|a| a.value_kind == first_hidden) {
+                continue;
+            }
+            if v5_layout(app.code_object_version) && !arguments.iter().any(|a| a.is_hidden()) {
+                lacking.insert(index);
+                continue;
+            }
+            debug_assert!(!declares_launch_shape(arguments) || !v5_layout(app.code_object_version));
             return Err(InstrumentError::HiddenArgumentsAbsent {
                 hook: hook.to_string(),
                 kernel: kernel.name().to_string(),
@@ -431,7 +446,7 @@ fn check_hidden_arguments(
             });
         }
     }
-    Ok(())
+    Ok(lacking.into_iter().collect())
 }
 
 /// Instruments one code object; the new code object's bytes and a report.
@@ -514,8 +529,19 @@ fn instrument_code_object_partially(
         .iter()
         .filter(|h| used.contains(&h.name.as_str()))
         .any(|h| h.intrinsics.iter().any(|i| i.starts_with("gpuinstr::workitemId")));
-    check_hidden_arguments(tool, app, &lifted, &points, &summary)?;
+    let lacking = kernels_lacking_hidden_arguments(tool, app, &lifted, &points, &summary)?;
     drop(module);
+    // Kernels given the hidden arguments hooks read: the same code, lifted
+    // once, with a copy of the code object whose metadata declares them.
+    let declared_app;
+    let lifted = if lacking.is_empty() {
+        lifted
+    } else {
+        let declared;
+        (declared, report.hidden_arguments_declared) = declare_launch_shape(app, &lacking);
+        declared_app = declared;
+        lifted.with_code_object(&declared_app)
+    };
 
     let request = SvaRequest {
         instrumented: points.iter().map(|p| p.function).collect(),
@@ -634,6 +660,28 @@ impl InstrumentReport {
             .unwrap();
         }
         writeln!(out, "  payloads compiled: {} (alike points share one)", self.payloads_compiled).unwrap();
+        if !self.hidden_arguments_declared.is_empty() {
+            let named: Vec<String> = self
+                .hidden_arguments_declared
+                .iter()
+                .take(3)
+                .map(|d| {
+                    format!(
+                        "{} (kernarg segment {} -> {} bytes)",
+                        d.kernel, d.kernarg_segment_size.0, d.kernarg_segment_size.1
+                    )
+                })
+                .collect();
+            let more = self.hidden_arguments_declared.len() - named.len();
+            writeln!(
+                out,
+                "  hidden arguments declared in {} kernels, so the runtime passes the launch shape hooks read: {}{}",
+                self.hidden_arguments_declared.len(),
+                named.join(", "),
+                if more > 0 { format!(" and {more} more") } else { String::new() }
+            )
+            .unwrap();
+        }
         match &self.source_lines {
             SourceLineNames::NoLineTable => {}
             SourceLineNames::Named { named, points } => {

@@ -338,6 +338,7 @@ pub fn initial_wave(
     let size = launch.size_of_workgroup(id.workgroup);
     let [bx, by, _] = size;
     let threads = size.iter().product::<u32>();
+    let enabled_ids = crate::inputs::work_item_ids_enabled(descriptor) as usize;
     let mut exec = 0u64;
     for lane in 0..LANES {
         let t = id.wave * LANES as u32 + lane as u32;
@@ -345,13 +346,15 @@ pub fn initial_wave(
             break;
         }
         exec |= 1 << lane;
-        let (x, y, z) = (t % bx, (t / bx) % by, t / (bx * by));
-        if gfx90a {
-            wave.vgpr[0][lane] = x | (y << 10) | (z << 20);
-        } else {
-            wave.vgpr[0][lane] = x;
-            wave.vgpr[1][lane] = y;
-            wave.vgpr[2][lane] = z;
+        // Only the ids the descriptor enables are written: a kernel that
+        // reads X alone takes v0 whole, even on gfx90a (packed ids).
+        let ids = [t % bx, (t / bx) % by, t / (bx * by)];
+        for (axis, id) in ids.into_iter().enumerate().take(enabled_ids) {
+            if gfx90a {
+                wave.vgpr[0][lane] |= id << (10 * axis);
+            } else {
+                wave.vgpr[axis][lane] = id;
+            }
         }
     }
     wave.set_exec(exec);

@@ -50,6 +50,12 @@ pub fn user_sgpr_count(descriptor: &KernelDescriptor) -> u16 {
     ((descriptor.compute_pgm_rsrc2 >> 1) & 0x1f) as u16
 }
 
+/// `COMPUTE_PGM_RSRC2.ENABLE_VGPR_WORKITEM_ID`, bits 11-12: how many
+/// work-item ids (X; X and Y; X, Y and Z) the hardware writes, as 1 to 3.
+pub fn work_item_ids_enabled(descriptor: &KernelDescriptor) -> u32 {
+    ((descriptor.compute_pgm_rsrc2 >> 11) & 0x3).min(2) + 1
+}
+
 /// Each enabled input and its first SGPR.
 pub fn initial_sgprs(descriptor: &KernelDescriptor) -> Vec<(Input, u16)> {
     let mut out = Vec::new();

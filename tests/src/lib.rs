@@ -280,22 +280,31 @@ pub fn test_kernels(name: &str) -> PathBuf {
 /// A HIP source under tests/inputs compiled by hipcc for gfx908 and gfx90a,
 /// once per test run (the host object with both code objects).
 pub fn hip_object(relative: &str) -> PathBuf {
+    hip_object_with(relative, &[])
+}
+
+/// The same with more hipcc options (`-mcode-object-version=5`), built once
+/// per run for each set of options.
+pub fn hip_object_with(relative: &str, options: &[&str]) -> PathBuf {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
     static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let key = std::iter::once(relative).chain(options.iter().copied()).collect::<Vec<_>>().join(" ");
     let mut built = BUILT.get_or_init(Default::default).lock().expect("kernel cache");
-    if let Some(path) = built.get(relative) {
+    if let Some(path) = built.get(&key) {
         return path.clone();
     }
-    let output = run_directory().join(format!("{}.o", relative.replace('/', "_")));
+    let stem: String = key.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' }).collect();
+    let output = run_directory().join(format!("{stem}.o"));
     run_ok(
         hipcc()
             .args(["--offload-arch=gfx908", "--offload-arch=gfx90a", "-O3", "-c"])
+            .args(options)
             .arg(input(relative))
             .arg("-o")
             .arg(&output),
     );
-    built.insert(relative.to_string(), output.clone());
+    built.insert(key, output.clone());
     output
 }
 

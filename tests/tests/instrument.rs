@@ -183,17 +183,8 @@ fn kernels_get_a_preamble_when_hooks_need_the_sva() {
                 // instrumented. Without it, that is an error.
                 let never = InstrumentOptions { grow_registers: RegisterGrowth::Never, ..InstrumentOptions::default() };
                 let partial = InstrumentOptions { allow_partial: true, ..never.clone() };
-                let (_, report) = match instrument_code_object(tool, &app, plan, &registry, &partial) {
-                    // From code object v5 a kernel that never reads its
-                    // launch shape gets no hidden arguments: a hook reading
-                    // them is refused, never fed other memory.
-                    Err(InstrumentError::HiddenArgumentsAbsent { .. })
-                        if what == "dimensions" && app.code_object_version >= 5 =>
-                    {
-                        continue
-                    }
-                    other => other.unwrap_or_else(|e| panic!("{name}: {e}")),
-                };
+                let (_, report) = instrument_code_object(tool, &app, plan, &registry, &partial)
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
                 for point in &report.left_out {
                     assert!(
                         matches!(point.cause, LeftOutCause::NoSvaRegister | LeftOutCause::NoPayloadRegisters),

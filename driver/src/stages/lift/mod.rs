@@ -146,7 +146,14 @@ pub struct LiftedCodeObject<'c> {
     pub functions: Vec<Function>,
 }
 
-impl LiftedCodeObject<'_> {
+impl<'c> LiftedCodeObject<'c> {
+    /// The same lifted code with another copy of its code object: one whose
+    /// metadata or descriptors changed, not its code.
+    pub fn with_code_object<'d>(self, code_object: &'d CodeObject) -> LiftedCodeObject<'d> {
+        debug_assert_eq!(self.code_object.sections, code_object.sections, "the same code");
+        LiftedCodeObject { code_object, isa: self.isa, functions: self.functions }
+    }
+
     pub fn function(&self, name: &str) -> Option<&Function> {
         self.functions.iter().find(|f| f.name == name)
     }

@@ -6,6 +6,7 @@
 pub mod bundle;
 pub mod code_object;
 pub mod descriptor;
+pub mod hidden_arguments;
 pub mod instrumented;
 pub mod lines;
 pub mod metadata;

@@ -229,14 +229,7 @@ pub fn build(kernel: &Kernel, needs: &Needs, gfx90a: bool) -> Result<Preamble, S
         let Storage::Lanes { first, count } = argument.storage() else { continue };
         match argument {
             KernelArgument::HiddenKernargOffset => {
-                let offset = kernel
-                    .metadata
-                    .arguments
-                    .iter()
-                    .filter(|a| a.is_hidden())
-                    .map(|a| a.offset)
-                    .min()
-                    .unwrap_or(kernel.metadata.kernarg_segment_size);
+                let offset = crate::stages::load::hidden_arguments::hidden_arguments_offset(&kernel.metadata.arguments);
                 code.push(format!("s_mov_b32 s{t0}, {offset}"));
                 code.push(format!("v_writelane_b32 v{sva}, s{t0}, {first}"));
             }
