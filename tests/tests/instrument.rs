@@ -154,6 +154,66 @@ fn instrument_errors_name_the_problem_and_write_nothing() {
     assert!(error.to_string().starts_with("the plan selects no instruction of this code object (kernels: "), "{error}");
 }
 
+/// A hook reading hidden arguments through `implicitArgPtr` reads them
+/// where its tool's code object version lays them out: refused on an
+/// application laid out otherwise and on a v4 kernel that has none; a v5
+/// kernel that declares none is given them.
+#[test]
+fn hooks_reading_hidden_arguments_get_them_or_are_refused() {
+    let dir = scratch();
+    let tool_at = |version: u32| {
+        let path = dir.path().join(format!("payload-hooks-v{version}.hsaco"));
+        let mut command = tool_compile_command(Compiler::Clang, &input("tools/payload-hooks.hip"), "-O3", &path);
+        run_ok(command.arg(format!("-mcode-object-version={version}")));
+        load::load(&path).unwrap().code_objects.remove(0)
+    };
+    let app_at = |version: u32| {
+        let path = hip_object_with("kernels/memory.hip", &[&format!("-mcode-object-version={version}")]);
+        load::load_for_target(&path, Some("gfx90a")).unwrap().code_objects.remove(0)
+    };
+    let kernel = "_Z12ldsReductionPfPKf";
+    let plan = Plan::parse(
+        &format!("[[insert]]\nhook = \"readGlobalOffset\"\nwhere = \"kernel-entry\"\nkernels = \"{kernel}\"\n"),
+        "p.toml",
+    )
+    .unwrap();
+    let registry = Registry::with_builtins();
+    let options = InstrumentOptions::default();
+    let (v4_tool, v5_tool, v4_app, v5_app) = (tool_at(4), tool_at(5), app_at(4), app_at(5));
+    for app in [&v4_app, &v5_app] {
+        let kernel = app.kernels.iter().find(|k| k.name() == kernel).unwrap();
+        assert!(!kernel.metadata.arguments.iter().any(|a| a.is_hidden()), "the kernel reads no hidden argument");
+    }
+
+    let error = instrument_code_object(&v4_tool, &v4_app, &plan, &registry, &options).unwrap_err();
+    assert!(matches!(error, InstrumentError::HiddenArgumentsAbsent { .. }), "{error}");
+    assert!(error.to_string().contains(&format!("kernel {kernel} (code object v4)")), "{error}");
+
+    let error = instrument_code_object(&v4_tool, &v5_app, &plan, &registry, &options).unwrap_err();
+    assert!(matches!(error, InstrumentError::HiddenArgumentLayout { tool: 4, app: 5, .. }), "{error}");
+    assert!(error.to_string().contains("rebuild the tool with -mcode-object-version=5"), "{error}");
+
+    let (bytes, report) = instrument_code_object(&v5_tool, &v5_app, &plan, &registry, &options).unwrap();
+    let declared = &report.hidden_arguments_declared;
+    assert_eq!(declared.len(), 1, "{declared:?}");
+    assert_eq!(
+        (declared[0].kernel.as_str(), declared[0].offset, declared[0].kernarg_segment_size),
+        (kernel, 16, (16, 272))
+    );
+    let output = CodeObject::parse(bytes, Vec::new()).unwrap();
+    let instrumented = output.kernels.iter().find(|k| k.name() == kernel).unwrap();
+    let hidden: Vec<(&str, u64)> = instrumented
+        .metadata
+        .arguments
+        .iter()
+        .filter(|a| a.is_hidden())
+        .map(|a| (a.value_kind.as_str(), a.offset))
+        .collect();
+    assert_eq!(hidden.first(), Some(&("hidden_block_count_x", 16)));
+    assert_eq!(hidden.last(), Some(&("hidden_grid_dims", 80)));
+    assert!(gpuinstr::verify::verify(&v5_app, &output).unwrap().ok());
+}
+
 /// Hooks reading kernel arguments (seed 004's gridDim/blockDim tool) and
 /// hooks with stack get the kernel preamble: the inputs they need enabled,
 /// the SVA filled at the entry, the private segment grown.
