@@ -73,8 +73,17 @@ fn system() -> &'static EmulatedSystem {
                 libc::sysconf(libc::_SC_PAGESIZE),
             )
         };
-        let host =
-            Host { cpu_count: cpus.max(1) as u32, memory_bytes: (pages.max(1) as u64) * (page_size.max(4096) as u64) };
+        let memory_bytes = (pages.max(1) as u64) * (page_size.max(4096) as u64);
+        let available_bytes = host_available_bytes().unwrap_or(memory_bytes / 2);
+        let host = Host { cpu_count: cpus.max(1) as u32, memory_bytes, available_bytes };
+        let device_memory = std::env::var("GPUINSTR_DEVICE_MEMORY").ok().filter(|v| !v.is_empty()).map(|text| {
+            gpuinstr_device::model::parse_bytes(&text).unwrap_or_else(|| {
+                eprintln!(
+                    "gpuinstr-device: GPUINSTR_DEVICE_MEMORY={text} is not a size (bytes, or with K, M or G: 512M, 4G)"
+                );
+                std::process::exit(1)
+            })
+        });
         trace!("emulating one {target} GPU");
         if std::env::var_os("GPUINSTR_DEVICE_STATS").is_some_and(|v| v != "0") {
             // SAFETY: registers a plain function to run at exit.
@@ -82,8 +91,38 @@ fn system() -> &'static EmulatedSystem {
         }
         // SAFETY: as above; what the hardware would have hidden is said.
         unsafe { libc::atexit(print_warnings) };
-        EmulatedSystem::new(target, &host)
+        let system = EmulatedSystem::new(target, &host, device_memory);
+        trace!(
+            "{} MiB of device memory, {} MiB of host-backed buffers in all ({} MiB available on the host)",
+            system.kfd.model.memory_bytes >> 20,
+            system.kfd.model.backable_bytes >> 20,
+            host.available_bytes >> 20
+        );
+        system
     })
+}
+
+/// `MemAvailable` of /proc/meminfo, read past this library's own `open`
+/// (the emulated system is being made).
+fn host_available_bytes() -> Option<u64> {
+    // SAFETY: a NUL-terminated path; reads go into a buffer of their length.
+    unsafe {
+        let fd = real::open(c"/proc/meminfo".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0);
+        if fd < 0 {
+            return None;
+        }
+        let mut text = Vec::new();
+        let mut buffer = [0u8; 4096];
+        loop {
+            let read = libc::read(fd, buffer.as_mut_ptr().cast(), buffer.len());
+            if read <= 0 {
+                break;
+            }
+            text.extend_from_slice(&buffer[..read as usize]);
+        }
+        real::close(fd);
+        Host::available_in_meminfo(&String::from_utf8_lossy(&text))
+    }
 }
 
 /// `GPUINSTR_DEVICE_STATS=1`: what the emulated GPU ran, at exit.

@@ -12,6 +12,8 @@ use std::process::Command;
 pub struct Run {
     /// `gfx90a` or `gfx908`.
     pub target: String,
+    /// `GPUINSTR_DEVICE_MEMORY`: the device memory asked for.
+    pub device_memory: Option<String>,
     /// `libgpuinstr_device_preload.so`.
     pub device: PathBuf,
     /// `libgpuinstr_rt.so`, or none to leave the runtime out.
@@ -95,6 +97,7 @@ impl Run {
             .args(arguments)
             .env("LD_PRELOAD", joined(std::env::var_os("LD_PRELOAD"), self.device.clone().into_os_string()))
             .env("GPUINSTR_DEVICE_TARGET", &self.target)
+            .env("GPUINSTR_DEVICE_MEMORY", self.device_memory.as_deref().unwrap_or(""))
             // The emulated GPU has no SDMA engines: ROCr copies with blit kernels.
             .env("HSA_ENABLE_SDMA", "0");
         if let Some(runtime) = &self.runtime {

@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use crate::topology::Host;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
     Gfx90a,
@@ -46,8 +48,13 @@ pub struct Model {
     pub scratch_slots_per_compute_unit: u32,
     pub max_engine_clock_mhz: u32,
     pub memory_clock_mhz: u32,
-    /// Device memory ("VRAM"): host memory of the process, committed as touched.
+    /// Device memory ("VRAM"): host memory of the process, committed as
+    /// touched; at most what the host can back ([`Model::backed_by`]).
     pub memory_bytes: u64,
+    /// What every buffer backed by host memory (device memory and the
+    /// system memory the runtime allocates through the driver) may hold
+    /// together before an allocation is refused.
+    pub backable_bytes: u64,
     /// Firmware versions ROCr checks features against (MEC, SDMA).
     pub mec_firmware: u32,
     /// The PCI revision: with the device id, it names the board in
@@ -72,6 +79,7 @@ impl Model {
             max_engine_clock_mhz: 1700,
             memory_clock_mhz: 1600,
             memory_bytes: 16 << 30,
+            backable_bytes: u64::MAX,
             mec_firmware: 78,
             pci_revision: 0,
         };
@@ -96,11 +104,78 @@ impl Model {
         }
     }
 
+    /// The model as `host` can back it. Device memory is the host's, and
+    /// programs keep host copies of their device data, so a model reports
+    /// at most half of the host memory available when it starts (or
+    /// `requested`, if less), and every host-backed buffer together stays
+    /// within that available memory less a reserve for the program's own:
+    /// an allocation past either is refused (`hipErrorOutOfMemory`), never
+    /// left to the kernel's OOM killer.
+    pub fn backed_by(self, host: &Host, requested: Option<u64>) -> Model {
+        let reserve = (host.available_bytes / 8).max(1 << 30);
+        let backable = host.available_bytes.saturating_sub(reserve);
+        let half = host.available_bytes / 2;
+        let memory = self.memory_bytes.min(half).min(requested.unwrap_or(u64::MAX));
+        // Whole megabytes, as a board reports.
+        let memory = memory & !((1 << 20) - 1);
+        Model { memory_bytes: memory, backable_bytes: backable.max(memory), ..self }
+    }
+
     pub fn compute_units(&self) -> u32 {
         self.shader_engines * self.compute_units_per_engine
     }
 
     pub fn simds(&self) -> u32 {
         self.compute_units() * self.simds_per_compute_unit
+    }
+}
+
+/// A size as people write it: bytes, or a number with K, M or G (binary).
+pub fn parse_bytes(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let (number, shift) = match text.char_indices().last()? {
+        (at, 'K' | 'k') => (&text[..at], 10),
+        (at, 'M' | 'm') => (&text[..at], 20),
+        (at, 'G' | 'g') => (&text[..at], 30),
+        _ => (text, 0),
+    };
+    number.trim().parse::<u64>().ok()?.checked_mul(1 << shift)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    fn host(available: u64) -> Host {
+        Host { cpu_count: 2, memory_bytes: 24 * GIB, available_bytes: available }
+    }
+
+    #[test]
+    fn sizes_read_as_people_write_them() {
+        assert_eq!(parse_bytes("4G"), Some(4 * GIB));
+        assert_eq!(parse_bytes("512M"), Some(512 << 20));
+        assert_eq!(parse_bytes("64k"), Some(64 << 10));
+        assert_eq!(parse_bytes("4096"), Some(4096));
+        assert_eq!(parse_bytes("lots"), None);
+        assert_eq!(parse_bytes(""), None);
+        assert_eq!(parse_bytes("99999999999G"), None);
+    }
+
+    #[test]
+    fn a_model_reports_only_what_the_host_can_back() {
+        // 22 GiB available: half of it, below the MI210's 16 GiB.
+        let model = Model::new(Target::Gfx90a).backed_by(&host(22 * GIB), None);
+        assert_eq!(model.memory_bytes, 11 * GIB);
+        assert_eq!(model.backable_bytes, 22 * GIB - (22 * GIB / 8));
+        // A large host: the board's own 16 GiB.
+        assert_eq!(Model::new(Target::Gfx908).backed_by(&host(256 * GIB), None).memory_bytes, 16 * GIB);
+        // Asked for less: that; asked for more than the host backs: what it backs.
+        assert_eq!(Model::new(Target::Gfx90a).backed_by(&host(22 * GIB), Some(GIB)).memory_bytes, GIB);
+        assert_eq!(Model::new(Target::Gfx90a).backed_by(&host(22 * GIB), Some(64 * GIB)).memory_bytes, 11 * GIB);
+        // A small host keeps a gigabyte for the program.
+        let small = Model::new(Target::Gfx90a).backed_by(&host(2 * GIB), None);
+        assert_eq!((small.memory_bytes, small.backable_bytes), (GIB, GIB));
     }
 }

@@ -30,7 +30,20 @@ const CACHE_DATA_GPU: u32 = 1 | 8;
 #[derive(Clone, Debug)]
 pub struct Host {
     pub cpu_count: u32,
+    /// Physical memory.
     pub memory_bytes: u64,
+    /// Memory available for new allocations when the device starts
+    /// (`MemAvailable`).
+    pub available_bytes: u64,
+}
+
+impl Host {
+    /// `MemAvailable` of a `/proc/meminfo` text, in bytes.
+    pub fn available_in_meminfo(meminfo: &str) -> Option<u64> {
+        let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    }
 }
 
 /// Adds the topology, `/dev/kfd`, the render node and the module list to `files`.
@@ -211,9 +224,20 @@ mod tests {
     use crate::model::Target;
 
     #[test]
+    fn available_memory_comes_from_meminfo() {
+        let meminfo = "MemTotal:       24576000 kB\nMemFree:         1000000 kB\nMemAvailable:   20000000 kB\n";
+        assert_eq!(Host::available_in_meminfo(meminfo), Some(20_000_000 * 1024));
+        assert_eq!(Host::available_in_meminfo("MemTotal: 1 kB\n"), None);
+    }
+
+    #[test]
     fn the_topology_lists_a_cpu_node_and_the_gpu() {
         let mut files = VirtualFiles::default();
-        add_files(&mut files, &Model::new(Target::Gfx90a), &Host { cpu_count: 2, memory_bytes: 1 << 34 });
+        add_files(
+            &mut files,
+            &Model::new(Target::Gfx90a),
+            &Host { cpu_count: 2, memory_bytes: 1 << 34, available_bytes: 1 << 34 },
+        );
         for root in TOPOLOGY_ROOTS {
             assert_eq!(files.get(&format!("{root}/nodes")), Some(&Entry::Directory(vec!["0".into(), "1".into()])));
             assert_eq!(files.get(&format!("{root}/nodes/1/gpu_id")), Some(&Entry::File(b"39454\n".to_vec())));

@@ -21,6 +21,11 @@ struct Arguments {
     /// The emulated GPU: gfx90a (an MI210) or gfx908 (an MI100).
     #[arg(long, default_value = "gfx90a", value_parser = ["gfx90a", "gfx908"])]
     target: String,
+    /// The emulated GPU's device memory (bytes, or 512M, 4G): at most half
+    /// the host memory available, whatever is asked (default: the board's
+    /// own, within that). Allocations past it get hipErrorOutOfMemory.
+    #[arg(long, value_name = "SIZE", value_parser = device_memory)]
+    device_memory: Option<String>,
     /// Print every call the device answers (to standard error).
     #[arg(long)]
     trace: bool,
@@ -94,6 +99,13 @@ struct Arguments {
     command: Vec<String>,
 }
 
+fn device_memory(text: &str) -> Result<String, String> {
+    match gpuinstr_device::model::parse_bytes(text) {
+        Some(bytes) if bytes > 0 => Ok(text.to_string()),
+        _ => Err("a size: bytes, or with K, M or G (512M, 4G)".into()),
+    }
+}
+
 fn main() -> ExitCode {
     let arguments = Arguments::parse();
     let here = std::env::current_exe().ok().and_then(|exe| exe.parent().map(PathBuf::from)).unwrap_or_default();
@@ -117,6 +129,7 @@ fn main() -> ExitCode {
     };
     let run = Run {
         target: arguments.target,
+        device_memory: arguments.device_memory,
         device,
         runtime,
         dynamic: arguments.tool.zip(arguments.plan),

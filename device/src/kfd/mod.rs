@@ -130,6 +130,14 @@ pub struct State {
 }
 
 impl State {
+    /// Bytes of device memory and of every host-backed buffer allocated.
+    fn memory_in_use(&self) -> (u64, u64) {
+        let backed = self.buffers.values().filter(|b| b.backing == Backing::Memory);
+        backed.fold((0, 0), |(device, all), b| {
+            (device + if b.flags & abi::ALLOC_VRAM != 0 { b.size } else { 0 }, all + b.size)
+        })
+    }
+
     pub fn buffer(&self, handle: u64) -> Option<&Buffer> {
         self.buffers.get(&handle)
     }
@@ -256,8 +264,12 @@ impl Kfd {
                 let mut available: abi::AvailableMemory = read(args)?;
                 check_gpu(available.gpu_id)?;
                 let state = self.state();
-                let used: u64 = state.buffers.values().filter(|b| b.flags & abi::ALLOC_VRAM != 0).map(|b| b.size).sum();
-                available.available = self.model.memory_bytes.saturating_sub(used);
+                let (device, backed) = state.memory_in_use();
+                available.available = self
+                    .model
+                    .memory_bytes
+                    .saturating_sub(device)
+                    .min(self.model.backable_bytes.saturating_sub(backed));
                 drop(state);
                 write(args, &available);
                 Ok(())
@@ -350,13 +362,18 @@ impl Kfd {
         } else {
             return Err(Errno::INVAL);
         };
-        if backing == Backing::Memory
-            && allocation.flags & abi::ALLOC_VRAM != 0
-            && allocation.size > self.model.memory_bytes
-        {
-            return Err(Errno::NOMEM);
-        }
         let mut state = self.state();
+        if backing == Backing::Memory {
+            // Device memory within the model's, everything the host backs
+            // within what it can: past either, ROCr reports out of memory.
+            let vram = allocation.flags & abi::ALLOC_VRAM != 0;
+            let (device, backed) = state.memory_in_use();
+            if (vram && device.saturating_add(allocation.size) > self.model.memory_bytes)
+                || backed.saturating_add(allocation.size) > self.model.backable_bytes
+            {
+                return Err(Errno::NOMEM);
+            }
+        }
         let handle = (u64::from(GPU_ID) << 32) | state.next_handle;
         state.next_handle += 1;
         // Buffers are mapped through the render node at an offset naming them.
@@ -562,6 +579,37 @@ mod tests {
         call(&kfd, abi::FREE_MEMORY_OF_GPU, abi::FreeMemory { handle: allocated.handle }, &memory).unwrap();
         assert_eq!(kfd.resolve_mmap(allocated.mmap_offset), None);
         assert_eq!(kfd.ioctl(request::<abi::GetVersion>(0x7f), &mut [0; 8], &memory), Err(Errno::INVAL));
+    }
+
+    /// Allocations add up: device memory past the model's, or host-backed
+    /// buffers past what the host backs, are refused until some are freed.
+    #[test]
+    fn memory_past_the_model_or_the_host_is_refused() {
+        const MIB: u64 = 1 << 20;
+        let model = Model { memory_bytes: 512 * MIB, backable_bytes: 768 * MIB, ..Model::new(Target::Gfx90a) };
+        let kfd = Kfd::new(model);
+        let memory = Scratch::new(BASE, 4096);
+        let allocate = |flags: u32, size: u64| {
+            let request = abi::AllocMemory { va_addr: 0x7000_0000, size, gpu_id: GPU_ID, flags, ..Default::default() };
+            call(&kfd, abi::ALLOC_MEMORY_OF_GPU, request, &memory)
+        };
+        let available = || {
+            let request = abi::AvailableMemory { gpu_id: GPU_ID, ..Default::default() };
+            call(&kfd, abi::AVAILABLE_MEMORY, request, &memory).unwrap().available
+        };
+        let first = allocate(abi::ALLOC_VRAM, 256 * MIB).unwrap();
+        allocate(abi::ALLOC_VRAM, 256 * MIB).unwrap();
+        assert_eq!(available(), 0);
+        assert_eq!(allocate(abi::ALLOC_VRAM, MIB).err(), Some(Errno::NOMEM), "past the model's memory");
+        // System memory counts against what the host backs.
+        let system = allocate(abi::ALLOC_GTT, 256 * MIB).unwrap();
+        assert_eq!(allocate(abi::ALLOC_GTT, MIB).err(), Some(Errno::NOMEM), "past what the host backs");
+        call(&kfd, abi::FREE_MEMORY_OF_GPU, abi::FreeMemory { handle: system.handle }, &memory).unwrap();
+        call(&kfd, abi::FREE_MEMORY_OF_GPU, abi::FreeMemory { handle: first.handle }, &memory).unwrap();
+        assert_eq!(available(), 256 * MIB);
+        allocate(abi::ALLOC_VRAM, 256 * MIB).unwrap();
+        // Doorbells and user pointers are not host memory the device backs.
+        allocate(abi::ALLOC_USERPTR, 1 << 40).unwrap();
     }
 
     #[test]
