@@ -233,6 +233,10 @@ fn kernels_get_a_preamble_when_hooks_need_the_sva() {
     )
     .unwrap();
     let registry = Registry::with_builtins();
+    // Whether a small kernel has room without growing depends on how its
+    // compiler allocated it (clang 21 leaves our gfx908 control-flow
+    // kernels none); across all of them, some points must go in.
+    let mut instrumented_without_growing = 0;
     for kernels in ["memory", "control_flow", "calls_and_scratch"] {
         for target in ["gfx90a", "gfx908"] {
             let app = load::load_for_target(&test_kernels(kernels), Some(target)).unwrap().code_objects.remove(0);
@@ -251,7 +255,7 @@ fn kernels_get_a_preamble_when_hooks_need_the_sva() {
                         "{name}: {point:?}"
                     );
                 }
-                assert!(report.left_out.len() < report.points, "{name}: everything left out");
+                instrumented_without_growing += report.points - report.left_out.len();
                 if !report.left_out.is_empty() {
                     match instrument_code_object(tool, &app, plan, &registry, &never) {
                         Err(InstrumentError::PointsLeftOut { left_out, selected, .. }) => {
@@ -272,9 +276,21 @@ fn kernels_get_a_preamble_when_hooks_need_the_sva() {
                 for (before, after) in app.kernels.iter().zip(&output.kernels) {
                     let context = format!("{name}: {}", before.name());
                     let d = &after.descriptor;
-                    if what == "dimensions" {
+                    if what == "dimensions" && app.code_object_version < 5 {
                         // blockDim/gridDim in code object v4 read the dispatch packet.
                         assert_eq!(d.property("ENABLE_SGPR_DISPATCH_PTR"), 1, "{context}");
+                    } else if what == "dimensions" {
+                        // From v5, the hidden arguments: declared if the kernel had none.
+                        assert_eq!(d.property("ENABLE_SGPR_KERNARG_SEGMENT_PTR"), 1, "{context}");
+                        let declares = |k: &load::Kernel| {
+                            k.metadata.arguments.iter().any(|a| a.value_kind == "hidden_block_count_x")
+                        };
+                        assert!(declares(after), "{context}: the launch shape");
+                        assert_eq!(
+                            declares(before),
+                            !report.hidden_arguments_declared.iter().any(|h| h.kernel == before.name()),
+                            "{context}"
+                        );
                     } else {
                         assert_eq!(d.property("ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER"), 1, "{context}");
                         assert_eq!(d.rsrc2("ENABLE_PRIVATE_SEGMENT"), 1, "{context}");
@@ -320,6 +336,7 @@ fn kernels_get_a_preamble_when_hooks_need_the_sva() {
             }
         }
     }
+    assert!(instrumented_without_growing > 0, "never growing, every point of every kernel was left out");
 }
 
 /// The opcode histogram, the memory tracer and the branch-divergence tool

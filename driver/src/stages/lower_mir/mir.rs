@@ -92,7 +92,27 @@ impl MirModule {
     }
 }
 
+/// The `machineFunctionInfo` field naming the SGPR pair LLVM 20+ reserves
+/// to save EXEC around whole-wave spills and copies.
+const SGPR_FOR_EXEC_COPY: &str = "sgprForEXECCopy:";
+
 impl MirFunction {
+    /// The low SGPR of the pair reserved for EXEC copies (`sgprForEXECCopy`), if any.
+    pub fn sgpr_for_exec_copy(&self) -> Option<u16> {
+        let line = self.middle.iter().find(|l| l.trim_start().starts_with(SGPR_FOR_EXEC_COPY))?;
+        let value = line.trim_start()[SGPR_FOR_EXEC_COPY.len()..].trim().trim_matches('\'');
+        let low = value.strip_prefix("$sgpr")?.split('_').next()?;
+        low.parse().ok()
+    }
+
+    /// Names another pair (`low`, `low + 1`) for EXEC copies.
+    pub fn set_sgpr_for_exec_copy(&mut self, low: u16) {
+        for line in self.middle.iter_mut().filter(|l| l.trim_start().starts_with(SGPR_FOR_EXEC_COPY)) {
+            let indent = &line[..line.len() - line.trim_start().len()];
+            *line = format!("{indent}{SGPR_FOR_EXEC_COPY} '$sgpr{low}_sgpr{}'", low + 1);
+        }
+    }
+
     fn parse(document: &str) -> Result<MirFunction, MirParseError> {
         let lines: Vec<&str> = document.lines().collect();
         let name = lines
@@ -308,6 +328,20 @@ mod tests {
         let function = &module.functions[0];
         assert_eq!(function.registers.get(&1).map(String::as_str), Some("sreg_32_xexec_hi_and_sreg_32_xm0"));
         assert!(!function.middle.iter().any(|l| l.contains("flags")), "{:?}", function.middle);
+    }
+
+    #[test]
+    fn the_exec_copy_pair_is_read_and_renamed() {
+        let text = SAMPLE.replace(
+            "liveins:         []\n",
+            "liveins:         []\nmachineFunctionInfo:\n  sgprForEXECCopy: '$sgpr100_sgpr101'\n",
+        );
+        let mut function = MirModule::parse(&text).unwrap().functions.remove(0);
+        assert_eq!(function.sgpr_for_exec_copy(), Some(100));
+        function.set_sgpr_for_exec_copy(96);
+        assert_eq!(function.sgpr_for_exec_copy(), Some(96));
+        assert!(function.middle.contains(&"  sgprForEXECCopy: '$sgpr96_sgpr97'".to_string()), "{:?}", function.middle);
+        assert_eq!(MirModule::parse(SAMPLE).unwrap().functions[0].sgpr_for_exec_copy(), None);
     }
 
     #[test]

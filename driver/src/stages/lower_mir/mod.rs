@@ -181,9 +181,40 @@ struct RegisterPlan {
     pinned_vector: UnitSet,
     /// SCC, live and never defined by the payload: a live-in of every block.
     pinned_scc: bool,
+    /// Live SGPRs LLVM reserves (the EXEC-copy pair when every pair holds
+    /// something live): never allocated, so live-ins of every block; a
+    /// payload that writes them is rejected by the machine-code check.
+    reserved_live: UnitSet,
 }
 
-fn plan_registers(function: &MirFunction, state: &FunctionState<'_>) -> RegisterPlan {
+/// The lowest SGPR LLVM may take for EXEC copies instead of the one it
+/// chose: below are the calling convention's inputs and s30-s33 (return
+/// address, stack and frame pointers).
+const LOWEST_EXEC_COPY_SGPR: u16 = 34;
+
+/// LLVM 20+ reserves the highest SGPR pair to save EXEC around whole-wave
+/// spills (`sgprForEXECCopy`). A reserved register is not allocated around
+/// the copies of a live one, so where the pair holds a live application
+/// register it moves to the highest pair that holds nothing live; if every
+/// pair does, it stays, and its live registers are kept in place
+/// ([`RegisterPlan::reserved_live`]).
+fn move_exec_copy_pair(function: &mut MirFunction, live: &UnitSet) -> UnitSet {
+    let Some(low) = function.sgpr_for_exec_copy() else { return UnitSet::EMPTY };
+    let holds_live = |low: u16| live.contains(Unit::sgpr(low)) || live.contains(Unit::sgpr(low + 1));
+    if !holds_live(low) {
+        return UnitSet::EMPTY;
+    }
+    let free = (LOWEST_EXEC_COPY_SGPR..low).step_by(2).rev().find(|candidate| !holds_live(*candidate));
+    match free {
+        Some(candidate) => {
+            function.set_sgpr_for_exec_copy(candidate);
+            UnitSet::EMPTY
+        }
+        None => [Unit::sgpr(low), Unit::sgpr(low + 1)].into_iter().filter(|u| live.contains(*u)).collect(),
+    }
+}
+
+fn plan_registers(function: &mut MirFunction, state: &FunctionState<'_>) -> RegisterPlan {
     let mut defined = state.defined_directly;
     for block in &function.blocks {
         for line in &block.instructions {
@@ -196,10 +227,13 @@ fn plan_registers(function: &MirFunction, state: &FunctionState<'_>) -> Register
     }
     let wanted = state.site.live.union(&state.intrinsic_units);
     let scc = Unit::special("SCC");
-    let mut plan = RegisterPlan { copied: UnitSet::EMPTY, pinned_vector: UnitSet::EMPTY, pinned_scc: false };
+    let reserved_live = move_exec_copy_pair(function, &wanted);
+    let mut plan =
+        RegisterPlan { copied: UnitSet::EMPTY, pinned_vector: UnitSet::EMPTY, pinned_scc: false, reserved_live };
     for unit in wanted.iter() {
         let written = state.intrinsic_writes(unit);
         match unit.file() {
+            _ if plan.reserved_live.contains(unit) => {}
             RegisterFile::Vgpr | RegisterFile::Agpr => plan.pinned_vector.insert(unit),
             _ if !copyable(unit) => {}
             _ if unit == scc => {
@@ -635,6 +669,9 @@ fn lower_function(
             }
         } else if plan.pinned_scc {
             liveins.insert("$scc".into());
+        }
+        for unit in plan.reserved_live.iter() {
+            liveins.insert(mir_name(unit));
         }
         block.liveins = liveins.into_iter().collect();
     }
