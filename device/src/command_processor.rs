@@ -21,7 +21,6 @@ use gpuinstr_emulator::semantics::Interrupts;
 use gpuinstr_emulator::{Fault, LdsOutOfRange, Options, RunReport};
 
 use crate::kfd::{Backing, Errno, Kfd, ProcessMemory, Queue};
-use crate::model::Target;
 
 /// AQL packet types (`hsa_packet_type_t`).
 const PACKET_VENDOR: u16 = 0;
@@ -344,7 +343,6 @@ impl CommandProcessor {
         }
         let place =
             PacketPlace { packet: at, queue: queue.write_pointer - QUEUE_WRITE_DISPATCH_ID, scratch: scratch_address };
-        let gfx90a = self.kfd.model.target == Target::Gfx90a;
         let mut trace = Vec::new();
         let interrupts = Some(Self::interrupts(self.kfd));
         // A program's kernels get the hardware's behaviour for LDS accesses
@@ -357,8 +355,7 @@ impl CommandProcessor {
             ..Options::default()
         };
         let started = std::time::Instant::now();
-        let result =
-            packet::run(program, &mut memory, &packet, &kernel, &place, gfx90a, interrupts, &options, &mut trace);
+        let result = packet::run(program, &mut memory, &packet, &kernel, &place, interrupts, &options, &mut trace);
         drop(scratch);
         let report = result.map_err(|e| format!("the emulated GPU stopped: {e}"))?;
         if let Some(log) = &self.dispatch_log {
@@ -515,7 +512,7 @@ impl AddressSpace for CheckedMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Model;
+    use crate::model::{Model, Target};
     use crate::test_memory::TestMemory as Plain;
 
     /// Process memory from here on: the queue's ring, its pointers and signals.

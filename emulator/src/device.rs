@@ -105,7 +105,7 @@ impl Device {
     /// arguments' bytes, in order.
     pub fn launch(&mut self, kernel: &str, launch: Launch, arguments: &[Vec<u8>]) -> Result<RunReport, EmulatorError> {
         let kernel = self.kernel(kernel)?.clone();
-        let gfx90a = self.code_object.target.processor == "gfx90a";
+        let processor = self.program.processor;
         let name = kernel.name().to_string();
         if launch.workgroup_size.iter().product::<u32>() == 0 || launch.workgroups.iter().product::<u32>() == 0 {
             return Err(EmulatorError::Dispatch { kernel: name, message: "an empty grid or workgroup".into() });
@@ -141,13 +141,13 @@ impl Device {
         let scratch_per_wave = per_lane * LANES as u64;
         let scratch = self.memory.allocate(&format!("{name} scratch"), (scratch_per_wave * waves).max(4));
         let memory = DispatchMemory { packet, queue, kernarg, scratch, scratch_per_wave };
-        let (vgprs, sgprs) = dispatch::allocated_registers(&kernel.descriptor, gfx90a);
+        let (vgprs, sgprs) = dispatch::allocated_registers(&kernel.descriptor, processor);
         let machine = Machine {
             load_base: self.load_base,
             lds_size: u64::from(kernel.descriptor.group_segment_fixed_size + launch.dynamic_lds),
             vgprs,
             sgprs,
-            gfx90a,
+            processor,
             interrupts: None,
             lds_out_of_range: self.options.lds_out_of_range,
         };

@@ -13,6 +13,7 @@ use crate::error::{EmulatorError, StopSite};
 use crate::inputs::{initial_sgprs, Input};
 use crate::memory::{Memory, PRIVATE_APERTURE, SHARED_APERTURE};
 use crate::operands::FLAT_SCRATCH;
+use crate::processor::Processor;
 use crate::program::Program;
 use crate::semantics::{Context, LdsOutOfRange, Machine};
 use crate::wave::{Wave, WaveId, WaveState, LANES};
@@ -297,7 +298,7 @@ pub fn initial_wave(
     launch: &Launch,
     dispatch: &DispatchMemory,
     id: WaveId,
-    gfx90a: bool,
+    processor: &Processor,
     load_base: u64,
 ) -> Wave {
     let descriptor = &kernel.descriptor;
@@ -312,7 +313,7 @@ pub fn initial_wave(
         }
     };
     let split = |v: u64| [v as u32, (v >> 32) as u32];
-    for (input, first) in initial_sgprs(descriptor) {
+    for (input, first) in initial_sgprs(descriptor, processor) {
         match input {
             Input::PrivateSegmentBuffer => {
                 // Swizzled, 4-byte elements, index stride 64, lane id added:
@@ -350,7 +351,7 @@ pub fn initial_wave(
         // reads X alone takes v0 whole, even on gfx90a (packed ids).
         let ids = [t % bx, (t / bx) % by, t / (bx * by)];
         for (axis, id) in ids.into_iter().enumerate().take(enabled_ids) {
-            if gfx90a {
+            if processor.packed_work_item_ids {
                 wave.vgpr[0][lane] |= id << (10 * axis);
             } else {
                 wave.vgpr[axis][lane] = id;
@@ -400,7 +401,7 @@ pub fn run(
                 let mut waves: Vec<Wave> = (0..waves_per_group)
                     .map(|w| {
                         let id = WaveId { workgroup: [x, y, z], wave: w, global: global + w };
-                        initial_wave(kernel, launch, dispatch, id, machine.gfx90a, machine.load_base)
+                        initial_wave(kernel, launch, dispatch, id, machine.processor, machine.load_base)
                     })
                     .collect();
                 global += waves_per_group;
@@ -502,8 +503,8 @@ impl Runner<'_> {
 }
 
 /// Granule-rounded register counts of a descriptor (for HW_REG_GPR_ALLOC).
-pub fn allocated_registers(descriptor: &KernelDescriptor, gfx90a: bool) -> (u32, u32) {
-    let vgpr_granule = if gfx90a { 8 } else { 4 };
+pub fn allocated_registers(descriptor: &KernelDescriptor, processor: &Processor) -> (u32, u32) {
+    let vgpr_granule = processor.vgpr_granule;
     let field = |name| RSRC1.iter().find(|f| f.name == name).map(|f| f.get(descriptor.compute_pgm_rsrc1)).unwrap_or(0);
     let vgprs = (field("GRANULATED_WORKITEM_VGPR_COUNT") + 1) * vgpr_granule;
     let sgprs = (field("GRANULATED_WAVEFRONT_SGPR_COUNT") + 1) * 16;

@@ -8,6 +8,8 @@
 
 use gpuinstr::stages::load::descriptor::KernelDescriptor;
 
+use crate::processor::Processor;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Input {
     PrivateSegmentBuffer,
@@ -57,7 +59,9 @@ pub fn work_item_ids_enabled(descriptor: &KernelDescriptor) -> u32 {
 }
 
 /// Each enabled input and its first SGPR.
-pub fn initial_sgprs(descriptor: &KernelDescriptor) -> Vec<(Input, u16)> {
+/// With architected flat scratch (gfx940+) the hardware loads no scratch
+/// wave offset: `ENABLE_PRIVATE_SEGMENT` sets FLAT_SCRATCH instead.
+pub fn initial_sgprs(descriptor: &KernelDescriptor, processor: &Processor) -> Vec<(Input, u16)> {
     let mut out = Vec::new();
     let mut next = 0;
     for (input, bit, size) in USER {
@@ -68,6 +72,9 @@ pub fn initial_sgprs(descriptor: &KernelDescriptor) -> Vec<(Input, u16)> {
     }
     let mut next = user_sgpr_count(descriptor);
     for (input, bit) in SYSTEM {
+        if input == Input::PrivateSegmentWaveOffset && processor.architected_flat_scratch {
+            continue;
+        }
         if descriptor.compute_pgm_rsrc2 & bit != 0 {
             out.push((input, next));
             next += 1;
@@ -95,8 +102,9 @@ mod tests {
         let rsrc2: u32 = (6 << 1) | (1 << 7) | (1 << 9) | 1;
         bytes[52..56].copy_from_slice(&rsrc2.to_le_bytes());
         let descriptor = KernelDescriptor::decode(&bytes);
+        let gfx90a = Processor::named("gfx90a").unwrap();
         assert_eq!(
-            initial_sgprs(&descriptor),
+            initial_sgprs(&descriptor, gfx90a),
             vec![
                 (Input::PrivateSegmentBuffer, 0),
                 (Input::KernargSegmentPtr, 4),
@@ -106,5 +114,8 @@ mod tests {
             ]
         );
         assert_eq!(enabled_user_sgprs(&descriptor), 6);
+        // Architected flat scratch: SCRATCH_EN loads no SGPR.
+        let gfx942 = Processor::named("gfx942").unwrap();
+        assert_eq!(initial_sgprs(&descriptor, gfx942).last(), Some(&(Input::WorkgroupIdZ, 7)));
     }
 }

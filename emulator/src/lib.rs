@@ -20,6 +20,7 @@ pub mod memory;
 pub mod opcode_coverage;
 pub mod operands;
 pub mod packet;
+pub mod processor;
 pub mod program;
 pub mod semantics;
 pub mod wave;

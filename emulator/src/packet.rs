@@ -106,7 +106,6 @@ pub fn run(
     packet: &DispatchPacket,
     kernel: &Kernel,
     place: &PacketPlace,
-    gfx90a: bool,
     interrupts: Option<Interrupts>,
     options: &Options,
     trace: &mut Vec<TraceEntry>,
@@ -125,13 +124,13 @@ pub fn run(
         scratch: place.scratch,
         scratch_per_wave,
     };
-    let (vgprs, sgprs) = dispatch::allocated_registers(&kernel.descriptor, gfx90a);
+    let (vgprs, sgprs) = dispatch::allocated_registers(&kernel.descriptor, program.processor);
     let machine = Machine {
         load_base: 0,
         lds_size: u64::from(packet.group_segment_size),
         vgprs,
         sgprs,
-        gfx90a,
+        processor: program.processor,
         interrupts,
         lds_out_of_range: options.lds_out_of_range,
     };

@@ -10,6 +10,7 @@ use gpuinstr::stages::load::CodeObject;
 
 use crate::error::EmulatorError;
 use crate::operands::{register_operand, Operand};
+use crate::processor::Processor;
 use crate::semantics::{self, Handler};
 
 /// A source operand with its modifiers.
@@ -129,6 +130,7 @@ impl Code {
 /// slot per dword of its code.
 pub struct Program {
     pub isa: Isa,
+    pub processor: &'static Processor,
     code: Code,
     /// Code object addresses of the first and past the last code byte.
     code_start: u64,
@@ -138,20 +140,27 @@ pub struct Program {
 
 impl Program {
     pub fn new(code_object: CodeObject) -> Result<Self, EmulatorError> {
-        emulated(&code_object.target.processor)?;
+        let processor = emulated(&code_object.target.processor)?;
         let isa = Isa::new(&code_object.target).map_err(|e| EmulatorError::Isa(e.to_string()))?;
         isa.operand_roles().map_err(|e| EmulatorError::Isa(e.to_string()))?;
         let code = code_object.sections.iter().filter(|s| s.loadable && s.executable());
         let code_start = code.clone().map(|s| s.address).min().unwrap_or(0) & !3;
         let code_end = code.map(|s| s.address + s.size).max().unwrap_or(0);
         let slots = (code_end.saturating_sub(code_start)).div_ceil(4) as usize;
-        Ok(Program { isa, code: Code::Object(Box::new(code_object)), code_start, code_end, decoded: vec![None; slots] })
+        Ok(Program {
+            isa,
+            processor,
+            code: Code::Object(Box::new(code_object)),
+            code_start,
+            code_end,
+            decoded: vec![None; slots],
+        })
     }
 
     /// Code that a runtime loaded at `base` in device memory (a copy of
     /// its bytes), for `processor` (gfx908, gfx90a).
     pub fn loaded(processor: &str, base: u64, bytes: Vec<u8>) -> Result<Self, EmulatorError> {
-        emulated(processor)?;
+        let emulated_processor = emulated(processor)?;
         use gpuinstr::stages::load::TargetId;
         let target = TargetId::processor(processor);
         let isa = Isa::new(&target).map_err(|e| EmulatorError::Isa(e.to_string()))?;
@@ -160,6 +169,7 @@ impl Program {
         let code_end = base + bytes.len() as u64;
         Ok(Program {
             isa,
+            processor: emulated_processor,
             code: Code::Loaded { base, bytes },
             code_start: base & !3,
             code_end,
@@ -239,19 +249,13 @@ impl Program {
     }
 }
 
-/// The processors the emulator models (wave64 GFX9 with their register
-/// files and memory model); code for another is refused rather than run
-/// with semantics it does not have.
-pub const EMULATED_PROCESSORS: [&str; 2] = ["gfx908", "gfx90a"];
-
-fn emulated(processor: &str) -> Result<(), EmulatorError> {
-    if EMULATED_PROCESSORS.contains(&processor) {
-        Ok(())
-    } else {
-        Err(EmulatorError::Isa(format!(
-            "the emulator runs gfx908 and gfx90a code; this code object is for {processor}"
-        )))
-    }
+fn emulated(processor: &str) -> Result<&'static Processor, EmulatorError> {
+    Processor::named(processor).ok_or_else(|| {
+        EmulatorError::Isa(format!(
+            "the emulator runs code for {}; this code object is for {processor}",
+            Processor::names()
+        ))
+    })
 }
 
 fn decode(isa: &Isa, lifted: &Instruction) -> Inst {

@@ -1,12 +1,32 @@
 //! The emulator (issue 7) on kernels hipcc compiled from our own sources,
-//! for gfx908 and gfx90a: every result is compared with the same
+//! for gfx908, gfx90a and gfx940/gfx942: every result is compared with the same
 //! computation on the CPU. Inputs are chosen so float results are exact
 //! whatever order or contraction the compiler picked.
 
 use gpuinstr_emulator::{Device, EmulatorError, Launch};
-use gpuinstr_tests::{debian_package_file, hip_object, input, run_ok, scratch, test_kernels};
+use gpuinstr_tests::{debian_package_file, hip_object_with, input, run_ok, scratch, test_kernels};
 
 pub(crate) const TARGETS: [&str; 2] = ["gfx908", "gfx90a"];
+
+/// The MI300 processor this toolchain builds for: gfx940 with LLVM 15,
+/// which has no gfx942; gfx942 from LLVM 17 (LLVM 20 drops gfx940).
+fn gfx94x() -> &'static str {
+    if gpuinstr::toolchain::LLVM_MAJOR >= 17 {
+        "gfx942"
+    } else {
+        "gfx940"
+    }
+}
+
+/// gfx908, gfx90a and the MI300 processor.
+fn every_target() -> [&'static str; 3] {
+    ["gfx908", "gfx90a", gfx94x()]
+}
+
+/// A source of ours built for [`every_target`].
+fn object_for_every_target(relative: &str) -> std::path::PathBuf {
+    hip_object_with(relative, &[&format!("--offload-arch={}", gfx94x())])
+}
 
 pub(crate) fn device(object: &std::path::Path, target: &str) -> Device {
     Device::open(object, Some(target)).unwrap_or_else(|e| panic!("{target}: {e}"))
@@ -68,8 +88,8 @@ const ARITHMETIC: &str = "emulator/arithmetic.hip";
 
 #[test]
 fn arithmetic_kernels_compute_what_the_cpu_computes() {
-    for target in TARGETS {
-        let mut d = device(&hip_object(ARITHMETIC), target);
+    for target in every_target() {
+        let mut d = device(&object_for_every_target(ARITHMETIC), target);
 
         // Vector add over a grid whose last workgroup is partly past N.
         let n = 1000;
@@ -279,8 +299,8 @@ const MATH_LIBRARY: &str = "emulator/math_library.hip";
 
 #[test]
 fn library_math_packed_shorts_and_bytes_compute_what_the_cpu_computes() {
-    for target in TARGETS {
-        let mut d = device(&hip_object(MATH_LIBRARY), target);
+    for target in every_target() {
+        let mut d = device(&object_for_every_target(MATH_LIBRARY), target);
 
         // Double sin/cos over arguments up to 1e300: the device library
         // reduces large ones with 2/pi from v_trig_preop_f64. Within 1e-15
@@ -349,8 +369,8 @@ fn library_math_packed_shorts_and_bytes_compute_what_the_cpu_computes() {
 
 #[test]
 fn sixteen_bit_three_operand_min_max_and_median() {
-    for target in TARGETS {
-        let mut d = device(&hip_object(ARITHMETIC), target);
+    for target in every_target() {
+        let mut d = device(&object_for_every_target(ARITHMETIC), target);
         // Values on both sides of the constants and of the signed range.
         let a: Vec<u16> = (0..64u32).map(|i| (i.wrapping_mul(0x9e37_79b9) >> 16) as u16).collect();
         let b: Vec<u16> = (0..64u32).map(|i| (i.wrapping_mul(0x85eb_ca6b) >> 13) as u16).collect();
@@ -374,8 +394,8 @@ fn sixteen_bit_three_operand_min_max_and_median() {
 
 #[test]
 fn lds_accesses_past_the_allocation_stop_or_do_what_the_hardware_does() {
-    for target in TARGETS {
-        let mut d = device(&hip_object(ARITHMETIC), target);
+    for target in every_target() {
+        let mut d = device(&object_for_every_target(ARITHMETIC), target);
         let kernel = "_Z13ldsPastTheEndPii";
         let out = d.allocate("out", &[0; 512]);
         let args = [pointer(out), i32s(&[64])];
@@ -401,8 +421,8 @@ fn a_grid_ending_in_partial_workgroups_gives_them_their_own_shape() {
     // row has 36 work-items, the last row of workgroups one row (AQL grids
     // need not be whole workgroups; HIP's hipExtModuleLaunchKernel makes them).
     let (width, height, group) = (100u32, 3u32, [64u32, 2, 1]);
-    for target in TARGETS {
-        let mut d = device(&hip_object(ARITHMETIC), target);
+    for target in every_target() {
+        let mut d = device(&object_for_every_target(ARITHMETIC), target);
         let out = d.allocate("out", &[0xff; 100 * 3 * 16]);
         let args = [pointer(out), i32s(&[width as i32]), i32s(&[group[0] as i32]), i32s(&[group[1] as i32])];
         let launch = Launch::of_grid([width, height, 1], group);
@@ -511,8 +531,8 @@ fn lds_barriers_atomics_and_globals() {
 /// emulator's order (workgroups in order, waves in order).
 #[test]
 fn scalar_atomics() {
-    for target in TARGETS {
-        let mut d = device(&hip_object("emulator/scalar_atomics.hip"), target);
+    for target in every_target() {
+        let mut d = device(&object_for_every_target("emulator/scalar_atomics.hip"), target);
         let counters = d.allocate("counters", &bytes(&[0u32, 0, 0, 0, 0, 1000, 0, 0], u32::to_le_bytes));
         let wide = d.allocate("wide", &5u64.to_le_bytes());
         let returned = d.allocate("returned", &[0; 48]);

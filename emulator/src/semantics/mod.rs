@@ -17,11 +17,12 @@ mod vector_memory;
 
 use crate::error::Fault;
 use crate::memory::Memory;
+use crate::processor::Processor;
 use crate::program::Inst;
 use crate::wave::Wave;
 
 /// What the dispatch tells a wave about where it runs.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct Machine {
     /// Device address of code object address 0.
     pub load_base: u64,
@@ -30,7 +31,7 @@ pub struct Machine {
     /// VGPRs and SGPRs the kernel allocates (HW_REG_GPR_ALLOC).
     pub vgprs: u32,
     pub sgprs: u32,
-    pub gfx90a: bool,
+    pub processor: &'static Processor,
     /// Where `s_sendmsg sendmsg(MSG_INTERRUPT)` goes (the interrupt's
     /// context id, M0's low 24 bits); without it the message stops the run.
     pub interrupts: Option<Interrupts>,

@@ -236,7 +236,7 @@ fn get_hwreg(c: &Context<'_>, id: u32) -> Result<u32, Fault> {
         4 => (c.wave.id.global % 10) | ((c.wave.id.wave % 4) << 4),
         // GPR_ALLOC: VGPR and SGPR granules.
         5 => {
-            let vgpr_blocks = m.vgprs.div_ceil(if m.gfx90a { 8 } else { 4 }).saturating_sub(1);
+            let vgpr_blocks = m.vgprs.div_ceil(m.processor.vgpr_granule).saturating_sub(1);
             let sgpr_blocks = m.sgprs.div_ceil(16).saturating_sub(1);
             (vgpr_blocks << 8) | (sgpr_blocks << 24)
         }

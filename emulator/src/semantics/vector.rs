@@ -292,6 +292,23 @@ pub fn handler(name: &str) -> Option<Handler> {
         "V_LSHRREV_B32" => vop_u32!(|a, b, _| b >> (a & 31)),
         "V_ASHRREV_I32" => vop_u32!(|a, b, _| ((b as i32) >> (a & 31)) as u32),
         "V_LSHLREV_B64" => vop_shift64!(|a, b| b << (a & 63)),
+        // gfx940+: 64-bit moves and shifted 64-bit adds (pointer arithmetic).
+        "V_MOV_B64" => |c: &mut Context<'_>, i: &Inst| {
+            for lane in active_lanes(c.wave.exec()) {
+                let value = c.wave.lane64(&i.srcs[0].operand, lane);
+                c.wave.write_lane64(&i.defs[0], lane, value);
+            }
+            Ok(())
+        },
+        "V_LSHL_ADD_U64" => |c: &mut Context<'_>, i: &Inst| {
+            for lane in active_lanes(c.wave.exec()) {
+                let value = c.wave.lane64(&i.srcs[0].operand, lane);
+                let shift = c.wave.lane32(&i.srcs[1].operand, lane) & 7;
+                let addend = c.wave.lane64(&i.srcs[2].operand, lane);
+                c.wave.write_lane64(&i.defs[0], lane, (value << shift).wrapping_add(addend));
+            }
+            Ok(())
+        },
         "V_LSHRREV_B64" => vop_shift64!(|a, b| b >> (a & 63)),
         "V_ASHRREV_I64" => vop_shift64!(|a, b| ((b as i64) >> (a & 63)) as u64),
         "V_MUL_LO_U32" | "V_MUL_LO_I32" => vop_u32!(|a, b, _| a.wrapping_mul(b)),

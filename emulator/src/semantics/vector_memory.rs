@@ -604,7 +604,13 @@ pub fn handler(name: &str) -> Option<Handler> {
         width(name)?;
         return Some(buffer_store);
     }
-    if name.starts_with("BUFFER_WBL2") || name.starts_with("BUFFER_INVL2") || name.starts_with("BUFFER_WBINVL1") {
+    // Cache write-backs and invalidations (gfx940+'s memory model uses
+    // BUFFER_INV): memory here has no caches.
+    if name.starts_with("BUFFER_WBL2")
+        || name.starts_with("BUFFER_INVL2")
+        || name.starts_with("BUFFER_WBINVL1")
+        || name == "BUFFER_INV"
+    {
         return Some(|_, _| Ok(()));
     }
     None

@@ -1,0 +1,53 @@
+//! The processors the emulator models and what differs between them: the
+//! wave64 GFX9 family from gfx908 (MI100) on. Code for another processor is
+//! refused rather than run with semantics it does not have.
+
+/// What the emulator needs to know of one processor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Processor {
+    pub name: &'static str,
+    /// Work-item ids packed in v0 (X, Y and Z in 10-bit fields; gfx90a and
+    /// gfx940+) instead of one VGPR each.
+    pub packed_work_item_ids: bool,
+    /// VGPRs per granule of `GRANULATED_WORKITEM_VGPR_COUNT`.
+    pub vgpr_granule: u32,
+    /// The hardware sets FLAT_SCRATCH to the wave's scratch (gfx940+): no
+    /// scratch wave offset SGPR, no flat scratch initialisation.
+    pub architected_flat_scratch: bool,
+}
+
+const GFX908: Processor =
+    Processor { name: "gfx908", packed_work_item_ids: false, vgpr_granule: 4, architected_flat_scratch: false };
+const GFX90A: Processor =
+    Processor { name: "gfx90a", packed_work_item_ids: true, vgpr_granule: 8, architected_flat_scratch: false };
+const GFX940: Processor =
+    Processor { name: "gfx940", packed_work_item_ids: true, vgpr_granule: 8, architected_flat_scratch: true };
+
+/// Every processor the emulator runs.
+pub const PROCESSORS: [Processor; 5] =
+    [GFX908, GFX90A, GFX940, Processor { name: "gfx941", ..GFX940 }, Processor { name: "gfx942", ..GFX940 }];
+
+impl Processor {
+    /// The processor called `name` (`gfx90a`), if the emulator runs it.
+    pub fn named(name: &str) -> Option<&'static Processor> {
+        PROCESSORS.iter().find(|p| p.name == name)
+    }
+
+    /// The processors' names, for messages.
+    pub fn names() -> String {
+        PROCESSORS.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn processors_are_found_by_name() {
+        assert_eq!(Processor::named("gfx942").map(|p| p.architected_flat_scratch), Some(true));
+        assert_eq!(Processor::named("gfx908").map(|p| p.vgpr_granule), Some(4));
+        assert!(Processor::named("gfx1100").is_none());
+        assert_eq!(Processor::names(), "gfx908, gfx90a, gfx940, gfx941, gfx942");
+    }
+}
