@@ -59,7 +59,8 @@ fn system() -> &'static EmulatedSystem {
         let target = match std::env::var("GPUINSTR_DEVICE_TARGET") {
             Ok(name) => Target::parse(&name).unwrap_or_else(|| {
                 eprintln!(
-                    "gpuinstr-device: GPUINSTR_DEVICE_TARGET={name} is not a target the emulator runs (gfx90a, gfx908)"
+                    "gpuinstr-device: GPUINSTR_DEVICE_TARGET={name} is not a GPU the device models ({})",
+                    Target::ALL.map(Target::name).join(", ")
                 );
                 std::process::exit(1)
             }),

@@ -54,6 +54,34 @@ fn rocminfo_lists_the_emulated_gfx908() {
     common::assert_lines(&rocminfo("gfx908"), &expected, "rocminfo, gfx908");
 }
 
+/// An MI300X: ROCr 6.1 (trixie) and newer list it; Debian 12's ROCr 5.2
+/// predates gfx942 and finds no GPU it knows.
+#[test]
+fn rocminfo_lists_the_emulated_gfx942_where_rocr_knows_it() {
+    let output = gpuinstr_run()
+        .args(["--target", "gfx942", "--device-memory", "4G", "--", "rocminfo"])
+        .output()
+        .expect("gpuinstr-run runs");
+    let printed = String::from_utf8_lossy(&output.stdout).to_string();
+    if gpuinstr::toolchain::LLVM_MAJOR < 17 {
+        // ROCr 5.2 lists the CPU alone.
+        let all = format!("{printed}{}", String::from_utf8_lossy(&output.stderr));
+        assert!(all.contains("Agent creation failed") && !printed.contains("Name: gfx942"), "{all}");
+        return;
+    }
+    assert!(output.status.success(), "rocminfo failed: {printed}\n{}", String::from_utf8_lossy(&output.stderr));
+    let expected = [
+        "Name: gfx942",
+        "Compute Unit: 304",
+        "SIMDs per CU: 4",
+        "Wavefront Size: 64(0x40)",
+        "Size: 4194304(0x400000) KB",
+        "Name: amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-",
+        "*** Done ***",
+    ];
+    common::assert_lines(&printed, &expected, "rocminfo, gfx942");
+}
+
 #[test]
 fn a_missing_program_is_a_clear_error() {
     let output = gpuinstr_run().args(["--", "/nonexistent/app"]).output().unwrap();

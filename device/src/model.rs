@@ -6,28 +6,36 @@ use std::fmt;
 
 use crate::topology::Host;
 
+/// `HSA_CAP_SRAM_EDCSUPPORTED`: memory with error correction.
+const CAPABILITY_SRAM_ECC: u32 = 0x0400_0000;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
     Gfx90a,
     Gfx908,
+    Gfx942,
 }
 
 impl Target {
+    /// Every target, as `gpuinstr-run --target` names them.
+    pub const ALL: [Target; 3] = [Target::Gfx90a, Target::Gfx908, Target::Gfx942];
+
     pub fn parse(name: &str) -> Option<Target> {
-        match name {
-            "gfx90a" => Some(Target::Gfx90a),
-            "gfx908" => Some(Target::Gfx908),
-            _ => None,
+        Target::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Gfx90a => "gfx90a",
+            Target::Gfx908 => "gfx908",
+            Target::Gfx942 => "gfx942",
         }
     }
 }
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Target::Gfx90a => "gfx90a",
-            Target::Gfx908 => "gfx908",
-        })
+        f.write_str(self.name())
     }
 }
 
@@ -39,8 +47,22 @@ pub struct Model {
     pub device_id: u32,
     /// `gfx_target_version`: major * 10000 + minor * 100 + stepping.
     pub gfx_target_version: u32,
+    /// Shader arrays over all XCCs (`array_count`) and compute units per
+    /// array (`cu_per_simd_array`, the most any array has).
     pub shader_engines: u32,
     pub compute_units_per_engine: u32,
+    /// Compute units the board has fewer than arrays x units per array
+    /// (MI300X: 38 of 40 per XCC).
+    pub harvested_compute_units: u32,
+    /// Accelerator complex dies (`num_xcc`): 8 on an MI300X.
+    pub xccs: u32,
+    /// Extra `capability` bits (SRAM ECC on MI300, which makes ROCr's
+    /// agent `sramecc+`).
+    pub capability: u32,
+    /// L1 per compute unit and L2 per XCC, in KiB, and the cache line.
+    pub l1_kib: u32,
+    pub l2_kib: u32,
+    pub cache_line: u32,
     pub simds_per_compute_unit: u32,
     pub max_waves_per_simd: u32,
     pub lds_kib: u32,
@@ -63,8 +85,10 @@ pub struct Model {
 }
 
 impl Model {
-    /// An MI210 (gfx90a, Aldebaran) or an MI100 (gfx908, Arcturus), with
-    /// their compute unit counts; 16 GiB of device memory either way.
+    /// An MI210 (gfx90a, Aldebaran), an MI100 (gfx908, Arcturus) or an
+    /// MI300X (gfx942, eight XCCs in one partition), with their compute unit
+    /// counts and memory (16 GiB, 16 GiB, 192 GiB; what the host can back
+    /// is [`Model::backed_by`]).
     pub fn new(target: Target) -> Model {
         let common = Model {
             target,
@@ -72,6 +96,12 @@ impl Model {
             gfx_target_version: 0,
             shader_engines: 8,
             compute_units_per_engine: 0,
+            harvested_compute_units: 0,
+            xccs: 1,
+            capability: 0,
+            l1_kib: 16,
+            l2_kib: 8192,
+            cache_line: 64,
             simds_per_compute_unit: 4,
             max_waves_per_simd: 8,
             lds_kib: 64,
@@ -89,6 +119,23 @@ impl Model {
                 pci_revision: 2,
                 gfx_target_version: 90010,
                 compute_units_per_engine: 13,
+                ..common
+            },
+            Target::Gfx942 => Model {
+                device_id: 0x74a1,
+                gfx_target_version: 90402,
+                // 4 shader arrays of up to 10 compute units per XCC, 38 active.
+                shader_engines: 32,
+                compute_units_per_engine: 10,
+                harvested_compute_units: 16,
+                xccs: 8,
+                capability: CAPABILITY_SRAM_ECC,
+                max_engine_clock_mhz: 2100,
+                memory_clock_mhz: 1300,
+                memory_bytes: 192 << 30,
+                l1_kib: 32,
+                l2_kib: 4096,
+                cache_line: 128,
                 ..common
             },
             Target::Gfx908 => Model {
@@ -122,7 +169,7 @@ impl Model {
     }
 
     pub fn compute_units(&self) -> u32 {
-        self.shader_engines * self.compute_units_per_engine
+        self.shader_engines * self.compute_units_per_engine - self.harvested_compute_units
     }
 
     pub fn simds(&self) -> u32 {
@@ -169,6 +216,11 @@ mod tests {
         let model = Model::new(Target::Gfx90a).backed_by(&host(22 * GIB), None);
         assert_eq!(model.memory_bytes, 11 * GIB);
         assert_eq!(model.backable_bytes, 22 * GIB - (22 * GIB / 8));
+        // An MI300X: 304 compute units over 8 XCCs, half of a large host.
+        let mi300x = Model::new(Target::Gfx942);
+        assert_eq!((mi300x.compute_units(), mi300x.xccs), (304, 8));
+        assert_eq!(mi300x.clone().backed_by(&host(256 * GIB), None).memory_bytes, 128 * GIB);
+        assert_eq!(Target::parse("gfx942"), Some(Target::Gfx942));
         // A large host: the board's own 16 GiB.
         assert_eq!(Model::new(Target::Gfx908).backed_by(&host(256 * GIB), None).memory_bytes, 16 * GIB);
         // Asked for less: that; asked for more than the host backs: what it backs.

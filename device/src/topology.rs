@@ -162,14 +162,14 @@ fn gpu_properties(model: &Model) -> String {
         ("max_engine_clk_fcompute", model.max_engine_clock_mhz.into()),
         ("local_mem_size", 0),
         ("fw_version", model.mec_firmware.into()),
-        ("capability", CAPABILITY_DOORBELL_TYPE_2.into()),
+        ("capability", (CAPABILITY_DOORBELL_TYPE_2 | model.capability).into()),
         ("debug_prop", 0),
         ("sdma_fw_version", 0),
         ("unique_id", 0x9a1e_0000_0001),
-    ])
+    ]) + &if model.xccs > 1 { format!("num_xcc {}\n", model.xccs) } else { String::new() }
 }
 
-/// A 16 KiB L1 per compute unit and the L2 they share (ROCr requires the
+/// The L1 of each compute unit and the L2 they share (ROCr requires the
 /// GPU's caches; `rocminfo` prints them).
 fn gpu_caches(model: &Model) -> [String; 2] {
     let cache = |level: u64, kib: u64, line: u64, siblings: String| {
@@ -187,7 +187,8 @@ fn gpu_caches(model: &Model) -> [String; 2] {
         text
     };
     let all = vec!["1"; model.compute_units() as usize].join(",");
-    [cache(1, 16, 64, "1".into()), cache(2, 8192, 128, all)]
+    let (l1, l2, line) = (model.l1_kib.into(), model.l2_kib.into(), model.cache_line.into());
+    [cache(1, l1, line, "1".into()), cache(2, l2, 128, all)]
 }
 
 fn memory_bank(heap_type: u32, bytes: u64, width: u32, clock_mhz: u32) -> String {
