@@ -7,10 +7,21 @@ use common::{assert_lines, build, build_with, run_ok};
 
 const TARGETS: [&str; 2] = ["gfx90a", "gfx908"];
 
+/// The targets above and, where the environment's ROCr knows it (6.1 and
+/// newer: trixie and sid, whose gpuinstr builds use LLVM 17 and 21), the
+/// MI300X model.
+fn every_model() -> Vec<&'static str> {
+    let mut targets = TARGETS.to_vec();
+    if gpuinstr::toolchain::LLVM_MAJOR >= 17 {
+        targets.push("gfx942");
+    }
+    targets
+}
+
 #[test]
-fn vector_add_runs_on_gfx90a_and_gfx908() {
+fn vector_add_runs_on_every_model() {
     let scratch = tempfile::tempdir().unwrap();
-    for target in TARGETS {
+    for target in every_model() {
         let program = build("vector_add", target, scratch.path());
         assert_eq!(run_ok(&program, target, &[]), "PASSED\n", "{target}");
     }
@@ -63,7 +74,7 @@ fn memory_past_the_device_is_out_of_memory_not_the_oom_killer() {
 #[test]
 fn the_hip_runtime_features_a_program_uses_work() {
     let scratch = tempfile::tempdir().unwrap();
-    for target in TARGETS {
+    for target in every_model() {
         let program = build("runtime_features", target, scratch.path());
         let printed = run_ok(&program, target, &[]);
         let expected = [
@@ -95,7 +106,7 @@ fn a_code_object_loaded_at_run_time_runs_beside_the_programs_own() {
 #[test]
 fn printf_from_a_kernel_reaches_the_terminal() {
     let scratch = tempfile::tempdir().unwrap();
-    for target in TARGETS {
+    for target in every_model() {
         let program = build("device_printf", target, scratch.path());
         let printed = run_ok(&program, target, &[]);
         let mut lines: Vec<&str> = printed.lines().collect();
