@@ -405,7 +405,6 @@ fn kernels_lacking_hidden_arguments(
     points: &[PayloadPoint],
     summary: &crate::tool::ToolSummary,
 ) -> Result<Vec<usize>, InstrumentError> {
-    use crate::stages::load::hidden_arguments::declares_launch_shape;
     use gpuinstr_intrinsics::builtins::kernel_state::IMPLICIT_ARG_PTR;
     let reads_hidden =
         |hook: &str| summary.hooks.iter().any(|h| h.name == hook && h.intrinsics.iter().any(|i| i == IMPLICIT_ARG_PTR));
@@ -438,7 +437,6 @@ fn kernels_lacking_hidden_arguments(
                 lacking.insert(index);
                 continue;
             }
-            debug_assert!(!declares_launch_shape(arguments) || !v5_layout(app.code_object_version));
             return Err(InstrumentError::HiddenArgumentsAbsent {
                 hook: hook.to_string(),
                 kernel: kernel.name().to_string(),

@@ -59,11 +59,6 @@ pub fn hidden_arguments_offset(arguments: &[KernelArgument]) -> u64 {
     })
 }
 
-/// Whether a kernel already declares the v5 launch shape.
-pub fn declares_launch_shape(arguments: &[KernelArgument]) -> bool {
-    arguments.iter().any(|a| a.value_kind == V5_LAUNCH_SHAPE[0].0)
-}
-
 /// A copy of `code_object` in which each of `kernels` (indices into
 /// `code_object.kernels`; each must declare no hidden argument) declares the
 /// v5 launch shape: in the typed metadata, in the metadata document written
