@@ -535,9 +535,7 @@ fn instrument_code_object_partially(
     let lifted = if lacking.is_empty() {
         lifted
     } else {
-        let declared;
-        (declared, report.hidden_arguments_declared) = declare_launch_shape(app, &lacking);
-        declared_app = declared;
+        (declared_app, report.hidden_arguments_declared) = declare_launch_shape(app, &lacking);
         lifted.with_code_object(&declared_app)
     };
 
