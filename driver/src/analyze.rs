@@ -15,6 +15,7 @@ use serde::Serialize;
 use crate::parallel::{for_each_on_threads, load_code_objects};
 use crate::stages::lift::{lift, Flow, FunctionKind, LiftError, LiftedCodeObject};
 use crate::stages::liveness::{analyze as liveness, Liveness, RegisterFile, Unit, UnitSet};
+use crate::stages::load::processor::AgprFile;
 use crate::stages::load::{CodeObject, FeatureSetting, Kernel};
 
 /// SGPRs a GFX9 kernel can address.
@@ -157,8 +158,9 @@ pub struct Allocation {
 /// FLAT_SCRATCH is used, else 4 when XNACK is on, else 2 when VCC is used),
 /// at most 102. This matches the metadata's `.sgpr_count`, which is the
 /// highest SGPR plus one plus the extras. VGPRs: (granulated + 1) times the
-/// granule; on gfx90a the unified file splits at ACCUM_OFFSET into VGPRs and
-/// AGPRs; on gfx908 the AGPR file is allocated like the VGPR file.
+/// granule; a unified file (gfx90a, gfx940+) splits at ACCUM_OFFSET into
+/// VGPRs and AGPRs; gfx908's AGPR file is allocated like the VGPR file;
+/// gfx900 and gfx906 have none. Architected flat scratch reserves 6 always.
 pub fn allocation(code_object: &CodeObject, kernel: &Kernel, touched: &UnitSet) -> Allocation {
     let descriptor = &kernel.descriptor;
     let target = &code_object.target;
@@ -167,7 +169,8 @@ pub fn allocation(code_object: &CodeObject, kernel: &Kernel, touched: &UnitSet) 
     let flat_scratch = touches(&["FLAT_SCR_LO", "FLAT_SCR_HI"]);
     // "xnack any" sets no XNACK feature bit; only an explicit xnack+ reserves.
     let xnack = target.xnack == FeatureSetting::On;
-    let reserved = if flat_scratch {
+    // Architected flat scratch (gfx940+) always reserves FLAT_SCRATCH's 6.
+    let reserved = if flat_scratch || target.has_architected_flat_scratch() {
         6
     } else if xnack {
         4
@@ -179,12 +182,14 @@ pub fn allocation(code_object: &CodeObject, kernel: &Kernel, touched: &UnitSet) 
     let sgpr_total = (descriptor.rsrc1("GRANULATED_WAVEFRONT_SGPR_COUNT") as usize + 1) * 8;
     let sgprs = sgpr_total.saturating_sub(reserved).min(MAX_SGPRS as usize) as u16;
     let vgpr_blocks = descriptor.rsrc1("GRANULATED_WORKITEM_VGPR_COUNT") as usize + 1;
-    let (vgprs, agprs) = if target.processor == "gfx90a" {
-        let total = vgpr_blocks * 8;
-        let accum = (descriptor.rsrc3_gfx90a("ACCUM_OFFSET") as usize + 1) * 4;
-        (accum.min(total), total.saturating_sub(accum))
-    } else {
-        (vgpr_blocks * 4, vgpr_blocks * 4)
+    let (vgprs, agprs) = match target.model().map(|p| p.agprs) {
+        Some(AgprFile::Unified) => {
+            let total = vgpr_blocks * 8;
+            let accum = (descriptor.rsrc3_gfx90a("ACCUM_OFFSET") as usize + 1) * 4;
+            (accum.min(total), total.saturating_sub(accum))
+        }
+        Some(AgprFile::Absent) => (vgpr_blocks * 4, 0),
+        _ => (vgpr_blocks * 4, vgpr_blocks * 4),
     };
     Allocation {
         sgprs: UnitSet::range(RegisterFile::Sgpr, 0, sgprs),

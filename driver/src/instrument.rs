@@ -128,6 +128,12 @@ pub enum InstrumentError {
          (select other kernels, or build the application and the tool with -mcode-object-version=5 or later)"
     )]
     HiddenArgumentsAbsent { hook: String, kernel: String, version: u32 },
+    #[error(
+        "kernel {kernel} preloads {dwords} dwords of its arguments into SGPRs (gfx940+ kernarg preload), so the \
+         hardware enters it 256 bytes past its entry; instrumenting such kernels is not supported yet: select other \
+         kernels, or build without preloading (no -amdgpu-kernarg-preload-count)"
+    )]
+    PreloadedKernelArguments { kernel: String, dwords: u16 },
     #[error("the plan selects no instruction of this code object ({0})")]
     NothingSelected(String),
     #[error("the plan selects no instruction in the file; nothing to instrument (without --require-points the file would be written unchanged)")]
@@ -447,6 +453,31 @@ fn kernels_lacking_hidden_arguments(
     Ok(lacking.into_iter().collect())
 }
 
+/// Kernels that preload arguments start 256 bytes past their entry: code
+/// inserted before that point would move where the hardware enters. Refused
+/// before anything is compiled, for every point that may run in one.
+fn refuse_preloaded_arguments(
+    app: &CodeObject,
+    lifted: &crate::stages::lift::LiftedCodeObject<'_>,
+    points: &[PayloadPoint],
+) -> Result<(), InstrumentError> {
+    if app.kernels.iter().all(|k| k.descriptor.kernarg_preload_length() == 0) {
+        return Ok(());
+    }
+    let may_run = crate::analyze::kernels_that_may_run(lifted);
+    for point in points {
+        for function in &may_run[point.function] {
+            let FunctionKind::Kernel(index) = lifted.functions[*function].kind else { continue };
+            let kernel = &app.kernels[index];
+            let dwords = kernel.descriptor.kernarg_preload_length();
+            if dwords > 0 {
+                return Err(InstrumentError::PreloadedKernelArguments { kernel: kernel.name().to_string(), dwords });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Instruments one code object; the new code object's bytes and a report.
 /// Points left out are an error unless `options.allow_partial`.
 pub fn instrument_code_object(
@@ -516,6 +547,7 @@ fn instrument_code_object_partially(
         let kernels: Vec<&str> = lifted.functions.iter().filter(|f| f.is_kernel()).map(|f| f.name.as_str()).collect();
         return Err(InstrumentError::NothingSelected(format!("kernels: {}", kernels.join(", "))));
     }
+    refuse_preloaded_arguments(app, &lifted, &points)?;
 
     // Which hooks read the work-item ids decides whether they need a register.
     let context = Context::create();

@@ -181,6 +181,9 @@ enum Command {
         /// Skip the machine-code preservation check (to look at a payload it refuses).
         #[arg(long)]
         unchecked: bool,
+        /// Keep the inputs of failed llc runs in DIR (nothing is kept otherwise).
+        #[arg(long, value_name = "DIR")]
+        keep_failed: Option<PathBuf>,
     },
     /// Register availability: allocated, used and free registers per kernel (seed 000's report).
     Analyze {
@@ -365,7 +368,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let ok = reports.iter().all(|(_, r)| r.ok());
             return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
         }
-        Command::Payload { file, tool, hook, arguments, at, target, sva, work_item_ids, stages, unchecked } => {
+        Command::Payload {
+            file,
+            tool,
+            hook,
+            arguments,
+            at,
+            target,
+            sva,
+            work_item_ids,
+            stages,
+            unchecked,
+            keep_failed,
+        } => {
             use gpuinstr::payloads::{
                 compile_payloads, parse_hook_argument, parse_point, FunctionRegisters, PayloadOptions, PayloadPoint,
             };
@@ -389,7 +404,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 })
                 .transpose()
             };
-            let mut options = PayloadOptions { check_preservation: !unchecked, ..PayloadOptions::default() };
+            let mut options =
+                PayloadOptions { check_preservation: !unchecked, keep_failed, ..PayloadOptions::default() };
             let registers = FunctionRegisters {
                 sva: vgpr("--sva", sva)?,
                 work_item_ids: vgpr("--work-item-ids", work_item_ids)?,

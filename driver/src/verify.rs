@@ -28,6 +28,7 @@ use crate::stages::lift::{lift, Flow, Function, FunctionKind, Instruction, LiftE
 use crate::stages::liveness::{analyze, RegisterFile, Unit, UnitSet};
 use crate::stages::load::descriptor::KernelDescriptor;
 use crate::stages::load::instrumented::INSTRUMENTED_SUFFIX;
+use crate::stages::load::processor::Processor;
 use crate::stages::load::{CodeObject, LoadedInput};
 use crate::stages::patch::preamble::{kernel_inputs, layout};
 
@@ -343,7 +344,7 @@ pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<Verify
                     let (inputs, kernel_entry) = kernel_entry(
                         descriptor,
                         kernel_descriptor(instrumented, &instrumented_function.name).unwrap_or(descriptor),
-                        original.target.processor == "gfx90a",
+                        liveness.processor,
                     );
                     live = live.intersection(&inputs);
                     entry = kernel_entry;
@@ -573,10 +574,14 @@ fn kernel_descriptor<'c>(code_object: &'c CodeObject, name: &str) -> Option<&'c 
 /// What a kernel's entry region must give back, and how registers start:
 /// the application's inputs (under the original descriptor) and, where the
 /// instrumented descriptor enables more, where the hardware now puts them.
-fn kernel_entry(original: &KernelDescriptor, instrumented: &KernelDescriptor, gfx90a: bool) -> (UnitSet, Entry) {
-    let old = layout(original);
-    let new = layout(instrumented);
-    let inputs = kernel_inputs(original, gfx90a);
+fn kernel_entry(
+    original: &KernelDescriptor,
+    instrumented: &KernelDescriptor,
+    processor: &Processor,
+) -> (UnitSet, Entry) {
+    let old = layout(original, processor);
+    let new = layout(instrumented, processor);
+    let inputs = kernel_inputs(original, processor);
     let mut entry = Entry::default();
     for (input, first, count) in &old {
         if let Some((_, moved, _)) = new.iter().find(|(i, ..)| i == input) {
@@ -595,7 +600,7 @@ fn kernel_entry(original: &KernelDescriptor, instrumented: &KernelDescriptor, gf
         }
     }
     let dimensions = original.rsrc2("ENABLE_VGPR_WORKITEM_ID");
-    if gfx90a && instrumented.rsrc2("ENABLE_VGPR_WORKITEM_ID") > dimensions {
+    if processor.packed_work_item_ids && instrumented.rsrc2("ENABLE_VGPR_WORKITEM_ID") > dimensions {
         entry.widened = Some((Unit::vgpr(0), if dimensions == 0 { 0x3ff } else { 0xfffff }));
     }
     (inputs, entry)

@@ -9,7 +9,7 @@ use clap::Parser;
 use gpuinstr_emulator::arguments::{self, Argument, Element};
 use gpuinstr_emulator::{opcode_coverage, Device, Launch};
 
-/// Runs an AMDGPU kernel (gfx908/gfx90a) on the CPU and prints its buffers.
+/// Runs an AMDGPU kernel (GFX9: gfx900 to gfx942) on the CPU and prints its buffers.
 #[derive(Parser)]
 #[command(name = "gpuinstr-emulate", version)]
 struct Cli {

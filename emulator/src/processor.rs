@@ -1,5 +1,5 @@
 //! The processors the emulator models and what differs between them: the
-//! wave64 GFX9 family from gfx908 (MI100) on. Code for another processor is
+//! wave64 GFX9 family, gfx900 (Vega 10) to gfx942 (MI300). Code for another processor is
 //! refused rather than run with semantics it does not have.
 
 /// What the emulator needs to know of one processor.
@@ -24,8 +24,15 @@ const GFX940: Processor =
     Processor { name: "gfx940", packed_work_item_ids: true, vgpr_granule: 8, architected_flat_scratch: true };
 
 /// Every processor the emulator runs.
-pub const PROCESSORS: [Processor; 5] =
-    [GFX908, GFX90A, GFX940, Processor { name: "gfx941", ..GFX940 }, Processor { name: "gfx942", ..GFX940 }];
+pub const PROCESSORS: [Processor; 7] = [
+    Processor { name: "gfx900", ..GFX908 },
+    Processor { name: "gfx906", ..GFX908 },
+    GFX908,
+    GFX90A,
+    GFX940,
+    Processor { name: "gfx941", ..GFX940 },
+    Processor { name: "gfx942", ..GFX940 },
+];
 
 impl Processor {
     /// The processor called `name` (`gfx90a`), if the emulator runs it.

@@ -308,6 +308,40 @@ pub fn hip_object_with(relative: &str, options: &[&str]) -> PathBuf {
     output
 }
 
+/// The MI300 processor this toolchain builds for: gfx940 with LLVM 15,
+/// which has no gfx942; gfx942 from LLVM 17 (LLVM 20 drops gfx940).
+pub fn mi300() -> &'static str {
+    if gpuinstr::toolchain::LLVM_MAJOR >= 17 {
+        "gfx942"
+    } else {
+        "gfx940"
+    }
+}
+
+/// Every processor the tests instrument and emulate: gfx906 (MI50: no
+/// AGPRs, one VGPR per work-item id), gfx908 (MI100: an AGPR file of its
+/// own), gfx90a (MI210: unified file, packed ids) and MI300 (architected
+/// flat scratch).
+pub fn every_target() -> [&'static str; 4] {
+    ["gfx906", "gfx908", "gfx90a", mi300()]
+}
+
+/// A source under tests/inputs built for [`every_target`], once per run.
+pub fn object_for_every_target(relative: &str) -> PathBuf {
+    hip_object_with(relative, &["--offload-arch=gfx906", &format!("--offload-arch={}", mi300())])
+}
+
+/// CoMGR's link where it knows the processor (what the runtime uses), else
+/// ld.lld (Debian 12's CoMGR 5.2 predates gfx940).
+pub fn linker_for(app: &gpuinstr::stages::load::CodeObject) -> gpuinstr::stages::emit::link::Linker {
+    use gpuinstr::stages::emit::link::Linker;
+    if gpuinstr::native::comgr::knows_processor(&app.target.processor) {
+        Linker::Comgr
+    } else {
+        Linker::Lld
+    }
+}
+
 /// The test kernel sources (file stems).
 pub const TEST_KERNELS: [&str; 4] = ["control_flow", "memory", "calls_and_scratch", "matrix_cores"];
 

@@ -66,23 +66,23 @@ fn instrumented(tool: &CodeObject, app: &CodeObject, plan: &Plan) -> CodeObject 
 }
 
 fn instrumented_growing(tool: &CodeObject, app: &CodeObject, plan: &Plan, grow: RegisterGrowth) -> CodeObject {
-    let options = InstrumentOptions { grow_registers: grow, ..InstrumentOptions::default() };
+    let options = InstrumentOptions { grow_registers: grow, linker: linker_for(app), ..InstrumentOptions::default() };
     let (bytes, report) = instrument_code_object(tool, app, plan, &Registry::with_builtins(), &options).unwrap();
     assert!(report.left_out.is_empty(), "{:?}", report.left_out);
     CodeObject::parse(bytes, Vec::new()).unwrap()
 }
 
-/// Our control-flow kernels, for gfx90a and gfx908, with the example's
+/// Our control-flow kernels, for [`every_target`], with the example's
 /// plan: the plan and each (original, instrumented) pair.
 fn instrumented_control_flow(example_name: &str) -> (Plan, Vec<(CodeObject, CodeObject)>) {
     let dir = scratch();
     let tool = example_tool(example_name, dir.path());
     let plan = example_plan(example_name);
-    let pairs = ["gfx90a", "gfx908"]
+    let object = object_for_every_target("kernels/control_flow.hip");
+    let pairs = every_target()
         .into_iter()
         .map(|target| {
-            let app =
-                load::load_for_target(&test_kernels("control_flow"), Some(target)).unwrap().code_objects.remove(0);
+            let app = load::load_for_target(&object, Some(target)).unwrap().code_objects.remove(0);
             let output = instrumented(&tool, &app, &plan);
             (app, output)
         })
@@ -510,6 +510,53 @@ fn the_memory_tracer_traces_every_lane_access() {
     for (app, output) in &pairs {
         for case in control_flow_cases() {
             check_memory_tracer(app, output, &plan, &case, &["buffer"]);
+        }
+    }
+}
+
+/// A hook that needs stack (a per-lane table indexed by a run-time value)
+/// runs on the instrumentation stack the preamble sets up: the scratch V#
+/// in s[0:3] and the wave's offset up to gfx90a, FLAT_SCRATCH as the
+/// hardware sets it from gfx940. Every work-item adds one to the bin its
+/// table names, and the application's memory is what the original left.
+#[test]
+fn a_hook_with_a_stack_frame_counts_every_work_item_on_every_target() {
+    let dir = scratch();
+    let tool_path = dir.path().join("payload-hooks.hsaco");
+    run_ok(&mut tool_compile_command(Compiler::Clang, &input("tools/payload-hooks.hip"), "-O3", &tool_path));
+    let tool = load::load(&tool_path).unwrap().code_objects.remove(0);
+    // v0 holds threadIdx.x at the entry of a one-dimensional launch (packed
+    // or not): Local[I] = x * I + x, and the bin is Local[x % 24] & 63.
+    let plan = Plan::parse(
+        "[[insert]]\nhook = \"histogram\"\nwhere = \"kernel-entry\"\nargs = [{ reg = \"v0\" }]\n",
+        "stack.toml",
+    )
+    .unwrap();
+    let object = object_for_every_target("kernels/control_flow.hip");
+    for target in every_target() {
+        let app = load::load_for_target(&object, Some(target)).unwrap().code_objects.remove(0);
+        let output = instrumented(&tool, &app, &plan);
+        for (before, after) in app.kernels.iter().zip(&output.kernels) {
+            let (old, new) = (&before.descriptor, &after.descriptor);
+            assert!(new.private_segment_fixed_size > old.private_segment_fixed_size, "{target}: the stack grows");
+            assert_eq!(new.rsrc2("ENABLE_PRIVATE_SEGMENT"), 1, "{target}");
+            // Architected flat scratch has no private segment buffer.
+            let architected = output.target.has_architected_flat_scratch();
+            assert_eq!(new.property("ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER"), u32::from(!architected), "{target}");
+        }
+        for case in control_flow_cases() {
+            let name = format!("{target} {}", case.kernel);
+            let Runs { instrumented: device, .. } = run_both(&app, &output, &case, &[], Options::default());
+            let address = device.symbol_address("Histogram").unwrap_or_else(|| panic!("{name}: no Histogram"));
+            let bytes = device.memory.bytes(address, 64 * 4).unwrap();
+            let bins: Vec<u32> = bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+            let mut expected = vec![0u32; 64];
+            let [groups, _, _] = case.launch.workgroups;
+            let [size, _, _] = case.launch.workgroup_size;
+            for x in (0..groups).flat_map(|_| 0..size) {
+                expected[((x * (x % 24) + x) & 63) as usize] += 1;
+            }
+            assert_eq!(bins, expected, "{name}: Histogram");
         }
     }
 }

@@ -1,32 +1,14 @@
 //! The emulator (issue 7) on kernels hipcc compiled from our own sources,
-//! for gfx908, gfx90a and gfx940/gfx942: every result is compared with the same
+//! for gfx906, gfx908, gfx90a and gfx940/gfx942: every result is compared with the same
 //! computation on the CPU. Inputs are chosen so float results are exact
 //! whatever order or contraction the compiler picked.
 
 use gpuinstr_emulator::{Device, EmulatorError, Launch};
-use gpuinstr_tests::{debian_package_file, hip_object_with, input, run_ok, scratch, test_kernels};
+use gpuinstr_tests::{
+    debian_package_file, every_target, input, object_for_every_target, run_ok, scratch, test_kernels,
+};
 
 pub(crate) const TARGETS: [&str; 2] = ["gfx908", "gfx90a"];
-
-/// The MI300 processor this toolchain builds for: gfx940 with LLVM 15,
-/// which has no gfx942; gfx942 from LLVM 17 (LLVM 20 drops gfx940).
-fn gfx94x() -> &'static str {
-    if gpuinstr::toolchain::LLVM_MAJOR >= 17 {
-        "gfx942"
-    } else {
-        "gfx940"
-    }
-}
-
-/// gfx908, gfx90a and the MI300 processor.
-fn every_target() -> [&'static str; 3] {
-    ["gfx908", "gfx90a", gfx94x()]
-}
-
-/// A source of ours built for [`every_target`].
-fn object_for_every_target(relative: &str) -> std::path::PathBuf {
-    hip_object_with(relative, &[&format!("--offload-arch={}", gfx94x())])
-}
 
 pub(crate) fn device(object: &std::path::Path, target: &str) -> Device {
     Device::open(object, Some(target)).unwrap_or_else(|e| panic!("{target}: {e}"))

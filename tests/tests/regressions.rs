@@ -178,7 +178,7 @@ fn kernels_at_the_vgpr_limit_keep_every_point() {
         let app = code_object("vgpr_limit.hip", target);
         let kernel = &app.kernels[0];
         let (wave_vgprs, wave_total) =
-            occupancy::wave_register_limit(target, kernel.metadata.max_flat_workgroup_size as u32);
+            occupancy::wave_register_limit(app.target.model().unwrap(), kernel.metadata.max_flat_workgroup_size as u32);
         assert_eq!(kernel.metadata.vgpr_count as usize, wave_vgprs, "{target}: the kernel is at the limit");
         let (bytes, report) =
             instrument_code_object(&tool, &app, &counter_plan(), &Registry::with_builtins(), &Default::default())

@@ -43,6 +43,8 @@ mod ffi {
         pub fn amd_comgr_get_metadata_list_size(metadata: Handle, size: *mut usize) -> u32;
         pub fn amd_comgr_index_list_metadata(metadata: Handle, index: usize, value: *mut Handle) -> u32;
         pub fn amd_comgr_get_metadata_string(metadata: Handle, size: *mut usize, string: *mut c_char) -> u32;
+        pub fn amd_comgr_get_isa_count(count: *mut usize) -> u32;
+        pub fn amd_comgr_get_isa_name(index: usize, name: *mut *const c_char) -> u32;
     }
 }
 
@@ -188,6 +190,31 @@ fn first_of_kind(set: &DataSet, kind: u32) -> Result<Option<Data>, ComgrError> {
     }
 }
 
+/// The ISA names this CoMGR knows (`amdgcn-amd-amdhsa--gfx90a:xnack-`).
+pub fn isa_names() -> Result<Vec<String>, ComgrError> {
+    let mut count = 0usize;
+    // SAFETY: CoMGR returns pointers to its own static, NUL-terminated names.
+    unsafe {
+        check("count ISAs", ffi::amd_comgr_get_isa_count(&mut count))?;
+        let mut names = Vec::with_capacity(count);
+        for index in 0..count {
+            let mut name: *const c_char = std::ptr::null();
+            check("ISA name", ffi::amd_comgr_get_isa_name(index, &mut name))?;
+            if !name.is_null() {
+                names.push(std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned());
+            }
+        }
+        Ok(names)
+    }
+}
+
+/// Whether this CoMGR knows a processor (`gfx940`) at all.
+pub fn knows_processor(processor: &str) -> bool {
+    isa_names().is_ok_and(|names| {
+        names.iter().any(|n| n.rsplit("--").next().and_then(|t| t.split(':').next()) == Some(processor))
+    })
+}
+
 /// Links a relocatable code object into an executable one for `isa`
 /// (`amdgcn-amd-amdhsa--gfx90a:xnack-`).
 pub fn link_relocatable(relocatable: &[u8], isa: &str) -> Result<Vec<u8>, ComgrError> {
@@ -223,5 +250,17 @@ pub fn link_relocatable(relocatable: &[u8], isa: &str) -> Result<Vec<u8>, ComgrE
             log: String::new(),
         })?;
         read_data(&executable)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comgr_lists_the_processors_it_links_for() {
+        assert!(knows_processor("gfx90a"), "{:?}", isa_names());
+        assert!(!knows_processor("gfx9"));
+        assert!(isa_names().unwrap().iter().all(|n| n.starts_with("amdgcn-amd-amdhsa--")));
     }
 }

@@ -21,6 +21,7 @@ use crate::stages::liveness::{Liveness, RegisterUnits, Unit, UnitSet};
 use crate::stages::load::CodeObject;
 use crate::stages::lower_ir::{self, LowerIrError};
 use crate::stages::lower_mir::final_code::{self, FinalCodeError, Parking};
+use crate::stages::lower_mir::physical::Frame;
 use crate::stages::lower_mir::{self, LowerMirError, PayloadSite, RegisterClasses};
 use crate::stages::payload::{self, HookArgument, HookCall, PayloadError, PayloadRequest, PointConstantArgument};
 use crate::tool::read_tool_module;
@@ -676,6 +677,11 @@ fn finish_rejecting(
     keep_failed: Option<&std::path::Path>,
     rejected: &mut Vec<(String, String)>,
 ) -> Result<String, CompileError> {
+    // Every payload of the chunk was refused while lowering (their reasons
+    // are reported): nothing for llc, which rejects a module without one.
+    if module.functions.is_empty() {
+        return Ok(String::new());
+    }
     match codegen::finish(&module.print(), target, version, verify_each_pass, directory, keep_failed) {
         Ok(assembly) => Ok(assembly),
         Err(CodegenError::Llc { step, message, kept }) => {
@@ -852,19 +858,17 @@ pub fn payload_sites(
         {
             // At a kernel's first instruction only what the hardware set
             // holds anything: registers read before any write are undefined.
-            let gfx90a = code_object.target.processor == "gfx90a";
             live = live.intersection(&crate::stages::patch::preamble::kernel_inputs(
                 &code_object.kernels[kernel].descriptor,
-                gfx90a,
+                liveness.processor,
             ));
         }
-        let (wave_vgprs, _) =
-            crate::stages::load::occupancy::wave_register_limit(&code_object.target.processor, max_flat_workgroup_size);
+        let processor = liveness.processor;
+        let (wave_vgprs, _) = crate::stages::load::occupancy::wave_register_limit(processor, max_flat_workgroup_size);
         let max_vgprs = match registers.payload_vgprs {
             0 => wave_vgprs as u16,
             cap => cap.min(wave_vgprs as u16),
         };
-        let processor = code_object.target.processor.as_str();
         let max_agprs = match registers.allocation_cap {
             0 => 256,
             cap => (0..=256u16)
@@ -1167,7 +1171,11 @@ fn compile_each(
             point_constants: point_constants.get(index).cloned().unwrap_or_default(),
         })
         .collect();
-    let target = TargetInfo::for_processor(&code_object.target.processor);
+    let mut target = TargetInfo::for_processor(&code_object.target.processor);
+    // gfx900 and gfx906 have no AGPRs: a hook reading one is refused by name.
+    if code_object.target.model().is_some_and(|p| !p.has_agprs()) {
+        target.agprs = 0;
+    }
     let mut texts = StageTexts::default();
     let mut timings = Vec::new();
     let mut clock = std::time::Instant::now();
@@ -1262,6 +1270,7 @@ fn compile_each(
     }
     lap("codegen: instruction selection (llc)");
     let classes = RegisterClasses::new(&lifted.isa);
+    let frame = Frame::new(code_object.target.has_architected_flat_scratch());
     let context = lower_mir::LoweringContext::new(&lifted.isa, &classes, &target, registry, &placeholders);
     let mut lowered_modules = Vec::with_capacity(selected.len());
     let mut lowered: Vec<Option<lower_mir::LoweredPayload>> = vec![None; points.len()];
@@ -1342,26 +1351,27 @@ fn compile_each(
             continue;
         }
         let name = payload::payload_name(index);
-        let mut code = match final_code::extract(&functions, &name, index, &site.live, site.sva, &lowered.saves_frame) {
-            Ok(code) => code,
-            // A spill needs the SVA's stack: without one, only this point is left alone.
-            Err(FinalCodeError::StackWithoutSva(_, bytes)) => {
-                let why = match &site.unplaced {
-                    Some(problem) => format!(": {problem}"),
-                    None => String::new(),
-                };
-                let reason = Rejection::new(
-                    LeftOutCause::NoSvaRegister,
-                    format!(
+        let mut code =
+            match final_code::extract(&functions, &name, index, frame, &site.live, site.sva, &lowered.saves_frame) {
+                Ok(code) => code,
+                // A spill needs the SVA's stack: without one, only this point is left alone.
+                Err(FinalCodeError::StackWithoutSva(_, bytes)) => {
+                    let why = match &site.unplaced {
+                        Some(problem) => format!(": {problem}"),
+                        None => String::new(),
+                    };
+                    let reason = Rejection::new(
+                        LeftOutCause::NoSvaRegister,
+                        format!(
                         "LLVM spills {bytes} bytes of the payload's registers here, and the stack is reached through \
                          the State Value Array, which this function has no register for{why}"
                     ),
-                );
-                payloads.push(CompiledPayload::refused(labels[index].clone(), point, reason));
-                continue;
-            }
-            Err(other) => return Err(other.into()),
-        };
+                    );
+                    payloads.push(CompiledPayload::refused(labels[index].clone(), point, reason));
+                    continue;
+                }
+                Err(other) => return Err(other.into()),
+            };
         if let Some(parking) = &site.parking {
             // Load only what the payload reads.
             let reads_sva =

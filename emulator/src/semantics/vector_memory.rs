@@ -74,7 +74,9 @@ enum Width {
 
 fn width(name: &str) -> Option<Width> {
     let op = name.split("_LOAD_").nth(1).or_else(|| name.split("_STORE_").nth(1))?;
-    let op = op.trim_end_matches("_SADDR");
+    // Address forms: _SADDR (an SGPR base), and for scratch _SVS (gfx940+:
+    // a VGPR and an SGPR) and _ST (the offset alone).
+    let op = ["_SADDR", "_SVS", "_ST"].iter().find_map(|s| op.strip_suffix(s)).unwrap_or(op);
     for suffix in ["_OFFEN", "_OFFSET", "_IDXEN", "_BOTHEN", "_ADDR64"] {
         if let Some(stripped) = op.strip_suffix(suffix) {
             return width_of(stripped);
@@ -424,17 +426,38 @@ fn flat_atomic(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     Ok(())
 }
 
-/// SCRATCH forms: a private offset from a VGPR (or an SGPR for `_SADDR`)
-/// plus the instruction offset, swizzled into the wave's scratch at
-/// FLAT_SCRATCH. Loads: `srcs` = [vaddr | saddr]; stores: [vaddr, vdata] or
-/// [vdata, saddr].
-fn scratch_places(c: &Context<'_>, i: &Inst, lane: usize, load: bool, width: Width) -> Vec<Place> {
-    let saddr_form = i.name.contains("_SADDR");
-    let address = match (load, saddr_form) {
-        (true, _) | (false, false) => &i.srcs[0].operand,
-        (false, true) => &i.srcs[1].operand,
+/// The operands of a SCRATCH instruction: `(vaddr, vdata, saddr)`. LLVM's
+/// forms: plain (a VGPR offset), `_SADDR` (an SGPR), `_SVS` (gfx940+: a VGPR
+/// plus an SGPR) and `_ST` (the instruction offset alone). Loads have
+/// `srcs` = [vaddr?, saddr?]; stores [vaddr?, vdata, saddr?].
+fn scratch_operands(i: &Inst, load: bool) -> (Option<Operand>, Option<Operand>, Option<Operand>) {
+    let (vaddr, saddr) = if i.name.ends_with("_SADDR") {
+        (false, true)
+    } else if i.name.ends_with("_SVS") {
+        (true, true)
+    } else if i.name.ends_with("_ST") {
+        (false, false)
+    } else {
+        (true, false)
     };
-    let base = if saddr_form { c.wave.scalar32(address) } else { c.wave.lane32(address, lane) };
+    let mut srcs = i.srcs.iter().map(|s| s.operand);
+    let vaddr = if vaddr { srcs.next() } else { None };
+    let data = if load { None } else { srcs.next() };
+    let saddr = if saddr { srcs.next() } else { None };
+    (vaddr, data, saddr)
+}
+
+/// A lane's private offset (VGPR, SGPR, both or neither, plus the
+/// instruction offset), swizzled into the wave's scratch at FLAT_SCRATCH.
+fn scratch_places(c: &Context<'_>, i: &Inst, lane: usize, load: bool, width: Width) -> Vec<Place> {
+    let (vaddr, _, saddr) = scratch_operands(i, load);
+    let mut base = 0u32;
+    if let Some(vaddr) = vaddr {
+        base = base.wrapping_add(c.wave.lane32(&vaddr, lane));
+    }
+    if let Some(saddr) = saddr {
+        base = base.wrapping_add(c.wave.scalar32(&saddr));
+    }
     let private = u64::from(base.wrapping_add(segment_offset(i.imm(0)) as u32));
     let flat_scratch = c.wave.scalar64(&Operand::Scalar { index: FLAT_SCRATCH, dwords: 2 });
     dword_places(width, |offset| Place::Global(swizzled_private(flat_scratch, private + offset, lane)))
@@ -451,7 +474,8 @@ fn scratch_load(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
 
 fn scratch_store(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let width = width(&i.name).ok_or(Fault::Unimplemented)?;
-    let data = if i.name.contains("_SADDR") { i.srcs[0].operand } else { i.srcs[1].operand };
+    let (_, data, _) = scratch_operands(i, false);
+    let data = data.ok_or(Fault::Unimplemented)?;
     for lane in active_lanes(c.wave.exec()) {
         let places = scratch_places(c, i, lane, false, width);
         store_lane(c, &data, lane, &places, width).map_err(|f| f.in_lane(lane))?;

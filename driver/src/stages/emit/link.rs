@@ -58,6 +58,13 @@ pub enum EmitError {
          instrumenting moves code, and code after them could not be aligned; the code object is damaged"
     )]
     PartialWord { function: String, at: u64, bytes: usize },
+    #[error(
+        "CoMGR {}.{} does not know {isa}: link with `--linker lld`, or in an environment whose CoMGR knows it \
+         (scripts/env.sh trixie or sid)",
+        crate::native::comgr::INTERFACE_VERSION.0,
+        crate::native::comgr::INTERFACE_VERSION.1
+    )]
+    ComgrUnknownIsa { isa: String },
     #[error(transparent)]
     Comgr(#[from] ComgrError),
     #[error("temporary files: {0}")]
@@ -107,7 +114,10 @@ pub fn assemble(
 /// Links a relocatable into an executable code object.
 pub fn link(relocatable: &[u8], isa: &str, linker: Linker, directory: &Path) -> Result<Vec<u8>, EmitError> {
     match linker {
-        Linker::Comgr => Ok(link_relocatable(relocatable, isa)?),
+        Linker::Comgr => link_relocatable(relocatable, isa).map_err(|error| match error.step {
+            "set isa" => EmitError::ComgrUnknownIsa { isa: isa.to_string() },
+            _ => error.into(),
+        }),
         Linker::Lld | Linker::LldLeavingUndefined => {
             let object = directory.join("link-input.o");
             let executable = directory.join("linked.hsaco");

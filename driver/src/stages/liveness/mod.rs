@@ -24,6 +24,7 @@ pub mod units;
 use std::collections::HashMap;
 
 use crate::stages::lift::{BlockExit, Flow, Function, FunctionKind, LiftedCodeObject};
+use crate::stages::load::processor::Processor;
 pub use units::{RegisterFile, RegisterUnits, Unit, UnitSet};
 
 /// Liveness of one function, per instruction in `Function::instructions` order.
@@ -50,6 +51,9 @@ impl FunctionLiveness {
 }
 
 pub struct Liveness {
+    /// The processor's register files (the facts every later stage sizes
+    /// registers, occupancy and the preamble by).
+    pub processor: &'static Processor,
     /// In `LiftedCodeObject::functions` order.
     pub functions: Vec<FunctionLiveness>,
 }
@@ -286,30 +290,29 @@ impl UnitSet {
 pub enum LivenessError {
     #[error(
         "{processor} code is lifted and round-tripped, not analysed or instrumented: gpuinstr models the register \
-         files of gfx908 and gfx90a{}",
+         files of {}{}",
+        Processor::names(),
         if *.wave32 { " (wave32 RDNA code has its own issue)" } else { "" }
     )]
     Unmodelled { processor: String, wave32: bool },
 }
 
-/// The processors whose register files, wave size and occupancy this
-/// analysis and everything after it (the SVA, payloads, the preamble)
-/// model: liveness on any other would give wrong registers quietly.
-pub const MODELLED_PROCESSORS: [&str; 2] = ["gfx908", "gfx90a"];
-
 /// Liveness of every function of a lifted code object.
 pub fn analyze<'a>(lifted: &'a LiftedCodeObject<'a>) -> Result<Liveness, LivenessError> {
-    let processor = &lifted.code_object.target.processor;
-    if !MODELLED_PROCESSORS.contains(&processor.as_str()) {
+    // The processors whose register files, wave size and occupancy this
+    // analysis and everything after it model: liveness on any other would
+    // give wrong registers quietly.
+    let target = &lifted.code_object.target;
+    let Some(processor) = target.model() else {
         return Err(LivenessError::Unmodelled {
-            processor: processor.clone(),
+            processor: target.processor.clone(),
             wave32: !lifted.isa.generation.is_gfx9(),
         });
-    }
-    Ok(analyze_modelled(lifted))
+    };
+    Ok(analyze_modelled(lifted, processor))
 }
 
-fn analyze_modelled<'a>(lifted: &'a LiftedCodeObject<'a>) -> Liveness {
+fn analyze_modelled<'a>(lifted: &'a LiftedCodeObject<'a>, processor: &'static Processor) -> Liveness {
     let count = lifted.functions.len();
     let function_at: HashMap<u64, usize> = lifted.functions.iter().enumerate().map(|(i, f)| (f.address, i)).collect();
     let units = RegisterUnits::new(&lifted.isa);
@@ -436,5 +439,5 @@ fn analyze_modelled<'a>(lifted: &'a LiftedCodeObject<'a>) -> Liveness {
         }
         results[index].touched = touched;
     }
-    Liveness { functions: results }
+    Liveness { processor, functions: results }
 }

@@ -172,6 +172,14 @@ impl KernelDescriptor {
         field(&RSRC3_GFX90A, name).get(self.compute_pgm_rsrc3)
     }
 
+    /// KERNARG_PRELOAD_SPEC_LENGTH (bits 464-470, gfx940+): the dwords of the
+    /// kernel argument segment the command processor loads into SGPRs after
+    /// the user SGPRs; when not zero it enters the kernel 256 bytes past its
+    /// entry (the first 256 bytes load them for firmware that does not).
+    pub fn kernarg_preload_length(&self) -> u16 {
+        u16::from_le_bytes([self.reserved2[0], self.reserved2[1]]) & 0x7f
+    }
+
     pub fn property(&self, name: &str) -> u32 {
         field(&KERNEL_CODE_PROPERTIES, name).get(u32::from(self.kernel_code_properties))
     }

@@ -11,6 +11,7 @@ pub mod instrumented;
 pub mod lines;
 pub mod metadata;
 pub mod occupancy;
+pub mod processor;
 pub mod target;
 
 use std::path::{Path, PathBuf};

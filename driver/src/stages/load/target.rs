@@ -115,6 +115,12 @@ impl TargetId {
         }
     }
 
+    /// The register files and preamble facts of an instrumented processor
+    /// (None: lifted and round-tripped only).
+    pub fn model(&self) -> Option<&'static super::processor::Processor> {
+        super::processor::Processor::named(&self.processor)
+    }
+
     /// gfx90a's register file: VGPRs and AGPRs in one allocation split at
     /// ACCUM_OFFSET (gfx90a, gfx940-gfx950, gfx9-4-generic).
     pub fn has_unified_register_file(&self) -> bool {

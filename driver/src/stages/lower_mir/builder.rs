@@ -8,9 +8,8 @@ use gpuinstr_intrinsics::{
     Storage, TargetInfo, VirtualRegister,
 };
 
-use super::physical::{copyable, mir_name, mir_register, unit_of, FRAME_UNITS};
+use super::physical::{copyable, mir_name, mir_register, unit_of};
 use super::FunctionState;
-use gpuinstr_intrinsics::sva::{FrameValue, FRAME_VALUES};
 
 /// Generic opcodes: no instruction description to check against.
 const GENERIC: [&str; 4] = ["COPY", "REG_SEQUENCE", "PHI", "IMPLICIT_DEF"];
@@ -252,20 +251,17 @@ impl MirBuilder for PayloadBuilder<'_, '_> {
 
     fn physical_register(&mut self, register: Register) -> Result<VirtualRegister, IntrinsicError> {
         let unit = self.unit_for(register, &self.lowering.reads.clone(), "reads")?;
-        // s0-s3 and s32 belong to the payload's own frame; the application's
-        // values are in the SVA lanes the payload's entry saves them to.
-        if let (Some(frame), Some(_)) = (FRAME_UNITS.iter().position(|u| *u == unit), self.state.site.sva) {
-            let lane = |value: FrameValue| FRAME_VALUES.iter().find(|e| e.value == value).map_or(0, |e| e.first);
-            let lane = match frame {
-                4 => lane(FrameValue::ApplicationStackPointer),
-                n => lane(FrameValue::ApplicationScratchResource) + n as u8,
-            };
+        // The frame registers belong to the payload's own frame; the
+        // application's values are in the SVA lanes the payload's entry
+        // saves them to.
+        if let (true, Some(_)) = (self.state.frame.contains(unit), self.state.site.sva) {
+            let lane = self.state.frame.saved_lane(unit);
             self.state.reads_saved_frame.insert(unit);
             return self.read_lanes(lane, 1);
         }
         let class = if register.is_vector() { "vgpr_32" } else { "sreg_32" };
         let value = self.new_named(class);
-        if copyable(unit) {
+        if copyable(unit, self.state.frame) {
             let token = self.state.read_copied(unit);
             self.lines.push(format!("{value} = COPY {token}"));
         } else {
@@ -276,7 +272,7 @@ impl MirBuilder for PayloadBuilder<'_, '_> {
 
     fn write_physical_register(&mut self, register: Register, value: VirtualRegister) -> Result<(), IntrinsicError> {
         let unit = self.unit_for(register, &self.lowering.writes.clone(), "writes")?;
-        if copyable(unit) {
+        if copyable(unit, self.state.frame) {
             let class = self.class_of(value)?;
             let value =
                 if self.state.classes.is_subclass(&class, "sreg_32") { value } else { self.fit_use(value, "sreg_32")? };

@@ -25,7 +25,13 @@ impl RegisterClasses {
         let members = (0..count).map(|c| isa.mc.register_class_registers(c).into_iter().collect()).collect();
         let bits = (0..count).map(|c| isa.mc.register_class_bits(c)).collect();
         let by_name = names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
-        RegisterClasses { names, by_name, members, bits, aligned_vgpr_tuples: isa.target.processor == "gfx90a" }
+        RegisterClasses {
+            names,
+            by_name,
+            members,
+            bits,
+            aligned_vgpr_tuples: isa.target.model().is_some_and(|p| p.aligned_vgpr_tuples),
+        }
     }
 
     pub fn name(&self, class: usize) -> &str {

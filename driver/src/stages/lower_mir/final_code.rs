@@ -5,12 +5,12 @@
 //!   application's instruction.
 //! - Labels get a payload prefix, unique in any code object.
 //! - A payload that uses stack runs on the instrumentation stack: its entry
-//!   saves the application's s0-s3/s32 (those live at the point) into the SVA
-//!   and loads the instrumentation frame from it; every exit restores them
-//!   (docs/sva.md, frame values).
+//!   saves the application's frame registers (s0-s3 and s32; s32 alone with
+//!   architected flat scratch) live at the point into the SVA and loads the
+//!   instrumentation frame from it; every exit restores them (docs/sva.md,
+//!   frame values).
 
-use gpuinstr_intrinsics::sva::{FrameValue, FRAME_VALUES};
-
+use super::physical::Frame;
 use crate::stages::liveness::{Unit, UnitSet};
 
 /// The machine code of one payload.
@@ -87,6 +87,7 @@ pub fn extract(
     assembly: &AssemblyFunctions<'_>,
     name: &str,
     index: usize,
+    frame: Frame,
     live: &UnitSet,
     sva: Option<u16>,
     save_frame: &UnitSet,
@@ -121,11 +122,11 @@ pub fn extract(
     };
     if scratch_bytes > 0 {
         let sva = sva.ok_or_else(|| FinalCodeError::StackWithoutSva(name.to_string(), scratch_bytes))?;
-        wrap_frame(&mut payload, live, sva, &end_label, save_frame);
+        wrap_frame(&mut payload, frame, live, sva, &end_label, save_frame);
     } else if let (false, Some(sva)) = (save_frame.is_empty(), sva) {
         // No frame to swap in, but hooks read the application's s0-s3/s32
         // from the save lanes.
-        let mut saves = frame_saves(sva, |sgpr| save_frame.contains(Unit::sgpr(sgpr)));
+        let mut saves = frame_saves(frame, sva, |sgpr| save_frame.contains(Unit::sgpr(sgpr)));
         saves.append(&mut payload.code);
         payload.code = saves;
     }
@@ -210,25 +211,12 @@ pub fn end_label(index: usize) -> String {
     format!(".Lgpuinstr_payload{index}_end")
 }
 
-fn lanes(value: FrameValue) -> std::ops::Range<u8> {
-    let entry = FRAME_VALUES.iter().find(|e| e.value == value).expect("frame value in the table");
-    entry.first..entry.first + entry.count
-}
-
-/// Swaps the application's frame registers for the instrumentation frame
-/// around the payload. `s_nop 4`: a VALU write of an SGPR needs 5 wait
-/// states before a memory instruction reads it (GFX9 hazard).
-/// `(frame SGPR, its save lane, its instrumentation-frame lane)`.
-fn frame_pairs() -> Vec<(u16, u8, u8)> {
-    let frame = [0u16, 1, 2, 3, 32];
-    let application = lanes(FrameValue::ApplicationScratchResource).chain(lanes(FrameValue::ApplicationStackPointer));
-    let instrumentation = lanes(FrameValue::ScratchResource).chain(lanes(FrameValue::StackPointer));
-    frame.iter().zip(application.zip(instrumentation)).map(|(s, (a, i))| (*s, a, i)).collect()
-}
-
-/// Saves the frame SGPRs `which` selects into their SVA lanes.
-fn frame_saves(sva: u16, which: impl Fn(u16) -> bool) -> Vec<String> {
-    frame_pairs()
+/// Saves the frame SGPRs `which` selects into their SVA lanes. `s_nop 4`
+/// after a swap: a VALU write of an SGPR needs 5 wait states before a
+/// memory instruction reads it (GFX9 hazard).
+fn frame_saves(frame: Frame, sva: u16, which: impl Fn(u16) -> bool) -> Vec<String> {
+    frame
+        .lanes()
         .iter()
         .filter(|(sgpr, ..)| which(*sgpr))
         .map(|(sgpr, saved, _)| format!("v_writelane_b32 v{sva}, s{sgpr}, {saved}"))
@@ -237,9 +225,10 @@ fn frame_saves(sva: u16, which: impl Fn(u16) -> bool) -> Vec<String> {
 
 /// Registers outside the kernel's allocation are never read: only live
 /// frame registers and those hooks read are saved.
-fn wrap_frame(payload: &mut FinalPayload, live: &UnitSet, sva: u16, end_label: &str, read: &UnitSet) {
-    let pairs = frame_pairs();
-    let mut prologue = frame_saves(sva, |sgpr| read.contains(Unit::sgpr(sgpr)) || live.contains(Unit::sgpr(sgpr)));
+fn wrap_frame(payload: &mut FinalPayload, frame: Frame, live: &UnitSet, sva: u16, end_label: &str, read: &UnitSet) {
+    let pairs = frame.lanes();
+    let mut prologue =
+        frame_saves(frame, sva, |sgpr| read.contains(Unit::sgpr(sgpr)) || live.contains(Unit::sgpr(sgpr)));
     for (sgpr, _, frame_lane) in &pairs {
         prologue.push(format!("v_readlane_b32 s{sgpr}, v{sva}, {frame_lane}"));
     }
@@ -271,7 +260,9 @@ mod tests {
     #[test]
     fn the_return_goes_and_labels_are_renamed() {
         let functions = AssemblyFunctions::parse(ASSEMBLY);
-        let payload = extract(&functions, "gpuinstr.payload.0", 0, &UnitSet::EMPTY, None, &UnitSet::EMPTY).unwrap();
+        let payload =
+            extract(&functions, "gpuinstr.payload.0", 0, Frame::new(false), &UnitSet::EMPTY, None, &UnitSet::EMPTY)
+                .unwrap();
         assert_eq!(
             payload.code,
             vec![
@@ -283,7 +274,7 @@ mod tests {
         );
         assert_eq!((payload.sgprs, payload.vgprs, payload.scratch_bytes), (36, 2, 0));
         assert_eq!(
-            extract(&functions, "gpuinstr.payload.1", 1, &UnitSet::EMPTY, None, &UnitSet::EMPTY),
+            extract(&functions, "gpuinstr.payload.1", 1, Frame::new(false), &UnitSet::EMPTY, None, &UnitSet::EMPTY),
             Err(FinalCodeError::Missing("gpuinstr.payload.1".into()))
         );
     }
@@ -294,14 +285,15 @@ mod tests {
         let mut live = UnitSet::EMPTY;
         live.insert(Unit::sgpr(2));
         let functions = AssemblyFunctions::parse(&with_stack);
-        let payload = extract(&functions, "gpuinstr.payload.0", 0, &live, Some(40), &UnitSet::EMPTY).unwrap();
+        let payload =
+            extract(&functions, "gpuinstr.payload.0", 0, Frame::new(false), &live, Some(40), &UnitSet::EMPTY).unwrap();
         assert_eq!(payload.code[0], "v_writelane_b32 v40, s2, 7");
         assert_eq!(payload.code[1], "v_readlane_b32 s0, v40, 0");
         assert_eq!(payload.code[5], "v_readlane_b32 s32, v40, 4");
         assert_eq!(payload.code.last().unwrap(), "s_nop 4");
         assert!(payload.code.contains(&"v_readlane_b32 s2, v40, 7".to_string()));
         assert_eq!(
-            extract(&functions, "gpuinstr.payload.0", 0, &live, None, &UnitSet::EMPTY),
+            extract(&functions, "gpuinstr.payload.0", 0, Frame::new(false), &live, None, &UnitSet::EMPTY),
             Err(FinalCodeError::StackWithoutSva("gpuinstr.payload.0".into(), 8))
         );
     }

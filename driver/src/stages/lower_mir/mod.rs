@@ -31,7 +31,7 @@ use crate::stages::liveness::{RegisterFile, Unit, UnitSet};
 use crate::stages::lower_ir::Placeholder;
 pub use classes::RegisterClasses;
 pub use mir::{MirFunction, MirModule, MirParseError};
-use physical::{copyable, mir_name, FRAME_UNITS};
+use physical::{copyable, mir_name, Frame};
 
 /// What a payload's point offers it.
 #[derive(Clone, Debug)]
@@ -132,6 +132,8 @@ pub struct FunctionState<'a> {
     pub classes: &'a RegisterClasses,
     pub target: &'a TargetInfo,
     pub site: &'a PayloadSite,
+    /// The registers of the payload's stack frame on this processor.
+    pub frame: Frame,
     pub registers: BTreeMap<u32, String>,
     pub next_register: u32,
     pub kernel_arguments: BTreeSet<KernelArgument>,
@@ -235,7 +237,7 @@ fn plan_registers(function: &mut MirFunction, state: &FunctionState<'_>) -> Regi
         match unit.file() {
             _ if plan.reserved_live.contains(unit) => {}
             RegisterFile::Vgpr | RegisterFile::Agpr => plan.pinned_vector.insert(unit),
-            _ if !copyable(unit) => {}
+            _ if !copyable(unit, state.frame) => {}
             _ if unit == scc => {
                 if defined.contains(unit) || written {
                     plan.copied.insert(unit)
@@ -436,6 +438,7 @@ fn lower_function(
 ) -> Result<LoweredPayload, LowerMirError> {
     let LoweringContext { isa, classes, target, registry, .. } = *context;
     let fail = |error: IntrinsicError| LowerMirError::Intrinsic { point: point.to_string(), error };
+    let frame = Frame::new(isa.target.has_architected_flat_scratch());
     let mut intrinsic_units = UnitSet::EMPTY;
     let mut frame_reads = UnitSet::EMPTY;
     for placeholder in own_placeholders {
@@ -444,19 +447,20 @@ fn lower_function(
             // Without an SVA the builder reads the register itself: right
             // while the payload has no stack frame; payloads that get one
             // are refused after code generation.
-            if FRAME_UNITS.contains(&unit) && site.sva.is_none() {
+            if frame.contains(unit) && site.sva.is_none() {
                 frame_reads.insert(unit);
             }
             intrinsic_units.insert(unit);
         }
         for register in &placeholder.lowering.writes {
             let unit = physical::unit_of(*register).map_err(fail)?;
-            if FRAME_UNITS.contains(&unit) {
+            if frame.contains(unit) {
+                let frame = frame.describe();
                 return Err(fail(IntrinsicError::Lowering {
                     intrinsic: placeholder.intrinsic.clone(),
                     why: format!(
-                        "{register} holds the payload's stack frame (s0-s3, s32); the application's s0-s3 and s32 \
-                         cannot be written"
+                        "{register} holds the payload's stack frame ({frame}); the application's {frame} cannot be \
+                         written"
                     ),
                 }));
             }
@@ -468,6 +472,7 @@ fn lower_function(
         classes,
         target,
         site,
+        frame,
         next_register: function.next_register(),
         registers: std::mem::take(&mut function.registers),
         kernel_arguments: BTreeSet::new(),

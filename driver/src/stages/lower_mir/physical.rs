@@ -1,6 +1,7 @@
 //! Physical registers in payload MIR: their MIR spelling, the liveness unit
 //! of an intrinsic's register, and which ones may be copied.
 
+use gpuinstr_intrinsics::sva::{FrameValue, FRAME_VALUES};
 use gpuinstr_intrinsics::{IntrinsicError, Register, SpecialRegister};
 
 use crate::stages::liveness::units::{units_of_name, SPECIALS, SPECIAL_BASE, TTMP_BASE};
@@ -8,13 +9,67 @@ use crate::stages::liveness::{RegisterFile, Unit};
 
 /// s0-s3 (scratch V#) and s32 (stack pointer): the payload's frame in the
 /// AMDGPU calling convention; reserved, so the allocator never uses them.
-pub const FRAME_UNITS: [Unit; 5] = [Unit(0), Unit(1), Unit(2), Unit(3), Unit(32)];
+const FRAME_UNITS: [Unit; 5] = [Unit(0), Unit(1), Unit(2), Unit(3), Unit(32)];
+
+/// The registers that hold a payload's stack frame, which a payload with
+/// stack swaps for the instrumentation frame kept in the SVA. With
+/// architected flat scratch (gfx940+) scratch is addressed through
+/// FLAT_SCRATCH, which the hardware sets and nobody writes: the frame is
+/// the stack pointer s32 alone, and s0-s3 are ordinary SGPRs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frame {
+    units: &'static [Unit],
+}
+
+impl Frame {
+    pub fn new(architected_flat_scratch: bool) -> Frame {
+        Frame { units: if architected_flat_scratch { &FRAME_UNITS[4..] } else { &FRAME_UNITS } }
+    }
+
+    pub fn contains(&self, unit: Unit) -> bool {
+        self.units.contains(&unit)
+    }
+
+    /// `(frame SGPR, its save lane, its instrumentation-frame lane)`.
+    pub fn lanes(&self) -> Vec<(u16, u8, u8)> {
+        self.units.iter().map(|unit| (unit.index(), self.saved_lane(*unit), Self::frame_lane(*unit))).collect()
+    }
+
+    /// The SVA lane the application's value of a frame register is saved
+    /// in while a payload runs.
+    pub fn saved_lane(&self, unit: Unit) -> u8 {
+        match unit.index() {
+            32 => lane(FrameValue::ApplicationStackPointer),
+            n => lane(FrameValue::ApplicationScratchResource) + n as u8,
+        }
+    }
+
+    fn frame_lane(unit: Unit) -> u8 {
+        match unit.index() {
+            32 => lane(FrameValue::StackPointer),
+            n => lane(FrameValue::ScratchResource) + n as u8,
+        }
+    }
+
+    /// How the frame registers are named in messages.
+    pub fn describe(&self) -> &'static str {
+        if self.units.len() == 1 {
+            "s32"
+        } else {
+            "s0-s3, s32"
+        }
+    }
+}
+
+fn lane(value: FrameValue) -> u8 {
+    FRAME_VALUES.iter().find(|e| e.value == value).expect("frame value in the table").first
+}
 
 /// Whether a unit is copied into a virtual register rather than pinned:
-/// scalar registers whose copies are exact (no lanes).
-pub fn copyable(unit: Unit) -> bool {
+/// scalar registers whose copies are exact (no lanes), the frame's aside.
+pub fn copyable(unit: Unit, frame: Frame) -> bool {
     match unit.file() {
-        RegisterFile::Sgpr => !FRAME_UNITS.contains(&unit),
+        RegisterFile::Sgpr => !frame.contains(unit),
         RegisterFile::Special => {
             ["VCC_LO", "VCC_HI", "EXEC_LO", "EXEC_HI", "SCC", "M0"].iter().any(|name| Unit::special(name) == unit)
         }
@@ -110,12 +165,19 @@ mod tests {
 
     #[test]
     fn frame_registers_are_pinned_and_scalars_copied() {
-        assert!(!copyable(Unit::sgpr(0)));
-        assert!(!copyable(Unit::sgpr(32)));
-        assert!(copyable(Unit::sgpr(33)));
-        assert!(copyable(Unit::special("SCC")));
-        assert!(!copyable(Unit::special("MODE")));
-        assert!(!copyable(Unit::vgpr(0)));
+        let frame = Frame::new(false);
+        assert!(!copyable(Unit::sgpr(0), frame));
+        assert!(!copyable(Unit::sgpr(32), frame));
+        assert!(copyable(Unit::sgpr(33), frame));
+        assert!(copyable(Unit::special("SCC"), frame));
+        assert!(!copyable(Unit::special("MODE"), frame));
+        assert!(!copyable(Unit::vgpr(0), frame));
+        assert_eq!(frame.lanes(), [(0, 5, 0), (1, 6, 1), (2, 7, 2), (3, 8, 3), (32, 9, 4)]);
+        // Architected flat scratch: s32 alone.
+        let architected = Frame::new(true);
+        assert!(copyable(Unit::sgpr(0), architected));
+        assert!(!copyable(Unit::sgpr(32), architected));
+        assert_eq!(architected.lanes(), [(32, 9, 4)]);
     }
 
     #[test]

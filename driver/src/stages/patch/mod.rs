@@ -25,6 +25,7 @@ use crate::stages::load::descriptor::{KernelDescriptor, RSRC1, RSRC3_GFX90A};
 use crate::stages::load::instrumented::{global_table_assembly, ToolGlobalEntry};
 use crate::stages::load::lines::{SourceLineNames, SourceLines};
 use crate::stages::load::occupancy;
+use crate::stages::load::processor::Processor;
 use crate::stages::sva::SvaPlacement;
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -86,7 +87,7 @@ struct RegisterChange<'a> {
     stack: usize,
     by_payloads: &'a UnitSet,
     by_preamble: &'a UnitSet,
-    gfx90a: bool,
+    unified_register_file: bool,
 }
 
 /// One line per change of a kernel's registers and stack, saying why.
@@ -108,7 +109,7 @@ fn register_changes(change: &RegisterChange<'_>) -> Vec<String> {
     let mut lines = Vec::new();
     let (v0, v1) = change.vgprs;
     if v1 != v0 {
-        let moved_only = change.gfx90a && change.vector_allocation.0 == change.vector_allocation.1;
+        let moved_only = change.unified_register_file && change.vector_allocation.0 == change.vector_allocation.1;
         let note = if moved_only { " (ACCUM_OFFSET moves; the unified allocation stays the same)" } else { "" };
         lines.push(format!("VGPRs {v0} -> {v1}: {}{note}", users(RegisterFile::Vgpr, v0, "v")));
     }
@@ -276,9 +277,13 @@ fn set_metadata(document: &mut rmpv::Value, kernel_name: &str, key: &str, value:
     }
 }
 
-fn register_limit(code_object: &crate::stages::load::CodeObject, kernel: usize) -> (usize, usize) {
+fn register_limit(
+    processor: &Processor,
+    code_object: &crate::stages::load::CodeObject,
+    kernel: usize,
+) -> (usize, usize) {
     let workgroup = code_object.kernels[kernel].metadata.max_flat_workgroup_size as u32;
-    crate::stages::load::occupancy::wave_register_limit(&code_object.target.processor, workgroup)
+    crate::stages::load::occupancy::wave_register_limit(processor, workgroup)
 }
 
 /// What each point (in site order) stands for, for the point table, and
@@ -327,7 +332,9 @@ pub fn patch(
     define_globals: bool,
 ) -> Result<(Patch, PatchReport), PatchError> {
     let code_object = lifted.code_object;
-    let gfx90a = code_object.target.processor == "gfx90a";
+    let processor = liveness.processor;
+    // One file for VGPRs and AGPRs, split at ACCUM_OFFSET (gfx90a, gfx940+).
+    let unified = processor.has_unified_register_file();
     let mut patch = Patch { metadata: Some(code_object.metadata.document.clone()), ..Patch::default() };
     let mut report = PatchReport::default();
     (patch.points, report.source_lines) = point_entries(lifted, points);
@@ -354,11 +361,10 @@ pub fn patch(
         .iter()
         .enumerate()
         .filter_map(|(index, f)| match f.kind {
-            FunctionKind::Kernel(kernel) => Some((index, register_limit(code_object, kernel))),
+            FunctionKind::Kernel(kernel) => Some((index, register_limit(processor, code_object, kernel))),
             FunctionKind::DeviceFunction => None,
         })
         .collect();
-    let processor = code_object.target.processor.as_str();
     // Per kernel: the VGPRs and AGPRs its allocation holds as it grows with
     // the accepted payloads, and the vector allocation it may grow to.
     let mut grown: HashMap<usize, (usize, usize)> = HashMap::new();
@@ -368,8 +374,8 @@ pub fn patch(
         let touched = &liveness.functions[index].touched;
         let allocated = allocation(code_object, &code_object.kernels[kernel], touched);
         let agprs_used = touched.in_file(RegisterFile::Agpr).iter().map(|u| u.index() as usize + 1).max().unwrap_or(0);
-        let agprs = if gfx90a && agprs_used > 0 { allocated.agprs.len() } else { agprs_used };
-        let vgprs = if gfx90a && agprs_used == 0 {
+        let agprs = if unified && agprs_used > 0 { allocated.agprs.len() } else { agprs_used };
+        let vgprs = if unified && agprs_used == 0 {
             allocated.vgprs.len() + allocated.agprs.len()
         } else {
             allocated.vgprs.len()
@@ -413,7 +419,7 @@ pub fn patch(
             Some((Some(sva), work_item_ids, _)) => {
                 kernel_needs.sva = sva;
                 kernel_needs.work_item_ids = work_item_ids;
-                preamble::build(&code_object.kernels[index], &kernel_needs, gfx90a)
+                preamble::build(&code_object.kernels[index], &kernel_needs, processor)
             }
             Some((None, _, Some(homes))) => {
                 // Built in VGPRs dead at the entry, then copied to the AGPRs.
@@ -426,7 +432,7 @@ pub fn patch(
                         kernel_needs.sva = sva;
                         kernel_needs.work_item_ids = homes.work_item_ids.and(ids);
                         kernel_needs.agprs = Some((homes.sva, homes.work_item_ids));
-                        preamble::build(&code_object.kernels[index], &kernel_needs, gfx90a)
+                        preamble::build(&code_object.kernels[index], &kernel_needs, processor)
                     }
                     _ => Err("no VGPR is dead at the kernel's entry to build the State Value Array in".into()),
                 }
@@ -625,7 +631,7 @@ pub fn patch(
             let f = *RSRC1.iter().find(|f| f.name == field).expect("RSRC1 field");
             d.compute_pgm_rsrc1 = f.set(d.compute_pgm_rsrc1, value);
         };
-        let (vgprs_after, agprs_after) = if gfx90a {
+        let (vgprs_after, agprs_after) = if unified {
             // One file: [0, ACCUM_OFFSET) VGPRs, then the AGPRs.
             let uses_agprs = touched_highest(RegisterFile::Agpr) > 0 || highest(RegisterFile::Agpr) > 0;
             let accum = round_up(vgprs_needed.max(1), 4);
@@ -679,11 +685,10 @@ pub fn patch(
             );
         }
         // What changed, in the terms occupancy follows.
-        let processor = code_object.target.processor.as_str();
         let agprs_used =
             (touched_highest(RegisterFile::Agpr), touched_highest(RegisterFile::Agpr).max(highest(RegisterFile::Agpr)));
-        let vector_before = if gfx90a { vgprs_before + agprs_before } else { vgprs_before };
-        let vector_after = if gfx90a { vgprs_after + agprs_after } else { vgprs_after };
+        let vector_before = if unified { vgprs_before + agprs_before } else { vgprs_before };
+        let vector_after = if unified { vgprs_after + agprs_after } else { vgprs_after };
         let waves = (
             occupancy::waves_per_simd(processor, vector_before, sgpr_blocks.0),
             occupancy::waves_per_simd(processor, vector_after, sgpr_blocks.1),
@@ -697,7 +702,7 @@ pub fn patch(
             stack: stack as usize,
             by_payloads: &by_payloads,
             by_preamble: &by_preamble,
-            gfx90a,
+            unified_register_file: unified,
         });
         report.kernels.push(KernelPatch {
             name,

@@ -15,6 +15,7 @@ use gpuinstr_intrinsics::{KernelArgument, Storage};
 
 use crate::stages::liveness::{Unit, UnitSet};
 use crate::stages::load::descriptor::{KernelDescriptor, KERNEL_CODE_PROPERTIES, RSRC2};
+use crate::stages::load::processor::Processor;
 use crate::stages::load::Kernel;
 
 /// A kernel input SGPR block, in hardware order.
@@ -58,11 +59,17 @@ fn enabled(descriptor: &KernelDescriptor, name: &str, user: bool) -> bool {
     }
 }
 
-/// Where each enabled input is: `(input, first SGPR, count)`.
-pub fn layout(descriptor: &KernelDescriptor) -> Vec<(Input, u16, u16)> {
+/// Where each enabled input is: `(input, first SGPR, count)`. With
+/// architected flat scratch `ENABLE_PRIVATE_SEGMENT` sets FLAT_SCRATCH and
+/// loads no SGPR (and the private segment buffer and flat scratch init are
+/// never enabled).
+pub fn layout(descriptor: &KernelDescriptor, processor: &Processor) -> Vec<(Input, u16, u16)> {
     let mut next = 0u16;
     let mut out = Vec::new();
     for (input, name, user, size) in INPUTS {
+        if input == Input::PrivateSegmentWaveOffset && processor.architected_flat_scratch {
+            continue;
+        }
         if enabled(descriptor, name, user) {
             out.push((input, next, size));
             next += size;
@@ -72,22 +79,27 @@ pub fn layout(descriptor: &KernelDescriptor) -> Vec<(Input, u16, u16)> {
 }
 
 /// The registers the hardware sets when a wave of the kernel starts: the
-/// enabled input SGPRs, the work-item id VGPRs, EXEC. Every other register
-/// holds nothing defined there.
-pub fn kernel_inputs(descriptor: &KernelDescriptor, gfx90a: bool) -> UnitSet {
+/// enabled input SGPRs, the work-item id VGPRs, EXEC (and FLAT_SCRATCH
+/// where it is architected). Every other register holds nothing defined
+/// there.
+pub fn kernel_inputs(descriptor: &KernelDescriptor, processor: &Processor) -> UnitSet {
     let mut inputs = UnitSet::EMPTY;
-    for (_, first, count) in layout(descriptor) {
+    for (_, first, count) in layout(descriptor, processor) {
         for part in 0..count {
             inputs.insert(Unit::sgpr(first + part));
         }
     }
     let dimensions = descriptor.rsrc2("ENABLE_VGPR_WORKITEM_ID");
-    let vgprs = if gfx90a { 0 } else { dimensions.min(2) as u16 };
+    let vgprs = if processor.packed_work_item_ids { 0 } else { dimensions.min(2) as u16 };
     for v in 0..=vgprs {
         inputs.insert(Unit::vgpr(v));
     }
     inputs.insert(Unit::special("EXEC_LO"));
     inputs.insert(Unit::special("EXEC_HI"));
+    if processor.architected_flat_scratch && descriptor.rsrc2("ENABLE_PRIVATE_SEGMENT") != 0 {
+        inputs.insert(Unit::special("FLAT_SCR_LO"));
+        inputs.insert(Unit::special("FLAT_SCR_HI"));
+    }
     inputs
 }
 
@@ -133,8 +145,9 @@ pub struct Preamble {
     pub descriptor: KernelDescriptor,
 }
 
-/// Builds the preamble for `kernel` (gfx90a packs work-item ids in v0).
-pub fn build(kernel: &Kernel, needs: &Needs, gfx90a: bool) -> Result<Preamble, String> {
+/// Builds the preamble for `kernel` on `processor`.
+pub fn build(kernel: &Kernel, needs: &Needs, processor: &Processor) -> Result<Preamble, String> {
+    let architected = processor.architected_flat_scratch;
     let original = &kernel.descriptor;
     let mut descriptor = original.clone();
     let mut inputs: BTreeSet<Input> = BTreeSet::new();
@@ -156,7 +169,10 @@ pub fn build(kernel: &Kernel, needs: &Needs, gfx90a: bool) -> Result<Preamble, S
         }
     }
     if needs.stack_bytes > 0 {
-        inputs.insert(Input::PrivateSegmentBuffer);
+        if !architected {
+            inputs.insert(Input::PrivateSegmentBuffer);
+        }
+        // With architected flat scratch: the scratch itself (FLAT_SCRATCH).
         inputs.insert(Input::PrivateSegmentWaveOffset);
     }
     // Enable what is missing.
@@ -172,8 +188,8 @@ pub fn build(kernel: &Kernel, needs: &Needs, gfx90a: bool) -> Result<Preamble, S
             }
         }
     }
-    let before = layout(original);
-    let after = layout(&descriptor);
+    let before = layout(original, processor);
+    let after = layout(&descriptor, processor);
     let user_sgprs: u16 =
         after.iter().filter(|(i, ..)| INPUTS.iter().any(|(j, _, user, _)| j == i && *user)).map(|(_, _, n)| n).sum();
     if user_sgprs > 16 {
@@ -211,7 +227,7 @@ pub fn build(kernel: &Kernel, needs: &Needs, gfx90a: bool) -> Result<Preamble, S
     // the ids' own VGPR may be one the hardware now fills with an id.
     if let Some(ids) = needs.work_item_ids {
         let dimensions = descriptor.rsrc2("ENABLE_VGPR_WORKITEM_ID");
-        if gfx90a {
+        if processor.packed_work_item_ids {
             if ids != 0 {
                 code.push(format!("v_mov_b32_e32 v{ids}, v0"));
                 // v0 is packed: give the application only the dimensions it asked for.
@@ -249,10 +265,17 @@ pub fn build(kernel: &Kernel, needs: &Needs, gfx90a: bool) -> Result<Preamble, S
     // 3. The instrumentation stack: the application's scratch resource with
     // this wave's offset added (as the calling convention expects s[0:3]),
     // and the stack pointer past the application's own private segment.
-    if needs.stack_bytes > 0 {
+    // With architected flat scratch the stack pointer alone, in bytes of one
+    // lane (`scratch_` instructions address each lane's own dwords).
+    let lanes = |value: FrameValue| FRAME_VALUES.iter().find(|e| e.value == value).expect("frame value").first;
+    if needs.stack_bytes > 0 && architected {
+        let stack_pointer = original.private_segment_fixed_size;
+        code.push(format!("s_mov_b32 s{t0}, {stack_pointer}"));
+        code.push(format!("v_writelane_b32 v{sva}, s{t0}, {}", lanes(FrameValue::StackPointer)));
+        descriptor.private_segment_fixed_size += needs.stack_bytes;
+    } else if needs.stack_bytes > 0 {
         let rsrc = at(Input::PrivateSegmentBuffer).expect("enabled above");
         let offset = at(Input::PrivateSegmentWaveOffset).expect("enabled above");
-        let lanes = |value: FrameValue| FRAME_VALUES.iter().find(|e| e.value == value).expect("frame value").first;
         let resource = lanes(FrameValue::ScratchResource);
         code.push(format!("s_add_u32 s{t0}, s{rsrc}, s{offset}"));
         code.push(format!("s_addc_u32 s{t1}, s{}, 0", rsrc + 1));

@@ -29,6 +29,7 @@ use crate::payloads::{AgprHomes, FunctionRegisters};
 use crate::stages::lift::{FunctionKind, LiftedCodeObject};
 use crate::stages::liveness::{Liveness, RegisterFile, Unit, UnitSet};
 use crate::stages::load::occupancy;
+use crate::stages::load::processor::Processor;
 
 /// Where a value lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -166,19 +167,18 @@ fn groups(lifted: &LiftedCodeObject<'_>, request: &SvaRequest) -> Vec<(Vec<usize
 /// its work-group bound; and the vector allocation (VGPRs and AGPRs) it
 /// may grow to by the same policy.
 fn payload_vgpr_cap(
-    code_object: &crate::stages::load::CodeObject,
+    processor: &Processor,
     kernel: &crate::stages::load::Kernel,
     allocation: &crate::analyze::Allocation,
     touched: &UnitSet,
     grow: RegisterGrowth,
 ) -> (u16, u16) {
-    let processor = code_object.target.processor.as_str();
     let current = vgprs_for_values(processor, allocation, touched).len();
     let highest_agpr = touched.in_file(RegisterFile::Agpr).iter().map(|u| u.index() as usize + 1).max().unwrap_or(0);
-    // gfx90a: a kernel using AGPRs keeps its AGPR part of the unified file.
-    let agprs = match (processor, highest_agpr) {
-        (_, 0) => 0,
-        ("gfx90a", _) => allocation.agprs.len(),
+    // A unified file: a kernel using AGPRs keeps its AGPR part of it.
+    let agprs = match highest_agpr {
+        0 => 0,
+        _ if processor.has_unified_register_file() => allocation.agprs.len(),
         _ => highest_agpr,
     };
     let sgprs = allocation.sgprs.len() + allocation.reserved_sgprs;
@@ -204,7 +204,7 @@ fn payload_vgpr_cap(
     // The whole allocation may grow by the same policy, AGPRs too (LLVM
     // spills payload values to them and parks live VGPRs in them where too
     // few are free): a kernel at 256 VGPRs can still take AGPRs.
-    let granule = occupancy::allocation_granule(processor);
+    let granule = processor.vector_granule;
     let mut allocation_cap = occupancy::vector_allocation(processor, cap, agprs).max(now);
     while allocation_cap + granule <= wave_total && keeps(allocation_cap + granule) {
         allocation_cap += granule;
@@ -212,12 +212,12 @@ fn payload_vgpr_cap(
     (cap as u16, allocation_cap as u16)
 }
 
-/// The VGPRs of a kernel's allocation that may hold its values. gfx90a:
-/// one file split at ACCUM_OFFSET; a kernel that uses no AGPR can hold VGPRs
-/// in all of it (the patch moves ACCUM_OFFSET; the allocation, and so
-/// occupancy, stays the same).
-fn vgprs_for_values(processor: &str, allocation: &crate::analyze::Allocation, touched: &UnitSet) -> UnitSet {
-    if processor == "gfx90a" && touched.in_file(RegisterFile::Agpr).is_empty() {
+/// The VGPRs of a kernel's allocation that may hold its values. A unified
+/// file (gfx90a, gfx940+) splits at ACCUM_OFFSET; a kernel that uses no AGPR
+/// can hold VGPRs in all of it (the patch moves ACCUM_OFFSET; the
+/// allocation, and so occupancy, stays the same).
+fn vgprs_for_values(processor: &Processor, allocation: &crate::analyze::Allocation, touched: &UnitSet) -> UnitSet {
+    if processor.has_unified_register_file() && touched.in_file(RegisterFile::Agpr).is_empty() {
         UnitSet::range(RegisterFile::Vgpr, 0, (allocation.vgprs.len() + allocation.agprs.len()) as u16)
     } else {
         allocation.vgprs
@@ -230,8 +230,9 @@ pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRe
     let code_object = lifted.code_object;
     let mut placement = SvaPlacement { grow: request.grow, ..SvaPlacement::default() };
     let wanted = 1 + usize::from(request.work_item_ids);
-    // Both targets lifted here have AGPRs; gfx908's live in a file of their own.
-    let has_agprs = matches!(code_object.target.processor.as_str(), "gfx908" | "gfx90a");
+    // gfx908's AGPRs live in a file of their own; gfx900 and gfx906 have none.
+    let processor = liveness.processor;
+    let has_agprs = processor.has_agprs();
     for (kernels, devices) in groups(lifted, request) {
         // Registers free in every kernel of the group, and the largest allocations.
         let mut free: Option<UnitSet> = None;
@@ -246,17 +247,17 @@ pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRe
             let touched = &liveness.functions[*kernel].touched;
             let kernel_info = &code_object.kernels[index];
             let allocation = allocation(code_object, kernel_info, touched);
-            let allocated = vgprs_for_values(&code_object.target.processor, &allocation, touched);
+            let allocated = vgprs_for_values(processor, &allocation, touched);
             largest = largest.max(allocated.len() as u16);
             largest_agprs = largest_agprs.max(allocation.agprs.len() as u16);
             vgpr_limit = vgpr_limit.min(allocation.vgprs.len() as u16);
             agpr_limit = agpr_limit.min(allocation.agprs.len() as u16);
             unified = unified.min((allocation.vgprs.len() + allocation.agprs.len()) as u16);
-            let (vgprs, vector) = payload_vgpr_cap(code_object, kernel_info, &allocation, touched, request.grow);
+            let (vgprs, vector) = payload_vgpr_cap(processor, kernel_info, &allocation, touched, request.grow);
             payload_vgprs = payload_vgprs.min(vgprs);
             allocation_cap = allocation_cap.min(vector);
             growth_cap = growth_cap
-                .min(payload_vgpr_cap(code_object, kernel_info, &allocation, touched, RegisterGrowth::Always).0);
+                .min(payload_vgpr_cap(processor, kernel_info, &allocation, touched, RegisterGrowth::Always).0);
             let here = allocated.difference(touched);
             free = Some(match free {
                 Some(so_far) => so_far.intersection(&here),
@@ -282,7 +283,6 @@ pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRe
         let fits = |first: u16| usize::from(first) + wanted <= usize::from(growth_cap);
         // Growing that costs no wave is cheaper than loading from an AGPR at
         // every payload.
-        let processor = code_object.target.processor.as_str();
         let free_growth =
             request.grow != RegisterGrowth::Never && usize::from(largest) + wanted <= usize::from(payload_vgprs);
         // Sliding (one kernel, nothing shared with others): no occupancy
@@ -372,9 +372,9 @@ pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRe
         } else {
             (homes.first().copied(), if request.work_item_ids { homes.get(1).copied() } else { None })
         };
-        // gfx90a: a VGPR home past ACCUM_OFFSET moves it, and the AGPRs
-        // payloads may park registers in shrink with it.
-        if code_object.target.processor == "gfx90a" {
+        // A unified file: a VGPR home past ACCUM_OFFSET moves it, and the
+        // AGPRs payloads may park registers in shrink with it.
+        if processor.has_unified_register_file() {
             let slid = kernels.first().and_then(|k| placement.sliding.get(k));
             let highest_home = [sva, work_item_ids]
                 .iter()
