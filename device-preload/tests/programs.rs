@@ -9,11 +9,15 @@ const TARGETS: [&str; 2] = ["gfx90a", "gfx908"];
 
 /// The targets above and, where the environment's ROCr knows it (6.1 and
 /// newer: trixie and sid, whose gpuinstr builds use LLVM 17 and 21), the
-/// MI300X model.
+/// MI300X model, and where it knows gfx950 (6.4: sid) the MI355X model.
 fn every_model() -> Vec<&'static str> {
     let mut targets = TARGETS.to_vec();
     if gpuinstr::toolchain::LLVM_MAJOR >= 17 {
         targets.push("gfx942");
+    }
+    // hipcc 7.0 and ROCr 6.4 (sid) know gfx950.
+    if gpuinstr::toolchain::LLVM_MAJOR >= 21 {
+        targets.push("gfx950");
     }
     targets
 }

@@ -82,6 +82,35 @@ fn rocminfo_lists_the_emulated_gfx942_where_rocr_knows_it() {
     common::assert_lines(&printed, &expected, "rocminfo, gfx942");
 }
 
+/// An MI355X: ROCr 6.4 (sid) lists it, with its 160 KiB of LDS; older
+/// ROCr predates gfx950 and finds no GPU it knows.
+#[test]
+fn rocminfo_lists_the_emulated_gfx950_where_rocr_knows_it() {
+    let output = gpuinstr_run()
+        .args(["--target", "gfx950", "--device-memory", "4G", "--", "rocminfo"])
+        .output()
+        .expect("gpuinstr-run runs");
+    let printed = String::from_utf8_lossy(&output.stdout).to_string();
+    if gpuinstr::toolchain::LLVM_MAJOR < 21 {
+        let all = format!("{printed}{}", String::from_utf8_lossy(&output.stderr));
+        assert!(!printed.contains("Name: gfx950"), "{all}");
+        return;
+    }
+    assert!(output.status.success(), "rocminfo failed: {printed}\n{}", String::from_utf8_lossy(&output.stderr));
+    let expected = [
+        "Name: gfx950",
+        "Compute Unit: 256",
+        "SIMDs per CU: 4",
+        "Wavefront Size: 64(0x40)",
+        "Workgroup Max Size: 1024(0x400)",
+        "Size: 4194304(0x400000) KB",
+        "Size: 160(0xa0) KB",
+        "Name: amdgcn-amd-amdhsa--gfx950:sramecc+:xnack-",
+        "*** Done ***",
+    ];
+    common::assert_lines(&printed, &expected, "rocminfo, gfx950");
+}
+
 #[test]
 fn a_missing_program_is_a_clear_error() {
     let output = gpuinstr_run().args(["--", "/nonexistent/app"]).output().unwrap();

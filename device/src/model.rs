@@ -14,11 +14,12 @@ pub enum Target {
     Gfx90a,
     Gfx908,
     Gfx942,
+    Gfx950,
 }
 
 impl Target {
     /// Every target, as `gpuinstr-run --target` names them.
-    pub const ALL: [Target; 3] = [Target::Gfx90a, Target::Gfx908, Target::Gfx942];
+    pub const ALL: [Target; 4] = [Target::Gfx90a, Target::Gfx908, Target::Gfx942, Target::Gfx950];
 
     pub fn parse(name: &str) -> Option<Target> {
         Target::ALL.into_iter().find(|t| t.name() == name)
@@ -29,6 +30,7 @@ impl Target {
             Target::Gfx90a => "gfx90a",
             Target::Gfx908 => "gfx908",
             Target::Gfx942 => "gfx942",
+            Target::Gfx950 => "gfx950",
         }
     }
 }
@@ -85,10 +87,10 @@ pub struct Model {
 }
 
 impl Model {
-    /// An MI210 (gfx90a, Aldebaran), an MI100 (gfx908, Arcturus) or an
-    /// MI300X (gfx942, eight XCCs in one partition), with their compute unit
-    /// counts and memory (16 GiB, 16 GiB, 192 GiB; what the host can back
-    /// is [`Model::backed_by`]).
+    /// An MI210 (gfx90a, Aldebaran), an MI100 (gfx908, Arcturus), an MI300X
+    /// (gfx942) or an MI355X (gfx950), the last two with eight XCCs in one
+    /// partition, with their compute unit counts and memory (16 GiB, 16
+    /// GiB, 192 GiB, 288 GiB; what the host can back is [`Model::backed_by`]).
     pub fn new(target: Target) -> Model {
         let common = Model {
             target,
@@ -133,6 +135,23 @@ impl Model {
                 max_engine_clock_mhz: 2100,
                 memory_clock_mhz: 1300,
                 memory_bytes: 192 << 30,
+                l1_kib: 32,
+                l2_kib: 4096,
+                cache_line: 128,
+                ..common
+            },
+            Target::Gfx950 => Model {
+                device_id: 0x75a3,
+                gfx_target_version: 90500,
+                // 4 shader arrays of 8 compute units per XCC, all active.
+                shader_engines: 32,
+                compute_units_per_engine: 8,
+                xccs: 8,
+                capability: CAPABILITY_SRAM_ECC,
+                max_engine_clock_mhz: 2400,
+                memory_clock_mhz: 1300,
+                memory_bytes: 288 << 30,
+                lds_kib: 160,
                 l1_kib: 32,
                 l2_kib: 4096,
                 cache_line: 128,

@@ -1,5 +1,5 @@
 //! The processors the emulator models and what differs between them: the
-//! wave64 GFX9 family, gfx900 (Vega 10) to gfx942 (MI300). Code for another processor is
+//! wave64 GFX9 family, gfx900 (Vega 10) to gfx950 (MI350). Code for another processor is
 //! refused rather than run with semantics it does not have.
 
 /// What the emulator needs to know of one processor.
@@ -24,7 +24,7 @@ const GFX940: Processor =
     Processor { name: "gfx940", packed_work_item_ids: true, vgpr_granule: 8, architected_flat_scratch: true };
 
 /// Every processor the emulator runs.
-pub const PROCESSORS: [Processor; 7] = [
+pub const PROCESSORS: [Processor; 8] = [
     Processor { name: "gfx900", ..GFX908 },
     Processor { name: "gfx906", ..GFX908 },
     GFX908,
@@ -32,6 +32,8 @@ pub const PROCESSORS: [Processor; 7] = [
     GFX940,
     Processor { name: "gfx941", ..GFX940 },
     Processor { name: "gfx942", ..GFX940 },
+    // gfx940's register files and inputs; 160 KiB of LDS and more opcodes.
+    Processor { name: "gfx950", ..GFX940 },
 ];
 
 impl Processor {
@@ -55,6 +57,6 @@ mod tests {
         assert_eq!(Processor::named("gfx942").map(|p| p.architected_flat_scratch), Some(true));
         assert_eq!(Processor::named("gfx908").map(|p| p.vgpr_granule), Some(4));
         assert!(Processor::named("gfx1100").is_none());
-        assert_eq!(Processor::names(), "gfx908, gfx90a, gfx940, gfx941, gfx942");
+        assert_eq!(Processor::names(), "gfx900, gfx906, gfx908, gfx90a, gfx940, gfx941, gfx942, gfx950");
     }
 }

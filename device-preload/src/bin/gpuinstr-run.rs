@@ -1,4 +1,4 @@
-//! `gpuinstr-run [--target gfx90a|gfx908|gfx942] [--report FILE] -- PROGRAM [ARGS...]`:
+//! `gpuinstr-run [--target gfx90a|gfx908|gfx942|gfx950] [--report FILE] -- PROGRAM [ARGS...]`:
 //! runs an unmodified ROCm program on the emulated GPU, with gpuinstr's
 //! runtime watching it. It puts the device library
 //! (`libgpuinstr_device_preload.so`, next to this binary) in `LD_PRELOAD`,
@@ -18,9 +18,10 @@ use gpuinstr_device_preload::run::{library, Run};
 #[derive(Parser)]
 #[command(about = "Run a ROCm program on gpuinstr's emulated GPU")]
 struct Arguments {
-    /// The emulated GPU: gfx90a (an MI210), gfx908 (an MI100) or gfx942 (an
-    /// MI300X; needs ROCr 6.1 or newer, and an LLVM 17+ build of gpuinstr).
-    #[arg(long, default_value = "gfx90a", value_parser = ["gfx90a", "gfx908", "gfx942"])]
+    /// The emulated GPU: gfx90a (an MI210), gfx908 (an MI100), gfx942 (an
+    /// MI300X; needs ROCr 6.1 or newer, and an LLVM 17+ build of gpuinstr)
+    /// or gfx950 (an MI355X; ROCr 6.4 or newer, an LLVM 21 build).
+    #[arg(long, default_value = "gfx90a", value_parser = ["gfx90a", "gfx908", "gfx942", "gfx950"])]
     target: String,
     /// The emulated GPU's device memory (bytes, or 512M, 4G): at most half
     /// the host memory available, whatever is asked (default: the board's
