@@ -320,15 +320,24 @@ pub fn mi300() -> &'static str {
 
 /// Every processor the tests instrument and emulate: gfx906 (MI50: no
 /// AGPRs, one VGPR per work-item id), gfx908 (MI100: an AGPR file of its
-/// own), gfx90a (MI210: unified file, packed ids) and MI300 (architected
-/// flat scratch).
-pub fn every_target() -> [&'static str; 4] {
-    ["gfx906", "gfx908", "gfx90a", mi300()]
+/// own), gfx90a (MI210: unified file, packed ids), MI300 (architected flat
+/// scratch) and, with LLVM 21 (the first we build that knows it), gfx950.
+pub fn every_target() -> Vec<&'static str> {
+    let mut targets = vec!["gfx906", "gfx908", "gfx90a", mi300()];
+    if gpuinstr::toolchain::LLVM_MAJOR >= 21 {
+        targets.push("gfx950");
+    }
+    targets
 }
 
 /// A source under tests/inputs built for [`every_target`], once per run.
 pub fn object_for_every_target(relative: &str) -> PathBuf {
-    hip_object_with(relative, &["--offload-arch=gfx906", &format!("--offload-arch={}", mi300())])
+    let architectures: Vec<String> = every_target()
+        .iter()
+        .filter(|t| !["gfx908", "gfx90a"].contains(t))
+        .map(|t| format!("--offload-arch={t}"))
+        .collect();
+    hip_object_with(relative, &architectures.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
 /// CoMGR's link where it knows the processor (what the runtime uses), else

@@ -370,6 +370,34 @@ pub fn handler(name: &str) -> Option<Handler> {
         "V_ALIGNBIT_B32" => ALIGNBIT,
         "V_ALIGNBYTE_B32" => ALIGNBYTE,
         // LLVM 20+ names GFX9's forms `_opsel` (gfx950 gives them op_sel).
+        // gfx950: any function of three bits, its truth table the immediate.
+        "V_BITOP3_B32" => |c, i| {
+            let table = i.imm(0) as u8;
+            for lane in active_lanes(c.wave.exec()) {
+                let [a, b, s2] = [0, 1, 2].map(|k| c.wave.lane32(&i.srcs[k].operand, lane));
+                c.wave.write_lane32(&i.defs[0], lane, bitop3(a, b, s2, table));
+            }
+            Ok(())
+        },
+        "V_BITOP3_B16" => |c, i| {
+            let table = i.imm(0) as u8;
+            let high = i.srcs.first().is_some_and(|s| s.mods & DST_OP_SEL != 0);
+            for lane in active_lanes(c.wave.exec()) {
+                let [a, b, s2] = [0, 1, 2].map(|k| {
+                    let s = &i.srcs[k];
+                    let word = c.wave.lane32(&s.operand, lane);
+                    if s.mods & OP_SEL_0 != 0 {
+                        word >> 16
+                    } else {
+                        word & 0xffff
+                    }
+                });
+                let r = bitop3(a, b, s2, table) & 0xffff;
+                let value = if high { (c.wave.lane32(&i.defs[0], lane) & 0xffff) | (r << 16) } else { r };
+                c.wave.write_lane32(&i.defs[0], lane, value);
+            }
+            Ok(())
+        },
         "V_ALIGNBIT_B32_opsel" => |c, i| no_op_sel(i).and_then(|()| ALIGNBIT(c, i)),
         "V_ALIGNBYTE_B32_opsel" => |c, i| no_op_sel(i).and_then(|()| ALIGNBYTE(c, i)),
         "V_LSHL_ADD_U32" => vop_u32!(|a, b, c| (a << (b & 31)).wrapping_add(c)),
@@ -526,6 +554,14 @@ const ALIGNBIT: Handler = vop_u32!(|a, b, c| (((u64::from(a) << 32) | u64::from(
 const ALIGNBYTE: Handler = vop_u32!(|a, b, c| (((u64::from(a) << 32) | u64::from(b)) >> (8 * (c & 3))) as u32);
 
 /// op_sel on a 32-bit operation (gfx950's byte selects) is not modelled.
+/// Each result bit is bit `(a << 2) | (b << 1) | c` of `table` (v_bitop3).
+fn bitop3(a: u32, b: u32, c: u32, table: u8) -> u32 {
+    (0..8).filter(|index| table >> index & 1 != 0).fold(0, |result, index| {
+        let pick = |value: u32, bit: u32| if index & bit != 0 { value } else { !value };
+        result | (pick(a, 4) & pick(b, 2) & pick(c, 1))
+    })
+}
+
 fn no_op_sel(i: &Inst) -> Result<(), Fault> {
     if i.srcs.iter().any(|s| s.mods & (OP_SEL_0 | OP_SEL_1 | DST_OP_SEL) != 0) {
         return Err(super::unsupported_modifier("op_sel"));
@@ -551,5 +587,16 @@ mod tests {
         assert_eq!(bfe(0x8000_0000, 31, 1, true), u32::MAX);
         assert_eq!(perm(0x0403_0201, 0x0807_0605, 0x0706_0504), 0x0403_0201);
         assert_eq!(perm(0, 0x8000, 0x0c0d_0808), 0x00ff_ffff);
+    }
+
+    #[test]
+    fn bitop3_reads_its_truth_table() {
+        let (a, b, c) = (0xf0f0_f0f0u32, 0xcccc_ccccu32, 0xaaaa_aaaau32);
+        // The tables LLVM writes: a & b & c is 0x80, a ^ b ^ c 0x96, (a & b) | c 0xea.
+        assert_eq!(bitop3(a, b, c, 0x80), a & b & c);
+        assert_eq!(bitop3(a, b, c, 0x96), a ^ b ^ c);
+        assert_eq!(bitop3(a, b, c, 0xea), (a & b) | c);
+        assert_eq!(bitop3(a, b, c, 0xf0), a);
+        assert_eq!(bitop3(a, b, c, 0), 0);
     }
 }
