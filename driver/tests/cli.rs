@@ -291,6 +291,41 @@ fn payload_prints_the_code_of_one_hook_call() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A processor the build's CoMGR predates (Debian 12's CoMGR and gfx940)
+/// is linked with ld.lld when asked; by default the error says so, once,
+/// and nothing is written.
+#[test]
+fn a_processor_comgr_does_not_know_is_linked_with_lld_when_asked() {
+    if gpuinstr::native::comgr::knows_processor("gfx940") || gpuinstr::toolchain::LLVM_MAJOR >= 21 {
+        return; // trixie's and sid's CoMGR know every processor their LLVM decodes.
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let tool = minimal_tool(dir);
+    let app = compile_kernel(dir, "gfx940");
+    let plan = dir.join("plan.toml");
+    std::fs::write(&plan, "[[insert]]\nhook = \"count\"\nwhere = \"kernel-entry\"\n").unwrap();
+    let output = dir.join("out.hsaco");
+    let run = |extra: &[&str]| {
+        let result = gpuinstr_link()
+            .arg("instrument")
+            .arg(&app)
+            .args(["--tool", tool.to_str().unwrap(), "--plan", plan.to_str().unwrap(), "-o", output.to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap();
+        (result.status.code(), String::from_utf8(result.stderr).unwrap())
+    };
+    let (code, stderr) = run(&[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("does not know amdgcn-amd-amdhsa--gfx940: link with `--linker lld`"), "{stderr}");
+    assert!(!output.exists());
+    let (code, stderr) = run(&["--linker", "lld"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(output.exists());
+}
+
 #[test]
 fn instrument_writes_the_output_only_on_success() {
     let dir = tempfile::tempdir().unwrap();
