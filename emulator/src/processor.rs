@@ -24,7 +24,7 @@ const GFX940: Processor =
     Processor { name: "gfx940", packed_work_item_ids: true, vgpr_granule: 8, architected_flat_scratch: true };
 
 /// Every processor the emulator runs.
-pub const PROCESSORS: [Processor; 8] = [
+pub const PROCESSORS: [Processor; 10] = [
     Processor { name: "gfx900", ..GFX908 },
     Processor { name: "gfx906", ..GFX908 },
     GFX908,
@@ -34,6 +34,10 @@ pub const PROCESSORS: [Processor; 8] = [
     Processor { name: "gfx942", ..GFX940 },
     // gfx940's register files and inputs; 160 KiB of LDS and more opcodes.
     Processor { name: "gfx950", ..GFX940 },
+    // Generic code (code object v6) runs on every processor of its family:
+    // what they share.
+    Processor { name: "gfx9-generic", ..GFX908 },
+    Processor { name: "gfx9-4-generic", ..GFX940 },
 ];
 
 impl Processor {
@@ -57,6 +61,9 @@ mod tests {
         assert_eq!(Processor::named("gfx942").map(|p| p.architected_flat_scratch), Some(true));
         assert_eq!(Processor::named("gfx908").map(|p| p.vgpr_granule), Some(4));
         assert!(Processor::named("gfx1100").is_none());
-        assert_eq!(Processor::names(), "gfx900, gfx906, gfx908, gfx90a, gfx940, gfx941, gfx942, gfx950");
+        assert_eq!(
+            Processor::names(),
+            "gfx900, gfx906, gfx908, gfx90a, gfx940, gfx941, gfx942, gfx950, gfx9-generic, gfx9-4-generic"
+        );
     }
 }

@@ -72,6 +72,16 @@ fn instrumented_growing(tool: &CodeObject, app: &CodeObject, plan: &Plan, grow: 
     CodeObject::parse(bytes, Vec::new()).unwrap()
 }
 
+/// The same, and `verify` proves what the emulator is about to run (our
+/// small code objects: verifying a whole library code object per tool
+/// would cost minutes; the corpus scripts verify those).
+fn instrumented_verified(tool: &CodeObject, app: &CodeObject, plan: &Plan) -> CodeObject {
+    let output = instrumented(tool, app, plan);
+    let verified = gpuinstr::verify::verify(app, &output).unwrap();
+    assert!(verified.ok(), "{}: {}", app.target, verified.render_text());
+    output
+}
+
 /// Our control-flow kernels, for [`every_target`], with the example's
 /// plan: the plan and each (original, instrumented) pair.
 fn instrumented_control_flow(example_name: &str) -> (Plan, Vec<(CodeObject, CodeObject)>) {
@@ -83,7 +93,7 @@ fn instrumented_control_flow(example_name: &str) -> (Plan, Vec<(CodeObject, Code
         .into_iter()
         .map(|target| {
             let app = load::load_for_target(&object, Some(target)).unwrap().code_objects.remove(0);
-            let output = instrumented(&tool, &app, &plan);
+            let output = instrumented_verified(&tool, &app, &plan);
             (app, output)
         })
         .collect();
@@ -535,7 +545,7 @@ fn a_hook_with_a_stack_frame_counts_every_work_item_on_every_target() {
     let object = object_for_every_target("kernels/control_flow.hip");
     for target in every_target() {
         let app = load::load_for_target(&object, Some(target)).unwrap().code_objects.remove(0);
-        let output = instrumented(&tool, &app, &plan);
+        let output = instrumented_verified(&tool, &app, &plan);
         for (before, after) in app.kernels.iter().zip(&output.kernels) {
             let (old, new) = (&before.descriptor, &after.descriptor);
             assert!(new.private_segment_fixed_size > old.private_segment_fixed_size, "{target}: the stack grows");
@@ -545,18 +555,67 @@ fn a_hook_with_a_stack_frame_counts_every_work_item_on_every_target() {
             assert_eq!(new.property("ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER"), u32::from(!architected), "{target}");
         }
         for case in control_flow_cases() {
-            let name = format!("{target} {}", case.kernel);
-            let Runs { instrumented: device, .. } = run_both(&app, &output, &case, &[], Options::default());
-            let address = device.symbol_address("Histogram").unwrap_or_else(|| panic!("{name}: no Histogram"));
-            let bytes = device.memory.bytes(address, 64 * 4).unwrap();
-            let bins: Vec<u32> = bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
-            let mut expected = vec![0u32; 64];
-            let [groups, _, _] = case.launch.workgroups;
-            let [size, _, _] = case.launch.workgroup_size;
-            for x in (0..groups).flat_map(|_| 0..size) {
-                expected[((x * (x % 24) + x) & 63) as usize] += 1;
-            }
-            assert_eq!(bins, expected, "{name}: Histogram");
+            check_stack_histogram(&app, &output, &case);
+        }
+    }
+}
+
+/// payload-hooks' `histogram` at the kernel entry with v0 (threadIdx.x of a
+/// one-dimensional launch): every work-item adds one to bin
+/// `(x * (x % 24) + x) & 63`, and the application's memory is unchanged.
+fn check_stack_histogram(app: &CodeObject, output: &CodeObject, case: &Case) {
+    let name = format!("{} {}", app.target.processor, case.kernel);
+    let Runs { instrumented: device, .. } = run_both(app, output, case, &[], Options::default());
+    let address = device.symbol_address("Histogram").unwrap_or_else(|| panic!("{name}: no Histogram"));
+    let bytes = device.memory.bytes(address, 64 * 4).unwrap();
+    let bins: Vec<u32> = bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    let mut expected = vec![0u32; 64];
+    let [groups, _, _] = case.launch.workgroups;
+    let [size, _, _] = case.launch.workgroup_size;
+    for x in (0..groups).flat_map(|_| 0..size) {
+        expected[((x * (x % 24) + x) & 63) as usize] += 1;
+    }
+    assert_eq!(bins, expected, "{name}: Histogram");
+}
+
+/// Generic targets (code object v6, LLVM 19+: sid's hipcc builds them)
+/// run on every processor of their family, and are instrumented with what
+/// those share: gfx9-generic as gfx900's register files, gfx9-4-generic as
+/// gfx940's (architected flat scratch). The counter and a hook with a stack
+/// frame report what the emulator ran.
+#[test]
+fn generic_targets_are_instrumented_like_the_processors_they_stand_for() {
+    if gpuinstr::toolchain::LLVM_MAJOR < 21 {
+        return; // no hipcc in the other environments builds generic targets
+    }
+    let dir = scratch();
+    let counter = example_tool("instruction-counter", dir.path());
+    let counter_plan = example_plan("instruction-counter");
+    let tool_path = dir.path().join("payload-hooks.hsaco");
+    run_ok(&mut tool_compile_command(Compiler::Clang, &input("tools/payload-hooks.hip"), "-O3", &tool_path));
+    let hooks = load::load(&tool_path).unwrap().code_objects.remove(0);
+    let stack_plan = Plan::parse(
+        "[[insert]]\nhook = \"histogram\"\nwhere = \"kernel-entry\"\nargs = [{ reg = \"v0\" }]\n",
+        "stack.toml",
+    )
+    .unwrap();
+    let object =
+        hip_object_with("kernels/control_flow.hip", &["--offload-arch=gfx9-generic", "--offload-arch=gfx9-4-generic"]);
+    for target in ["gfx9-generic", "gfx9-4-generic"] {
+        let app = load::load_for_target(&object, Some(target)).unwrap().code_objects.remove(0);
+        assert_eq!((app.target.processor.as_str(), app.code_object_version), (target, 6));
+        let output = instrumented_verified(&counter, &app, &counter_plan);
+        for case in control_flow_cases() {
+            check_instruction_counter(&app, &output, &counter_plan, &case);
+        }
+        let output = instrumented_verified(&hooks, &app, &stack_plan);
+        let architected = target == "gfx9-4-generic";
+        for kernel in &output.kernels {
+            let d = &kernel.descriptor;
+            assert_eq!(d.property("ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER"), u32::from(!architected), "{target}");
+        }
+        for case in control_flow_cases() {
+            check_stack_histogram(&app, &output, &case);
         }
     }
 }
