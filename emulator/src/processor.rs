@@ -24,9 +24,13 @@ const GFX940: Processor =
     Processor { name: "gfx940", packed_work_item_ids: true, vgpr_granule: 8, architected_flat_scratch: true };
 
 /// Every processor the emulator runs.
-pub const PROCESSORS: [Processor; 10] = [
+pub const PROCESSORS: [Processor; 14] = [
     Processor { name: "gfx900", ..GFX908 },
+    Processor { name: "gfx902", ..GFX908 },
+    Processor { name: "gfx904", ..GFX908 },
     Processor { name: "gfx906", ..GFX908 },
+    Processor { name: "gfx909", ..GFX908 },
+    Processor { name: "gfx90c", ..GFX908 },
     GFX908,
     GFX90A,
     GFX940,
@@ -63,7 +67,8 @@ mod tests {
         assert!(Processor::named("gfx1100").is_none());
         assert_eq!(
             Processor::names(),
-            "gfx900, gfx906, gfx908, gfx90a, gfx940, gfx941, gfx942, gfx950, gfx9-generic, gfx9-4-generic"
+            "gfx900, gfx902, gfx904, gfx906, gfx909, gfx90c, gfx908, gfx90a, gfx940, gfx941, gfx942, gfx950, gfx9-generic, \
+             gfx9-4-generic"
         );
     }
 }

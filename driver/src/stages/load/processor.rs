@@ -63,9 +63,13 @@ const GFX940: Processor = Processor { name: "gfx940", architected_flat_scratch: 
 /// Every processor instrumented. gfx950 (MI350) keeps gfx940's register
 /// files (its LDS and instructions differ); the generic targets are the
 /// files every processor they stand for shares.
-pub const PROCESSORS: [Processor; 10] = [
+pub const PROCESSORS: [Processor; 14] = [
     GFX900,
+    Processor { name: "gfx902", ..GFX900 },
+    Processor { name: "gfx904", ..GFX900 },
     Processor { name: "gfx906", ..GFX900 },
+    Processor { name: "gfx909", ..GFX900 },
+    Processor { name: "gfx90c", ..GFX900 },
     GFX908,
     GFX90A,
     GFX940,
