@@ -609,16 +609,6 @@ fn check_calls_scratch_and_spills(d: &mut Device, target: &str) {
 
 #[test]
 fn what_the_emulator_cannot_run_it_names() {
-    // MFMA is not implemented: the run stops at it, naming it and where.
-    let mut d = device(&test_kernels("matrix_cores"), "gfx90a");
-    let (pa, pout) = (d.allocate("a", &f32s(&[1.0; 256])), d.allocate("out", &f32s(&[0.0; 256])));
-    let error = d
-        .launch("_Z9mfmaSmallPfPKfS1_i", Launch::linear(1, 64), &[pointer(pout), pointer(pa), pointer(pa), i32s(&[4])])
-        .unwrap_err();
-    let message = error.to_string();
-    assert!(message.contains("v_mfma_f32_4x4x1f32") && message.contains("not implemented"), "{message}");
-    assert!(message.starts_with("kernel _Z9mfmaSmallPfPKfS1_i, workgroup (0, 0, 0) wave 0, at 0x"), "{message}");
-
     // A buffer too small: the access names its address.
     let mut d = device(&test_kernels("control_flow"), "gfx90a");
     let small = d.allocate("small", &i32s(&[1; 16]));
@@ -791,4 +781,178 @@ fn rocsparse_conversion_and_level1_kernels() {
     d.launch(part2, Launch::linear(1, 256), &[pointer(workspace), pointer(result)]).unwrap();
     let dot: f64 = (0..nnz).map(|k| x[k] * y[indices[k] as usize]).sum();
     assert_eq!(read(&d, result, 1, f64::from_le_bytes)[0], dot, "doti");
+}
+
+/// One MFMA kernel of tests/inputs/emulator/matrix.hip: its instruction's
+/// shape, element type and the processors that have it.
+struct MfmaKernel {
+    name: &'static str,
+    m: usize,
+    k: usize,
+    blocks: usize,
+    element: &'static str,
+    targets: &'static [&'static str],
+}
+
+const MFMA_ALL: &[&str] = &["gfx908", "gfx90a", "gfx940"];
+const MFMA_BEFORE_GFX940: &[&str] = &["gfx908", "gfx90a"];
+const MFMA_GFX90A_ON: &[&str] = &["gfx90a", "gfx940"];
+
+#[rustfmt::skip]
+const MFMA_KERNELS: [MfmaKernel; 29] = [
+    MfmaKernel { name: "f32_32x32x1f32", m: 32, k: 1, blocks: 2, element: "f32", targets: MFMA_ALL },
+    MfmaKernel { name: "f32_32x32x2f32", m: 32, k: 2, blocks: 1, element: "f32", targets: MFMA_ALL },
+    MfmaKernel { name: "f32_16x16x1f32", m: 16, k: 1, blocks: 4, element: "f32", targets: MFMA_ALL },
+    MfmaKernel { name: "f32_16x16x4f32", m: 16, k: 4, blocks: 1, element: "f32", targets: MFMA_ALL },
+    MfmaKernel { name: "f32_4x4x1f32", m: 4, k: 1, blocks: 16, element: "f32", targets: MFMA_ALL },
+    MfmaKernel { name: "f32_32x32x4f16", m: 32, k: 4, blocks: 2, element: "f16", targets: MFMA_ALL },
+    MfmaKernel { name: "f32_32x32x8f16", m: 32, k: 8, blocks: 1, element: "f16", targets: MFMA_ALL },
+    MfmaKernel { name: "f32_16x16x4f16", m: 16, k: 4, blocks: 4, element: "f16", targets: MFMA_ALL },
+    MfmaKernel { name: "f32_16x16x16f16", m: 16, k: 16, blocks: 1, element: "f16", targets: MFMA_ALL },
+    MfmaKernel { name: "f32_4x4x4f16", m: 4, k: 4, blocks: 16, element: "f16", targets: MFMA_ALL },
+    MfmaKernel { name: "f32_32x32x2bf16", m: 32, k: 2, blocks: 2, element: "bf16", targets: MFMA_BEFORE_GFX940 },
+    MfmaKernel { name: "f32_32x32x4bf16", m: 32, k: 4, blocks: 1, element: "bf16", targets: MFMA_BEFORE_GFX940 },
+    MfmaKernel { name: "f32_16x16x2bf16", m: 16, k: 2, blocks: 4, element: "bf16", targets: MFMA_BEFORE_GFX940 },
+    MfmaKernel { name: "f32_16x16x8bf16", m: 16, k: 8, blocks: 1, element: "bf16", targets: MFMA_BEFORE_GFX940 },
+    MfmaKernel { name: "f32_4x4x2bf16", m: 4, k: 2, blocks: 16, element: "bf16", targets: MFMA_BEFORE_GFX940 },
+    MfmaKernel { name: "f32_32x32x4bf16_1k", m: 32, k: 4, blocks: 2, element: "bf16", targets: MFMA_GFX90A_ON },
+    MfmaKernel { name: "f32_32x32x8bf16_1k", m: 32, k: 8, blocks: 1, element: "bf16", targets: MFMA_GFX90A_ON },
+    MfmaKernel { name: "f32_16x16x4bf16_1k", m: 16, k: 4, blocks: 4, element: "bf16", targets: MFMA_GFX90A_ON },
+    MfmaKernel { name: "f32_16x16x16bf16_1k", m: 16, k: 16, blocks: 1, element: "bf16", targets: MFMA_GFX90A_ON },
+    MfmaKernel { name: "f32_4x4x4bf16_1k", m: 4, k: 4, blocks: 16, element: "bf16", targets: MFMA_GFX90A_ON },
+    MfmaKernel { name: "i32_32x32x4i8", m: 32, k: 4, blocks: 2, element: "i8", targets: MFMA_ALL },
+    MfmaKernel { name: "i32_32x32x8i8", m: 32, k: 8, blocks: 1, element: "i8", targets: MFMA_BEFORE_GFX940 },
+    MfmaKernel { name: "i32_16x16x4i8", m: 16, k: 4, blocks: 4, element: "i8", targets: MFMA_ALL },
+    MfmaKernel { name: "i32_16x16x16i8", m: 16, k: 16, blocks: 1, element: "i8", targets: MFMA_BEFORE_GFX940 },
+    MfmaKernel { name: "i32_4x4x4i8", m: 4, k: 4, blocks: 16, element: "i8", targets: MFMA_ALL },
+    MfmaKernel { name: "i32_32x32x16i8", m: 32, k: 16, blocks: 1, element: "i8", targets: &["gfx940"] },
+    MfmaKernel { name: "i32_16x16x32i8", m: 16, k: 32, blocks: 1, element: "i8", targets: &["gfx940"] },
+    MfmaKernel { name: "f64_16x16x4f64", m: 16, k: 4, blocks: 1, element: "f64", targets: MFMA_GFX90A_ON },
+    MfmaKernel { name: "f64_4x4x4f64", m: 4, k: 4, blocks: 4, element: "f64", targets: MFMA_GFX90A_ON },
+];
+
+/// Every MFMA form HIP reaches through `__builtin_amdgcn_mfma_*` computes
+/// D = A*B + C as a CPU matmul does, with A, B and C small integers (every
+/// result exact). Where each lane finds its elements is AMD's matrix
+/// instruction calculator's layout, restated here apart from the emulator's.
+#[test]
+fn mfma_computes_what_a_cpu_matmul_computes() {
+    let mi300 = gpuinstr_tests::mi300();
+    let object = gpuinstr_tests::hip_object_with("emulator/matrix.hip", &[&format!("--offload-arch={mi300}")]);
+    // LLVM 15 decodes gfx940's MFMAs with VGPR C/D as AGPR ones: the
+    // emulator refuses them there rather than compute in the wrong file.
+    if gpuinstr::toolchain::LLVM_MAJOR < 17 {
+        let mut d = device(&object, mi300);
+        let (c, a) = (d.allocate("c", &f32s(&[0.0; 256])), d.allocate("a", &f32s(&[1.0; 64])));
+        let out = d.allocate("out", &f32s(&[0.0; 256]));
+        let error = d
+            .launch("f32_4x4x1f32", Launch::linear(1, 64), &[pointer(out), pointer(a), pointer(a), pointer(c)])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("LLVM's decoder may have taken VGPRs for AGPRs"), "{error}");
+    }
+    let mut targets = vec!["gfx908", "gfx90a"];
+    if gpuinstr::toolchain::LLVM_MAJOR >= 17 {
+        targets.push(mi300);
+    }
+    for target in targets {
+        let mut d = device(&object, target);
+        // The table names MI300 as gfx940, whichever one this toolchain builds.
+        let as_listed = if target == mi300 { "gfx940" } else { target };
+        for kernel in MFMA_KERNELS.iter().filter(|k| k.targets.contains(&as_listed)) {
+            let (m, k, blocks) = (kernel.m, kernel.k, kernel.blocks);
+            let bits = match kernel.element {
+                "f32" => 32,
+                "f16" | "bf16" => 16,
+                "i8" => 8,
+                _ => 64,
+            };
+            let per_lane = k * m * blocks / 64;
+            let source_bytes = (per_lane * bits).div_ceil(32) * 4;
+            let wide = kernel.element == "f64";
+            let results = m * m * blocks / 64;
+            // Small integers, negative too: A[b][i][k], B[b][k][j], C[b][i][j].
+            let a = |b: usize, i: usize, kk: usize| ((i * 3 + kk * 5 + b * 7) % 9) as i64 - 4;
+            let bm = |b: usize, kk: usize, j: usize| ((kk * 2 + j * 7 + b * 3) % 7) as i64 - 3;
+            let c = |b: usize, i: usize, j: usize| ((i * 5 + j * 3 + b) % 11) as i64 - 5;
+            let encode = |v: i64| -> u64 {
+                match kernel.element {
+                    "f32" => u64::from((v as f32).to_bits()),
+                    "f16" => u64::from(half::f16::from_f32(v as f32).to_bits()),
+                    "bf16" => u64::from(half::bf16::from_f32(v as f32).to_bits()),
+                    "i8" => u64::from(v as i8 as u8),
+                    _ => (v as f64).to_bits(),
+                }
+            };
+            // Lane `outer + m * (b + blocks * (k / per_lane))`, element k % per_lane.
+            let mut pa = vec![0u8; 64 * source_bytes];
+            let mut pb = vec![0u8; 64 * source_bytes];
+            for b in 0..blocks {
+                for outer in 0..m {
+                    for kk in 0..k {
+                        let lane = outer + m * (b + blocks * (kk / per_lane));
+                        let bit = lane * source_bytes * 8 + (kk % per_lane) * bits;
+                        for (buffer, value) in [(&mut pa, a(b, outer, kk)), (&mut pb, bm(b, kk, outer))] {
+                            let raw = encode(value);
+                            for n in 0..bits / 8 {
+                                buffer[bit / 8 + n] = (raw >> (8 * n)) as u8;
+                            }
+                        }
+                    }
+                }
+            }
+            // D[i][j] of block b: rows in groups of 4 (1 for f64) registers
+            // by N lanes, 64/N groups a register, blocks of 4x4 side by side.
+            let place = |i: usize, j: usize, b: usize| {
+                let rows = if wide { 1 } else { 4 };
+                let groups = 64 / m;
+                let blocks_per_register = (64 * rows / (m * m)).max(1);
+                let register = b * (m * m / 64) + i / (rows * groups) * rows + i % rows;
+                let lane = (b % blocks_per_register) * m + (i / rows) % groups * blocks_per_register * m + j;
+                lane * results + register
+            };
+            let mut pc = vec![0i64; 64 * results];
+            let mut expected = vec![0i64; 64 * results];
+            for b in 0..blocks {
+                for i in 0..m {
+                    for j in 0..m {
+                        pc[place(i, j, b)] = c(b, i, j);
+                        expected[place(i, j, b)] =
+                            c(b, i, j) + (0..k).map(|kk| a(b, i, kk) * bm(b, kk, j)).sum::<i64>();
+                    }
+                }
+            }
+            let c_bytes: Vec<u8> = if wide {
+                pc.iter().flat_map(|v| (*v as f64).to_le_bytes()).collect()
+            } else if kernel.element == "i8" {
+                pc.iter().flat_map(|v| (*v as i32).to_le_bytes()).collect()
+            } else {
+                pc.iter().flat_map(|v| (*v as f32).to_le_bytes()).collect()
+            };
+            let out = d.allocate("out", &vec![0xff; c_bytes.len()]);
+            let (a_at, b_at, c_at) = (d.allocate("a", &pa), d.allocate("b", &pb), d.allocate("c", &c_bytes));
+            let args = [pointer(out), pointer(a_at), pointer(b_at), pointer(c_at)];
+            d.launch(kernel.name, Launch::linear(1, 64), &args)
+                .unwrap_or_else(|e| panic!("{target} {}: {e}", kernel.name));
+            let got: Vec<f64> = if wide {
+                read(&d, out, 64 * results, f64::from_le_bytes)
+            } else if kernel.element == "i8" {
+                read_i32(&d, out, 64 * results).iter().map(|v| f64::from(*v)).collect()
+            } else {
+                read_f32(&d, out, 64 * results).iter().map(|v| f64::from(*v)).collect()
+            };
+            let expected: Vec<f64> = expected.iter().map(|v| *v as f64).collect();
+            assert_eq!(got, expected, "{target} {}", kernel.name);
+        }
+    }
+
+    // A loop of MFMAs accumulating in AGPRs (gfx908) or VGPRs (gfx90a):
+    // four steps of a 4x4x1 outer product of ones.
+    for target in TARGETS {
+        let mut d = device(&test_kernels("matrix_cores"), target);
+        let (pa, pout) = (d.allocate("a", &f32s(&[1.0; 256])), d.allocate("out", &f32s(&[0.0; 256])));
+        let args = [pointer(pout), pointer(pa), pointer(pa), i32s(&[4])];
+        d.launch("_Z9mfmaSmallPfPKfS1_i", Launch::linear(1, 64), &args).unwrap();
+        assert_eq!(read_f32(&d, pout, 256), vec![4.0; 256], "{target}: mfmaSmall");
+    }
 }

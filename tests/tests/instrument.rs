@@ -175,6 +175,24 @@ fn kernels_that_preload_arguments_are_refused() {
     assert!(error.to_string().contains(&format!("kernel {} preloads 2 dwords", app.kernels[0].name())), "{error}");
 }
 
+/// LLVM 15 decodes gfx940's MFMAs that accumulate in VGPRs as AGPR ones:
+/// liveness there would think live VGPRs free, so that build refuses
+/// gfx940 code with matrix instructions by name; LLVM 17 and 21 read them.
+#[test]
+fn mi300_matrix_code_is_refused_where_llvm_misreads_it() {
+    let object = hip_object_with("kernels/matrix_cores.hip", &[&format!("--offload-arch={}", mi300())]);
+    let app = load::load_for_target(&object, Some(mi300())).unwrap().code_objects.remove(0);
+    let lifted = lift(&app).unwrap();
+    let result = gpuinstr::stages::liveness::analyze(&lifted);
+    if gpuinstr::toolchain::LLVM_MAJOR < 17 {
+        let error = result.err().expect("refused").to_string();
+        assert!(error.starts_with("gfx940 code with matrix instructions (V_MFMA"), "{error}");
+        assert!(error.contains("use the LLVM 17 or 21 build"), "{error}");
+    } else {
+        assert!(result.is_ok(), "{} reads its matrix code", mi300());
+    }
+}
+
 /// A hook reading hidden arguments through `implicitArgPtr` reads them
 /// where its tool's code object version lays them out: refused on an
 /// application laid out otherwise and on a v4 kernel that has none; a v5

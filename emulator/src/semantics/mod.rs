@@ -9,6 +9,7 @@ mod convert;
 pub mod dpp;
 mod float;
 mod lds;
+mod matrix;
 mod scalar;
 mod scalar_memory;
 pub mod sdwa;
@@ -89,7 +90,7 @@ pub fn handler(name: &str) -> Handler {
 
 /// The semantics of a pseudo opcode, if a family has them.
 pub fn lookup(name: &str) -> Option<Handler> {
-    let families: [fn(&str) -> Option<Handler>; 9] = [
+    let families: [fn(&str) -> Option<Handler>; 10] = [
         control::handler,
         scalar::handler,
         scalar_memory::handler,
@@ -99,6 +100,7 @@ pub fn lookup(name: &str) -> Option<Handler> {
         compare::handler,
         vector_memory::handler,
         lds::handler,
+        matrix::handler,
     ];
     families.iter().find_map(|family| family(name))
 }

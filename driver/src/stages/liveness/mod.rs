@@ -295,6 +295,12 @@ pub enum LivenessError {
         if *.wave32 { " (wave32 RDNA code has its own issue)" } else { "" }
     )]
     Unmodelled { processor: String, wave32: bool },
+    #[error(
+        "{processor} code with matrix instructions ({instruction} in {function}): LLVM 15 decodes gfx940's MFMAs \
+         that accumulate in VGPRs as if they used AGPRs, so their registers cannot be known here; use the LLVM 17 \
+         or 21 build (scripts/env.sh trixie or sid)"
+    )]
+    MisdecodedMatrixInstructions { processor: String, instruction: String, function: String },
 }
 
 /// Liveness of every function of a lifted code object.
@@ -309,6 +315,17 @@ pub fn analyze<'a>(lifted: &'a LiftedCodeObject<'a>) -> Result<Liveness, Livenes
             wave32: !lifted.isa.generation.is_gfx9(),
         });
     };
+    if crate::toolchain::LLVM_MAJOR < 17 && processor.architected_flat_scratch {
+        for function in &lifted.functions {
+            if let Some(matrix) = function.instructions().map(|i| i.name(&lifted.isa)).find(|n| n.contains("MFMA")) {
+                return Err(LivenessError::MisdecodedMatrixInstructions {
+                    processor: target.processor.clone(),
+                    instruction: matrix.to_string(),
+                    function: function.name.clone(),
+                });
+            }
+        }
+    }
     Ok(analyze_modelled(lifted, processor))
 }
 
