@@ -6,8 +6,21 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// GPUs the collect kernel is built for (and so the runtime observes).
-const TARGETS: [&str; 2] = ["gfx908", "gfx90a"];
+/// GPUs the collect kernel is built for (and so the runtime observes):
+/// gfx908 and gfx90a with every hipcc, MI300X (gfx942) with the LLVM 17 and
+/// 21 builds (trixie's and sid's hipcc know it) and MI355X (gfx950) with the
+/// LLVM 21 one. A dispatch on another GPU is reported as not observed.
+fn targets() -> Vec<&'static str> {
+    let feature = |name: &str| std::env::var_os(format!("CARGO_FEATURE_{name}")).is_some();
+    let mut targets = vec!["gfx908", "gfx90a"];
+    if feature("LLVM17") || feature("LLVM21") {
+        targets.push("gfx942");
+    }
+    if feature("LLVM21") {
+        targets.push("gfx950");
+    }
+    targets
+}
 
 fn main() {
     let include = std::env::var("HSA_INCLUDE_DIR").unwrap_or_else(|_| "/usr/include/hsa".to_string());
@@ -36,7 +49,7 @@ fn main() {
     let mut table = String::from(
         "/// The collect kernel's code object per processor.\npub const COLLECT_KERNELS: &[(&str, &[u8])] = &[\n",
     );
-    for target in TARGETS {
+    for target in targets() {
         let output = out.join(format!("collect-{target}.hsaco"));
         let built = Command::new(&hipcc)
             .args(["--cuda-device-only", "--no-gpu-bundle-output", "-O2", "-c"])

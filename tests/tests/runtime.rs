@@ -604,6 +604,34 @@ fn every_example_tool_reports_what_the_emulator_gives_on_gfx908() {
     }
 }
 
+/// The MI300X model (LLVM 17 and 21: trixie's ROCr 6.1 and sid's 6.4 know
+/// gfx942; hipcc builds the program for it, the runtime its collect
+/// kernel): every example tool's report is what the emulator gives,
+/// instrumented statically and in dynamic mode.
+#[test]
+fn every_example_tool_reports_what_the_emulator_gives_on_mi300x() {
+    if gpuinstr::toolchain::LLVM_MAJOR < 17 {
+        return; // Debian 12's ROCr 5.2 predates gfx942
+    }
+    let target = "gfx942";
+    let dir = test_directory("gfx942");
+    let original = original(target, &dir);
+    for example in EXAMPLES {
+        let tool = instrument_with(example, &original, &dir);
+        let (report, _) = run_reported(&tool.program, target, Some(&tool.host), &original.output, &dir);
+        original.oracle().check(example, &tool.plan, &report, &dir.join("report.json"));
+        if example == "instruction-counter" {
+            let dynamic = Run {
+                dynamic: Some((tool.device.clone(), tool.plan_file.clone())),
+                tool_host: Some(tool.host.clone()),
+                ..run_on(target)
+            };
+            let (report, _) = run_reported_with(dynamic, &original.program, &[], &original.output, &dir);
+            original.oracle().check(example, &tool.plan, &report, &dir.join("report.json"));
+        }
+    }
+}
+
 /// Points left out (`--allow-partial`) never pass quietly: the code object
 /// names the kernels that miss them (its partial table) and flags the
 /// points; the runtime warns when it loads it and marks every dispatch of
