@@ -237,9 +237,12 @@ fn minimal_tool(dir: &Path) -> std::path::PathBuf {
         "target triple = \"amdgcn-amd-amdhsa\"\n\
          @Count = external addrspace(1) global i64\n\
          declare void @\"gpuinstr::sAtomicAdd.void.p1.i64\"(ptr addrspace(1), i64) #1\n\
+         declare i32 @\"gpuinstr::workitemIdX.i32\"() #2\n\
          define void @count() #0 {\n  call void @\"gpuinstr::sAtomicAdd.void.p1.i64\"(ptr addrspace(1) @Count, i64 1)\n  ret void\n}\n\
+         define void @lane() #0 {\n  %x = call i32 @\"gpuinstr::workitemIdX.i32\"()\n  %p = getelementptr i32, ptr addrspace(1) @Count, i32 %x\n  store i32 1, ptr addrspace(1) %p\n  ret void\n}\n\
          attributes #0 = { \"gpuinstr_hook\" }\n\
-         attributes #1 = { \"gpuinstr_intrinsic\"=\"gpuinstr::sAtomicAdd\" }\n",
+         attributes #1 = { \"gpuinstr_intrinsic\"=\"gpuinstr::sAtomicAdd\" }\n\
+         attributes #2 = { \"gpuinstr_intrinsic\"=\"gpuinstr::workitemIdX\" }\n",
     )
     .unwrap();
     let bitcode = dir.join("hooks.bc");
@@ -278,10 +281,16 @@ fn payload_prints_the_code_of_one_hook_call() {
     }
 
     for (extra, message) in [
-        (&["--hook", "missing", "--at", "_Z5scalePff:0"][..], "the tool has no hook `missing` (its hooks: count)"),
+        (
+            &["--hook", "missing", "--at", "_Z5scalePff:0"][..],
+            "the tool has no hook `missing` (its hooks: count, lane)",
+        ),
         (&["--hook", "count", "--at", "_Z5scalePff:99999"][..], "`_Z5scalePff` has "),
         (&["--hook", "count", "--at", "nowhere:0"][..], "no kernel or device function named `nowhere`"),
         (&["--hook", "count", "--arg", "banana", "--at", "_Z5scalePff:0"][..], "`banana` is not a hook argument"),
+        // A hook reading threadIdx needs the ids' register, which only the
+        // kernel preamble keeps: said, not left to llc.
+        (&["--hook", "lane", "--at", "_Z5scalePff:0"][..], "with `gpuinstr-link payload` give --work-item-ids"),
     ] {
         let (code, stdout, stderr) = run(extra);
         assert_eq!(code, Some(1), "{extra:?}: {stdout}");
@@ -365,7 +374,7 @@ fn instrument_writes_the_output_only_on_success() {
     assert_eq!(code, Some(1));
     // Named by the plan and the tool, before any work.
     assert!(stderr.contains("wrong.toml: insert 1 (hook `absent`): the tool "), "{stderr}");
-    assert!(stderr.contains("tool.hsaco has no such hook (its hooks: count)"), "{stderr}");
+    assert!(stderr.contains("tool.hsaco has no such hook (its hooks: count, lane)"), "{stderr}");
     assert!(!output.exists());
 
     let (code, stdout, stderr) = run(&plan);
