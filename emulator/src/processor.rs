@@ -1,6 +1,9 @@
 //! The processors the emulator models and what differs between them: the
-//! wave64 GFX9 family, gfx900 (Vega 10) to gfx950 (MI350). Code for another processor is
-//! refused rather than run with semantics it does not have.
+//! wave64 GFX9 family, gfx900 (Vega 10) to gfx950 (MI350). Code for another
+//! processor is refused rather than run with semantics it does not have.
+//! The driver keeps a table of its own (`stages::load::processor`) on
+//! purpose: the oracle reads the hardware's facts independently of the
+//! instrumenter it checks.
 
 /// What the emulator needs to know of one processor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

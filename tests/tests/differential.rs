@@ -532,16 +532,7 @@ fn the_memory_tracer_traces_every_lane_access() {
 #[test]
 fn a_hook_with_a_stack_frame_counts_every_work_item_on_every_target() {
     let dir = scratch();
-    let tool_path = dir.path().join("payload-hooks.hsaco");
-    run_ok(&mut tool_compile_command(Compiler::Clang, &input("tools/payload-hooks.hip"), "-O3", &tool_path));
-    let tool = load::load(&tool_path).unwrap().code_objects.remove(0);
-    // v0 holds threadIdx.x at the entry of a one-dimensional launch (packed
-    // or not): Local[I] = x * I + x, and the bin is Local[x % 24] & 63.
-    let plan = Plan::parse(
-        "[[insert]]\nhook = \"histogram\"\nwhere = \"kernel-entry\"\nargs = [{ reg = \"v0\" }]\n",
-        "stack.toml",
-    )
-    .unwrap();
+    let (tool, plan) = stack_hook(dir.path());
     let object = object_for_every_target("kernels/control_flow.hip");
     for target in every_target() {
         let app = load::load_for_target(&object, Some(target)).unwrap().code_objects.remove(0);
@@ -558,6 +549,21 @@ fn a_hook_with_a_stack_frame_counts_every_work_item_on_every_target() {
             check_stack_histogram(&app, &output, &case);
         }
     }
+}
+
+/// payload-hooks' `histogram` (a per-lane table: it needs stack) and a plan
+/// putting it at every kernel's entry with v0, which holds threadIdx.x at
+/// the entry of a one-dimensional launch, packed or not.
+fn stack_hook(dir: &std::path::Path) -> (CodeObject, Plan) {
+    let tool_path = dir.join("payload-hooks.hsaco");
+    run_ok(&mut tool_compile_command(Compiler::Clang, &input("tools/payload-hooks.hip"), "-O3", &tool_path));
+    let tool = load::load(&tool_path).unwrap().code_objects.remove(0);
+    let plan = Plan::parse(
+        "[[insert]]\nhook = \"histogram\"\nwhere = \"kernel-entry\"\nargs = [{ reg = \"v0\" }]\n",
+        "stack.toml",
+    )
+    .unwrap();
+    (tool, plan)
 }
 
 /// payload-hooks' `histogram` at the kernel entry with v0 (threadIdx.x of a
@@ -591,14 +597,7 @@ fn generic_targets_are_instrumented_like_the_processors_they_stand_for() {
     let dir = scratch();
     let counter = example_tool("instruction-counter", dir.path());
     let counter_plan = example_plan("instruction-counter");
-    let tool_path = dir.path().join("payload-hooks.hsaco");
-    run_ok(&mut tool_compile_command(Compiler::Clang, &input("tools/payload-hooks.hip"), "-O3", &tool_path));
-    let hooks = load::load(&tool_path).unwrap().code_objects.remove(0);
-    let stack_plan = Plan::parse(
-        "[[insert]]\nhook = \"histogram\"\nwhere = \"kernel-entry\"\nargs = [{ reg = \"v0\" }]\n",
-        "stack.toml",
-    )
-    .unwrap();
+    let (hooks, stack_plan) = stack_hook(dir.path());
     let object =
         hip_object_with("kernels/control_flow.hip", &["--offload-arch=gfx9-generic", "--offload-arch=gfx9-4-generic"]);
     for target in ["gfx9-generic", "gfx9-4-generic"] {
