@@ -22,13 +22,20 @@ if [ -z "$link" ]; then
 fi
 out="${CARGO_TARGET_DIR:-target}/corpus-table"
 mkdir -p "$out/packages"
+declare -A versions=()
 if [ $# -gt 0 ]; then
   libraries=("$@")
 else
   libraries=()
-  # Package names differ between releases (librocsparse0 in trixie, 1 in sid).
-  for package in librocrand1 librocsparse0 librocsparse1 librocsolver0; do
-    apt-cache show "$package" >/dev/null 2>&1 || continue
+  # Package names differ between releases (librocsparse0 in trixie, 1 in
+  # sid, which also still carries an old librocsparse0): the first of each
+  # group the environment has.
+  for group in librocrand1 "librocsparse1 librocsparse0" librocsolver0; do
+    package=""
+    for candidate in $group; do
+      if apt-cache show "$candidate" >/dev/null 2>&1; then package="$candidate"; break; fi
+    done
+    [ -n "$package" ] || continue
     directory="$out/packages/$package"
     if [ ! -d "$directory" ]; then
       (cd "$out/packages" && apt-get download "$package" >/dev/null)
@@ -37,8 +44,12 @@ else
       rm -f "$out/packages/${package}"_*.deb
       mv "$directory.new" "$directory"
     fi
+    version=$(apt-cache show --no-all-versions "$package" | sed -n 's/^Version: //p' | head -1)
     for library in "$directory"/usr/lib/x86_64-linux-gnu/lib*.so.*.*; do
-      [ -f "$library" ] && [ ! -L "$library" ] && libraries+=("$library")
+      if [ -f "$library" ] && [ ! -L "$library" ]; then
+        libraries+=("$library")
+        versions["$library"]="$version"
+      fi
     done
   done
 fi
@@ -47,11 +58,19 @@ echo "| environment | library | processor | code objects | kernels | instruction
 echo "|---|---|---|---:|---:|---:|---|---:|"
 for library in "${libraries[@]}"; do
   name="$(basename "$library")"
+  # The package's version, when the script downloaded it.
+  [ -n "${versions[$library]:-}" ] && name="$name ${versions[$library]}"
   # Every processor the library carries, with its feature settings folded.
   processors=$("$link" inspect "$library" --json \
     | python3 -c 'import json,sys; print(" ".join(sorted({c["target"].split(":")[0] for c in json.load(sys.stdin)["code_objects"]})))')
   for processor in $processors; do
-    json="$out/$name-$processor.json"
+    json="$out/$(basename "$library")-$processor.json"
+    case "$processor" in
+      gfx6* | gfx7* | gfx8*)
+        # Older than GFX9: outside what gpuinstr lifts (docs/toolchains.md).
+        echo "| ${GPUINSTR_ENV:-?} | $name | $processor | not lifted: older than GFX9 | | | | |"
+        continue ;;
+    esac
     if ! "$link" roundtrip-corpus "$library" --target "$processor" --json >"$json" 2>"$json.err"; then
       status=1
     fi

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Instruments the production corpus (Debian's rocRAND and rocSPARSE, every
-# gfx90a code object) with example tools and their plans, then checks every
-# output: `gpuinstr-link verify` (original instructions in order, live
-# registers preserved, branches, descriptors, CoMGR's metadata query),
-# llvm-readelf (no warnings) and llvm-objdump (no unknown instruction).
+# Instruments the production corpus (Debian 12's rocRAND and rocSPARSE,
+# every gfx90a code object, unless told otherwise) with example tools and
+# their plans, then checks every output: `gpuinstr-link verify` (original
+# instructions in order, live registers preserved, branches, descriptors,
+# CoMGR's metadata query), llvm-readelf (no warnings) and llvm-objdump (no
+# unknown instruction).
 #
 # Usage: scripts/instrument-corpus.sh [EXAMPLE...]
 #   (default: all five examples; the every-instruction ones take hours on
@@ -18,6 +19,10 @@
 #                 output is the library with its device code instrumented;
 #                 not resumable)
 #   SUMMARY=1     only print the summary of what is done
+#   LIBRARIES=... the libraries (paths, space-separated) instead of Debian
+#                 12's; inside scripts/env.sh, that environment's own
+#   TARGETS=...   the processors whose code objects are instrumented
+#                 (space-separated; default gfx90a)
 #   GROW=WHEN     the --grow-registers policy: free (the default, as
 #                 instrument's own default), always or never; results go
 #                 to results/WHEN/ when it is not free. Every run passes
@@ -28,6 +33,7 @@ cd "$(dirname "$0")/.."
 target_dir="$(realpath -m "${CARGO_TARGET_DIR:-target}")"
 link="$target_dir/release/gpuinstr-link"
 plugin="$target_dir/release/libembed.so"
+read -r -a targets <<<"${TARGETS:-gfx90a}"
 out="$target_dir/instrument-corpus"
 grow="${GROW:-free}"
 results="$out/results"
@@ -36,33 +42,52 @@ mkdir -p "$out" "$results"
 examples=("$@")
 [ ${#examples[@]} -gt 0 ] ||
   examples=(kernel-arguments branch-divergence memory-tracer instruction-counter opcode-histogram)
-libraries=(librocrand.so.1.1 librocsparse.so.0.1)
+if [ -n "${LIBRARIES:-}" ]; then
+  read -r -a libraries <<<"$LIBRARIES"
+else
+  libraries=()
+fi
+# Results and extracted objects are kept per library and processor
+# (gfx90a keeps the plain library name results of earlier runs used).
+key() { # library target
+  if [ "$2" = gfx90a ]; then basename "$1"; else echo "$(basename "$1").$2"; fi
+}
 
-summary() { # example library
-  python3 scripts/corpus-summary.py "$results/$1/$2" "$1" "$2" "$out/objects/$2"
+summary() { # example library target
+  local k
+  k=$(key "$2" "$3")
+  python3 scripts/corpus-summary.py "$results/$1/$k" "$1" "$k" "$out/objects/$k"
 }
 
 if [ -n "${SUMMARY:-}" ]; then
+  [ ${#libraries[@]} -gt 0 ] || libraries=(librocrand.so.1.1 librocsparse.so.0.1)
   status=0
   for example in "${examples[@]}"; do
-    for library in "${libraries[@]}"; do summary "$example" "$library" || status=1; done
+    for library in "${libraries[@]}"; do
+      for target in "${targets[@]}"; do summary "$example" "$library" "$target" || status=1; done
+    done
   done
   exit $status
 fi
 
 # The commit before the build: what the binary is built from.
 commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +changes)"
-scripts/setup.sh >/dev/null
-cargo build --release -q -p gpuinstr-driver -p gpuinstr-llvm-plugin
-lib="$(dirname "$(scripts/fetch-corpus.sh | head -1)")"
+if [ "${GPUINSTR_ENV:-bookworm}" = bookworm ]; then
+  scripts/setup.sh >/dev/null
+fi
+# shellcheck disable=SC2086
+cargo build --release -q ${GPUINSTR_CARGO_FEATURES:-} -p gpuinstr-driver -p gpuinstr-llvm-plugin
+if [ ${#libraries[@]} -eq 0 ]; then
+  mapfile -t libraries < <(scripts/fetch-corpus.sh)
+fi
 
 # One object's checks: verify, llvm-readelf, llvm-objdump -> a JSON outcome.
-check_object() { # original instrumented report.json error-file seconds result.json
-  local original=$1 instrumented=$2 report=$3 errors=$4 seconds=$5 result=$6
+check_object() { # original instrumented report.json error-file seconds result.json target
+  local original=$1 instrumented=$2 report=$3 errors=$4 seconds=$5 result=$6 target=$7
   local warnings=0 unknown=0
-  "$link" verify "$original" "$instrumented" --target gfx90a --json >"$result.verify" 2>>"$errors" || true
+  "$link" verify "$original" "$instrumented" --target "$target" --json >"$result.verify" 2>>"$errors" || true
   if "${LLVM_BINDIR:-/usr/lib/llvm-15/bin}/llvm-readelf" -a --notes "$instrumented" 2>&1 >/dev/null | grep -q .; then warnings=1; fi
-  unknown=$("${LLVM_BINDIR:-/usr/lib/llvm-15/bin}/llvm-objdump" -d --mcpu=gfx90a "$instrumented" | grep -c '<unknown>' || true)
+  unknown=$("${LLVM_BINDIR:-/usr/lib/llvm-15/bin}/llvm-objdump" -d --mcpu="$target" "$instrumented" | grep -c '<unknown>' || true)
   python3 - "$report" "$seconds" "$warnings" "$unknown" "$result" "$commit" <<'EOF'
 import json, sys
 report_path, seconds, warnings, unknown, result_path, commit = sys.argv[1:]
@@ -97,49 +122,53 @@ for example in "${examples[@]}"; do
     -c "hook-sdk/examples/$example/tool.hip" -o "$tool.tmp" && mv "$tool.tmp" "$tool"
   plan="hook-sdk/examples/$example/plan.toml"
   for library in "${libraries[@]}"; do
-    if [ -n "${WHOLE:-}" ]; then
-      instrumented="$out/$example.$library"
-      start=$(date +%s.%N)
-      "$link" instrument "$lib/$library" --target gfx90a --tool "$tool" --plan "$plan" --grow-registers="$grow" \
-        --allow-partial --json \
-        -o "$instrumented" >"$instrumented.json"
-      echo "$example $library: whole library instrumented in $(echo "$(date +%s.%N) - $start" | bc) s"
-      "$link" verify "$lib/$library" "$instrumented" --target gfx90a | tail -1
-      continue
-    fi
-    objects="$out/objects/$library"
-    if [ ! -f "$objects/.complete" ]; then
-      rm -rf "$objects" && mkdir -p "$objects"
-      "$link" extract "$lib/$library" --target gfx90a -o "$objects" >/dev/null
-      touch "$objects/.complete"
-    fi
-    done_dir="$results/$example/$library"
-    mkdir -p "$done_dir" "$out/work"
-    for object in "$objects"/*.hsaco; do
-      name=$(basename "$object" .hsaco)
-      index=${name%%-*}
-      if [ -n "${EVERY:-}" ] && [ $((index % EVERY)) -ne 0 ]; then continue; fi
-      [ -f "$done_dir/$name.json" ] && continue
-      instrumented="$out/work/$example.$name.hsaco"
-      start=$(date +%s.%N)
-      if "$link" instrument "$object" --tool "$tool" --plan "$plan" --grow-registers="$grow" --allow-partial --json \
-        -o "$instrumented" >"$out/work/report.json" 2>"$out/work/errors"; then
-        seconds=$(echo "$(date +%s.%N) - $start" | bc)
-        if python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["code_objects"] else 1)' \
-          "$out/work/report.json"; then :; else
-          echo '{"nothing_selected": true}' >"$done_dir/$name.json"
-          rm -f "$instrumented"
-          continue
-        fi
-        check_object "$object" "$instrumented" "$out/work/report.json" "$out/work/errors" "$seconds" "$done_dir/$name.json"
-        rm -f "$instrumented"
-      else
-        cat "$out/work/errors" >&2
-        python3 -c 'import json,sys; json.dump({"error": open(sys.argv[1]).read()}, open(sys.argv[2], "w"))' \
-          "$out/work/errors" "$done_dir/$name.json"
+    for target in "${targets[@]}"; do
+      k=$(key "$library" "$target")
+      if [ -n "${WHOLE:-}" ]; then
+        instrumented="$out/$example.$k"
+        start=$(date +%s.%N)
+        "$link" instrument "$library" --target "$target" --tool "$tool" --plan "$plan" --grow-registers="$grow" \
+          --allow-partial --json \
+          -o "$instrumented" >"$instrumented.json"
+        echo "$example $k: whole library instrumented in $(awk "BEGIN { print $(date +%s.%N) - $start }") s"
+        "$link" verify "$library" "$instrumented" --target "$target" | tail -1
+        continue
       fi
+      objects="$out/objects/$k"
+      if [ ! -f "$objects/.complete" ]; then
+        rm -rf "$objects" && mkdir -p "$objects"
+        "$link" extract "$library" --target "$target" -o "$objects" >/dev/null
+        touch "$objects/.complete"
+      fi
+      done_dir="$results/$example/$k"
+      mkdir -p "$done_dir" "$out/work"
+      for object in "$objects"/*.hsaco; do
+        name=$(basename "$object" .hsaco)
+        index=${name%%-*}
+        if [ -n "${EVERY:-}" ] && [ $((10#$index % EVERY)) -ne 0 ]; then continue; fi
+        [ -f "$done_dir/$name.json" ] && continue
+        instrumented="$out/work/$example.$name.hsaco"
+        start=$(date +%s.%N)
+        if "$link" instrument "$object" --tool "$tool" --plan "$plan" --grow-registers="$grow" --allow-partial --json \
+          -o "$instrumented" >"$out/work/report.json" 2>"$out/work/errors"; then
+          seconds=$(awk "BEGIN { print $(date +%s.%N) - $start }")
+          if python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["code_objects"] else 1)' \
+            "$out/work/report.json"; then :; else
+            echo '{"nothing_selected": true}' >"$done_dir/$name.json"
+            rm -f "$instrumented"
+            continue
+          fi
+          check_object "$object" "$instrumented" "$out/work/report.json" "$out/work/errors" "$seconds" \
+            "$done_dir/$name.json" "$target"
+          rm -f "$instrumented"
+        else
+          cat "$out/work/errors" >&2
+          python3 -c 'import json,sys; json.dump({"error": open(sys.argv[1]).read()}, open(sys.argv[2], "w"))' \
+            "$out/work/errors" "$done_dir/$name.json"
+        fi
+      done
+      summary "$example" "$library" "$target" || status=1
     done
-    summary "$example" "$library" || status=1
   done
 done
 exit $status

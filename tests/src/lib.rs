@@ -405,6 +405,44 @@ pub fn debian_package_file(package: &str, path_in_package: &str) -> PathBuf {
     extracted
 }
 
+/// Whole packages of the environment's own Debian suite (`GPUINSTR_ENV`,
+/// bookworm outside scripts/env.sh), downloaded with apt-get download and
+/// extracted once into target/corpus/ENV/root, which is returned: libraries
+/// an environment does not install (sid's rocSOLVER and rocBLAS unpack to
+/// 6 GB), for the long tests that call them.
+pub fn environment_packages(packages: &[&str]) -> PathBuf {
+    let environment = std::env::var("GPUINSTR_ENV").unwrap_or_else(|_| "bookworm".into());
+    let cache = repo().join("target/corpus").join(environment);
+    let root = cache.join("root");
+    std::fs::create_dir_all(&root).expect("package cache directory");
+    for package in packages {
+        let marker = cache.join(format!("{package}.extracted"));
+        if marker.exists() {
+            continue;
+        }
+        let download = || Command::new("apt-get").arg("download").arg(package).current_dir(&cache).output();
+        let mut output = download().expect("apt-get runs");
+        if !output.status.success() {
+            let _ = Command::new("apt-get").arg("update").output();
+            output = download().expect("apt-get runs");
+        }
+        assert!(
+            output.status.success(),
+            "cannot download {package} with apt-get download: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let deb = std::fs::read_dir(&cache)
+            .expect("package cache")
+            .map(|e| e.expect("entry").path())
+            .find(|p| p.extension().is_some_and(|e| e == "deb"))
+            .expect("the downloaded .deb");
+        run_ok(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&root));
+        std::fs::remove_file(&deb).expect("remove the .deb");
+        std::fs::write(&marker, "").expect("marker");
+    }
+    root
+}
+
 /// A code object built from hand-written assembly: one kernel `test_kernel`
 /// with `body` as its code, then `functions` (device functions, with their
 /// own labels, `.type` and `.size`). Assembled by llvm-mc and linked by

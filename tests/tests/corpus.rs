@@ -38,8 +38,9 @@ fn rocrand_round_trips_exactly() {
 #[test]
 fn rocsparse_sample_round_trips_exactly() {
     let library = debian_package_file("librocsparse0", ROCSPARSE);
-    // Every 6th of the 222 code objects: 37 code objects, ~4,000 kernels.
-    let report = check_corpus(&[library], "gfx90a", Sample::EveryNth(6), Linker::Comgr, 2).unwrap();
-    assert_eq!(report.code_objects, 37, "{}", report.render_text());
-    assert_clean(&report, 3000);
+    // Every 12th of the 222 code objects: 19 code objects, ~2,000 kernels
+    // (CI's scripts/corpus.sh round-trips all of them).
+    let report = check_corpus(&[library], "gfx90a", Sample::EveryNth(12), Linker::Comgr, 2).unwrap();
+    assert_eq!(report.code_objects, 19, "{}", report.render_text());
+    assert_clean(&report, 1500);
 }

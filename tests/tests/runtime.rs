@@ -13,7 +13,7 @@ use gpuinstr::stages::load::{self, CodeObject};
 use gpuinstr::tool::Tool;
 use gpuinstr_device_preload::run::Run;
 use gpuinstr_intrinsics::Registry;
-use gpuinstr_tests::{build_tool, example, hipcc, input, repo, run_directory, run_ok, Compiler};
+use gpuinstr_tests::{build_tool, environment_packages, example, hipcc, input, repo, run_directory, run_ok, Compiler};
 use serde_json::Value;
 
 /// A shared library Cargo built for this test run (beside the test binary).
@@ -1366,23 +1366,77 @@ fn compile_host_part(source: &Path, output: PathBuf) -> PathBuf {
     output
 }
 
+/// A library nobody here wrote and a program of ours that calls it.
+struct LibraryCall<'a> {
+    /// The file the program loads (its soname), in `directory`.
+    library: &'a str,
+    /// Where it is installed; also on LD_LIBRARY_PATH, after the
+    /// instrumented copy's directory (the libraries it needs are there).
+    directory: PathBuf,
+    /// The program (under `tests/inputs`) and hipcc's arguments for it.
+    program_source: &'a str,
+    build: Vec<String>,
+    /// The emulated GPU, and the processor of the library's code objects
+    /// it runs (a feature setting or a generic target).
+    target: &'a str,
+    device_target: &'a str,
+    /// Globs on the kernels the tools' plans select, when not every kernel
+    /// (a library too large to instrument whole in a test).
+    kernels: &'a [&'a str],
+}
+
+/// The example's plan, or with `kernels` a copy of it (in `directory`)
+/// whose every insert is repeated for each glob.
+fn plan_for_kernels(tool: &str, kernels: &[&str], directory: &Path) -> PathBuf {
+    let plan_file = repo().join("hook-sdk/examples").join(tool).join("plan.toml");
+    if kernels.is_empty() {
+        return plan_file;
+    }
+    let text = std::fs::read_to_string(&plan_file).unwrap();
+    let (preamble, inserts) = text.split_once("[[insert]]").expect("a plan with inserts");
+    let mut restricted = preamble.to_string();
+    for insert in inserts.split("[[insert]]") {
+        assert!(!insert.contains("kernels"), "{tool}'s plan names kernels already");
+        for glob in kernels {
+            restricted += &format!("[[insert]]\nkernels = \"{glob}\"{insert}");
+        }
+    }
+    let path = directory.join(format!("{tool}-plan.toml"));
+    std::fs::write(&path, restricted).unwrap();
+    path
+}
+
+/// Debian 12's own library (installed by scripts/setup.sh) on the emulated
+/// MI210: the gfx90a code objects with xnack off, which the device runs
+/// (their xnack+ twins, which it never loads, would double the hour
+/// rocSPARSE takes).
+fn installed_on_mi210<'a>(library: &'a str, program_source: &'a str, link: &str) -> LibraryCall<'a> {
+    LibraryCall {
+        library,
+        directory: PathBuf::from("/usr/lib/x86_64-linux-gnu"),
+        program_source,
+        build: vec![link.into()],
+        target: "gfx90a",
+        device_target: "gfx90a:xnack-",
+        kernels: &[],
+    }
+}
+
 /// Whole libraries nobody here wrote, under the runtime (long: run in
 /// release by `scripts/runtime-libraries.sh`, not by `cargo test`): a
-/// program calling Debian 12's `LIBRARY`, with the library's gfx90a code
-/// objects instrumented by each of `tools` statically (the whole `.so`
+/// program calling the library, with the library's code objects for the
+/// emulated GPU instrumented by each of `tools` statically (the whole `.so`
 /// rewritten, found first on LD_LIBRARY_PATH) and, separately, dynamically
 /// as it loads; every run prints what the original prints, and every
 /// dispatch of a library kernel reports what the device's log of the
 /// original run gives (`Oracle::check`).
-fn library_under_the_runtime(library: &str, program_source: &str, link: &str, tools: &[&str]) {
-    let target = "gfx90a";
-    // The code objects the emulated device (xnack off) runs: the static
-    // run instruments all of them in the whole `.so` (its xnack+ twins,
-    // which the device never loads, would double the hour rocSPARSE takes).
-    let device_target = "gfx90a:xnack-";
+fn library_under_the_runtime(call: LibraryCall, tools: &[&str]) {
+    let LibraryCall { library, directory, program_source, build, target, device_target, kernels: chosen } = call;
     let dir = test_directory(&format!("library-{library}"));
-    let program = hip_build(program_source, target, &dir, library, &[link]);
-    let installed = PathBuf::from("/usr/lib/x86_64-linux-gnu").join(library);
+    let build: Vec<&str> = build.iter().map(String::as_str).collect();
+    let program = hip_build(program_source, target, &dir, library, &build);
+    let installed = directory.join(library);
+    let search_path = |first: &Path| std::env::join_paths([first, directory.as_path()]).unwrap();
     let code_objects = load::load_for_target(&installed, Some(device_target)).unwrap().code_objects;
     let log = dir.join("original.jsonl");
     let _ = std::fs::remove_file(&log);
@@ -1392,7 +1446,8 @@ fn library_under_the_runtime(library: &str, program_source: &str, link: &str, to
         dispatch_log_accesses: true,
         ..run_on(target)
     };
-    let expected_output = succeeded(run.command(program.as_os_str(), &[]).output().unwrap(), "the original");
+    let original = run.command(program.as_os_str(), &[]).env("LD_LIBRARY_PATH", &directory).output().unwrap();
+    let expected_output = succeeded(original, "the original");
     let kernels: std::collections::HashSet<&str> =
         code_objects.iter().flat_map(|c| c.kernels.iter().map(|k| k.name())).collect();
     let logged: Vec<Value> =
@@ -1403,7 +1458,7 @@ fn library_under_the_runtime(library: &str, program_source: &str, link: &str, to
 
     for &tool in tools {
         let device = build_tool(Compiler::Hipcc, &example(tool), "-O3", &dir);
-        let plan_file = repo().join("hook-sdk/examples").join(tool).join("plan.toml");
+        let plan_file = plan_for_kernels(tool, chosen, &dir);
         let plan = Plan::load(&plan_file).unwrap();
         let host = host_part(tool, &dir);
         // A code object the plan selects nothing in is left as it is (the
@@ -1457,9 +1512,12 @@ fn library_under_the_runtime(library: &str, program_source: &str, link: &str, to
         let static_dir = test_directory(&format!("library-{library}/{tool}/static"));
         std::fs::write(static_dir.join(library), out).unwrap();
         let run = Run { tool_host: Some(host.clone()), report: Some(static_dir.join("report.json")), ..run_on(target) };
-        let output = run.command(program.as_os_str(), &[]).env("LD_LIBRARY_PATH", &static_dir).output().unwrap();
+        let output =
+            run.command(program.as_os_str(), &[]).env("LD_LIBRARY_PATH", search_path(&static_dir)).output().unwrap();
         let (report, _) = reported(output, &static_dir.join("report.json"), &expected_output);
         check(&report, &static_dir.join("report.json"));
+        // The rewritten library is as large as the original (1.9 GB for rocSOLVER).
+        std::fs::remove_file(static_dir.join(library)).unwrap();
 
         // Dynamically, as the program loads it.
         let run = Run {
@@ -1470,7 +1528,10 @@ fn library_under_the_runtime(library: &str, program_source: &str, link: &str, to
             ..run_on(target)
         };
         let dynamic_dir = test_directory(&format!("library-{library}/{tool}/dynamic"));
-        let (report, _) = run_reported_with(run, &program, &[], &expected_output, &dynamic_dir);
+        let report_path = dynamic_dir.join("report.json");
+        let run = Run { report: Some(report_path.clone()), ..run };
+        let output = run.command(program.as_os_str(), &[]).env("LD_LIBRARY_PATH", &directory).output().unwrap();
+        let (report, _) = reported(output, &report_path, &expected_output);
         check(&report, &dynamic_dir.join("report.json"));
         let instrumented: Vec<&Value> =
             report["dynamic"].as_array().unwrap().iter().filter(|d| d["source"] == "instrumented").collect();
@@ -1502,11 +1563,52 @@ fn library_tools() -> Vec<&'static str> {
 #[test]
 #[ignore = "minutes: scripts/runtime-libraries.sh runs it in release"]
 fn rocrand_under_the_runtime_reports_what_the_emulator_gives() {
-    library_under_the_runtime("librocrand.so.1", "device/rocrand_generators.cpp", "-lrocrand", &library_tools());
+    let call = installed_on_mi210("librocrand.so.1", "device/rocrand_generators.cpp", "-lrocrand");
+    library_under_the_runtime(call, &library_tools());
 }
 
 #[test]
 #[ignore = "an hour per tool: scripts/runtime-libraries.sh runs it in release"]
 fn rocsparse_under_the_runtime_reports_what_the_emulator_gives() {
-    library_under_the_runtime("librocsparse.so.0", "device/rocsparse_routines.cpp", "-lrocsparse", &library_tools());
+    let call = installed_on_mi210("librocsparse.so.0", "device/rocsparse_routines.cpp", "-lrocsparse");
+    library_under_the_runtime(call, &library_tools());
+}
+
+/// sid's rocSOLVER 6.4 on the MI300X model: it carries no gfx942 code
+/// objects but gfx9-4-generic ones, which HIP 6.4 loads for gfx942. sid's
+/// rocBLAS carries neither, so the program calls routines whose kernels are
+/// rocSOLVER's own. The packages (6 GB unpacked) are fetched by the test.
+#[test]
+#[ignore = "minutes, and sid's packages: scripts/env.sh sid -- scripts/runtime-libraries.sh rocsolver"]
+fn rocsolver_under_the_runtime_reports_what_the_emulator_gives() {
+    if gpuinstr::toolchain::LLVM_MAJOR < 21 {
+        panic!("sid's rocSOLVER 6.4 needs sid's HIP: run it inside scripts/env.sh sid");
+    }
+    let root = environment_packages(&[
+        "librocsolver0",
+        "librocsolver-dev",
+        "librocblas4",
+        "librocblas-dev",
+        "libfmt11",
+        "libroctx64-4",
+    ]);
+    let directory = root.join("usr/lib/x86_64-linux-gnu");
+    let call = LibraryCall {
+        library: "librocsolver.so.0",
+        build: vec![
+            format!("-I{}", root.join("usr/include").display()),
+            format!("-L{}", directory.display()),
+            format!("-Wl,-rpath-link,{}", directory.display()),
+            "-lrocsolver".into(),
+            "-lrocblas".into(),
+        ],
+        directory,
+        program_source: "device/rocsolver_routines.cpp",
+        target: "gfx942",
+        device_target: "gfx9-4-generic",
+        // The kernels the program's routines run (235 code objects of
+        // rocSOLVER's, 2,000 kernels, would take hours to instrument whole).
+        kernels: &["*laswp_kernel*", "*conj_in_place*", "*reset_info*", "*getf2_panel_kernel*"],
+    };
+    library_under_the_runtime(call, &library_tools());
 }
