@@ -473,7 +473,7 @@ impl<'a> Oracle<'a> {
     /// runs' buffers lie at different addresses (device memory is host
     /// memory mapped where mmap puts it, and the runtime allocates its
     /// own), so addresses compare as offsets from the lowest address each
-    /// instruction accessed in the dispatch.
+    /// instruction accessed in the dispatch, per region (below).
     fn check_memory_trace(&self, report: &Value, report_path: &Path, plan: &Plan) {
         let rows = records(report_path, "memory-trace.tsv", "dispatch\tinstruction\twavefront\tlane\taddress");
         let traced_instructions = self.per_dispatch(|app| {
@@ -485,17 +485,36 @@ impl<'a> Oracle<'a> {
                 .collect();
             traced
         });
-        let relative = |mut accesses: Vec<[u64; 4]>| {
-            let mut lowest = std::collections::HashMap::<u64, u64>::new();
+        // An instruction may reach more than one region: a flat access to
+        // LDS lands in the shared aperture, far from the buffers (rocSOLVER's
+        // getf2 does so). Regions are runs of addresses with gaps under
+        // 4 GiB; each access compares as (region, offset in its region).
+        let relative = |accesses: Vec<[u64; 4]>| {
+            let mut addresses = std::collections::BTreeMap::<u64, Vec<u64>>::new();
             for [instruction, _, _, address] in &accesses {
-                let low = lowest.entry(*instruction).or_insert(*address);
-                *low = (*low).min(*address);
+                addresses.entry(*instruction).or_default().push(*address);
             }
-            for access in &mut accesses {
-                access[3] -= lowest[&access[0]];
+            let mut regions = std::collections::HashMap::<(u64, u64), (u64, u64)>::new();
+            for (instruction, mut list) in addresses {
+                list.sort_unstable();
+                let (mut region, mut base, mut previous) = (0, list[0], list[0]);
+                for address in list {
+                    if address - previous >= 1 << 32 {
+                        (region, base) = (region + 1, address);
+                    }
+                    regions.insert((instruction, address), (region, address - base));
+                    previous = address;
+                }
             }
-            accesses.sort_unstable();
-            accesses
+            let mut relative: Vec<[u64; 5]> = accesses
+                .iter()
+                .map(|&[instruction, wavefront, lane, address]| {
+                    let (region, offset) = regions[&(instruction, address)];
+                    [instruction, wavefront, lane, region, offset]
+                })
+                .collect();
+            relative.sort_unstable();
+            relative
         };
         let mut accessed = 0;
         for (k, (reported, logged)) in matched(report, self.logged).iter().zip(self.logged).enumerate() {
