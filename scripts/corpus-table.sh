@@ -8,7 +8,8 @@
 #   scripts/env.sh sid -- scripts/corpus-table.sh [LIBRARY...]
 #
 # LIBRARY defaults to the environment's own rocRAND, rocSPARSE and
-# rocSOLVER shared libraries, downloaded (apt-get download, once) into
+# rocSOLVER shared libraries (PACKAGES="librocrand1 ..." names the Debian
+# packages instead), downloaded (apt-get download, once) into
 # ${CARGO_TARGET_DIR:-target}/corpus-table/packages. Exits 1 when any code
 # object does not come back identical. Results are also kept as JSON in
 # ${CARGO_TARGET_DIR:-target}/corpus-table/.
@@ -30,7 +31,10 @@ else
   # Package names differ between releases (librocsparse0 in trixie, 1 in
   # sid, which also still carries an old librocsparse0): the first of each
   # group the environment has.
-  for group in librocrand1 "librocsparse1 librocsparse0" librocsolver0; do
+  groups=(librocrand1 "librocsparse1 librocsparse0" librocsolver0)
+  # PACKAGES="librocrand1 librocsparse0": only those.
+  [ -n "${PACKAGES:-}" ] && read -r -a groups <<<"$PACKAGES"
+  for group in "${groups[@]}"; do
     package=""
     for candidate in $group; do
       if apt-cache show "$candidate" >/dev/null 2>&1; then package="$candidate"; break; fi
