@@ -354,6 +354,29 @@ pub fn linker_for(app: &gpuinstr::stages::load::CodeObject) -> gpuinstr::stages:
 /// The test kernel sources (file stems).
 pub const TEST_KERNELS: [&str; 4] = ["control_flow", "memory", "calls_and_scratch", "matrix_cores"];
 
+/// `package` (a name, or `name/suite`) downloaded with apt-get download
+/// into `directory`: the `.deb`'s path.
+fn apt_download(package: &str, directory: &Path) -> PathBuf {
+    let download = || Command::new("apt-get").arg("download").arg(package).current_dir(directory).output();
+    let mut output = download().expect("apt-get runs");
+    if !output.status.success() {
+        // Fresh machines may have no package lists yet.
+        let _ = Command::new("apt-get").arg("update").output();
+        output = download().expect("apt-get runs");
+    }
+    assert!(
+        output.status.success(),
+        "cannot download {package} with apt-get download: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let name = package.split('/').next().unwrap_or_default();
+    std::fs::read_dir(directory)
+        .expect("package cache")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("{name}_"))))
+        .expect("the downloaded .deb")
+}
+
 /// A file from Debian 12's build of a package (downloaded with apt-get
 /// download and extracted once, cached in target/corpus/bookworm).
 pub fn debian_package_file(package: &str, path_in_package: &str) -> PathBuf {
@@ -370,26 +393,7 @@ pub fn debian_package_file(package: &str, path_in_package: &str) -> PathBuf {
         return extracted;
     }
     std::fs::create_dir_all(&cache).expect("corpus cache directory");
-    let download = || Command::new("apt-get").arg("download").arg(package).current_dir(&cache).output();
-    let mut output = download().expect("apt-get runs");
-    if !output.status.success() {
-        // Fresh machines may have no package lists yet.
-        let _ = Command::new("apt-get").arg("update").output();
-        output = download().expect("apt-get runs");
-    }
-    assert!(
-        output.status.success(),
-        "cannot download the corpus package {package} with apt-get download: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let deb = std::fs::read_dir(&cache)
-        .expect("corpus cache")
-        .map(|e| e.expect("entry").path())
-        .find(|p| {
-            let name = package.split('/').next().unwrap_or_default();
-            p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("{name}_")))
-        })
-        .expect("the downloaded .deb");
+    let deb = apt_download(package, &cache);
     let status = Command::new("sh")
         .arg("-c")
         .arg(format!(
@@ -420,22 +424,7 @@ pub fn environment_packages(packages: &[&str]) -> PathBuf {
         if marker.exists() {
             continue;
         }
-        let download = || Command::new("apt-get").arg("download").arg(package).current_dir(&cache).output();
-        let mut output = download().expect("apt-get runs");
-        if !output.status.success() {
-            let _ = Command::new("apt-get").arg("update").output();
-            output = download().expect("apt-get runs");
-        }
-        assert!(
-            output.status.success(),
-            "cannot download {package} with apt-get download: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let deb = std::fs::read_dir(&cache)
-            .expect("package cache")
-            .map(|e| e.expect("entry").path())
-            .find(|p| p.extension().is_some_and(|e| e == "deb"))
-            .expect("the downloaded .deb");
+        let deb = apt_download(package, &cache);
         run_ok(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&root));
         std::fs::remove_file(&deb).expect("remove the .deb");
         std::fs::write(&marker, "").expect("marker");
