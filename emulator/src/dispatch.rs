@@ -281,6 +281,7 @@ fn initial_mode(descriptor: &KernelDescriptor) -> u32 {
         | (get("FLOAT_DENORM_MODE_16_64") << 6)
         | (get("ENABLE_DX10_CLAMP") << 8)
         | (get("ENABLE_IEEE_MODE") << 9)
+        | (get("FP16_OVFL") << 23)
 }
 
 /// Device addresses a dispatch sets up once.

@@ -201,6 +201,14 @@ impl Program {
         self.code_start + 4 * slot as u64
     }
 
+    /// The bytes an instruction at `address` may span: up to 16 (gfx950's
+    /// scaled MFMA is one 16-byte instruction; a shorter window would
+    /// decode its first half as a lone `v_mfma_ld_scale_b32`), fewer at
+    /// the end of the section.
+    fn instruction_bytes(&self, address: u64) -> Option<&[u8]> {
+        self.code.bytes_at(address, 16)
+    }
+
     /// The instruction at a code object address; None where LLVM cannot
     /// decode the bytes or the address is outside executable sections.
     pub fn fetch(&mut self, address: u64) -> Option<Rc<Inst>> {
@@ -208,7 +216,7 @@ impl Program {
         if let Some(inst) = &self.decoded[slot] {
             return Some(inst.clone());
         }
-        let bytes = self.code.bytes_at(address, 12)?;
+        let bytes = self.instruction_bytes(address)?;
         let raw = self.isa.mc.decode(bytes, address).ok()?;
         let size = raw.size as usize;
         let lifted = Instruction::new(&self.isa, address, &bytes[..size], raw);
@@ -239,7 +247,7 @@ impl Program {
 
     /// The instruction as LLVM prints it, for messages and traces.
     pub fn text(&self, address: u64) -> String {
-        let Some(bytes) = self.code.bytes_at(address, 12) else {
+        let Some(bytes) = self.instruction_bytes(address) else {
             return String::from("<outside the code object>");
         };
         match self.isa.mc.decode(bytes, address) {
@@ -384,8 +392,12 @@ fn sdwa_form(plain: &str, lifted: &Instruction, defs: &[Operand], srcs: &[Source
         return None;
     }
     let compare = plain.starts_with("V_CMP");
+    // The 8-bit float conversions select a source byte or word but write
+    // the whole destination: no dst_sel or dst_unused.
+    let whole_destination =
+        compare || matches!(plain, "V_CVT_F32_FP8" | "V_CVT_F32_BF8" | "V_CVT_PK_F32_FP8" | "V_CVT_PK_F32_BF8");
     let n = srcs.len();
-    let fixed = if compare { 0 } else { 2 };
+    let fixed = if whole_destination { 0 } else { 2 };
     let head = imms.len().checked_sub(n + fixed)?;
     let integer = integer_source(plain);
     // Clamp (the first of the head) on an integer operation saturates: the
@@ -407,7 +419,7 @@ fn sdwa_form(plain: &str, lifted: &Instruction, defs: &[Operand], srcs: &[Source
     if clamp {
         base.imms = vec![1];
     }
-    let destination = (!compare).then(|| (imms[head] as u32, imms[head + 1] as u32));
+    let destination = (!whole_destination).then(|| (imms[head] as u32, imms[head + 1] as u32));
     Some(Sdwa { sources, destination, base })
 }
 

@@ -794,12 +794,13 @@ struct MfmaKernel {
     targets: &'static [&'static str],
 }
 
-const MFMA_ALL: &[&str] = &["gfx908", "gfx90a", "gfx940"];
+const MFMA_ALL: &[&str] = &["gfx908", "gfx90a", "gfx940", "gfx950"];
 const MFMA_BEFORE_GFX940: &[&str] = &["gfx908", "gfx90a"];
-const MFMA_GFX90A_ON: &[&str] = &["gfx90a", "gfx940"];
+const MFMA_GFX90A_ON: &[&str] = &["gfx90a", "gfx940", "gfx950"];
+const MFMA_GFX940_ON: &[&str] = &["gfx940", "gfx950"];
 
 #[rustfmt::skip]
-const MFMA_KERNELS: [MfmaKernel; 29] = [
+const MFMA_KERNELS: [MfmaKernel; 46] = [
     MfmaKernel { name: "f32_32x32x1f32", m: 32, k: 1, blocks: 2, element: "f32", targets: MFMA_ALL },
     MfmaKernel { name: "f32_32x32x2f32", m: 32, k: 2, blocks: 1, element: "f32", targets: MFMA_ALL },
     MfmaKernel { name: "f32_16x16x1f32", m: 16, k: 1, blocks: 4, element: "f32", targets: MFMA_ALL },
@@ -825,11 +826,51 @@ const MFMA_KERNELS: [MfmaKernel; 29] = [
     MfmaKernel { name: "i32_16x16x4i8", m: 16, k: 4, blocks: 4, element: "i8", targets: MFMA_ALL },
     MfmaKernel { name: "i32_16x16x16i8", m: 16, k: 16, blocks: 1, element: "i8", targets: MFMA_BEFORE_GFX940 },
     MfmaKernel { name: "i32_4x4x4i8", m: 4, k: 4, blocks: 16, element: "i8", targets: MFMA_ALL },
-    MfmaKernel { name: "i32_32x32x16i8", m: 32, k: 16, blocks: 1, element: "i8", targets: &["gfx940"] },
-    MfmaKernel { name: "i32_16x16x32i8", m: 16, k: 32, blocks: 1, element: "i8", targets: &["gfx940"] },
+    MfmaKernel { name: "i32_32x32x16i8", m: 32, k: 16, blocks: 1, element: "i8", targets: MFMA_GFX940_ON },
+    MfmaKernel { name: "i32_16x16x32i8", m: 16, k: 32, blocks: 1, element: "i8", targets: MFMA_GFX940_ON },
     MfmaKernel { name: "f64_16x16x4f64", m: 16, k: 4, blocks: 1, element: "f64", targets: MFMA_GFX90A_ON },
     MfmaKernel { name: "f64_4x4x4f64", m: 4, k: 4, blocks: 4, element: "f64", targets: MFMA_GFX90A_ON },
+    // blgp 5 on gfx940+: D = (-A)*B + (-C).
+    MfmaKernel { name: "f64_16x16x4f64_neg", m: 16, k: 4, blocks: 1, element: "f64", targets: MFMA_GFX940_ON },
+    MfmaKernel { name: "f32_16x16x8xf32", m: 16, k: 8, blocks: 1, element: "xf32", targets: &["gfx940"] },
+    MfmaKernel { name: "f32_32x32x4xf32", m: 32, k: 4, blocks: 1, element: "xf32", targets: &["gfx940"] },
+    MfmaKernel { name: "f32_16x16x32_fp8_fp8", m: 16, k: 32, blocks: 1, element: "fp8_fp8", targets: MFMA_GFX940_ON },
+    MfmaKernel { name: "f32_16x16x32_fp8_bf8", m: 16, k: 32, blocks: 1, element: "fp8_bf8", targets: MFMA_GFX940_ON },
+    MfmaKernel { name: "f32_16x16x32_bf8_fp8", m: 16, k: 32, blocks: 1, element: "bf8_fp8", targets: MFMA_GFX940_ON },
+    MfmaKernel { name: "f32_16x16x32_bf8_bf8", m: 16, k: 32, blocks: 1, element: "bf8_bf8", targets: MFMA_GFX940_ON },
+    MfmaKernel { name: "f32_32x32x16_fp8_fp8", m: 32, k: 16, blocks: 1, element: "fp8_fp8", targets: MFMA_GFX940_ON },
+    MfmaKernel { name: "f32_32x32x16_fp8_bf8", m: 32, k: 16, blocks: 1, element: "fp8_bf8", targets: MFMA_GFX940_ON },
+    MfmaKernel { name: "f32_32x32x16_bf8_fp8", m: 32, k: 16, blocks: 1, element: "bf8_fp8", targets: MFMA_GFX940_ON },
+    MfmaKernel { name: "f32_32x32x16_bf8_bf8", m: 32, k: 16, blocks: 1, element: "bf8_bf8", targets: MFMA_GFX940_ON },
+    MfmaKernel { name: "f32_16x16x32_f16", m: 16, k: 32, blocks: 1, element: "f16", targets: &["gfx950"] },
+    MfmaKernel { name: "f32_32x32x16_f16", m: 32, k: 16, blocks: 1, element: "f16", targets: &["gfx950"] },
+    MfmaKernel { name: "f32_16x16x32_bf16", m: 16, k: 32, blocks: 1, element: "bf16", targets: &["gfx950"] },
+    MfmaKernel { name: "f32_32x32x16_bf16", m: 32, k: 16, blocks: 1, element: "bf16", targets: &["gfx950"] },
+    MfmaKernel { name: "i32_16x16x64_i8", m: 16, k: 64, blocks: 1, element: "i8", targets: &["gfx950"] },
+    MfmaKernel { name: "i32_32x32x32_i8", m: 32, k: 32, blocks: 1, element: "i8", targets: &["gfx950"] },
 ];
+
+/// A small integer (|v| <= 16) as an 8-bit float: `mantissa_bits` of
+/// mantissa and `bias`; FNUZ formats have no negative zero.
+fn small_integer_as_8_bit_float(v: i64, mantissa_bits: u32, bias: i64) -> u8 {
+    small_integer_as_float(v, mantissa_bits, bias, 8)
+}
+
+/// A small integer as a float of `bits` bits (sign in the top one).
+fn small_integer_as_float(v: i64, mantissa_bits: u32, bias: i64, bits: u32) -> u8 {
+    if v == 0 {
+        return 0;
+    }
+    let magnitude = v.unsigned_abs();
+    let power = 63 - magnitude.leading_zeros();
+    let fraction = ((magnitude - (1 << power)) << mantissa_bits) >> power;
+    let code = (((i64::from(power) + bias) as u64) << mantissa_bits | fraction) as u8;
+    if v < 0 {
+        code | 1 << (bits - 1)
+    } else {
+        code
+    }
+}
 
 /// Every MFMA form HIP reaches through `__builtin_amdgcn_mfma_*` computes
 /// D = A*B + C as a CPU matmul does, with A, B and C small integers (every
@@ -838,7 +879,12 @@ const MFMA_KERNELS: [MfmaKernel; 29] = [
 #[test]
 fn mfma_computes_what_a_cpu_matmul_computes() {
     let mi300 = gpuinstr_tests::mi300();
-    let object = gpuinstr_tests::hip_object_with("emulator/matrix.hip", &[&format!("--offload-arch={mi300}")]);
+    let mut architectures = vec![format!("--offload-arch={mi300}")];
+    if gpuinstr::toolchain::LLVM_MAJOR >= 21 {
+        architectures.push("--offload-arch=gfx950".into());
+    }
+    let architectures: Vec<&str> = architectures.iter().map(String::as_str).collect();
+    let object = gpuinstr_tests::hip_object_with("emulator/matrix.hip", &architectures);
     // LLVM 15 decodes gfx940's MFMAs with VGPR C/D as AGPR ones: the
     // emulator refuses them there rather than compute in the wrong file.
     if gpuinstr::toolchain::LLVM_MAJOR < 17 {
@@ -855,6 +901,9 @@ fn mfma_computes_what_a_cpu_matmul_computes() {
     if gpuinstr::toolchain::LLVM_MAJOR >= 17 {
         targets.push(mi300);
     }
+    if gpuinstr::toolchain::LLVM_MAJOR >= 21 {
+        targets.push("gfx950");
+    }
     for target in targets {
         let mut d = device(&object, target);
         // The table names MI300 as gfx940, whichever one this toolchain builds.
@@ -862,11 +911,20 @@ fn mfma_computes_what_a_cpu_matmul_computes() {
         for kernel in MFMA_KERNELS.iter().filter(|k| k.targets.contains(&as_listed)) {
             let (m, k, blocks) = (kernel.m, kernel.k, kernel.blocks);
             let bits = match kernel.element {
-                "f32" => 32,
+                "f32" | "xf32" => 32,
                 "f16" | "bf16" => 16,
-                "i8" => 8,
-                _ => 64,
+                "f64" => 64,
+                _ => 8,
             };
+            // 8-bit floats: gfx94x's FNUZ formats (E4M3 bias 8, E5M2 bias
+            // 16), gfx950's OCP ones (bias 7, 15); A's format, then B's.
+            let ocp = target == "gfx950";
+            let (a_format, b_format) = kernel.element.split_once('_').unwrap_or(("", ""));
+            let eight_bit = |format: &str, v: i64| match format {
+                "fp8" => small_integer_as_8_bit_float(v, 3, if ocp { 7 } else { 8 }),
+                _ => small_integer_as_8_bit_float(v, 2, if ocp { 15 } else { 16 }),
+            };
+            let negated = kernel.name.ends_with("_neg");
             let per_lane = k * m * blocks / 64;
             let source_bytes = (per_lane * bits).div_ceil(32) * 4;
             let wide = kernel.element == "f64";
@@ -875,13 +933,14 @@ fn mfma_computes_what_a_cpu_matmul_computes() {
             let a = |b: usize, i: usize, kk: usize| ((i * 3 + kk * 5 + b * 7) % 9) as i64 - 4;
             let bm = |b: usize, kk: usize, j: usize| ((kk * 2 + j * 7 + b * 3) % 7) as i64 - 3;
             let c = |b: usize, i: usize, j: usize| ((i * 5 + j * 3 + b) % 11) as i64 - 5;
-            let encode = |v: i64| -> u64 {
+            let encode = |v: i64, format: &str| -> u64 {
                 match kernel.element {
-                    "f32" => u64::from((v as f32).to_bits()),
+                    "f32" | "xf32" => u64::from((v as f32).to_bits()),
                     "f16" => u64::from(half::f16::from_f32(v as f32).to_bits()),
                     "bf16" => u64::from(half::bf16::from_f32(v as f32).to_bits()),
                     "i8" => u64::from(v as i8 as u8),
-                    _ => (v as f64).to_bits(),
+                    "f64" => (v as f64).to_bits(),
+                    _ => u64::from(eight_bit(format, v)),
                 }
             };
             // Lane `outer + m * (b + blocks * (k / per_lane))`, element k % per_lane.
@@ -892,8 +951,10 @@ fn mfma_computes_what_a_cpu_matmul_computes() {
                     for kk in 0..k {
                         let lane = outer + m * (b + blocks * (kk / per_lane));
                         let bit = lane * source_bytes * 8 + (kk % per_lane) * bits;
-                        for (buffer, value) in [(&mut pa, a(b, outer, kk)), (&mut pb, bm(b, kk, outer))] {
-                            let raw = encode(value);
+                        for (buffer, value, format) in
+                            [(&mut pa, a(b, outer, kk), a_format), (&mut pb, bm(b, kk, outer), b_format)]
+                        {
+                            let raw = encode(value, format);
                             for n in 0..bits / 8 {
                                 buffer[bit / 8 + n] = (raw >> (8 * n)) as u8;
                             }
@@ -917,8 +978,8 @@ fn mfma_computes_what_a_cpu_matmul_computes() {
                 for i in 0..m {
                     for j in 0..m {
                         pc[place(i, j, b)] = c(b, i, j);
-                        expected[place(i, j, b)] =
-                            c(b, i, j) + (0..k).map(|kk| a(b, i, kk) * bm(b, kk, j)).sum::<i64>();
+                        let product = (0..k).map(|kk| a(b, i, kk) * bm(b, kk, j)).sum::<i64>();
+                        expected[place(i, j, b)] = if negated { -c(b, i, j) - product } else { c(b, i, j) + product };
                     }
                 }
             }
@@ -954,5 +1015,442 @@ fn mfma_computes_what_a_cpu_matmul_computes() {
         let args = [pointer(pout), pointer(pa), pointer(pa), i32s(&[4])];
         d.launch("_Z9mfmaSmallPfPKfS1_i", Launch::linear(1, 64), &args).unwrap();
         assert_eq!(read_f32(&d, pout, 256), vec![4.0; 256], "{target}: mfmaSmall");
+    }
+}
+
+/// An 8-bit float encoding's value, from the format's definition:
+/// `mantissa_bits`, `bias`; FNUZ formats have 0x80 as their only NaN and no
+/// infinity, OCP E4M3 has NaN at S.1111.111 and OCP E5M2 is IEEE-like.
+fn eight_bit_float_value(code: u8, mantissa_bits: u32, bias: i32, fnuz: bool) -> f32 {
+    let exponent_bits = 7 - mantissa_bits;
+    let exponent = i32::from(code & 0x7f) >> mantissa_bits;
+    let mantissa = f64::from(code & ((1 << mantissa_bits) - 1));
+    let top = (1 << exponent_bits) - 1;
+    let scale = f64::from(1u32 << mantissa_bits);
+    let nan = if fnuz { code == 0x80 } else { mantissa_bits == 3 && exponent == top && mantissa == 7.0 };
+    let magnitude = if nan {
+        f64::NAN
+    } else if !fnuz && mantissa_bits == 2 && exponent == top {
+        if mantissa == 0.0 {
+            f64::INFINITY
+        } else {
+            f64::NAN
+        }
+    } else if exponent == 0 {
+        mantissa / scale * 2f64.powi(1 - bias)
+    } else {
+        (1.0 + mantissa / scale) * 2f64.powi(exponent - bias)
+    };
+    (if code & 0x80 != 0 { -magnitude } else { magnitude }) as f32
+}
+
+/// The fp8/bf8 conversions HIP's 8-bit float types use, on MI300 (FNUZ
+/// formats) and with LLVM 21 on gfx950 (OCP formats): every encoding
+/// decodes to its value (each byte and word select), and f32 values encode
+/// to the expected nearest-even codes (worked out by hand below) into the
+/// word or byte asked for, the rest of the old value kept.
+#[test]
+fn fp8_conversions_follow_each_processors_formats() {
+    let mut targets = vec![gpuinstr_tests::mi300()];
+    if gpuinstr::toolchain::LLVM_MAJOR >= 21 {
+        targets.push("gfx950");
+    }
+    let architectures: Vec<String> = targets.iter().map(|t| format!("--offload-arch={t}")).collect();
+    let architectures: Vec<&str> = architectures.iter().map(String::as_str).collect();
+    let object = gpuinstr_tests::hip_object_with("emulator/fp8.hip", &architectures);
+    for target in targets {
+        let ocp = target == "gfx950";
+        let (fp8_bias, bf8_bias) = if ocp { (7, 15) } else { (8, 16) };
+        let fp8 = |code: u8| eight_bit_float_value(code, 3, fp8_bias, !ocp);
+        let bf8 = |code: u8| eight_bit_float_value(code, 2, bf8_bias, !ocp);
+        let same = |got: f32, want: f32| got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan());
+        let mut d = device(&object, target);
+
+        // All 256 encodings: lane L holds codes 4L..4L+3.
+        let codes: Vec<i32> = (0..64u32).map(|l| i32::from_le_bytes([0, 1, 2, 3].map(|b| (4 * l + b) as u8))).collect();
+        let input = d.allocate("in", &i32s(&codes));
+        for kernel in ["fp8_decode", "fp8_decode_packed"] {
+            let (out_fp8, out_bf8) = (d.allocate("fp8", &f32s(&[0.5; 256])), d.allocate("bf8", &f32s(&[0.5; 256])));
+            d.launch(kernel, Launch::linear(1, 64), &[pointer(out_fp8), pointer(out_bf8), pointer(input)])
+                .unwrap_or_else(|e| panic!("{target} {kernel}: {e}"));
+            let (got_fp8, got_bf8) = (read_f32(&d, out_fp8, 256), read_f32(&d, out_bf8, 256));
+            for code in 0..=255u8 {
+                let at = usize::from(code);
+                assert!(same(got_fp8[at], fp8(code)), "{target} {kernel} fp8 {code:#x}: {}", got_fp8[at]);
+                assert!(same(got_bf8[at], bf8(code)), "{target} {kernel} bf8 {code:#x}: {}", got_bf8[at]);
+            }
+        }
+
+        // (value, fp8 code, bf8 code) as FNUZ, then as OCP; None: a NaN.
+        type Codes = [Option<u8>; 2];
+        let cases: Vec<(f32, Codes, Codes)> = vec![
+            (1.0, [Some(0x40), Some(0x38)], [Some(0x40), Some(0x3c)]),
+            (-2.5, [Some(0xca), Some(0xc2)], [Some(0xc5), Some(0xc1)]),
+            // Halfway between 1 and 1.125 (E4M3): to the even 1.0.
+            (1.0625, [Some(0x40), Some(0x38)], [Some(0x40), Some(0x3c)]),
+            // Halfway between 1.125 and 1.25 (E4M3): to the even 1.25;
+            // E5M2's nearest is 1.25.
+            (1.1875, [Some(0x42), Some(0x3a)], [Some(0x41), Some(0x3d)]),
+            // FNUZ E4M3's largest; E5M2 ties 1.875*2^7 to 2^8.
+            (240.0, [Some(0x7f), Some(0x77)], [Some(0x60), Some(0x5c)]),
+            (0.0, [Some(0x00), Some(0x00)], [Some(0x00), Some(0x00)]),
+            // FNUZ has no negative zero.
+            (-0.0, [Some(0x00), Some(0x80)], [Some(0x00), Some(0x80)]),
+            // 3*2^-10: an FNUZ E4M3 subnormal; OCP E4M3 ties 1.5*2^-9 to 2*2^-9.
+            (3.0 / 1024.0, [Some(0x03), Some(0x02)], [Some(0x1e), Some(0x1a)]),
+            (f32::NAN, [None, None], [None, None]),
+        ];
+        // OCP only (FNUZ overflow is undocumented: the emulator stops there):
+        // the largest E4M3, past it NaN (MODE.FP16_OVFL clear), E5M2 to 2^9,
+        // past E5M2's largest an infinity.
+        let ocp_cases: Vec<(f32, Option<u8>, Option<u8>)> =
+            vec![(448.0, Some(0x7e), Some(0x5f)), (500.0, None, Some(0x60)), (-1.0e6, None, Some(0xfc))];
+        let mut values: Vec<(f32, Option<u8>, Option<u8>)> =
+            cases.iter().map(|(v, f, b)| (*v, f[usize::from(ocp)], b[usize::from(ocp)])).collect();
+        if ocp {
+            values.extend(ocp_cases);
+        }
+        let lanes = values.len();
+        let a: Vec<f32> = values.iter().map(|v| v.0).collect();
+        // B is A of the next lane, so both bytes of a word are checked.
+        let b: Vec<f32> = (0..lanes).map(|l| a[(l + 1) % lanes]).collect();
+        let old: Vec<i32> = (0..lanes).map(|l| 0x5a5a_5a5a_u32.wrapping_add(l as u32) as i32).collect();
+        let (pa, pb, pold) = (d.allocate("a", &f32s(&a)), d.allocate("b", &f32s(&b)), d.allocate("old", &i32s(&old)));
+        let (out_fp8, out_bf8) =
+            (d.allocate("fp8", &i32s(&vec![0; 2 * lanes])), d.allocate("bf8", &i32s(&vec![0; 2 * lanes])));
+        d.launch(
+            "fp8_encode",
+            Launch::linear(1, lanes as u32),
+            &[pointer(out_fp8), pointer(out_bf8), pointer(pa), pointer(pb), pointer(pold)],
+        )
+        .unwrap_or_else(|e| panic!("{target} fp8_encode: {e}"));
+        let (got_fp8, got_bf8) = (read_u32(&d, out_fp8, 2 * lanes), read_u32(&d, out_bf8, 2 * lanes));
+        let check = |got: u8, want: Option<u8>, decode: &dyn Fn(u8) -> f32, what: &str| match want {
+            Some(code) => assert_eq!(got, code, "{target} {what}: {got:#x}, want {code:#x}"),
+            None => assert!(decode(got).is_nan(), "{target} {what}: {got:#x} is not a NaN"),
+        };
+        for lane in 0..lanes {
+            let next = (lane + 1) % lanes;
+            let old = old[lane] as u32;
+            for (got, decode, kind, pick) in [
+                (&got_fp8, &fp8 as &dyn Fn(u8) -> f32, "fp8", 1usize),
+                (&got_bf8, &bf8 as &dyn Fn(u8) -> f32, "bf8", 2usize),
+            ] {
+                let want = |v: (f32, Option<u8>, Option<u8>)| if pick == 1 { v.1 } else { v.2 };
+                for (word, value) in [(0, got[2 * lane]), (1, got[2 * lane + 1])] {
+                    let what = format!("{kind} of {} and {} into word {word}", a[lane], b[lane]);
+                    let kept = if word == 0 { value >> 16 == old >> 16 } else { value & 0xffff == old & 0xffff };
+                    assert!(kept, "{target} {what}: {value:#x} lost the other word of {old:#x}");
+                    let placed = value >> (16 * word);
+                    check(placed as u8, want(values[lane]), decode, &what);
+                    check((placed >> 8) as u8, want(values[next]), decode, &what);
+                }
+            }
+        }
+
+        // Stochastic rounding: the random bits below the kept mantissa
+        // decide; the byte asked for is written, the rest kept.
+        let stochastic: Vec<(f32, u32, u8, u8)> = if ocp {
+            vec![
+                (1.0625, 0, 0x38, 0x3c),
+                (1.0625, 0x8000_0000, 0x39, 0x3c),
+                (-1.0625, 0xffff_ffff, 0xb9, 0xbd),
+                (1.125, 0x8000_0000, 0x39, 0x3d),
+                (3.0, 0xffff_ffff, 0x44, 0x42),
+            ]
+        } else {
+            vec![
+                (1.0625, 0, 0x40, 0x40),
+                (1.0625, 0x8000_0000, 0x41, 0x40),
+                (-1.0625, 0xffff_ffff, 0xc1, 0xc1),
+                (1.125, 0x8000_0000, 0x41, 0x41),
+                (3.0, 0xffff_ffff, 0x4c, 0x46),
+            ]
+        };
+        let lanes = stochastic.len();
+        let a: Vec<f32> = stochastic.iter().map(|s| s.0).collect();
+        let random: Vec<i32> = stochastic.iter().map(|s| s.1 as i32).collect();
+        let (pa, pr) = (d.allocate("a", &f32s(&a)), d.allocate("random", &i32s(&random)));
+        let (out_fp8, out_bf8) =
+            (d.allocate("fp8", &i32s(&vec![0; 4 * lanes])), d.allocate("bf8", &i32s(&vec![0; 4 * lanes])));
+        d.launch(
+            "fp8_encode_stochastic",
+            Launch::linear(1, lanes as u32),
+            &[pointer(out_fp8), pointer(out_bf8), pointer(pa), pointer(pr), pointer(pold)],
+        )
+        .unwrap_or_else(|e| panic!("{target} fp8_encode_stochastic: {e}"));
+        let (got_fp8, got_bf8) = (read_u32(&d, out_fp8, 4 * lanes), read_u32(&d, out_bf8, 4 * lanes));
+        for (lane, (value, random, want_fp8, want_bf8)) in stochastic.iter().enumerate() {
+            let old = old[lane] as u32;
+            for byte in 0..4 {
+                for (got, want, kind) in
+                    [(got_fp8[4 * lane + byte], want_fp8, "fp8"), (got_bf8[4 * lane + byte], want_bf8, "bf8")]
+                {
+                    let mask = 0xffu32 << (8 * byte);
+                    let expected = (old & !mask) | u32::from(*want) << (8 * byte);
+                    assert_eq!(got, expected, "{target} {kind} of {value} with {random:#x} into byte {byte}");
+                }
+            }
+        }
+    }
+}
+
+/// One SMFMAC kernel of tests/inputs/emulator/matrix.hip: the dense shape
+/// (M = N, K), the element types (A's, then B's for 8-bit floats) and the
+/// index set abid picks.
+struct SparseKernel {
+    name: &'static str,
+    m: usize,
+    k: usize,
+    element: &'static str,
+    abid: usize,
+}
+
+#[rustfmt::skip]
+const SPARSE_KERNELS: [SparseKernel; 11] = [
+    SparseKernel { name: "smfmac_f32_16x16x32_f16", m: 16, k: 32, element: "f16", abid: 0 },
+    SparseKernel { name: "smfmac_f32_16x16x32_f16_set2", m: 16, k: 32, element: "f16", abid: 2 },
+    SparseKernel { name: "smfmac_f32_32x32x16_f16", m: 32, k: 16, element: "f16", abid: 0 },
+    SparseKernel { name: "smfmac_f32_16x16x32_bf16", m: 16, k: 32, element: "bf16", abid: 0 },
+    SparseKernel { name: "smfmac_f32_32x32x16_bf16", m: 32, k: 16, element: "bf16", abid: 3 },
+    SparseKernel { name: "smfmac_i32_16x16x64_i8", m: 16, k: 64, element: "i8", abid: 0 },
+    SparseKernel { name: "smfmac_i32_32x32x32_i8", m: 32, k: 32, element: "i8", abid: 1 },
+    SparseKernel { name: "smfmac_f32_16x16x64_fp8_fp8", m: 16, k: 64, element: "fp8_fp8", abid: 0 },
+    SparseKernel { name: "smfmac_f32_16x16x64_bf8_fp8", m: 16, k: 64, element: "bf8_fp8", abid: 1 },
+    SparseKernel { name: "smfmac_f32_32x32x32_fp8_bf8", m: 32, k: 32, element: "fp8_bf8", abid: 0 },
+    SparseKernel { name: "smfmac_f32_32x32x32_bf8_bf8", m: 32, k: 32, element: "bf8_bf8", abid: 0 },
+];
+
+/// The sparse MFMAs (SMFMAC) of gfx940+ compute D = A*B + D with A 4:2
+/// structured-sparse, as a CPU matmul of the dense A does. A lane holds
+/// K_L = K*M/64 dense k of a row (lane `i + M*(k / K_L)`, like B's
+/// columns), stored as 2 values per group of 4 k in slot order; its index
+/// word holds, per index set of K_L bits, a nibble per group: the first
+/// stored value's position (bits 1:0) and the second's (3:2). The other
+/// index sets hold other valid positions, so a wrong set gives a wrong D.
+#[test]
+fn sparse_mfma_computes_what_a_cpu_matmul_computes() {
+    let mi300 = gpuinstr_tests::mi300();
+    let mut targets = vec![mi300];
+    if gpuinstr::toolchain::LLVM_MAJOR >= 21 {
+        targets.push("gfx950");
+    }
+    let architectures: Vec<String> = targets.iter().map(|t| format!("--offload-arch={t}")).collect();
+    let architectures: Vec<&str> = architectures.iter().map(String::as_str).collect();
+    let object = gpuinstr_tests::hip_object_with("emulator/matrix.hip", &architectures);
+    // The six ordered position pairs of a group.
+    const PAIRS: [(usize, usize); 6] = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)];
+    for target in targets {
+        let mut d = device(&object, target);
+        let ocp = target == "gfx950";
+        for kernel in &SPARSE_KERNELS {
+            let (m, k) = (kernel.m, kernel.k);
+            let bits = match kernel.element {
+                "f16" | "bf16" => 16,
+                _ => 8,
+            };
+            let per_lane = k * m / 64;
+            let (a_format, b_format) = kernel.element.split_once('_').unwrap_or(("", ""));
+            let encode = |v: i64, format: &str| -> u64 {
+                match kernel.element {
+                    "f16" => u64::from(half::f16::from_f32(v as f32).to_bits()),
+                    "bf16" => u64::from(half::bf16::from_f32(v as f32).to_bits()),
+                    "i8" => u64::from(v as i8 as u8),
+                    _ if format == "fp8" => u64::from(small_integer_as_8_bit_float(v, 3, if ocp { 7 } else { 8 })),
+                    _ => u64::from(small_integer_as_8_bit_float(v, 2, if ocp { 15 } else { 16 })),
+                }
+            };
+            // Row i's group g (4 dense k) keeps the positions of pair
+            // (i + g) % 6; other sets get the pair after it.
+            let pair = |i: usize, g: usize, set: usize| PAIRS[(i + g + usize::from(set != kernel.abid)) % 6];
+            let value = |i: usize, kk: usize| ((i * 3 + kk * 5) % 9) as i64 - 4;
+            let a = |i: usize, kk: usize| {
+                let (p0, p1) = pair(i, kk / 4, kernel.abid);
+                if kk % 4 == p0 || kk % 4 == p1 {
+                    value(i, kk)
+                } else {
+                    0
+                }
+            };
+            let bm = |kk: usize, j: usize| ((kk * 2 + j * 7) % 7) as i64 - 3;
+            let c = |i: usize, j: usize| ((i * 5 + j * 3) % 11) as i64 - 5;
+            let a_bytes = per_lane / 2 * bits / 8;
+            let b_bytes = per_lane * bits / 8;
+            let (mut pa, mut pb) = (vec![0u8; 64 * a_bytes], vec![0u8; 64 * b_bytes]);
+            let mut index = vec![0u32; 64];
+            let put = |buffer: &mut [u8], bit: usize, raw: u64| {
+                for n in 0..bits / 8 {
+                    buffer[bit / 8 + n] = (raw >> (8 * n)) as u8;
+                }
+            };
+            for outer in 0..m {
+                for kk in 0..k {
+                    let lane = outer + m * (kk / per_lane);
+                    put(&mut pb, lane * b_bytes * 8 + (kk % per_lane) * bits, encode(bm(kk, outer), b_format));
+                }
+                for lane_k in 0..k / per_lane {
+                    let lane = outer + m * lane_k;
+                    for group in 0..per_lane / 4 {
+                        let first_k = lane_k * per_lane + 4 * group;
+                        let (p0, p1) = pair(outer, first_k / 4, kernel.abid);
+                        for (t, p) in [(0, p0), (1, p1)] {
+                            let slot = 2 * group + t;
+                            put(&mut pa, lane * a_bytes * 8 + slot * bits, encode(a(outer, first_k + p), a_format));
+                        }
+                        for set in 0..32 / per_lane {
+                            let (q0, q1) = pair(outer, first_k / 4, set);
+                            index[lane] |= ((q0 | q1 << 2) as u32) << (set * per_lane + 4 * group);
+                        }
+                    }
+                }
+            }
+            let results = m * m / 64;
+            let place = |i: usize, j: usize| {
+                let groups = 64 / m;
+                let register = i / (4 * groups) * 4 + i % 4;
+                let lane = (i / 4) % groups * m + j;
+                lane * results + register
+            };
+            let (mut pc, mut expected) = (vec![0i64; 64 * results], vec![0i64; 64 * results]);
+            for i in 0..m {
+                for j in 0..m {
+                    pc[place(i, j)] = c(i, j);
+                    expected[place(i, j)] = c(i, j) + (0..k).map(|kk| a(i, kk) * bm(kk, j)).sum::<i64>();
+                }
+            }
+            let integer = kernel.element == "i8";
+            let c_bytes: Vec<u8> = if integer {
+                pc.iter().flat_map(|v| (*v as i32).to_le_bytes()).collect()
+            } else {
+                pc.iter().flat_map(|v| (*v as f32).to_le_bytes()).collect()
+            };
+            let out = d.allocate("out", &vec![0xff; c_bytes.len()]);
+            let (a_at, b_at, c_at) = (d.allocate("a", &pa), d.allocate("b", &pb), d.allocate("c", &c_bytes));
+            let index_at = d.allocate("index", &bytes(&index, u32::to_le_bytes));
+            let args = [pointer(out), pointer(a_at), pointer(b_at), pointer(c_at), pointer(index_at)];
+            d.launch(kernel.name, Launch::linear(1, 64), &args)
+                .unwrap_or_else(|e| panic!("{target} {}: {e}", kernel.name));
+            let got: Vec<f64> = if integer {
+                read_i32(&d, out, 64 * results).iter().map(|v| f64::from(*v)).collect()
+            } else {
+                read_f32(&d, out, 64 * results).iter().map(|v| f64::from(*v)).collect()
+            };
+            let expected: Vec<f64> = expected.iter().map(|v| *v as f64).collect();
+            assert_eq!(got, expected, "{target} {}", kernel.name);
+        }
+    }
+}
+
+/// One F8F6F4 kernel of tests/inputs/emulator/matrix.hip (gfx950): M (K is
+/// 128 for 16, 64 for 32), A's and B's formats (cbsz, blgp) and, when
+/// scaled, the scale bytes op_sel picks.
+struct F8f6f4Kernel {
+    name: &'static str,
+    m: usize,
+    formats: (usize, usize),
+    scale_bytes: Option<(usize, usize)>,
+}
+
+#[rustfmt::skip]
+const F8F6F4_KERNELS: [F8f6f4Kernel; 7] = [
+    F8f6f4Kernel { name: "f8f6f4_16_fp8_fp8", m: 16, formats: (0, 0), scale_bytes: None },
+    F8f6f4Kernel { name: "f8f6f4_16_bf8_fp4", m: 16, formats: (1, 4), scale_bytes: Some((1, 2)) },
+    F8f6f4Kernel { name: "f8f6f4_16_fp6_bf6", m: 16, formats: (2, 3), scale_bytes: Some((3, 0)) },
+    F8f6f4Kernel { name: "f8f6f4_16_fp4_fp4", m: 16, formats: (4, 4), scale_bytes: Some((0, 1)) },
+    F8f6f4Kernel { name: "f8f6f4_16_bf6_fp8", m: 16, formats: (3, 0), scale_bytes: None },
+    F8f6f4Kernel { name: "f8f6f4_32_fp8_bf6", m: 32, formats: (0, 3), scale_bytes: Some((2, 3)) },
+    F8f6f4Kernel { name: "f8f6f4_32_fp4_bf8", m: 32, formats: (4, 1), scale_bytes: None },
+];
+
+/// gfx950's F8F6F4 MFMAs, scaled and not, compute what a CPU matmul of the
+/// decoded elements times their E8M0 scales computes. Per the CDNA4 ISA
+/// guide: each lane holds 32 k of a row (column); 4- and 6-bit elements
+/// packed from the low bits, lane `i + M*(k/32)`; 8-bit ones in two halves,
+/// registers 0-3 holding k < K/2 and 4-7 the rest, 16 k per lane in each;
+/// the scale of row i (column j) and k-block k/32 in lane `i + M*(k/32)`,
+/// in the byte op_sel picks (the other bytes hold other scales, so a wrong
+/// byte fails). Only LLVM 21 knows gfx950.
+#[test]
+fn f8f6f4_mfma_computes_what_a_cpu_matmul_computes() {
+    if gpuinstr::toolchain::LLVM_MAJOR < 21 {
+        return;
+    }
+    let object = gpuinstr_tests::hip_object_with("emulator/matrix.hip", &["--offload-arch=gfx950"]);
+    let mut d = device(&object, "gfx950");
+    for kernel in &F8F6F4_KERNELS {
+        let m = kernel.m;
+        let k = if m == 16 { 128 } else { 64 };
+        // (mantissa bits, bias, bits) of each format: OCP fp8, bf8, fp6, bf6, fp4.
+        let formats = [(3, 7, 8), (2, 15, 8), (3, 1, 6), (2, 3, 6), (1, 1, 4)];
+        let a = |i: usize, kk: usize| ((i * 3 + kk * 5) % 9) as i64 - 4;
+        let bm = |kk: usize, j: usize| ((kk * 2 + j * 7) % 7) as i64 - 3;
+        let c = |i: usize, j: usize| ((i * 5 + j * 3) % 11) as i64 - 5;
+        // Scale exponents (2^-1, 2^0, 2^1) by row or column and k-block.
+        let scale = |outer: usize, block: usize| ((outer + block) % 3) as i64 - 1;
+        let mut operands = [vec![0u8; 64 * 32], vec![0u8; 64 * 32]];
+        for (operand, format, value) in [
+            (0, kernel.formats.0, &a as &dyn Fn(usize, usize) -> i64),
+            (1, kernel.formats.1, &|j: usize, kk: usize| bm(kk, j)),
+        ] {
+            let (mantissa_bits, bias, bits) = formats[format];
+            for outer in 0..m {
+                for kk in 0..k {
+                    let (lane, bit) = if bits == 8 {
+                        let (half, within) = (kk / (k / 2), kk % (k / 2));
+                        (outer + m * (within / 16), 8 * (16 * half + within % 16))
+                    } else {
+                        (outer + m * (kk / 32), bits as usize * (kk % 32))
+                    };
+                    let code = u16::from(small_integer_as_float(value(outer, kk), mantissa_bits, bias, bits));
+                    let at = lane * 32 * 8 + bit;
+                    let word = u16::from_le_bytes([
+                        operands[operand][at / 8],
+                        *operands[operand].get(at / 8 + 1).unwrap_or(&0),
+                    ]);
+                    let word = word | code << (at % 8);
+                    operands[operand][at / 8] = word as u8;
+                    if at / 8 + 1 < operands[operand].len() {
+                        operands[operand][at / 8 + 1] = (word >> 8) as u8;
+                    }
+                }
+            }
+        }
+        // Each lane's scale word: the picked byte the scale, the others 2^5.
+        let scale_words = |picked: usize| -> Vec<i32> {
+            (0..64)
+                .map(|lane: usize| {
+                    let code = (127 + scale(lane % m, lane / m)) as u32;
+                    (0..4).map(|b| if b == picked { code } else { 132 } << (8 * b)).sum::<u32>() as i32
+                })
+                .collect()
+        };
+        let (bytes_a, bytes_b) = kernel.scale_bytes.unwrap_or((0, 0));
+        let scaled = kernel.scale_bytes.is_some();
+        let results = m * m / 64;
+        // D[i][j]: rows in groups of 4 registers by M lanes.
+        let lane = |i: usize, j: usize| (i / 4) % (64 / m) * m + j;
+        let register = |i: usize| i / (4 * (64 / m)) * 4 + i % 4;
+        let (mut pc, mut expected) = (vec![0f32; 64 * results], vec![0f32; 64 * results]);
+        for i in 0..m {
+            for j in 0..m {
+                let at = lane(i, j) * results + register(i);
+                pc[at] = c(i, j) as f32;
+                let sum: f64 = (0..k)
+                    .map(|kk| {
+                        let exponent = if scaled { scale(i, kk / 32) + scale(j, kk / 32) } else { 0 };
+                        (a(i, kk) * bm(kk, j)) as f64 * 2f64.powi(exponent as i32)
+                    })
+                    .sum();
+                expected[at] = (sum + c(i, j) as f64) as f32;
+            }
+        }
+        let out = d.allocate("out", &vec![0xff; 4 * 64 * results]);
+        let (a_at, b_at, c_at) =
+            (d.allocate("a", &operands[0]), d.allocate("b", &operands[1]), d.allocate("c", &f32s(&pc)));
+        let (scale_a, scale_b) =
+            (d.allocate("scale_a", &i32s(&scale_words(bytes_a))), d.allocate("scale_b", &i32s(&scale_words(bytes_b))));
+        let args = [pointer(out), pointer(a_at), pointer(b_at), pointer(c_at), pointer(scale_a), pointer(scale_b)];
+        d.launch(kernel.name, Launch::linear(1, 64), &args).unwrap_or_else(|e| panic!("gfx950 {}: {e}", kernel.name));
+        assert_eq!(read_f32(&d, out, 64 * results), expected, "gfx950 {}", kernel.name);
     }
 }

@@ -8,6 +8,7 @@ mod control;
 mod convert;
 pub mod dpp;
 mod float;
+mod fp8;
 mod lds;
 mod matrix;
 mod scalar;
@@ -90,13 +91,14 @@ pub fn handler(name: &str) -> Handler {
 
 /// The semantics of a pseudo opcode, if a family has them.
 pub fn lookup(name: &str) -> Option<Handler> {
-    let families: [fn(&str) -> Option<Handler>; 10] = [
+    let families: [fn(&str) -> Option<Handler>; 11] = [
         control::handler,
         scalar::handler,
         scalar_memory::handler,
         vector::handler,
         float::handler,
         convert::handler,
+        fp8::handler,
         compare::handler,
         vector_memory::handler,
         lds::handler,
