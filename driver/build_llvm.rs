@@ -15,13 +15,13 @@ struct Llvm {
 
 impl Llvm {
     fn selected() -> Llvm {
-        let features: Vec<(u32, &'static str)> = [(15, "LLVM_SYS_150_PREFIX"), (17, "LLVM_SYS_170_PREFIX"), (21, "LLVM_SYS_211_PREFIX")]
+        let features: Vec<(u32, &'static str)> = [(15, "LLVM_SYS_150_PREFIX"), (17, "LLVM_SYS_170_PREFIX"), (21, "LLVM_SYS_211_PREFIX"), (22, "LLVM_SYS_221_PREFIX")]
             .into_iter()
             .filter(|(major, _)| std::env::var_os(format!("CARGO_FEATURE_LLVM{major}")).is_some())
             .collect();
         let (major, prefix_variable) = match features.as_slice() {
             [one] => *one,
-            [] => panic!("no LLVM selected: enable one of the features llvm15, llvm17, llvm21"),
+            [] => panic!("no LLVM selected: enable one of the features llvm15, llvm17, llvm21, llvm22"),
             _ => panic!("several LLVM majors selected ({features:?}): build with --no-default-features --features llvmNN"),
         };
         println!("cargo:rerun-if-env-changed={prefix_variable}");

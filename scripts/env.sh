@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # One environment per toolchain gpuinstr supports, built and entered alike:
 #
-#   scripts/env.sh {bookworm|trixie|sid} [--no-build] [-- COMMAND...]
+#   scripts/env.sh {bookworm|trixie|sid|experimental} [--no-build] [-- COMMAND...]
 #
-#   bookworm  Debian 12 itself: hipcc 5.2, LLVM 15, CoMGR 2, ROCr 5.2
-#   trixie    Debian 13 chroot: hipcc 5.7, LLVM 17, CoMGR 2, ROCr 6.1
-#   sid       Debian sid chroot: hipcc 7.0 (HIP 6.4), LLVM 21, CoMGR 3, ROCr 6.4
+#   bookworm      Debian 12 itself: hipcc 5.2, LLVM 15, CoMGR 2, ROCr 5.2
+#   trixie        Debian 13 chroot: hipcc 5.7, LLVM 17, CoMGR 2, ROCr 6.1
+#   sid           Debian sid chroot: hipcc 7.0 (HIP 6.4), LLVM 21, CoMGR 3, ROCr 6.4
+#   experimental  Debian sid chroot with ROCm 7.2 from Debian experimental:
+#                 hipcc 7.2 (HIP 7.2), LLVM 22, CoMGR 3, ROCr 7.2
 #
 # It builds the environment (the host's packages for bookworm; a debootstrap
 # chroot under target/env/NAME/root for the others, no container engine),
@@ -27,7 +29,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 
 usage() {
-  echo "usage: scripts/env.sh {bookworm|trixie|sid} [--no-build] [-- COMMAND...]" >&2
+  echo "usage: scripts/env.sh {bookworm|trixie|sid|experimental} [--no-build] [-- COMMAND...]" >&2
   exit 2
 }
 [ $# -ge 1 ] || usage
@@ -46,11 +48,16 @@ done
 common=(hipcc rocminfo kmod cmake g++ make pkg-config ca-certificates libhsa-runtime-dev
   libamd-comgr-dev librocrand-dev librocsparse-dev
   zlib1g-dev libzstd-dev)  # what LLVM's static archives link with (the opcode table generator)
+# suite: what debootstrap installs; from: the suite apt prefers (Debian's
+# experimental holds ROCm 7.2, built with sid's LLVM 22).
+suite="$name"
+from=""
 case "$name" in
   bookworm) llvm=15 ;;
   trixie) llvm=17; packages=("${common[@]}" clang-17 llvm-17-dev lld-17) ;;
   sid) llvm=21; packages=("${common[@]}" clang-21 llvm-21-dev lld-21) ;;
-  *) echo "scripts/env.sh: unknown environment '$name' (bookworm, trixie or sid)" >&2; exit 2 ;;
+  experimental) llvm=22; suite=sid; from=experimental; packages=("${common[@]}" clang-22 llvm-22-dev lld-22) ;;
+  *) echo "scripts/env.sh: unknown environment '$name' (bookworm, trixie, sid or experimental)" >&2; exit 2 ;;
 esac
 features="--no-default-features --features llvm$llvm"
 [ "$llvm" = 15 ] && features=""
@@ -97,7 +104,7 @@ if [ ! -e "$root/.debootstrap-done" ]; then
   rm -rf "$root"
   echo "env $name: debootstrap (a few minutes)" >&2
   debootstrap --variant=minbase --keyring=/usr/share/keyrings/debian-archive-keyring.gpg \
-    "$name" "$root" http://deb.debian.org/debian >"$base/debootstrap.log" 2>&1 \
+    "$suite" "$root" http://deb.debian.org/debian >"$base/debootstrap.log" 2>&1 \
     || { echo "env $name: debootstrap failed; see $base/debootstrap.log" >&2; exit 1; }
   touch "$root/.debootstrap-done"
 fi
@@ -111,13 +118,20 @@ if [ ! -e "$root/etc/apt/preferences.d/bookworm" ]; then
   printf 'Package: *\nPin: release n=bookworm\nPin-Priority: 1\n' >"$root/etc/apt/preferences.d/bookworm"
   rm -f "$root/.packages"
 fi
+# A suite packages come from first (experimental's ROCm over sid's).
+if [ -n "$from" ] && [ ! -e "$root/etc/apt/sources.list.d/$from.list" ]; then
+  echo "deb http://deb.debian.org/debian $from main" >"$root/etc/apt/sources.list.d/$from.list"
+  rm -f "$root/.packages"
+fi
 # The package lists this script asks for: a changed list installs again.
 wanted="${packages[*]}"
 if [ "$(cat "$root/.packages" 2>/dev/null)" != "$wanted" ]; then
   echo "env $name: installing ${packages[*]}" >&2
   # sid's Release files may look expired by this machine's clock.
   apt=(env DEBIAN_FRONTEND=noninteractive apt-get -o Acquire::Check-Valid-Until=false)
-  { chroot "$root" "${apt[@]}" update -q && chroot "$root" "${apt[@]}" install -y -q --no-install-recommends "${packages[@]}"; } \
+  install=(install -y -q --no-install-recommends)
+  [ -n "$from" ] && install+=(-t "$from")
+  { chroot "$root" "${apt[@]}" update -q && chroot "$root" "${apt[@]}" "${install[@]}" "${packages[@]}"; } \
     >"$base/packages.log" 2>&1 || { echo "env $name: apt-get failed; see $base/packages.log" >&2; exit 1; }
   echo "$wanted" >"$root/.packages"
 fi

@@ -8,13 +8,17 @@ use common::{assert_lines, build, build_with, run_ok};
 const TARGETS: [&str; 2] = ["gfx90a", "gfx908"];
 
 /// The targets above and, where the environment's ROCr knows it (6.1 and
-/// newer: trixie and sid, whose gpuinstr builds use LLVM 17 and 21), the
-/// MI300X model. (sid's ROCr 6.4 knows the MI355X model, but its HIP
-/// runtime does not: see below.)
+/// newer: trixie, sid and experimental, whose gpuinstr builds use LLVM 17,
+/// 21 and 22), the MI300X model; where its HIP runtime knows it too (7.2:
+/// experimental, LLVM 22), the MI355X model. (sid's ROCr 6.4 knows the
+/// MI355X model, but its HIP runtime does not: see below.)
 fn every_model() -> Vec<&'static str> {
     let mut targets = TARGETS.to_vec();
     if gpuinstr::toolchain::LLVM_MAJOR >= 17 {
         targets.push("gfx942");
+    }
+    if gpuinstr::toolchain::LLVM_MAJOR >= 22 {
+        targets.push("gfx950");
     }
     targets
 }
@@ -30,11 +34,11 @@ fn vector_add_runs_on_every_model() {
 
 /// sid's hipcc 7.0 builds for gfx950 and its ROCr 6.4 creates the MI355X
 /// model's agent (rocminfo lists it), but its HIP runtime (clr 6.4 as
-/// Debian builds it) refuses the device: "Unsupported HSA device gfx950".
-/// The program then fails before any kernel runs; when HIP learns gfx950,
-/// it must pass.
+/// Debian builds it) refuses the device: "Unsupported HSA device gfx950",
+/// and the program fails before any kernel runs. HIP 7.2 (the experimental
+/// environment, LLVM 22) knows gfx950: there the program passes.
 #[test]
-fn a_program_for_gfx950_passes_or_meets_the_hip_runtime_that_predates_it() {
+fn a_program_for_gfx950_passes_where_the_hip_runtime_knows_gfx950() {
     if gpuinstr::toolchain::LLVM_MAJOR < 21 {
         return; // no hipcc here builds for gfx950
     }
@@ -48,10 +52,11 @@ fn a_program_for_gfx950_passes_or_meets_the_hip_runtime_that_predates_it() {
         .expect("gpuinstr-run runs");
     let printed = String::from_utf8_lossy(&output.stdout);
     let errors = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        printed == "PASSED\n" || errors.contains("Unsupported HSA device gfx950 (PCI ID 75a3)"),
-        "{printed}{errors}"
-    );
+    if gpuinstr::toolchain::LLVM_MAJOR >= 22 {
+        assert_eq!(printed, "PASSED\n", "{errors}");
+    } else {
+        assert!(errors.contains("Unsupported HSA device gfx950 (PCI ID 75a3)"), "{printed}{errors}");
+    }
 }
 
 #[test]

@@ -23,6 +23,8 @@ use llvm_sys_150 as llvm_sys;
 use llvm_sys_170 as llvm_sys;
 #[cfg(feature = "llvm21")]
 use llvm_sys_211 as llvm_sys;
+#[cfg(feature = "llvm22")]
+use llvm_sys_221 as llvm_sys;
 
 use ir::Module;
 use steps::Step;

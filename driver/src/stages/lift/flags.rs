@@ -4,7 +4,10 @@
 //! from LLVM 17 to 21), and a hard-coded mask would quietly select nothing.
 //! Each flag's bit is found in the LLVM this build runs, from witnesses:
 //! opcodes that must carry the flag and opcodes that must not. Exactly one
-//! bit may satisfy them, or the ISA is refused with the reason.
+//! bit may satisfy them, or the ISA is refused with the reason. The
+//! encoding formats (SALU to DS) are sought in the low 32 bits only, where
+//! every SIDefines.h keeps them ("basic encoding information"): LLVM 22
+//! gives every DS instruction a second shared bit (FIXED_SIZE, bit 40).
 
 use thiserror::Error;
 
@@ -116,6 +119,16 @@ pub struct FlagBits {
     masks: Vec<(Flag, u64)>,
 }
 
+impl Flag {
+    /// An encoding format (SALU, VALU, MUBUF, ... DS): a low-word bit.
+    fn is_format(self) -> bool {
+        matches!(
+            self,
+            Flag::Salu | Flag::Valu | Flag::Mubuf | Flag::Mtbuf | Flag::Smrd | Flag::Mimg | Flag::Flat | Flag::Ds
+        )
+    }
+}
+
 impl FlagBits {
     /// Finds every flag's bit; `target_flags` gives an opcode's TSFlags by
     /// name (None for a name this LLVM does not know).
@@ -131,7 +144,8 @@ impl FlagBits {
             }
             let common = present.iter().fold(u64::MAX, |bits, flags| bits & flags);
             let excluded = others.iter().filter_map(|name| target_flags(name)).fold(0, |bits, flags| bits | flags);
-            let candidates = common & !excluded;
+            let within = if flag.is_format() { 0xffff_ffff } else { u64::MAX };
+            let candidates = common & !excluded & within;
             if candidates.count_ones() != 1 {
                 return Err(FlagError::Ambiguous {
                     flag: *flag,
@@ -185,6 +199,15 @@ mod tests {
         for (index, (flag, _, _)) in WITNESSES.iter().enumerate() {
             assert_eq!(bits.mask(*flag), 1 << index, "{flag:?}");
         }
+        // LLVM 22: every DS instruction also carries FIXED_SIZE (bit 40), no
+        // other witness does; a format is a low-word bit, so DS stays found.
+        for (name, bits) in table.iter_mut() {
+            if name.starts_with("DS_") {
+                *bits |= 1 << 40;
+            }
+        }
+        let ds = WITNESSES.iter().position(|(flag, _, _)| *flag == Flag::Ds).unwrap();
+        assert_eq!(FlagBits::find(flags(&table)).unwrap().mask(Flag::Ds), 1 << ds);
     }
 
     #[test]

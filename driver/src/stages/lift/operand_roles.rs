@@ -129,10 +129,16 @@ impl OperandRoles {
 
         // Every 64-bit source of a vector or scalar instruction of the ISA
         // (`all`: a GFX9 one's) must have a role: one left out would read
-        // its literal wrongly.
+        // its literal wrongly. Matrix instructions take no literal (GFX9's
+        // VOP3P encoding has no literal field), so their sources cannot
+        // misread one; LLVM 22 types their 64-bit packed sources as 32-bit
+        // inline constants.
         let mut unknown = BTreeSet::new();
         for (name, info) in all {
-            if !(name.starts_with("V_") || name.starts_with("S_")) {
+            if !(name.starts_with("V_") || name.starts_with("S_"))
+                || name.starts_with("V_MFMA_")
+                || name.starts_with("V_SMFMAC_")
+            {
                 continue;
             }
             for (operand_type, class) in sources(info) {
