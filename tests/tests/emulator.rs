@@ -1454,3 +1454,120 @@ fn f8f6f4_mfma_computes_what_a_cpu_matmul_computes() {
         assert_eq!(read_f32(&d, out, 64 * results), expected, "gfx950 {}", kernel.name);
     }
 }
+
+/// Half precision as clang compiles HIP's `_Float16` code: division (an f32
+/// reciprocal, then `v_div_fixup_f16`), three-operand min/max/median,
+/// fract (below 1 even where f64 would round to it), ldexp, frexp and sin
+/// and cos, on every processor, against the CPU. Inputs keep every result
+/// exact: divisors are powers of two (and zero), angles quarter turns.
+#[test]
+fn half_precision_math_computes_what_the_cpu_computes() {
+    use half::f16;
+    let a: Vec<f32> = (0..64)
+        .map(|i| match i {
+            0 | 5 => 0.0,
+            1 => -0.0,
+            2 => -0.000_1,
+            _ => (i as f32 - 32.0) * 0.25,
+        })
+        .collect();
+    let divisors = [1.0, 2.0, 4.0, 0.5, -2.0, -0.25, 8.0];
+    let b: Vec<f32> = (0..64).map(|i| if i == 0 || i == 6 { 0.0 } else { divisors[i % divisors.len()] }).collect();
+    let c: Vec<f32> = (0..64).map(|i| (i % 8) as f32 * 0.25 - 1.0).collect();
+    let halves = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| f16::from_f32(*x).to_bits().to_le_bytes()).collect() };
+    let round = |x: f64| f16::from_f64(x).to_f32();
+    for target in every_target() {
+        let mut d = device(&object_for_every_target(MATH_LIBRARY), target);
+        let (pa, pb, pc) = (d.allocate("a", &halves(&a)), d.allocate("b", &halves(&b)), d.allocate("c", &halves(&c)));
+        let (out, exponents) = (d.allocate("out", &[0xff; 64 * 9 * 2]), d.allocate("exponents", &[0xff; 64 * 2]));
+        let args = [pointer(out), pointer(exponents), pointer(pa), pointer(pb), pointer(pc)];
+        d.launch("_Z8halfMathPDF16_PsPKDF16_S2_S2_", Launch::linear(1, 64), &args)
+            .unwrap_or_else(|e| panic!("{target}: {e}"));
+        let got: Vec<f32> =
+            read(&d, out, 64 * 9, u16::from_le_bytes).iter().map(|h| f16::from_bits(*h).to_f32()).collect();
+        let got_exponents = read(&d, exponents, 64, i16::from_le_bytes);
+        for i in 0..64 {
+            let (x, y, z) = (f64::from(round(f64::from(a[i]))), f64::from(b[i]), f64::from(c[i]));
+            let (median, lowest, highest) = {
+                let mut sorted = [x, y, z];
+                sorted.sort_by(f64::total_cmp);
+                (sorted[1], sorted[0], sorted[2])
+            };
+            let fract = if x - x.floor() >= 1.0 - 2f64.powi(-12) { 1.0 - 2f64.powi(-11) } else { x - x.floor() };
+            let (mantissa, exponent) = if x == 0.0 {
+                (x, 0)
+            } else {
+                let exponent = x.abs().log2().floor() as i32 + 1;
+                (x / 2f64.powi(exponent), exponent)
+            };
+            let expected = [
+                x / y,
+                median,
+                lowest,
+                highest,
+                fract,
+                x * 2f64.powi(i as i32 - 32),
+                mantissa,
+                (z * std::f64::consts::TAU).sin(),
+                (z * std::f64::consts::TAU).cos(),
+            ];
+            let names = ["div", "med3", "min3", "max3", "fract", "ldexp", "frexp_mant", "sin", "cos"];
+            for (k, want) in expected.iter().enumerate() {
+                let (got, want) = (got[9 * i + k], round(*want));
+                let same =
+                    got == want && got.is_sign_negative() == want.is_sign_negative() || (got.is_nan() && want.is_nan());
+                assert!(same, "{target} {}({x}, {y}, {z}) = {got}, want {want}", names[k]);
+            }
+            assert_eq!(i32::from(got_exponents[i]), exponent, "{target} frexp_exp({x})");
+        }
+    }
+}
+
+/// What clang 21 emits on gfx950 for `__bf16` and `_Float16` conversions
+/// (`v_cvt_pk_bf16_f32` for two f32 into packed bf16 halves; a shift for
+/// bf16 to f32; `v_cvt_f16_f32` per half) computes what the CPU computes:
+/// round to nearest even (ties at both precisions), overflow to infinity,
+/// NaN stays NaN.
+#[test]
+fn gfx950_conversions_compute_what_the_cpu_computes() {
+    if gpuinstr::toolchain::LLVM_MAJOR < 21 {
+        return; // only LLVM 21 knows gfx950
+    }
+    let object = gpuinstr_tests::hip_object_with(MATH_LIBRARY, &["--offload-arch=gfx950"]);
+    let mut d = device(&object, "gfx950");
+    let bf16_bits: Vec<u16> = (0..64u32).map(|i| (i.wrapping_mul(2654435761) >> 16) as u16).collect();
+    // Ties at bf16 and f16 precision, values past f16's range, NaN.
+    let special = [1.0 + 2f32.powi(-8), 1.0 + 3.0 * 2f32.powi(-8), 1.0 + 2f32.powi(-11), 70000.0, -1e30, f32::NAN];
+    let a: Vec<f32> = (0..64).map(|i| if i < special.len() { special[i] } else { (i as f32 - 20.0) * 0.3 }).collect();
+    let b: Vec<f32> = a.iter().rev().copied().collect();
+    let (pin, pa, pb) = (
+        d.allocate("in", &bytes(&bf16_bits, u16::to_le_bytes)),
+        d.allocate("a", &f32s(&a)),
+        d.allocate("b", &f32s(&b)),
+    );
+    let (wide, bf16_pairs, half_pairs) =
+        (d.allocate("wide", &[0xff; 256]), d.allocate("bf16", &[0xff; 256]), d.allocate("f16", &[0xff; 256]));
+    let args = [pointer(wide), pointer(bf16_pairs), pointer(half_pairs), pointer(pin), pointer(pa), pointer(pb)];
+    d.launch("_Z13wideAndNarrowPfPjS0_PKtPKfS4_", Launch::linear(1, 64), &args).unwrap();
+    let (got_wide, got_bf16, got_half) =
+        (read_u32(&d, wide, 64), read_u32(&d, bf16_pairs, 64), read_u32(&d, half_pairs, 64));
+    let nan_or = |got: u16, want: u16, nan: bool| {
+        if nan {
+            got & 0x7fff > 0x7c00 || got & 0x7f80 == 0x7f80
+        } else {
+            got == want
+        }
+    };
+    for i in 0..64 {
+        assert_eq!(got_wide[i], u32::from(bf16_bits[i]) << 16, "bf16 {:#x} to f32", bf16_bits[i]);
+        for (got, to) in [
+            (got_bf16[i], (|x: f32| half::bf16::from_f32(x).to_bits()) as fn(f32) -> u16),
+            (got_half[i], |x: f32| half::f16::from_f32(x).to_bits()),
+        ] {
+            for (half_index, x) in [(0, a[i]), (1, b[i])] {
+                let part = (got >> (16 * half_index)) as u16;
+                assert!(nan_or(part, to(x), x.is_nan()), "{x} into half {half_index} of {got:#x}");
+            }
+        }
+    }
+}

@@ -706,6 +706,41 @@ pub fn handler(name: &str) -> Option<Handler> {
         "V_CEIL_F16" => f16_op!(|a, _, _| a.ceil()),
         "V_TRUNC_F16" => f16_op!(|a, _, _| a.trunc()),
         "V_RNDNE_F16" => f16_op!(|a, _, _| a.round_ties_even()),
+        "V_MIN3_F16" => f16_op!(|a, b, c| a.min(b).min(c)),
+        "V_MAX3_F16" => f16_op!(|a, b, c| a.max(b).max(c)),
+        "V_MED3_F16" => f16_op!(|a, b, c| f64::from(med3(a as f32, b as f32, c as f32))),
+        // Every f16 quotient, and its special cases, is exact in f64.
+        "V_DIV_FIXUP_F16" => f16_op!(div_fixup64),
+        // Below 1 in f16: at most 0x3bff, whatever f64 rounding would give.
+        "V_FRACT_F16" => f16_op!(|a, _, _| if a.is_finite() { (a - a.floor()).min(0.999_511_718_75) } else { a }),
+        "V_SIN_F16" => f16_op!(|a, _, _| (a * std::f64::consts::TAU).sin()),
+        "V_COS_F16" => f16_op!(|a, _, _| (a * std::f64::consts::TAU).cos()),
+        "V_FREXP_MANT_F16" => f16_op!(|a, _, _| frexp(a).0),
+        "V_FREXP_EXP_I16_F16" => |c, i| {
+            for lane in active_lanes(c.wave.exec()) {
+                let exponent = frexp(f16_source(c, &i.srcs[0], lane)).1 as i16;
+                c.wave.write_lane32(&i.defs[0], lane, u32::from(exponent as u16));
+            }
+            Ok(())
+        },
+        "V_LDEXP_F16" => |c, i| {
+            check_rounding(c)?;
+            check_wide_denormals(c)?;
+            let (clamp, omod) = output_modifiers(i);
+            if clamp || omod != 0 {
+                return Err(super::unsupported_modifier("clamp/omod on v_ldexp_f16"));
+            }
+            let high = i.name.ends_with("_e64") && i.srcs.first().is_some_and(|s| s.mods & DST_OP_SEL != 0);
+            for lane in active_lanes(c.wave.exec()) {
+                let a = f16_source(c, &i.srcs[0], lane);
+                // The exponent is the source's low 16 bits, signed.
+                let e = c.wave.lane32(&i.srcs[1].operand, lane) as i16;
+                let bits = u32::from(half::f16::from_f64(ldexp(a, i32::from(e))).to_bits());
+                let old = c.wave.lane32(&i.defs[0], lane);
+                c.wave.write_lane32(&i.defs[0], lane, if high { (old & 0xffff) | bits << 16 } else { bits });
+            }
+            Ok(())
+        },
         "V_PK_ADD_F16" => pk_f16!(|a, b, _| a + b),
         "V_PK_MUL_F16" => pk_f16!(|a, b, _| a * b),
         "V_PK_FMA_F16" => pk_f16!(|a, b, c| a * b + c),

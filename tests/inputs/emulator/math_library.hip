@@ -36,3 +36,35 @@ __global__ void bytes(uchar4v *Out, const uchar4v *A, const uchar4v *B) {
   Out[2 * I + 0] = X * Y + (X >> (uchar4v)1);
   Out[2 * I + 1] = X > Y ? X - Y : Y - X;
 }
+
+// Half precision as HIP code writes it: division (v_div_fixup_f16 after
+// an f32 reciprocal), three-operand min/max/median, fract, ldexp, frexp,
+// sin and cos (in revolutions).
+__global__ void halfMath(_Float16 *Out, short *Exponents, const _Float16 *A, const _Float16 *B, const _Float16 *C) {
+  int I = threadIdx.x;
+  _Float16 X = A[I], Y = B[I], Z = C[I];
+  Out[9 * I + 0] = X / Y;
+  Out[9 * I + 1] = __builtin_amdgcn_fmed3h(X, Y, Z);
+  Out[9 * I + 2] = __builtin_fminf16(__builtin_fminf16(X, Y), Z);
+  Out[9 * I + 3] = __builtin_fmaxf16(__builtin_fmaxf16(X, Y), Z);
+  Out[9 * I + 4] = __builtin_amdgcn_fracth(X);
+  Out[9 * I + 5] = __builtin_amdgcn_ldexph(X, I - 32);
+  Out[9 * I + 6] = __builtin_amdgcn_frexp_manth(X);
+  Out[9 * I + 7] = __builtin_amdgcn_sinh(Z);
+  Out[9 * I + 8] = __builtin_amdgcn_cosh(Z);
+  Exponents[I] = __builtin_amdgcn_frexp_exph(X);
+}
+
+// gfx950's conversions: bf16 to f32, two f32 to packed bf16 and f16.
+__global__ void wideAndNarrow(float *Wide, unsigned *Bf16Pairs, unsigned *HalfPairs, const unsigned short *Bf16,
+                              const float *A, const float *B) {
+#if defined(__gfx950__)
+  int I = threadIdx.x;
+  Wide[I] = (float)__builtin_bit_cast(__bf16, Bf16[I]);
+  __bf16 Low = (__bf16)A[I], High = (__bf16)B[I];
+  Bf16Pairs[I] = __builtin_bit_cast(unsigned short, Low) | (unsigned)__builtin_bit_cast(unsigned short, High) << 16;
+  _Float16 HalfLow = (_Float16)A[I], HalfHigh = (_Float16)B[I];
+  HalfPairs[I] =
+      __builtin_bit_cast(unsigned short, HalfLow) | (unsigned)__builtin_bit_cast(unsigned short, HalfHigh) << 16;
+#endif
+}
