@@ -1571,3 +1571,81 @@ fn gfx950_conversions_compute_what_the_cpu_computes() {
         }
     }
 }
+
+/// HIP's dot-product builtins (`__builtin_amdgcn_[su]dot{2,4,8}`, `fdot2`)
+/// on every processor compute what the CPU computes: signed and unsigned
+/// 16-, 8- and 4-bit elements summed with the accumulator, wrapping, or
+/// saturating with clamp; f16 pairs summed with an f32 (clamped to [0, 1]
+/// with clamp). gfx908 and newer run the accumulating VOP2 forms.
+#[test]
+fn dot_products_compute_what_the_cpu_computes() {
+    let a: Vec<i32> = (0..64u32).map(|i| i.wrapping_mul(2654435761) as i32).collect();
+    let b: Vec<i32> = (0..64u32).map(|i| (i.wrapping_mul(40503) ^ 0x9e37_79b9) as i32).collect();
+    // Accumulators near both ends of the range, so clamp saturates.
+    let c: Vec<i32> = (0..64)
+        .map(|i| match i % 4 {
+            0 => i32::MAX - 100,
+            1 => i32::MIN + 100,
+            2 => -5,
+            _ => i * 1000,
+        })
+        .collect();
+    let h: Vec<[f32; 2]> = (0..64).map(|i| [(i % 7) as f32 - 3.0, (i % 5) as f32 * 0.5]).collect();
+    let k: Vec<[f32; 2]> = (0..64).map(|i| [(i % 3) as f32 * 0.25, 2.0 - (i % 4) as f32]).collect();
+    let f: Vec<f32> = (0..64).map(|i| (i % 9) as f32 * 0.125 - 0.5).collect();
+    let pairs = |v: &[[f32; 2]]| -> Vec<u8> {
+        v.iter().flat_map(|p| p.iter().flat_map(|x| half::f16::from_f32(*x).to_bits().to_le_bytes())).collect()
+    };
+    // Element `k` of a word: `bits` wide, sign-extended when `signed`.
+    let element = |word: i32, k: u32, bits: u32, signed: bool| -> i64 {
+        let raw = i64::from((word as u32 >> (k * bits)) & ((1u32 << bits) - 1));
+        if signed && raw >= 1 << (bits - 1) {
+            raw - (1 << bits)
+        } else {
+            raw
+        }
+    };
+    for target in every_target() {
+        let mut d = device(&object_for_every_target(MATH_LIBRARY), target);
+        let (pa, pb, pc) = (d.allocate("a", &i32s(&a)), d.allocate("b", &i32s(&b)), d.allocate("c", &i32s(&c)));
+        let (ph, pk, pf) = (d.allocate("h", &pairs(&h)), d.allocate("k", &pairs(&k)), d.allocate("f", &f32s(&f)));
+        let (out, float_out) = (d.allocate("out", &[0xff; 64 * 8 * 4]), d.allocate("float_out", &[0xff; 64 * 2 * 4]));
+        let args = [
+            pointer(out),
+            pointer(float_out),
+            pointer(pa),
+            pointer(pb),
+            pointer(pc),
+            pointer(ph),
+            pointer(pk),
+            pointer(pf),
+        ];
+        d.launch("_Z4dotsPiPfPKiS2_S2_PKDv2_DF16_S5_PKf", Launch::linear(1, 64), &args)
+            .unwrap_or_else(|e| panic!("{target}: {e}"));
+        let (got, got_float) = (read_i32(&d, out, 64 * 8), read_f32(&d, float_out, 64 * 2));
+        for i in 0..64 {
+            let dot = |count: u32, bits: u32, signed: bool| -> i64 {
+                let start = if signed { i64::from(c[i]) } else { i64::from(c[i] as u32) };
+                start + (0..count).map(|e| element(a[i], e, bits, signed) * element(b[i], e, bits, signed)).sum::<i64>()
+            };
+            let expected = [
+                dot(4, 8, true) as i32,
+                dot(4, 8, false) as u32 as i32,
+                dot(8, 4, true) as i32,
+                dot(8, 4, false) as u32 as i32,
+                dot(2, 16, true) as i32,
+                dot(2, 16, false) as u32 as i32,
+                dot(4, 8, true).clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32,
+                dot(4, 8, false).clamp(0, i64::from(u32::MAX)) as u32 as i32,
+            ];
+            let names = ["sdot4", "udot4", "sdot8", "udot8", "sdot2", "udot2", "sdot4 clamp", "udot4 clamp"];
+            for (n, want) in expected.iter().enumerate() {
+                assert_eq!(got[8 * i + n], *want, "{target} {}({:#x}, {:#x}, {})", names[n], a[i], b[i], c[i]);
+            }
+            let sum =
+                f64::from(h[i][0]) * f64::from(k[i][0]) + f64::from(h[i][1]) * f64::from(k[i][1]) + f64::from(f[i]);
+            assert_eq!(got_float[2 * i], sum as f32, "{target} fdot2 lane {i}");
+            assert_eq!(got_float[2 * i + 1], (sum as f32).clamp(0.0, 1.0), "{target} fdot2 clamp lane {i}");
+        }
+    }
+}

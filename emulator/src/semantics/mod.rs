@@ -6,6 +6,7 @@
 mod compare;
 mod control;
 mod convert;
+mod dot;
 pub mod dpp;
 mod float;
 mod fp8;
@@ -91,7 +92,7 @@ pub fn handler(name: &str) -> Handler {
 
 /// The semantics of a pseudo opcode, if a family has them.
 pub fn lookup(name: &str) -> Option<Handler> {
-    let families: [fn(&str) -> Option<Handler>; 11] = [
+    let families: [fn(&str) -> Option<Handler>; 12] = [
         control::handler,
         scalar::handler,
         scalar_memory::handler,
@@ -99,6 +100,7 @@ pub fn lookup(name: &str) -> Option<Handler> {
         float::handler,
         convert::handler,
         fp8::handler,
+        dot::handler,
         compare::handler,
         vector_memory::handler,
         lds::handler,

@@ -68,3 +68,23 @@ __global__ void wideAndNarrow(float *Wide, unsigned *Bf16Pairs, unsigned *HalfPa
       __builtin_bit_cast(unsigned short, HalfLow) | (unsigned)__builtin_bit_cast(unsigned short, HalfHigh) << 16;
 #endif
 }
+
+// Dot products as HIP's builtins reach them (gfx908 and newer pick the
+// accumulating VOP2 forms where there is no clamp).
+typedef short DotShort2 __attribute__((ext_vector_type(2)));
+typedef unsigned short DotUShort2 __attribute__((ext_vector_type(2)));
+typedef _Float16 DotHalf2 __attribute__((ext_vector_type(2)));
+__global__ void dots(int *Out, float *FloatOut, const int *A, const int *B, const int *C, const DotHalf2 *H,
+                     const DotHalf2 *K, const float *F) {
+  int I = threadIdx.x, X = A[I], Y = B[I], Z = C[I];
+  Out[8 * I + 0] = __builtin_amdgcn_sdot4(X, Y, Z, false);
+  Out[8 * I + 1] = __builtin_amdgcn_udot4(X, Y, Z, false);
+  Out[8 * I + 2] = __builtin_amdgcn_sdot8(X, Y, Z, false);
+  Out[8 * I + 3] = __builtin_amdgcn_udot8(X, Y, Z, false);
+  Out[8 * I + 4] = __builtin_amdgcn_sdot2(__builtin_bit_cast(DotShort2, X), __builtin_bit_cast(DotShort2, Y), Z, false);
+  Out[8 * I + 5] = __builtin_amdgcn_udot2(__builtin_bit_cast(DotUShort2, X), __builtin_bit_cast(DotUShort2, Y), Z, false);
+  Out[8 * I + 6] = __builtin_amdgcn_sdot4(X, Y, Z, true);
+  Out[8 * I + 7] = __builtin_amdgcn_udot4(X, Y, Z, true);
+  FloatOut[2 * I + 0] = __builtin_amdgcn_fdot2(H[I], K[I], F[I], false);
+  FloatOut[2 * I + 1] = __builtin_amdgcn_fdot2(H[I], K[I], F[I], true);
+}
