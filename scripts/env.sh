@@ -150,9 +150,12 @@ if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null \
 fi
 
 target_dir="$base/cargo"
+# The commit the tree is at (the chroots have no git), for scripts that
+# record what they measured.
+commit="$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$repo" diff --quiet HEAD 2>/dev/null || echo +changes)"
 inside=(env -i HOME=/root PATH="$target_dir/release:$cargo_home/bin:/usr/local/bin:/usr/bin:/bin"
   CARGO_HOME="$cargo_home" RUSTUP_HOME="$rustup_home" CARGO_TARGET_DIR="$target_dir"
-  TERM="${TERM:-dumb}" LANG=C.UTF-8 GPUINSTR_ENV="$name" GPUINSTR_CARGO_FEATURES="$features"
+  TERM="${TERM:-dumb}" LANG=C.UTF-8 GPUINSTR_ENV="$name" GPUINSTR_CARGO_FEATURES="$features" GPUINSTR_COMMIT="$commit"
   GPUINSTR_PLUGIN="$target_dir/release/libembed.so" LLVM_BINDIR="/usr/lib/llvm-$llvm/bin" CI="${CI:-}" INSTA_UPDATE="${INSTA_UPDATE:-}")
 if [ "$build" = 1 ]; then
   # shellcheck disable=SC2016

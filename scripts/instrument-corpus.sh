@@ -71,7 +71,8 @@ if [ -n "${SUMMARY:-}" ]; then
 fi
 
 # The commit before the build: what the binary is built from.
-commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +changes)"
+# (scripts/env.sh passes it in: its chroots have no git.)
+commit="${GPUINSTR_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +changes)}"
 if [ "${GPUINSTR_ENV:-bookworm}" = bookworm ]; then
   scripts/setup.sh >/dev/null
 fi
