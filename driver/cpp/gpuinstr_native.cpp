@@ -13,6 +13,7 @@
 #include <llvm/MC/MCDisassembler/MCDisassembler.h>
 #include <llvm/MC/MCFixup.h>
 #include <llvm/MC/MCInst.h>
+#include <llvm/MC/MCExpr.h>
 #include <llvm/MC/MCInstPrinter.h>
 #include <llvm/MC/MCInstrInfo.h>
 #include <llvm/MC/MCObjectFileInfo.h>
@@ -182,7 +183,16 @@ static void fromMCInst(const MCInst &Inst, uint32_t Size, gpuinstr_instruction *
       O.kind = GPUINSTR_OPERAND_FLOAT64;
       O.immediate = static_cast<int64_t>(Op.getDFPImm());
     } else if (Op.isExpr()) {
-      O.kind = GPUINSTR_OPERAND_EXPRESSION;
+      // LLVM 22 keeps a literal an inline constant could hold as an
+      // expression (`lit(0x0)`, the high half of a pc-relative address):
+      // its value is what the instruction reads.
+      int64_t Value = 0;
+      if (Op.getExpr()->evaluateAsAbsolute(Value)) {
+        O.kind = GPUINSTR_OPERAND_IMMEDIATE;
+        O.immediate = Value;
+      } else {
+        O.kind = GPUINSTR_OPERAND_EXPRESSION;
+      }
     } else {
       O.kind = GPUINSTR_OPERAND_INVALID;
     }
