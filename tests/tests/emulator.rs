@@ -1649,3 +1649,30 @@ fn dot_products_compute_what_the_cpu_computes() {
         }
     }
 }
+
+/// gfx950's `v_permlane16_swap_b32` and `v_permlane32_swap_b32` (HIP's
+/// `__builtin_amdgcn_permlane{16,32}_swap`): the odd 16-lane rows of the
+/// first operand trade places with the even rows of the second (the upper
+/// 32 lanes with the lower 32), every other lane keeps its value.
+#[test]
+fn gfx950_lane_swaps_trade_rows_as_documented() {
+    if gpuinstr::toolchain::LLVM_MAJOR < 21 {
+        return; // only LLVM 21 knows gfx950
+    }
+    let object = gpuinstr_tests::hip_object_with(MATH_LIBRARY, &["--offload-arch=gfx950"]);
+    let mut d = device(&object, "gfx950");
+    let a: Vec<u32> = (0..64).map(|lane| 0xa000 + lane).collect();
+    let b: Vec<u32> = (0..64).map(|lane| 0xb000 + lane).collect();
+    let (pa, pb) = (d.allocate("a", &bytes(&a, u32::to_le_bytes)), d.allocate("b", &bytes(&b, u32::to_le_bytes)));
+    let out = d.allocate("out", &[0xff; 64 * 4 * 4]);
+    d.launch("_Z9laneSwapsPjPKjS1_", Launch::linear(1, 64), &[pointer(out), pointer(pa), pointer(pb)]).unwrap();
+    let got = read_u32(&d, out, 64 * 4);
+    for lane in 0..64usize {
+        // The first result is the first operand after the swap; the second the second's.
+        let row = lane / 16;
+        let sixteen = if row % 2 == 1 { (b[lane - 16], b[lane]) } else { (a[lane], a[lane + 16]) };
+        let thirty_two = if lane >= 32 { (b[lane - 32], b[lane]) } else { (a[lane], a[lane + 32]) };
+        assert_eq!((got[4 * lane], got[4 * lane + 1]), sixteen, "permlane16_swap lane {lane}");
+        assert_eq!((got[4 * lane + 2], got[4 * lane + 3]), thirty_two, "permlane32_swap lane {lane}");
+    }
+}

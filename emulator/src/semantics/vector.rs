@@ -7,7 +7,7 @@ use crate::error::Fault;
 use crate::operands::modifiers::{DST_OP_SEL, OP_SEL_0, OP_SEL_1};
 use crate::operands::{Operand, M0};
 use crate::program::Inst;
-use crate::wave::active_lanes;
+use crate::wave::{active_lanes, LANES};
 
 /// A VOP3 form with its clamp bit set.
 fn clamped(i: &Inst) -> bool {
@@ -256,12 +256,45 @@ fn sext24(v: u32) -> i64 {
     i64::from(((v << 8) as i32) >> 8)
 }
 
+/// gfx950's `v_permlane16_swap_b32` (`rows` 16: the odd rows of vdst
+/// trade places with the even rows of src0) and `v_permlane32_swap_b32`
+/// (32: vdst's upper half with src0's lower half); both registers are
+/// written. With some lanes inactive, or fetch-inactive / bound control set,
+/// what moves is not modelled: the run stops.
+fn permlane_swap(c: &mut Context<'_>, i: &Inst, rows: usize) -> Result<(), Fault> {
+    let ([vdst, src0_out], [_, src0]) = (i.defs.as_slice(), i.srcs.as_slice()) else {
+        return Err(Fault::UnimplementedCase(format!("{} with other operands", i.name)));
+    };
+    if c.wave.exec() != u64::MAX || i.imms.iter().any(|v| *v != 0) {
+        return Err(Fault::UnimplementedCase(format!("{} with inactive lanes or fi/bound_ctrl", i.name)));
+    }
+    let old_dst: Vec<u32> = (0..LANES).map(|lane| c.wave.lane32(vdst, lane)).collect();
+    let old_src: Vec<u32> = (0..LANES).map(|lane| c.wave.lane32(&src0.operand, lane)).collect();
+    let (mut new_dst, mut new_src) = (old_dst.clone(), old_src.clone());
+    for lane in 0..LANES {
+        // The vdst lanes that trade: odd rows of 16, or the upper 32.
+        let trades = if rows == 16 { (lane / 16) % 2 == 1 } else { lane >= 32 };
+        if trades {
+            let partner = lane - rows;
+            new_dst[lane] = old_src[partner];
+            new_src[partner] = old_dst[lane];
+        }
+    }
+    for lane in 0..LANES {
+        c.wave.write_lane32(vdst, lane, new_dst[lane]);
+        c.wave.write_lane32(src0_out, lane, new_src[lane]);
+    }
+    Ok(())
+}
+
 pub fn handler(name: &str) -> Option<Handler> {
     if name.ends_with("_sdwa") || name.ends_with("_dpp") {
         return None;
     }
     Some(match base_name(name) {
         "V_NOP" => |_, _| Ok(()),
+        "V_PERMLANE16_SWAP_B32" => |c, i| permlane_swap(c, i, 16),
+        "V_PERMLANE32_SWAP_B32" => |c, i| permlane_swap(c, i, 32),
         "V_MOV_B32" | "V_ACCVGPR_WRITE_B32" | "V_ACCVGPR_READ_B32" | "V_ACCVGPR_MOV_B32" => vop_u32!(|a, _, _| a),
         "V_ADD_U32" => vop_u32!(|a, b, _| a.wrapping_add(b), saturating | a, b, _ | a.saturating_add(b)),
         "V_SUB_U32" => vop_u32!(|a, b, _| a.wrapping_sub(b), saturating | a, b, _ | a.saturating_sub(b)),

@@ -88,3 +88,16 @@ __global__ void dots(int *Out, float *FloatOut, const int *A, const int *B, cons
   FloatOut[2 * I + 0] = __builtin_amdgcn_fdot2(H[I], K[I], F[I], false);
   FloatOut[2 * I + 1] = __builtin_amdgcn_fdot2(H[I], K[I], F[I], true);
 }
+
+// gfx950's lane swaps across rows (clang 21's builtins; both registers change).
+__global__ void laneSwaps(unsigned *Out, const unsigned *A, const unsigned *B) {
+#if defined(__gfx950__)
+  int I = threadIdx.x;
+  auto Sixteen = __builtin_amdgcn_permlane16_swap(A[I], B[I], false, false);
+  auto ThirtyTwo = __builtin_amdgcn_permlane32_swap(A[I], B[I], false, false);
+  Out[4 * I + 0] = Sixteen[0];
+  Out[4 * I + 1] = Sixteen[1];
+  Out[4 * I + 2] = ThirtyTwo[0];
+  Out[4 * I + 3] = ThirtyTwo[1];
+#endif
+}
