@@ -28,6 +28,10 @@ pub struct Inst {
     /// The pseudo opcode's name (`V_ADD_U32_e32`).
     pub name: String,
     pub handler: Handler,
+    /// Whether `handler` is the operation's semantics rather than a stop
+    /// (decided where the handler is chosen: function addresses are not a
+    /// reliable identity in optimised builds).
+    runs: bool,
     /// Registers written, in operand order.
     pub defs: Vec<Operand>,
     /// Register or constant sources, in operand order.
@@ -76,11 +80,8 @@ impl Inst {
 
     /// Whether the emulator can run it (else it stops there, naming it).
     pub fn implemented(&self) -> bool {
-        let stops: [Handler; 3] =
-            [semantics::unimplemented, semantics::unmodelled_operand, semantics::sdwa::unsupported];
-        let runs = |handler: Handler| !stops.iter().any(|stop| std::ptr::fn_addr_eq(handler, *stop));
         let base = self.dpp.as_ref().map(|d| &d.base).or(self.sdwa.as_ref().map(|s| &s.base));
-        runs(self.handler) && base.is_none_or(|b| runs(b.handler))
+        self.runs && base.is_none_or(|b| b.runs)
     }
 }
 
@@ -320,30 +321,36 @@ fn decode(isa: &Isa, lifted: &Instruction) -> Inst {
     };
     // DPP and SDWA forms wrap the plain operation; one that cannot be
     // modelled stops where it runs.
-    let (handler, dpp, sdwa) = if let Some(plain) = name.strip_suffix("_dpp").filter(|_| !unmodelled) {
+    let stop = |handler: Handler| (handler, false, None, None);
+    let (handler, runs, dpp, sdwa) = if let Some(plain) = name.strip_suffix("_dpp").filter(|_| !unmodelled) {
         match dpp_form(plain, lifted, &defs, &srcs, &imms) {
-            Some(form) => (semantics::dpp::execute as Handler, Some(Box::new(form)), None),
-            None => (semantics::unimplemented as Handler, None, None),
+            Some(form) => (semantics::dpp::execute as Handler, true, Some(Box::new(form)), None),
+            None => stop(semantics::unimplemented),
         }
     } else if let Some(plain) = name.strip_suffix("_sdwa").filter(|_| !unmodelled) {
         match sdwa_form(plain, lifted, &defs, &srcs, &imms) {
-            Some(form) => (semantics::sdwa::execute as Handler, None, Some(Box::new(form))),
-            None => (semantics::sdwa::unsupported as Handler, None, None),
+            Some(form) => (semantics::sdwa::execute as Handler, true, None, Some(Box::new(form))),
+            None => stop(semantics::sdwa::unsupported),
         }
     } else if unmodelled {
-        (semantics::unmodelled_operand as Handler, None, None)
+        stop(semantics::unmodelled_operand)
     } else {
-        (semantics::handler(&name), None, None)
+        match semantics::lookup(&name) {
+            Some(handler) => (handler, true, None, None),
+            None => stop(semantics::unimplemented),
+        }
     };
-    Inst { address: lifted.address, size: lifted.raw.size, name, handler, defs, srcs, imms, target, dpp, sdwa }
+    Inst { address: lifted.address, size: lifted.raw.size, name, handler, runs, defs, srcs, imms, target, dpp, sdwa }
 }
 
 /// The plain operation a DPP or SDWA form runs on its staged sources.
 fn plain_operation(lifted: &Instruction, name: String, defs: &[Operand], srcs: Vec<Source>) -> Inst {
+    let handler = semantics::lookup(&name);
     Inst {
         address: lifted.address,
         size: lifted.raw.size,
-        handler: semantics::handler(&name),
+        handler: handler.unwrap_or(semantics::unimplemented),
+        runs: handler.is_some(),
         name,
         defs: defs.to_vec(),
         srcs,

@@ -1650,6 +1650,127 @@ fn dot_products_compute_what_the_cpu_computes() {
     }
 }
 
+/// What plain source becomes on MI300 and MI350, on every processor: a
+/// literal folded into an fma (`v_fmaak_f32`/`v_fmamk_f32` on gfx940+;
+/// single rounding), IEEE minimum and maximum of three (gfx950's
+/// `v_minimum3_f32`/`v_maximum3_f32`: NaN wins, -0 below +0; clang 20 and
+/// newer) and packed bf16 atomic adds (`global_atomic_pk_add_bf16` on
+/// gfx940+; HIP 6 and newer, which come with LLVM 21 here). The bf16 sums
+/// are exact in any order the lanes add.
+#[test]
+fn folded_forms_compute_what_the_cpu_computes() {
+    use half::bf16;
+    let a: Vec<f32> = (0..64)
+        .map(|i| match i {
+            0 => f32::NAN,
+            1 => 0.0,
+            2 => -0.0,
+            3 => f32::INFINITY,
+            _ => (i as f32 - 30.0) * 0.37,
+        })
+        .collect();
+    let b: Vec<f32> = (0..64)
+        .map(|i| match i {
+            1 => -0.0,
+            2 => 0.0,
+            4 => f32::NAN,
+            5 => f32::NEG_INFINITY,
+            _ => 1.0 / (i as f32 + 0.5),
+        })
+        .collect();
+    let c: Vec<f32> = (0..64)
+        .map(|i| match i {
+            6 => f32::NAN,
+            7 | 2 => -0.0,
+            _ => ((i * 7) % 11) as f32 - 5.0,
+        })
+        .collect();
+    let pair = |i: u32| {
+        let (low, high) = (bf16::from_f32((i % 3 + 1) as f32), bf16::from_f32((i % 5) as f32 * 0.5));
+        u32::from(low.to_bits()) | u32::from(high.to_bits()) << 16
+    };
+    let pairs: Vec<i32> = (0..64).map(|i| pair(i) as i32).collect();
+    let minimum = |x: f32, y: f32| match () {
+        _ if x.is_nan() || y.is_nan() => f32::NAN,
+        _ if x == y => f32::from_bits(x.to_bits() | y.to_bits()),
+        _ => x.min(y),
+    };
+    let maximum = |x: f32, y: f32| match () {
+        _ if x.is_nan() || y.is_nan() => f32::NAN,
+        _ if x == y => f32::from_bits(x.to_bits() & y.to_bits()),
+        _ => x.max(y),
+    };
+    let same = |x: f32, y: f32| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan());
+    let llvm = gpuinstr::toolchain::LLVM_MAJOR;
+    for target in every_target() {
+        let mut d = device(&object_for_every_target(MATH_LIBRARY), target);
+        let (pa, pb, pc) = (d.allocate("a", &f32s(&a)), d.allocate("b", &f32s(&b)), d.allocate("c", &f32s(&c)));
+        let pp = d.allocate("pairs", &i32s(&pairs));
+        let (out, sums) = (d.allocate("out", &[0xff; 64 * 4 * 4]), d.allocate("sums", &[0; 4 * 4]));
+        let args = [pointer(out), pointer(sums), pointer(pa), pointer(pb), pointer(pc), pointer(pp)];
+        d.launch("_Z11foldedFormsPfPjPKfS2_S2_PKj", Launch::linear(1, 64), &args)
+            .unwrap_or_else(|e| panic!("{target}: {e}"));
+        let got = read_f32(&d, out, 64 * 4);
+        for i in 0..64 {
+            let (x, y, z) = (a[i], b[i], c[i]);
+            let folded = x.mul_add(y, 3.7);
+            let mut expected = vec![("fmaak", folded), ("fmamk", folded.mul_add(1.3, z))];
+            if llvm >= 20 {
+                expected.push(("minimum3", minimum(minimum(x, y), z)));
+                expected.push(("maximum3", maximum(maximum(x, y), z)));
+            }
+            for (k, (name, want)) in expected.into_iter().enumerate() {
+                let value = got[4 * i + k];
+                assert!(same(value, want), "{target}: {name}({x}, {y}, {z}) = {want:e}, not {value:e}");
+            }
+        }
+        if llvm >= 21 {
+            let got_sums = read_u32(&d, sums, 4);
+            for (slot, got) in got_sums.iter().enumerate() {
+                let (mut low, mut high) = (0.0f32, 0.0f32);
+                for i in (slot..64).step_by(4) {
+                    low += bf16::from_bits(pair(i as u32) as u16).to_f32();
+                    high += bf16::from_bits((pair(i as u32) >> 16) as u16).to_f32();
+                }
+                let want = u32::from(bf16::from_f32(low).to_bits()) | u32::from(bf16::from_f32(high).to_bits()) << 16;
+                assert_eq!(*got, want, "{target}: slot {slot}: {got:#010x}, not {want:#010x} ({low} and {high})");
+            }
+        }
+    }
+}
+
+/// Every instruction clang emits for our emulator test sources has
+/// semantics on every processor we build for (the list `--unimplemented`
+/// prints is empty), not only the instructions the tests happen to reach.
+#[test]
+fn every_instruction_our_sources_compile_to_has_semantics() {
+    let sources = [
+        ARITHMETIC,
+        MATH_LIBRARY,
+        "emulator/scalar_atomics.hip",
+        "kernels/control_flow.hip",
+        "kernels/memory.hip",
+        "kernels/calls_and_scratch.hip",
+        "kernels/neighbours.hip",
+        "device/vector_add.hip",
+        "device/runtime_features.hip",
+        "device/device_printf.hip",
+        "device/module_kernels.hip",
+        "runtime/counted.hip",
+        "regressions/constant_table.hip",
+    ];
+    for source in sources {
+        for target in every_target() {
+            let mut d = device(&object_for_every_target(source), target);
+            let coverage = d.program.coverage().unwrap_or_else(|e| panic!("{source} {target}: {e}"));
+            let missing: Vec<&String> =
+                coverage.opcodes.iter().filter(|(_, (_, ok))| !ok).map(|(name, _)| name).collect();
+            assert!(missing.is_empty(), "{source} for {target}: no semantics for {missing:?}");
+            assert!(coverage.instructions > 10, "{source} for {target}: {} instructions", coverage.instructions);
+        }
+    }
+}
+
 /// gfx950's `v_permlane16_swap_b32` and `v_permlane32_swap_b32` (HIP's
 /// `__builtin_amdgcn_permlane{16,32}_swap`): the odd 16-lane rows of the
 /// first operand trade places with the even rows of the second (the upper

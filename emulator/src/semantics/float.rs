@@ -349,13 +349,70 @@ fn fract64(x: f64) -> f64 {
     (x - x.floor()).min(f64::from_bits(0x3fef_ffff_ffff_ffff))
 }
 
-/// IEEE-mode min/max: a quiet NaN input loses to the other operand.
+/// IEEE-mode min/max: a quiet NaN input loses to the other operand, and
+/// -0 is below +0 (the ISA's LT_NEG_ZERO/GT_NEG_ZERO comparisons; Rust's
+/// own min/max may return either zero).
+fn min64(a: f64, b: f64) -> f64 {
+    if a == 0.0 && b == 0.0 {
+        if a.is_sign_negative() {
+            a
+        } else {
+            b
+        }
+    } else {
+        a.min(b)
+    }
+}
+
+fn max64(a: f64, b: f64) -> f64 {
+    if a == 0.0 && b == 0.0 {
+        if a.is_sign_negative() {
+            b
+        } else {
+            a
+        }
+    } else {
+        a.max(b)
+    }
+}
+
 fn min32(a: f32, b: f32) -> f32 {
-    a.min(b)
+    min64(a.into(), b.into()) as f32
 }
 
 fn max32(a: f32, b: f32) -> f32 {
-    a.max(b)
+    max64(a.into(), b.into()) as f32
+}
+
+/// IEEE 754-2019 minimum (gfx950's `v_minimum3`): NaN when either is,
+/// and -0 below +0.
+fn minimum(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else if a == b {
+        if a.is_sign_negative() {
+            a
+        } else {
+            b
+        }
+    } else {
+        a.min(b)
+    }
+}
+
+/// IEEE 754-2019 maximum: NaN when either is, and +0 above -0.
+fn maximum(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else if a == b {
+        if a.is_sign_negative() {
+            b
+        } else {
+            a
+        }
+    } else {
+        a.max(b)
+    }
 }
 
 fn med3(a: f32, b: f32, c: f32) -> f32 {
@@ -636,7 +693,9 @@ pub fn handler(name: &str) -> Option<Handler> {
         "V_MIN3_F32" => f32_op!(|a, b, c| min32(min32(a, b), c)),
         "V_MAX3_F32" => f32_op!(|a, b, c| max32(max32(a, b), c)),
         "V_MED3_F32" => f32_op!(med3),
-        "V_FMA_F32" | "V_FMAC_F32" => f32_op!(|a, b, c| a.mul_add(b, c)),
+        "V_FMA_F32" | "V_FMAC_F32" | "V_FMAMK_F32" | "V_FMAAK_F32" => f32_op!(|a, b, c| a.mul_add(b, c)),
+        "V_MINIMUM3_F32" => f32_op!(|a, b, c| minimum(minimum(a.into(), b.into()), c.into()) as f32),
+        "V_MAXIMUM3_F32" => f32_op!(|a, b, c| maximum(maximum(a.into(), b.into()), c.into()) as f32),
         // mad/mac round the product, and never keep denormals.
         "V_MAD_F32" | "V_MAC_F32" | "V_MADMK_F32" | "V_MADAK_F32" => {
             f32_op!(|a, b, c| flush_denormal(flush_denormal(flush_denormal(a) * flush_denormal(b)) + flush_denormal(c)))
@@ -672,8 +731,8 @@ pub fn handler(name: &str) -> Option<Handler> {
         "V_ADD_F64" => f64_op!(|a, b, _| a + b),
         "V_MUL_F64" => f64_op!(|a, b, _| a * b),
         "V_FMA_F64" | "V_FMAC_F64" => f64_op!(|a, b, c| a.mul_add(b, c)),
-        "V_MIN_F64" => f64_op!(|a, b, _| a.min(b)),
-        "V_MAX_F64" => f64_op!(|a, b, _| a.max(b)),
+        "V_MIN_F64" => f64_op!(|a, b, _| min64(a, b)),
+        "V_MAX_F64" => f64_op!(|a, b, _| max64(a, b)),
         "V_LDEXP_F64" => f64_int_op!(ldexp),
         "V_TRIG_PREOP_F64" => f64_int_op!(|x, segment| trig_preop(x, segment as u32)),
         "V_RCP_F64" => f64_op!(|a, _, _| 1.0 / a),
@@ -693,8 +752,8 @@ pub fn handler(name: &str) -> Option<Handler> {
         "V_SUB_F16" => f16_op!(|a, b, _| a - b),
         "V_SUBREV_F16" => f16_op!(|a, b, _| b - a),
         "V_MUL_F16" => f16_op!(|a, b, _| a * b),
-        "V_MIN_F16" => f16_op!(|a, b, _| a.min(b)),
-        "V_MAX_F16" => f16_op!(|a, b, _| a.max(b)),
+        "V_MIN_F16" => f16_op!(|a, b, _| min64(a, b)),
+        "V_MAX_F16" => f16_op!(|a, b, _| max64(a, b)),
         // In f64 (the f16 product is exact there), then rounded to f16.
         "V_FMA_F16" | "V_FMAC_F16" | "V_MAC_F16" | "V_MAD_F16" => f16_op!(|a, b, c| a * b + c),
         "V_SQRT_F16" => f16_op!(|a, _, _| a.sqrt()),
@@ -706,8 +765,8 @@ pub fn handler(name: &str) -> Option<Handler> {
         "V_CEIL_F16" => f16_op!(|a, _, _| a.ceil()),
         "V_TRUNC_F16" => f16_op!(|a, _, _| a.trunc()),
         "V_RNDNE_F16" => f16_op!(|a, _, _| a.round_ties_even()),
-        "V_MIN3_F16" => f16_op!(|a, b, c| a.min(b).min(c)),
-        "V_MAX3_F16" => f16_op!(|a, b, c| a.max(b).max(c)),
+        "V_MIN3_F16" => f16_op!(|a, b, c| min64(min64(a, b), c)),
+        "V_MAX3_F16" => f16_op!(|a, b, c| max64(max64(a, b), c)),
         "V_MED3_F16" => f16_op!(|a, b, c| f64::from(med3(a as f32, b as f32, c as f32))),
         // Every f16 quotient, and its special cases, is exact in f64.
         "V_DIV_FIXUP_F16" => f16_op!(div_fixup64),
@@ -744,8 +803,10 @@ pub fn handler(name: &str) -> Option<Handler> {
         "V_PK_ADD_F16" => pk_f16!(|a, b, _| a + b),
         "V_PK_MUL_F16" => pk_f16!(|a, b, _| a * b),
         "V_PK_FMA_F16" => pk_f16!(|a, b, c| a * b + c),
-        "V_PK_MIN_F16" => pk_f16!(|a, b, _| a.min(b)),
-        "V_PK_MAX_F16" => pk_f16!(|a, b, _| a.max(b)),
+        "V_PK_MIN_F16" => pk_f16!(|a, b, _| min64(a, b)),
+        "V_PK_MAX_F16" => pk_f16!(|a, b, _| max64(a, b)),
+        "V_PK_MINIMUM3_F16" => pk_f16!(|a, b, c| minimum(minimum(a, b), c)),
+        "V_PK_MAXIMUM3_F16" => pk_f16!(|a, b, c| maximum(maximum(a, b), c)),
         "V_PK_FMA_F32" => pk_f32!(|a, b, c| a.mul_add(b, c)),
         "V_FMA_MIX_F32" | "V_FMA_MIXLO_F16" | "V_FMA_MIXHI_F16" => fma_mix,
         "V_PACK_B32_F16" => pack_f16,

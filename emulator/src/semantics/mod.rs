@@ -85,11 +85,6 @@ impl Context<'_> {
 
 pub type Handler = fn(&mut Context<'_>, &Inst) -> Result<(), Fault>;
 
-/// The semantics of a pseudo opcode (`unimplemented` when no family has them).
-pub fn handler(name: &str) -> Handler {
-    lookup(name).unwrap_or(unimplemented)
-}
-
 /// The semantics of a pseudo opcode, if a family has them.
 pub fn lookup(name: &str) -> Option<Handler> {
     let families: [fn(&str) -> Option<Handler>; 12] = [

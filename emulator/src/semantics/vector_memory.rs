@@ -364,6 +364,16 @@ pub(super) fn atomic_result(op: &str, old: u64, data: [u64; 2], wide: bool) -> O
                 };
                 add(0) | add(16)
             }
+            // Rounded to nearest even (an f32 sum of two bf16 is exact
+            // enough that rounding it again is the single rounding).
+            "PK_ADD_BF16" => {
+                let add = |shift: u32| {
+                    let a = half::bf16::from_bits((o32 >> shift) as u16);
+                    let b = half::bf16::from_bits((d32 >> shift) as u16);
+                    u32::from(half::bf16::from_f32(f32::from(a) + f32::from(b)).to_bits()) << shift
+                };
+                add(0) | add(16)
+            }
             _ => return None,
         })
     })

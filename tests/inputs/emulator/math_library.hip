@@ -3,6 +3,9 @@
 // packed 16-bit integer vectors (v_pk_mul_lo_u16, v_pk_add_u16, packed
 // shifts, min/max) and 8-bit vectors.
 #include <hip/hip_runtime.h>
+#if HIP_VERSION_MAJOR >= 6
+#include <hip/hip_bf16.h>
+#endif
 
 typedef unsigned short ushort2v __attribute__((ext_vector_type(2)));
 typedef short short2v __attribute__((ext_vector_type(2)));
@@ -99,5 +102,28 @@ __global__ void laneSwaps(unsigned *Out, const unsigned *A, const unsigned *B) {
   Out[4 * I + 1] = Sixteen[1];
   Out[4 * I + 2] = ThirtyTwo[0];
   Out[4 * I + 3] = ThirtyTwo[1];
+#endif
+}
+
+// What plain source becomes on MI300 and MI350: a literal folded into an
+// fma (v_fmaak_f32, v_fmamk_f32 on gfx940+), IEEE minimum and maximum
+// (gfx950's v_minimum3_f32/v_maximum3_f32; clang 20 and newer have the
+// builtins) and packed bf16 atomic adds (global_atomic_pk_add_bf16 on
+// gfx940+, a compare-and-swap loop before; HIP 6 and newer).
+__global__ void foldedForms(float *Out, unsigned *Sums, const float *A, const float *B, const float *C,
+                            const unsigned *Pairs) {
+  int I = threadIdx.x;
+  float X = A[I], Y = B[I], Z = C[I];
+  float Folded = X * Y + 3.7f; // dependent, so not one packed fma
+  Out[4 * I + 0] = Folded;
+  Out[4 * I + 1] = Folded * 1.3f + Z;
+#if __has_builtin(__builtin_elementwise_minimum)
+  Out[4 * I + 2] = __builtin_elementwise_minimum(__builtin_elementwise_minimum(X, Y), Z);
+  Out[4 * I + 3] = __builtin_elementwise_maximum(__builtin_elementwise_maximum(X, Y), Z);
+#endif
+#if HIP_VERSION_MAJOR >= 6
+  __hip_bfloat162 Pair;
+  __builtin_memcpy(&Pair, &Pairs[I], sizeof Pair);
+  unsafeAtomicAdd(reinterpret_cast<__hip_bfloat162 *>(Sums) + I % 4, Pair);
 #endif
 }
