@@ -445,8 +445,9 @@ fn dispatch_line(kernel: &str, packet: &DispatchPacket, code_base: u64, report: 
 }
 
 /// The process's memory as kernels may touch it: what the runtime
-/// allocated or registered with the driver when the dispatch started, and
-/// the dispatch's scratch; any other address is a fault. Registered host
+/// allocated or registered with the driver when the dispatch started, the
+/// shared-virtual-memory ranges it gave the GPU access to, and the
+/// dispatch's scratch; any other address is a fault. Registered host
 /// memory can have a GPU address of its own (ROCr 5.2 on dGPUs): accesses
 /// there reach the host's pages.
 pub struct CheckedMemory {
@@ -461,14 +462,18 @@ struct Range {
     end: u64,
     /// Where `start` is in the process.
     host: u64,
+    /// Reached through checked copies: SVM ranges are the process's own
+    /// memory, which it may unmap without the device seeing it (a kernel
+    /// reading there faults instead of crashing the process).
+    checked: bool,
 }
 
 impl CheckedMemory {
     /// The buffers of `kfd` now, and `extra` (start, size) ranges the device
     /// allocated itself (scratch).
     pub fn new(kfd: &Kfd, memory: SharedMemory, extra: &[(u64, u64)]) -> CheckedMemory {
-        let mut ranges: Vec<Range> = kfd
-            .state()
+        let state = kfd.state();
+        let mut ranges: Vec<Range> = state
             .buffers()
             .filter(|b| b.va != 0)
             .filter_map(|b| {
@@ -477,21 +482,29 @@ impl CheckedMemory {
                     Backing::UserPointer => b.host_address.unwrap_or(b.va),
                     _ => return None,
                 };
-                Some(Range { start: b.va, end: b.va + b.size, host })
+                Some(Range { start: b.va, end: b.va + b.size, host, checked: false })
             })
-            .chain(extra.iter().map(|&(start, size)| Range { start, end: start + size, host: start }))
+            .chain(state.svm_accessible().into_iter().map(|(start, end)| Range {
+                start,
+                end,
+                host: start,
+                checked: true,
+            }))
+            .chain(extra.iter().map(|&(start, size)| Range { start, end: start + size, host: start, checked: false }))
             .collect();
+        drop(state);
         ranges.sort_unstable_by_key(|r| r.start);
         CheckedMemory { memory, ranges }
     }
 
-    /// Where `size` bytes at GPU address `address` are in the process.
-    fn locate(&self, address: u64, size: usize) -> Result<u64, Fault> {
+    /// Where `size` bytes at GPU address `address` are in the process, and
+    /// whether they are reached through checked copies.
+    fn locate(&self, address: u64, size: usize) -> Result<(u64, bool), Fault> {
         let fault = || Fault::Memory { address, size: size as u64 };
         let end = address.checked_add(size as u64).ok_or_else(fault)?;
         let index = self.ranges.partition_point(|r| r.start <= address);
         match index.checked_sub(1).map(|i| self.ranges[i]) {
-            Some(range) if end <= range.end => Ok(range.host + (address - range.start)),
+            Some(range) if end <= range.end => Ok((range.host + (address - range.start), range.checked)),
             _ => Err(fault()),
         }
     }
@@ -499,13 +512,15 @@ impl CheckedMemory {
 
 impl AddressSpace for CheckedMemory {
     fn read(&self, address: u64, out: &mut [u8]) -> Result<(), Fault> {
-        let at = self.locate(address, out.len())?;
-        self.memory.read_mapped(at, out).map_err(|_: Errno| Fault::Memory { address, size: out.len() as u64 })
+        let (at, checked) = self.locate(address, out.len())?;
+        let copied = if checked { self.memory.read(at, out) } else { self.memory.read_mapped(at, out) };
+        copied.map_err(|_: Errno| Fault::Memory { address, size: out.len() as u64 })
     }
 
     fn write(&self, address: u64, data: &[u8]) -> Result<(), Fault> {
-        let at = self.locate(address, data.len())?;
-        self.memory.write_mapped(at, data).map_err(|_: Errno| Fault::Memory { address, size: data.len() as u64 })
+        let (at, checked) = self.locate(address, data.len())?;
+        let copied = if checked { self.memory.write(at, data) } else { self.memory.write_mapped(at, data) };
+        copied.map_err(|_: Errno| Fault::Memory { address, size: data.len() as u64 })
     }
 }
 

@@ -20,6 +20,10 @@ const HEAP_FRAME_BUFFER_PUBLIC: u32 = 1;
 const IO_LINK_PCIE: u32 = 2;
 /// `HSA_CAPABILITY`: DoorbellType 2 (64-bit doorbells, GFX9).
 const CAPABILITY_DOORBELL_TYPE_2: u32 = 2 << 12;
+/// `HSA_CAPABILITY.SVMAPISupported`: the driver takes AMDKFD_IOC_SVM (as
+/// every distribution kernel's driver does on GFX9 and newer), so HIP's
+/// managed memory lives in SVM ranges at host addresses.
+const CAPABILITY_SVM_API: u32 = 0x0800_0000;
 
 /// The GPU's first SIMD id (processor ids of caches are relative to it).
 const SIMD_ID_BASE: u32 = 0x8000_1000;
@@ -162,7 +166,7 @@ fn gpu_properties(model: &Model) -> String {
         ("max_engine_clk_fcompute", model.max_engine_clock_mhz.into()),
         ("local_mem_size", 0),
         ("fw_version", model.mec_firmware.into()),
-        ("capability", (CAPABILITY_DOORBELL_TYPE_2 | model.capability).into()),
+        ("capability", (CAPABILITY_DOORBELL_TYPE_2 | CAPABILITY_SVM_API | model.capability).into()),
         ("debug_prop", 0),
         ("sdma_fw_version", 0),
         ("unique_id", 0x9a1e_0000_0001),

@@ -36,6 +36,7 @@ pub const MAP_MEMORY_TO_GPU: u8 = 0x18;
 pub const UNMAP_MEMORY_FROM_GPU: u8 = 0x19;
 pub const SET_CU_MASK: u8 = 0x1a;
 pub const ALLOC_QUEUE_GWS: u8 = 0x1e;
+pub const SVM: u8 = 0x20;
 pub const SET_XNACK_MODE: u8 = 0x21;
 pub const AVAILABLE_MEMORY: u8 = 0x23;
 
@@ -253,6 +254,43 @@ pub struct SetTrapHandler {
 pub struct SetXnackMode {
     pub xnack_enabled: i32,
 }
+
+/// `kfd_ioctl_svm_args`, followed by `nattr` [`SvmAttribute`]s (the
+/// request's size field counts them: 24 + 8 per attribute).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct SvmArgs {
+    pub start_addr: u64,
+    pub size: u64,
+    pub op: u32,
+    pub nattr: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable, PartialEq, Eq)]
+pub struct SvmAttribute {
+    pub kind: u32,
+    pub value: u32,
+}
+
+pub const SVM_OP_SET_ATTR: u32 = 0;
+pub const SVM_OP_GET_ATTR: u32 = 1;
+
+pub const SVM_ATTR_PREFERRED_LOC: u32 = 0;
+pub const SVM_ATTR_PREFETCH_LOC: u32 = 1;
+pub const SVM_ATTR_ACCESS: u32 = 2;
+pub const SVM_ATTR_ACCESS_IN_PLACE: u32 = 3;
+pub const SVM_ATTR_NO_ACCESS: u32 = 4;
+pub const SVM_ATTR_SET_FLAGS: u32 = 5;
+pub const SVM_ATTR_CLR_FLAGS: u32 = 6;
+pub const SVM_ATTR_GRANULARITY: u32 = 7;
+
+/// Locations: system memory, or none chosen (else a GPU id).
+pub const SVM_LOCATION_SYSMEM: u32 = 0;
+pub const SVM_LOCATION_UNDEFINED: u32 = 0xffff_ffff;
+
+pub const SVM_FLAG_HOST_ACCESS: u32 = 0x1;
+pub const SVM_FLAG_COHERENT: u32 = 0x2;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]

@@ -5,6 +5,7 @@
 //! are answered by [`Kfd::resolve_mmap`].
 
 pub mod abi;
+pub mod svm;
 
 use std::collections::BTreeMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -25,6 +26,7 @@ impl Errno {
     pub const FAULT: Errno = Errno(14);
     pub const INVAL: Errno = Errno(22);
     pub const NOTTY: Errno = Errno(25);
+    pub const ADDRINUSE: Errno = Errno(98);
 }
 
 /// The process's memory, as the front end reaches it.
@@ -127,6 +129,7 @@ pub struct State {
     pub scratch_backing: Option<u64>,
     pub trap_handler: Option<(u64, u64)>,
     pub vm_acquired: bool,
+    svm: svm::SvmRanges,
 }
 
 impl State {
@@ -154,6 +157,11 @@ impl State {
     }
     pub fn events_page(&self) -> Option<u64> {
         self.events_page
+    }
+    /// The shared-virtual-memory ranges the GPU reaches at their host
+    /// addresses: (start, end).
+    pub fn svm_accessible(&self) -> Vec<(u64, u64)> {
+        self.svm.accessible()
     }
 }
 
@@ -317,6 +325,7 @@ impl Kfd {
                 Ok(())
             }
             abi::SET_CU_MASK => Ok(()),
+            abi::SVM => self.svm(args),
             _ => Err(Errno::INVAL),
         }
     }
@@ -376,6 +385,11 @@ impl Kfd {
         }
         let handle = (u64::from(GPU_ID) << 32) | state.next_handle;
         state.next_handle += 1;
+        if allocation.va_addr != 0 {
+            // Memory an SVM range had was unmapped before the runtime
+            // could put a buffer there.
+            state.svm.remove(allocation.va_addr, allocation.va_addr.saturating_add(allocation.size));
+        }
         // Buffers are mapped through the render node at an offset naming them.
         let mmap_offset = match backing {
             Backing::Doorbells => abi::MMAP_TYPE_DOORBELL | (u64::from(GPU_ID) << abi::MMAP_GPU_ID_SHIFT),
@@ -399,6 +413,49 @@ impl Kfd {
         }
         write(args, &allocation);
         Ok(())
+    }
+
+    /// `AMDKFD_IOC_SVM`: sets or gets the attributes of the pages in
+    /// [start, start + size) (addresses in whole pages, as the kernel
+    /// driver takes them). A set over a buffer object's addresses is
+    /// refused (EADDRINUSE), as the kernel driver refuses it.
+    fn svm(&self, args: &mut [u8]) -> Result<(), Errno> {
+        const PAGE_SHIFT: u32 = 12;
+        let header: abi::SvmArgs = read(args)?;
+        let head = std::mem::size_of::<abi::SvmArgs>();
+        let size = std::mem::size_of::<abi::SvmAttribute>();
+        let end_of_attributes = (header.nattr as usize).checked_mul(size).and_then(|n| n.checked_add(head));
+        let end_of_attributes = end_of_attributes.filter(|&n| n <= args.len()).ok_or(Errno::INVAL)?;
+        let (first_page, pages) = (header.start_addr >> PAGE_SHIFT, header.size >> PAGE_SHIFT);
+        if first_page == 0 || pages == 0 {
+            return Err(Errno::INVAL);
+        }
+        let start = first_page << PAGE_SHIFT;
+        let end = first_page.checked_add(pages).filter(|&p| p <= GPUVM_LIMIT >> PAGE_SHIFT).ok_or(Errno::INVAL)?
+            << PAGE_SHIFT;
+        let mut attributes: Vec<abi::SvmAttribute> =
+            args[head..end_of_attributes].chunks_exact(size).map(bytemuck::pod_read_unaligned).collect();
+        let mut state = self.state();
+        match header.op {
+            abi::SVM_OP_SET_ATTR => {
+                let over_a_buffer = state.buffers.values().any(|b| {
+                    matches!(b.backing, Backing::Memory | Backing::UserPointer)
+                        && b.va != 0
+                        && b.va < end
+                        && start < b.va.saturating_add(b.size)
+                });
+                if over_a_buffer {
+                    return Err(Errno::ADDRINUSE);
+                }
+                state.svm.set(start, end, &attributes)
+            }
+            abi::SVM_OP_GET_ATTR => {
+                state.svm.get(start, end, &mut attributes)?;
+                args[head..end_of_attributes].copy_from_slice(bytemuck::cast_slice(&attributes));
+                Ok(())
+            }
+            _ => Err(Errno::INVAL),
+        }
     }
 
     /// What mapping `offset` of `/dev/kfd` or the render node shows.
@@ -583,6 +640,45 @@ mod tests {
 
     /// Allocations add up: device memory past the model's, or host-backed
     /// buffers past what the host backs, are refused until some are freed.
+    /// AMDKFD_IOC_SVM as the thunk sends it: attributes after the header,
+    /// counted in the request's size; a get answers in place; a set over a
+    /// buffer object is refused; a buffer allocated over a range ends it.
+    #[test]
+    fn svm_ranges_are_set_read_back_and_give_way_to_buffers() {
+        let kfd = Kfd::new(Model::new(Target::Gfx942));
+        let memory = Scratch::new(BASE, 4096);
+        let svm = |start: u64, size: u64, op: u32, attributes: &[abi::SvmAttribute]| {
+            let header = abi::SvmArgs { start_addr: start, size, op, nattr: attributes.len() as u32 };
+            let mut bytes = bytemuck::bytes_of(&header).to_vec();
+            bytes.extend_from_slice(bytemuck::cast_slice(attributes));
+            let request = (3 << 30) | ((bytes.len() as u64) << 16) | (u64::from(b'K') << 8) | u64::from(abi::SVM);
+            kfd.ioctl(request, &mut bytes, &memory)?;
+            Ok::<_, Errno>(
+                bytes[24..].chunks_exact(8).map(bytemuck::pod_read_unaligned).collect::<Vec<abi::SvmAttribute>>(),
+            )
+        };
+        let access = abi::SvmAttribute { kind: abi::SVM_ATTR_ACCESS, value: GPU_ID };
+        svm(0x5000_0000, 0x4000, abi::SVM_OP_SET_ATTR, &[access]).unwrap();
+        assert_eq!(kfd.state().svm_accessible(), vec![(0x5000_0000, 0x5000_4000)]);
+        let answered = svm(0x5000_1000, 0x1000, abi::SVM_OP_GET_ATTR, &[access]).unwrap();
+        assert_eq!(answered, vec![access]);
+        assert_eq!(svm(0, 0x1000, abi::SVM_OP_SET_ATTR, &[access]).err(), Some(Errno::INVAL));
+        assert_eq!(svm(0x5000_0000, 0x1000, 2, &[access]).err(), Some(Errno::INVAL));
+
+        let vram = abi::AllocMemory {
+            va_addr: 0x7000_0000,
+            size: 0x2000,
+            gpu_id: GPU_ID,
+            flags: abi::ALLOC_VRAM,
+            ..Default::default()
+        };
+        call(&kfd, abi::ALLOC_MEMORY_OF_GPU, vram, &memory).unwrap();
+        assert_eq!(svm(0x7000_1000, 0x1000, abi::SVM_OP_SET_ATTR, &[access]).err(), Some(Errno::ADDRINUSE));
+        let over_the_range = abi::AllocMemory { va_addr: 0x5000_2000, ..vram };
+        call(&kfd, abi::ALLOC_MEMORY_OF_GPU, over_the_range, &memory).unwrap();
+        assert_eq!(kfd.state().svm_accessible(), vec![(0x5000_0000, 0x5000_2000)]);
+    }
+
     #[test]
     fn memory_past_the_model_or_the_host_is_refused() {
         const MIB: u64 = 1 << 20;

@@ -134,6 +134,40 @@ int main() {
   for (int k = 0; k < 8; k++) ok &= bins[k] == n / 8;
   report("atomics and a managed global", ok);
 
+  // Managed memory with advice, prefetches and attributes read back (SVM
+  // ranges in the kernel driver), and host memory registered for the GPU.
+  int device = 0;
+  CHECK(hipGetDevice(&device));
+  float* shared;
+  CHECK(hipMallocManaged(&shared, n * sizeof(float)));
+  for (int i = 0; i < n; i++) shared[i] = i;
+  CHECK(hipMemAdvise(shared, n * sizeof(float), hipMemAdviseSetPreferredLocation, device));
+  CHECK(hipMemPrefetchAsync(shared, n * sizeof(float), device, 0));
+  const float two = 2.0f;
+  CHECK(hipMemcpyToSymbol(HIP_SYMBOL(scale_factor), &two, sizeof(two)));
+  scale<<<n / 64, 64>>>(shared, n);
+  CHECK(hipMemPrefetchAsync(shared, n * sizeof(float), hipCpuDeviceId, 0));
+  CHECK(hipDeviceSynchronize());
+  int preferred = -2;
+  CHECK(hipMemRangeGetAttribute(&preferred, sizeof(preferred), hipMemRangeAttributePreferredLocation, shared,
+                                n * sizeof(float)));
+  ok = preferred == device;
+  for (int i = 0; i < n; i++) ok &= shared[i] == 2.0f * i;
+  report("managed memory with advice and prefetches", ok);
+  CHECK(hipFree(shared));
+
+  static float registered[n];
+  for (int i = 0; i < n; i++) registered[i] = i;
+  CHECK(hipHostRegister(registered, sizeof(registered), hipHostRegisterDefault));
+  float* through;
+  CHECK(hipHostGetDevicePointer(reinterpret_cast<void**>(&through), registered, 0));
+  scale<<<n / 64, 64>>>(through, n);
+  CHECK(hipDeviceSynchronize());
+  ok = true;
+  for (int i = 0; i < n; i++) ok &= registered[i] == 2.0f * i;
+  report("registered host memory", ok);
+  CHECK(hipHostUnregister(registered));
+
   // A 2D grid.
   const int width = 64, height = 16;
   int* grid;
