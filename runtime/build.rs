@@ -7,16 +7,17 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// GPUs the collect kernel is built for (and so the runtime observes):
-/// gfx908 and gfx90a with every hipcc, MI300X (gfx942) with the LLVM 17 and
-/// 21 builds (trixie's and sid's hipcc know it) and MI355X (gfx950) with the
-/// LLVM 21 one. A dispatch on another GPU is reported as not observed.
+/// gfx908 and gfx90a with every hipcc, MI300X (gfx942) with the LLVM 17, 21
+/// and 22 builds (trixie's, sid's and experimental's hipcc know it) and
+/// MI355X (gfx950) with the LLVM 21 and 22 ones. A dispatch on another GPU
+/// is reported as not observed.
 fn targets() -> Vec<&'static str> {
     let feature = |name: &str| std::env::var_os(format!("CARGO_FEATURE_{name}")).is_some();
     let mut targets = vec!["gfx908", "gfx90a"];
-    if feature("LLVM17") || feature("LLVM21") {
+    if feature("LLVM17") || feature("LLVM21") || feature("LLVM22") {
         targets.push("gfx942");
     }
-    if feature("LLVM21") {
+    if feature("LLVM21") || feature("LLVM22") {
         targets.push("gfx950");
     }
     targets

@@ -623,17 +623,31 @@ fn every_example_tool_reports_what_the_emulator_gives_on_gfx908() {
     }
 }
 
-/// The MI300X model (LLVM 17 and 21: trixie's ROCr 6.1 and sid's 6.4 know
-/// gfx942; hipcc builds the program for it, the runtime its collect
-/// kernel): every example tool's report is what the emulator gives,
-/// instrumented statically and in dynamic mode.
+/// The MI300X model (LLVM 17 and newer: trixie's ROCr 6.1, sid's 6.4 and
+/// experimental's 7.2 know gfx942; hipcc builds the program for it, the
+/// runtime its collect kernel): every example tool's report is what the
+/// emulator gives, instrumented statically and in dynamic mode.
 #[test]
 fn every_example_tool_reports_what_the_emulator_gives_on_mi300x() {
     if gpuinstr::toolchain::LLVM_MAJOR < 17 {
         return; // Debian 12's ROCr 5.2 predates gfx942
     }
-    let target = "gfx942";
-    let dir = test_directory("gfx942");
+    every_example_tool_reports_what_the_emulator_gives_on("gfx942");
+}
+
+/// The MI355X model, where the HIP runtime knows gfx950: experimental's
+/// HIP 7.2 (LLVM 22); sid's HIP 6.4 refuses the device, as the
+/// device-preload tests check.
+#[test]
+fn every_example_tool_reports_what_the_emulator_gives_on_mi355x() {
+    if gpuinstr::toolchain::LLVM_MAJOR < 22 {
+        return;
+    }
+    every_example_tool_reports_what_the_emulator_gives_on("gfx950");
+}
+
+fn every_example_tool_reports_what_the_emulator_gives_on(target: &str) {
+    let dir = test_directory(target);
     let original = original(target, &dir);
     for example in EXAMPLES {
         let tool = instrument_with(example, &original, &dir);
