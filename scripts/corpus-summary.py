@@ -2,12 +2,54 @@
 """Summary of scripts/instrument-corpus.sh's per-code-object outcomes.
 
 Usage: corpus-summary.py RESULTS_DIR EXAMPLE LIBRARY OBJECTS_DIR
-Prints one line; exits 1 when any done code object failed a check."""
+Prints one line; exits 1 when any done code object failed a check.
 
+       corpus-summary.py --markdown RESULTS_ROOT OBJECTS_ROOT
+Prints a Markdown table, one row per example, library and processor with
+results (the table docs/instrument.md keeps)."""
+
+import glob
 import json
 import os
 import statistics
 import sys
+
+EXAMPLES = ["kernel-arguments", "branch-divergence", "memory-tracer", "instruction-counter", "opcode-histogram"]
+
+
+def markdown(results_root, objects_root):
+    """Rows for every results directory: RESULTS_ROOT/EXAMPLE/KEY, where KEY
+    is the library's file name, with `.gfxNNN` unless it is gfx90a."""
+    print("| example | library | processor | code objects | kernels | points | payloads | left out "
+          "| added per site | checks | time |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for example in EXAMPLES:
+        for directory in sorted(glob.glob(os.path.join(results_root, example, "*"))):
+            key = os.path.basename(directory)
+            last = key.rsplit(".", 1)[-1]
+            processor, library = (last, key[: -len(last) - 1]) if last.startswith("gfx") else ("gfx90a", key)
+            outcomes = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(directory, "*.json")))]
+            done = [o for o in outcomes if "points" in o]
+            errors = [o for o in outcomes if "error" in o]
+            if not outcomes:
+                continue
+            total = len(glob.glob(os.path.join(objects_root, key, "*.hsaco")))
+            sites = sum(o["sites"] for o in done)
+            clean = all(o["verified"] and not o["readelf_warnings"] and not o["objdump_unknown"] for o in done)
+            errors_note = f" ({len(errors)} errors)" if errors else ""
+            print(
+                f"| {example} | {library} | {processor} | {len(done)} of {total}{errors_note} "
+                f"| {sum(o['kernels'] for o in done):,} | {sum(o['points'] for o in done):,} "
+                f"| {sum(o['payloads'] for o in done):,} | {sum(len(o['left_out']) for o in done):,} "
+                f"| {sum(o['added'] for o in done) / sites if sites else 0:.1f} "
+                f"| {'all pass' if clean else 'FINDINGS'} ({sum(o['regions'] for o in done):,} regions) "
+                f"| {sum(o['seconds'] for o in done):,.0f} s |"
+            )
+
+
+if sys.argv[1:2] == ["--markdown"]:
+    markdown(*sys.argv[2:4])
+    sys.exit(0)
 
 results_dir, example, library, objects_dir = sys.argv[1:]
 total = len([f for f in os.listdir(objects_dir) if f.endswith(".hsaco")]) if os.path.isdir(objects_dir) else 0

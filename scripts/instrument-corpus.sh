@@ -19,6 +19,8 @@
 #                 output is the library with its device code instrumented;
 #                 not resumable)
 #   SUMMARY=1     only print the summary of what is done
+#   TABLE=1       only print what is done as a Markdown table (every
+#                 example, library and processor with results)
 #   LIBRARIES=... the libraries (paths, space-separated) instead of Debian
 #                 12's; inside scripts/env.sh, that environment's own
 #   TARGETS=...   the processors whose code objects are instrumented
@@ -58,6 +60,10 @@ summary() { # example library target
   k=$(key "$2" "$3")
   python3 scripts/corpus-summary.py "$results/$1/$k" "$1" "$k" "$out/objects/$k"
 }
+
+if [ -n "${TABLE:-}" ]; then
+  exec python3 scripts/corpus-summary.py --markdown "$results" "$out/objects"
+fi
 
 if [ -n "${SUMMARY:-}" ]; then
   [ ${#libraries[@]} -gt 0 ] || libraries=(librocrand.so.1.1 librocsparse.so.0.1)
