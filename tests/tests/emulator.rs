@@ -1196,29 +1196,35 @@ fn fp8_conversions_follow_each_processors_formats() {
 }
 
 /// One SMFMAC kernel of tests/inputs/emulator/matrix.hip: the dense shape
-/// (M = N, K), the element types (A's, then B's for 8-bit floats) and the
-/// index set abid picks.
+/// (M = N, K), the element types (A's, then B's for 8-bit floats), the
+/// index set abid picks and whether it is one of gfx950's own forms (each
+/// half of K laid out as the half-K form lays it out).
 struct SparseKernel {
     name: &'static str,
     m: usize,
     k: usize,
     element: &'static str,
     abid: usize,
+    split: bool,
 }
 
 #[rustfmt::skip]
-const SPARSE_KERNELS: [SparseKernel; 11] = [
-    SparseKernel { name: "smfmac_f32_16x16x32_f16", m: 16, k: 32, element: "f16", abid: 0 },
-    SparseKernel { name: "smfmac_f32_16x16x32_f16_set2", m: 16, k: 32, element: "f16", abid: 2 },
-    SparseKernel { name: "smfmac_f32_32x32x16_f16", m: 32, k: 16, element: "f16", abid: 0 },
-    SparseKernel { name: "smfmac_f32_16x16x32_bf16", m: 16, k: 32, element: "bf16", abid: 0 },
-    SparseKernel { name: "smfmac_f32_32x32x16_bf16", m: 32, k: 16, element: "bf16", abid: 3 },
-    SparseKernel { name: "smfmac_i32_16x16x64_i8", m: 16, k: 64, element: "i8", abid: 0 },
-    SparseKernel { name: "smfmac_i32_32x32x32_i8", m: 32, k: 32, element: "i8", abid: 1 },
-    SparseKernel { name: "smfmac_f32_16x16x64_fp8_fp8", m: 16, k: 64, element: "fp8_fp8", abid: 0 },
-    SparseKernel { name: "smfmac_f32_16x16x64_bf8_fp8", m: 16, k: 64, element: "bf8_fp8", abid: 1 },
-    SparseKernel { name: "smfmac_f32_32x32x32_fp8_bf8", m: 32, k: 32, element: "fp8_bf8", abid: 0 },
-    SparseKernel { name: "smfmac_f32_32x32x32_bf8_bf8", m: 32, k: 32, element: "bf8_bf8", abid: 0 },
+const SPARSE_KERNELS: [SparseKernel; 15] = [
+    SparseKernel { name: "smfmac_f32_16x16x32_f16", m: 16, k: 32, element: "f16", abid: 0, split: false },
+    SparseKernel { name: "smfmac_f32_16x16x32_f16_set2", m: 16, k: 32, element: "f16", abid: 2, split: false },
+    SparseKernel { name: "smfmac_f32_32x32x16_f16", m: 32, k: 16, element: "f16", abid: 0, split: false },
+    SparseKernel { name: "smfmac_f32_16x16x32_bf16", m: 16, k: 32, element: "bf16", abid: 0, split: false },
+    SparseKernel { name: "smfmac_f32_32x32x16_bf16", m: 32, k: 16, element: "bf16", abid: 3, split: false },
+    SparseKernel { name: "smfmac_i32_16x16x64_i8", m: 16, k: 64, element: "i8", abid: 0, split: false },
+    SparseKernel { name: "smfmac_i32_32x32x32_i8", m: 32, k: 32, element: "i8", abid: 1, split: false },
+    SparseKernel { name: "smfmac_f32_16x16x64_fp8_fp8", m: 16, k: 64, element: "fp8_fp8", abid: 0, split: false },
+    SparseKernel { name: "smfmac_f32_16x16x64_bf8_fp8", m: 16, k: 64, element: "bf8_fp8", abid: 1, split: false },
+    SparseKernel { name: "smfmac_f32_32x32x32_fp8_bf8", m: 32, k: 32, element: "fp8_bf8", abid: 0, split: false },
+    SparseKernel { name: "smfmac_f32_32x32x32_bf8_bf8", m: 32, k: 32, element: "bf8_bf8", abid: 0, split: false },
+    SparseKernel { name: "smfmac_f32_16x16x64_f16", m: 16, k: 64, element: "f16", abid: 1, split: true },
+    SparseKernel { name: "smfmac_f32_32x32x32_bf16", m: 32, k: 32, element: "bf16", abid: 0, split: true },
+    SparseKernel { name: "smfmac_i32_16x16x128_i8", m: 16, k: 128, element: "i8", abid: 0, split: true },
+    SparseKernel { name: "smfmac_f32_32x32x64_fp8_bf8", m: 32, k: 64, element: "fp8_bf8", abid: 0, split: true },
 ];
 
 /// The sparse MFMAs (SMFMAC) of gfx940+ compute D = A*B + D with A 4:2
@@ -1228,6 +1234,9 @@ const SPARSE_KERNELS: [SparseKernel; 11] = [
 /// word holds, per index set of K_L bits, a nibble per group: the first
 /// stored value's position (bits 1:0) and the second's (3:2). The other
 /// index sets hold other valid positions, so a wrong set gives a wrong D.
+/// gfx950's own forms (twice the k) hold each half of K as the half-K form
+/// would, half 0 in the first half of a lane's slots (the CDNA4 guide's
+/// tables; no hardware-tested code was found to compare with).
 #[test]
 fn sparse_mfma_computes_what_a_cpu_matmul_computes() {
     let mi300 = gpuinstr_tests::mi300();
@@ -1243,7 +1252,7 @@ fn sparse_mfma_computes_what_a_cpu_matmul_computes() {
     for target in targets {
         let mut d = device(&object, target);
         let ocp = target == "gfx950";
-        for kernel in &SPARSE_KERNELS {
+        for kernel in SPARSE_KERNELS.iter().filter(|kernel| !kernel.split || target == "gfx950") {
             let (m, k) = (kernel.m, kernel.k);
             let bits = match kernel.element {
                 "f16" | "bf16" => 16,
@@ -1283,24 +1292,36 @@ fn sparse_mfma_computes_what_a_cpu_matmul_computes() {
                     buffer[bit / 8 + n] = (raw >> (8 * n)) as u8;
                 }
             };
+            // Where element kk of row (A) or column (B) `outer` is: (lane, slot).
+            let source_place = |outer: usize, kk: usize| {
+                if kernel.split {
+                    let (half, kk) = (kk / (k / 2), kk % (k / 2));
+                    (outer + m * (kk / (per_lane / 2)), per_lane / 2 * half + kk % (per_lane / 2))
+                } else {
+                    (outer + m * (kk / per_lane), kk % per_lane)
+                }
+            };
+            let mut element_at = vec![vec![(0, 0); per_lane]; 64];
             for outer in 0..m {
                 for kk in 0..k {
-                    let lane = outer + m * (kk / per_lane);
-                    put(&mut pb, lane * b_bytes * 8 + (kk % per_lane) * bits, encode(bm(kk, outer), b_format));
+                    let (lane, slot) = source_place(outer, kk);
+                    put(&mut pb, lane * b_bytes * 8 + slot * bits, encode(bm(kk, outer), b_format));
+                    element_at[lane][slot] = (outer, kk);
                 }
-                for lane_k in 0..k / per_lane {
-                    let lane = outer + m * lane_k;
-                    for group in 0..per_lane / 4 {
-                        let first_k = lane_k * per_lane + 4 * group;
-                        let (p0, p1) = pair(outer, first_k / 4, kernel.abid);
-                        for (t, p) in [(0, p0), (1, p1)] {
-                            let slot = 2 * group + t;
-                            put(&mut pa, lane * a_bytes * 8 + slot * bits, encode(a(outer, first_k + p), a_format));
-                        }
-                        for set in 0..32 / per_lane {
-                            let (q0, q1) = pair(outer, first_k / 4, set);
-                            index[lane] |= ((q0 | q1 << 2) as u32) << (set * per_lane + 4 * group);
-                        }
+            }
+            // A lane's dense slots come in groups of 4 consecutive k; 2 of
+            // each are stored, in slot order.
+            for (lane, slots) in element_at.iter().enumerate() {
+                for group in 0..per_lane / 4 {
+                    let (outer, first_k) = slots[4 * group];
+                    let (p0, p1) = pair(outer, first_k / 4, kernel.abid);
+                    for (t, p) in [(0, p0), (1, p1)] {
+                        let slot = 2 * group + t;
+                        put(&mut pa, lane * a_bytes * 8 + slot * bits, encode(a(outer, first_k + p), a_format));
+                    }
+                    for set in 0..32 / per_lane {
+                        let (q0, q1) = pair(outer, first_k / 4, set);
+                        index[lane] |= ((q0 | q1 << 2) as u32) << (set * per_lane + 4 * group);
                     }
                 }
             }

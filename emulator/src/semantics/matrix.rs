@@ -233,14 +233,28 @@ pub fn handler(name: &str) -> Option<Handler> {
 
 /// Every lane's A or B elements, as raw bits (slot order).
 fn read_source(c: &Context<'_>, operand: &Operand, shape: &Shape) -> Vec<Vec<u64>> {
-    let bits = shape.element.bits();
     (0..LANES)
-        .map(|lane| {
-            let raw: u128 = (0..shape.source_dwords())
-                .map(|d| u128::from(c.wave.lane32_at(operand, lane, d)) << (32 * d))
-                .fold(0, |all, dword| all | dword);
-            let mask = (1u128 << bits) - 1;
-            (0..shape.per_lane()).map(|slot| ((raw >> (slot * bits)) & mask) as u64).collect()
+        .map(|lane| lane_elements(c, operand, lane, shape.source_dwords(), shape.element.bits(), shape.per_lane()))
+        .collect()
+}
+
+/// `count` elements of `bits` each (8 to 64) packed from the low bits of a
+/// lane's `dwords` registers (up to 8: gfx950's sources reach 256 bits).
+fn lane_elements(
+    c: &Context<'_>,
+    operand: &Operand,
+    lane: usize,
+    dwords: usize,
+    bits: usize,
+    count: usize,
+) -> Vec<u64> {
+    let words: Vec<u64> = (0..dwords).map(|d| u64::from(c.wave.lane32_at(operand, lane, d))).collect();
+    let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+    (0..count)
+        .map(|slot| {
+            let (word, shift) = (slot * bits / 32, slot * bits % 32);
+            let pair = words[word] | words.get(word + 1).map_or(0, |high| high << 32);
+            (pair >> shift) & mask
         })
         .collect()
 }
@@ -556,30 +570,76 @@ fn f8f6f4(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     Ok(())
 }
 
-/// The dense shape a sparse MFMA (SMFMAC, gfx940's forms) computes:
+/// The dense shape a sparse MFMA (SMFMAC) computes, and whether its
+/// sources are in split halves (gfx950's own forms):
 /// `V_SMFMAC_F32_16X16X32_F16_e64` is a 16x16x32 f16 product whose A holds
 /// 2 of every 4 k.
-pub fn sparse_shape(name: &str) -> Option<Shape> {
+pub fn sparse_shape(name: &str) -> Option<(Shape, bool)> {
     use Element::*;
     let base = base_name(name);
     let base = base.strip_suffix("_vgprcd").unwrap_or(base);
-    Some(match base.strip_prefix("V_SMFMAC_")? {
-        "F32_16X16X32_F16" => Shape::new(16, 16, 32, 1, F16),
-        "F32_32X32X16_F16" => Shape::new(32, 32, 16, 1, F16),
-        "F32_16X16X32_BF16" => Shape::new(16, 16, 32, 1, Bf16),
-        "F32_32X32X16_BF16" => Shape::new(32, 32, 16, 1, Bf16),
-        "I32_16X16X64_I8" => Shape::new(16, 16, 64, 1, I8),
-        "I32_32X32X32_I8" => Shape::new(32, 32, 32, 1, I8),
-        "F32_16X16X64_FP8_FP8" => Shape::mixed(16, 64, Fp8, Fp8),
-        "F32_16X16X64_FP8_BF8" => Shape::mixed(16, 64, Fp8, Bf8),
-        "F32_16X16X64_BF8_FP8" => Shape::mixed(16, 64, Bf8, Fp8),
-        "F32_16X16X64_BF8_BF8" => Shape::mixed(16, 64, Bf8, Bf8),
-        "F32_32X32X32_FP8_FP8" => Shape::mixed(32, 32, Fp8, Fp8),
-        "F32_32X32X32_FP8_BF8" => Shape::mixed(32, 32, Fp8, Bf8),
-        "F32_32X32X32_BF8_FP8" => Shape::mixed(32, 32, Bf8, Fp8),
-        "F32_32X32X32_BF8_BF8" => Shape::mixed(32, 32, Bf8, Bf8),
-        _ => return None,
+    let eight_bit = |m: usize, k: usize, pair: &str| {
+        let (a, b) = pair.split_once('_')?;
+        let format = |f: &str| match f {
+            "FP8" => Some(Fp8),
+            "BF8" => Some(Bf8),
+            _ => None,
+        };
+        Some(Shape::mixed(m, k, format(a)?, format(b)?))
+    };
+    let rest = base.strip_prefix("V_SMFMAC_")?;
+    Some(match rest {
+        "F32_16X16X32_F16" => (Shape::new(16, 16, 32, 1, F16), false),
+        "F32_32X32X16_F16" => (Shape::new(32, 32, 16, 1, F16), false),
+        "F32_16X16X32_BF16" => (Shape::new(16, 16, 32, 1, Bf16), false),
+        "F32_32X32X16_BF16" => (Shape::new(32, 32, 16, 1, Bf16), false),
+        "I32_16X16X64_I8" => (Shape::new(16, 16, 64, 1, I8), false),
+        "I32_32X32X32_I8" => (Shape::new(32, 32, 32, 1, I8), false),
+        "F32_16X16X64_F16" => (Shape::new(16, 16, 64, 1, F16), true),
+        "F32_32X32X32_F16" => (Shape::new(32, 32, 32, 1, F16), true),
+        "F32_16X16X64_BF16" => (Shape::new(16, 16, 64, 1, Bf16), true),
+        "F32_32X32X32_BF16" => (Shape::new(32, 32, 32, 1, Bf16), true),
+        "I32_16X16X128_I8" => (Shape::new(16, 16, 128, 1, I8), true),
+        "I32_32X32X64_I8" => (Shape::new(32, 32, 64, 1, I8), true),
+        _ => {
+            if let Some(pair) = rest.strip_prefix("F32_16X16X64_") {
+                (eight_bit(16, 64, pair)?, false)
+            } else if let Some(pair) = rest.strip_prefix("F32_32X32X32_") {
+                (eight_bit(32, 32, pair)?, false)
+            } else if let Some(pair) = rest.strip_prefix("F32_16X16X128_") {
+                (eight_bit(16, 128, pair)?, true)
+            } else if let Some(pair) = rest.strip_prefix("F32_32X32X64_") {
+                (eight_bit(32, 64, pair)?, true)
+            } else {
+                return None;
+            }
+        }
     })
+}
+
+/// Where element k of row (or column) `outer` of a split-halves source is:
+/// (lane, slot). Each half of K is laid out as the half-K product's
+/// source, half 0 in the first half of the lane's slots (registers 0-3 of
+/// B's 8, 0-1 of A's 4 stored), half 1 in the second (the CDNA4 guide's
+/// SMFMAC tables).
+fn split_place(shape: &Shape, outer: usize, k: usize) -> (usize, usize) {
+    let (half_k, per_half) = (shape.k / 2, shape.per_lane() / 2);
+    let (half, k) = (k / half_k, k % half_k);
+    (outer + shape.m * (k / per_half), per_half * half + k % per_half)
+}
+
+/// `values` (per lane, in split-halves slot order) in the ordinary layout
+/// of `shape`'s sources.
+fn from_split(shape: &Shape, values: &[Vec<u64>]) -> Vec<Vec<u64>> {
+    let mut ordinary = vec![vec![0u64; shape.per_lane()]; LANES];
+    for outer in 0..shape.m {
+        for k in 0..shape.k {
+            let (lane, slot) = split_place(shape, outer, k);
+            let (to_lane, to_slot) = shape.input_place(outer, k, 0);
+            ordinary[to_lane][to_slot] = values[lane][slot];
+        }
+    }
+    ordinary
 }
 
 /// A sparse lane's dense k-elements (slot order): its `stored` values are 2
@@ -605,10 +665,12 @@ pub fn expand_sparse(stored: &[u64], index: u32) -> Option<Vec<u64>> {
 /// (also the accumulator), A (the stored halves), B (dense) and an index
 /// VGPR per lane; the index set a lane reads is abid's when cbsz is 0 (16-
 /// bit forms: 4 sets of 8 bits; 8-bit forms: 2 of 16), else set 0 (the
-/// CDNA3 calculator and the CDNA4 guide, section 7.5). gfx950's own sparse
-/// forms (4-register A, 8-register B) are not modelled.
+/// CDNA3 calculator and the CDNA4 guide, section 7.5). gfx950's own forms
+/// (4-register A, 8-register B, twice the k) hold each half of K as the
+/// half-K form would, one after the other (`split_place`); their 16-bit
+/// forms have 2 index sets of 16 bits, their 8-bit forms one of 32.
 fn smfmac(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
-    let shape = sparse_shape(&i.name).ok_or(Fault::Unimplemented)?;
+    let (shape, split) = sparse_shape(&i.name).ok_or(Fault::Unimplemented)?;
     if i.srcs.iter().any(|s| s.mods != 0) || i.imms.len() > 2 {
         return Err(super::unsupported_modifier("SMFMAC source"));
     }
@@ -637,11 +699,7 @@ fn smfmac(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let bits = shape.element.bits();
     let mut va = Vec::with_capacity(LANES);
     for lane in 0..LANES {
-        let raw: u128 = (0..dense_dwords / 2)
-            .map(|d| u128::from(c.wave.lane32_at(&a.operand, lane, d)) << (32 * d))
-            .fold(0, |all, dword| all | dword);
-        let stored: Vec<u64> =
-            (0..per_lane / 2).map(|slot| ((raw >> (slot * bits)) & ((1u128 << bits) - 1)) as u64).collect();
+        let stored = lane_elements(c, &a.operand, lane, dense_dwords / 2, bits, per_lane / 2);
         let index_bits = c.wave.lane32(&index.operand, lane) >> (set * per_lane);
         va.push(expand_sparse(&stored, index_bits).ok_or_else(|| {
             Fault::UnimplementedCase(format!(
@@ -651,6 +709,7 @@ fn smfmac(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
         })?);
     }
     let vb = read_source(c, &b.operand, &shape);
+    let (va, vb) = if split { (from_split(&shape, &va), from_split(&shape, &vb)) } else { (va, vb) };
     multiply(c, &shape, formats, 0, (&va, &vb), d, d);
     Ok(())
 }
@@ -695,12 +754,19 @@ mod tests {
 
     #[test]
     fn sparse_names_and_indexes() {
-        let s = sparse_shape("V_SMFMAC_F32_16X16X32_F16_e64").unwrap();
+        let (s, _) = sparse_shape("V_SMFMAC_F32_16X16X32_F16_e64").unwrap();
         assert_eq!((s.per_lane(), s.source_dwords(), s.result_dwords()), (8, 4, 4));
-        let s = sparse_shape("V_SMFMAC_F32_32X32X32_BF8_FP8_e64").unwrap();
+        let (s, _) = sparse_shape("V_SMFMAC_F32_32X32X32_BF8_FP8_e64").unwrap();
         assert_eq!((s.element, s.b_element, s.per_lane(), s.source_dwords()), (Element::Bf8, Element::Fp8, 16, 4));
-        // gfx950's own forms are not modelled.
-        assert_eq!(sparse_shape("V_SMFMAC_F32_16X16X64_F16_e64"), None);
+        // gfx950's own forms: twice the k, each half laid out as the half-K form.
+        let (s, split) = sparse_shape("V_SMFMAC_F32_16X16X64_F16_e64").unwrap();
+        assert_eq!((s.k, s.per_lane(), s.source_dwords(), split), (64, 16, 8, true));
+        let (s, split) = sparse_shape("V_SMFMAC_F32_32X32X64_BF8_FP8_e64").unwrap();
+        assert_eq!((s.k, s.per_lane(), split), (64, 32, true));
+        assert_eq!(split_place(&s, 3, 0), (3, 0));
+        assert_eq!(split_place(&s, 3, 31), (35, 15), "half 0 as the 32x32x32 form");
+        assert_eq!(split_place(&s, 3, 32), (3, 16), "half 1 after it");
+        assert_eq!(split_place(&s, 3, 63), (35, 31));
         // Group 0 keeps positions 1 and 3, group 1 positions 0 and 2.
         assert_eq!(expand_sparse(&[10, 11, 20, 21], 0x8d), Some(vec![0, 10, 0, 11, 20, 0, 21, 0]));
         // Positions out of order: undefined.

@@ -209,3 +209,27 @@ F8F6F4(f8f6f4_16_bf6_fp8, Float4, 4, __builtin_amdgcn_mfma_scale_f32_16x16x128_f
 F8F6F4(f8f6f4_32_fp8_bf6, Float16, 16, __builtin_amdgcn_mfma_scale_f32_32x32x64_f8f6f4, 0, 3, 2, 3, 1)
 F8F6F4(f8f6f4_32_fp4_bf8, Float16, 16, __builtin_amdgcn_mfma_scale_f32_32x32x64_f8f6f4, 4, 1, 0, 0, 0)
 #endif
+
+// gfx950's own SMFMACs: twice the k, A in 4 registers and B in 8, each half
+// of K laid out as the half-K form lays it out; 16-bit forms have two index
+// sets (abid), 8-bit forms one.
+#if __clang_major__ >= 21
+typedef _Float16 Half16 __attribute__((ext_vector_type(16)));
+typedef __bf16 Bf16x16 __attribute__((ext_vector_type(16)));
+#define SMFMAC950(NAME, AIN, BIN, ACC, OUT, N, BUILTIN, ABID)                                               \
+  extern "C" __global__ void NAME(OUT *Out, const AIN *A, const BIN *B, const OUT *C, const int *Index) { \
+    if (GFX950) {                                                                                         \
+      int L = threadIdx.x;                                                                                \
+      ACC Acc;                                                                                            \
+      for (int R = 0; R < N; ++R)                                                                         \
+        Acc[R] = C[L * N + R];                                                                            \
+      Acc = BUILTIN(A[L], B[L], Acc, Index[L], 0, ABID);                                                  \
+      for (int R = 0; R < N; ++R)                                                                         \
+        Out[L * N + R] = Acc[R];                                                                          \
+    }                                                                                                     \
+  }
+SMFMAC950(smfmac_f32_16x16x64_f16, Half8, Half16, Float4, float, 4, __builtin_amdgcn_smfmac_f32_16x16x64_f16, 1)
+SMFMAC950(smfmac_f32_32x32x32_bf16, Bf16x8, Bf16x16, Float16, float, 16, __builtin_amdgcn_smfmac_f32_32x32x32_bf16, 0)
+SMFMAC950(smfmac_i32_16x16x128_i8, Int4, Int8, Int4, int, 4, __builtin_amdgcn_smfmac_i32_16x16x128_i8, 0)
+SMFMAC950(smfmac_f32_32x32x64_fp8_bf8, Int4, Int8, Float16, float, 16, __builtin_amdgcn_smfmac_f32_32x32x64_fp8_bf8, 0)
+#endif
