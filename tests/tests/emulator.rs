@@ -1671,6 +1671,40 @@ fn dot_products_compute_what_the_cpu_computes() {
     }
 }
 
+/// gfx950's bf16 dot products (`v_dot2c_f32_bf16`, and `v_dot2_f32_bf16`
+/// with clamp to [0, 1]) sum exact products with the accumulator; its LFSR
+/// step (`v_prng_b32`) shifts left and folds the top bit into taps 0xc5.
+#[test]
+fn gfx950_bf16_dots_and_the_lfsr_compute_what_the_cpu_computes() {
+    use half::bf16;
+    if gpuinstr::toolchain::LLVM_MAJOR < 21 {
+        return; // LLVM 21 is the first of ours that knows gfx950
+    }
+    let pair = |low: f32, high: f32| {
+        u32::from(bf16::from_f32(low).to_bits()) | u32::from(bf16::from_f32(high).to_bits()) << 16
+    };
+    let a: Vec<i32> = (0..64)
+        .map(|i| if i == 0 { i32::MIN } else { pair((i % 7) as f32 - 3.0, (i % 5) as f32 * 0.25) as i32 })
+        .collect();
+    let b: Vec<i32> = (0..64).map(|i| pair((i % 3) as f32 * 0.5, 2.0 - (i % 4) as f32) as i32).collect();
+    let f: Vec<f32> = (0..64).map(|i| (i % 9) as f32 * 0.125 - 0.5).collect();
+    let mut d = device(&object_for_every_target(MATH_LIBRARY), "gfx950");
+    let (pa, pb, pf) = (d.allocate("a", &i32s(&a)), d.allocate("b", &i32s(&b)), d.allocate("f", &f32s(&f)));
+    let (dots, random) = (d.allocate("dots", &[0xff; 64 * 2 * 4]), d.allocate("random", &[0xff; 64 * 4]));
+    let args = [pointer(dots), pointer(random), pointer(pa), pointer(pb), pointer(pf)];
+    d.launch("_Z12gfx950ExtrasPfPjPKjS2_PKf", Launch::linear(1, 64), &args).unwrap_or_else(|e| panic!("{e}"));
+    let (got_dots, got_random) = (read_f32(&d, dots, 64 * 2), read_u32(&d, random, 64));
+    for i in 0..64 {
+        let element = |word: i32, k: u32| f64::from(bf16::from_bits((word as u32 >> (16 * k)) as u16).to_f32());
+        let sum = (element(a[i], 0) * element(b[i], 0) + element(a[i], 1) * element(b[i], 1) + f64::from(f[i])) as f32;
+        assert_eq!(got_dots[2 * i], sum, "lane {i}: dot");
+        assert_eq!(got_dots[2 * i + 1], sum.clamp(0.0, 1.0), "lane {i}: dot with clamp");
+        let x = a[i] as u32;
+        let step = (x << 1) ^ if x >> 31 == 1 { 0xc5 } else { 0 };
+        assert_eq!(got_random[i], step, "lane {i}: prng of {x:#x}");
+    }
+}
+
 /// What plain source becomes on MI300 and MI350, on every processor: a
 /// literal folded into an fma (`v_fmaak_f32`/`v_fmamk_f32` on gfx940+;
 /// single rounding), IEEE minimum and maximum of three (gfx950's

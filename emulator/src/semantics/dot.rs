@@ -3,9 +3,10 @@
 //! with an accumulator. The VOP3P forms (`v_dot4_i32_i8`) add their third
 //! source and saturate with clamp; the VOP2 "c" forms (`v_dot4c_i32_i8`,
 //! gfx908 and newer) add to their destination. Integer sums are exact
-//! (wrapping without clamp); `v_dot2_f32_f16` sums the exact f16 products
-//! and the f32 accumulator and rounds once (the hardware's internal
-//! rounding is not documented; sums that are exact agree in any model).
+//! (wrapping without clamp); `v_dot2_f32_f16` and gfx950's
+//! `v_dot2_f32_bf16` sum the exact products and the f32 accumulator and
+//! round once (the hardware's internal rounding is not documented; sums
+//! that are exact agree in any model).
 
 use super::{base_name, Context, Handler};
 use crate::error::Fault;
@@ -19,6 +20,7 @@ enum Elements {
     /// (count, bits, signed)
     Integer(u32, u32, bool),
     F16,
+    Bf16,
 }
 
 impl Elements {
@@ -33,6 +35,7 @@ impl Elements {
         };
         let elements = match base.as_str() {
             "2_F32_F16" => Elements::F16,
+            "2_F32_BF16" => Elements::Bf16,
             "2_I32_I16" => Elements::Integer(2, 16, true),
             "2_U32_U16" => Elements::Integer(2, 16, false),
             "4_I32_I8" => Elements::Integer(4, 8, true),
@@ -45,13 +48,13 @@ impl Elements {
     }
 }
 
-/// An f16 source's element `k` (0 low, 1 high) after the VOP3P modifiers
-/// `mods`: op_sel (op_sel_hi) picks the half element 0 (1) reads, neg_lo
-/// (neg_hi) negates it.
-fn f16_element(word: u32, mods: u32, k: usize) -> f64 {
+/// A 16-bit float source's element `k` (0 low, 1 high) after the VOP3P
+/// modifiers `mods`: op_sel (op_sel_hi) picks the half element 0 (1)
+/// reads, neg_lo (neg_hi) negates it.
+fn half_element(word: u32, mods: u32, k: usize, brain: bool) -> f64 {
     let (select, negate) = if k == 0 { (OP_SEL_0, NEG) } else { (OP_SEL_1, NEG_HI) };
     let bits = if mods & select != 0 { (word >> 16) as u16 } else { word as u16 };
-    let value = half::f16::from_bits(bits).to_f64();
+    let value = if brain { half::bf16::from_bits(bits).to_f64() } else { half::f16::from_bits(bits).to_f64() };
     if mods & negate != 0 {
         -value
     } else {
@@ -74,7 +77,7 @@ fn dot(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
                 return Err(super::unsupported_modifier("dot product source"));
             }
         }
-        Elements::F16 => {
+        Elements::F16 | Elements::Bf16 => {
             if accumulates && i.srcs.iter().any(|s| s.mods != 0) {
                 return Err(super::unsupported_modifier("dot product source"));
             }
@@ -105,14 +108,16 @@ fn dot(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
                     (false, _) => sum as u32,
                 }
             }
-            Elements::F16 => {
+            Elements::F16 | Elements::Bf16 => {
+                let brain = matches!(elements, Elements::Bf16);
                 let mut start = f64::from(f32::from_bits(accumulator));
                 if vop3p && i.srcs[2].mods & NEG != 0 {
                     start = -start;
                 }
                 // The VOP2 forms read both halves in place.
                 let mods = |s: &Source| if accumulates { OP_SEL_1 } else { s.mods };
-                let products: f64 = (0..2).map(|k| f16_element(x, mods(a), k) * f16_element(y, mods(b), k)).sum();
+                let products: f64 =
+                    (0..2).map(|k| half_element(x, mods(a), k, brain) * half_element(y, mods(b), k, brain)).sum();
                 let mut r = (products + start) as f32;
                 if clamp {
                     r = if r.is_nan() { 0.0 } else { r.clamp(0.0, 1.0) };
@@ -142,7 +147,7 @@ mod tests {
         assert!(matches!(Elements::of("V_DOT4C_I32_I8"), Some((Elements::Integer(4, 8, true), true))));
         assert!(matches!(Elements::of("V_DOT8_U32_U4"), Some((Elements::Integer(8, 4, false), false))));
         assert!(matches!(Elements::of("V_DOT2C_F32_F16"), Some((Elements::F16, true))));
-        assert!(Elements::of("V_DOT2_F32_BF16").is_none());
-        assert!(Elements::of("V_DOT2C_F32_BF16").is_none());
+        assert!(matches!(Elements::of("V_DOT2_F32_BF16"), Some((Elements::Bf16, false))));
+        assert!(matches!(Elements::of("V_DOT2C_F32_BF16"), Some((Elements::Bf16, true))));
     }
 }

@@ -311,6 +311,9 @@ pub fn handler(name: &str) -> Option<Handler> {
         "V_XNOR_B32" => vop_u32!(|a, b, _| !(a ^ b)),
         "V_NOT_B32" => vop_u32!(|a, _, _| !a),
         "V_BFREV_B32" => vop_u32!(|a, _, _| a.reverse_bits()),
+        // gfx950: one step of a Galois LFSR (x^32 + x^7 + x^6 + x^2 + 1;
+        // the CDNA4 guide's VOP1 opcode 88).
+        "V_PRNG_B32" => vop_u32!(|a, _, _| (a << 1) ^ if a >> 31 == 1 { 0xc5 } else { 0 }),
         "V_FFBH_U32" => vop_u32!(|a, _, _| if a == 0 { u32::MAX } else { a.leading_zeros() }),
         "V_FFBL_B32" => vop_u32!(|a, _, _| if a == 0 { u32::MAX } else { a.trailing_zeros() }),
         "V_FFBH_I32" => vop_u32!(|a, _, _| {

@@ -127,3 +127,16 @@ __global__ void foldedForms(float *Out, unsigned *Sums, const float *A, const fl
   unsafeAtomicAdd(reinterpret_cast<__hip_bfloat162 *>(Sums) + I % 4, Pair);
 #endif
 }
+
+// gfx950's bf16 dot products (the accumulating VOP2 form without clamp)
+// and its LFSR step.
+__global__ void gfx950Extras(float *Dots, unsigned *Random, const unsigned *A, const unsigned *B, const float *F) {
+#if defined(__gfx950__)
+  typedef __bf16 DotBf16x2 __attribute__((ext_vector_type(2)));
+  int I = threadIdx.x;
+  DotBf16x2 X = __builtin_bit_cast(DotBf16x2, A[I]), Y = __builtin_bit_cast(DotBf16x2, B[I]);
+  Dots[2 * I + 0] = __builtin_amdgcn_fdot2_f32_bf16(X, Y, F[I], false);
+  Dots[2 * I + 1] = __builtin_amdgcn_fdot2_f32_bf16(X, Y, F[I], true);
+  Random[I] = __builtin_amdgcn_prng_b32(A[I]);
+#endif
+}
