@@ -46,7 +46,7 @@ done
 
 # Each environment's LLVM major, Debian suite and packages.
 common=(hipcc rocminfo kmod cmake g++ make pkg-config ca-certificates libhsa-runtime-dev
-  libamd-comgr-dev librocrand-dev librocsparse-dev
+  libamd-comgr-dev librocrand-dev librocsparse-dev librocprim-dev
   zlib1g-dev libzstd-dev)  # what LLVM's static archives link with (the opcode table generator)
 # suite: what debootstrap installs; from: the suite apt prefers (Debian's
 # experimental holds ROCm 7.2, built with sid's LLVM 22).

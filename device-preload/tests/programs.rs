@@ -172,6 +172,23 @@ fn rocrand_generates_what_the_cpu_computes() {
     }
 }
 
+/// A header-only library nobody here wrote, so built for every model
+/// including gfx950 (no Debian library ships gfx950 code): rocPRIM's
+/// device-wide reduce, scan and radix sort (`librocprim-dev`: 5.3 on
+/// Debian 12, 7.2 in experimental).
+#[test]
+fn rocprim_algorithms_compute_what_the_cpu_computes() {
+    let scratch = tempfile::tempdir().unwrap();
+    for target in every_model() {
+        let program = build_with("rocprim_algorithms.cpp", target, scratch.path(), &["-std=c++17"]);
+        assert_eq!(
+            run_ok(&program, target, &[]),
+            "reduce: ok\ninclusive scan: ok\nradix sort: ok\nPASSED\n",
+            "{target}"
+        );
+    }
+}
+
 /// Library code nobody here wrote: Debian 12's rocSPARSE (`librocsparse-dev`).
 #[test]
 fn rocsparse_routines_compute_what_the_cpu_computes() {

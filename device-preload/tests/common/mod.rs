@@ -32,15 +32,16 @@ pub fn build(name: &str, target: &str, directory: &Path) -> PathBuf {
     build_with(&format!("{name}.hip"), target, directory, &[])
 }
 
-/// `tests/inputs/device/FILE` built by hipcc for `target`, linked with `libraries` (`-lrocrand`).
-pub fn build_with(file: &str, target: &str, directory: &Path, libraries: &[&str]) -> PathBuf {
+/// `tests/inputs/device/FILE` built by hipcc for `target` with `options`
+/// after the source (libraries such as `-lrocrand`, `-std=c++17`).
+pub fn build_with(file: &str, target: &str, directory: &Path, options: &[&str]) -> PathBuf {
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/inputs/device").join(file);
     let stem = Path::new(file).file_stem().expect("a file name").to_string_lossy().to_string();
     let output = directory.join(format!("{stem}-{target}"));
     let built = Command::new("hipcc")
         .args(["-O2", &format!("--offload-arch={target}")])
         .arg(&source)
-        .args(libraries)
+        .args(options)
         .arg("-o")
         .arg(&output)
         .env("TMPDIR", directory)
