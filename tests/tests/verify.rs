@@ -130,3 +130,19 @@ fn verify_names_each_kind_of_breakage() {
     let found = findings(&app, broken);
     assert!(found.iter().any(|f| f.contains("expected the original instruction")), "{found:#?}");
 }
+
+/// A kernel is held to the registers it and its callees name, not to what
+/// the callee's liveness summary carries from another kernel's call site
+/// (rocSPARSE 6.4's segmented sort kernels share a helper this way: every
+/// original was reported as using VGPRs its descriptor does not allocate).
+#[test]
+fn kernels_sharing_a_callee_are_held_to_their_own_registers() {
+    let object = hip_object_with("regressions/shared_callee.hip", &[]);
+    let app = load::load_for_target(&object, Some("gfx90a")).unwrap().code_objects.remove(0);
+    let lifted = lift(&app).unwrap();
+    assert!(lifted.functions.iter().any(|f| !f.calls.is_empty()), "the kernels call the helper");
+    let report = verify(&app, &app).unwrap();
+    let problems: Vec<String> = report.findings.iter().map(|f| format!("{}: {}", f.function, f.problem)).collect();
+    assert!(problems.is_empty(), "{problems:#?}");
+    assert_eq!(report.kernels, 2);
+}

@@ -269,9 +269,19 @@ impl<'a> Analysis<'a> {
                 result.live_in[at] = live.all();
             }
         }
-        for effect in &effects {
-            result.touched.union_with(&effect.uses);
-            result.touched.union_with(&effect.defs);
+        // The registers its instructions name (the callees' are added over
+        // the call graph): a call's effect also holds the callee's summary,
+        // which joins every call site's live registers, and what a kernel
+        // touches must not grow with what another kernel keeps live
+        // across the same callee.
+        for instruction in function.instructions() {
+            if !instruction.decoded {
+                result.touched = UnitSet::all();
+                break;
+            }
+            for reg in instruction.all_uses().chain(instruction.all_defs()) {
+                result.touched.extend_units(self.units.units(reg));
+            }
         }
         result
     }
