@@ -36,7 +36,9 @@ def markdown(results_root, objects_root):
             total = len(glob.glob(os.path.join(objects_root, key, "*.hsaco")))
             sites = sum(o["sites"] for o in done)
             clean = all(o["verified"] and not o["readelf_warnings"] and not o["objdump_unknown"] for o in done)
+            skipped = len(outcomes) - len(done) - len(errors)
             errors_note = f" ({len(errors)} errors)" if errors else ""
+            errors_note += f" ({skipped} with nothing selected)" if skipped else ""
             print(
                 f"| {example} | {library} | {processor} | {len(done)} of {total}{errors_note} "
                 f"| {sum(o['kernels'] for o in done):,} | {sum(o['points'] for o in done):,} "
