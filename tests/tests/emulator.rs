@@ -1796,7 +1796,10 @@ fn folded_forms_compute_what_the_cpu_computes() {
 
 /// Every instruction clang emits for our emulator test sources has
 /// semantics on every processor we build for (the list `--unimplemented`
-/// prints is empty), not only the instructions the tests happen to reach.
+/// prints is empty), not only the instructions the tests happen to reach:
+/// double-precision math, packed 16- and 8-bit arithmetic, dot products,
+/// atomics, the instrumentation and device test kernels, and the MFMA and
+/// 8-bit float builtins where the processor has them.
 #[test]
 fn every_instruction_our_sources_compile_to_has_semantics() {
     let sources = [
@@ -1822,6 +1825,23 @@ fn every_instruction_our_sources_compile_to_has_semantics() {
                 coverage.opcodes.iter().filter(|(_, (_, ok))| !ok).map(|(name, _)| name).collect();
             assert!(missing.is_empty(), "{source} for {target}: no semantics for {missing:?}");
             assert!(coverage.instructions > 10, "{source} for {target}: {} instructions", coverage.instructions);
+        }
+    }
+    // The matrix and 8-bit float builtins, for the processors that have them.
+    let mut matrix_targets = vec![gpuinstr_tests::mi300()];
+    if gpuinstr::toolchain::LLVM_MAJOR >= 21 {
+        matrix_targets.push("gfx950");
+    }
+    let architectures: Vec<String> = matrix_targets.iter().map(|t| format!("--offload-arch={t}")).collect();
+    let architectures: Vec<&str> = architectures.iter().map(String::as_str).collect();
+    for source in ["emulator/matrix.hip", "emulator/fp8.hip"] {
+        let object = gpuinstr_tests::hip_object_with(source, &architectures);
+        for target in ["gfx908", "gfx90a"].iter().chain(&matrix_targets) {
+            let mut d = device(&object, target);
+            let coverage = d.program.coverage().unwrap_or_else(|e| panic!("{source} {target}: {e}"));
+            let missing: Vec<&String> =
+                coverage.opcodes.iter().filter(|(_, (_, ok))| !ok).map(|(name, _)| name).collect();
+            assert!(missing.is_empty(), "{source} for {target}: no semantics for {missing:?}");
         }
     }
 }
