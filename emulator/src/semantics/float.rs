@@ -384,34 +384,21 @@ fn max32(a: f32, b: f32) -> f32 {
     max64(a.into(), b.into()) as f32
 }
 
-/// IEEE 754-2019 minimum (gfx950's `v_minimum3`): NaN when either is,
-/// and -0 below +0.
+/// IEEE 754-2019 minimum and maximum (gfx950's `v_minimum3`,
+/// `v_maximum3`): NaN when either is, else as min/max (-0 below +0).
 fn minimum(a: f64, b: f64) -> f64 {
     if a.is_nan() || b.is_nan() {
         f64::NAN
-    } else if a == b {
-        if a.is_sign_negative() {
-            a
-        } else {
-            b
-        }
     } else {
-        a.min(b)
+        min64(a, b)
     }
 }
 
-/// IEEE 754-2019 maximum: NaN when either is, and +0 above -0.
 fn maximum(a: f64, b: f64) -> f64 {
     if a.is_nan() || b.is_nan() {
         f64::NAN
-    } else if a == b {
-        if a.is_sign_negative() {
-            b
-        } else {
-            a
-        }
     } else {
-        a.max(b)
+        max64(a, b)
     }
 }
 
