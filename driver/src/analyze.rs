@@ -13,15 +13,10 @@ use std::sync::Mutex;
 use serde::Serialize;
 
 use crate::parallel::{for_each_on_threads, load_code_objects};
-use crate::stages::lift::{lift, Flow, FunctionKind, LiftError, LiftedCodeObject};
-use crate::stages::liveness::{analyze as liveness, Liveness, RegisterFile, Unit, UnitSet};
-use crate::stages::load::processor::AgprFile;
-use crate::stages::load::{CodeObject, FeatureSetting, Kernel};
-
-/// SGPRs a GFX9 kernel can address.
-pub const MAX_SGPRS: u16 = 102;
-/// VGPRs (and, separately, AGPRs) a GFX9 kernel can address.
-pub const MAX_VGPRS: u16 = 256;
+use crate::stages::lift::{lift, reachable_functions, Flow, FunctionKind, LiftError, LiftedCodeObject};
+use crate::stages::liveness::{allocation, analyze as liveness, Liveness, LivenessError, RegisterFile, UnitSet};
+use crate::stages::load::allocation::{MAX_SGPRS, MAX_VGPRS};
+use crate::stages::load::CodeObject;
 
 /// Where a value that must live through the whole kernel can be kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -145,60 +140,6 @@ pub struct CodeObjectReport {
     pub kernels: Vec<KernelReport>,
 }
 
-/// Registers allocated to a kernel, per file.
-pub struct Allocation {
-    pub sgprs: UnitSet,
-    pub vgprs: UnitSet,
-    pub agprs: UnitSet,
-    pub reserved_sgprs: usize,
-}
-
-/// What the descriptor allocates. SGPRs: (granulated + 1) * 8, minus the
-/// extra SGPRs the allocation also holds (LLVM's getNumExtraSGPRs: 6 when
-/// FLAT_SCRATCH is used, else 4 when XNACK is on, else 2 when VCC is used),
-/// at most 102. This matches the metadata's `.sgpr_count`, which is the
-/// highest SGPR plus one plus the extras. VGPRs: (granulated + 1) times the
-/// granule; a unified file (gfx90a, gfx940+) splits at ACCUM_OFFSET into
-/// VGPRs and AGPRs; gfx908's AGPR file is allocated like the VGPR file;
-/// gfx900 and gfx906 have none. Architected flat scratch reserves 6 always.
-pub fn allocation(code_object: &CodeObject, kernel: &Kernel, touched: &UnitSet) -> Allocation {
-    let descriptor = &kernel.descriptor;
-    let target = &code_object.target;
-    let touches = |names: &[&str]| names.iter().any(|n| touched.contains(Unit::special(n)));
-    let vcc = touches(&["VCC_LO", "VCC_HI"]);
-    let flat_scratch = touches(&["FLAT_SCR_LO", "FLAT_SCR_HI"]);
-    // "xnack any" sets no XNACK feature bit; only an explicit xnack+ reserves.
-    let xnack = target.xnack == FeatureSetting::On;
-    // Architected flat scratch (gfx940+) always reserves FLAT_SCRATCH's 6.
-    let reserved = if flat_scratch || target.has_architected_flat_scratch() {
-        6
-    } else if xnack {
-        4
-    } else if vcc {
-        2
-    } else {
-        0
-    };
-    let sgpr_total = (descriptor.rsrc1("GRANULATED_WAVEFRONT_SGPR_COUNT") as usize + 1) * 8;
-    let sgprs = sgpr_total.saturating_sub(reserved).min(MAX_SGPRS as usize) as u16;
-    let vgpr_blocks = descriptor.rsrc1("GRANULATED_WORKITEM_VGPR_COUNT") as usize + 1;
-    let (vgprs, agprs) = match target.model().map(|p| p.agprs) {
-        Some(AgprFile::Unified) => {
-            let total = vgpr_blocks * 8;
-            let accum = (descriptor.rsrc3_gfx90a("ACCUM_OFFSET") as usize + 1) * 4;
-            (accum.min(total), total.saturating_sub(accum))
-        }
-        Some(AgprFile::Absent) => (vgpr_blocks * 4, 0),
-        _ => (vgpr_blocks * 4, vgpr_blocks * 4),
-    };
-    Allocation {
-        sgprs: UnitSet::range(RegisterFile::Sgpr, 0, sgprs),
-        vgprs: UnitSet::range(RegisterFile::Vgpr, 0, vgprs.min(MAX_VGPRS as usize) as u16),
-        agprs: UnitSet::range(RegisterFile::Agpr, 0, agprs.min(MAX_VGPRS as usize) as u16),
-        reserved_sgprs: reserved,
-    }
-}
-
 fn file_report(allocated: &UnitSet, touched: &UnitSet, file: RegisterFile, declared: Option<u64>) -> FileReport {
     let used = touched.in_file(file);
     let free = allocated.difference(touched);
@@ -210,47 +151,6 @@ fn file_report(allocated: &UnitSet, touched: &UnitSet, file: RegisterFile, decla
         globally_free: free.len(),
         globally_free_registers: free.to_string(),
     }
-}
-
-/// Instructions a kernel runs: its own and those of everything it may call.
-pub fn reachable_functions(lifted: &LiftedCodeObject<'_>, kernel: usize) -> Vec<usize> {
-    let mut seen = vec![false; lifted.functions.len()];
-    let mut stack = vec![kernel];
-    let mut out = Vec::new();
-    while let Some(index) = stack.pop() {
-        if std::mem::replace(&mut seen[index], true) {
-            continue;
-        }
-        out.push(index);
-        for call in &lifted.functions[index].calls {
-            if let Some(callee) = call.target.and_then(|t| lifted.functions.iter().position(|f| f.address == t)) {
-                stack.push(callee);
-            }
-        }
-    }
-    out
-}
-
-/// Per function, the kernels whose dispatches may run it: each kernel
-/// reaches its own code and its calls' targets; a kernel that reaches a
-/// call whose target is not known (an indirect call) may run any function.
-pub fn kernels_that_may_run(lifted: &LiftedCodeObject<'_>) -> Vec<Vec<usize>> {
-    let mut kernels = vec![Vec::new(); lifted.functions.len()];
-    for kernel in lifted.functions.iter().enumerate().filter(|(_, f)| f.is_kernel()).map(|(k, _)| k) {
-        let reached = reachable_functions(lifted, kernel);
-        let unknown_call = reached
-            .iter()
-            .flat_map(|f| &lifted.functions[*f].calls)
-            .any(|call| !call.target.is_some_and(|target| lifted.functions.iter().any(|f| f.address == target)));
-        let functions: Vec<usize> = match unknown_call {
-            true => (0..lifted.functions.len()).filter(|f| *f == kernel || !lifted.functions[*f].is_kernel()).collect(),
-            false => reached,
-        };
-        for function in functions {
-            kernels[function].push(kernel);
-        }
-    }
-    kernels
 }
 
 fn availability(globally_free: usize, growable: usize, min_free: usize, needed: usize) -> Availability {
@@ -345,8 +245,18 @@ pub fn kernel_report(
     })
 }
 
+/// Why a code object has no register report: it could not be lifted, or
+/// its liveness not computed.
+#[derive(Debug, thiserror::Error)]
+pub enum AnalyzeError {
+    #[error(transparent)]
+    Lift(#[from] LiftError),
+    #[error(transparent)]
+    Liveness(#[from] LivenessError),
+}
+
 /// The report of every kernel of a code object.
-pub fn code_object_report(code_object: &CodeObject) -> Result<CodeObjectReport, LiftError> {
+pub fn code_object_report(code_object: &CodeObject) -> Result<CodeObjectReport, AnalyzeError> {
     let lifted = lift(code_object)?;
     let liveness = liveness(&lifted)?;
     let placements = sva_placements(&lifted, &liveness);

@@ -113,7 +113,7 @@ pub enum LoadProblem {
     #[error("the .hip_fatbin section holds no offload bundle")]
     EmptyFatbin,
     #[error("{0} (gpuinstr-link writes it into instrumented code objects; this one is damaged)")]
-    InstrumentedTable(crate::stages::load::instrumented::TableError),
+    InstrumentedTable(TableError),
 }
 
 /// What is wrong with a tool's embedded module.
@@ -155,4 +155,13 @@ pub fn printable(text: &str) -> String {
         return text.to_string();
     }
     text.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
+/// A table gpuinstr-link writes into instrumented code objects (sites,
+/// partial kernels, tool globals) that does not read back.
+#[derive(Debug, Error, PartialEq, Eq)]
+#[error("the table {table} is malformed: {problem}")]
+pub struct TableError {
+    pub table: &'static str,
+    pub problem: String,
 }

@@ -10,7 +10,6 @@ use inkwell::context::Context;
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::payloads::{compile_payloads, CompileError, LeftOutCause, LeftOutPoint, PayloadOptions, PayloadPoint};
 use crate::plan::{hook_counts, Plan};
 use crate::stages::emit::link::{build, EmitError, Linker};
 use crate::stages::emit::EmitOptions;
@@ -21,6 +20,8 @@ use crate::stages::load::instrumented::PartialKernel;
 use crate::stages::load::lines::SourceLineNames;
 use crate::stages::load::CodeObject;
 use crate::stages::patch::{patch, KernelPatch, PatchError};
+use crate::stages::payload::PayloadPoint;
+use crate::stages::payloads::{compile_payloads, CompileError, LeftOutCause, LeftOutPoint, PayloadOptions};
 use crate::stages::sva::{place, RegisterGrowth, SvaRequest};
 
 /// What becomes of the tool's globals (`Counter`) in the output.
@@ -106,6 +107,8 @@ pub enum InstrumentError {
     Undefined(String),
     #[error(transparent)]
     Lift(#[from] LiftError),
+    #[error(transparent)]
+    Liveness(#[from] crate::stages::liveness::LivenessError),
     #[error("{0}")]
     Tool(#[from] crate::error::ToolProblem),
     #[error(transparent)]
@@ -431,7 +434,7 @@ fn kernels_lacking_hidden_arguments(
             });
         }
         // A device function's hook runs in whichever kernel may call it.
-        let may_run = may_run.get_or_insert_with(|| crate::analyze::kernels_that_may_run(lifted));
+        let may_run = may_run.get_or_insert_with(|| crate::stages::lift::kernels_that_may_run(lifted));
         for function in &may_run[point.function] {
             let FunctionKind::Kernel(index) = lifted.functions[*function].kind else { continue };
             let kernel = &app.kernels[index];
@@ -464,7 +467,7 @@ fn refuse_preloaded_arguments(
     if app.kernels.iter().all(|k| k.descriptor.kernarg_preload_length() == 0) {
         return Ok(());
     }
-    let may_run = crate::analyze::kernels_that_may_run(lifted);
+    let may_run = crate::stages::lift::kernels_that_may_run(lifted);
     for point in points {
         for function in &may_run[point.function] {
             let FunctionKind::Kernel(index) = lifted.functions[*function].kind else { continue };
@@ -512,7 +515,7 @@ fn instrument_code_object_partially(
     };
     let lifted = lift(app)?;
     lap("lift");
-    let liveness = analyze(&lifted).map_err(LiftError::from)?;
+    let liveness = analyze(&lifted)?;
     lap("liveness");
     let mut report = InstrumentReport { target: app.target.to_string(), ..InstrumentReport::default() };
     for function in lifted.functions.iter().filter(|f| !f.relocatable()) {
@@ -585,7 +588,7 @@ fn instrument_code_object_partially(
     for kernel in &placement.kernels {
         if let Some(problem) = &kernel.problem {
             let why = format!("{}: {problem}", lifted.functions[kernel.kernel].name);
-            for function in crate::analyze::reachable_functions(&lifted, kernel.kernel) {
+            for function in crate::stages::lift::reachable_functions(&lifted, kernel.kernel) {
                 payload_options.unplaced.entry(function).or_insert_with(|| why.clone());
             }
         }
@@ -635,7 +638,7 @@ fn partial_kernels(lifted: &LiftedCodeObject<'_>, left_out: &mut [LeftOutPoint])
     if left_out.is_empty() {
         return Vec::new();
     }
-    let may_run = crate::analyze::kernels_that_may_run(lifted);
+    let may_run = crate::stages::lift::kernels_that_may_run(lifted);
     let index: HashMap<&str, usize> = lifted.functions.iter().enumerate().map(|(k, f)| (f.name.as_str(), k)).collect();
     let mut per_kernel: BTreeMap<String, u32> = BTreeMap::new();
     for point in left_out.iter_mut() {

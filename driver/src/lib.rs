@@ -9,7 +9,6 @@ pub mod instrument;
 pub mod native;
 pub mod output;
 pub mod parallel;
-pub mod payloads;
 pub mod pipeline;
 pub mod plan;
 pub mod preservation;

@@ -294,7 +294,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     ToolGlobalsChoice::External => gpuinstr::instrument::ToolGlobals::External,
                 },
                 linker: linker.into(),
-                payloads: gpuinstr::payloads::PayloadOptions {
+                payloads: gpuinstr::stages::payloads::PayloadOptions {
                     share_payloads: !no_shared_payloads,
                     verify_each_pass,
                     keep_failed,
@@ -381,9 +381,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             unchecked,
             keep_failed,
         } => {
-            use gpuinstr::payloads::{
-                compile_payloads, parse_hook_argument, parse_point, FunctionRegisters, PayloadOptions, PayloadPoint,
-            };
+            use gpuinstr::stages::payload::PayloadPoint;
+            use gpuinstr::stages::payloads::{compile_payloads, parse_hook_argument, parse_point, PayloadOptions};
+            use gpuinstr::stages::sva::FunctionRegisters;
             let tool_object = gpuinstr::pipeline::one_code_object(gpuinstr::pipeline::load(&tool)?, None)?;
             let app = gpuinstr::pipeline::one_code_object(gpuinstr::pipeline::load(&file)?, target.as_deref())?;
             let lifted = gpuinstr::pipeline::lift(&app).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;

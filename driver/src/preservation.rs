@@ -19,14 +19,14 @@ use gpuinstr_intrinsics::sva::{FrameValue, FRAME_VALUES};
 use thiserror::Error;
 
 use crate::native::Operand;
-use crate::stages::emit::link::{assemble, EmitError};
+use crate::stages::codegen::{assemble, AssembleError};
 use crate::stages::lift::{Flow, Instruction, Isa, LiftedCodeObject};
 use crate::stages::liveness::{RegisterFile, RegisterUnits, Unit, UnitSet};
 
 #[derive(Debug, Error)]
 pub enum PreservationError {
     #[error(transparent)]
-    Assemble(#[from] EmitError),
+    Assemble(#[from] AssembleError),
     #[error("the assembled payloads are not readable: {0}")]
     Object(String),
     #[error("{0}")]

@@ -22,15 +22,16 @@ use std::fmt::Write;
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::analyze::allocation;
 use crate::preservation::{check_from, Entry};
 use crate::stages::lift::{lift, Flow, Function, FunctionKind, Instruction, LiftError, LiftedCodeObject};
+use crate::stages::liveness::allocation;
+use crate::stages::liveness::kernel_inputs;
 use crate::stages::liveness::{analyze, RegisterFile, Unit, UnitSet};
 use crate::stages::load::descriptor::KernelDescriptor;
 use crate::stages::load::instrumented::INSTRUMENTED_SUFFIX;
+use crate::stages::load::kernel_inputs::layout;
 use crate::stages::load::processor::Processor;
 use crate::stages::load::{CodeObject, LoadedInput};
-use crate::stages::patch::preamble::{kernel_inputs, layout};
 
 /// The site table (read in `stages::load::instrumented`, shared with inspect).
 pub use crate::stages::load::instrumented::{site_table, Site, SITE_TABLE};
@@ -39,6 +40,8 @@ pub use crate::stages::load::instrumented::{site_table, Site, SITE_TABLE};
 pub enum VerifyError {
     #[error(transparent)]
     Lift(#[from] LiftError),
+    #[error(transparent)]
+    Liveness(#[from] crate::stages::liveness::LivenessError),
     #[error("the two code objects are for different targets ({0} and {1})")]
     Targets(String, String),
     #[error(transparent)]
@@ -192,7 +195,7 @@ pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<Verify
     let sites = site_table(instrumented)?;
     let before = lift(original)?;
     let after = lift(instrumented)?;
-    let liveness = analyze(&before).map_err(LiftError::from)?;
+    let liveness = analyze(&before)?;
     let units = crate::stages::liveness::RegisterUnits::new(&after.isa);
     let mut report = VerifyReport { target: original.target.to_string(), ..VerifyReport::default() };
     let regions: BTreeMap<u64, Site> = sites.iter().map(|s| (s.begin, *s)).collect();
@@ -408,7 +411,7 @@ pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<Verify
     }
 
     // 5. Descriptors cover every register the code uses.
-    let after_liveness = analyze(&after).map_err(LiftError::from)?;
+    let after_liveness = analyze(&after)?;
     for (index, function) in after.functions.iter().enumerate() {
         let FunctionKind::Kernel(k) = function.kind else { continue };
         report.kernels += 1;
@@ -527,7 +530,7 @@ fn relaxed_branch(
     let mut over = None;
     match original.flow {
         Flow::ConditionalBranch { .. } => {
-            let inverse = crate::stages::patch::relax::inverse(original.name(&before.isa))?;
+            let inverse = crate::stages::lift::instruction::inverse_branch(original.name(&before.isa))?;
             let first = kept.first()?;
             if name(first).to_ascii_lowercase() != inverse {
                 return None;

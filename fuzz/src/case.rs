@@ -208,7 +208,8 @@ impl Run<'_> {
         liveness: &gpuinstr::stages::liveness::Liveness,
         code_object: &CodeObject,
     ) {
-        use gpuinstr::payloads::{compile_payloads, PayloadOptions, PayloadPoint};
+        use gpuinstr::stages::payload::PayloadPoint;
+        use gpuinstr::stages::payloads::{compile_payloads, PayloadOptions};
         let Ok(tool) = self.context.tool.for_target(&code_object.target) else { return };
         let points: Vec<PayloadPoint> = lifted
             .functions

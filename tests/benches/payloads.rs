@@ -14,11 +14,13 @@
 
 use std::time::Instant;
 
-use gpuinstr::payloads::{compile_payloads, FunctionRegisters, PayloadOptions, PayloadPoint};
 use gpuinstr::stages::lift::lift;
 use gpuinstr::stages::liveness::analyze;
 use gpuinstr::stages::load;
+use gpuinstr::stages::payload::PayloadPoint;
 use gpuinstr::stages::payload::{HookArgument, HookCall};
+use gpuinstr::stages::payloads::{compile_payloads, PayloadOptions};
+use gpuinstr::stages::sva::FunctionRegisters;
 use gpuinstr_intrinsics::Registry;
 use gpuinstr_tests::{debian_package_file, example, run_ok, scratch, tool_compile_command, Compiler};
 

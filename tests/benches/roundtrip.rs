@@ -6,7 +6,8 @@
 
 use std::time::Instant;
 
-use gpuinstr::stages::emit::link::{assemble, link, Linker};
+use gpuinstr::stages::codegen::assemble;
+use gpuinstr::stages::emit::link::{link, Linker};
 use gpuinstr::stages::emit::EmitOptions;
 use gpuinstr::stages::lift::lift;
 use gpuinstr::stages::load;

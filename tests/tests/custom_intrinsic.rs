@@ -1,12 +1,13 @@
 //! The custom-intrinsic example: a tool's own intrinsics, lowered by Rust
 //! code registered next to the built-ins (hook-sdk/examples/custom-intrinsic).
 
-use gpuinstr::payloads::{compile_payloads, payload_sites, PayloadOptions, PayloadPoint};
 use gpuinstr::preservation::{check, decode_code};
 use gpuinstr::stages::lift::lift;
 use gpuinstr::stages::liveness::{analyze, RegisterUnits};
 use gpuinstr::stages::load;
 use gpuinstr::stages::payload::HookCall;
+use gpuinstr::stages::payload::PayloadPoint;
+use gpuinstr::stages::payloads::{compile_payloads, payload_sites, PayloadOptions};
 use gpuinstr_intrinsics::Registry;
 use gpuinstr_tests::*;
 

@@ -3,10 +3,10 @@
 use std::process::Command;
 
 use gpuinstr::instrument::{instrument_code_object, InstrumentError, InstrumentOptions};
-use gpuinstr::payloads::LeftOutCause;
 use gpuinstr::plan::Plan;
 use gpuinstr::stages::lift::lift;
 use gpuinstr::stages::load::{self, CodeObject};
+use gpuinstr::stages::payloads::LeftOutCause;
 use gpuinstr::stages::sva::RegisterGrowth;
 use gpuinstr_intrinsics::Registry;
 use gpuinstr_tests::*;

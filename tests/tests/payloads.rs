@@ -3,16 +3,17 @@
 //! property test over generated live sets checked on the final machine code,
 //! and the errors a tool author can run into.
 
-use gpuinstr::payloads::{
-    compile_payloads, compile_payloads_at, payload_sites, CompileError, CompiledPayloads, FunctionRegisters,
-    PayloadOptions, PayloadPoint, PayloadRoom, STARVED_PAYLOAD_VGPRS,
-};
 use gpuinstr::preservation::{check, decode_code};
 use gpuinstr::stages::lift::{lift, LiftedCodeObject};
 use gpuinstr::stages::liveness::{analyze, RegisterUnits, Unit, UnitSet};
 use gpuinstr::stages::load::{self, CodeObject};
 use gpuinstr::stages::lower_mir::PayloadSite;
-use gpuinstr::stages::payload::{HookArgument, HookCall};
+use gpuinstr::stages::payload::{HookArgument, HookCall, PayloadPoint};
+use gpuinstr::stages::payloads::{
+    compile_payloads, compile_payloads_at, payload_sites, CompileError, CompiledPayloads, PayloadOptions, PayloadRoom,
+    STARVED_PAYLOAD_VGPRS,
+};
+use gpuinstr::stages::sva::FunctionRegisters;
 use gpuinstr_intrinsics::{KernelArgument, Register, Registry};
 use gpuinstr_tests::*;
 
@@ -110,7 +111,7 @@ fn every_stage_of_small_hooks() {
         at(9, vec![call("bumpRegister", vec![])]),
     ];
     let options = options_for(function);
-    let sites = gpuinstr::payloads::payload_sites(&lifted, &liveness, &points, &options).unwrap();
+    let sites = gpuinstr::stages::payloads::payload_sites(&lifted, &liveness, &points, &options).unwrap();
     let compiled = compile_payloads(&tool, &lifted, &liveness, &points, &Registry::with_builtins(), &options).unwrap();
     for (index, case) in CASES.iter().enumerate() {
         compiler_snapshot!(format!("payload_{case}"), compiled.render_stages(index));

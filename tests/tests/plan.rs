@@ -178,7 +178,7 @@ fn example_plans_select_points() {
 /// verifier and the machine-code preservation check on).
 #[test]
 fn the_counters_plan_compiles_for_every_instruction() {
-    use gpuinstr::payloads::{compile_payloads, PayloadOptions};
+    use gpuinstr::stages::payloads::{compile_payloads, PayloadOptions};
     let dir = scratch();
     let tool_path = dir.path().join("counter.hsaco");
     run_ok(&mut tool_compile_command(Compiler::Clang, &example("instruction-counter"), "-O3", &tool_path));

@@ -1,11 +1,13 @@
 //! Stage 4, sva: homes for the State Value Array and the work-item ids.
 
-use gpuinstr::analyze::{allocation, reachable_functions};
-use gpuinstr::payloads::{compile_payloads, PayloadOptions, PayloadPoint};
+use gpuinstr::stages::lift::reachable_functions;
 use gpuinstr::stages::lift::{lift, FunctionKind, LiftedCodeObject};
+use gpuinstr::stages::liveness::allocation;
 use gpuinstr::stages::liveness::{analyze, Liveness, Unit};
 use gpuinstr::stages::load;
+use gpuinstr::stages::payload::PayloadPoint;
 use gpuinstr::stages::payload::{HookArgument, HookCall};
+use gpuinstr::stages::payloads::{compile_payloads, PayloadOptions};
 use gpuinstr::stages::sva::{place, Home, RegisterGrowth, SvaRequest};
 use gpuinstr_tests::*;
 

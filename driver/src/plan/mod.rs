@@ -15,9 +15,8 @@ use thiserror::Error;
 
 pub use classes::{InstructionClass, CLASSES};
 
-use crate::payloads::PayloadPoint;
 use crate::stages::lift::{Flow, Function, Instruction, LiftedCodeObject};
-use crate::stages::payload::{HookArgument, HookCall};
+use crate::stages::payload::{HookArgument, HookCall, PayloadPoint};
 
 /// Where in a function an insertion goes: before the instructions it selects.
 #[derive(Clone, Debug)]

@@ -10,4 +10,5 @@ pub mod lower_ir;
 pub mod lower_mir;
 pub mod patch;
 pub mod payload;
+pub mod payloads;
 pub mod sva;

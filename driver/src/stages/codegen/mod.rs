@@ -13,6 +13,7 @@ use std::path::Path;
 
 use thiserror::Error;
 
+use crate::stages::lift::LiftedCodeObject;
 use crate::stages::load::TargetId;
 
 #[derive(Debug, Error)]
@@ -218,4 +219,76 @@ mod tests {
             }
         }
     }
+}
+
+/// Why assembly text did not become a relocatable.
+#[derive(Debug, Error)]
+pub enum AssembleError {
+    #[error("cannot run {tool}: {source}; is it installed (scripts/setup.sh)?")]
+    Tool {
+        tool: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("llvm-mc rejected the emitted assembly ({}): {message}", kept_text(.kept))]
+    Assembler { message: String, kept: Option<String> },
+    #[error("{tool} did not finish in {seconds} s and was stopped ({})", kept_text(.kept))]
+    Hang { tool: &'static str, seconds: u64, kept: Option<String> },
+    #[error("temporary files: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The first lines of a tool's error output.
+pub fn first_lines(text: &[u8]) -> String {
+    let text = String::from_utf8_lossy(text);
+    let lines: Vec<&str> = text.lines().take(8).collect();
+    lines.join(" | ")
+}
+
+/// llvm-mc's command-line target for a code object.
+pub fn mc_target_arguments(lifted: &LiftedCodeObject<'_>) -> Vec<String> {
+    let target = &lifted.code_object.target;
+    let features = target.llvm_features();
+    let mut arguments = vec![
+        "-triple=amdgcn-amd-amdhsa".to_string(),
+        format!("-mcpu={}", target.processor),
+        format!("--amdhsa-code-object-version={}", lifted.code_object.code_object_version),
+    ];
+    if !features.is_empty() {
+        arguments.push(format!("-mattr={features}"));
+    }
+    arguments
+}
+
+/// Assembles `text` for the lifted code object's target; the relocatable.
+pub fn assemble(
+    lifted: &LiftedCodeObject<'_>,
+    text: &str,
+    directory: &Path,
+    keep_failed: Option<&Path>,
+) -> Result<Vec<u8>, AssembleError> {
+    let source = directory.join("emitted.s");
+    let object = directory.join("emitted.o");
+    std::fs::write(&source, text)?;
+    let deadline = crate::process::deadline_for(text.len());
+    let output = crate::process::output_within(
+        crate::toolchain::llvm_tool("llvm-mc")
+            .args(mc_target_arguments(lifted))
+            .arg("-filetype=obj")
+            .arg(&source)
+            .arg("-o")
+            .arg(&object),
+        deadline,
+    )
+    .map_err(|source| AssembleError::Tool { tool: "llvm-mc", source })?;
+    let Some(output) = output else {
+        let kept = keep_failed_input(&source, keep_failed);
+        return Err(AssembleError::Hang { tool: "llvm-mc", seconds: deadline.as_secs(), kept });
+    };
+    if !output.status.success() {
+        // The assembly is the evidence: kept where the user asked.
+        let kept = keep_failed_input(&source, keep_failed);
+        return Err(AssembleError::Assembler { message: first_lines(&output.stderr), kept });
+    }
+    Ok(std::fs::read(&object)?)
 }

@@ -7,6 +7,7 @@ use thiserror::Error;
 
 use super::{Assembly, EmitNotes, EmitOptions};
 use crate::native::{link_relocatable, ComgrError};
+use crate::stages::codegen::{assemble, first_lines, AssembleError};
 use crate::stages::lift::LiftedCodeObject;
 
 /// The linker that makes the executable code object.
@@ -31,8 +32,8 @@ pub enum EmitError {
         #[source]
         source: std::io::Error,
     },
-    #[error("llvm-mc rejected the emitted assembly ({}): {message}", crate::stages::codegen::kept_text(.kept))]
-    Assembler { message: String, kept: Option<String> },
+    #[error(transparent)]
+    Assemble(#[from] AssembleError),
     #[error("ld.lld failed: {0}")]
     Lld(String),
     #[error("{tool} did not finish in {seconds} s and was stopped ({})", crate::stages::codegen::kept_text(.kept))]
@@ -69,46 +70,6 @@ pub enum EmitError {
     Comgr(#[from] ComgrError),
     #[error("temporary files: {0}")]
     Io(#[from] std::io::Error),
-}
-
-/// The first lines of a tool's error output.
-fn first_lines(text: &[u8]) -> String {
-    let text = String::from_utf8_lossy(text);
-    let lines: Vec<&str> = text.lines().take(8).collect();
-    lines.join(" | ")
-}
-
-/// Assembles `text` for the lifted code object's target; the relocatable.
-pub fn assemble(
-    lifted: &LiftedCodeObject<'_>,
-    text: &str,
-    directory: &Path,
-    keep_failed: Option<&Path>,
-) -> Result<Vec<u8>, EmitError> {
-    let source = directory.join("emitted.s");
-    let object = directory.join("emitted.o");
-    std::fs::write(&source, text)?;
-    let deadline = crate::process::deadline_for(text.len());
-    let output = crate::process::output_within(
-        crate::toolchain::llvm_tool("llvm-mc")
-            .args(super::mc_target_arguments(lifted))
-            .arg("-filetype=obj")
-            .arg(&source)
-            .arg("-o")
-            .arg(&object),
-        deadline,
-    )
-    .map_err(|source| EmitError::Tool { tool: "llvm-mc", source })?;
-    let Some(output) = output else {
-        let kept = crate::stages::codegen::keep_failed_input(&source, keep_failed);
-        return Err(EmitError::Hang { tool: "llvm-mc", seconds: deadline.as_secs(), kept });
-    };
-    if !output.status.success() {
-        // The assembly is the evidence: kept where the user asked.
-        let kept = crate::stages::codegen::keep_failed_input(&source, keep_failed);
-        return Err(EmitError::Assembler { message: first_lines(&output.stderr), kept });
-    }
-    Ok(std::fs::read(&object)?)
 }
 
 /// Links a relocatable into an executable code object.

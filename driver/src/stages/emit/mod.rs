@@ -16,6 +16,7 @@ use crate::stages::lift::{Function, LiftedCodeObject};
 use crate::stages::load::descriptor::KernelDescriptor;
 use crate::stages::load::instrumented::{INSTRUMENTED_SUFFIX, SITE_TABLE};
 use crate::stages::load::{Binding, FeatureSetting, Section, Symbol, SymbolKind, Visibility};
+use crate::stages::patch::Patch;
 
 /// Sections the linker makes; everything else loadable is reproduced.
 pub(crate) const LINKER_SECTIONS: [&str; 9] =
@@ -51,46 +52,10 @@ pub struct EmitOptions {
     pub keep_originals: bool,
 }
 
-/// What the patch stage changes in the emitted code object.
-#[derive(Clone, Debug, Default)]
-pub struct Patch {
-    /// Assembly lines to put before the instruction at an address (after
-    /// its block's label, so branches to it run them too).
-    pub before: HashMap<u64, Vec<String>>,
-    /// Replacement descriptors, by index in `CodeObject::kernels`.
-    pub descriptors: HashMap<usize, KernelDescriptor>,
-    /// The metadata document to write instead of the input's.
-    pub metadata: Option<rmpv::Value>,
-    /// Assembly appended at the end (definitions of the tool's globals).
-    pub appended: String,
-    /// Branches that no longer reach their targets, emitted as long jumps.
-    pub relaxed: HashMap<u64, crate::stages::patch::relax::RelaxedBranch>,
-    /// The instrumentation points in site order (`text` is the opcode's
-    /// name until emit writes the instruction's assembly there).
-    pub points: Vec<crate::stages::load::instrumented::PointEntry>,
-    /// The kernels whose dispatches may run points that were left out.
-    pub partial: Vec<crate::stages::load::instrumented::PartialKernel>,
-}
-
 /// The assembly and what was special about it.
 pub struct Assembly {
     pub text: String,
     pub notes: EmitNotes,
-}
-
-/// llvm-mc's command-line target for a code object.
-pub fn mc_target_arguments(lifted: &LiftedCodeObject<'_>) -> Vec<String> {
-    let target = &lifted.code_object.target;
-    let features = target.llvm_features();
-    let mut arguments = vec![
-        "-triple=amdgcn-amd-amdhsa".to_string(),
-        format!("-mcpu={}", target.processor),
-        format!("--amdhsa-code-object-version={}", lifted.code_object.code_object_version),
-    ];
-    if !features.is_empty() {
-        arguments.push(format!("-mattr={features}"));
-    }
-    arguments
 }
 
 fn quoted(name: &str) -> String {

@@ -187,3 +187,30 @@ fn flow_of(isa: &Isa, address: u64, raw: &RawInstruction, flags: OpcodeFlags) ->
     }
     Flow::Next
 }
+
+/// The opposite of a conditional branch (a relaxed branch's skip over its
+/// long jump), by the branch's opcode name.
+pub fn inverse_branch(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "S_CBRANCH_SCC0" => "s_cbranch_scc1",
+        "S_CBRANCH_SCC1" => "s_cbranch_scc0",
+        "S_CBRANCH_VCCZ" => "s_cbranch_vccnz",
+        "S_CBRANCH_VCCNZ" => "s_cbranch_vccz",
+        "S_CBRANCH_EXECZ" => "s_cbranch_execnz",
+        "S_CBRANCH_EXECNZ" => "s_cbranch_execz",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inverse_branch;
+
+    #[test]
+    fn conditions_invert() {
+        for (a, b) in [("S_CBRANCH_SCC0", "s_cbranch_scc1"), ("S_CBRANCH_EXECZ", "s_cbranch_execnz")] {
+            assert_eq!(inverse_branch(a), Some(b));
+        }
+        assert_eq!(inverse_branch("S_CBRANCH_CDBGSYS"), None);
+    }
+}

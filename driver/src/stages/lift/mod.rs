@@ -5,6 +5,7 @@
 //! Function extents come from symbol sizes: the zero padding between
 //! functions is never disassembled (it does not decode to valid code).
 
+pub mod call_graph;
 pub mod cfg;
 pub mod flags;
 pub mod instruction;
@@ -17,6 +18,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+pub use call_graph::{kernels_that_may_run, reachable_functions};
 pub use cfg::{Block, BlockExit};
 pub use flags::{Flag, FlagBits, FlagError};
 pub use instruction::{Flow, Half, Instruction, PcRelative};
@@ -368,9 +370,6 @@ pub enum LiftError {
          object is damaged (rebuild it)"
     )]
     CodeOutsideSections { kind: &'static str, name: String, start: u64, end: u64 },
-    /// Lifted, but not analysable on this processor.
-    #[error(transparent)]
-    Liveness(#[from] crate::stages::liveness::LivenessError),
 }
 
 /// Lifts every kernel and device function of a code object.

@@ -17,6 +17,8 @@
 //!   returns into what is live after its call sites, or everything when its
 //!   callers are not all known. Iterated to a fixpoint over the call graph.
 
+pub mod allocation;
+pub mod entry;
 pub mod exec_mask;
 pub mod in_flight;
 pub mod units;
@@ -25,6 +27,8 @@ use std::collections::HashMap;
 
 use crate::stages::lift::{BlockExit, Flow, Function, FunctionKind, LiftedCodeObject};
 use crate::stages::load::processor::Processor;
+pub use allocation::{allocation, Allocation};
+pub use entry::kernel_inputs;
 pub use units::{RegisterFile, RegisterUnits, Unit, UnitSet};
 
 /// Liveness of one function, per instruction in `Function::instructions` order.

@@ -4,8 +4,6 @@
 //! symbols are the tool's data). `verify`, `inspect` and a runtime that
 //! reads a tool's results read them here; the patch stage writes them.
 
-use thiserror::Error;
-
 use super::CodeObject;
 
 /// `(original address, first byte, end)` as three little-endian u64 per
@@ -56,12 +54,7 @@ pub const INSTRUMENTED_SUFFIX: &str = ".gpuinstr";
 /// its storage, which the pointer of the tool's name points at.
 pub const MANAGED: u32 = 1;
 
-#[derive(Debug, Error, PartialEq, Eq)]
-#[error("the table {table} is malformed: {problem}")]
-pub struct TableError {
-    pub table: &'static str,
-    pub problem: String,
-}
+pub use crate::error::TableError;
 
 /// One inserted region: the original instruction it runs before, and where
 /// the inserted code is in the instrumented code object.

@@ -3,11 +3,13 @@
 //! object/executable/shared library with a `.hip_fatbin` section (one or
 //! more bundles).
 
+pub mod allocation;
 pub mod bundle;
 pub mod code_object;
 pub mod descriptor;
 pub mod hidden_arguments;
 pub mod instrumented;
+pub mod kernel_inputs;
 pub mod lines;
 pub mod metadata;
 pub mod occupancy;

@@ -16,16 +16,17 @@ use std::fmt::Write;
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::analyze::{allocation, reachable_functions};
-use crate::payloads::{CompiledPayloads, LeftOutCause, LeftOutPoint, PayloadPoint, ToolGlobal};
-use crate::stages::emit::Patch;
+use crate::stages::lift::reachable_functions;
 use crate::stages::lift::{FunctionKind, LiftedCodeObject};
+use crate::stages::liveness::allocation;
 use crate::stages::liveness::{Liveness, RegisterFile, Unit, UnitSet};
 use crate::stages::load::descriptor::{KernelDescriptor, RSRC1, RSRC3_GFX90A};
 use crate::stages::load::instrumented::{global_table_assembly, ToolGlobalEntry};
 use crate::stages::load::lines::{SourceLineNames, SourceLines};
 use crate::stages::load::occupancy;
 use crate::stages::load::processor::Processor;
+use crate::stages::payload::PayloadPoint;
+use crate::stages::payloads::{CompiledPayloads, LeftOutCause, LeftOutPoint, ToolGlobal};
 use crate::stages::sva::SvaPlacement;
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -34,6 +35,27 @@ pub enum PatchError {
     TooManyRegisters { kernel: String, file: &'static str, needed: usize, limit: usize },
     #[error("{0}")]
     BranchOutOfRange(String),
+}
+
+/// What the patch stage changes in the emitted code object.
+#[derive(Clone, Debug, Default)]
+pub struct Patch {
+    /// Assembly lines to put before the instruction at an address (after
+    /// its block's label, so branches to it run them too).
+    pub before: HashMap<u64, Vec<String>>,
+    /// Replacement descriptors, by index in `CodeObject::kernels`.
+    pub descriptors: HashMap<usize, KernelDescriptor>,
+    /// The metadata document to write instead of the input's.
+    pub metadata: Option<rmpv::Value>,
+    /// Assembly appended at the end (definitions of the tool's globals).
+    pub appended: String,
+    /// Branches that no longer reach their targets, emitted as long jumps.
+    pub relaxed: HashMap<u64, relax::RelaxedBranch>,
+    /// The instrumentation points in site order (`text` is the opcode's
+    /// name until emit writes the instruction's assembly there).
+    pub points: Vec<crate::stages::load::instrumented::PointEntry>,
+    /// The kernels whose dispatches may run points that were left out.
+    pub partial: Vec<crate::stages::load::instrumented::PartialKernel>,
 }
 
 /// What the patch did to one kernel.

@@ -13,95 +13,10 @@ use std::collections::BTreeSet;
 use gpuinstr_intrinsics::sva::{FrameValue, FRAME_VALUES};
 use gpuinstr_intrinsics::{KernelArgument, Storage};
 
-use crate::stages::liveness::{Unit, UnitSet};
 use crate::stages::load::descriptor::{KernelDescriptor, KERNEL_CODE_PROPERTIES, RSRC2};
+use crate::stages::load::kernel_inputs::{enabled, layout, Input, INPUTS};
 use crate::stages::load::processor::Processor;
 use crate::stages::load::Kernel;
-
-/// A kernel input SGPR block, in hardware order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Input {
-    PrivateSegmentBuffer,
-    DispatchPtr,
-    QueuePtr,
-    KernargSegmentPtr,
-    DispatchId,
-    FlatScratchInit,
-    PrivateSegmentSize,
-    WorkgroupIdX,
-    WorkgroupIdY,
-    WorkgroupIdZ,
-    WorkgroupInfo,
-    PrivateSegmentWaveOffset,
-}
-
-/// `(input, enable bit (properties for user SGPRs, rsrc2 for system), size)`.
-const INPUTS: [(Input, &str, bool, u16); 12] = [
-    (Input::PrivateSegmentBuffer, "ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER", true, 4),
-    (Input::DispatchPtr, "ENABLE_SGPR_DISPATCH_PTR", true, 2),
-    (Input::QueuePtr, "ENABLE_SGPR_QUEUE_PTR", true, 2),
-    (Input::KernargSegmentPtr, "ENABLE_SGPR_KERNARG_SEGMENT_PTR", true, 2),
-    (Input::DispatchId, "ENABLE_SGPR_DISPATCH_ID", true, 2),
-    (Input::FlatScratchInit, "ENABLE_SGPR_FLAT_SCRATCH_INIT", true, 2),
-    (Input::PrivateSegmentSize, "ENABLE_SGPR_PRIVATE_SEGMENT_SIZE", true, 1),
-    (Input::WorkgroupIdX, "ENABLE_SGPR_WORKGROUP_ID_X", false, 1),
-    (Input::WorkgroupIdY, "ENABLE_SGPR_WORKGROUP_ID_Y", false, 1),
-    (Input::WorkgroupIdZ, "ENABLE_SGPR_WORKGROUP_ID_Z", false, 1),
-    (Input::WorkgroupInfo, "ENABLE_SGPR_WORKGROUP_INFO", false, 1),
-    (Input::PrivateSegmentWaveOffset, "ENABLE_PRIVATE_SEGMENT", false, 1),
-];
-
-fn enabled(descriptor: &KernelDescriptor, name: &str, user: bool) -> bool {
-    if user {
-        descriptor.property(name) != 0
-    } else {
-        descriptor.rsrc2(name) != 0
-    }
-}
-
-/// Where each enabled input is: `(input, first SGPR, count)`. With
-/// architected flat scratch `ENABLE_PRIVATE_SEGMENT` sets FLAT_SCRATCH and
-/// loads no SGPR (and the private segment buffer and flat scratch init are
-/// never enabled).
-pub fn layout(descriptor: &KernelDescriptor, processor: &Processor) -> Vec<(Input, u16, u16)> {
-    let mut next = 0u16;
-    let mut out = Vec::new();
-    for (input, name, user, size) in INPUTS {
-        if input == Input::PrivateSegmentWaveOffset && processor.architected_flat_scratch {
-            continue;
-        }
-        if enabled(descriptor, name, user) {
-            out.push((input, next, size));
-            next += size;
-        }
-    }
-    out
-}
-
-/// The registers the hardware sets when a wave of the kernel starts: the
-/// enabled input SGPRs, the work-item id VGPRs, EXEC (and FLAT_SCRATCH
-/// where it is architected). Every other register holds nothing defined
-/// there.
-pub fn kernel_inputs(descriptor: &KernelDescriptor, processor: &Processor) -> UnitSet {
-    let mut inputs = UnitSet::EMPTY;
-    for (_, first, count) in layout(descriptor, processor) {
-        for part in 0..count {
-            inputs.insert(Unit::sgpr(first + part));
-        }
-    }
-    let dimensions = descriptor.rsrc2("ENABLE_VGPR_WORKITEM_ID");
-    let vgprs = if processor.packed_work_item_ids { 0 } else { dimensions.min(2) as u16 };
-    for v in 0..=vgprs {
-        inputs.insert(Unit::vgpr(v));
-    }
-    inputs.insert(Unit::special("EXEC_LO"));
-    inputs.insert(Unit::special("EXEC_HI"));
-    if processor.architected_flat_scratch && descriptor.rsrc2("ENABLE_PRIVATE_SEGMENT") != 0 {
-        inputs.insert(Unit::special("FLAT_SCR_LO"));
-        inputs.insert(Unit::special("FLAT_SCR_HI"));
-    }
-    inputs
-}
 
 /// The input holding a kernel argument, if one does.
 fn input_of(argument: KernelArgument) -> Option<Input> {

@@ -17,6 +17,7 @@
 
 use std::collections::HashMap;
 
+use crate::stages::lift::instruction::inverse_branch;
 use crate::stages::lift::{Flow, LiftedCodeObject};
 use crate::stages::liveness::{Liveness, Unit};
 
@@ -34,19 +35,6 @@ pub struct RelaxedBranch {
 /// The most a branch reaches, in dwords, less room for the relaxation code
 /// itself and for estimates of inserted code.
 const REACH: i64 = 32_767 - 1_024;
-
-/// The opposite of a conditional branch.
-pub fn inverse(name: &str) -> Option<&'static str> {
-    Some(match name {
-        "S_CBRANCH_SCC0" => "s_cbranch_scc1",
-        "S_CBRANCH_SCC1" => "s_cbranch_scc0",
-        "S_CBRANCH_VCCZ" => "s_cbranch_vccnz",
-        "S_CBRANCH_VCCNZ" => "s_cbranch_vccz",
-        "S_CBRANCH_EXECZ" => "s_cbranch_execnz",
-        "S_CBRANCH_EXECNZ" => "s_cbranch_execz",
-        _ => return None,
-    })
-}
 
 /// The branches that no longer reach their targets, given the bytes
 /// inserted before each address, and how each is relaxed; or why one
@@ -91,7 +79,7 @@ pub fn relax(
             }
             let name = instruction.name(&lifted.isa);
             let opposite = match instruction.flow {
-                Flow::ConditionalBranch { .. } => Some(inverse(name).ok_or_else(|| {
+                Flow::ConditionalBranch { .. } => Some(inverse_branch(name).ok_or_else(|| {
                     format!(
                         "{}: `{name}` at {:#x} is out of range and has no inverse",
                         function.name, instruction.address
@@ -123,17 +111,4 @@ pub fn relax(
         }
     }
     Ok(relaxed)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::inverse;
-
-    #[test]
-    fn conditions_invert() {
-        for (a, b) in [("S_CBRANCH_SCC0", "s_cbranch_scc1"), ("S_CBRANCH_EXECZ", "s_cbranch_execnz")] {
-            assert_eq!(inverse(a), Some(b));
-        }
-        assert_eq!(inverse("S_CBRANCH_CDBGSYS"), None);
-    }
 }

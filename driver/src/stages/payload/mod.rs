@@ -72,6 +72,16 @@ pub struct HookCall {
     pub arguments: Vec<HookArgument>,
 }
 
+/// Hooks to call before one instruction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PayloadPoint {
+    /// Index in `LiftedCodeObject::functions`.
+    pub function: usize,
+    /// Index in the function's instructions (block order, as `lift --emit mir` counts).
+    pub instruction: usize,
+    pub calls: Vec<HookCall>,
+}
+
 /// The hooks to call at one point, in order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PayloadRequest {

@@ -24,12 +24,48 @@ pub mod sliding;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::analyze::{allocation, reachable_functions, MAX_VGPRS};
-use crate::payloads::{AgprHomes, FunctionRegisters};
+use crate::stages::lift::reachable_functions;
 use crate::stages::lift::{FunctionKind, LiftedCodeObject};
+use crate::stages::liveness::allocation;
 use crate::stages::liveness::{Liveness, RegisterFile, Unit, UnitSet};
+use crate::stages::load::allocation::MAX_VGPRS;
 use crate::stages::load::occupancy;
 use crate::stages::load::processor::Processor;
+
+/// Registers stage `sva` gave a function.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FunctionRegisters {
+    /// VGPRs holding the SVA and the packed work-item ids for the whole function.
+    pub sva: Option<u16>,
+    pub work_item_ids: Option<u16>,
+    /// Or AGPRs holding them: each payload loads them into VGPRs dead at its point.
+    pub in_agprs: Option<AgprHomes>,
+    /// VGPRs and AGPRs below these are in the allocation of every kernel
+    /// reaching the function (0: payloads never park registers here).
+    pub vgpr_limit: u16,
+    pub agpr_limit: u16,
+    /// Payloads' VGPRs stay below this: what the allocation holds, or may
+    /// grow to (stage sva's RegisterGrowth); 0: what a wave may have.
+    pub payload_vgprs: u16,
+    /// The vector register allocation (gfx90a's unified file) the kernels
+    /// reaching the function may grow to, by the same policy.
+    pub allocation_cap: u16,
+}
+
+/// The SVA (and the work-item ids) kept in AGPRs (seed 004's fallback when
+/// no VGPR is free for the whole kernel).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AgprHomes {
+    pub sva: u16,
+    pub work_item_ids: Option<u16>,
+}
+
+impl AgprHomes {
+    /// The AGPRs in use.
+    pub fn agprs(&self) -> impl Iterator<Item = u16> {
+        std::iter::once(self.sva).chain(self.work_item_ids)
+    }
+}
 
 /// Where a value lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,7 +205,7 @@ fn groups(lifted: &LiftedCodeObject<'_>, request: &SvaRequest) -> Vec<(Vec<usize
 fn payload_vgpr_cap(
     processor: &Processor,
     kernel: &crate::stages::load::Kernel,
-    allocation: &crate::analyze::Allocation,
+    allocation: &crate::stages::liveness::Allocation,
     touched: &UnitSet,
     grow: RegisterGrowth,
 ) -> (u16, u16) {
@@ -216,7 +252,11 @@ fn payload_vgpr_cap(
 /// file (gfx90a, gfx940+) splits at ACCUM_OFFSET; a kernel that uses no AGPR
 /// can hold VGPRs in all of it (the patch moves ACCUM_OFFSET; the
 /// allocation, and so occupancy, stays the same).
-fn vgprs_for_values(processor: &Processor, allocation: &crate::analyze::Allocation, touched: &UnitSet) -> UnitSet {
+fn vgprs_for_values(
+    processor: &Processor,
+    allocation: &crate::stages::liveness::Allocation,
+    touched: &UnitSet,
+) -> UnitSet {
     if processor.has_unified_register_file() && touched.in_file(RegisterFile::Agpr).is_empty() {
         UnitSet::range(RegisterFile::Vgpr, 0, (allocation.vgprs.len() + allocation.agprs.len()) as u16)
     } else {

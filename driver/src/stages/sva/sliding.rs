@@ -259,7 +259,7 @@ pub fn slide(
                 return None;
             }
             let live = &liveness.live_in[index];
-            (0..crate::analyze::MAX_SGPRS - 1)
+            (0..crate::stages::load::allocation::MAX_SGPRS - 1)
                 .step_by(2)
                 .find(|s| [*s, s + 1].iter().all(|s| sgprs.contains(Unit::sgpr(*s)) && !live.contains(Unit::sgpr(*s))))
         })

@@ -83,9 +83,10 @@ pub fn kernel_entry_payloads(
     target: Option<&str>,
     hook: &str,
 ) -> Result<String, Box<dyn std::error::Error>> {
-    use gpuinstr::payloads::{compile_payloads, PayloadOptions, PayloadPoint};
     use gpuinstr::pipeline::{lift, liveness, load, one_code_object};
     use gpuinstr::stages::payload::HookCall;
+    use gpuinstr::stages::payload::PayloadPoint;
+    use gpuinstr::stages::payloads::{compile_payloads, PayloadOptions};
     use std::fmt::Write;
 
     let tool = one_code_object(load(tool)?, None)?;

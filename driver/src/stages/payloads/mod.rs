@@ -23,53 +23,9 @@ use crate::stages::lower_ir::{self, LowerIrError};
 use crate::stages::lower_mir::final_code::{self, FinalCodeError, Parking};
 use crate::stages::lower_mir::physical::Frame;
 use crate::stages::lower_mir::{self, LowerMirError, PayloadSite, RegisterClasses};
-use crate::stages::payload::{self, HookArgument, HookCall, PayloadError, PayloadRequest, PointConstantArgument};
+use crate::stages::payload::{self, HookArgument, PayloadError, PayloadPoint, PayloadRequest, PointConstantArgument};
+use crate::stages::sva::{AgprHomes, FunctionRegisters};
 use crate::tool::read_tool_module;
-
-/// Hooks to call before one instruction.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PayloadPoint {
-    /// Index in `LiftedCodeObject::functions`.
-    pub function: usize,
-    /// Index in the function's instructions (block order, as `lift --emit mir` counts).
-    pub instruction: usize,
-    pub calls: Vec<HookCall>,
-}
-
-/// Registers stage `sva` gave a function.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FunctionRegisters {
-    /// VGPRs holding the SVA and the packed work-item ids for the whole function.
-    pub sva: Option<u16>,
-    pub work_item_ids: Option<u16>,
-    /// Or AGPRs holding them: each payload loads them into VGPRs dead at its point.
-    pub in_agprs: Option<AgprHomes>,
-    /// VGPRs and AGPRs below these are in the allocation of every kernel
-    /// reaching the function (0: payloads never park registers here).
-    pub vgpr_limit: u16,
-    pub agpr_limit: u16,
-    /// Payloads' VGPRs stay below this: what the allocation holds, or may
-    /// grow to (stage sva's RegisterGrowth); 0: what a wave may have.
-    pub payload_vgprs: u16,
-    /// The vector register allocation (gfx90a's unified file) the kernels
-    /// reaching the function may grow to, by the same policy.
-    pub allocation_cap: u16,
-}
-
-/// The SVA (and the work-item ids) kept in AGPRs (seed 004's fallback when
-/// no VGPR is free for the whole kernel).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AgprHomes {
-    pub sva: u16,
-    pub work_item_ids: Option<u16>,
-}
-
-impl AgprHomes {
-    /// The AGPRs in use.
-    pub fn agprs(&self) -> impl Iterator<Item = u16> {
-        std::iter::once(self.sva).chain(self.work_item_ids)
-    }
-}
 
 /// VGPRs a payload gets at least where AGPRs allow: at points with fewer
 /// dead VGPRs, live ones are parked in dead AGPRs for the payload's time.
@@ -191,7 +147,7 @@ fn plan_parking(
     if loads.is_empty() && borrowed.is_empty() && moved.is_empty() {
         return Ok(None);
     }
-    let exec_pair = (0..crate::analyze::MAX_SGPRS - 1)
+    let exec_pair = (0..crate::stages::load::allocation::MAX_SGPRS - 1)
         .step_by(2)
         .find(|s| !live.contains(Unit::sgpr(*s)) && !live.contains(Unit::sgpr(s + 1)))
         .ok_or_else(|| "no SGPR pair is dead here to save EXEC in around whole-wave copies".to_string())?;
@@ -858,7 +814,7 @@ pub fn payload_sites(
         {
             // At a kernel's first instruction only what the hardware set
             // holds anything: registers read before any write are undefined.
-            live = live.intersection(&crate::stages::patch::preamble::kernel_inputs(
+            live = live.intersection(&crate::stages::liveness::kernel_inputs(
                 &code_object.kernels[kernel].descriptor,
                 liveness.processor,
             ));

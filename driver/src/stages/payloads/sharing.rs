@@ -15,7 +15,7 @@ use crate::stages::liveness::{RegisterFile, UnitSet};
 use crate::stages::lower_mir::PayloadSite;
 use crate::stages::payload::{HookArgument, PointConstantArgument};
 
-use super::PayloadPoint;
+use crate::stages::payload::PayloadPoint;
 
 /// How many more VGPRs (SGPRs) a group's union may have live than its
 /// sparsest point: the shared payload allocates around the union, so this
