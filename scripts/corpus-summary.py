@@ -76,6 +76,8 @@ left_out = sum(len(o.get("left_out", o.get("rejected", []))) for _, o in instrum
 payloads = sum(o["payloads"] for _, o in instrumented)
 seconds = sum(o["seconds"] for _, o in instrumented)
 per_site = [p for _, o in instrumented for p in o["per_site"]]
+drains = [o.get("full_drains") for _, o in instrumented]
+drains_note = f"{sum(drains)} full drains" if drains and None not in drains else "full drains not counted"
 median = statistics.median(per_site) if per_site else 0
 print(
     f"{example:18} {library:20} {len(outcomes)} of {total} code objects done "
@@ -83,6 +85,7 @@ print(
     f"{len(errors)} errors); {sum(o['kernels'] for _, o in instrumented)} kernels, {points} points, "
     f"{payloads} payloads, {left_out} left out; {added} instructions added "
     f"({added / sites if sites else 0:.1f} per site, kernel median {median:.1f}, max {max(per_site, default=0):.1f}); "
+    f"{drains_note}; "
     f"verified {len(instrumented) - len(bad)} of {len(instrumented)} "
     f"({sum(o['regions'] for _, o in instrumented)} regions), "
     f"llvm-readelf warnings in {sum(o['readelf_warnings'] for _, o in instrumented)}, "

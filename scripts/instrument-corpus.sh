@@ -109,6 +109,9 @@ json.dump({
     "sites": sum(k["sites"] for o in objects for k in o["kernels"]),
     "added": sum(k["instructions_added"] for o in objects for k in o["kernels"]),
     "per_site": [k["instructions_added"] / k["sites"] for o in objects for k in o["kernels"] if k["sites"]],
+    # Points whose payload waits for every memory counter (builds before
+    # the report counted waits have none).
+    "full_drains": sum(o["waits"]["full_drains"] for o in objects) if all("waits" in o for o in objects) else None,
     "seconds": float(seconds),
     "verified": bool(verified) and not findings,
     "regions": sum(v["report"]["regions"] for v in verified),

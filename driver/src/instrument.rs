@@ -21,7 +21,9 @@ use crate::stages::load::lines::SourceLineNames;
 use crate::stages::load::CodeObject;
 use crate::stages::patch::{patch, KernelPatch, PatchError};
 use crate::stages::payload::PayloadPoint;
-use crate::stages::payloads::{compile_payloads, CompileError, LeftOutCause, LeftOutPoint, PayloadOptions};
+use crate::stages::payloads::{
+    compile_payloads, CompileError, CompiledPayload, LeftOutCause, LeftOutPoint, PayloadOptions,
+};
 use crate::stages::sva::{place, RegisterGrowth, SvaRequest};
 
 /// What becomes of the tool's globals (`Counter`) in the output.
@@ -84,6 +86,8 @@ pub struct InstrumentReport {
     pub points: usize,
     /// Payloads LLVM compiled for the points (alike points share one).
     pub payloads_compiled: usize,
+    /// What the instrumented points' payloads wait for before they start.
+    pub waits: PayloadWaits,
     pub kernels: Vec<KernelPatch>,
     /// Functions that were not instrumented, and why.
     pub skipped: Vec<String>,
@@ -99,6 +103,44 @@ pub struct InstrumentReport {
     pub seconds: f64,
     /// Wall time per step, in pipeline order.
     pub steps: Vec<(String, f64)>,
+}
+
+/// Instrumented points by the memory counters their payload waits for
+/// before it starts: those of the application's loads in flight whose
+/// registers it touches. A full drain (every counter) at every point would
+/// serialise the latency the application hides.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PayloadWaits {
+    pub none: usize,
+    pub vmcnt: usize,
+    pub lgkmcnt: usize,
+    pub vmcnt_and_lgkmcnt: usize,
+    /// Every counter, expcnt too (an export or GDS operation in flight, or
+    /// flow the analysis cannot follow).
+    pub full_drains: usize,
+}
+
+impl PayloadWaits {
+    pub fn count(payloads: &[CompiledPayload]) -> PayloadWaits {
+        let mut waits = PayloadWaits::default();
+        for wait in payloads.iter().filter(|p| p.rejected.is_none()).filter_map(|p| p.entry_wait) {
+            match (wait.vmcnt, wait.lgkmcnt, wait.expcnt) {
+                (_, _, true) => waits.full_drains += 1,
+                (true, true, false) => waits.vmcnt_and_lgkmcnt += 1,
+                (true, false, false) => waits.vmcnt += 1,
+                (false, true, false) => waits.lgkmcnt += 1,
+                (false, false, false) => waits.none += 1,
+            }
+        }
+        waits
+    }
+
+    fn render(&self) -> String {
+        format!(
+            "payload waits: {} none, {} vmcnt, {} lgkmcnt, {} both, {} full drains",
+            self.none, self.vmcnt, self.lgkmcnt, self.vmcnt_and_lgkmcnt, self.full_drains
+        )
+    }
 }
 
 #[derive(Debug, Error)]
@@ -620,6 +662,7 @@ fn instrument_code_object_partially(
     report.hooks = hook_counts(&points);
     report.points = points.len();
     report.payloads_compiled = compiled.distinct_payloads();
+    report.waits = PayloadWaits::count(&compiled.payloads);
     report.kernels = patch_report.kernels;
     report.globals = patch_report.globals;
     report.tool_globals = options.tool_globals;
@@ -691,6 +734,7 @@ impl InstrumentReport {
             .unwrap();
         }
         writeln!(out, "  payloads compiled: {} (alike points share one)", self.payloads_compiled).unwrap();
+        writeln!(out, "  {}", self.waits.render()).unwrap();
         if !self.hidden_arguments_declared.is_empty() {
             let named: Vec<String> = self
                 .hidden_arguments_declared

@@ -26,6 +26,7 @@ use crate::preservation::{check_from, Entry};
 use crate::stages::lift::{lift, Flow, Function, FunctionKind, Instruction, LiftError, LiftedCodeObject};
 use crate::stages::liveness::allocation;
 use crate::stages::liveness::kernel_inputs;
+use crate::stages::liveness::pending::{counters_of, pending_before, waitcnt, Pending};
 use crate::stages::liveness::{analyze, RegisterFile, Unit, UnitSet};
 use crate::stages::load::descriptor::KernelDescriptor;
 use crate::stages::load::instrumented::INSTRUMENTED_SUFFIX;
@@ -319,6 +320,7 @@ pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<Verify
         let function = &before.functions[f];
         let instrumented_function = &after.functions[g];
         let index_of: HashMap<u64, usize> = function.instructions().enumerate().map(|(n, i)| (i.address, n)).collect();
+        let mut pending: Option<Vec<Pending>> = None;
         let mut code: Vec<&Instruction> = instrumented_function.instructions().collect();
         code.sort_by_key(|i| i.address);
         let (begin, end) = (instrumented_function.address, instrumented_function.end());
@@ -357,6 +359,17 @@ pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<Verify
                 report.findings.push(finding(
                     site.begin,
                     format!("the region before the original instruction at {:#x}: {violation}", site.original),
+                ));
+            }
+            let pending = pending
+                .get_or_insert_with(|| pending_before(function, &before.isa, &liveness.functions[f]))
+                .get(position)
+                .cloned()
+                .unwrap_or_else(Pending::unknown);
+            if let Some((address, problem)) = memory_waits(&after.isa, &units, &region, pending, &live) {
+                report.findings.push(finding(
+                    address,
+                    format!("the region before the original instruction at {:#x}: {problem}", site.original),
                 ));
             }
         }
@@ -554,6 +567,75 @@ fn relaxed_branch(
     let pair_name = after.isa.register_name(*getpc.defs.first()?);
     let pair = pair_name.strip_prefix("SGPR")?.split('_').next()?.parse().ok()?;
     Some((at + 4, lands, pair))
+}
+
+/// The first wait a region misses. Before it waits for their counters, a
+/// region must not read or write a register a load of the application may
+/// still be writing (in flight at the original instruction the region runs
+/// before): the value read would be stale, or the load would overwrite
+/// what the region wrote. And it must not end with a load of its own still
+/// writing a register live after it. Waits among the region's own loads
+/// are its compiler's business.
+fn memory_waits(
+    isa: &crate::stages::lift::Isa,
+    units: &crate::stages::liveness::RegisterUnits,
+    region: &[Instruction],
+    mut pending: Pending,
+    live: &UnitSet,
+) -> Option<(u64, String)> {
+    let mut own = Pending::NONE;
+    let mut last_load = None;
+    for instruction in region {
+        if let Some(zeroed) = waitcnt(instruction, isa) {
+            pending.after_wait(zeroed);
+            own.after_wait(zeroed);
+            continue;
+        }
+        let mut touched = UnitSet::EMPTY;
+        let mut defs = UnitSet::EMPTY;
+        for reg in instruction.all_defs() {
+            for unit in units.units(reg) {
+                defs.insert(*unit);
+            }
+        }
+        touched.union_with(&defs);
+        for reg in instruction.all_uses() {
+            for unit in units.units(reg) {
+                touched.insert(*unit);
+            }
+        }
+        let needed = pending.waits_for(&touched);
+        if needed.any() {
+            let in_flight = touched.intersection(&pending.vmcnt.union(&pending.lgkmcnt));
+            let what = match in_flight.iter().next() {
+                Some(unit) => format!("{unit}, which a load in flight may still write"),
+                None => "registers while an export or GDS operation may still read its data".to_string(),
+            };
+            return Some((
+                instruction.address,
+                format!(
+                    "`{}` touches {what}, and the region has not waited ({} first)",
+                    instruction.name(isa),
+                    needed.wait_instruction().unwrap_or_default()
+                ),
+            ));
+        }
+        let counters = counters_of(instruction, isa);
+        if counters.vmcnt || counters.lgkmcnt {
+            last_load = Some(instruction);
+        }
+        own.step(instruction, isa, &defs);
+    }
+    let landing = own.vmcnt.union(&own.lgkmcnt).intersection(live);
+    let unit = landing.iter().next()?;
+    let load = last_load?;
+    Some((
+        load.address,
+        format!(
+            "the region ends with a load still writing {unit}, which is live after it (it needs an s_waitcnt before \
+             its end)"
+        ),
+    ))
 }
 
 /// Whether an instruction of a region may leave it other than by falling

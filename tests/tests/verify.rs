@@ -1,10 +1,12 @@
 //! `gpuinstr-link verify` on broken instrumentation: each way an inserted
 //! region, a branch, an original instruction or a descriptor can go wrong is
-//! made by hand in a correct output, and the checker must name it.
+//! made by hand in a correct output, and the checker must name it; and the
+//! waits payloads need for the application's loads in flight.
 
-use gpuinstr::instrument::{instrument_code_object, InstrumentOptions};
+use gpuinstr::instrument::{instrument_code_object, InstrumentOptions, PayloadWaits};
 use gpuinstr::plan::Plan;
 use gpuinstr::stages::lift::{lift, Flow};
+use gpuinstr::stages::liveness::pending::pending_before;
 use gpuinstr::stages::liveness::{analyze, RegisterFile};
 use gpuinstr::stages::load::{self, CodeObject};
 use gpuinstr::verify::{site_table, verify, Site};
@@ -62,7 +64,12 @@ fn verify_names_each_kind_of_breakage() {
             if position == 0 {
                 return None;
             }
-            let live = liveness.functions[index].live_in[position].in_file(RegisterFile::Sgpr);
+            // Not one a load is still writing (that would be a second finding).
+            let pending = &pending_before(function, &original.isa, &liveness.functions[index])[position];
+            let live = liveness.functions[index].live_in[position]
+                .in_file(RegisterFile::Sgpr)
+                .difference(&pending.lgkmcnt)
+                .difference(&pending.vmcnt);
             let first = live.iter().next().map(|unit| unit.index());
             first.map(|index| (*site, index))
         })
@@ -145,4 +152,61 @@ fn kernels_sharing_a_callee_are_held_to_their_own_registers() {
     let problems: Vec<String> = report.findings.iter().map(|f| format!("{}: {}", f.function, f.problem)).collect();
     assert!(problems.is_empty(), "{problems:#?}");
     assert_eq!(report.kernels, 2);
+}
+
+/// Payloads wait only for the loads whose registers they touch. Between a
+/// global load and its `s_waitcnt` (tests/inputs/kernels/load_in_flight.hip)
+/// a hook reading the loaded v0 waits for vmcnt first; a counter there, and
+/// the same hook after the application's own wait, wait for nothing. The
+/// output verifies; with that one wait gone, verify names v0.
+#[test]
+fn payloads_wait_only_for_the_loads_whose_registers_they_touch() {
+    let dir = scratch();
+    let tool_path = dir.path().join("payload-hooks.hsaco");
+    run_ok(&mut tool_compile_command(Compiler::Clang, &input("tools/payload-hooks.hip"), "-O3", &tool_path));
+    let tool = load::load(&tool_path).unwrap().code_objects.remove(0);
+    let app = load::load_for_target(&test_kernels("load_in_flight"), Some("gfx90a")).unwrap().code_objects.remove(0);
+    let plan = Plan::parse(
+        r#"
+[[insert]]
+hook = "recordValue"
+where = "opcode:V_ADD_U32_e32"
+args = [{ reg = "v0" }]
+
+[[insert]]
+hook = "countScalar"
+where = "opcode:V_SUB_U32_e32"
+"#,
+        "waits.toml",
+    )
+    .unwrap();
+    let (bytes, report) =
+        instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &InstrumentOptions::default()).unwrap();
+    // Three v_adds (one while the load lands, two after the wait) and the v_sub.
+    assert_eq!(report.points, 4);
+    assert_eq!(
+        report.waits,
+        PayloadWaits { none: 3, vmcnt: 1, lgkmcnt: 0, vmcnt_and_lgkmcnt: 0, full_drains: 0 },
+        "{}",
+        report.render_text()
+    );
+    let output = CodeObject::parse(bytes.clone(), Vec::new()).unwrap();
+    assert!(verify(&app, &output).unwrap().ok(), "the output verifies");
+
+    // The region before the first v_add: `s_nop 4`, then its wait.
+    let original = lift(&app).unwrap();
+    let first_add = original.functions[0]
+        .instructions()
+        .find(|i| i.name(&original.isa) == "V_ADD_U32_e32")
+        .expect("a v_add")
+        .address;
+    let site = site_table(&output).unwrap().into_iter().find(|s| s.original == first_add).expect("its region");
+    let at = file_offset(&output, site.begin) + 4;
+    let word = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+    assert_eq!(word >> 16, 0xbf8c, "the region's second instruction is s_waitcnt: {word:#x}");
+    let mut broken = bytes;
+    broken[at..at + 4].copy_from_slice(&0xbf80_0000u32.to_le_bytes());
+    let found = findings(&app, broken);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(found[0].contains("touches v0, which a load in flight may still write"), "{found:#?}");
 }

@@ -21,6 +21,7 @@ pub mod allocation;
 pub mod entry;
 pub mod exec_mask;
 pub mod in_flight;
+pub mod pending;
 pub mod units;
 
 use std::collections::HashMap;

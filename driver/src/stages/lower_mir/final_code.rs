@@ -13,6 +13,9 @@
 use super::physical::Frame;
 use crate::stages::liveness::{Unit, UnitSet};
 
+/// The wait LLVM puts at the entry of every function that is not a kernel.
+pub const LLVM_ENTRY_WAIT: &str = "s_waitcnt vmcnt(0) expcnt(0) lgkmcnt(0)";
+
 /// The machine code of one payload.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FinalPayload {
@@ -83,6 +86,12 @@ fn comment_number(info: &[&str], key: &str) -> u32 {
 }
 
 /// Extracts payload `index` (function `name`) from llc's assembly.
+///
+/// `writes_application_registers`: the hooks write registers the
+/// application reads after the payload (`writeReg`); then LLVM's wait
+/// before the return stays, since a load of the payload may still be
+/// writing one.
+#[allow(clippy::too_many_arguments)]
 pub fn extract(
     assembly: &AssemblyFunctions<'_>,
     name: &str,
@@ -91,6 +100,7 @@ pub fn extract(
     live: &UnitSet,
     sva: Option<u16>,
     save_frame: &UnitSet,
+    writes_application_registers: bool,
 ) -> Result<FinalPayload, FinalCodeError> {
     let (body, info) = assembly.get(name).ok_or_else(|| FinalCodeError::Missing(name.to_string()))?;
     let end_label = end_label(index);
@@ -103,6 +113,29 @@ pub fn extract(
         }
         code.push(rename(text));
     }
+    // LLVM waits for every counter at a device function's entry, not
+    // knowing what its caller has in flight; the payload stage knows, and
+    // puts the wait the payload's registers need first instead.
+    if code.first().is_some_and(|l| l == LLVM_ENTRY_WAIT) {
+        code.remove(0);
+    }
+    let scratch_bytes = comment_number(info, "ScratchSize");
+    // Before a return LLVM waits for the function's memory operations (but
+    // stores' on targets with a counter of their own). Nothing after the
+    // payload needs them: its loads' results are used inside it, and its
+    // atomics and stores stay in flight while the application goes on (in
+    // order, so the application's own waits still count right). Kept when
+    // hook-written application registers or stack reloads may still land.
+    if !writes_application_registers && scratch_bytes == 0 {
+        let mut kept = Vec::with_capacity(code.len());
+        for (position, line) in code.iter().enumerate() {
+            let before_return = code.get(position + 1).is_some_and(|next| next.starts_with("s_setpc_b64"));
+            if !(before_return && line.starts_with("s_waitcnt")) {
+                kept.push(line.clone());
+            }
+        }
+        code = kept;
+    }
     let returns = code.iter().filter(|l| l.starts_with("s_setpc_b64")).count();
     if code.last().is_some_and(|l| l.starts_with("s_setpc_b64")) && returns == 1 {
         code.pop();
@@ -112,7 +145,6 @@ pub fn extract(
         }
         code.push(format!("{end_label}:"));
     }
-    let scratch_bytes = comment_number(info, "ScratchSize");
     let mut payload = FinalPayload {
         code,
         scratch_bytes,
@@ -165,17 +197,14 @@ impl Parking {
     /// registers back after every exit. Wait states (gfx908): an AGPR read
     /// needs 3 after its write, an MFMA reading a VGPR 2 after
     /// `v_accvgpr_read` wrote it. A load still in flight may be writing a
-    /// register parked here: the copies wait for every counter first (the
-    /// payload itself starts with the same wait).
+    /// register parked here: the payload stage puts the wait for its
+    /// counter before the copies (they are part of the payload's code).
     pub fn wrap(&self, payload: &mut FinalPayload, end_label: &str) {
         if self.loads.is_empty() && self.borrowed.is_empty() && self.moved.is_empty() {
             return;
         }
         let parks = !self.borrowed.is_empty() || !self.moved.is_empty();
         let mut code = Vec::new();
-        if parks {
-            code.push("s_waitcnt vmcnt(0) expcnt(0) lgkmcnt(0)".to_string());
-        }
         code.extend(
             self.whole_wave(
                 self.borrowed
@@ -257,24 +286,38 @@ mod tests {
 
     const ASSEMBLY: &str = "\t.globl\tgpuinstr.payload.0 ; -- Begin function gpuinstr.payload.0\n\t.p2align\t2\ngpuinstr.payload.0:                     ; @gpuinstr.payload.0\n; %bb.0:\n\ts_waitcnt vmcnt(0) expcnt(0) lgkmcnt(0)\n\ts_cbranch_execz .LBB0_2\n; %bb.1:\n\tv_mov_b32_e32 v1, 0\n.LBB0_2:\n\ts_setpc_b64 s[30:31]\n.Lfunc_end0:\n\t.size\tgpuinstr.payload.0, .Lfunc_end0-gpuinstr.payload.0\n; Function info:\n; NumSgprs: 36\n; NumVgprs: 2\n; ScratchSize: 0\n";
 
+    /// LLVM's entry wait goes too: the payload stage puts the wait the
+    /// point needs in its place.
     #[test]
     fn the_return_goes_and_labels_are_renamed() {
         let functions = AssemblyFunctions::parse(ASSEMBLY);
-        let payload =
-            extract(&functions, "gpuinstr.payload.0", 0, Frame::new(false), &UnitSet::EMPTY, None, &UnitSet::EMPTY)
-                .unwrap();
+        let payload = extract(
+            &functions,
+            "gpuinstr.payload.0",
+            0,
+            Frame::new(false),
+            &UnitSet::EMPTY,
+            None,
+            &UnitSet::EMPTY,
+            false,
+        )
+        .unwrap();
         assert_eq!(
             payload.code,
-            vec![
-                "s_waitcnt vmcnt(0) expcnt(0) lgkmcnt(0)",
-                "s_cbranch_execz .Lgpuinstr_payload0_BB0_2",
-                "v_mov_b32_e32 v1, 0",
-                ".Lgpuinstr_payload0_BB0_2:",
-            ]
+            vec!["s_cbranch_execz .Lgpuinstr_payload0_BB0_2", "v_mov_b32_e32 v1, 0", ".Lgpuinstr_payload0_BB0_2:",]
         );
         assert_eq!((payload.sgprs, payload.vgprs, payload.scratch_bytes), (36, 2, 0));
         assert_eq!(
-            extract(&functions, "gpuinstr.payload.1", 1, Frame::new(false), &UnitSet::EMPTY, None, &UnitSet::EMPTY),
+            extract(
+                &functions,
+                "gpuinstr.payload.1",
+                1,
+                Frame::new(false),
+                &UnitSet::EMPTY,
+                None,
+                &UnitSet::EMPTY,
+                false
+            ),
             Err(FinalCodeError::Missing("gpuinstr.payload.1".into()))
         );
     }
@@ -286,14 +329,15 @@ mod tests {
         live.insert(Unit::sgpr(2));
         let functions = AssemblyFunctions::parse(&with_stack);
         let payload =
-            extract(&functions, "gpuinstr.payload.0", 0, Frame::new(false), &live, Some(40), &UnitSet::EMPTY).unwrap();
+            extract(&functions, "gpuinstr.payload.0", 0, Frame::new(false), &live, Some(40), &UnitSet::EMPTY, false)
+                .unwrap();
         assert_eq!(payload.code[0], "v_writelane_b32 v40, s2, 7");
         assert_eq!(payload.code[1], "v_readlane_b32 s0, v40, 0");
         assert_eq!(payload.code[5], "v_readlane_b32 s32, v40, 4");
         assert_eq!(payload.code.last().unwrap(), "s_nop 4");
         assert!(payload.code.contains(&"v_readlane_b32 s2, v40, 7".to_string()));
         assert_eq!(
-            extract(&functions, "gpuinstr.payload.0", 0, Frame::new(false), &live, None, &UnitSet::EMPTY),
+            extract(&functions, "gpuinstr.payload.0", 0, Frame::new(false), &live, None, &UnitSet::EMPTY, false),
             Err(FinalCodeError::StackWithoutSva("gpuinstr.payload.0".into(), 8))
         );
     }

@@ -27,6 +27,7 @@ use gpuinstr_intrinsics::{IntrinsicError, KernelArgument, MirOperands, Registry,
 use thiserror::Error;
 
 use crate::stages::lift::Isa;
+use crate::stages::liveness::pending::Pending;
 use crate::stages::liveness::{RegisterFile, Unit, UnitSet};
 use crate::stages::lower_ir::Placeholder;
 pub use classes::RegisterClasses;
@@ -58,6 +59,9 @@ pub struct PayloadSite {
     /// Whole-wave copies around the payload: the SVA and work-item ids
     /// loaded from AGPRs into `sva`/`work_item_ids`, live VGPRs parked.
     pub parking: Option<final_code::Parking>,
+    /// What memory operations may still be writing before the instruction:
+    /// the payload waits for the counters of those it touches.
+    pub pending: Pending,
 }
 
 impl Default for PayloadSite {
@@ -72,6 +76,7 @@ impl Default for PayloadSite {
             max_agprs: 256,
             unplaced: None,
             parking: None,
+            pending: Pending::NONE,
         }
     }
 }

@@ -17,6 +17,7 @@ use thiserror::Error;
 use crate::error::ToolProblem;
 use crate::stages::codegen::{self, CodegenError};
 use crate::stages::lift::{FunctionKind, LiftedCodeObject};
+use crate::stages::liveness::pending::Counters;
 use crate::stages::liveness::{Liveness, RegisterUnits, Unit, UnitSet};
 use crate::stages::load::CodeObject;
 use crate::stages::lower_ir::{self, LowerIrError};
@@ -236,6 +237,10 @@ pub struct CompiledPayload {
     pub touches: UnitSet,
     /// Bytes of the final code, encoded.
     pub bytes: usize,
+    /// The counters the code waits for before anything else: those of the
+    /// loads in flight at the point whose registers it reads or writes
+    /// (decided per point, after payloads are shared; `None` until then).
+    pub entry_wait: Option<Counters>,
     /// Why this point cannot be instrumented (then it has no code and is
     /// left out).
     pub rejected: Option<Rejection>,
@@ -345,6 +350,7 @@ impl CompiledPayload {
             writes: UnitSet::EMPTY,
             touches: UnitSet::EMPTY,
             bytes: 0,
+            entry_wait: None,
             rejected: Some(reason),
         }
     }
@@ -779,6 +785,7 @@ pub fn payload_sites(
     let mut sites = Vec::with_capacity(points.len());
     // Loads nothing reads may still be landing: their VGPRs are not the payloads'.
     let mut in_flight: BTreeMap<usize, Vec<UnitSet>> = BTreeMap::new();
+    let mut pending = std::collections::HashMap::new();
     for (index, point) in points.iter().enumerate() {
         label(lifted, point).map_err(|why| CompileError::BadPoint { index, why })?;
         let function = &lifted.functions[point.function];
@@ -809,6 +816,10 @@ pub fn payload_sites(
         });
         let mut live = liveness.functions[point.function].live_in[point.instruction];
         live.union_with(&busy[point.instruction]);
+        let pending = pending.entry(point.function).or_insert_with(|| {
+            crate::stages::liveness::pending::pending_before(function, &lifted.isa, &liveness.functions[point.function])
+        })[point.instruction]
+            .clone();
         if let (FunctionKind::Kernel(kernel), 0, false) =
             (function.kind, point.instruction, function.entry_is_branch_target())
         {
@@ -845,6 +856,7 @@ pub fn payload_sites(
             max_agprs,
             unplaced: options.unplaced.get(&point.function).cloned(),
             parking: None,
+            pending,
         };
         // AGPR homes stay put: LLVM spills to free AGPRs on gfx908/gfx90a.
         for home in registers.in_agprs.iter().flat_map(AgprHomes::agprs) {
@@ -899,6 +911,7 @@ pub fn compile_payloads(
         })
         .collect();
     if starved.is_empty() || matches!(options.payload_room, PayloadRoom::AlignedPairs(_)) {
+        wait_for_loads_in_flight(&mut compiled.payloads, &sites);
         return Ok(compiled);
     }
     let roomier = PayloadOptions {
@@ -928,7 +941,26 @@ pub fn compile_payloads(
     }
     compiled.timings.extend(again.timings);
     compiled.more_registers_texts = Some(again.texts);
+    wait_for_loads_in_flight(&mut compiled.payloads, &sites);
     Ok(compiled)
+}
+
+/// Puts each payload's wait first: for the counters of the loads in flight
+/// at its point whose registers its code reads or writes (none when it
+/// touches none: the application's loads stay in flight across it). Per
+/// point, after sharing, since alike points can differ in what is in flight.
+fn wait_for_loads_in_flight(payloads: &mut [CompiledPayload], sites: &[PayloadSite]) {
+    for (payload, site) in payloads.iter_mut().zip(sites) {
+        if payload.rejected.is_some() || payload.entry_wait.is_some() {
+            continue;
+        }
+        let wait = site.pending.waits_for(&payload.touches);
+        if let Some(instruction) = wait.wait_instruction() {
+            payload.code.insert(0, instruction);
+            payload.bytes += 4;
+        }
+        payload.entry_wait = Some(wait);
+    }
 }
 
 /// Points whose payloads LLVM gave AGPRs past what the kernel may have
@@ -988,6 +1020,19 @@ fn compile_again_without_agprs(
 /// `points[i]`); alike points share one payload (see [`sharing`]) unless
 /// `options.share_payloads` is off.
 pub fn compile_payloads_at(
+    tool: &CodeObject,
+    lifted: &LiftedCodeObject<'_>,
+    points: &[PayloadPoint],
+    sites: &[PayloadSite],
+    registry: &Registry,
+    options: &PayloadOptions,
+) -> Result<CompiledPayloads, CompileError> {
+    let mut compiled = compile_shared(tool, lifted, points, sites, registry, options)?;
+    wait_for_loads_in_flight(&mut compiled.payloads, sites);
+    Ok(compiled)
+}
+
+fn compile_shared(
     tool: &CodeObject,
     lifted: &LiftedCodeObject<'_>,
     points: &[PayloadPoint],
@@ -1307,27 +1352,35 @@ fn compile_each(
             continue;
         }
         let name = payload::payload_name(index);
-        let mut code =
-            match final_code::extract(&functions, &name, index, frame, &site.live, site.sva, &lowered.saves_frame) {
-                Ok(code) => code,
-                // A spill needs the SVA's stack: without one, only this point is left alone.
-                Err(FinalCodeError::StackWithoutSva(_, bytes)) => {
-                    let why = match &site.unplaced {
-                        Some(problem) => format!(": {problem}"),
-                        None => String::new(),
-                    };
-                    let reason = Rejection::new(
-                        LeftOutCause::NoSvaRegister,
-                        format!(
+        let mut code = match final_code::extract(
+            &functions,
+            &name,
+            index,
+            frame,
+            &site.live,
+            site.sva,
+            &lowered.saves_frame,
+            !lowered.written.is_empty(),
+        ) {
+            Ok(code) => code,
+            // A spill needs the SVA's stack: without one, only this point is left alone.
+            Err(FinalCodeError::StackWithoutSva(_, bytes)) => {
+                let why = match &site.unplaced {
+                    Some(problem) => format!(": {problem}"),
+                    None => String::new(),
+                };
+                let reason = Rejection::new(
+                    LeftOutCause::NoSvaRegister,
+                    format!(
                         "LLVM spills {bytes} bytes of the payload's registers here, and the stack is reached through \
                          the State Value Array, which this function has no register for{why}"
                     ),
-                    );
-                    payloads.push(CompiledPayload::refused(labels[index].clone(), point, reason));
-                    continue;
-                }
-                Err(other) => return Err(other.into()),
-            };
+                );
+                payloads.push(CompiledPayload::refused(labels[index].clone(), point, reason));
+                continue;
+            }
+            Err(other) => return Err(other.into()),
+        };
         if let Some(parking) = &site.parking {
             // Load only what the payload reads.
             let reads_sva =
@@ -1370,6 +1423,7 @@ fn compile_each(
             writes: UnitSet::EMPTY,
             touches: UnitSet::EMPTY,
             bytes: 0,
+            entry_wait: None,
             rejected: None,
         });
     }
