@@ -1,6 +1,6 @@
-//! The driver's pipeline on one screen. Each stage is a module under
-//! `stages/`, in this order; every stage has a text form that can be dumped
-//! and snapshot-tested. Stages not listed as landed are the open issues.
+//! The driver's pipeline on one screen: the stages in order (each a module
+//! under `stages/`), and [`instrument`], the walk of one code object through
+//! them. Every stage has a text form that can be dumped and snapshot-tested.
 //!
 //! | # | stage      | in -> out                                                     | landed |
 //! |---|------------|---------------------------------------------------------------|--------|
@@ -24,8 +24,22 @@
 //! liveness, `instrument` runs everything and `verify` checks its output
 //! against the original. [`MODULES_BOTTOM_UP`] is the order imports follow.
 
+pub mod report;
+
+use gpuinstr_intrinsics::Registry;
+use inkwell::context::Context;
+
 use crate::error::Error;
+use crate::plan::{hook_counts, Plan};
+use crate::stages::emit::link::Linker;
+use crate::stages::emit::EmitOptions;
+use crate::stages::lift::LiftedCodeObject;
+use crate::stages::load::hidden_arguments::declare_launch_shape;
 use crate::stages::load::{CodeObject, LoadedInput};
+use crate::stages::patch::{patch, Patch};
+use crate::stages::payload::PayloadPoint;
+use crate::stages::payloads::{LeftOutCause, LeftOutPoint, PayloadOptions};
+use crate::stages::sva::{place, SvaPlacement, SvaRequest};
 
 pub use crate::stages::emit::link::build as emit_and_link;
 pub use crate::stages::lift::lift;
@@ -33,6 +47,232 @@ pub use crate::stages::liveness::analyze as liveness;
 pub use crate::stages::load::load;
 pub use crate::stages::payloads::compile_payloads;
 pub use crate::tool::read_tool_module;
+use report::{
+    kernels_lacking_hidden_arguments, only_tool_globals_undefined, partial_kernels, refuse_preloaded_arguments,
+};
+pub use report::{InstrumentError, InstrumentOptions, InstrumentReport, PayloadWaits, ToolGlobals};
+
+/// The steps one code object's walk times, in order (the report's `steps`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    Lift,
+    Liveness,
+    /// The plan's points, what their hooks read, and stage 4 (sva).
+    PlanAndSva,
+    /// Stages 5 to 8 for every point.
+    Payloads,
+    Patch,
+    EmitAndLink,
+}
+
+impl Stage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Lift => "lift",
+            Stage::Liveness => "liveness",
+            Stage::PlanAndSva => "plan and sva",
+            Stage::Payloads => "payloads",
+            Stage::Patch => "patch",
+            Stage::EmitAndLink => "emit and link",
+        }
+    }
+}
+
+/// Wall time per stage of one walk.
+struct Clock {
+    start: std::time::Instant,
+    last: std::time::Instant,
+    steps: Vec<(String, f64)>,
+}
+
+impl Clock {
+    fn start() -> Clock {
+        let now = std::time::Instant::now();
+        Clock { start: now, last: now, steps: Vec::new() }
+    }
+
+    fn lap(&mut self, stage: Stage) {
+        let now = std::time::Instant::now();
+        self.steps.push((stage.name().to_string(), (now - self.last).as_secs_f64()));
+        self.last = now;
+    }
+}
+
+/// One application code object through every stage with a tool and a plan:
+/// the instrumented code object and what was done. Points that cannot be
+/// instrumented are left out and listed in the report (callers decide
+/// whether that is an error: `instrument::instrument_code_object`).
+pub fn instrument(
+    tool: &CodeObject,
+    app: &CodeObject,
+    plan: &Plan,
+    registry: &Registry,
+    options: &InstrumentOptions,
+) -> Result<(Vec<u8>, InstrumentReport), InstrumentError> {
+    let mut clock = Clock::start();
+    let lifted = lift(app)?;
+    clock.lap(Stage::Lift);
+    let liveness = liveness(&lifted)?;
+    clock.lap(Stage::Liveness);
+
+    let mut report = InstrumentReport { target: app.target.to_string(), ..InstrumentReport::default() };
+    let points = select_points(plan, &lifted, &mut report)?;
+    refuse_preloaded_arguments(app, &lifted, &points)?;
+    let (work_item_ids, lacking) = what_hooks_read(tool, app, &lifted, &points)?;
+    // Kernels given the hidden arguments hooks read: the same code, lifted
+    // once, with a copy of the code object whose metadata declares them.
+    let declared_app;
+    let lifted = if lacking.is_empty() {
+        lifted
+    } else {
+        (declared_app, report.hidden_arguments_declared) = declare_launch_shape(app, &lacking);
+        lifted.with_code_object(&declared_app)
+    };
+    let request = SvaRequest {
+        instrumented: points.iter().map(|p| p.function).collect(),
+        work_item_ids,
+        grow: options.grow_registers,
+    };
+    let placement = place(&lifted, &liveness, &request);
+    clock.lap(Stage::PlanAndSva);
+
+    let payload_options = payload_options(options, &lifted, &placement);
+    let compiled = compile_payloads(tool, &lifted, &liveness, &points, registry, &payload_options)?;
+    clock.lap(Stage::Payloads);
+
+    let define = options.tool_globals == ToolGlobals::Defined;
+    let (mut patch, patch_report) = patch(&lifted, &liveness, &points, &compiled, &placement, define)?;
+    report.left_out.extend(patch_report.left_out);
+    patch.partial = partial_kernels(&lifted, &mut report.left_out);
+    clock.lap(Stage::Patch);
+
+    let bytes = emit(&lifted, patch, options, &patch_report.globals)?;
+    clock.lap(Stage::EmitAndLink);
+
+    report.hooks = hook_counts(&points);
+    report.points = points.len();
+    report.payloads_compiled = compiled.distinct_payloads();
+    report.waits = PayloadWaits::count(&compiled.payloads);
+    report.kernels = patch_report.kernels;
+    report.globals = patch_report.globals;
+    report.tool_globals = options.tool_globals;
+    report.source_lines = patch_report.source_lines;
+    report.seconds = clock.start.elapsed().as_secs_f64();
+    // The payload compiler's own steps follow its stage.
+    let payload_steps = compiled.timings.iter().map(|(name, time)| (format!("payloads/{name}"), time.as_secs_f64()));
+    let at = clock.steps.iter().position(|(name, _)| name == Stage::Payloads.name()).map_or(0, |i| i + 1);
+    clock.steps.splice(at..at, payload_steps);
+    report.steps = clock.steps;
+    Ok((bytes, report))
+}
+
+/// The plan's points in code that can move; those in code that cannot are
+/// selected and left out (in the report).
+fn select_points(
+    plan: &Plan,
+    lifted: &LiftedCodeObject<'_>,
+    report: &mut InstrumentReport,
+) -> Result<Vec<PayloadPoint>, InstrumentError> {
+    for function in lifted.functions.iter().filter(|f| !f.relocatable()) {
+        report.skipped.push(format!("{}: its code cannot move (see gpuinstr-link lift --emit stats)", function.name));
+    }
+    let points = plan.select(lifted);
+    let unmovable = plan.select_where_code_cannot_move(lifted);
+    for point in &unmovable {
+        let function = &lifted.functions[point.function];
+        let instruction = function.instructions().nth(point.instruction);
+        report.left_out.push(LeftOutPoint {
+            function: function.name.clone(),
+            kernels: Vec::new(),
+            point: format!(
+                "{} {}, instruction {} ({})",
+                if function.is_kernel() { "kernel" } else { "function" },
+                function.name,
+                point.instruction,
+                instruction.map_or("?", |i| i.name(&lifted.isa))
+            ),
+            cause: LeftOutCause::NotRelocatable,
+            why: function
+                .problems
+                .iter()
+                .find(|p| p.kind.blocks_relocation())
+                .map_or_else(String::new, |p| format!("{:#x}: {}", p.address, p.detail)),
+        });
+    }
+    report.selected = points.len() + unmovable.len();
+    if points.is_empty() && unmovable.is_empty() {
+        let kernels: Vec<&str> = lifted.functions.iter().filter(|f| f.is_kernel()).map(|f| f.name.as_str()).collect();
+        return Err(InstrumentError::NothingSelected(format!("kernels: {}", kernels.join(", "))));
+    }
+    Ok(points)
+}
+
+/// What the points' hooks read that the code object must provide: whether
+/// any reads the work-item ids (they then need a register), and the kernels
+/// that must be given the hidden arguments hooks read.
+fn what_hooks_read(
+    tool: &CodeObject,
+    app: &CodeObject,
+    lifted: &LiftedCodeObject<'_>,
+    points: &[PayloadPoint],
+) -> Result<(bool, Vec<usize>), InstrumentError> {
+    let context = Context::create();
+    let module = read_tool_module(&context, tool)?;
+    let summary = crate::tool::summarize(&module, 1);
+    let used: Vec<&str> = points.iter().flat_map(|p| p.calls.iter().map(|c| c.hook.as_str())).collect();
+    let work_item_ids = summary
+        .hooks
+        .iter()
+        .filter(|h| used.contains(&h.name.as_str()))
+        .any(|h| h.intrinsics.iter().any(|i| i.starts_with("gpuinstr::workitemId")));
+    let lacking = kernels_lacking_hidden_arguments(tool, app, lifted, points, &summary)?;
+    Ok((work_item_ids, lacking))
+}
+
+/// The payload compiler's options: the user's, with the registers and
+/// sliding the sva stage placed, and why it placed none where it did not.
+fn payload_options(
+    options: &InstrumentOptions,
+    lifted: &LiftedCodeObject<'_>,
+    placement: &SvaPlacement,
+) -> PayloadOptions {
+    let mut payload_options = options.payloads.clone();
+    payload_options.keep_stage_texts = false;
+    payload_options.registers.extend(placement.functions.iter().map(|(f, r)| (*f, *r)));
+    payload_options.sliding.extend(placement.sliding.iter().map(|(f, s)| (*f, s.clone())));
+    for kernel in &placement.kernels {
+        if let Some(problem) = &kernel.problem {
+            let why = format!("{}: {problem}", lifted.functions[kernel.kernel].name);
+            for function in crate::stages::lift::reachable_functions(lifted, kernel.kernel) {
+                payload_options.unplaced.entry(function).or_insert_with(|| why.clone());
+            }
+        }
+    }
+    payload_options
+}
+
+/// Stage 10: the patched code object assembled and linked. Globals a
+/// loader defines stay undefined: not a link CoMGR makes.
+fn emit(
+    lifted: &LiftedCodeObject<'_>,
+    patch: Patch,
+    options: &InstrumentOptions,
+    globals: &[String],
+) -> Result<Vec<u8>, InstrumentError> {
+    let emit = EmitOptions {
+        patch: Some(patch),
+        keep_failed: options.payloads.keep_failed.clone(),
+        keep_originals: options.keep_originals,
+        ..EmitOptions::default()
+    };
+    let external = options.tool_globals == ToolGlobals::External && !globals.is_empty();
+    let linker = if external { Linker::LldLeavingUndefined } else { options.linker };
+    let (bytes, _assembly) = emit_and_link(lifted, &emit, linker)?;
+    if external {
+        only_tool_globals_undefined(&bytes, globals)?;
+    }
+    Ok(bytes)
+}
 
 /// The one code object of an input a command works on: the only one, or the
 /// one `--target` selects.

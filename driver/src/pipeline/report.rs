@@ -1,0 +1,461 @@
+//! What one code object's walk through the pipeline takes and gives: its
+//! options, its report (with the report's text form), its errors, and the
+//! checks the walk makes between stages (hidden arguments a hook reads,
+//! kernels that preload arguments, points left out, undefined tool globals).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
+
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::stages::emit::link::{EmitError, Linker};
+use crate::stages::lift::{FunctionKind, LiftError, LiftedCodeObject};
+use crate::stages::load::hidden_arguments::DeclaredHiddenArguments;
+use crate::stages::load::instrumented::PartialKernel;
+use crate::stages::load::lines::SourceLineNames;
+use crate::stages::load::CodeObject;
+use crate::stages::patch::{KernelPatch, PatchError};
+use crate::stages::payload::PayloadPoint;
+use crate::stages::payloads::{CompileError, CompiledPayload, LeftOutPoint, PayloadOptions};
+use crate::stages::sva::RegisterGrowth;
+
+/// What becomes of the tool's globals (`Counter`) in the output.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ToolGlobals {
+    /// Defined, zero-initialised, for the host to find by name.
+    #[default]
+    Defined,
+    /// Undefined symbols a loader defines before it loads the code object.
+    External,
+}
+
+#[derive(Clone, Debug)]
+pub struct InstrumentOptions {
+    /// When kernels' register allocations may grow (the SVA's home, payload
+    /// registers).
+    pub grow_registers: RegisterGrowth,
+    pub tool_globals: ToolGlobals,
+    pub linker: Linker,
+    pub payloads: PayloadOptions,
+    /// Accept an output in which selected points are left out (the report
+    /// then says so first). Off: any point left out is an error and nothing
+    /// is written, since the tool would count less than ran.
+    pub allow_partial: bool,
+    /// A file in which the plan selects no instruction is an error (off: it
+    /// comes back unchanged, and the report says so).
+    pub require_points: bool,
+    /// Keep the original kernels and functions and add the instrumented
+    /// ones as copies beside them (selective instrumentation: the runtime
+    /// picks one or the other per dispatch).
+    pub keep_originals: bool,
+}
+
+impl Default for InstrumentOptions {
+    fn default() -> Self {
+        InstrumentOptions {
+            grow_registers: RegisterGrowth::default(),
+            tool_globals: ToolGlobals::Defined,
+            linker: Linker::Comgr,
+            payloads: PayloadOptions::default(),
+            allow_partial: false,
+            require_points: false,
+            keep_originals: false,
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct InstrumentReport {
+    /// Where the code object is in its file (empty for a code object file).
+    pub origin: String,
+    pub target: String,
+    /// Points per hook (those in functions that can be instrumented).
+    pub hooks: BTreeMap<String, usize>,
+    /// Points the plan selects, in every function.
+    pub selected: usize,
+    /// Points in functions that can be instrumented (the others are left out).
+    pub points: usize,
+    /// Payloads LLVM compiled for the points (alike points share one).
+    pub payloads_compiled: usize,
+    /// What the instrumented points' payloads wait for before they start.
+    pub waits: PayloadWaits,
+    pub kernels: Vec<KernelPatch>,
+    /// Functions that were not instrumented, and why.
+    pub skipped: Vec<String>,
+    /// Selected points that are not instrumented, and why.
+    pub left_out: Vec<LeftOutPoint>,
+    pub globals: Vec<String>,
+    pub tool_globals: ToolGlobals,
+    /// How many points the code object's DWARF line table names `file:line`.
+    pub source_lines: SourceLineNames,
+    /// Kernels given the hidden arguments their hooks read (v5+ kernels
+    /// that declared none).
+    pub hidden_arguments_declared: Vec<DeclaredHiddenArguments>,
+    pub seconds: f64,
+    /// Wall time per step, in pipeline order.
+    pub steps: Vec<(String, f64)>,
+}
+
+/// Instrumented points by the memory counters their payload waits for
+/// before it starts: those of the application's loads in flight whose
+/// registers it touches. A full drain (every counter) at every point would
+/// serialise the latency the application hides.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PayloadWaits {
+    pub none: usize,
+    pub vmcnt: usize,
+    pub lgkmcnt: usize,
+    pub vmcnt_and_lgkmcnt: usize,
+    /// Every counter, expcnt too (an export or GDS operation in flight, or
+    /// flow the analysis cannot follow).
+    pub full_drains: usize,
+}
+
+impl PayloadWaits {
+    pub fn count(payloads: &[CompiledPayload]) -> PayloadWaits {
+        let mut waits = PayloadWaits::default();
+        for wait in payloads.iter().filter(|p| p.rejected.is_none()).filter_map(|p| p.entry_wait) {
+            match (wait.vmcnt, wait.lgkmcnt, wait.expcnt) {
+                (_, _, true) => waits.full_drains += 1,
+                (true, true, false) => waits.vmcnt_and_lgkmcnt += 1,
+                (true, false, false) => waits.vmcnt += 1,
+                (false, true, false) => waits.lgkmcnt += 1,
+                (false, false, false) => waits.none += 1,
+            }
+        }
+        waits
+    }
+
+    fn render(&self) -> String {
+        format!(
+            "payload waits: {} none, {} vmcnt, {} lgkmcnt, {} both, {} full drains",
+            self.none, self.vmcnt, self.lgkmcnt, self.vmcnt_and_lgkmcnt, self.full_drains
+        )
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum InstrumentError {
+    #[error("the instrumented code object refers to symbols nobody defines: {0}")]
+    Undefined(String),
+    #[error(transparent)]
+    Lift(#[from] LiftError),
+    #[error(transparent)]
+    Liveness(#[from] crate::stages::liveness::LivenessError),
+    #[error("{0}")]
+    Tool(#[from] crate::error::ToolProblem),
+    #[error(transparent)]
+    Compile(#[from] CompileError),
+    #[error(transparent)]
+    Patch(#[from] PatchError),
+    #[error(transparent)]
+    Emit(#[from] EmitError),
+    #[error(
+        "hook {hook} reads the kernel's hidden arguments (gridDim, blockDim, global offsets...) as code object v{tool} \
+         lays them out, but this code object is v{app}, whose hidden arguments are laid out {app_layout}: the hook \
+         would read other values; rebuild the tool with -mcode-object-version={app} (its other code objects may keep \
+         theirs)"
+    )]
+    HiddenArgumentLayout { hook: String, tool: u32, app: u32, app_layout: &'static str },
+    #[error(
+        "hook {hook} reads the kernel's hidden arguments (gridDim, blockDim, global offsets...), but kernel {kernel} \
+         (code object v{version}) does not declare them where the hook looks, so the runtime would not pass them and \
+         the hook would read other memory; gpuinstr adds them only to a v5+ kernel that declares no hidden argument \
+         (select other kernels, or build the application and the tool with -mcode-object-version=5 or later)"
+    )]
+    HiddenArgumentsAbsent { hook: String, kernel: String, version: u32 },
+    #[error(
+        "kernel {kernel} preloads {dwords} dwords of its arguments into SGPRs (gfx940+ kernarg preload), so the \
+         hardware enters it 256 bytes past its entry; instrumenting such kernels is not supported yet: select other \
+         kernels, or build without preloading (no -amdgpu-kernarg-preload-count)"
+    )]
+    PreloadedKernelArguments { kernel: String, dwords: u16 },
+    #[error("the plan selects no instruction of this code object ({0})")]
+    NothingSelected(String),
+    #[error("the plan selects no instruction in the file; nothing to instrument (without --require-points the file would be written unchanged)")]
+    NothingSelectedInFile,
+    #[error(
+        "{left_out} of {selected} selected points would be left out, and the tool would count less than ran, so \
+         nothing was written: {summary}; pass --allow-partial to accept an output without them (its report lists them)"
+    )]
+    PointsLeftOut { left_out: usize, selected: usize, summary: String },
+    #[error(transparent)]
+    Load(#[from] crate::Error),
+    #[error("{origin}: {source}")]
+    InCodeObject { origin: String, source: Box<InstrumentError> },
+    #[error("{0}")]
+    Container(#[from] crate::stages::emit::container::ContainerError),
+    #[error(transparent)]
+    Plan(#[from] crate::plan::PlanError),
+    /// An error about another input than the application (the plan, the tool).
+    #[error("{file}: {message}")]
+    About { file: String, message: String },
+}
+
+impl InstrumentReport {
+    pub fn render_text(&self) -> String {
+        let mut out = String::new();
+        // The payload compiler's own steps are in the JSON report.
+        let steps: Vec<String> = self
+            .steps
+            .iter()
+            .filter(|(name, _)| !name.contains('/'))
+            .map(|(name, seconds)| format!("{name} {seconds:.2}"))
+            .collect();
+        let instrumented = self.selected - self.left_out.len();
+        writeln!(
+            out,
+            "target {}: {instrumented} of {} selected points instrumented, {:.2} s ({})",
+            self.target,
+            self.selected,
+            self.seconds,
+            steps.join(", ")
+        )
+        .unwrap();
+        if !self.left_out.is_empty() {
+            writeln!(out, "  {} points LEFT OUT:", self.left_out.len()).unwrap();
+            for point in &self.left_out {
+                writeln!(out, "    {}: {}: {}", point.point, point.cause.describe(), point.why).unwrap();
+            }
+            let mut kernels: BTreeMap<&str, usize> = BTreeMap::new();
+            for kernel in self.left_out.iter().flat_map(|p| &p.kernels) {
+                *kernels.entry(kernel).or_default() += 1;
+            }
+            let named: Vec<String> = kernels.iter().take(10).map(|(k, n)| format!("{k} ({n})")).collect();
+            let more = kernels.len().saturating_sub(named.len());
+            writeln!(
+                out,
+                "  kernels whose numbers miss points (the runtime marks their dispatches): {}{}",
+                named.join(", "),
+                if more > 0 { format!(" and {more} more") } else { String::new() }
+            )
+            .unwrap();
+        }
+        writeln!(out, "  payloads compiled: {} (alike points share one)", self.payloads_compiled).unwrap();
+        writeln!(out, "  {}", self.waits.render()).unwrap();
+        if !self.hidden_arguments_declared.is_empty() {
+            let named: Vec<String> = self
+                .hidden_arguments_declared
+                .iter()
+                .take(3)
+                .map(|d| {
+                    format!(
+                        "{} (kernarg segment {} -> {} bytes)",
+                        d.kernel, d.kernarg_segment_size.0, d.kernarg_segment_size.1
+                    )
+                })
+                .collect();
+            let more = self.hidden_arguments_declared.len() - named.len();
+            writeln!(
+                out,
+                "  hidden arguments declared in {} kernels, so the runtime passes the launch shape hooks read: {}{}",
+                self.hidden_arguments_declared.len(),
+                named.join(", "),
+                if more > 0 { format!(" and {more} more") } else { String::new() }
+            )
+            .unwrap();
+        }
+        match &self.source_lines {
+            SourceLineNames::NoLineTable => {}
+            SourceLineNames::Named { named, points } => {
+                writeln!(out, "  source lines: {named} of {points} points named file:line (DWARF line table)").unwrap()
+            }
+            SourceLineNames::Unreadable { problem } => {
+                writeln!(out, "  WARNING: points are not named file:line: {problem}").unwrap()
+            }
+        }
+        for (hook, count) in &self.hooks {
+            writeln!(out, "  hook {hook}: {count} points").unwrap();
+        }
+        writeln!(
+            out,
+            "  kernel                                   sites  added instr  per site  VGPRs     AGPRs     SGPRs     \
+             waves/SIMD  stack"
+        )
+        .unwrap();
+        let pair = |(before, after): (usize, usize)| {
+            if before == after {
+                format!("{before}")
+            } else {
+                format!("{before}->{after}")
+            }
+        };
+        for kernel in &self.kernels {
+            let per_site = if kernel.sites > 0 { kernel.instructions_added as f64 / kernel.sites as f64 } else { 0.0 };
+            let agprs = if kernel.agprs == (0, 0) { "-".to_string() } else { pair(kernel.agprs) };
+            writeln!(
+                out,
+                "  {:<40} {:>5} {:>12} {:>9.1}  {:<9} {:<9} {:<9} {:<11} {}",
+                kernel.name,
+                kernel.sites,
+                kernel.instructions_added,
+                per_site,
+                pair(kernel.vgprs),
+                agprs,
+                pair(kernel.sgprs),
+                pair(kernel.waves_per_simd),
+                pair((kernel.stack_bytes.0 as usize, kernel.stack_bytes.1 as usize)),
+            )
+            .unwrap();
+        }
+        for kernel in self.kernels.iter().filter(|k| !k.changes.is_empty()) {
+            writeln!(out, "  {}:", kernel.name).unwrap();
+            for change in &kernel.changes {
+                writeln!(out, "    {change}").unwrap();
+            }
+        }
+        let relaxed: usize = self.kernels.iter().map(|k| k.branches_relaxed).sum();
+        if relaxed > 0 {
+            writeln!(out, "  branches relaxed into long jumps: {relaxed}").unwrap();
+        }
+        let sliding: Vec<&KernelPatch> = self.kernels.iter().filter(|k| k.sva_moves > 0).collect();
+        if !sliding.is_empty() {
+            let moves: usize = sliding.iter().map(|k| k.sva_moves).sum();
+            writeln!(
+                out,
+                "  SVA sliding between free VGPRs (no register free for the whole kernel): {} kernel{}, {moves} \
+                 move point{}",
+                sliding.len(),
+                if sliding.len() == 1 { "" } else { "s" },
+                if moves == 1 { "" } else { "s" }
+            )
+            .unwrap();
+        }
+        for skipped in &self.skipped {
+            writeln!(out, "  not instrumented: {skipped}").unwrap();
+        }
+        if !self.globals.is_empty() {
+            match self.tool_globals {
+                ToolGlobals::Defined => writeln!(out, "  tool globals defined: {}", self.globals.join(", ")).unwrap(),
+                ToolGlobals::External => {
+                    writeln!(out, "  tool globals left external (the loader defines them): {}", self.globals.join(", "))
+                        .unwrap()
+                }
+            }
+        }
+        out
+    }
+}
+
+/// What a link leaving symbols undefined left undefined: only the tool's
+/// globals, or the instrumented code object refers to something nobody
+/// defines.
+/// Hooks that read the kernel's hidden arguments (through
+/// `implicitArgPtr`: HIP's `blockDim`/`gridDim` from code object v5) must
+/// find them where their tool's code object version put them, and the
+/// kernel must have them. From v5 a kernel declares only the hidden
+/// arguments its own code reads; one that declares none is given the launch
+/// shape (the kernels returned, indices into `app.kernels`). Up to v4, or
+/// with some hidden arguments but not the launch shape, it is refused.
+pub(crate) fn kernels_lacking_hidden_arguments(
+    tool: &CodeObject,
+    app: &CodeObject,
+    lifted: &crate::stages::lift::LiftedCodeObject<'_>,
+    points: &[PayloadPoint],
+    summary: &crate::tool::ToolSummary,
+) -> Result<Vec<usize>, InstrumentError> {
+    use gpuinstr_intrinsics::builtins::kernel_state::IMPLICIT_ARG_PTR;
+    let reads_hidden =
+        |hook: &str| summary.hooks.iter().any(|h| h.name == hook && h.intrinsics.iter().any(|i| i == IMPLICIT_ARG_PTR));
+    // Up to v4 the global offsets come first; from v5 the block counts.
+    let v5_layout = |version: u32| version >= 5;
+    let first_hidden =
+        if v5_layout(app.code_object_version) { "hidden_block_count_x" } else { "hidden_global_offset_x" };
+    let mut may_run = None;
+    let mut lacking = std::collections::BTreeSet::new();
+    for point in points {
+        let Some(hook) = point.calls.iter().map(|c| c.hook.as_str()).find(|hook| reads_hidden(hook)) else { continue };
+        if v5_layout(tool.code_object_version) != v5_layout(app.code_object_version) {
+            return Err(InstrumentError::HiddenArgumentLayout {
+                hook: hook.to_string(),
+                tool: tool.code_object_version,
+                app: app.code_object_version,
+                app_layout: if v5_layout(app.code_object_version) { "from v5 on" } else { "up to v4" },
+            });
+        }
+        // A device function's hook runs in whichever kernel may call it.
+        let may_run = may_run.get_or_insert_with(|| crate::stages::lift::kernels_that_may_run(lifted));
+        for function in &may_run[point.function] {
+            let FunctionKind::Kernel(index) = lifted.functions[*function].kind else { continue };
+            let kernel = &app.kernels[index];
+            let arguments = &kernel.metadata.arguments;
+            if arguments.iter().any(|a| a.value_kind == first_hidden) {
+                continue;
+            }
+            if v5_layout(app.code_object_version) && !arguments.iter().any(|a| a.is_hidden()) {
+                lacking.insert(index);
+                continue;
+            }
+            return Err(InstrumentError::HiddenArgumentsAbsent {
+                hook: hook.to_string(),
+                kernel: kernel.name().to_string(),
+                version: app.code_object_version,
+            });
+        }
+    }
+    Ok(lacking.into_iter().collect())
+}
+
+/// Kernels that preload arguments start 256 bytes past their entry: code
+/// inserted before that point would move where the hardware enters. Refused
+/// before anything is compiled, for every point that may run in one.
+pub(crate) fn refuse_preloaded_arguments(
+    app: &CodeObject,
+    lifted: &crate::stages::lift::LiftedCodeObject<'_>,
+    points: &[PayloadPoint],
+) -> Result<(), InstrumentError> {
+    if app.kernels.iter().all(|k| k.descriptor.kernarg_preload_length() == 0) {
+        return Ok(());
+    }
+    let may_run = crate::stages::lift::kernels_that_may_run(lifted);
+    for point in points {
+        for function in &may_run[point.function] {
+            let FunctionKind::Kernel(index) = lifted.functions[*function].kind else { continue };
+            let kernel = &app.kernels[index];
+            let dwords = kernel.descriptor.kernarg_preload_length();
+            if dwords > 0 {
+                return Err(InstrumentError::PreloadedKernelArguments { kernel: kernel.name().to_string(), dwords });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Names in each left-out point the kernels whose dispatches may run it,
+/// and counts per kernel the points it misses (the code object's partial
+/// table: the runtime marks those kernels' dispatches).
+pub(crate) fn partial_kernels(lifted: &LiftedCodeObject<'_>, left_out: &mut [LeftOutPoint]) -> Vec<PartialKernel> {
+    if left_out.is_empty() {
+        return Vec::new();
+    }
+    let may_run = crate::stages::lift::kernels_that_may_run(lifted);
+    let index: HashMap<&str, usize> = lifted.functions.iter().enumerate().map(|(k, f)| (f.name.as_str(), k)).collect();
+    let mut per_kernel: BTreeMap<String, u32> = BTreeMap::new();
+    for point in left_out.iter_mut() {
+        let kernels = index.get(point.function.as_str()).map(|f| may_run[*f].as_slice()).unwrap_or_default();
+        point.kernels = kernels.iter().map(|k| lifted.functions[*k].name.clone()).collect();
+        for kernel in &point.kernels {
+            *per_kernel.entry(kernel.clone()).or_default() += 1;
+        }
+    }
+    per_kernel.into_iter().map(|(kernel, left_out)| PartialKernel { kernel, left_out }).collect()
+}
+
+pub(crate) fn only_tool_globals_undefined(bytes: &[u8], globals: &[String]) -> Result<(), InstrumentError> {
+    use object::{Object, ObjectSymbol};
+    let file = object::File::parse(bytes).map_err(|e| InstrumentError::Undefined(e.to_string()))?;
+    let others: Vec<String> = file
+        .dynamic_symbols()
+        .filter(|s| s.is_undefined() && !s.name().unwrap_or_default().is_empty())
+        .filter_map(|s| s.name().ok().map(String::from))
+        .filter(|name| !globals.contains(name))
+        .collect();
+    if others.is_empty() {
+        Ok(())
+    } else {
+        Err(InstrumentError::Undefined(others.join(", ")))
+    }
+}
