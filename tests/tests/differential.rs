@@ -16,8 +16,14 @@ use gpuinstr_intrinsics::Registry;
 use gpuinstr_tests::*;
 
 /// The example tools of hook-sdk/examples that instrument applications.
-const EXAMPLE_TOOLS: [&str; 5] =
-    ["instruction-counter", "kernel-arguments", "opcode-histogram", "branch-divergence", "memory-tracer"];
+const EXAMPLE_TOOLS: [&str; 6] = [
+    "instruction-counter",
+    "block-counter",
+    "kernel-arguments",
+    "opcode-histogram",
+    "branch-divergence",
+    "memory-tracer",
+];
 
 fn example_tool(example_name: &str, dir: &std::path::Path) -> CodeObject {
     let path = dir.join(format!("{example_name}.hsaco"));
@@ -176,6 +182,8 @@ fn expected_count(app: &CodeObject, plan: &Plan, report: &RunReport) -> u64 {
 /// instrumented one to read the tool's globals from, at `cells`).
 struct Runs {
     report: RunReport,
+    /// The instrumented run's own counts.
+    instrumented_report: RunReport,
     original: Device,
     instrumented: Device,
     cells: Vec<u64>,
@@ -203,9 +211,9 @@ fn run_both(app: &CodeObject, output: &CodeObject, case: &Case, managed: &[(&str
             cell
         })
         .collect();
-    let (instrumented_memory, _) = run_case(&mut instrumented, case);
+    let (instrumented_memory, instrumented_report) = run_case(&mut instrumented, case);
     assert_eq!(memory, instrumented_memory, "{name}: the application's memory");
-    Runs { report, original, instrumented, cells }
+    Runs { report, instrumented_report, original, instrumented, cells }
 }
 
 /// Where an address lies, independent of the device: the owning
@@ -226,12 +234,34 @@ fn u64s(device: &Device, address: u64, count: usize) -> Vec<u64> {
 fn check_instruction_counter(app: &CodeObject, output: &CodeObject, plan: &Plan, case: &Case) {
     let name = format!("{} {}", app.target.processor, case.kernel);
     // Counter is __managed__: the global points at host-shared memory.
-    let Runs { report, instrumented: device, cells, .. } =
+    let Runs { report, instrumented_report, instrumented: device, cells, .. } =
         run_both(app, output, case, &[("Counter", 8)], Options::default());
     let counted = device.memory.read_u64(cells[0]).unwrap();
     let expected = expected_count(app, plan, &report);
     assert!(expected > 0);
     assert_eq!(counted, expected, "{name}: Counter");
+    eprintln!(
+        "{name}: instruction counter runs {:.2}x the original's wave instructions",
+        instrumented_report.counts.instructions() as f64 / report.counts.instructions() as f64
+    );
+}
+
+/// The block counter's Counter equals what the instruction counter counts
+/// (the emulator's executions of the same points) with one payload per EXEC
+/// region; the emulated cost is printed (instrumented over original wave
+/// instructions).
+fn check_block_counter(app: &CodeObject, output: &CodeObject, case: &Case) {
+    let name = format!("{} {}", app.target.processor, case.kernel);
+    let Runs { report, instrumented_report, instrumented: device, cells, .. } =
+        run_both(app, output, case, &[("Counter", 8)], Options::default());
+    let counted = device.memory.read_u64(cells[0]).unwrap();
+    let expected = expected_count(app, &example_plan_for("instruction-counter", case.kernel), &report);
+    assert!(expected > 0);
+    assert_eq!(counted, expected, "{name}: Counter");
+    eprintln!(
+        "{name}: block counter runs {:.2}x the original's wave instructions",
+        instrumented_report.counts.instructions() as f64 / report.counts.instructions() as f64
+    );
 }
 
 /// Kernel-arguments copies the launch's gridDim and blockDim.
@@ -325,7 +355,7 @@ fn check_memory_tracer(app: &CodeObject, output: &CodeObject, plan: &Plan, case:
     let lifted = lift(app).unwrap();
     let managed = [("Trace", (capacity * 16) as u64), ("TraceCount", 8)];
     let recording = Options { accesses: true, ..Options::default() };
-    let Runs { report, original, instrumented: device, cells } = run_both(app, output, case, &managed, recording);
+    let Runs { report, original, instrumented: device, cells, .. } = run_both(app, output, case, &managed, recording);
     let mut expected = 0;
     for point in plan.select(&lifted) {
         let instruction = lifted.functions[point.function].instructions().nth(point.instruction).unwrap();
@@ -696,6 +726,7 @@ fn every_example_tool_growing(app: &CodeObject, case: &Case, readable: &[&str], 
         let output = instrumented_growing(&tool, app, &plan, grow);
         match example {
             "instruction-counter" => check_instruction_counter(app, &output, &plan, case),
+            "block-counter" => check_block_counter(app, &output, case),
             "kernel-arguments" => check_kernel_arguments(app, &output, case),
             "opcode-histogram" => check_opcode_histogram(app, &output, case),
             "branch-divergence" => {

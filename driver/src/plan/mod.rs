@@ -28,6 +28,10 @@ pub enum Where {
     EachBlock,
     /// Each `s_endpgm` (kernels) or return (device functions).
     BeforeExit,
+    /// The first instruction of each stretch of a basic block that runs
+    /// under one EXEC mask: each block's first instruction and each one
+    /// after an instruction that writes EXEC.
+    EachExecRegion,
     /// Instructions whose pseudo opcode (`V_ADD_U32_e32`) matches.
     Opcode(Regex),
     Class(InstructionClass),
@@ -53,6 +57,12 @@ pub enum PointValue {
     /// The value of the instruction's Nth source register at the point; an
     /// insert using it selects instructions whose Nth source is a register.
     Source(usize),
+    /// How many scalar and lane-access instructions (run once per wave)
+    /// run from this instruction to the end of its EXEC region.
+    RegionScalar,
+    /// How many vector instructions (run per active lane) run from this
+    /// instruction to the end of its EXEC region.
+    RegionVector,
 }
 
 pub const POINT_VALUES: &[(&str, &str)] = &[
@@ -63,6 +73,16 @@ pub const POINT_VALUES: &[(&str, &str)] = &[
     ("index", "the instruction's index in its function (constant)"),
     ("block", "the basic block's index in its function (constant)"),
     ("site", "a number unique to the point in this run, in code order (constant)"),
+    (
+        "region-scalar",
+        "how many scalar and lane-access instructions (once per wave) run from the instruction to the end of its EXEC \
+         region: the rest of its block up to and including the next instruction that writes EXEC (constant)",
+    ),
+    (
+        "region-vector",
+        "how many vector instructions (once per active lane, under the EXEC the point sees) run from the instruction \
+         to the end of its EXEC region (constant)",
+    ),
     (
         "memory-address",
         "the 64-bit address a flat or global instruction accesses, per lane, computed at the point from the \
@@ -164,6 +184,7 @@ impl Where {
             "kernel-entry" => Where::KernelEntry,
             "each-block" => Where::EachBlock,
             "before-exit" => Where::BeforeExit,
+            "each-exec-region" => Where::EachExecRegion,
             _ => {
                 if let Some(pattern) = text.strip_prefix("opcode:") {
                     let anchored = format!("^(?:{pattern})$");
@@ -180,7 +201,7 @@ impl Where {
                 } else {
                     return Err(format!(
                         "`where = \"{}\"` is not a place (each-instruction, kernel-entry, each-block, \
-                         before-exit, opcode:<regex>, class:<name>)",
+                         each-exec-region, before-exit, opcode:<regex>, class:<name>)",
                         text.escape_debug()
                     ));
                 }
@@ -219,6 +240,8 @@ impl PlanArgument {
                         "index" => Ok(PlanArgument::Value(PointValue::Index)),
                         "block" => Ok(PlanArgument::Value(PointValue::Block)),
                         "site" => Ok(PlanArgument::Value(PointValue::Site)),
+                        "region-scalar" => Ok(PlanArgument::Value(PointValue::RegionScalar)),
+                        "region-vector" => Ok(PlanArgument::Value(PointValue::RegionVector)),
                         "memory-address" => Ok(PlanArgument::Value(PointValue::MemoryAddress)),
                         _ => {
                             let names: Vec<&str> = POINT_VALUES.iter().map(|(n, _)| *n).collect();
@@ -351,6 +374,8 @@ impl Plan {
                             PointValue::Index => Some(HookArgument::Int(point.index as i64)),
                             PointValue::Block => Some(HookArgument::Int(point.block as i64)),
                             PointValue::Site => Some(HookArgument::Int(site)),
+                            PointValue::RegionScalar => Some(HookArgument::Int(i64::from(point.region.scalar))),
+                            PointValue::RegionVector => Some(HookArgument::Int(i64::from(point.region.vector))),
                         },
                     })
                     .collect();
@@ -378,6 +403,7 @@ impl Insert {
                 Where::EachInstruction => true,
                 Where::KernelEntry => point.function.is_kernel() && point.index == 0,
                 Where::EachBlock => point.first_in_block,
+                Where::EachExecRegion => point.region.first,
                 Where::BeforeExit => {
                     matches!(point.instruction.flow, Flow::EndProgram)
                         || (!point.function.is_kernel() && matches!(point.instruction.flow, Flow::IndirectBranch))
@@ -400,6 +426,46 @@ pub struct Site<'a> {
     pub first_in_block: bool,
     /// The pseudo opcode name (`S_LOAD_DWORDX2_IMM`).
     pub opcode_name: &'a str,
+    /// What runs from here to the end of the instruction's EXEC region.
+    pub region: RegionCounts,
+}
+
+/// The instructions from one instruction to the end of its EXEC region: the
+/// rest of its basic block, up to and including the next instruction that
+/// writes EXEC. They all run, under the EXEC mask seen before the first
+/// (branches end blocks; an instruction that changes EXEC ends the region).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RegionCounts {
+    /// Whether the instruction starts its region.
+    pub first: bool,
+    /// Scalar and lane-access instructions (once per wave).
+    pub scalar: u32,
+    /// Vector instructions (once per active lane).
+    pub vector: u32,
+}
+
+/// `RegionCounts` of every instruction of a block.
+fn region_counts(lifted: &LiftedCodeObject<'_>, block: &crate::stages::lift::Block) -> Vec<RegionCounts> {
+    let isa = &lifted.isa;
+    let exec: Vec<u32> = ["EXEC", "EXEC_LO", "EXEC_HI"].iter().filter_map(|n| isa.register_by_name(n)).collect();
+    let writes_exec = |i: &Instruction| i.all_defs().any(|r| exec.contains(&r));
+    let mut counts = vec![RegionCounts::default(); block.instructions.len()];
+    // Backwards: each instruction adds itself to what follows in its region.
+    let mut after = RegionCounts::default();
+    for (position, instruction) in block.instructions.iter().enumerate().rev() {
+        if writes_exec(instruction) {
+            after = RegionCounts::default();
+        }
+        let vector = InstructionClass::Vector.contains(isa, instruction);
+        let here = RegionCounts {
+            first: position == 0 || writes_exec(&block.instructions[position - 1]),
+            scalar: after.scalar + u32::from(!vector),
+            vector: after.vector + u32::from(vector),
+        };
+        counts[position] = here;
+        after = here;
+    }
+    counts
 }
 
 impl Site<'_> {
@@ -431,6 +497,7 @@ fn instrumentation_loop_in<'a>(
         }
         let mut index = 0usize;
         for block in &function.blocks {
+            let regions = region_counts(lifted, block);
             for (position, instruction) in block.instructions.iter().enumerate() {
                 if instruction.decoded {
                     let site = Site {
@@ -442,6 +509,7 @@ fn instrumentation_loop_in<'a>(
                         block: block.index,
                         first_in_block: position == 0,
                         opcode_name: instruction.name(&lifted.isa),
+                        region: regions[position],
                     };
                     let calls = choose(&site);
                     if !calls.is_empty() {
