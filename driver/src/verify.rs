@@ -586,9 +586,9 @@ fn memory_waits(
     let mut own = Pending::NONE;
     let mut last_load = None;
     for instruction in region {
-        if let Some(zeroed) = waitcnt(instruction, isa) {
-            pending.after_wait(zeroed);
-            own.after_wait(zeroed);
+        if let Some(counts) = waitcnt(instruction, isa) {
+            pending.after_wait(counts);
+            own.after_wait(counts);
             continue;
         }
         let mut touched = UnitSet::EMPTY;
@@ -606,7 +606,7 @@ fn memory_waits(
         }
         let needed = pending.waits_for(&touched);
         if needed.any() {
-            let in_flight = touched.intersection(&pending.vmcnt.union(&pending.lgkmcnt));
+            let in_flight = touched.intersection(&pending.vmcnt.units().union(&pending.lgkmcnt.units()));
             let what = match in_flight.iter().next() {
                 Some(unit) => format!("{unit}, which a load in flight may still write"),
                 None => "registers while an export or GDS operation may still read its data".to_string(),
@@ -626,7 +626,7 @@ fn memory_waits(
         }
         own.step(instruction, isa, &defs);
     }
-    let landing = own.vmcnt.union(&own.lgkmcnt).intersection(live);
+    let landing = own.vmcnt.units().union(&own.lgkmcnt.units()).intersection(live);
     let unit = landing.iter().next()?;
     let load = last_load?;
     Some((

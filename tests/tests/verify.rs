@@ -68,8 +68,8 @@ fn verify_names_each_kind_of_breakage() {
             let pending = &pending_before(function, &original.isa, &liveness.functions[index])[position];
             let live = liveness.functions[index].live_in[position]
                 .in_file(RegisterFile::Sgpr)
-                .difference(&pending.lgkmcnt)
-                .difference(&pending.vmcnt);
+                .difference(&pending.lgkmcnt.units())
+                .difference(&pending.vmcnt.units());
             let first = live.iter().next().map(|unit| unit.index());
             first.map(|index| (*site, index))
         })

@@ -8,16 +8,19 @@
 //! the application's loads stay in flight across it.
 //!
 //! A forward analysis over the function's blocks: a load adds the units it
-//! writes to its counters' sets, an `s_waitcnt` that waits for a counter to
-//! reach zero empties that set (a wait for a non-zero count keeps it: a
-//! safe over-approximation), and blocks join by union. What is in flight
+//! writes to its counters' sets, with how many operations of the counter
+//! were issued after it; `s_waitcnt` with a count N keeps only what the N
+//! youngest write (operations of a counter complete in order: vmcnt always,
+//! lgkmcnt while no scalar-memory or flat operation is in flight, else only
+//! a wait for zero counts), and blocks join by union, keeping the younger
+//! age. What is in flight
 //! is unknown (every register, every counter) at a device function's entry
 //! (its callers' loads), after a call, and everywhere in a function whose
 //! flow leaves through registers or to unknown addresses. Exports and GDS
 //! (expcnt) read their data registers late: after one, every counter is
 //! waited for.
 
-use super::{FunctionLiveness, UnitSet};
+use super::{FunctionLiveness, Unit, UnitSet};
 use crate::native::Operand;
 use crate::stages::lift::{BlockExit, Flag, Flow, Function, Instruction, Isa};
 
@@ -36,16 +39,6 @@ impl Counters {
         self.vmcnt || self.lgkmcnt || self.expcnt
     }
 
-    /// The counters `s_waitcnt` with this (GFX9) immediate waits for to reach
-    /// zero: vmcnt is bits 3:0 and 15:14, expcnt 6:4, lgkmcnt 11:8.
-    pub fn zeroed_by(bits: i64) -> Counters {
-        Counters {
-            vmcnt: (bits & 0xf) | ((bits >> 10) & 0x30) == 0,
-            expcnt: (bits >> 4) & 0x7 == 0,
-            lgkmcnt: (bits >> 8) & 0xf == 0,
-        }
-    }
-
     /// The `s_waitcnt` that waits for these counters to reach zero.
     pub fn wait_instruction(&self) -> Option<String> {
         let fields: Vec<&str> = [(self.vmcnt, "vmcnt(0)"), (self.expcnt, "expcnt(0)"), (self.lgkmcnt, "lgkmcnt(0)")]
@@ -56,60 +49,174 @@ impl Counters {
     }
 }
 
+/// The counts an `s_waitcnt` waits for (GFX9 immediate: vmcnt is bits 3:0
+/// and 15:14, expcnt 6:4, lgkmcnt 11:8): until at most that many
+/// operations of each counter are outstanding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitCounts {
+    pub vmcnt: u8,
+    pub expcnt: u8,
+    pub lgkmcnt: u8,
+}
+
+impl WaitCounts {
+    pub fn decode(bits: i64) -> WaitCounts {
+        WaitCounts {
+            vmcnt: ((bits & 0xf) | ((bits >> 10) & 0x30)) as u8,
+            expcnt: ((bits >> 4) & 0x7) as u8,
+            lgkmcnt: ((bits >> 8) & 0xf) as u8,
+        }
+    }
+}
+
+/// Units one counter's operations may still write, each with how many
+/// operations of that counter were issued after the one writing it (0:
+/// the youngest). Operations of a counter complete in issue order (vmcnt;
+/// lgkmcnt while only LDS operations are in flight), so a wait for N leaves
+/// only the N youngest in flight.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InFlight {
+    /// `(unit, younger operations)`, sorted by unit; the smallest count
+    /// where paths join (the least certain to have landed).
+    units: Vec<(Unit, u8)>,
+    /// Every unit, of unknown age: at a device function's entry, after a
+    /// call, where flow is unknown.
+    every: bool,
+    /// An operation that completes out of order is in flight (scalar memory
+    /// or flat under lgkmcnt): only a wait for zero tells anything.
+    out_of_order: bool,
+}
+
+impl InFlight {
+    fn every() -> InFlight {
+        InFlight { units: Vec::new(), every: true, out_of_order: true }
+    }
+
+    pub fn units(&self) -> UnitSet {
+        if self.every {
+            return UnitSet::all();
+        }
+        let mut set = UnitSet::EMPTY;
+        for (unit, _) in &self.units {
+            set.insert(*unit);
+        }
+        set
+    }
+
+    fn touches(&self, touched: &UnitSet) -> bool {
+        if self.every {
+            return !touched.is_empty();
+        }
+        self.units.iter().any(|(unit, _)| touched.contains(*unit))
+    }
+
+    /// An operation issued: older ones get one younger; what it writes is
+    /// the youngest.
+    fn issue(&mut self, writes: &UnitSet, out_of_order: bool) {
+        for (_, younger) in &mut self.units {
+            *younger = younger.saturating_add(1).min(MAX_COUNT);
+        }
+        self.out_of_order |= out_of_order;
+        if self.every {
+            return;
+        }
+        for unit in writes.iter() {
+            match self.units.binary_search_by_key(&unit, |(u, _)| *u) {
+                Ok(at) => self.units[at].1 = 0,
+                Err(at) => self.units.insert(at, (unit, 0)),
+            }
+        }
+    }
+
+    /// A wait until at most `count` operations are outstanding.
+    fn wait(&mut self, count: u8) {
+        if count == 0 {
+            *self = InFlight::default();
+        } else if !self.out_of_order && !self.every {
+            self.units.retain(|(_, younger)| *younger < count);
+        }
+    }
+
+    fn join(&mut self, other: &InFlight) -> bool {
+        let before = self.clone();
+        self.every |= other.every;
+        self.out_of_order |= other.out_of_order;
+        if self.every {
+            self.units.clear();
+        } else {
+            for (unit, younger) in &other.units {
+                match self.units.binary_search_by_key(unit, |(u, _)| *u) {
+                    Ok(at) => self.units[at].1 = self.units[at].1.min(*younger),
+                    Err(at) => self.units.insert(at, (*unit, *younger)),
+                }
+            }
+        }
+        *self != before
+    }
+
+    fn is_empty(&self) -> bool {
+        !self.every && self.units.is_empty()
+    }
+}
+
+/// The largest count an `s_waitcnt` field holds (vmcnt's 6 bits).
+const MAX_COUNT: u8 = 63;
+
 /// What may still be in flight before an instruction.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Pending {
-    /// Units loads under vmcnt may still write.
-    pub vmcnt: UnitSet,
-    /// Units loads under lgkmcnt may still write.
-    pub lgkmcnt: UnitSet,
+    pub vmcnt: InFlight,
+    pub lgkmcnt: InFlight,
     /// An export or GDS operation may still read its data registers.
     pub expcnt: bool,
 }
 
 impl Pending {
-    pub const NONE: Pending = Pending { vmcnt: UnitSet::EMPTY, lgkmcnt: UnitSet::EMPTY, expcnt: false };
+    pub const NONE: Pending = Pending {
+        vmcnt: InFlight { units: Vec::new(), every: false, out_of_order: false },
+        lgkmcnt: InFlight { units: Vec::new(), every: false, out_of_order: false },
+        expcnt: false,
+    };
 
     pub fn unknown() -> Pending {
-        Pending { vmcnt: UnitSet::all(), lgkmcnt: UnitSet::all(), expcnt: true }
+        Pending { vmcnt: InFlight::every(), lgkmcnt: InFlight::every(), expcnt: true }
     }
 
-    /// The counters code that reads or writes `touched` must wait for first.
+    /// The counters code that reads or writes `touched` must wait for first
+    /// (to zero: the code's own operations are not counted here).
     pub fn waits_for(&self, touched: &UnitSet) -> Counters {
-        let touches_any = !touched.is_empty();
-        let vmcnt = !self.vmcnt.intersection(touched).is_empty();
-        let lgkmcnt = !self.lgkmcnt.intersection(touched).is_empty();
-        if self.expcnt && touches_any {
+        if self.expcnt && !touched.is_empty() {
             return Counters::ALL;
         }
-        Counters { vmcnt, lgkmcnt, expcnt: false }
+        Counters { vmcnt: self.vmcnt.touches(touched), lgkmcnt: self.lgkmcnt.touches(touched), expcnt: false }
     }
 
-    /// What is left after an `s_waitcnt` that zeroes `counters`.
-    pub fn after_wait(&mut self, counters: Counters) {
-        if counters.vmcnt {
-            self.vmcnt = UnitSet::EMPTY;
-        }
-        if counters.lgkmcnt {
-            self.lgkmcnt = UnitSet::EMPTY;
-        }
-        if counters.expcnt {
+    /// What is left after `s_waitcnt` with these counts.
+    pub fn after_wait(&mut self, counts: WaitCounts) {
+        self.vmcnt.wait(counts.vmcnt);
+        self.lgkmcnt.wait(counts.lgkmcnt);
+        if counts.expcnt == 0 {
             self.expcnt = false;
         }
     }
 
     fn join(&mut self, other: &Pending) -> bool {
-        let before = self.clone();
-        self.vmcnt.union_with(&other.vmcnt);
-        self.lgkmcnt.union_with(&other.lgkmcnt);
+        let vm = self.vmcnt.join(&other.vmcnt);
+        let lgkm = self.lgkmcnt.join(&other.lgkmcnt);
+        let exp = !self.expcnt && other.expcnt;
         self.expcnt |= other.expcnt;
-        *self != before
+        vm || lgkm || exp
+    }
+
+    /// Nothing in flight.
+    pub fn is_empty(&self) -> bool {
+        self.vmcnt.is_empty() && self.lgkmcnt.is_empty() && !self.expcnt
     }
 
     /// The state after `instruction`, which writes `defs`.
     pub fn step(&mut self, instruction: &Instruction, isa: &Isa, defs: &UnitSet) {
-        if let Some(counters) = waitcnt(instruction, isa) {
-            self.after_wait(counters);
+        if let Some(counts) = waitcnt(instruction, isa) {
+            self.after_wait(counts);
             return;
         }
         if instruction.flow == Flow::Call {
@@ -118,23 +225,26 @@ impl Pending {
         }
         let counters = counters_of(instruction, isa);
         if counters.vmcnt {
-            self.vmcnt.union_with(defs);
+            self.vmcnt.issue(defs, false);
         }
         if counters.lgkmcnt {
-            self.lgkmcnt.union_with(defs);
+            // Scalar memory and flat complete out of order under lgkmcnt.
+            let out_of_order = counters.vmcnt || isa.has_flag(instruction.opcode, Flag::Smrd);
+            self.lgkmcnt.issue(defs, out_of_order);
         }
         self.expcnt |= counters.expcnt;
     }
 }
 
-/// The counters an `s_waitcnt` zeroes, if the instruction is one.
-pub fn waitcnt(instruction: &Instruction, isa: &Isa) -> Option<Counters> {
+/// The counts an `s_waitcnt` waits for, if the instruction is one (one
+/// whose immediate cannot be read waits for nothing known).
+pub fn waitcnt(instruction: &Instruction, isa: &Isa) -> Option<WaitCounts> {
     if instruction.name(isa) != "S_WAITCNT" {
         return None;
     }
     match instruction.raw.operands.first() {
-        Some(Operand::Immediate(bits)) => Some(Counters::zeroed_by(*bits)),
-        _ => Some(Counters::default()),
+        Some(Operand::Immediate(bits)) => Some(WaitCounts::decode(*bits)),
+        _ => Some(WaitCounts { vmcnt: MAX_COUNT, expcnt: 7, lgkmcnt: 15 }),
     }
 }
 
@@ -220,4 +330,57 @@ pub fn pending_before(function: &Function, isa: &Isa, liveness: &FunctionLivenes
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(units: &[Unit]) -> UnitSet {
+        let mut set = UnitSet::EMPTY;
+        units.iter().for_each(|u| set.insert(*u));
+        set
+    }
+
+    /// vmcnt counts in issue order: a wait for 1 leaves only the youngest
+    /// load in flight; a store counts as younger too.
+    #[test]
+    fn a_wait_for_n_keeps_the_n_youngest() {
+        let mut vm = InFlight::default();
+        vm.issue(&set(&[Unit::vgpr(0)]), false);
+        vm.issue(&set(&[Unit::vgpr(1)]), false);
+        vm.wait(1);
+        assert_eq!(vm.units(), set(&[Unit::vgpr(1)]));
+        vm.issue(&UnitSet::EMPTY, false);
+        vm.wait(1);
+        assert!(vm.is_empty());
+    }
+
+    /// With scalar memory in flight lgkmcnt completes out of order: only a
+    /// wait for zero clears anything.
+    #[test]
+    fn out_of_order_operations_need_a_wait_for_zero() {
+        let mut lgkm = InFlight::default();
+        lgkm.issue(&set(&[Unit::sgpr(4)]), true);
+        lgkm.issue(&set(&[Unit::vgpr(2)]), false);
+        lgkm.wait(1);
+        assert_eq!(lgkm.units(), set(&[Unit::sgpr(4), Unit::vgpr(2)]));
+        lgkm.wait(0);
+        assert!(lgkm.is_empty());
+    }
+
+    /// Paths join keeping the younger age: the one less sure to have landed.
+    #[test]
+    fn joins_keep_the_younger_age() {
+        let mut a = InFlight::default();
+        a.issue(&set(&[Unit::vgpr(0)]), false);
+        a.issue(&UnitSet::EMPTY, false);
+        let mut b = InFlight::default();
+        b.issue(&set(&[Unit::vgpr(0)]), false);
+        assert!(a.join(&b));
+        a.wait(1);
+        assert_eq!(a.units(), set(&[Unit::vgpr(0)]));
+        let wait = WaitCounts::decode(0x0f71);
+        assert_eq!((wait.vmcnt, wait.expcnt, wait.lgkmcnt), (1, 7, 15));
+    }
 }
