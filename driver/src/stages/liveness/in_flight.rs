@@ -4,35 +4,16 @@
 //! there (a payload, a sliding SVA) must not use them until an `s_waitcnt`
 //! has waited for the load's counter to reach zero.
 
-use crate::native::Operand;
 use crate::stages::lift::{Function, Instruction, Isa};
 
+use super::pending::{counters_of, waitcnt, Counters};
 use super::{FunctionLiveness, RegisterFile, UnitSet};
 
-/// The counters (vmcnt, lgkmcnt) a load's results arrive under.
-fn load_counters(name: &str) -> Option<(bool, bool)> {
-    if name.starts_with("FLAT_") {
-        Some((true, true))
-    } else if ["BUFFER_", "GLOBAL_", "SCRATCH_"].iter().any(|p| name.starts_with(p)) {
-        Some((true, false))
-    } else if name.starts_with("DS_") {
-        Some((false, true))
-    } else {
-        None
-    }
-}
-
-/// Whether an instruction is an `s_waitcnt` that waits until the counters
-/// (vmcnt, lgkmcnt) are zero (gfx9 fields: vmcnt bits 3:0 and 15:14,
-/// lgkmcnt bits 11:8).
-fn waits_for(instruction: &Instruction, isa: &Isa, (vm, lgkm): (bool, bool)) -> bool {
-    if instruction.name(isa) != "S_WAITCNT" {
-        return false;
-    }
-    let Some(Operand::Immediate(bits)) = instruction.raw.operands.first() else { return false };
-    let vmcnt = (bits & 0xf) | ((bits >> 10) & 0x30);
-    let lgkmcnt = (bits >> 8) & 0xf;
-    (!vm || vmcnt == 0) && (!lgkm || lgkmcnt == 0)
+/// Whether an instruction is an `s_waitcnt` that waits until every counter
+/// a load runs under (pending.rs's classification) reaches zero.
+fn waits_for(instruction: &Instruction, isa: &Isa, counters: Counters) -> bool {
+    waitcnt(instruction, isa)
+        .is_some_and(|counts| (!counters.vmcnt || counts.vmcnt == 0) && (!counters.lgkmcnt || counts.lgkmcnt == 0))
 }
 
 /// Per instruction of `function`: the vector units a load nothing reads may
@@ -46,7 +27,10 @@ pub fn loads_in_flight(function: &Function, isa: &Isa, liveness: &FunctionLivene
     for block in &function.blocks {
         for (offset, instruction) in block.instructions.iter().enumerate() {
             let index = start + offset;
-            let Some(counters) = load_counters(instruction.name(isa)) else { continue };
+            let counters = counters_of(instruction, isa);
+            if !counters.vmcnt && !counters.lgkmcnt {
+                continue;
+            }
             let dead = liveness.defs[index].difference(&liveness.live_out[index]);
             let dead = dead.in_file(RegisterFile::Vgpr).union(&dead.in_file(RegisterFile::Agpr));
             if dead.is_empty() {
