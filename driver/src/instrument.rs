@@ -137,6 +137,7 @@ pub fn instrument_file(
     let mut replaced: HashMap<(usize, String), Vec<u8>> = HashMap::new();
     let outcomes = std::sync::Mutex::new(Vec::new());
     let jobs = std::thread::available_parallelism().map_or(1, |n| n.get()).min(input.code_objects.len());
+    options.progress.set_code_objects(input.code_objects.len());
     // Each code object with the tool's code object for its target.
     let mut items: Vec<(usize, &CodeObject, &CodeObject)> = Vec::new();
     for (index, code_object) in input.code_objects.iter().enumerate().rev() {

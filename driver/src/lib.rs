@@ -13,6 +13,7 @@ pub mod pipeline;
 pub mod plan;
 pub mod preservation;
 pub mod process;
+pub mod progress;
 pub mod roundtrip;
 pub mod stages;
 pub mod tool;

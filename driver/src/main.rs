@@ -78,6 +78,27 @@ impl From<LinkerChoice> for gpuinstr::stages::emit::link::Linker {
     }
 }
 
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ProgressChoice {
+    Auto,
+    Bar,
+    Lines,
+    Off,
+}
+
+impl ProgressChoice {
+    fn shown(self) -> gpuinstr::progress::Progress {
+        use gpuinstr::progress::{Display, Progress};
+        let lines = Display::Lines { every: std::time::Duration::from_secs(30) };
+        match self {
+            ProgressChoice::Auto => Progress::for_stderr(0),
+            ProgressChoice::Bar => Progress::shown(Display::Bar, 0),
+            ProgressChoice::Lines => Progress::shown(lines, 0),
+            ProgressChoice::Off => Progress::default(),
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Instrument an application with a tool and a plan (docs/plan.md); writes OUTPUT only on success.
@@ -132,6 +153,10 @@ enum Command {
         /// Print the run report as JSON.
         #[arg(long)]
         json: bool,
+        /// How to show progress on standard error: `auto` (a bar on a terminal, else a line every 30 seconds once
+        /// the run has taken that long), `bar`, `lines` or `off`.
+        #[arg(long, value_enum, default_value = "auto")]
+        progress: ProgressChoice,
     },
     /// Prove from two code objects that INSTRUMENTED runs ORIGINAL's instructions in order, that every inserted region
     /// leaves the live registers as it found them, that branches land where they did and that descriptors cover the
@@ -281,6 +306,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             keep_originals,
             keep_failed,
             json,
+            progress,
         } => {
             let plan = gpuinstr::plan::Plan::load(&plan)?;
             let tool = gpuinstr::tool::Tool::load(&tool)?;
@@ -303,9 +329,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 allow_partial,
                 require_points,
                 keep_originals,
+                progress: progress.shown(),
             };
             let registry = gpuinstr_intrinsics::Registry::with_builtins();
-            let (bytes, report) = gpuinstr::instrument::instrument_file(
+            let outcome = gpuinstr::instrument::instrument_file(
                 &tool,
                 &file,
                 mapped.bytes(),
@@ -313,8 +340,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 &registry,
                 &options,
                 target.as_deref(),
-            )
-            .map_err(|e| match e {
+            );
+            options.progress.finish();
+            let (bytes, report) = outcome.map_err(|e| match e {
                 // A load error names its file (and place) already.
                 gpuinstr::instrument::InstrumentError::Load(load) => anyhow::Error::from(load),
                 other => anyhow::anyhow!("{}: {other}", file.display()),

@@ -31,6 +31,7 @@ use inkwell::context::Context;
 
 use crate::error::Error;
 use crate::plan::{hook_counts, Plan};
+use crate::progress::CodeObjectProgress;
 use crate::stages::emit::link::Linker;
 use crate::stages::emit::EmitOptions;
 use crate::stages::lift::LiftedCodeObject;
@@ -66,6 +67,23 @@ pub enum Stage {
 }
 
 impl Stage {
+    pub const ALL: [Stage; 6] =
+        [Stage::Lift, Stage::Liveness, Stage::PlanAndSva, Stage::Payloads, Stage::Patch, Stage::EmitAndLink];
+
+    /// The share of a typical walk's time the stage spans, for the
+    /// progress estimate (rocRAND's gfx908 code object with the counter:
+    /// payloads about half, emit and link most of the rest).
+    pub fn span(self) -> (f64, f64) {
+        match self {
+            Stage::Lift => (0.0, 0.02),
+            Stage::Liveness => (0.02, 0.03),
+            Stage::PlanAndSva => (0.03, 0.04),
+            Stage::Payloads => (0.04, 0.55),
+            Stage::Patch => (0.55, 0.57),
+            Stage::EmitAndLink => (0.57, 1.0),
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Stage::Lift => "lift",
@@ -78,23 +96,29 @@ impl Stage {
     }
 }
 
-/// Wall time per stage of one walk.
+/// Wall time per stage of one walk, and its progress.
 struct Clock {
     start: std::time::Instant,
     last: std::time::Instant,
     steps: Vec<(String, f64)>,
+    progress: CodeObjectProgress,
 }
 
 impl Clock {
-    fn start() -> Clock {
+    fn start(progress: CodeObjectProgress) -> Clock {
         let now = std::time::Instant::now();
-        Clock { start: now, last: now, steps: Vec::new() }
+        progress.stage(Stage::Lift.name(), Stage::Lift.span());
+        Clock { start: now, last: now, steps: Vec::new(), progress }
     }
 
+    /// `stage` is over; the next one begins.
     fn lap(&mut self, stage: Stage) {
         let now = std::time::Instant::now();
         self.steps.push((stage.name().to_string(), (now - self.last).as_secs_f64()));
         self.last = now;
+        if let Some(next) = Stage::ALL.iter().skip_while(|s| **s != stage).nth(1) {
+            self.progress.stage(next.name(), next.span());
+        }
     }
 }
 
@@ -109,7 +133,7 @@ pub fn instrument(
     registry: &Registry,
     options: &InstrumentOptions,
 ) -> Result<(Vec<u8>, InstrumentReport), InstrumentError> {
-    let mut clock = Clock::start();
+    let mut clock = Clock::start(options.progress.code_object());
     let lifted = lift(app)?;
     clock.lap(Stage::Lift);
     let liveness = liveness(&lifted)?;
@@ -117,6 +141,7 @@ pub fn instrument(
 
     let mut report = InstrumentReport { target: app.target.to_string(), ..InstrumentReport::default() };
     let points = select_points(plan, &lifted, &mut report)?;
+    clock.progress.selected(report.selected);
     refuse_preloaded_arguments(app, &lifted, &points)?;
     let (work_item_ids, lacking) = what_hooks_read(tool, app, &lifted, &points)?;
     // Kernels given the hidden arguments hooks read: the same code, lifted
@@ -136,7 +161,8 @@ pub fn instrument(
     let placement = place(&lifted, &liveness, &request);
     clock.lap(Stage::PlanAndSva);
 
-    let payload_options = payload_options(options, &lifted, &placement);
+    let mut payload_options = payload_options(options, &lifted, &placement);
+    payload_options.progress = clock.progress.clone();
     let compiled = compile_payloads(tool, &lifted, &liveness, &points, registry, &payload_options)?;
     clock.lap(Stage::Payloads);
 
@@ -305,6 +331,7 @@ pub const MODULES_BOTTOM_UP: &[&str] = &[
     "toolchain",
     "error",
     "output",
+    "progress",
     "stages::load",
     "stages::lift",
     "stages::liveness",

@@ -50,6 +50,8 @@ pub struct InstrumentOptions {
     /// ones as copies beside them (selective instrumentation: the runtime
     /// picks one or the other per dispatch).
     pub keep_originals: bool,
+    /// Where the run reports how far it is (silent by default).
+    pub progress: crate::progress::Progress,
 }
 
 impl Default for InstrumentOptions {
@@ -62,6 +64,7 @@ impl Default for InstrumentOptions {
             allow_partial: false,
             require_points: false,
             keep_originals: false,
+            progress: Default::default(),
         }
     }
 }

@@ -8,6 +8,7 @@
 pub mod sharing;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gpuinstr_intrinsics::{KernelArgument, Registry, TargetInfo};
 use inkwell::context::Context;
@@ -190,6 +191,8 @@ pub struct PayloadOptions {
     /// must not (stages::codegen::meaning_preserving_arguments): this is
     /// for the test that shows what it does to a counter.
     pub atomic_optimizer: bool,
+    /// The code object's progress, advanced as llc batches finish.
+    pub progress: crate::progress::CodeObjectProgress,
 }
 
 impl Default for PayloadOptions {
@@ -206,6 +209,7 @@ impl Default for PayloadOptions {
             keep_failed: None,
             keep_stage_texts: true,
             atomic_optimizer: false,
+            progress: Default::default(),
         }
     }
 }
@@ -1254,17 +1258,23 @@ fn compile_each(
     let chunks = chunk_ir(&lowered_ir, options.payloads_per_chunk);
     // Moved either way: without the texts, the IR is freed here.
     texts.lowered_ir = if options.keep_stage_texts { lowered_ir } else { String::new() };
+    // Of the stage's time, O3 and instruction selection take about a third,
+    // register allocation and emission half, the checks the rest.
+    let selected_chunks = AtomicUsize::new(0);
     let selected = parallel(&chunks, |index, ir| {
         let directory = directory.path().join(format!("chunk{index}"));
         std::fs::create_dir_all(&directory)?;
-        Ok(codegen::select_instructions(
+        let mir = codegen::select_instructions(
             ir,
             &code_object.target,
             version,
             options.atomic_optimizer,
             &directory,
             options.keep_failed.as_deref(),
-        )?)
+        )?;
+        let done = selected_chunks.fetch_add(1, Ordering::Relaxed) + 1;
+        options.progress.batches((0.15, 0.35), done, chunks.len());
+        Ok(mir)
     })?;
     if options.keep_stage_texts {
         texts.selected_mir = selected.join("\n");
@@ -1300,6 +1310,7 @@ fn compile_each(
     }
     drop(selected);
     lap("lower-mir: registers and intrinsics");
+    let finished_chunks = AtomicUsize::new(0);
     let finished = parallel(&lowered_modules, |index, mir| {
         let directory = directory.path().join(format!("chunk{index}"));
         let mut rejected = Vec::new();
@@ -1312,6 +1323,8 @@ fn compile_each(
             options.keep_failed.as_deref(),
             &mut rejected,
         )?;
+        let done = finished_chunks.fetch_add(1, Ordering::Relaxed) + 1;
+        options.progress.batches((0.4, 0.9), done, lowered_modules.len());
         Ok((assembly, rejected))
     })?;
     let mut assemblies = Vec::with_capacity(finished.len());
