@@ -25,6 +25,10 @@ pub struct Run {
     pub cache: Option<PathBuf>,
     /// Accept code objects with points left out, or left uninstrumented (`GPUINSTR_ALLOW_PARTIAL`).
     pub allow_partial: bool,
+    /// Where dynamic mode's runtime writes a line for each code object it
+    /// could not instrument and loaded as it is, without `allow_partial`
+    /// (`GPUINSTR_NOT_INSTRUMENTED`; [`not_instrumented`] reads it back).
+    pub not_instrumented: Option<PathBuf>,
     /// Dynamic mode's register growth: `free`, `never` or `always` (`GPUINSTR_GROW_REGISTERS`).
     pub grow_registers: Option<String>,
     /// Selective instrumentation: kernels whose name contains one of these
@@ -112,6 +116,9 @@ impl Run {
         if self.allow_partial {
             command.env("GPUINSTR_ALLOW_PARTIAL", "1");
         }
+        if let Some(path) = &self.not_instrumented {
+            command.env("GPUINSTR_NOT_INSTRUMENTED", path);
+        }
         if let Some(growth) = &self.grow_registers {
             command.env("GPUINSTR_GROW_REGISTERS", growth);
         }
@@ -149,9 +156,36 @@ impl Run {
     }
 }
 
+/// The code objects a run's runtime could not instrument and loaded as
+/// they were (the file [`Run::not_instrumented`] names; none when the file
+/// does not exist).
+pub fn not_instrumented(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path).map(|text| text.lines().map(String::from).collect()).unwrap_or_default()
+}
+
+/// The exit status of `gpuinstr-run` for a program that exited with `code`
+/// while `failed` code objects ran uninstrumented: a tool that saw less
+/// than ran must not look like a success, so 0 becomes 1; a failure of the
+/// program's own stays its status.
+pub fn exit_code_after(code: i32, failed: &[String]) -> i32 {
+    if code == 0 && !failed.is_empty() {
+        1
+    } else {
+        code
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_whose_code_objects_went_uninstrumented_fails() {
+        let failed = vec!["a code object ... could not be instrumented".to_string()];
+        assert_eq!(exit_code_after(0, &failed), 1);
+        assert_eq!(exit_code_after(3, &failed), 3);
+        assert_eq!(exit_code_after(0, &[]), 0);
+    }
 
     #[test]
     fn a_runtime_path_with_spaces_or_quotes_survives_rocr_splitting_it() {

@@ -37,6 +37,10 @@ pub struct Dynamic {
 
 /// A code object for ROCr to load instead (none: the program's own), and
 /// what making it took or why there is none.
+/// A code object's `source` when it could not be instrumented and runs as
+/// it is.
+pub const NOT_INSTRUMENTED: &str = "not instrumented";
+
 pub struct Replacement {
     pub bytes: Option<Arc<[u8]>>,
     pub record: DynamicRecord,
@@ -129,18 +133,47 @@ impl Dynamic {
         sha256(&[version.as_bytes(), &self.tool_bytes_hash, self.plan_text.as_bytes(), options.as_bytes(), bytes])
     }
 
-    /// The code object to load instead of `bytes`: `Ok(None)` to load it
-    /// as it is without a word (not an AMDGPU code object, or already
+    /// The code object to load instead of `bytes`: `None` to load it as
+    /// it is without a word (not an AMDGPU code object, or already
     /// instrumented); a replacement without bytes to load it as it is and
-    /// say why (HIP's own kernels, or the plan selects nothing in it).
-    pub fn replace(&mut self, bytes: &[u8]) -> Result<Option<Replacement>, String> {
+    /// say why: `as it is` (HIP's own kernels, or the plan selects nothing
+    /// in it) or `not instrumented` (it could not be: the program stays
+    /// correct, the tool misses its kernels, and the caller must say so).
+    pub fn replace(&mut self, bytes: &[u8]) -> Option<Replacement> {
         if is_instrumented(bytes)
             || gpuinstr::stages::load::code_object::elf_machine(bytes) != Some(object::elf::EM_AMDGPU)
         {
-            return Ok(None);
+            return None;
         }
         let started = Instant::now();
         let key = self.key(bytes);
+        let not_instrumented = self.cache_path(&key, NOT_INSTRUMENTED);
+        if let Some(Ok(why)) = not_instrumented.as_ref().map(std::fs::read_to_string) {
+            let record = DynamicRecord::new(bytes, &key, NOT_INSTRUMENTED, 0.0, Some(why.trim().into()));
+            return Some(Replacement { bytes: None, record });
+        }
+        match self.instrumented(bytes, &key, started) {
+            Ok(replacement) => replacement,
+            Err(why) => {
+                if let Some(path) = &not_instrumented {
+                    let _ = write_atomically(path, why.as_bytes());
+                }
+                let seconds = started.elapsed().as_secs_f64();
+                Some(Replacement {
+                    bytes: None,
+                    record: DynamicRecord::new(bytes, &key, NOT_INSTRUMENTED, seconds, Some(why)),
+                })
+            }
+        }
+    }
+
+    /// Where the cache keeps what it learnt of the code object `key` names.
+    fn cache_path(&self, key: &[u8; 32], kind: &str) -> Option<PathBuf> {
+        self.cache.as_ref().map(|dir| dir.join(format!("{}.{}", hex(key), kind.replace(' ', "-"))))
+    }
+
+    fn instrumented(&mut self, bytes: &[u8], key: &[u8; 32], started: Instant) -> Result<Option<Replacement>, String> {
+        let key = *key;
         if let Some(made) = self.made.get(&key) {
             let record = DynamicRecord::new(bytes, &key, "this run", started.elapsed().as_secs_f64(), None);
             return Ok(Some(Replacement { bytes: Some(made.clone()), record }));

@@ -553,39 +553,39 @@ extern "C" fn at_exit() {
 
 static DYNAMIC: OnceLock<Option<Mutex<crate::dynamic::Dynamic>>> = OnceLock::new();
 
-const HSA_STATUS_ERROR_INVALID_CODE_OBJECT: u32 = 0x1010;
-
 /// Dynamic mode's answer for a code object about to be read: 0 and a
 /// replacement (or none), or an HSA status refusing it.
-fn replacement_for(bytes: &[u8]) -> Result<Option<(*const u8, usize)>, u32> {
-    let Some(Some(dynamic)) = DYNAMIC.get() else { return Ok(None) };
-    let Ok(mut dynamic) = dynamic.lock() else { return Ok(None) };
-    match dynamic.replace(bytes) {
-        Ok(Some(replacement)) => {
-            // `dynamic` keeps the bytes for the rest of the process.
-            let place = replacement.bytes.as_ref().map(|b| (b.as_ptr(), b.len()));
-            with_runtime(|r| r.report.dynamic.push(replacement.record));
-            Ok(place)
+fn replacement_for(bytes: &[u8]) -> Option<(*const u8, usize)> {
+    let Some(Some(dynamic)) = DYNAMIC.get() else { return None };
+    let Ok(mut dynamic) = dynamic.lock() else { return None };
+    let replacement = dynamic.replace(bytes)?;
+    if replacement.record.source == crate::dynamic::NOT_INSTRUMENTED {
+        // Loaded as it is: the program stays correct, the tool misses its
+        // kernels. Said at once and in the report; without --allow-partial
+        // gpuinstr-run also fails after the program (the file it names).
+        let why = replacement.record.note.clone().unwrap_or_default();
+        let message = format!(
+            "a code object the program loads ({} bytes) could not be instrumented and runs as it is, so the tool \
+             sees none of its kernels: {why}",
+            bytes.len()
+        );
+        if !dynamic.allows_partial() {
+            if let Some(path) = std::env::var_os("GPUINSTR_NOT_INSTRUMENTED").filter(|p| !p.is_empty()) {
+                use std::io::Write;
+                let line = format!("{}\n", message.replace('\n', " "));
+                let _ = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .and_then(|mut file| file.write_all(line.as_bytes()));
+            }
         }
-        Ok(None) => Ok(None),
-        Err(message) if dynamic.allows_partial() => {
-            with_runtime(|r| {
-                r.report.warn(format!(
-                    "a code object the program loads ({} bytes) is not instrumented and runs as it is: {message}",
-                    bytes.len()
-                ))
-            });
-            Ok(None)
-        }
-        Err(message) => {
-            eprintln!(
-                "gpuinstr: error: cannot instrument a code object the program loads ({} bytes), so it is not loaded: {message}; \
-                 --allow-partial runs it uninstrumented instead",
-                bytes.len()
-            );
-            Err(HSA_STATUS_ERROR_INVALID_CODE_OBJECT)
-        }
+        with_runtime(|r| r.report.warn(message));
     }
+    // `dynamic` keeps the bytes for the rest of the process.
+    let place = replacement.bytes.as_ref().map(|b| (b.as_ptr(), b.len()));
+    with_runtime(|r| r.report.dynamic.push(replacement.record));
+    place
 }
 
 #[no_mangle]
@@ -601,13 +601,12 @@ pub unsafe extern "C" fn gpuinstr_rt_replace_code_object(
     // SAFETY: the program hands ROCr `size` bytes at `bytes`.
     let given = std::slice::from_raw_parts(bytes.cast::<u8>(), size);
     match replacement_for(given) {
-        Ok(Some((pointer, length))) => {
+        Some((pointer, length)) => {
             *replaced = pointer.cast();
             *replaced_size = length;
             0
         }
-        Ok(None) => 0,
-        Err(status) => status,
+        None => 0,
     }
 }
 
@@ -628,13 +627,12 @@ pub unsafe extern "C" fn gpuinstr_rt_replace_code_object_file(
         }
     };
     match replacement_for(&bytes) {
-        Ok(Some((pointer, length))) => {
+        Some((pointer, length)) => {
             *replaced = pointer.cast();
             *replaced_size = length;
             0
         }
-        Ok(None) => 0,
-        Err(status) => status,
+        None => 0,
     }
 }
 

@@ -66,7 +66,9 @@ pub struct DynamicRecord {
     /// Bytes of the code object the program loaded.
     pub size: usize,
     /// `instrumented` (now), `cache` (from disk), `this run` (loaded
-    /// before) or `as it is` (not instrumented: `note` says why).
+    /// before), `as it is` (nothing to instrument: `note` says why) or
+    /// `not instrumented` (it could not be and runs as it is: `note` says
+    /// why; a warning too).
     pub source: String,
     pub seconds: f64,
     /// Why it is loaded as it is, or the selected points left out (with
@@ -270,19 +272,24 @@ impl Report {
         if !self.dynamic.is_empty() {
             let count = |source: &str| self.dynamic.iter().filter(|d| d.source == source).count();
             let seconds: f64 = self.dynamic.iter().map(|d| d.seconds).sum();
+            let failed = count(crate::dynamic::NOT_INSTRUMENTED);
             writeln!(
                 out,
-                "gpuinstr: dynamic mode: {} code objects instrumented as they loaded ({} now, {} from the cache, {} again), {} left as they are, {seconds:.2} s",
-                self.dynamic.len() - count("as it is"),
+                "gpuinstr: dynamic mode: {} code objects instrumented as they loaded ({} now, {} from the cache, {} again), {} left as they are{}, {seconds:.2} s",
+                self.dynamic.len() - count("as it is") - failed,
                 count("instrumented"),
                 count("cache"),
                 count("this run"),
                 count("as it is"),
+                if failed > 0 { format!(", {failed} NOT INSTRUMENTED (they run as they are)") } else { String::new() },
             )
             .unwrap();
             for record in &self.dynamic {
                 match (&record.note, record.source.as_str()) {
                     (Some(why), "as it is") => writeln!(out, "  left as it is ({} bytes): {why}", record.size).unwrap(),
+                    (Some(why), crate::dynamic::NOT_INSTRUMENTED) => {
+                        writeln!(out, "gpuinstr: warning: not instrumented ({} bytes): {why}", record.size).unwrap()
+                    }
                     (Some(partial), _) => writeln!(out, "gpuinstr: warning: PARTIAL: {partial}").unwrap(),
                     _ => {}
                 }

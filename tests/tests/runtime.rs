@@ -758,6 +758,57 @@ fn dispatches_of_kernels_with_points_left_out_are_marked_partial() {
     }
 }
 
+/// Dynamic mode, a code object that cannot be instrumented (points left
+/// out, no --allow-partial): it is loaded as it is, so the program runs
+/// every kernel and prints what it prints without a tool; the runtime warns
+/// at once, the report lists it as `not instrumented` with the reason, and
+/// the run fails after the program (gpuinstr-run's exit status, from the
+/// file the runtime notes it in). It is not retried on the next run: the
+/// cache remembers the reason.
+#[test]
+fn dynamic_mode_runs_a_code_object_it_cannot_instrument_as_it_is_and_fails_after() {
+    use gpuinstr_device_preload::run::{exit_code_after, not_instrumented};
+    let target = "gfx908";
+    let dir = test_directory("not-instrumented");
+    let original = original(target, &dir);
+    let device = build_tool(Compiler::Hipcc, &example("kernel-arguments"), "-O3", &dir);
+    let plan_file = repo().join("hook-sdk/examples/kernel-arguments/plan.toml");
+    let notes = dir.join("not-instrumented");
+    let cache = dir.join("cache");
+    let _ = std::fs::remove_dir_all(&cache);
+    for attempt in 0..2 {
+        let _ = std::fs::remove_file(&notes);
+        let report_path = dir.join(format!("report{attempt}.json"));
+        let run = Run {
+            dynamic: Some((device.clone(), plan_file.clone())),
+            cache: Some(cache.clone()),
+            grow_registers: Some("never".into()),
+            not_instrumented: Some(notes.clone()),
+            report: Some(report_path.clone()),
+            ..run_on(target)
+        };
+        let output = run.command(original.program.as_os_str(), &[]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+        let code = output.status.code().unwrap();
+        assert_eq!(succeeded(output, "the program"), original.output, "every kernel ran: {stderr}");
+        assert!(stderr.contains("could not be instrumented and runs as it is"), "{stderr}");
+        let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+        let dynamic = report["dynamic"].as_array().unwrap();
+        let failed: Vec<&Value> = dynamic.iter().filter(|d| d["source"] == "not instrumented").collect();
+        assert_eq!(failed.len(), 1, "{attempt}: {dynamic:?}");
+        if attempt == 1 {
+            assert_eq!(failed[0]["seconds"], 0.0, "the second run learns it from the cache");
+        }
+        let why = failed[0]["note"].as_str().unwrap();
+        assert!(why.contains("1 of 2 selected points") && why.contains("left out"), "{why}");
+        assert_eq!(report["warnings"].as_array().unwrap().len(), 1, "{stderr}");
+        assert!(report["code_objects"].as_array().unwrap().is_empty(), "nothing instrumented was loaded");
+        let noted = not_instrumented(&notes);
+        assert_eq!(noted.len(), 1, "{noted:?}");
+        assert_eq!(exit_code_after(code, &noted), 1, "the run fails after the program");
+    }
+}
+
 /// A host part still busy with the last dispatch when the program exits
 /// (ROCr's event thread calls it; the program's exit does not wait for
 /// it): the report waits for its values, so no dispatch goes missing.

@@ -5,7 +5,10 @@
 //! names the runtime (`libgpuinstr_rt.so`, next to it too) in
 //! `HSA_TOOLS_LIB` and executes the program; ROCr, HIP's runtime and the
 //! program stay as they are. A program whose code objects are instrumented
-//! then reports its tools' results at exit.
+//! then reports its tools' results at exit. In dynamic mode without
+//! `--allow-partial` it waits for the program instead of becoming it: a
+//! code object that could not be instrumented runs as it is (the program
+//! stays correct), and `gpuinstr-run` then exits 1 after the program.
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -66,8 +69,10 @@ struct Arguments {
     #[arg(long, value_name = "DIR")]
     cache: Option<PathBuf>,
     /// Dynamic mode: load code objects with selected points left out (the
-    /// report says how many) or, when one cannot be instrumented at all, as
-    /// they are (a warning); without it such a code object is not loaded.
+    /// report says how many) and accept that one that cannot be
+    /// instrumented at all runs as it is. Without it, such a code object
+    /// also runs as it is (warned about at once and in the report), and
+    /// gpuinstr-run exits 1 after the program.
     #[arg(long)]
     allow_partial: bool,
     /// Dynamic mode: when kernels' register allocations may grow, as
@@ -129,6 +134,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Dynamic mode without --allow-partial waits for the program to learn
+    // whether every code object it loaded was instrumented.
+    let checked = arguments.tool.is_some() && !arguments.allow_partial && !arguments.no_runtime;
+    let notes =
+        checked.then(|| std::env::temp_dir().join(format!("gpuinstr-run-{}.not-instrumented", std::process::id())));
     let run = Run {
         target: arguments.target,
         device_memory: arguments.device_memory,
@@ -137,6 +147,7 @@ fn main() -> ExitCode {
         dynamic: arguments.tool.zip(arguments.plan),
         cache: arguments.cache,
         allow_partial: arguments.allow_partial,
+        not_instrumented: notes.clone(),
         grow_registers: arguments.grow_registers,
         select_kernel: arguments.select_kernel,
         select_first: arguments.select_first,
@@ -150,7 +161,60 @@ fn main() -> ExitCode {
         stats: arguments.stats,
     };
     let program: Vec<OsString> = arguments.command.into_iter().map(OsString::from).collect();
+    if let Some(notes) = notes {
+        return run_and_check(&run, &program, &notes);
+    }
     let error = run.command(&program[0], &program[1..]).exec();
     eprintln!("gpuinstr-run: error: cannot run `{}`: {error}", program[0].to_string_lossy());
     ExitCode::from(127)
+}
+
+/// Runs the program as a child and waits: its status, or 1 if it succeeded
+/// while code objects it loaded ran uninstrumented. Interrupts reach the
+/// program (same process group); this process ignores them meanwhile, and
+/// a program killed by a signal is reported by dying of it too.
+fn run_and_check(run: &Run, program: &[OsString], notes: &std::path::Path) -> ExitCode {
+    let _ = std::fs::remove_file(notes);
+    let mut child = match run.command(&program[0], &program[1..]).spawn() {
+        Ok(child) => child,
+        Err(error) => {
+            eprintln!("gpuinstr-run: error: cannot run `{}`: {error}", program[0].to_string_lossy());
+            return ExitCode::from(127);
+        }
+    };
+    // SAFETY: setting a signal disposition; restored below before raising.
+    let previous = unsafe { [libc::signal(libc::SIGINT, libc::SIG_IGN), libc::signal(libc::SIGQUIT, libc::SIG_IGN)] };
+    let status = child.wait();
+    let failed = gpuinstr_device_preload::run::not_instrumented(notes);
+    let _ = std::fs::remove_file(notes);
+    // SAFETY: as above.
+    unsafe {
+        libc::signal(libc::SIGINT, previous[0]);
+        libc::signal(libc::SIGQUIT, previous[1]);
+    }
+    let status = match status {
+        Ok(status) => status,
+        Err(error) => {
+            eprintln!("gpuinstr-run: error: waiting for `{}`: {error}", program[0].to_string_lossy());
+            return ExitCode::from(2);
+        }
+    };
+    if !failed.is_empty() {
+        eprintln!(
+            "gpuinstr-run: error: {} code objects the program loaded could not be instrumented and ran as they were \
+             (the tool's results miss their kernels; the report says why); --allow-partial accepts that",
+            failed.len()
+        );
+    }
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(signal) = status.signal() {
+        // SAFETY: default disposition, then the program's own signal.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::raise(signal);
+        }
+        return ExitCode::from(128 + signal as u8);
+    }
+    let code = gpuinstr_device_preload::run::exit_code_after(status.code().unwrap_or(1), &failed);
+    ExitCode::from(code.clamp(0, 255) as u8)
 }
