@@ -127,8 +127,10 @@ struct State {
     vectors: HashMap<Unit, (Value, Value)>,
     /// Single lanes written with `v_writelane`: (register, lane).
     lanes: HashMap<(Unit, i64), Value>,
-    /// Scratch slots at fixed offsets from the stack pointer.
-    slots: HashMap<i64, Value>,
+    /// Scratch slots at fixed offsets from a base register (the stack
+    /// pointer, LLVM's frame pointer): (lanes active at the entry, the
+    /// other lanes), both when stored under every lane.
+    slots: HashMap<(Option<Unit>, i64), (Value, Value)>,
     exec: Exec,
     /// Where each unit was last changed.
     changed_by: HashMap<Unit, u64>,
@@ -219,6 +221,15 @@ impl Interpreter<'_> {
     fn register_units(&self, operand: Option<&Operand>) -> Option<Vec<Unit>> {
         match operand {
             Some(Operand::Register(reg)) if *reg != 0 => Some(self.units.units(self.isa.canonical(*reg)).to_vec()),
+            _ => None,
+        }
+    }
+
+    /// The register a scratch slot's address starts from (None: not a
+    /// single register).
+    fn slot_base(&self, operand: Option<&Operand>) -> Option<Unit> {
+        match self.register_units(operand).as_deref() {
+            Some([unit]) => Some(*unit),
             _ => None,
         }
     }
@@ -361,21 +372,36 @@ impl Interpreter<'_> {
                     return;
                 }
             }
-            "BUFFER_STORE_DWORD_OFFSET" => {
-                if let Some(offset) = Self::immediate(operands.get(3)) {
-                    let value = match self.register_units(operands.first()) {
-                        Some(units) if units.len() == 1 && state.exec == Exec::Entry => state.vector(units[0]).0,
-                        _ => Value::Unknown,
+            // Scratch stores and loads of one dword at a base register plus
+            // an immediate: (data, V#, soffset, offset) for MUBUF, (data,
+            // saddr, offset) with architected flat scratch.
+            "BUFFER_STORE_DWORD_OFFSET" | "SCRATCH_STORE_DWORD_SADDR" => {
+                let (base, offset) = if name.starts_with("BUFFER") { (2, 3) } else { (1, 2) };
+                if let Some(offset) = Self::immediate(operands.get(offset)) {
+                    let key = (self.slot_base(operands.get(base)), offset);
+                    let value = match (self.register_units(operands.first()), state.exec) {
+                        (Some(units), Exec::Entry) if units.len() == 1 => (state.vector(units[0]).0, Value::Unknown),
+                        // Every lane: the whole register (spilled around a payload).
+                        (Some(units), Exec::All) if units.len() == 1 => state.vector(units[0]),
+                        _ => (Value::Unknown, Value::Unknown),
                     };
-                    state.slots.insert(offset, value);
+                    state.slots.insert(key, value);
                     return;
                 }
             }
-            "BUFFER_LOAD_DWORD_OFFSET" => {
-                if let (Some(dst), Some(offset)) = (destination.clone(), Self::immediate(operands.get(3))) {
-                    let value = state.slots.get(&offset).copied().unwrap_or(Value::Unknown);
+            "BUFFER_LOAD_DWORD_OFFSET" | "SCRATCH_LOAD_DWORD_SADDR" => {
+                let (base, offset) = if name.starts_with("BUFFER") { (2, 3) } else { (1, 2) };
+                if let (Some(dst), Some(offset)) = (destination.clone(), Self::immediate(operands.get(offset))) {
+                    let key = (self.slot_base(operands.get(base)), offset);
+                    let (active, inactive) = state.slots.get(&key).copied().unwrap_or((Value::Unknown, Value::Unknown));
                     for unit in dst {
-                        state.write_vector(unit, value, at);
+                        if state.exec == Exec::All {
+                            state.vectors.insert(unit, (active, inactive));
+                            state.changed_by.insert(unit, at);
+                            state.overwritten.insert(unit);
+                        } else {
+                            state.write_vector(unit, active, at);
+                        }
                     }
                     return;
                 }

@@ -85,6 +85,9 @@ pub struct InstrumentReport {
     pub payloads_compiled: usize,
     /// What the instrumented points' payloads wait for before they start.
     pub waits: PayloadWaits,
+    /// Points whose payload saves live VGPRs in scratch memory (no register
+    /// was left for it otherwise), and how many VGPRs they save in all.
+    pub spills: PayloadSpills,
     pub kernels: Vec<KernelPatch>,
     /// Functions that were not instrumented, and why.
     pub skipped: Vec<String>,
@@ -137,6 +140,25 @@ impl PayloadWaits {
             "payload waits: {} none, {} vmcnt, {} lgkmcnt, {} both, {} full drains",
             self.none, self.vmcnt, self.lgkmcnt, self.vmcnt_and_lgkmcnt, self.full_drains
         )
+    }
+}
+
+/// Payloads that spill the application's VGPRs to scratch: each costs a
+/// store and a load per VGPR and a wait for its loads, so a report says how
+/// many there are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PayloadSpills {
+    pub points: usize,
+    pub vgprs: usize,
+}
+
+impl PayloadSpills {
+    pub fn count(payloads: &[CompiledPayload]) -> PayloadSpills {
+        let spilling = payloads.iter().filter(|p| p.rejected.is_none() && p.spilled_vgprs > 0);
+        spilling.fold(PayloadSpills::default(), |total, p| PayloadSpills {
+            points: total.points + 1,
+            vgprs: total.vgprs + p.spilled_vgprs,
+        })
     }
 }
 
@@ -239,6 +261,14 @@ impl InstrumentReport {
         }
         writeln!(out, "  payloads compiled: {} (alike points share one)", self.payloads_compiled).unwrap();
         writeln!(out, "  {}", self.waits.render()).unwrap();
+        if self.spills.points > 0 {
+            writeln!(
+                out,
+                "  {} points save {} live VGPRs in scratch memory around their payloads (no register was free there)",
+                self.spills.points, self.spills.vgprs
+            )
+            .unwrap();
+        }
         if !self.hidden_arguments_declared.is_empty() {
             let named: Vec<String> = self
                 .hidden_arguments_declared

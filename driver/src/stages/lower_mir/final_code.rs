@@ -182,7 +182,18 @@ pub struct Parking {
     /// `(from, to)`: live VGPRs moved into VGPRs dead at the point (so
     /// that dead VGPRs pair up), moved back at the exit.
     pub moved: Vec<(u16, u16)>,
+    /// Live VGPRs saved whole-wave in scratch memory, on the
+    /// instrumentation stack above the payload's own frame, where no AGPR
+    /// is dead to park them in; loaded back at the exit.
+    pub spilled: Vec<u16>,
+    /// For spills: the SVA's VGPR (the instrumentation frame is in its
+    /// lanes) and the frame registers swapped for it around the copies.
+    pub spill_frame: Option<(u16, Frame)>,
 }
+
+/// Per-lane bytes a MUBUF or scratch instruction's immediate offset can
+/// reach: spill slots must lie below it.
+pub const MAX_SPILL_OFFSET: u32 = 4095;
 
 impl Parking {
     fn whole_wave(&self, copies: impl Iterator<Item = String>) -> Vec<String> {
@@ -199,17 +210,28 @@ impl Parking {
     /// `v_accvgpr_read` wrote it. A load still in flight may be writing a
     /// register parked here: the payload stage puts the wait for its
     /// counter before the copies (they are part of the payload's code).
+    ///
+    /// Spilled VGPRs go first at the entry and come back last at the exit:
+    /// the frame swapped in (the application's s0-s3 and s32 saved in
+    /// their SVA lanes, the instrumentation frame read from its lanes), one
+    /// whole-wave store (load) per VGPR at the payload's own frame size
+    /// plus 4 bytes each, the frame swapped back; the exit waits for its
+    /// loads (vmcnt(0)) before the application reads them. The payload's
+    /// stack grows by the slots.
     pub fn wrap(&self, payload: &mut FinalPayload, end_label: &str) {
-        if self.loads.is_empty() && self.borrowed.is_empty() && self.moved.is_empty() {
+        if self.loads.is_empty() && self.borrowed.is_empty() && self.moved.is_empty() && self.spilled.is_empty() {
             return;
         }
-        let parks = !self.borrowed.is_empty() || !self.moved.is_empty();
+        let parks = !self.borrowed.is_empty() || !self.moved.is_empty() || !self.spilled.is_empty();
+        let slots = payload.scratch_bytes;
+        let (spills, reloads) = self.spill_code(slots);
+        payload.scratch_bytes += 4 * self.spilled.len() as u32;
         let mut code = Vec::new();
         code.extend(
             self.whole_wave(
-                self.borrowed
-                    .iter()
-                    .map(|(v, a)| format!("v_accvgpr_write_b32 a{a}, v{v}"))
+                spills
+                    .into_iter()
+                    .chain(self.borrowed.iter().map(|(v, a)| format!("v_accvgpr_write_b32 a{a}, v{v}")))
                     .chain(self.moved.iter().map(|(from, to)| format!("v_mov_b32 v{to}, v{from}")))
                     .chain(self.loads.iter().map(|(a, v)| format!("v_accvgpr_read_b32 v{v}, a{a}"))),
             ),
@@ -226,12 +248,55 @@ impl Parking {
                     self.borrowed
                         .iter()
                         .map(|(v, a)| format!("v_accvgpr_read_b32 v{v}, a{a}"))
-                        .chain(self.moved.iter().map(|(from, to)| format!("v_mov_b32 v{from}, v{to}"))),
+                        .chain(self.moved.iter().map(|(from, to)| format!("v_mov_b32 v{from}, v{to}")))
+                        .chain(reloads),
                 ),
             );
             code.push("s_nop 1".into());
         }
         payload.code = code;
+    }
+
+    /// The whole-wave stores and loads of the spilled VGPRs, slots from
+    /// `base` bytes (per lane) up, each with the frame swapped around it.
+    fn spill_code(&self, base: u32) -> (Vec<String>, Vec<String>) {
+        let Some((sva, frame)) = self.spill_frame.filter(|_| !self.spilled.is_empty()) else {
+            return (Vec::new(), Vec::new());
+        };
+        let lanes = frame.lanes();
+        let swap_in = lanes
+            .iter()
+            .map(|(sgpr, saved, _)| format!("v_writelane_b32 v{sva}, s{sgpr}, {saved}"))
+            .chain(lanes.iter().map(|(sgpr, _, frame_lane)| format!("v_readlane_b32 s{sgpr}, v{sva}, {frame_lane}")))
+            // A VALU write of an SGPR needs 5 wait states before a memory
+            // instruction reads it.
+            .chain(std::iter::once("s_nop 4".to_string()));
+        // The same wait before the application's (or the payload's) memory
+        // instructions read the frame registers given back.
+        let swap_out: Vec<String> = lanes
+            .iter()
+            .map(|(sgpr, saved, _)| format!("v_readlane_b32 s{sgpr}, v{sva}, {saved}"))
+            .chain(std::iter::once("s_nop 4".to_string()))
+            .collect();
+        let architected = lanes.len() == 1;
+        let slot = |k: usize| base + 4 * k as u32;
+        let access = |load: bool, vgpr: u16, offset: u32| match (architected, load) {
+            (false, false) => format!("buffer_store_dword v{vgpr}, off, s[0:3], s32 offset:{offset}"),
+            (false, true) => format!("buffer_load_dword v{vgpr}, off, s[0:3], s32 offset:{offset}"),
+            (true, false) => format!("scratch_store_dword off, v{vgpr}, s32 offset:{offset}"),
+            (true, true) => format!("scratch_load_dword v{vgpr}, off, s32 offset:{offset}"),
+        };
+        let spills = swap_in
+            .clone()
+            .chain(self.spilled.iter().enumerate().map(|(k, v)| access(false, *v, slot(k))))
+            .chain(swap_out.iter().cloned())
+            .collect();
+        let reloads = swap_in
+            .chain(self.spilled.iter().enumerate().map(|(k, v)| access(true, *v, slot(k))))
+            .chain(std::iter::once("s_waitcnt vmcnt(0)".to_string()))
+            .chain(swap_out)
+            .collect();
+        (spills, reloads)
     }
 }
 

@@ -66,14 +66,18 @@ struct SiteParking {
 /// where aligned pairs are still short, live VGPRs move into dead VGPRs
 /// whose partners are live, so that their own partners pair up (a payload
 /// with a 64-bit address needs a dead even-odd pair, and dead VGPRs
-/// scattered between live ones may hold none). EXEC is saved in the lowest dead aligned SGPR pair. `None`: nothing to
-/// copy.
+/// scattered between live ones may hold none). With `spill_frame` (the
+/// starved retry, an SVA in a VGPR), live VGPRs no dead AGPR can take are
+/// saved in scratch memory instead. EXEC is saved in the lowest dead
+/// aligned SGPR pair (not a frame register when spilling: the frame is
+/// swapped around the spills). `None`: nothing to copy.
 fn plan_parking(
     registers: &FunctionRegisters,
     live: &UnitSet,
     wave_vgprs: u16,
     max_agprs: u16,
     room: PayloadRoom,
+    spill_frame: Option<Frame>,
 ) -> Result<Option<SiteParking>, String> {
     let homes: Vec<u16> = registers.sva.iter().chain(&registers.work_item_ids).copied().collect();
     let dead = |v: &u16| !live.contains(Unit::vgpr(*v)) && !homes.contains(v);
@@ -95,16 +99,23 @@ fn plan_parking(
     let mut dead_agprs =
         (0..registers.agpr_limit.min(max_agprs)).filter(|a| !live.contains(Unit::agpr(*a)) && !agpr_homes.contains(a));
     let mut borrowed = Vec::new();
-    let mut live_vgprs = (0..limit).rev().filter(|v| live.contains(Unit::vgpr(*v)));
+    let mut spilled = Vec::new();
+    let mut live_vgprs = (0..limit).rev().filter(|v| live.contains(Unit::vgpr(*v)) && !homes.contains(v));
     for _ in 0..short {
         match (live_vgprs.next(), dead_agprs.next()) {
             (Some(vgpr), Some(agpr)) => borrowed.push((vgpr, agpr)),
+            (Some(vgpr), None) if spill_frame.is_some() => spilled.push(vgpr),
             _ => break,
         }
     }
+    let spill_frame = match (spill_frame, registers.sva) {
+        (Some(frame), Some(sva)) if !spilled.is_empty() => Some((sva, frame)),
+        _ => None,
+    };
     let mut moved = Vec::new();
     if let PayloadRoom::AlignedPairs(wanted) = room {
-        let mut free: BTreeSet<u16> = dead_vgprs.iter().copied().chain(borrowed.iter().map(|(v, _)| *v)).collect();
+        let mut free: BTreeSet<u16> =
+            dead_vgprs.iter().copied().chain(borrowed.iter().map(|(v, _)| *v)).chain(spilled.iter().copied()).collect();
         let paired = |free: &BTreeSet<u16>| free.iter().filter(|v| free.contains(&(*v ^ 1))).count();
         while paired(&free) < wanted + 2 * loads_wanted {
             // Two dead VGPRs with live partners: the first's partner moves
@@ -125,6 +136,7 @@ fn plan_parking(
         .copied()
         .filter(|v| !moved.iter().any(|(_, to)| to == v))
         .chain(borrowed.iter().map(|(v, _)| *v))
+        .chain(spilled.iter().copied())
         .chain(moved.iter().map(|(from, _)| *from));
     let mut loads = Vec::new();
     let (mut sva, mut work_item_ids) = (registers.sva, registers.work_item_ids);
@@ -146,14 +158,21 @@ fn plan_parking(
             work_item_ids = Some(target);
         }
     }
-    if loads.is_empty() && borrowed.is_empty() && moved.is_empty() {
+    if loads.is_empty() && borrowed.is_empty() && moved.is_empty() && spilled.is_empty() {
         return Ok(None);
     }
+    let swapped = |s: u16| spill_frame.is_some_and(|(_, frame)| frame.contains(Unit::sgpr(s)));
     let exec_pair = (0..crate::stages::load::allocation::MAX_SGPRS - 1)
         .step_by(2)
-        .find(|s| !live.contains(Unit::sgpr(*s)) && !live.contains(Unit::sgpr(s + 1)))
+        .find(|s| {
+            !live.contains(Unit::sgpr(*s)) && !live.contains(Unit::sgpr(s + 1)) && !swapped(*s) && !swapped(s + 1)
+        })
         .ok_or_else(|| "no SGPR pair is dead here to save EXEC in around whole-wave copies".to_string())?;
-    Ok(Some(SiteParking { sva, work_item_ids, parking: Parking { exec_pair, loads, borrowed, moved } }))
+    Ok(Some(SiteParking {
+        sva,
+        work_item_ids,
+        parking: Parking { exec_pair, loads, borrowed, moved, spilled, spill_frame },
+    }))
 }
 
 #[derive(Clone, Debug)]
@@ -193,6 +212,10 @@ pub struct PayloadOptions {
     pub atomic_optimizer: bool,
     /// The code object's progress, advanced as llc batches finish.
     pub progress: crate::progress::CodeObjectProgress,
+    /// Where no register is left for a payload even with AGPRs parked,
+    /// save live VGPRs in scratch memory around it (on by default; off
+    /// to compare).
+    pub spill_to_scratch: bool,
 }
 
 impl Default for PayloadOptions {
@@ -210,6 +233,7 @@ impl Default for PayloadOptions {
             keep_stage_texts: true,
             atomic_optimizer: false,
             progress: Default::default(),
+            spill_to_scratch: true,
         }
     }
 }
@@ -245,6 +269,9 @@ pub struct CompiledPayload {
     /// loads in flight at the point whose registers it reads or writes
     /// (decided per point, after payloads are shared; `None` until then).
     pub entry_wait: Option<Counters>,
+    /// Live VGPRs the code saves in scratch memory and loads back (no
+    /// register was left for it otherwise).
+    pub spilled_vgprs: usize,
     /// Why this point cannot be instrumented (then it has no code and is
     /// left out).
     pub rejected: Option<Rejection>,
@@ -355,6 +382,7 @@ impl CompiledPayload {
             touches: UnitSet::EMPTY,
             bytes: 0,
             entry_wait: None,
+            spilled_vgprs: 0,
             rejected: Some(reason),
         }
     }
@@ -866,7 +894,18 @@ pub fn payload_sites(
         for home in registers.in_agprs.iter().flat_map(AgprHomes::agprs) {
             site.live.insert(Unit::agpr(home));
         }
-        match plan_parking(&registers, &live, max_vgprs, max_agprs, options.payload_room) {
+        // Spilling to scratch is the last resort (the starved retry), and
+        // reaches the instrumentation frame through an SVA in a VGPR. Not
+        // yet with architected flat scratch (gfx940+): final_code writes
+        // its `scratch_` form, but no test has run it.
+        let architected = lifted.code_object.target.has_architected_flat_scratch();
+        let spill_frame = (matches!(options.payload_room, PayloadRoom::AlignedPairs(_))
+            && options.spill_to_scratch
+            && !architected
+            && registers.sva.is_some()
+            && registers.in_agprs.is_none())
+        .then(|| Frame::new(architected));
+        match plan_parking(&registers, &live, max_vgprs, max_agprs, options.payload_room, spill_frame) {
             Ok(Some(planned)) => {
                 site.sva = planned.sva;
                 site.work_item_ids = planned.work_item_ids;
@@ -874,6 +913,9 @@ pub fn payload_sites(
                 for (vgpr, agpr) in &planned.parking.borrowed {
                     site.live.remove(Unit::vgpr(*vgpr));
                     site.live.insert(Unit::agpr(*agpr));
+                }
+                for vgpr in &planned.parking.spilled {
+                    site.live.remove(Unit::vgpr(*vgpr));
                 }
                 for (from, to) in &planned.parking.moved {
                     site.live.remove(Unit::vgpr(*from));
@@ -1394,6 +1436,7 @@ fn compile_each(
             }
             Err(other) => return Err(other.into()),
         };
+        let mut spilled_vgprs = 0;
         if let Some(parking) = &site.parking {
             // Load only what the payload reads.
             let reads_sva =
@@ -1407,6 +1450,18 @@ fn compile_each(
                 (reads_sva && Some(*vgpr) == site.sva) || (reads_ids && Some(*vgpr) == site.work_item_ids)
             });
             used.wrap(&mut code, &final_code::end_label(index));
+            spilled_vgprs = used.spilled.len();
+            if spilled_vgprs > 0 && code.scratch_bytes > final_code::MAX_SPILL_OFFSET {
+                let why = format!(
+                    "{NO_REGISTERS}, and its {spilled_vgprs} spill slots would lie past the {} bytes per lane a \
+                     scratch instruction's offset reaches above the payload's own {} bytes of stack",
+                    final_code::MAX_SPILL_OFFSET,
+                    code.scratch_bytes - 4 * spilled_vgprs as u32
+                );
+                let reason = Rejection::new(LeftOutCause::NoPayloadRegisters, why);
+                payloads.push(CompiledPayload::refused(labels[index].clone(), point, reason));
+                continue;
+            }
         }
         if code.scratch_bytes > 0 && !lowered.frame_reads.is_empty() {
             let why = format!(
@@ -1437,6 +1492,7 @@ fn compile_each(
             touches: UnitSet::EMPTY,
             bytes: 0,
             entry_wait: None,
+            spilled_vgprs,
             rejected: None,
         });
     }
@@ -1470,6 +1526,9 @@ fn compile_each(
                 Some(parking) => {
                     for (vgpr, agpr) in &parking.borrowed {
                         must_keep.remove(Unit::agpr(*agpr));
+                        must_keep.insert(Unit::vgpr(*vgpr));
+                    }
+                    for vgpr in &parking.spilled {
                         must_keep.insert(Unit::vgpr(*vgpr));
                     }
                     // Moved VGPRs come back; their stand-ins were dead.
