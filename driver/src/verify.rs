@@ -26,7 +26,7 @@ use crate::preservation::{check_from, Entry};
 use crate::stages::lift::{lift, Flow, Function, FunctionKind, Instruction, LiftError, LiftedCodeObject};
 use crate::stages::liveness::allocation;
 use crate::stages::liveness::kernel_inputs;
-use crate::stages::liveness::pending::{counters_of, pending_before, waitcnt, Pending};
+use crate::stages::liveness::pending::{counters_of, exports_anywhere, pending_before, waitcnt, Pending};
 use crate::stages::liveness::{analyze, RegisterFile, Unit, UnitSet};
 use crate::stages::load::descriptor::KernelDescriptor;
 use crate::stages::load::instrumented::INSTRUMENTED_SUFFIX;
@@ -316,6 +316,7 @@ pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<Verify
     }
 
     // 3. Regions preserve what is live at their point.
+    let exports = exports_anywhere(&before.functions, &before.isa);
     for &(f, g) in &aligned {
         let function = &before.functions[f];
         let instrumented_function = &after.functions[g];
@@ -362,10 +363,10 @@ pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<Verify
                 ));
             }
             let pending = pending
-                .get_or_insert_with(|| pending_before(function, &before.isa, &liveness.functions[f]))
+                .get_or_insert_with(|| pending_before(function, &before.isa, &liveness.functions[f], exports))
                 .get(position)
                 .cloned()
-                .unwrap_or_else(Pending::unknown);
+                .unwrap_or_else(|| Pending::unknown(exports));
             if let Some((address, problem)) = memory_waits(&after.isa, &units, &region, pending, &live) {
                 report.findings.push(finding(
                     address,
@@ -624,7 +625,8 @@ fn memory_waits(
         if counters.vmcnt || counters.lgkmcnt {
             last_load = Some(instruction);
         }
-        own.step(instruction, isa, &defs);
+        // The region's own code calls nothing: `exports` is never used.
+        own.step(instruction, isa, &defs, true);
     }
     let landing = own.vmcnt.units().union(&own.lgkmcnt.units()).intersection(live);
     let unit = landing.iter().next()?;

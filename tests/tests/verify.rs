@@ -6,7 +6,7 @@
 use gpuinstr::instrument::{instrument_code_object, InstrumentOptions, PayloadWaits};
 use gpuinstr::plan::Plan;
 use gpuinstr::stages::lift::{lift, Flow};
-use gpuinstr::stages::liveness::pending::pending_before;
+use gpuinstr::stages::liveness::pending::{exports_anywhere, pending_before};
 use gpuinstr::stages::liveness::{analyze, RegisterFile};
 use gpuinstr::stages::load::{self, CodeObject};
 use gpuinstr::verify::{site_table, verify, Site};
@@ -65,7 +65,8 @@ fn verify_names_each_kind_of_breakage() {
                 return None;
             }
             // Not one a load is still writing (that would be a second finding).
-            let pending = &pending_before(function, &original.isa, &liveness.functions[index])[position];
+            let exports = exports_anywhere(&original.functions, &original.isa);
+            let pending = &pending_before(function, &original.isa, &liveness.functions[index], exports)[position];
             let live = liveness.functions[index].live_in[position]
                 .in_file(RegisterFile::Sgpr)
                 .difference(&pending.lgkmcnt.units())

@@ -14,11 +14,12 @@
 //! lgkmcnt while no scalar-memory or flat operation is in flight, else only
 //! a wait for zero counts), and blocks join by union, keeping the younger
 //! age. What is in flight
-//! is unknown (every register, every counter) at a device function's entry
-//! (its callers' loads), after a call, and everywhere in a function whose
-//! flow leaves through registers or to unknown addresses. Exports and GDS
-//! (expcnt) read their data registers late: after one, every counter is
-//! waited for.
+//! is unknown (every register, vmcnt and lgkmcnt) at a device function's
+//! entry (its callers' loads), after a call, and everywhere in a function
+//! whose flow leaves through registers or to unknown addresses; expcnt too
+//! only if some function of the code object exports or uses GDS (compute
+//! code never does). Exports and GDS (expcnt) read their data registers
+//! late: after one, every counter is waited for.
 
 use super::{FunctionLiveness, Unit, UnitSet};
 use crate::native::Operand;
@@ -178,8 +179,11 @@ impl Pending {
         expcnt: false,
     };
 
-    pub fn unknown() -> Pending {
-        Pending { vmcnt: InFlight::every(), lgkmcnt: InFlight::every(), expcnt: true }
+    /// Anything may be in flight; an export or GDS operation only if the
+    /// code object issues any (`exports`: [`exports_anywhere`]), since
+    /// what is unknown comes from its own callers and callees.
+    pub fn unknown(exports: bool) -> Pending {
+        Pending { vmcnt: InFlight::every(), lgkmcnt: InFlight::every(), expcnt: exports }
     }
 
     /// The counters code that reads or writes `touched` must wait for first
@@ -213,14 +217,15 @@ impl Pending {
         self.vmcnt.is_empty() && self.lgkmcnt.is_empty() && !self.expcnt
     }
 
-    /// The state after `instruction`, which writes `defs`.
-    pub fn step(&mut self, instruction: &Instruction, isa: &Isa, defs: &UnitSet) {
+    /// The state after `instruction`, which writes `defs` (`exports`: as
+    /// for [`Pending::unknown`]).
+    pub fn step(&mut self, instruction: &Instruction, isa: &Isa, defs: &UnitSet, exports: bool) {
         if let Some(counts) = waitcnt(instruction, isa) {
             self.after_wait(counts);
             return;
         }
         if instruction.flow == Flow::Call {
-            *self = Pending::unknown();
+            *self = Pending::unknown(exports);
             return;
         }
         let counters = counters_of(instruction, isa);
@@ -266,14 +271,22 @@ pub fn counters_of(instruction: &Instruction, isa: &Isa) -> Counters {
     }
 }
 
+/// Whether any function issues an export or a GDS operation (expcnt): if
+/// none does, no caller or callee leaves one in flight. Compute code never
+/// exports.
+pub fn exports_anywhere(functions: &[Function], isa: &Isa) -> bool {
+    functions.iter().flat_map(|f| f.instructions()).any(|i| counters_of(i, isa).expcnt)
+}
+
 /// Per instruction of `function` (in block order, as liveness counts):
-/// what may be in flight before it.
-pub fn pending_before(function: &Function, isa: &Isa, liveness: &FunctionLiveness) -> Vec<Pending> {
+/// what may be in flight before it (`exports`: [`exports_anywhere`] of its
+/// code object).
+pub fn pending_before(function: &Function, isa: &Isa, liveness: &FunctionLiveness, exports: bool) -> Vec<Pending> {
     let blocks = &function.blocks;
     let unknown_flow = blocks
         .iter()
         .any(|b| matches!(b.exit, BlockExit::Indirect | BlockExit::OutsideFunction | BlockExit::FallsOffTheEnd));
-    let entry = if function.is_kernel() && !unknown_flow { Pending::NONE } else { Pending::unknown() };
+    let entry = if function.is_kernel() && !unknown_flow { Pending::NONE } else { Pending::unknown(exports) };
     let mut starts = Vec::with_capacity(blocks.len());
     let mut first = 0;
     for block in blocks {
@@ -285,7 +298,7 @@ pub fn pending_before(function: &Function, isa: &Isa, liveness: &FunctionLivenes
         *slot = Some(entry.clone());
     }
     if unknown_flow {
-        block_in.iter_mut().for_each(|slot| *slot = Some(Pending::unknown()));
+        block_in.iter_mut().for_each(|slot| *slot = Some(Pending::unknown(exports)));
     }
     // Blocks only reached from unknown places (no known predecessor) start unknown.
     let mut reached = vec![false; blocks.len()];
@@ -299,14 +312,14 @@ pub fn pending_before(function: &Function, isa: &Isa, liveness: &FunctionLivenes
     }
     for (slot, reached) in block_in.iter_mut().zip(&reached) {
         if !reached {
-            *slot = Some(Pending::unknown());
+            *slot = Some(Pending::unknown(exports));
         }
     }
     let mut work: Vec<usize> = (0..blocks.len()).filter(|b| block_in[*b].is_some()).rev().collect();
     while let Some(index) = work.pop() {
         let Some(mut state) = block_in[index].clone() else { continue };
         for (offset, instruction) in blocks[index].instructions.iter().enumerate() {
-            state.step(instruction, isa, &liveness.defs[starts[index] + offset]);
+            state.step(instruction, isa, &liveness.defs[starts[index] + offset], exports);
         }
         for successor in &blocks[index].successors {
             let changed = match &mut block_in[*successor] {
@@ -323,10 +336,10 @@ pub fn pending_before(function: &Function, isa: &Isa, liveness: &FunctionLivenes
     }
     let mut out = Vec::with_capacity(first);
     for (index, block) in blocks.iter().enumerate() {
-        let mut state = block_in[index].clone().unwrap_or_else(Pending::unknown);
+        let mut state = block_in[index].clone().unwrap_or_else(|| Pending::unknown(exports));
         for (offset, instruction) in block.instructions.iter().enumerate() {
             out.push(state.clone());
-            state.step(instruction, isa, &liveness.defs[starts[index] + offset]);
+            state.step(instruction, isa, &liveness.defs[starts[index] + offset], exports);
         }
     }
     out
@@ -340,6 +353,18 @@ mod tests {
         let mut set = UnitSet::EMPTY;
         units.iter().for_each(|u| set.insert(*u));
         set
+    }
+
+    /// What a device function's caller left in flight is unknown, but an
+    /// export only if the code object has one: code touching a register
+    /// waits for vmcnt and lgkmcnt there, not for every counter.
+    #[test]
+    fn unknown_state_holds_exports_only_where_the_code_object_has_some() {
+        let touched = set(&[Unit::vgpr(3)]);
+        let both = Counters { vmcnt: true, lgkmcnt: true, expcnt: false };
+        assert_eq!(Pending::unknown(false).waits_for(&touched), both);
+        assert_eq!(Pending::unknown(true).waits_for(&touched), Counters::ALL);
+        assert_eq!(Pending::unknown(false).waits_for(&UnitSet::EMPTY), Counters::default());
     }
 
     /// vmcnt counts in issue order: a wait for 1 leaves only the youngest

@@ -818,6 +818,7 @@ pub fn payload_sites(
     // Loads nothing reads may still be landing: their VGPRs are not the payloads'.
     let mut in_flight: BTreeMap<usize, Vec<UnitSet>> = BTreeMap::new();
     let mut pending = std::collections::HashMap::new();
+    let exports = crate::stages::liveness::pending::exports_anywhere(&lifted.functions, &lifted.isa);
     for (index, point) in points.iter().enumerate() {
         label(lifted, point).map_err(|why| CompileError::BadPoint { index, why })?;
         let function = &lifted.functions[point.function];
@@ -849,7 +850,12 @@ pub fn payload_sites(
         let mut live = liveness.functions[point.function].live_in[point.instruction];
         live.union_with(&busy[point.instruction]);
         let pending = pending.entry(point.function).or_insert_with(|| {
-            crate::stages::liveness::pending::pending_before(function, &lifted.isa, &liveness.functions[point.function])
+            crate::stages::liveness::pending::pending_before(
+                function,
+                &lifted.isa,
+                &liveness.functions[point.function],
+                exports,
+            )
         })[point.instruction]
             .clone();
         if let (FunctionKind::Kernel(kernel), 0, false) =
