@@ -300,6 +300,37 @@ impl Parking {
     }
 }
 
+/// The VGPRs assembly lines name (`v7`, `v[4:5]`), opcodes (`v_add_u32`)
+/// aside: what a payload's body may use of the registers spilled for it.
+pub fn vgprs_named(code: &[String]) -> std::collections::BTreeSet<u16> {
+    let mut named = std::collections::BTreeSet::new();
+    for line in code {
+        let bytes = line.as_bytes();
+        for (at, _) in line.match_indices('v') {
+            // A register name starts a token: after a space, comma or '['.
+            if at > 0 && !matches!(bytes[at - 1], b' ' | b',' | b'\t' | b'(') {
+                continue;
+            }
+            let rest = &line[at + 1..];
+            if let Some(range) = rest.strip_prefix('[') {
+                let Some((first, last)) = range.split_once(']').and_then(|(r, _)| r.split_once(':')) else { continue };
+                if let (Ok(first), Ok(last)) = (first.trim().parse::<u16>(), last.trim().parse::<u16>()) {
+                    named.extend(first..=last);
+                }
+            } else {
+                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                let follows = rest[digits.len()..].chars().next();
+                if !digits.is_empty() && !follows.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                    if let Ok(index) = digits.parse() {
+                        named.insert(index);
+                    }
+                }
+            }
+        }
+    }
+    named
+}
+
 /// The label every exit of payload `index` reaches.
 pub fn end_label(index: usize) -> String {
     format!(".Lgpuinstr_payload{index}_end")
@@ -353,6 +384,17 @@ mod tests {
 
     /// LLVM's entry wait goes too: the payload stage puts the wait the
     /// point needs in its place.
+    #[test]
+    fn vgprs_named_are_the_operands_not_the_opcodes() {
+        let code = [
+            "v_add_u32_e32 v3, v10, v4".to_string(),
+            "global_load_dwordx2 v[6:7], v2, s[4:5]".to_string(),
+            "s_waitcnt vmcnt(0)".to_string(),
+            "v_cndmask_b32_e64 v1, 0, 1, vcc".to_string(),
+        ];
+        assert_eq!(vgprs_named(&code).into_iter().collect::<Vec<_>>(), [1, 2, 3, 4, 6, 7, 10]);
+    }
+
     #[test]
     fn the_return_goes_and_labels_are_renamed() {
         let functions = AssemblyFunctions::parse(ASSEMBLY);
