@@ -157,6 +157,11 @@ enum Command {
         /// the run has taken that long), `bar`, `lines` or `off`.
         #[arg(long, value_enum, default_value = "auto")]
         progress: ProgressChoice,
+        /// Write the text form of one stage's output for each code object instrumented, as the stage leaves it:
+        /// lift, liveness, sva, payloads, patch or emit (to OUTPUT.STAGE.txt, or OUTPUT.N.STAGE.txt for the N-th of
+        /// several code objects).
+        #[arg(long, value_name = "STAGE", value_parser = ["lift", "liveness", "sva", "payloads", "patch", "emit"])]
+        dump_after: Option<String>,
     },
     /// Prove from two code objects that INSTRUMENTED runs ORIGINAL's instructions in order, that every inserted region
     /// leaves the live registers as it found them, that branches land where they did and that descriptors cover the
@@ -307,6 +312,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             keep_failed,
             json,
             progress,
+            dump_after,
         } => {
             let plan = gpuinstr::plan::Plan::load(&plan)?;
             let tool = gpuinstr::tool::Tool::load(&tool)?;
@@ -330,6 +336,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 require_points,
                 keep_originals,
                 progress: progress.shown(),
+                dump_after: dump_after.as_deref().and_then(gpuinstr::pipeline::Stage::from_key),
             };
             let registry = gpuinstr_intrinsics::Registry::with_builtins();
             let outcome = gpuinstr::instrument::instrument_file(
@@ -348,6 +355,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 other => anyhow::anyhow!("{}: {other}", file.display()),
             })?;
             gpuinstr::output::write_atomically_like(&output, &bytes, &file)?;
+            let dumps: Vec<&String> = report.code_objects.iter().filter_map(|r| r.dump.as_ref()).collect();
+            for (index, text) in dumps.iter().enumerate() {
+                let stage = dump_after.as_deref().unwrap_or_default();
+                let name = match dumps.len() {
+                    1 => format!("{}.{stage}.txt", output.display()),
+                    _ => format!("{}.{index}.{stage}.txt", output.display()),
+                };
+                gpuinstr::output::write_atomically(std::path::Path::new(&name), text.as_bytes())?;
+                if !json {
+                    outln!("wrote {name}");
+                }
+            }
             if json {
                 outln!("{}", serde_json::to_string_pretty(&report)?);
             } else {

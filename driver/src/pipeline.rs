@@ -84,6 +84,22 @@ impl Stage {
         }
     }
 
+    /// The stage's name on the command line (`--dump-after`).
+    pub fn key(self) -> &'static str {
+        match self {
+            Stage::Lift => "lift",
+            Stage::Liveness => "liveness",
+            Stage::PlanAndSva => "sva",
+            Stage::Payloads => "payloads",
+            Stage::Patch => "patch",
+            Stage::EmitAndLink => "emit",
+        }
+    }
+
+    pub fn from_key(key: &str) -> Option<Stage> {
+        Stage::ALL.into_iter().find(|stage| stage.key() == key)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Stage::Lift => "lift",
@@ -134,12 +150,21 @@ pub fn instrument(
     options: &InstrumentOptions,
 ) -> Result<(Vec<u8>, InstrumentReport), InstrumentError> {
     let mut clock = Clock::start(options.progress.code_object());
+    let mut report = InstrumentReport { target: app.target.to_string(), ..InstrumentReport::default() };
+    // The text form of the stage `--dump-after` names, taken as it ends.
+    let mut dumped = None;
+    let mut dump = |stage: Stage, text: &dyn Fn() -> String| {
+        if options.dump_after == Some(stage) {
+            dumped = Some(text());
+        }
+    };
     let lifted = lift(app)?;
     clock.lap(Stage::Lift);
+    dump(Stage::Lift, &|| crate::stages::lift::print::mir(&lifted, None));
     let liveness = liveness(&lifted)?;
     clock.lap(Stage::Liveness);
+    dump(Stage::Liveness, &|| crate::stages::liveness::print::render(&lifted, &liveness));
 
-    let mut report = InstrumentReport { target: app.target.to_string(), ..InstrumentReport::default() };
     let points = select_points(plan, &lifted, &mut report)?;
     clock.progress.selected(report.selected);
     refuse_preloaded_arguments(app, &lifted, &points)?;
@@ -160,20 +185,25 @@ pub fn instrument(
     };
     let placement = place(&lifted, &liveness, &request);
     clock.lap(Stage::PlanAndSva);
+    dump(Stage::PlanAndSva, &|| crate::stages::sva::render(&lifted, &placement));
 
     let mut payload_options = payload_options(options, &lifted, &placement);
     payload_options.progress = clock.progress.clone();
     let compiled = compile_payloads(tool, &lifted, &liveness, &points, registry, &payload_options)?;
     clock.lap(Stage::Payloads);
+    dump(Stage::Payloads, &|| compiled.render());
 
     let define = options.tool_globals == ToolGlobals::Defined;
     let (mut patch, patch_report) = patch(&lifted, &liveness, &points, &compiled, &placement, define)?;
     report.left_out.extend(patch_report.left_out);
     patch.partial = partial_kernels(&lifted, &mut report.left_out);
     clock.lap(Stage::Patch);
+    dump(Stage::Patch, &|| patch.render());
 
-    let bytes = emit(&lifted, patch, options, &patch_report.globals)?;
+    let (bytes, assembly) = emit(&lifted, patch, options, &patch_report.globals)?;
     clock.lap(Stage::EmitAndLink);
+    dump(Stage::EmitAndLink, &|| assembly.clone());
+    report.dump = dumped;
 
     report.hooks = hook_counts(&points);
     report.points = points.len();
@@ -285,7 +315,7 @@ fn emit(
     patch: Patch,
     options: &InstrumentOptions,
     globals: &[String],
-) -> Result<Vec<u8>, InstrumentError> {
+) -> Result<(Vec<u8>, String), InstrumentError> {
     let emit = EmitOptions {
         patch: Some(patch),
         keep_failed: options.payloads.keep_failed.clone(),
@@ -294,11 +324,11 @@ fn emit(
     };
     let external = options.tool_globals == ToolGlobals::External && !globals.is_empty();
     let linker = if external { Linker::LldLeavingUndefined } else { options.linker };
-    let (bytes, _assembly) = emit_and_link(lifted, &emit, linker)?;
+    let (bytes, assembly) = emit_and_link(lifted, &emit, linker)?;
     if external {
         only_tool_globals_undefined(&bytes, globals)?;
     }
-    Ok(bytes)
+    Ok((bytes, assembly.text))
 }
 
 /// The one code object of an input a command works on: the only one, or the

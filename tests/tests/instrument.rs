@@ -131,6 +131,42 @@ fn the_run_report_says_what_was_added() {
     compiler_snapshot!("instrument_report_vector_add", without_time.join("\n"));
 }
 
+/// Each stage's text form (`--dump-after`) of the counter on vector-add,
+/// as the walk leaves the stage: registers live per instruction, where the
+/// SVA went, each point's final code and wait, the code spliced before
+/// each address with the descriptor it gets. The lift form has snapshots of
+/// its own (lift_emit), and emit's is the assembly llvm-mc reads.
+#[test]
+fn every_stage_has_a_text_form_after_it() {
+    use gpuinstr::pipeline::Stage;
+    let dir = scratch();
+    let tool = counter_tool(dir.path());
+    let plan = Plan::load(&repo().join("hook-sdk/examples/instruction-counter/plan.toml")).unwrap();
+    let object = dir.path().join("vector-add.o");
+    run_ok(
+        hipcc()
+            .args(["--offload-arch=gfx90a", "-O3", "-c"])
+            .arg(repo().join("hook-sdk/examples/applications/vector-add/vector-add.hip"))
+            .arg("-o")
+            .arg(&object),
+    );
+    let app = load::load_for_target(&object, Some("gfx90a")).unwrap().code_objects.remove(0);
+    for stage in Stage::ALL {
+        let options = InstrumentOptions { dump_after: Some(stage), ..InstrumentOptions::default() };
+        let (bytes, report) = instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &options).unwrap();
+        let text = report.dump.unwrap_or_else(|| panic!("{}: no text form", stage.key()));
+        assert!(!text.is_empty(), "{}", stage.key());
+        match stage {
+            Stage::Lift => assert!(text.contains("_Z9vectorAddPfPKfS1_i"), "{text}"),
+            Stage::EmitAndLink => {
+                assert!(text.contains("_Z9vectorAddPfPKfS1_i:") && text.contains(".amdhsa_kernel"), "{text}");
+                assert!(!bytes.is_empty());
+            }
+            _ => compiler_snapshot!(format!("stage_text_{}_vector_add", stage.key()), text),
+        }
+    }
+}
+
 #[test]
 fn instrument_errors_name_the_problem_and_write_nothing() {
     let dir = scratch();

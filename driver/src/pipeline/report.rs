@@ -52,6 +52,8 @@ pub struct InstrumentOptions {
     pub keep_originals: bool,
     /// Where the run reports how far it is (silent by default).
     pub progress: crate::progress::Progress,
+    /// The stage whose text form the report carries (`--dump-after`).
+    pub dump_after: Option<super::Stage>,
 }
 
 impl Default for InstrumentOptions {
@@ -65,6 +67,7 @@ impl Default for InstrumentOptions {
             require_points: false,
             keep_originals: false,
             progress: Default::default(),
+            dump_after: None,
         }
     }
 }
@@ -101,6 +104,9 @@ pub struct InstrumentReport {
     /// that declared none).
     pub hidden_arguments_declared: Vec<DeclaredHiddenArguments>,
     pub seconds: f64,
+    /// The text form of the stage `dump_after` named, as it left that stage.
+    #[serde(skip)]
+    pub dump: Option<String>,
     /// Wall time per step, in pipeline order.
     pub steps: Vec<(String, f64)>,
 }

@@ -22,6 +22,7 @@ pub mod entry;
 pub mod exec_mask;
 pub mod in_flight;
 pub mod pending;
+pub mod print;
 pub mod units;
 
 use std::collections::HashMap;

@@ -766,3 +766,46 @@ pub fn patch(
         .collect();
     Ok((patch, report))
 }
+
+impl Patch {
+    /// The patch stage's text form (`gpuinstr-link instrument --dump-after
+    /// patch`): the code that goes before each address, the descriptors
+    /// replaced, branches relaxed, what is appended.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let mut addresses: Vec<&u64> = self.before.keys().collect();
+        addresses.sort();
+        for address in addresses {
+            writeln!(out, "before {address:#x}:").unwrap();
+            for line in &self.before[address] {
+                writeln!(out, "  {line}").unwrap();
+            }
+        }
+        let mut kernels: Vec<&usize> = self.descriptors.keys().collect();
+        kernels.sort();
+        for kernel in kernels {
+            let d = &self.descriptors[kernel];
+            writeln!(
+                out,
+                "descriptor of kernel {kernel}: private segment {} bytes, rsrc1 {:#x}, rsrc2 {:#x}, rsrc3 {:#x}, \
+                 properties {:#x}",
+                d.private_segment_fixed_size,
+                d.compute_pgm_rsrc1,
+                d.compute_pgm_rsrc2,
+                d.compute_pgm_rsrc3,
+                d.kernel_code_properties
+            )
+            .unwrap();
+        }
+        let mut relaxed: Vec<&u64> = self.relaxed.keys().collect();
+        relaxed.sort();
+        for address in relaxed {
+            writeln!(out, "branch at {address:#x} relaxed to a long jump").unwrap();
+        }
+        writeln!(out, "metadata {}", if self.metadata.is_some() { "replaced" } else { "as it was" }).unwrap();
+        if !self.appended.is_empty() {
+            writeln!(out, "appended:\n{}", self.appended.trim_end()).unwrap();
+        }
+        out
+    }
+}

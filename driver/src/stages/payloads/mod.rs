@@ -583,6 +583,31 @@ pub struct PayloadSource {
 }
 
 impl CompiledPayloads {
+    /// The payload stage's text form (`gpuinstr-link instrument
+    /// --dump-after payloads`): each point's final code with what it waits
+    /// for and spills, or why it is left out.
+    pub fn render(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        for (index, payload) in self.payloads.iter().enumerate() {
+            if let Some(rejected) = &payload.rejected {
+                writeln!(out, "point {index} ({}): left out: {rejected}", payload.label).unwrap();
+                continue;
+            }
+            let wait = payload.entry_wait.and_then(|w| w.wait_instruction()).unwrap_or_else(|| "nothing".into());
+            writeln!(
+                out,
+                "point {index} ({}): waits for {wait}, {} bytes, {} spilled VGPRs, stack {} bytes",
+                payload.label, payload.bytes, payload.spilled_vgprs, payload.scratch_bytes
+            )
+            .unwrap();
+            for line in &payload.code {
+                writeln!(out, "{}{line}", if line.ends_with(':') { "" } else { "  " }).unwrap();
+            }
+        }
+        out
+    }
+
     /// How many payload functions LLVM compiled for the points.
     pub fn distinct_payloads(&self) -> usize {
         self.compiled_as.iter().collect::<BTreeSet<_>>().len()

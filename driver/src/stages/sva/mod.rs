@@ -457,3 +457,48 @@ pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRe
     placement.kernels.sort_by_key(|k| k.kernel);
     placement
 }
+
+/// Stage sva's text form (`gpuinstr-link instrument --dump-after sva`):
+/// where each kernel's SVA and work-item ids live, or why it has none, and
+/// the registers each instrumented function's payloads work with.
+pub fn render(lifted: &LiftedCodeObject<'_>, placement: &SvaPlacement) -> String {
+    use std::fmt::Write;
+    let home = |home: Option<Home>| match home {
+        None => "-".to_string(),
+        Some(Home::Free(v)) => format!("v{v} (free)"),
+        Some(Home::Grown(v)) => format!("v{v} (grown)"),
+        Some(Home::Agpr(a)) => format!("a{a} (an AGPR)"),
+        Some(Home::GrownAgpr(a)) => format!("a{a} (an AGPR, grown)"),
+        Some(Home::Sliding(v)) => format!("v{v} at the entry, sliding"),
+    };
+    let mut out = format!("growth: {:?}\n", placement.grow);
+    for kernel in &placement.kernels {
+        let name = &lifted.functions[kernel.kernel].name;
+        write!(out, "kernel {name}: SVA {}, work-item ids {}", home(kernel.sva), home(kernel.work_item_ids)).unwrap();
+        if let Some(sliding) = placement.sliding.get(&kernel.kernel) {
+            write!(out, ", {} move points", sliding.move_points()).unwrap();
+        }
+        if let Some(problem) = &kernel.problem {
+            write!(out, "; not placed: {problem}").unwrap();
+        }
+        out.push('\n');
+    }
+    for (function, registers) in &placement.functions {
+        let register = |r: Option<u16>| r.map_or("-".to_string(), |v| format!("v{v}"));
+        writeln!(
+            out,
+            "function {}: SVA {}, work-item ids {}, AGPR homes {}, VGPRs below {}, AGPRs below {}, payload VGPRs \
+             below {}, allocation cap {}",
+            lifted.functions[*function].name,
+            register(registers.sva),
+            register(registers.work_item_ids),
+            registers.in_agprs.map_or("-".to_string(), |h| format!("a{} {:?}", h.sva, h.work_item_ids)),
+            registers.vgpr_limit,
+            registers.agpr_limit,
+            registers.payload_vgprs,
+            registers.allocation_cap,
+        )
+        .unwrap();
+    }
+    out
+}
