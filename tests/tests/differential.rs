@@ -851,12 +851,24 @@ fn every_example_tool_on_a_kernel_at_the_vgpr_limit_using_agprs() {
 /// live_at_the_limit.hip: 122 values held across a load, 128 VGPRs
 /// allocated, no AGPRs, so none dead to park in), with the default growth
 /// (free of occupancy cost: nothing may grow): the memory tracer's payloads
-/// must save live VGPRs in scratch memory and load them back. Every point
-/// is placed, the kernel's stack grows by the slots, and with every example
-/// tool the original's results stay and each tool reports what the
-/// emulator saw. Without spilling the same run leaves points out.
+/// must save live VGPRs in scratch memory and load them back, through the
+/// scratch V# (gfx906, gfx90a) or architected flat scratch (gfx940+).
+/// Every point is placed, the kernel's stack grows by the slots, and with
+/// every example tool the original's results stay and each tool reports
+/// what the emulator saw. Without spilling the same run leaves points out.
+/// (gfx908's AGPRs are a file of their own, where the payload parks
+/// instead.)
 #[test]
 fn payloads_spill_live_registers_to_scratch_where_none_is_free() {
+    let object = object_for_every_target("kernels/live_at_the_limit.hip");
+    for target in every_target() {
+        let app = load::load_for_target(&object, Some(target)).unwrap().code_objects.remove(0);
+        spilling_on(&app, target != "gfx908");
+    }
+}
+
+fn spilling_on(app: &CodeObject, spills: bool) {
+    let target = app.target.processor.clone();
     let kernel = "_Z14liveAtTheLimitPiPKi";
     let input: Vec<i32> = (0..64).map(|lane| lane * 11).collect();
     let case = Case {
@@ -865,25 +877,31 @@ fn payloads_spill_live_registers_to_scratch_where_none_is_free() {
         buffers: vec![Some(words([0; 64])), Some(words(input.iter().copied()))],
         scalars: vec![],
     };
-    let app = load::load_for_target(&test_kernels("live_at_the_limit"), Some("gfx90a")).unwrap().code_objects.remove(0);
-    let mut device = Device::new(app.clone(), "gfx90a".into()).unwrap();
+    let mut device = Device::new(app.clone(), target.clone()).unwrap();
     let (memory, _) = run_case(&mut device, &case);
     let held: i32 = (2..124).map(|v| 7 * v).sum();
     let expected = words(input.iter().enumerate().map(|(lane, x)| x + held + i32::from(lane % 3 == 0)));
-    assert_eq!(memory[0], expected, "the original's results");
+    assert_eq!(memory[0], expected, "{target}: the original's results");
     let dir = scratch();
-    let tool = example_tool("memory-tracer", dir.path());
+    let tool = example_tool_for("memory-tracer", dir.path(), app);
     let plan = example_plan_for("memory-tracer", kernel);
     let registry = Registry::with_builtins();
-    let (_, report) = instrument_code_object(&tool, &app, &plan, &registry, &InstrumentOptions::default()).unwrap();
-    assert!(report.left_out.is_empty(), "{:#?}", report.left_out);
-    assert!(report.spills.points > 0 && report.spills.vgprs >= report.spills.points, "{:?}", report.spills);
-    assert!(report.kernels[0].stack_bytes.1 > report.kernels[0].stack_bytes.0, "{:?}", report.kernels[0]);
-    let mut without = InstrumentOptions { allow_partial: true, ..InstrumentOptions::default() };
-    without.payloads.spill_to_scratch = false;
-    let (_, partial) = instrument_code_object(&tool, &app, &plan, &registry, &without).unwrap();
-    assert!(!partial.left_out.is_empty(), "without spills, no register is left for some payload");
-    every_example_tool_growing(&app, &case, &["buffer"], RegisterGrowth::FreeOfOccupancy, true);
+    let options = InstrumentOptions { linker: linker_for(app), ..InstrumentOptions::default() };
+    let (_, report) = instrument_code_object(&tool, app, &plan, &registry, &options).unwrap();
+    assert!(report.left_out.is_empty(), "{target}: {:#?}", report.left_out);
+    if spills {
+        assert!(
+            report.spills.points > 0 && report.spills.vgprs >= report.spills.points,
+            "{target}: {:?}",
+            report.spills
+        );
+        assert!(report.kernels[0].stack_bytes.1 > report.kernels[0].stack_bytes.0, "{target}: {:?}", report.kernels[0]);
+        let mut without = InstrumentOptions { allow_partial: true, ..options.clone() };
+        without.payloads.spill_to_scratch = false;
+        let (_, partial) = instrument_code_object(&tool, app, &plan, &registry, &without).unwrap();
+        assert!(!partial.left_out.is_empty(), "{target}: without spills, no register is left for some payload");
+    }
+    every_example_tool_growing(app, &case, &["buffer"], RegisterGrowth::FreeOfOccupancy, true);
 }
 
 /// A compiled kernel squeezed into 24 VGPRs (`registerSpills` in

@@ -926,16 +926,12 @@ pub fn payload_sites(
             site.live.insert(Unit::agpr(home));
         }
         // Spilling to scratch is the last resort (the starved retry), and
-        // reaches the instrumentation frame through an SVA in a VGPR. Not
-        // yet with architected flat scratch (gfx940+): final_code writes
-        // its `scratch_` form, but no test has run it.
-        let architected = lifted.code_object.target.has_architected_flat_scratch();
+        // reaches the instrumentation frame through an SVA in a VGPR.
         let spill_frame = (matches!(options.payload_room, PayloadRoom::AlignedPairs(_))
             && options.spill_to_scratch
-            && !architected
             && registers.sva.is_some()
             && registers.in_agprs.is_none())
-        .then(|| Frame::new(architected));
+        .then(|| Frame::new(lifted.code_object.target.has_architected_flat_scratch()));
         match plan_parking(&registers, &live, max_vgprs, max_agprs, options.payload_room, spill_frame) {
             Ok(Some(planned)) => {
                 site.sva = planned.sva;

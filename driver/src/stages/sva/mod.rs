@@ -41,7 +41,8 @@ pub struct FunctionRegisters {
     /// Or AGPRs holding them: each payload loads them into VGPRs dead at its point.
     pub in_agprs: Option<AgprHomes>,
     /// VGPRs and AGPRs below these are in the allocation of every kernel
-    /// reaching the function (0: payloads never park registers here).
+    /// reaching the function (0: payloads never park or spill registers
+    /// here).
     pub vgpr_limit: u16,
     pub agpr_limit: u16,
     /// Payloads' VGPRs stay below this: what the allocation holds, or may
@@ -432,7 +433,9 @@ pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRe
             in_agprs: sva
                 .and_then(Home::agpr)
                 .map(|agpr| AgprHomes { sva: agpr, work_item_ids: work_item_ids.and_then(Home::agpr) }),
-            vgpr_limit: if has_agprs { vgpr_limit } else { 0 },
+            // Without AGPRs (gfx900, gfx906) nothing parks, but payloads may
+            // still spill live VGPRs below it to scratch.
+            vgpr_limit,
             // Growing, payloads may park registers in AGPRs past the
             // allocation too (the patch still holds it to what a wave of
             // the kernel's work-group size may have).
