@@ -285,6 +285,13 @@ impl<'a> Oracle<'a> {
                 let kernels = self.check_instruction_counts(report, plan);
                 assert_eq!(report["tool"], serde_json::json!({ "kernels": kernels }), "the run's totals per kernel");
             }
+            // Once per EXEC region, the same counts as the instruction
+            // counter's plan gives (its host part reports them).
+            "block-counter" => {
+                let counter = Plan::load(&repo().join("hook-sdk/examples/instruction-counter/plan.toml")).unwrap();
+                let kernels = self.check_instruction_counts(report, &counter);
+                assert_eq!(report["tool"], serde_json::json!({ "kernels": kernels }), "the run's totals per kernel");
+            }
             "kernel-arguments" => self.check_kernel_arguments(report),
             "opcode-histogram" => self.check_opcode_histogram(report),
             "branch-divergence" => {
@@ -1433,7 +1440,10 @@ fn uninstrumented_dispatches(report: &Value) -> std::collections::BTreeMap<Strin
 
 /// `hook-sdk/examples/TOOL/host.cpp` built as the shared library the runtime loads.
 fn host_part(tool: &str, directory: &Path) -> PathBuf {
-    let source = repo().join("hook-sdk/examples").join(tool).join("host.cpp");
+    // The block counter reports what the instruction counter does, with
+    // its host part (hook-sdk/examples/block-counter/README.md).
+    let host_of = if tool == "block-counter" { "instruction-counter" } else { tool };
+    let source = repo().join("hook-sdk/examples").join(host_of).join("host.cpp");
     compile_host_part(&source, directory.join(format!("lib{tool}-host.so")))
 }
 
@@ -1628,8 +1638,14 @@ fn library_under_the_runtime(call: LibraryCall, tools: &[&str]) {
 }
 
 /// Every example tool.
-const EXAMPLES: [&str; 5] =
-    ["instruction-counter", "kernel-arguments", "opcode-histogram", "branch-divergence", "memory-tracer"];
+const EXAMPLES: [&str; 6] = [
+    "instruction-counter",
+    "block-counter",
+    "kernel-arguments",
+    "opcode-histogram",
+    "branch-divergence",
+    "memory-tracer",
+];
 
 /// The example tools `GPUINSTR_LIBRARY_TOOLS` names (comma-separated), or all.
 fn library_tools() -> Vec<&'static str> {
