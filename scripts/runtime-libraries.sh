@@ -10,7 +10,8 @@
 # packages).
 #   scripts/runtime-libraries.sh [rocrand|rocsparse]... [-- TOOL,...]
 #   scripts/env.sh sid -- scripts/runtime-libraries.sh rocsolver [-- TOOL,...]
-# (default: rocrand, every example tool). rocRAND with all five tools takes
+# (default: rocrand, every example tool, instrumented with the default flags;
+# GPUINSTR_LIBRARY_GROWTH=always for --grow-registers=always). rocRAND with all five tools takes
 # about 8 minutes; rocSPARSE 3 to 40 minutes per tool, nearly all of it
 # instrumenting the 111 gfx90a code objects the device runs (xnack off)
 # statically (docs/runtime.md).

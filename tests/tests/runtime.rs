@@ -1578,10 +1578,8 @@ fn library_under_the_runtime(call: LibraryCall, tools: &[&str]) {
         };
 
         // Statically: the whole library rewritten, placed first on the path.
-        let options = InstrumentOptions {
-            grow_registers: gpuinstr::stages::sva::RegisterGrowth::Always,
-            ..InstrumentOptions::default()
-        };
+        let (growth, grow) = library_growth();
+        let options = InstrumentOptions { grow_registers: growth, ..InstrumentOptions::default() };
         let started = std::time::Instant::now();
         let (out, report) = instrument_file(
             &Tool::load(&device).unwrap(),
@@ -1616,7 +1614,7 @@ fn library_under_the_runtime(call: LibraryCall, tools: &[&str]) {
         // Dynamically, as the program loads it.
         let run = Run {
             dynamic: Some((device.clone(), plan_file.clone())),
-            grow_registers: Some("always".into()),
+            grow_registers: Some(grow.into()),
             cache: Some(PathBuf::from("none")),
             tool_host: Some(host),
             ..run_on(target)
@@ -1646,6 +1644,18 @@ const EXAMPLES: [&str; 6] = [
     "branch-divergence",
     "memory-tracer",
 ];
+
+/// How the library tests let registers grow: `GPUINSTR_LIBRARY_GROWTH`
+/// (`free`, the default flags, or `always`), as the option and as
+/// `--grow-registers` spells it.
+fn library_growth() -> (gpuinstr::stages::sva::RegisterGrowth, &'static str) {
+    use gpuinstr::stages::sva::RegisterGrowth;
+    match std::env::var("GPUINSTR_LIBRARY_GROWTH").as_deref() {
+        Ok("always") => (RegisterGrowth::Always, "always"),
+        Ok("free") | Err(_) => (RegisterGrowth::FreeOfOccupancy, "free"),
+        Ok(other) => panic!("GPUINSTR_LIBRARY_GROWTH={other}: free or always"),
+    }
+}
 
 /// The example tools `GPUINSTR_LIBRARY_TOOLS` names (comma-separated), or all.
 fn library_tools() -> Vec<&'static str> {
