@@ -175,6 +175,7 @@ impl CommandProcessor {
             PACKET_KERNEL_DISPATCH => {
                 let start = self.kfd.gpu_clock();
                 self.dispatch(queue, at, &bytes)?;
+                self.consumed(queue, at, read, &bytes, completion)?;
                 self.complete(completion, start)?;
             }
             PACKET_BARRIER_AND | PACKET_BARRIER_OR => {
@@ -194,6 +195,7 @@ impl CommandProcessor {
                     return Ok(false);
                 }
                 let now = self.kfd.gpu_clock();
+                self.consumed(queue, at, read, &bytes, completion)?;
                 self.complete(completion, now)?;
             }
             PACKET_VENDOR if bytes[2] == AMD_BARRIER_VALUE => {
@@ -221,11 +223,13 @@ impl CommandProcessor {
                     return Ok(false);
                 }
                 let now = self.kfd.gpu_clock();
+                self.consumed(queue, at, read, &bytes, completion)?;
                 self.complete(completion, now)?;
             }
             PACKET_VENDOR if bytes[2] == AMD_PM4_INDIRECT_BUFFER => {
                 let start = self.kfd.gpu_clock();
                 self.indirect_buffer(queue, at, &bytes)?;
+                self.consumed(queue, at, read, &bytes, completion)?;
                 self.complete(completion, start)?;
             }
             kind @ (PACKET_VENDOR | PACKET_AGENT_DISPATCH) => {
@@ -241,8 +245,15 @@ impl CommandProcessor {
             }
             kind => return Err(format!("queue {} at {at:#x}: an AQL packet of unknown type {kind}", queue.id)),
         }
-        // Told once it is carried out (a barrier not yet satisfied is
-        // looked at again on every pass).
+        Ok(true)
+    }
+
+    /// A packet carried out: told (a barrier not yet satisfied is looked
+    /// at again on every pass), and its slot free again (INVALID, the read
+    /// index past it). Before its completion signal: a program that sees
+    /// the signal may destroy the queue and unmap its ring at once.
+    fn consumed(&self, queue: &Queue, at: u64, read: u64, bytes: &[u8; 64], completion: u64) -> Result<(), String> {
+        let header = u16::from_le_bytes([bytes[0], bytes[1]]);
         if let Some(trace) = &self.trace {
             let vendor = if header & 0xff == PACKET_VENDOR { format!(", {bytes:02x?}") } else { String::new() };
             trace(&format!(
@@ -251,10 +262,10 @@ impl CommandProcessor {
                 header & 0xff
             ));
         }
-        // The slot is free again: INVALID, and the read index past it.
-        self.memory.write(at, &PACKET_INVALID.to_le_bytes()).map_err(|e| format!("{e:?}"))?;
-        self.write_u64(queue.read_pointer, read + 1)?;
-        Ok(true)
+        self.memory
+            .write(at, &PACKET_INVALID.to_le_bytes())
+            .map_err(|e| format!("cannot free the packet slot at {at:#x}: {e:?}"))?;
+        self.write_u64(queue.read_pointer, read + 1)
     }
 
     /// A PM4 indirect buffer: ROCr sends cache invalidations this way
