@@ -33,6 +33,16 @@ pub fn sdk_include() -> PathBuf {
     repo().join("hook-sdk/include")
 }
 
+/// The example tools of hook-sdk/examples that instrument applications.
+pub const EXAMPLE_TOOLS: [&str; 6] = [
+    "instruction-counter",
+    "block-counter",
+    "kernel-arguments",
+    "opcode-histogram",
+    "branch-divergence",
+    "memory-tracer",
+];
+
 pub fn example(name: &str) -> PathBuf {
     repo().join("hook-sdk/examples").join(name).join("tool.hip")
 }

@@ -15,16 +15,6 @@ use gpuinstr_emulator::{Device, Launch, Options, RunReport};
 use gpuinstr_intrinsics::Registry;
 use gpuinstr_tests::*;
 
-/// The example tools of hook-sdk/examples that instrument applications.
-const EXAMPLE_TOOLS: [&str; 6] = [
-    "instruction-counter",
-    "block-counter",
-    "kernel-arguments",
-    "opcode-histogram",
-    "branch-divergence",
-    "memory-tracer",
-];
-
 fn example_tool(example_name: &str, dir: &std::path::Path) -> CodeObject {
     let path = dir.join(format!("{example_name}.hsaco"));
     run_ok(&mut tool_compile_command(Compiler::Clang, &example(example_name), "-O3", &path));
@@ -802,6 +792,19 @@ fn every_example_tool_on_a_kernel_with_no_free_vector_register() {
     }
 }
 
+/// One wave of `kernel(out, in)` (the kernels that hold values across a
+/// load): `in[lane] = 11 * lane`, and those inputs.
+fn one_wave_loading(kernel: &'static str) -> (Case, Vec<i32>) {
+    let input: Vec<i32> = (0..64).map(|lane| lane * 11).collect();
+    let case = Case {
+        kernel,
+        launch: Launch::linear(1, 64),
+        buffers: vec![Some(words([0; 64])), Some(words(input.iter().copied()))],
+        scalars: vec![],
+    };
+    (case, input)
+}
+
 /// A kernel at the VGPR limit of a wave with AGPRs in use, as rocSPARSE's
 /// csrmmnt_row_split_main_kernel (256 VGPRs, 16 AGPRs) is: across its
 /// global load (tests/inputs/kernels/live_across_load.hip) 253 VGPRs and
@@ -813,13 +816,7 @@ fn every_example_tool_on_a_kernel_with_no_free_vector_register() {
 #[test]
 fn every_example_tool_on_a_kernel_at_the_vgpr_limit_using_agprs() {
     let kernel = "_Z15liveAcrossALoadPiPKi";
-    let input: Vec<i32> = (0..64).map(|lane| lane * 11).collect();
-    let case = Case {
-        kernel,
-        launch: Launch::linear(1, 64),
-        buffers: vec![Some(words([0; 64])), Some(words(input.iter().copied()))],
-        scalars: vec![],
-    };
+    let (case, input) = one_wave_loading(kernel);
     // v2..v254 hold 7 * n; a0..a15 copies of v2..v17.
     let held: i32 = (2..255).map(|v| 7 * v).sum::<i32>() + (2..18).map(|v| 7 * v).sum::<i32>();
     for target in ["gfx90a", "gfx908"] {
@@ -870,13 +867,7 @@ fn payloads_spill_live_registers_to_scratch_where_none_is_free() {
 fn spilling_on(app: &CodeObject, spills: bool) {
     let target = app.target.processor.clone();
     let kernel = "_Z14liveAtTheLimitPiPKi";
-    let input: Vec<i32> = (0..64).map(|lane| lane * 11).collect();
-    let case = Case {
-        kernel,
-        launch: Launch::linear(1, 64),
-        buffers: vec![Some(words([0; 64])), Some(words(input.iter().copied()))],
-        scalars: vec![],
-    };
+    let (case, input) = one_wave_loading(kernel);
     let mut device = Device::new(app.clone(), target.clone()).unwrap();
     let (memory, _) = run_case(&mut device, &case);
     let held: i32 = (2..124).map(|v| 7 * v).sum();

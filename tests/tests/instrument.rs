@@ -109,13 +109,12 @@ fn the_instruction_counter_instruments_our_kernels() {
     }
 }
 
-/// The run report of the counter on vector-add, without the time.
-#[test]
-fn the_run_report_says_what_was_added() {
-    let dir = scratch();
-    let tool = counter_tool(dir.path());
+/// The instruction counter, its plan, and vector-add built by hipcc for
+/// gfx90a (in `dir`).
+fn counter_and_vector_add(dir: &std::path::Path) -> (CodeObject, Plan, CodeObject) {
+    let tool = counter_tool(dir);
     let plan = Plan::load(&repo().join("hook-sdk/examples/instruction-counter/plan.toml")).unwrap();
-    let object = dir.path().join("vector-add.o");
+    let object = dir.join("vector-add.o");
     run_ok(
         hipcc()
             .args(["--offload-arch=gfx90a", "-O3", "-c"])
@@ -124,6 +123,14 @@ fn the_run_report_says_what_was_added() {
             .arg(&object),
     );
     let app = load::load_for_target(&object, Some("gfx90a")).unwrap().code_objects.remove(0);
+    (tool, plan, app)
+}
+
+/// The run report of the counter on vector-add, without the time.
+#[test]
+fn the_run_report_says_what_was_added() {
+    let dir = scratch();
+    let (tool, plan, app) = counter_and_vector_add(dir.path());
     let (_, report) =
         instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &InstrumentOptions::default()).unwrap();
     let text = report.render_text();
@@ -140,17 +147,7 @@ fn the_run_report_says_what_was_added() {
 fn every_stage_has_a_text_form_after_it() {
     use gpuinstr::pipeline::Stage;
     let dir = scratch();
-    let tool = counter_tool(dir.path());
-    let plan = Plan::load(&repo().join("hook-sdk/examples/instruction-counter/plan.toml")).unwrap();
-    let object = dir.path().join("vector-add.o");
-    run_ok(
-        hipcc()
-            .args(["--offload-arch=gfx90a", "-O3", "-c"])
-            .arg(repo().join("hook-sdk/examples/applications/vector-add/vector-add.hip"))
-            .arg("-o")
-            .arg(&object),
-    );
-    let app = load::load_for_target(&object, Some("gfx90a")).unwrap().code_objects.remove(0);
+    let (tool, plan, app) = counter_and_vector_add(dir.path());
     for stage in Stage::ALL {
         let options = InstrumentOptions { dump_after: Some(stage), ..InstrumentOptions::default() };
         let (bytes, report) = instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &options).unwrap();

@@ -13,7 +13,9 @@ use gpuinstr::stages::load::{self, CodeObject};
 use gpuinstr::tool::Tool;
 use gpuinstr_device_preload::run::Run;
 use gpuinstr_intrinsics::Registry;
-use gpuinstr_tests::{build_tool, environment_packages, example, hipcc, input, repo, run_directory, run_ok, Compiler};
+use gpuinstr_tests::{
+    build_tool, environment_packages, example, hipcc, input, repo, run_directory, run_ok, Compiler, EXAMPLE_TOOLS,
+};
 use serde_json::Value;
 
 /// A shared library Cargo built for this test run (beside the test binary).
@@ -623,7 +625,7 @@ fn every_example_tool_reports_what_the_emulator_gives_on_gfx908() {
     let target = "gfx908";
     let dir = test_directory("gfx908");
     let original = original(target, &dir);
-    for example in EXAMPLES {
+    for example in EXAMPLE_TOOLS {
         let tool = instrument_with(example, &original, &dir);
         let (report, _) = run_reported(&tool.program, target, Some(&tool.host), &original.output, &dir);
         original.oracle().check(example, &tool.plan, &report, &dir.join("report.json"));
@@ -656,7 +658,7 @@ fn every_example_tool_reports_what_the_emulator_gives_on_mi355x() {
 fn every_example_tool_reports_what_the_emulator_gives_on(target: &str) {
     let dir = test_directory(target);
     let original = original(target, &dir);
-    for example in EXAMPLES {
+    for example in EXAMPLE_TOOLS {
         let tool = instrument_with(example, &original, &dir);
         let (report, _) = run_reported(&tool.program, target, Some(&tool.host), &original.output, &dir);
         original.oracle().check(example, &tool.plan, &report, &dir.join("report.json"));
@@ -1635,16 +1637,6 @@ fn library_under_the_runtime(call: LibraryCall, tools: &[&str]) {
     }
 }
 
-/// Every example tool.
-const EXAMPLES: [&str; 6] = [
-    "instruction-counter",
-    "block-counter",
-    "kernel-arguments",
-    "opcode-histogram",
-    "branch-divergence",
-    "memory-tracer",
-];
-
 /// How the library tests let registers grow: `GPUINSTR_LIBRARY_GROWTH`
 /// (`free`, the default flags, or `always`), as the option and as
 /// `--grow-registers` spells it.
@@ -1662,11 +1654,11 @@ fn library_tools() -> Vec<&'static str> {
     match std::env::var("GPUINSTR_LIBRARY_TOOLS") {
         Ok(names) => {
             let named: Vec<&str> = names.split(',').collect();
-            let tools: Vec<&str> = EXAMPLES.into_iter().filter(|t| named.contains(t)).collect();
-            assert_eq!(tools.len(), named.len(), "GPUINSTR_LIBRARY_TOOLS={names}: examples are {EXAMPLES:?}");
+            let tools: Vec<&str> = EXAMPLE_TOOLS.into_iter().filter(|t| named.contains(t)).collect();
+            assert_eq!(tools.len(), named.len(), "GPUINSTR_LIBRARY_TOOLS={names}: examples are {EXAMPLE_TOOLS:?}");
             tools
         }
-        Err(_) => EXAMPLES.to_vec(),
+        Err(_) => EXAMPLE_TOOLS.to_vec(),
     }
 }
 
