@@ -1476,11 +1476,13 @@ fn compile_each(
             used.loads.retain(|(_, vgpr)| {
                 (reads_sva && Some(*vgpr) == site.sva) || (reads_ids && Some(*vgpr) == site.work_item_ids)
             });
-            // Spill only what the payload's own code names: the starved
-            // retry frees more VGPRs than most payloads use. (The check
-            // below still holds every planned one to its value.)
+            // Spill only what the payload's own code names, or a move to
+            // pair dead VGPRs overwrites: the starved retry frees more VGPRs
+            // than most payloads use. (The check below still holds every
+            // planned one to its value.)
             let named = final_code::vgprs_named(&code.code);
-            used.spilled.retain(|v| named.contains(v));
+            let moved_into: Vec<u16> = used.moved.iter().map(|(_, to)| *to).collect();
+            used.spilled.retain(|v| named.contains(v) || moved_into.contains(v));
             used.wrap(&mut code, &final_code::end_label(index));
             spilled_vgprs = used.spilled.len();
             if spilled_vgprs > 0 && code.scratch_bytes > final_code::MAX_SPILL_OFFSET {
