@@ -83,9 +83,11 @@ fn main() {
         let compiled = compile_payloads(&tool, &lifted, &liveness, &points, &registry, &options).unwrap();
         let seconds = start.elapsed().as_secs_f64();
         if let Ok(dump) = std::env::var("GPUINSTR_BENCH_DUMP") {
-            std::fs::write(format!("{dump}/payloads-{count}.ll"), &compiled.texts.lowered_ir).unwrap();
-            std::fs::write(format!("{dump}/payloads-{count}.in.ll"), &compiled.texts.payload_ir).unwrap();
-            std::fs::write(format!("{dump}/payloads-{count}.mir"), &compiled.texts.lowered_mir).unwrap();
+            std::fs::write(format!("{dump}/payloads-{count}.ll"), &compiled.compilations[0].texts.lowered_ir).unwrap();
+            std::fs::write(format!("{dump}/payloads-{count}.in.ll"), &compiled.compilations[0].texts.payload_ir)
+                .unwrap();
+            std::fs::write(format!("{dump}/payloads-{count}.mir"), &compiled.compilations[0].texts.lowered_mir)
+                .unwrap();
         }
         let stages: Vec<String> =
             compiled.timings.iter().map(|(name, time)| format!("{name} {:.2}", time.as_secs_f64())).collect();

@@ -10,8 +10,8 @@ use gpuinstr::stages::load::{self, CodeObject};
 use gpuinstr::stages::lower_mir::PayloadSite;
 use gpuinstr::stages::payload::{HookArgument, HookCall, PayloadPoint};
 use gpuinstr::stages::payloads::{
-    compile_payloads, compile_payloads_at, payload_sites, CompileError, CompiledPayloads, PayloadOptions, PayloadRoom,
-    STARVED_PAYLOAD_VGPRS,
+    compile_payloads, compile_payloads_at, payload_sites, CompileError, CompilePass, CompiledPayloads, PayloadOptions,
+    PayloadRoom, Sharing, STARVED_PAYLOAD_VGPRS,
 };
 use gpuinstr::stages::sva::FunctionRegisters;
 use gpuinstr_intrinsics::{KernelArgument, Register, Registry};
@@ -561,8 +561,10 @@ fn alike_points_share_a_payload_and_a_union_too_dense_is_retried_point_by_point(
         assert_eq!(payload.rejected, None, "{}", payload.label);
     }
     assert_eq!(compiled.compiled_as[0], compiled.compiled_as[1]);
-    assert!(!compiled.compiled_as[0].retried);
-    assert!(compiled.compiled_as[2].retried && compiled.compiled_as[3].retried);
+    assert_eq!(compiled.compilation_of(0).sharing, Sharing::Alike);
+    // Retried with narrower sharing: their live VGPRs differ, so alone.
+    assert_eq!(compiled.compiled_as[2].compilation, compiled.compiled_as[3].compilation);
+    assert_eq!(compiled.compilation_of(2).sharing, Sharing::OneByOne);
     assert_ne!(compiled.compiled_as[2], compiled.compiled_as[3]);
     assert_eq!(compiled.distinct_payloads(), 3);
     // Each retried payload allocates in its own free VGPRs.
@@ -630,7 +632,7 @@ fn a_payload_starved_of_aligned_pairs_is_compiled_again_with_parked_vgprs() {
     let compiled = compile_payloads(&tool, &lifted, &liveness, &points, &Registry::with_builtins(), &options).unwrap();
     let payload = &compiled.payloads[0];
     assert_eq!(payload.rejected, None, "{}", payload.label);
-    assert!(compiled.compiled_as[0].more_registers, "{}", payload.code.join("\n"));
+    assert_eq!(compiled.compilation_of(0).pass, CompilePass::MoreRegisters, "{}", payload.code.join("\n"));
     let code = payload.code.join("\n");
     assert!(code.contains("v_accvgpr_write_b32"), "live VGPRs parked:\n{code}");
     assert!(compiled.render_stages(0).contains("== final code"));

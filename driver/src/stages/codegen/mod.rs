@@ -183,6 +183,11 @@ pub fn finish(
     directory: &Path,
     keep_failed: Option<&Path>,
 ) -> Result<String, CodegenError> {
+    let arguments = finish_arguments(target, code_object_version, verify_each_pass);
+    run_llc("register allocation and emission", "payloads.mir", mir, &arguments, directory, keep_failed)
+}
+
+fn finish_arguments(target: &TargetId, code_object_version: u32, verify_each_pass: bool) -> Vec<String> {
     let mut arguments = llc_target_arguments(target, code_object_version);
     arguments.push("-start-after=finalize-isel".into());
     // These move code into a block above stage 8's per-block clobbers, or
@@ -192,12 +197,95 @@ pub fn finish(
     if verify_each_pass {
         arguments.push("-verify-machineinstrs".into());
     }
-    run_llc("register allocation and emission", "payloads.mir", mir, &arguments, directory, keep_failed)
+    arguments
+}
+
+/// After [`finish`] failed on a module: which of its functions the errors
+/// came from, and each one's error lines. llc's errors name no function
+/// (LLVM 15-19), but its pass manager can say which function each pass
+/// runs on (`-debug-pass=Executions`, on the same stream as the errors,
+/// unbuffered), so one more run finds every failing function instead of
+/// halving the module once per failure. Empty when llc fails before any
+/// function (the caller falls back to halving).
+pub fn failing_functions(
+    mir: &str,
+    target: &TargetId,
+    code_object_version: u32,
+    verify_each_pass: bool,
+    directory: &Path,
+) -> Result<Vec<(String, String)>, CodegenError> {
+    let mut arguments = finish_arguments(target, code_object_version, verify_each_pass);
+    arguments.push("-debug-pass=Executions".into());
+    let source = directory.join("payloads.mir");
+    std::fs::write(&source, mir)?;
+    let deadline = crate::process::deadline_for(mir.len());
+    let output = crate::process::output_within(
+        crate::toolchain::llvm_tool("llc").args(&arguments).arg(&source).arg("-o").arg("/dev/null"),
+        deadline,
+    )
+    .map_err(|source| CodegenError::Tool { tool: "llc", source })?;
+    let Some(output) = output else { return Ok(Vec::new()) };
+    Ok(errors_by_function(&String::from_utf8_lossy(&output.stderr)))
+}
+
+/// `-debug-pass=Executions` output with errors among it: each function's
+/// error lines, in order.
+fn errors_by_function(stderr: &str) -> Vec<(String, String)> {
+    let mut failing: Vec<(String, String)> = Vec::new();
+    let mut current: Option<&str> = None;
+    for line in stderr.lines() {
+        if let Some(rest) = line.split_once("Executing Pass '").map(|(_, rest)| rest) {
+            current = rest.split_once("' on Function '").and_then(|(_, name)| name.split_once("'...")).map(|(n, _)| n);
+            continue;
+        }
+        if !(line.starts_with("error:") || line.contains(": error:")) {
+            continue;
+        }
+        let Some(function) = current else { continue };
+        match failing.last_mut() {
+            Some((name, message)) if name == function => {
+                if !message.contains(line) {
+                    message.push_str(" | ");
+                    message.push_str(line);
+                }
+            }
+            _ => failing.push((function.to_string(), line.to_string())),
+        }
+    }
+    failing
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_are_given_to_the_function_whose_pass_was_running() {
+        let stderr = "Pass Arguments:  -greedy\n\
+            [t] 0x1     Executing Pass 'Greedy Register Allocator' on Function 'gpuinstr.payload.3'...\n\
+            [t] 0x1     Made Modification 'Greedy Register Allocator' on Function 'gpuinstr.payload.3'...\n\
+            [t] 0x1     Executing Pass 'Greedy Register Allocator' on Function 'gpuinstr.payload.7'...\n\
+            error: ran out of registers during register allocation\n\
+            error: ran out of registers during register allocation\n\
+            [t] 0x1     Executing Pass 'Virtual Register Rewriter' on Function 'gpuinstr.payload.7'...\n\
+            [t] 0x1     Executing Pass 'Greedy Register Allocator' on Function 'gpuinstr.payload.9'...\n\
+            error: <unknown>:0:0: ran out of registers during register allocation in function 'gpuinstr.payload.9'\n";
+        assert_eq!(
+            errors_by_function(stderr),
+            vec![
+                (
+                    "gpuinstr.payload.7".to_string(),
+                    "error: ran out of registers during register allocation".to_string()
+                ),
+                (
+                    "gpuinstr.payload.9".to_string(),
+                    "error: <unknown>:0:0: ran out of registers during register allocation in function \
+                     'gpuinstr.payload.9'"
+                        .to_string()
+                ),
+            ]
+        );
+    }
 
     #[test]
     fn the_mir_handed_to_llc_is_verified_even_without_each_pass() {

@@ -559,26 +559,68 @@ pub struct CompiledPayloads {
     pub payloads: Vec<CompiledPayload>,
     /// The tool's globals the payloads' code refers to.
     pub globals: Vec<ToolGlobal>,
-    pub texts: StageTexts,
-    /// The texts of points compiled again one by one after their shared
-    /// payload failed.
-    pub retried_texts: Option<StageTexts>,
-    /// The texts of points compiled again with more VGPRs after LLVM found
-    /// no registers for them.
-    pub more_registers_texts: Option<StageTexts>,
-    /// Per point: which payload function of which texts is its code.
+    /// Each LLVM compilation of payloads, in the order they ran.
+    pub compilations: Vec<Compilation>,
+    /// Per point: which payload function of which compilation is its code.
     pub compiled_as: Vec<PayloadSource>,
     /// Wall time of each step, in pipeline order.
     pub timings: Vec<(&'static str, std::time::Duration)>,
 }
 
-/// Where a point's payload was compiled: function `position` of the
-/// shared compilation's texts, of the retried one's, or of the one with
-/// more VGPRs.
+/// Why payloads are compiled (again).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CompilePass {
+    /// Every point, at its own site.
+    #[default]
+    First,
+    /// Points LLVM gave AGPRs past the kernel's allowance, with those
+    /// taken.
+    WithoutAgprs,
+    /// Points LLVM found no registers for, with more VGPRs parked.
+    MoreRegisters,
+}
+
+/// Which points one compilation gives one payload.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Sharing {
+    /// Alike points (see [`sharing`]).
+    #[default]
+    Alike,
+    /// Alike points with the same live VGPRs: the members of a group LLVM
+    /// could not compile for the union, and every retry with more room.
+    SameVgprs,
+    /// Each point its own payload.
+    OneByOne,
+}
+
+impl Sharing {
+    /// Who shares when a group of this sharing could not be compiled in
+    /// `pass`, if anyone. Members of a group with the same live VGPRs
+    /// rarely fare better alone: before the pass with more VGPRs they wait
+    /// for it (compiling them one by one cost more than the rest of the
+    /// stage on rocRAND); in it, they are compiled one by one.
+    fn narrower(self, pass: CompilePass) -> Option<Sharing> {
+        match (self, pass) {
+            (Sharing::Alike, _) => Some(Sharing::SameVgprs),
+            (Sharing::SameVgprs, CompilePass::MoreRegisters) => Some(Sharing::OneByOne),
+            (Sharing::SameVgprs, CompilePass::First | CompilePass::WithoutAgprs) | (Sharing::OneByOne, _) => None,
+        }
+    }
+}
+
+/// One llc compilation of payload functions and its texts (empty unless
+/// [`PayloadOptions::keep_stage_texts`]).
+pub struct Compilation {
+    pub pass: CompilePass,
+    pub sharing: Sharing,
+    pub texts: StageTexts,
+}
+
+/// Where a point's payload was compiled: function `position` of
+/// compilation `compilation`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PayloadSource {
-    pub retried: bool,
-    pub more_registers: bool,
+    pub compilation: usize,
     pub position: usize,
 }
 
@@ -606,6 +648,11 @@ impl CompiledPayloads {
             }
         }
         out
+    }
+
+    /// The compilation point `index`'s payload comes from.
+    pub fn compilation_of(&self, index: usize) -> &Compilation {
+        &self.compilations[self.compiled_as[index].compilation]
     }
 
     /// How many payload functions LLVM compiled for the points.
@@ -705,6 +752,28 @@ fn finish_rejecting(
         Ok(assembly) => Ok(assembly),
         Err(CodegenError::Llc { step, message, kept }) => {
             let names: Vec<String> = module.functions.iter().map(|f| f.name.clone()).collect();
+            // Out of registers in some functions: find them in one more
+            // run, leave them out, and compile the rest.
+            if names.len() > 1 && ran_out_of_registers(&message) {
+                let failing =
+                    codegen::failing_functions(&module.print(), target, version, verify_each_pass, directory)?;
+                let all_out_of_registers = failing.iter().all(|(_, why)| ran_out_of_registers(why));
+                if !failing.is_empty() && failing.len() < names.len() && all_out_of_registers {
+                    let rest = module.retain(|n| !failing.iter().any(|(f, _)| f == n));
+                    if rest.functions.len() + failing.len() == names.len() {
+                        rejected.extend(failing);
+                        return finish_rejecting(
+                            &rest,
+                            target,
+                            version,
+                            verify_each_pass,
+                            directory,
+                            keep_failed,
+                            rejected,
+                        );
+                    }
+                }
+            }
             if names.len() <= 1 {
                 // Only a register allocator's failure leaves the point out;
                 // anything else is our MIR or llc failing, and says so.
@@ -974,10 +1043,17 @@ pub fn compile_payloads(
     options: &PayloadOptions,
 ) -> Result<CompiledPayloads, CompileError> {
     let sites = payload_sites(lifted, liveness, points, options)?;
-    let mut compiled = compile_payloads_at(tool, lifted, points, &sites, registry, options)?;
+    let mut compiled = compile_shared(
+        Compiler { tool, lifted, registry },
+        points,
+        &sites,
+        options,
+        CompilePass::First,
+        Sharing::Alike,
+    )?;
     compile_again_without_agprs(tool, lifted, points, &sites, registry, options, &mut compiled)?;
-    // Points LLVM found no registers for: once more, one by one, with more
-    // VGPRs parked (one batch, so the work stays linear).
+    // Points LLVM found no registers for: once more, with more VGPRs
+    // parked (one batch, so the work stays linear).
     let starved: Vec<usize> = (0..points.len())
         .filter(|i| {
             compiled.payloads[*i].rejected.as_ref().is_some_and(|r| r.cause == LeftOutCause::NoPayloadRegisters)
@@ -987,33 +1063,24 @@ pub fn compile_payloads(
         wait_for_loads_in_flight(&mut compiled.payloads, &sites);
         return Ok(compiled);
     }
-    let roomier = PayloadOptions {
-        payload_room: PayloadRoom::AlignedPairs(STARVED_PAYLOAD_VGPRS),
-        share_payloads: false,
-        ..options.clone()
-    };
+    let roomier = PayloadOptions { payload_room: PayloadRoom::AlignedPairs(STARVED_PAYLOAD_VGPRS), ..options.clone() };
     let starved_points: Vec<PayloadPoint> = starved.iter().map(|i| points[*i].clone()).collect();
     let starved_sites = payload_sites(lifted, liveness, &starved_points, &roomier)?;
-    let again = compile_each(tool, lifted, &starved_points, &starved_sites, &[], registry, &roomier)
-        .map_err(|error| error.at_points(&starved))?;
-    for (position, (index, payload)) in starved.iter().zip(again.payloads).enumerate() {
-        compiled.payloads[*index] = CompiledPayload {
-            code: sharing::relabel(&payload.code, position, *index),
-            rejected: payload.rejected.map(|why| Rejection {
-                message: format!("{why} (also with {STARVED_PAYLOAD_VGPRS} VGPRs in aligned pairs)"),
-                ..why
-            }),
-            ..payload
-        };
-        compiled.compiled_as[*index] = PayloadSource { more_registers: true, position, ..Default::default() };
-    }
-    for global in again.globals {
-        if !compiled.globals.iter().any(|g| g.name == global.name) {
-            compiled.globals.push(global);
+    let mut again = compile_shared(
+        Compiler { tool, lifted, registry },
+        &starved_points,
+        &starved_sites,
+        &roomier,
+        CompilePass::MoreRegisters,
+        Sharing::SameVgprs,
+    )
+    .map_err(|error| error.at_points(&starved))?;
+    for payload in &mut again.payloads {
+        if let Some(why) = &mut payload.rejected {
+            why.message = format!("{} (also with {STARVED_PAYLOAD_VGPRS} VGPRs in aligned pairs)", why.message);
         }
     }
-    compiled.timings.extend(again.timings);
-    compiled.more_registers_texts = Some(again.texts);
+    compiled.adopt(&starved, again);
     wait_for_loads_in_flight(&mut compiled.payloads, &sites);
     Ok(compiled)
 }
@@ -1038,8 +1105,8 @@ fn wait_for_loads_in_flight(payloads: &mut [CompiledPayload], sites: &[PayloadSi
 
 /// Points whose payloads LLVM gave AGPRs past what the kernel may have
 /// (gfx90a allocates payload values in AGPRs when VGPRs run short): once
-/// more, one by one, with those AGPRs taken (pinned), so LLVM keeps to the
-/// VGPRs or finds no registers.
+/// more, with those AGPRs taken (pinned), so LLVM keeps to the VGPRs or
+/// finds no registers.
 fn compile_again_without_agprs(
     tool: &CodeObject,
     lifted: &LiftedCodeObject<'_>,
@@ -1072,21 +1139,25 @@ fn compile_again_without_agprs(
             site
         })
         .collect();
-    let one_by_one = PayloadOptions { share_payloads: false, ..options.clone() };
-    let recompiled = compile_each(tool, lifted, &again_points, &again_sites, &[], registry, &one_by_one)
-        .map_err(|error| error.at_points(&again))?;
-    for (position, (index, payload)) in again.iter().zip(recompiled.payloads).enumerate() {
-        let payload = CompiledPayload { code: sharing::relabel(&payload.code, position, *index), ..payload };
-        compiled.payloads[*index] = payload;
-        compiled.compiled_as[*index] = PayloadSource { more_registers: true, retried: true, position };
-    }
-    for global in recompiled.globals {
-        if !compiled.globals.iter().any(|g| g.name == global.name) {
-            compiled.globals.push(global);
-        }
-    }
-    compiled.timings.extend(recompiled.timings);
+    let recompiled = compile_shared(
+        Compiler { tool, lifted, registry },
+        &again_points,
+        &again_sites,
+        options,
+        CompilePass::WithoutAgprs,
+        Sharing::SameVgprs,
+    )
+    .map_err(|error| error.at_points(&again))?;
+    compiled.adopt(&again, recompiled);
     Ok(())
+}
+
+/// What every compilation of one code object's payloads reads.
+#[derive(Clone, Copy)]
+struct Compiler<'c, 'l> {
+    tool: &'c CodeObject,
+    lifted: &'c LiftedCodeObject<'l>,
+    registry: &'c Registry,
 }
 
 /// Compiles payloads for points whose sites are given (`sites[i]` for
@@ -1100,19 +1171,31 @@ pub fn compile_payloads_at(
     registry: &Registry,
     options: &PayloadOptions,
 ) -> Result<CompiledPayloads, CompileError> {
-    let mut compiled = compile_shared(tool, lifted, points, sites, registry, options)?;
+    let mut compiled = compile_shared(
+        Compiler { tool, lifted, registry },
+        points,
+        sites,
+        options,
+        CompilePass::First,
+        Sharing::Alike,
+    )?;
     wait_for_loads_in_flight(&mut compiled.payloads, sites);
     Ok(compiled)
 }
 
+/// Compiles one payload per group of points that share (`sharing`); the
+/// members of a group LLVM could not compile for their union are compiled
+/// again with narrower sharing ([`Sharing::narrower`]) or keep its
+/// refusal, so each point is compiled at most three times.
 fn compile_shared(
-    tool: &CodeObject,
-    lifted: &LiftedCodeObject<'_>,
+    compiler: Compiler<'_, '_>,
     points: &[PayloadPoint],
     sites: &[PayloadSite],
-    registry: &Registry,
     options: &PayloadOptions,
+    pass: CompilePass,
+    sharing: Sharing,
 ) -> Result<CompiledPayloads, CompileError> {
+    let lifted = compiler.lifted;
     if sites.len() != points.len() {
         return Err(CompileError::BadPoint {
             index: sites.len().min(points.len()),
@@ -1120,12 +1203,17 @@ fn compile_shared(
         });
     }
     let started = std::time::Instant::now();
+    let slack = match sharing {
+        Sharing::Alike => sharing::Slack::ALIKE,
+        Sharing::SameVgprs => sharing::Slack::SAME_VGPRS,
+        Sharing::OneByOne => return compile_each(compiler, points, sites, &[], options, pass),
+    };
     if !options.share_payloads {
-        return compile_each(tool, lifted, points, sites, &[], registry, options);
+        return compile_each(compiler, points, sites, &[], options, pass);
     }
-    let groups = sharing::group_points(points, sites);
+    let groups = sharing::group_points(points, sites, slack);
     if groups.len() == points.len() {
-        return compile_each(tool, lifted, points, sites, &[], registry, options);
+        return compile_each(compiler, points, sites, &[], options, pass);
     }
     let labels = point_labels(lifted, points)?;
     let grouping_time = started.elapsed();
@@ -1134,102 +1222,104 @@ fn compile_shared(
     let group_sites: Vec<PayloadSite> = groups.iter().map(|g| g.site.clone()).collect();
     let group_constants: Vec<Vec<PointConstantArgument>> =
         groups.iter().map(|g| sharing::varying_constants(points, &g.members)).collect();
-    let mut shared = compile_each(tool, lifted, &group_points, &group_sites, &group_constants, registry, options)
+    let mut shared = compile_each(compiler, &group_points, &group_sites, &group_constants, options, pass)
         .map_err(|error| error.at_points(&first_members))?;
-    // A group LLVM could not compile for the union: its points one by one.
+    for compilation in &mut shared.compilations {
+        compilation.sharing = sharing;
+    }
+    // A group LLVM could not compile for the union: its points again.
     let retried_points: Vec<usize> = groups
         .iter()
         .zip(&shared.payloads)
         .filter(|(group, payload)| payload.rejected.is_some() && group.members.len() > 1)
         .flat_map(|(group, _)| group.members.iter().copied())
         .collect();
-    let retried = if retried_points.is_empty() {
-        None
-    } else {
-        let retry_points: Vec<PayloadPoint> = retried_points.iter().map(|i| points[*i].clone()).collect();
-        let retry_sites: Vec<PayloadSite> = retried_points.iter().map(|i| sites[*i].clone()).collect();
-        Some(
-            compile_each(tool, lifted, &retry_points, &retry_sites, &[], registry, options)
-                .map_err(|error| error.at_points(&retried_points))?,
-        )
-    };
 
-    let mut payloads: Vec<Option<CompiledPayload>> = vec![None; points.len()];
+    // Each point's own copy of its group's code (labels and point
+    // constants its own); a retried point holds its group's refusal until
+    // the retry replaces it.
+    let mut payloads = Vec::with_capacity(points.len());
     let mut compiled_as = vec![PayloadSource::default(); points.len()];
-    let mut place = |member: usize,
-                     compiled: &CompiledPayload,
-                     constants: &[PointConstantArgument],
-                     source: PayloadSource|
-     -> Result<(), CompileError> {
-        let code = sharing::relabel(&compiled.code, source.position, member);
-        let code = sharing::with_point_constants(&code, constants, &points[member])
+    let mut group_of = vec![0; points.len()];
+    for (position, group) in groups.iter().enumerate() {
+        for member in &group.members {
+            group_of[*member] = position;
+        }
+    }
+    for (member, position) in group_of.into_iter().enumerate() {
+        let compiled = &shared.payloads[position];
+        if let (Some(why), true) = (&compiled.rejected, groups[position].members.len() > 1) {
+            payloads.push(CompiledPayload::refused(labels[member].clone(), &points[member], why.clone()));
+            continue;
+        }
+        let code = sharing::relabel(&compiled.code, position, member);
+        let code = sharing::with_point_constants(&code, &group_constants[position], &points[member])
             .map_err(|why| CompileError::BadPoint { index: member, why })?;
-        payloads[member] = Some(CompiledPayload {
+        payloads.push(CompiledPayload {
             label: labels[member].clone(),
             function: points[member].function,
             instruction: points[member].instruction,
             code,
             ..compiled.clone()
         });
-        compiled_as[member] = source;
-        Ok(())
-    };
-    for (position, ((group, compiled), constants)) in
-        groups.iter().zip(&shared.payloads).zip(&group_constants).enumerate()
-    {
-        if compiled.rejected.is_some() && group.members.len() > 1 {
-            continue;
-        }
-        for member in &group.members {
-            place(*member, compiled, constants, PayloadSource { position, ..Default::default() })?;
-        }
+        compiled_as[member] = PayloadSource { compilation: 0, position };
     }
-    let mut globals = std::mem::take(&mut shared.globals);
-    let mut timings = shared.timings;
+    let mut timings = std::mem::take(&mut shared.timings);
     timings.insert(0, ("payload: group alike points", grouping_time));
-    let mut retried_texts = None;
-    if let Some(retried) = retried {
-        for (position, (member, compiled)) in retried_points.iter().zip(&retried.payloads).enumerate() {
-            place(*member, compiled, &[], PayloadSource { retried: true, position, ..Default::default() })?;
-        }
-        for global in retried.globals {
-            if !globals.iter().any(|g| g.name == global.name) {
-                globals.push(global);
-            }
-        }
-        timings.extend(retried.timings);
-        retried_texts = Some(retried.texts);
-    }
-    let payloads = payloads
-        .into_iter()
-        .enumerate()
-        .map(|(index, payload)| {
-            payload.ok_or_else(|| CompileError::BadPoint { index, why: "no payload was compiled for it".into() })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(CompiledPayloads {
+    let mut compiled = CompiledPayloads {
         payloads,
-        globals,
-        texts: shared.texts,
-        retried_texts,
-        more_registers_texts: None,
+        globals: std::mem::take(&mut shared.globals),
+        compilations: std::mem::take(&mut shared.compilations),
         compiled_as,
         timings,
-    })
+    };
+    let narrower = sharing.narrower(pass);
+    if let (false, Some(narrower)) = (retried_points.is_empty(), narrower) {
+        let retry_points: Vec<PayloadPoint> = retried_points.iter().map(|i| points[*i].clone()).collect();
+        let retry_sites: Vec<PayloadSite> = retried_points.iter().map(|i| sites[*i].clone()).collect();
+        let retried = compile_shared(compiler, &retry_points, &retry_sites, options, pass, narrower)
+            .map_err(|error| error.at_points(&retried_points))?;
+        compiled.adopt(&retried_points, retried);
+    }
+    Ok(compiled)
+}
+
+impl CompiledPayloads {
+    /// Takes `other`'s payloads for points `indices` (`other`'s point `i`
+    /// is this one's `indices[i]`): its code relabelled for them, its
+    /// compilations, globals and timings after this one's.
+    fn adopt(&mut self, indices: &[usize], other: CompiledPayloads) {
+        let offset = self.compilations.len();
+        for (position, ((index, payload), source)) in
+            indices.iter().zip(other.payloads).zip(other.compiled_as).enumerate()
+        {
+            self.payloads[*index] =
+                CompiledPayload { code: sharing::relabel(&payload.code, position, *index), ..payload };
+            self.compiled_as[*index] =
+                PayloadSource { compilation: offset + source.compilation, position: source.position };
+        }
+        self.compilations.extend(other.compilations);
+        for global in other.globals {
+            if !self.globals.iter().any(|g| g.name == global.name) {
+                self.globals.push(global);
+            }
+        }
+        self.timings.extend(other.timings);
+    }
 }
 
 /// Compiles one payload per point (`sites[i]` for `points[i]`); a point's
 /// `point_constants[i]` (none if the slice is shorter) are left as symbols
 /// in its code.
 fn compile_each(
-    tool: &CodeObject,
-    lifted: &LiftedCodeObject<'_>,
+    compiler: Compiler<'_, '_>,
     points: &[PayloadPoint],
     sites: &[PayloadSite],
     point_constants: &[Vec<PointConstantArgument>],
-    registry: &Registry,
     options: &PayloadOptions,
+    pass: CompilePass,
 ) -> Result<CompiledPayloads, CompileError> {
+    let Compiler { tool, lifted, registry } = compiler;
     let code_object = lifted.code_object;
     let labels = point_labels(lifted, points)?;
     let requests: Vec<PayloadRequest> = points
@@ -1602,13 +1692,11 @@ fn compile_each(
     if !options.keep_stage_texts {
         texts.assembly = String::new();
     }
-    let compiled_as = (0..payloads.len()).map(|position| PayloadSource { position, ..Default::default() }).collect();
+    let compiled_as = (0..payloads.len()).map(|position| PayloadSource { compilation: 0, position }).collect();
     Ok(CompiledPayloads {
         payloads,
         globals,
-        texts,
-        retried_texts: None,
-        more_registers_texts: None,
+        compilations: vec![Compilation { pass, sharing: Sharing::OneByOne, texts }],
         compiled_as,
         timings,
     })
@@ -1669,11 +1757,7 @@ impl CompiledPayloads {
     pub fn render_stages(&self, index: usize) -> String {
         use std::fmt::Write;
         let source = self.compiled_as[index];
-        let texts = match (&self.more_registers_texts, &self.retried_texts) {
-            (Some(more), _) if source.more_registers => more,
-            (_, Some(retried)) if source.retried => retried,
-            _ => &self.texts,
-        };
+        let texts = &self.compilations[source.compilation].texts;
         let name = payload::payload_name(source.position);
         let payload = &self.payloads[index];
         let define = format!("define void @{name}()");

@@ -23,6 +23,22 @@ use crate::stages::payload::PayloadPoint;
 pub const SHARED_EXTRA_VGPRS: usize = 8;
 pub const SHARED_EXTRA_SGPRS: usize = 16;
 
+/// How many more registers of each file a group's union may have live
+/// than its sparsest member.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slack {
+    pub vgprs: usize,
+    pub sgprs: usize,
+}
+
+impl Slack {
+    /// Points alike enough to share a payload.
+    pub const ALIKE: Slack = Slack { vgprs: SHARED_EXTRA_VGPRS, sgprs: SHARED_EXTRA_SGPRS };
+    /// Points whose live VGPRs are the same (SGPRs are copied, not pinned:
+    /// the allocator may still spill them).
+    pub const SAME_VGPRS: Slack = Slack { vgprs: 0, sgprs: SHARED_EXTRA_SGPRS };
+}
+
 /// Points compiled as one payload.
 #[derive(Clone, Debug)]
 pub struct PayloadGroup {
@@ -77,7 +93,7 @@ fn sharing_key(point: &PayloadPoint, site: &PayloadSite) -> String {
 /// Groups points (each `sites[i]` for `points[i]`): a point joins the
 /// latest group of its key when the union stays within the extra
 /// registers allowed, else it starts a new one. Linear in the points.
-pub fn group_points(points: &[PayloadPoint], sites: &[PayloadSite]) -> Vec<PayloadGroup> {
+pub fn group_points(points: &[PayloadPoint], sites: &[PayloadSite], slack: Slack) -> Vec<PayloadGroup> {
     let mut groups: Vec<PayloadGroup> = Vec::new();
     let mut open: HashMap<String, usize> = HashMap::new();
     for (index, (point, site)) in points.iter().zip(sites).enumerate() {
@@ -88,8 +104,8 @@ pub fn group_points(points: &[PayloadPoint], sites: &[PayloadSite]) -> Vec<Paylo
             let union: UnitSet = group.site.live.union(&site.live);
             let sparsest_vgprs = group.sparsest_vgprs.min(vgprs);
             let sparsest_sgprs = group.sparsest_sgprs.min(sgprs);
-            if union.count_in(RegisterFile::Vgpr) <= sparsest_vgprs + SHARED_EXTRA_VGPRS
-                && union.count_in(RegisterFile::Sgpr) <= sparsest_sgprs + SHARED_EXTRA_SGPRS
+            if union.count_in(RegisterFile::Vgpr) <= sparsest_vgprs + slack.vgprs
+                && union.count_in(RegisterFile::Sgpr) <= sparsest_sgprs + slack.sgprs
             {
                 group.site.live = union;
                 group.sparsest_vgprs = sparsest_vgprs;
@@ -231,7 +247,7 @@ mod tests {
     fn alike_points_share_and_the_union_is_kept() {
         let points = vec![point(0, "count"), point(0, "count"), point(0, "count")];
         let sites = vec![site(0..10, &[]), site(2..12, &[]), site(0..11, &[])];
-        let groups = group_points(&points, &sites);
+        let groups = group_points(&points, &sites, Slack::ALIKE);
         assert_eq!(groups.len(), 1);
         assert_eq!(groups[0].members, vec![0, 1, 2]);
         assert_eq!(groups[0].site.live.count_in(RegisterFile::Vgpr), 12);
@@ -241,12 +257,24 @@ mod tests {
     }
 
     #[test]
+    fn starved_points_share_only_with_the_same_live_vgprs() {
+        let points = vec![point(0, "count"); 4];
+        let sites = vec![site(0..10, &[]), site(0..10, &[]), site(1..11, &[]), site(0..10, &[])];
+        let members: Vec<Vec<usize>> =
+            group_points(&points, &sites, Slack::SAME_VGPRS).iter().map(|g| g.members.clone()).collect();
+        // Point 2 differs by one VGPR: alone, and point 3 joins the latest
+        // group of its key, which is point 2's (the union would grow).
+        assert_eq!(members, vec![vec![0, 1], vec![2], vec![3]]);
+        assert_eq!(group_points(&points, &sites, Slack::ALIKE).len(), 1);
+    }
+
+    #[test]
     fn different_hooks_functions_specials_and_dense_unions_do_not_share() {
         let points =
             vec![point(0, "count"), point(0, "other"), point(1, "count"), point(0, "count"), point(0, "count")];
         let sites =
             vec![site(0..10, &[]), site(0..10, &[]), site(0..10, &[]), site(0..10, &["SCC"]), site(20..30, &[])];
-        let groups = group_points(&points, &sites);
+        let groups = group_points(&points, &sites, Slack::ALIKE);
         let members: Vec<Vec<usize>> = groups.iter().map(|g| g.members.clone()).collect();
         assert_eq!(members, vec![vec![0], vec![1], vec![2], vec![3], vec![4]]);
     }
@@ -257,11 +285,13 @@ mod tests {
         let mut sites = vec![site(0..10, &[]), site(0..10, &[]), site(0..10, &[])];
         sites[1].unplaced = Some("no register".into());
         sites[2].unplaced = Some("no register".into());
-        let members: Vec<Vec<usize>> = group_points(&points, &sites).iter().map(|g| g.members.clone()).collect();
+        let members: Vec<Vec<usize>> =
+            group_points(&points, &sites, Slack::ALIKE).iter().map(|g| g.members.clone()).collect();
         assert_eq!(members, vec![vec![0], vec![1, 2]]);
         sites[1].unplaced = None;
         sites[0].parking = Some(Default::default());
-        let members: Vec<Vec<usize>> = group_points(&points, &sites).iter().map(|g| g.members.clone()).collect();
+        let members: Vec<Vec<usize>> =
+            group_points(&points, &sites, Slack::ALIKE).iter().map(|g| g.members.clone()).collect();
         assert_eq!(members, vec![vec![0], vec![1], vec![2]]);
     }
 
@@ -281,7 +311,7 @@ mod tests {
         };
         let points = vec![with(114, 0, 1.0), with(7, 0, 1.0), with(0x1_0000_0002, 0, 1.0), with(3, 0, 2.0)];
         let sites = vec![site(0..4, &[]); 4];
-        let groups = group_points(&points, &sites);
+        let groups = group_points(&points, &sites, Slack::ALIKE);
         let members: Vec<Vec<usize>> = groups.iter().map(|g| g.members.clone()).collect();
         // A float is not a point constant: the last point compiles apart.
         assert_eq!(members, vec![vec![0, 1, 2], vec![3]]);
@@ -321,7 +351,7 @@ mod tests {
         };
         let points = vec![access(2, 16), access(2, -8), access(2, 16), access(4, 16)];
         let sites = vec![site(0..6, &[]); 4];
-        let groups = group_points(&points, &sites);
+        let groups = group_points(&points, &sites, Slack::ALIKE);
         let members: Vec<Vec<usize>> = groups.iter().map(|g| g.members.clone()).collect();
         // Another base register is another payload; another offset is not.
         assert_eq!(members, vec![vec![0, 1, 2], vec![3]]);
