@@ -22,6 +22,13 @@ macro_rules! compiler_snapshot {
             let _ = $value;
         }
     }};
+    ($value:expr $(,)?) => {{
+        if gpuinstr::toolchain::LLVM_MAJOR == 15 {
+            insta::assert_snapshot!($value);
+        } else {
+            let _ = $value;
+        }
+    }};
 }
 
 /// The repository root.

@@ -20,5 +20,6 @@ mod plugin_steps;
 mod register_report;
 mod regressions;
 mod runtime;
+mod stages;
 mod sva;
 mod verify;
