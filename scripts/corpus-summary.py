@@ -6,7 +6,12 @@ Prints one line; exits 1 when any done code object failed a check.
 
        corpus-summary.py --markdown RESULTS_ROOT OBJECTS_ROOT
 Prints a Markdown table, one row per example, library and processor with
-results (the table docs/instrument.md keeps)."""
+results (the table docs/instrument.md keeps).
+
+       corpus-summary.py --stages RESULTS_ROOT
+Prints where the time went: per example, library and processor, each
+stage's and payload step's seconds summed over the code objects done (with
+its share), and the largest peak memory of one run."""
 
 import glob
 import json
@@ -15,6 +20,28 @@ import statistics
 import sys
 
 EXAMPLES = ["kernel-arguments", "branch-divergence", "memory-tracer", "instruction-counter", "opcode-histogram"]
+
+
+def stages(results_root):
+    """The time breakdown of every results directory with step times."""
+    for example in EXAMPLES:
+        for directory in sorted(glob.glob(os.path.join(results_root, example, "*"))):
+            outcomes = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(directory, "*.json")))]
+            timed = [o for o in outcomes if "steps" in o]
+            if not timed:
+                continue
+            totals = {}
+            for outcome in timed:
+                for name, seconds in outcome["steps"].items():
+                    totals[name] = totals.get(name, 0.0) + seconds
+            whole = sum(o["seconds"] for o in timed)
+            peak = max(o.get("peak_rss_kb", 0) for o in timed)
+            print(f"\n{example} {os.path.basename(directory)}: {len(timed)} code objects, "
+                  f"{sum(o['points'] for o in timed)} points, {whole:.1f} s, peak {peak / 1024 / 1024:.2f} GB")
+            print("| step | seconds | share |")
+            print("|---|---|---|")
+            for name, seconds in totals.items():
+                print(f"| {name} | {seconds:.1f} | {100 * seconds / whole if whole else 0:.1f}% |")
 
 
 def markdown(results_root, objects_root):
@@ -48,6 +75,10 @@ def markdown(results_root, objects_root):
                 f"| {sum(o['seconds'] for o in done):,.0f} s |"
             )
 
+
+if sys.argv[1:2] == ["--stages"]:
+    stages(sys.argv[2])
+    sys.exit(0)
 
 if sys.argv[1:2] == ["--markdown"]:
     markdown(*sys.argv[2:4])

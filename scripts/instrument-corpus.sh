@@ -21,6 +21,11 @@
 #   SUMMARY=1     only print the summary of what is done
 #   TABLE=1       only print what is done as a Markdown table (every
 #                 example, library and processor with results)
+#   STAGES=1      only print where the time went, per example, library
+#                 and processor: each pipeline stage's (and the payload
+#                 compiler's steps') seconds summed over the code objects
+#                 done, and the largest peak memory of one run (the
+#                 benchmark docs/instrument.md's breakdown comes from)
 #   LIBRARIES=... the libraries (paths, space-separated) instead of Debian
 #                 12's; inside scripts/env.sh, that environment's own
 #   TARGETS=...   the processors whose code objects are instrumented
@@ -65,6 +70,10 @@ if [ -n "${TABLE:-}" ]; then
   exec python3 scripts/corpus-summary.py --markdown "$results" "$out/objects"
 fi
 
+if [ -n "${STAGES:-}" ]; then
+  exec python3 scripts/corpus-summary.py --stages "$results"
+fi
+
 if [ -n "${SUMMARY:-}" ]; then
   [ ${#libraries[@]} -gt 0 ] || libraries=(librocrand.so.1.1 librocsparse.so.0.1)
   status=0
@@ -89,15 +98,15 @@ if [ ${#libraries[@]} -eq 0 ]; then
 fi
 
 # One object's checks: verify, llvm-readelf, llvm-objdump -> a JSON outcome.
-check_object() { # original instrumented report.json error-file seconds result.json target
-  local original=$1 instrumented=$2 report=$3 errors=$4 seconds=$5 result=$6 target=$7
+check_object() { # original instrumented report.json error-file seconds result.json target peak-kb
+  local original=$1 instrumented=$2 report=$3 errors=$4 seconds=$5 result=$6 target=$7 peak_kb=$8
   local warnings=0 unknown=0
   "$link" verify "$original" "$instrumented" --target "$target" --json >"$result.verify" 2>>"$errors" || true
   if "${LLVM_BINDIR:-/usr/lib/llvm-15/bin}/llvm-readelf" -a --notes "$instrumented" 2>&1 >/dev/null | grep -q .; then warnings=1; fi
   unknown=$("${LLVM_BINDIR:-/usr/lib/llvm-15/bin}/llvm-objdump" -d --mcpu="$target" "$instrumented" | grep -c '<unknown>' || true)
-  python3 - "$report" "$seconds" "$warnings" "$unknown" "$result" "$commit" <<'EOF'
+  python3 - "$report" "$seconds" "$warnings" "$unknown" "$result" "$commit" "$peak_kb" <<'EOF'
 import json, sys
-report_path, seconds, warnings, unknown, result_path, commit = sys.argv[1:]
+report_path, seconds, warnings, unknown, result_path, commit, peak_kb = sys.argv[1:]
 verified = json.loads(open(result_path + ".verify").read() or "[]")
 objects = json.load(open(report_path))["code_objects"]
 findings = [f for v in verified for f in v["report"]["findings"]]
@@ -119,10 +128,24 @@ json.dump({
     "readelf_warnings": int(warnings),
     "objdump_unknown": int(unknown),
     "commit": commit,
+    # Seconds per pipeline stage and payload-compiler step, summed over
+    # the file's code objects (a step that runs once per retry, summed).
+    "steps": {name: sum(t for o in objects for n, t in o.get("steps", []) if n == name)
+              for name in dict.fromkeys(n for o in objects for n, _ in o.get("steps", []))},
+    "peak_rss_kb": int(peak_kb),
 }, open(result_path + ".tmp", "w"))
 EOF
   mv "$result.tmp" "$result"
   rm -f "$result.verify"
+}
+
+# Runs a command and writes its peak resident memory (KB) to FILE.
+peak_memory() { # FILE COMMAND...
+  python3 -c '
+import resource, subprocess, sys
+status = subprocess.call(sys.argv[2:])
+open(sys.argv[1], "w").write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
+sys.exit(status)' "$@"
 }
 
 status=0
@@ -159,7 +182,8 @@ for example in "${examples[@]}"; do
         [ -f "$done_dir/$name.json" ] && continue
         instrumented="$out/work/$example.$name.hsaco"
         start=$(date +%s.%N)
-        if "$link" instrument "$object" --tool "$tool" --plan "$plan" --grow-registers="$grow" --allow-partial --json \
+        if peak_memory "$out/work/peak" "$link" instrument "$object" --tool "$tool" --plan "$plan" \
+          --grow-registers="$grow" --allow-partial --json \
           -o "$instrumented" >"$out/work/report.json" 2>"$out/work/errors"; then
           seconds=$(awk "BEGIN { print $(date +%s.%N) - $start }")
           if python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["code_objects"] else 1)' \
@@ -169,7 +193,7 @@ for example in "${examples[@]}"; do
             continue
           fi
           check_object "$object" "$instrumented" "$out/work/report.json" "$out/work/errors" "$seconds" \
-            "$done_dir/$name.json" "$target"
+            "$done_dir/$name.json" "$target" "$(cat "$out/work/peak")"
           rm -f "$instrumented"
         else
           cat "$out/work/errors" >&2
