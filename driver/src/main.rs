@@ -131,6 +131,10 @@ enum Command {
         /// Compile one payload per point even where alike points could share one (slower; for comparison).
         #[arg(long)]
         no_shared_payloads: bool,
+        /// Compile payloads for each stretch of alike points even where one template per hook shape, renamed per
+        /// point, would do (slower; for comparison).
+        #[arg(long)]
+        no_templates: bool,
         /// Run LLVM's machine verifier after every codegen pass of the payloads, not only on the MIR llc reads (about
         /// twice as slow; for finding where LLVM goes wrong).
         #[arg(long)]
@@ -305,6 +309,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             tool_globals,
             linker,
             no_shared_payloads,
+            no_templates,
             verify_each_pass,
             allow_partial,
             require_points,
@@ -328,6 +333,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 linker: linker.into(),
                 payloads: gpuinstr::stages::payloads::PayloadOptions {
                     share_payloads: !no_shared_payloads,
+                    templates: !no_templates,
                     verify_each_pass,
                     keep_failed,
                     ..Default::default()

@@ -51,7 +51,9 @@ pub use crate::tool::read_tool_module;
 use report::{
     kernels_lacking_hidden_arguments, only_tool_globals_undefined, partial_kernels, refuse_preloaded_arguments,
 };
-pub use report::{InstrumentError, InstrumentOptions, InstrumentReport, PayloadSpills, PayloadWaits, ToolGlobals};
+pub use report::{
+    CompilationSummary, InstrumentError, InstrumentOptions, InstrumentReport, PayloadSpills, PayloadWaits, ToolGlobals,
+};
 
 /// The steps one code object's walk times, in order (the report's `steps`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -208,6 +210,7 @@ pub fn instrument(
     report.hooks = hook_counts(&points);
     report.points = points.len();
     report.payloads_compiled = compiled.distinct_payloads();
+    report.compilations = CompilationSummary::of(&compiled);
     report.waits = PayloadWaits::count(&compiled.payloads);
     report.spills = PayloadSpills::count(&compiled.payloads);
     report.kernels = patch_report.kernels;

@@ -61,8 +61,11 @@ fn vgprs_and_all_agprs_live(vgprs: impl IntoIterator<Item = u16>) -> UnitSet {
 const SVA: u16 = 60;
 const WORK_ITEM_IDS: u16 = 61;
 
+/// Options for compiling payloads at their own sites: these tests show
+/// stage 8 around live registers, so templates (compiled where nothing is
+/// live, `templates_place_...` below) are off.
 fn options_for(function: usize) -> PayloadOptions {
-    let mut options = PayloadOptions { verify_each_pass: true, ..Default::default() };
+    let mut options = PayloadOptions { verify_each_pass: true, templates: false, ..Default::default() };
     options.registers.insert(
         function,
         FunctionRegisters { sva: Some(SVA), work_item_ids: Some(WORK_ITEM_IDS), ..Default::default() },
@@ -680,4 +683,66 @@ fn a_spilling_payload_without_an_sva_rejects_only_its_point() {
     assert!(compiled.payloads[0].code.is_empty());
     assert_eq!(compiled.payloads[1].rejected, None);
     assert_eq!(compiled.payloads[1].scratch_bytes, 0);
+}
+
+/// Compile once, place everywhere: the counters' hooks (constants only) at
+/// every instruction of a kernel get one template per hook shape, renamed
+/// per point onto its dead registers; each copy keeps every live register
+/// (checked here again on its own machine code) and is the template's
+/// code with other register names.
+#[test]
+fn templates_place_constant_hooks_at_every_point() {
+    let tool = tool("payload-hooks");
+    let app = atomics_kernel();
+    let lifted = lift(&app).unwrap();
+    let liveness = analyze(&lifted).unwrap();
+    let function = function_index(&lifted, "atomics");
+    let count = lifted.functions[function].instructions().count();
+    let points: Vec<PayloadPoint> = (0..count)
+        .map(|instruction| PayloadPoint {
+            function,
+            instruction,
+            calls: vec![if instruction % 2 == 0 {
+                call("countScalar", vec![])
+            } else {
+                call("countVector", vec![HookArgument::Int(0)])
+            }],
+        })
+        .collect();
+    let options = PayloadOptions { templates: true, ..options_for(function) };
+    let sites = payload_sites(&lifted, &liveness, &points, &options).unwrap();
+    let compiled = compile_payloads(&tool, &lifted, &liveness, &points, &Registry::with_builtins(), &options).unwrap();
+    assert_preserves(&lifted, &compiled, &sites);
+    let templated: Vec<usize> =
+        (0..count).filter(|i| compiled.compilation_of(*i).sharing == Sharing::Template).collect();
+    let templates = &compiled.compilations[0];
+    assert_eq!(templates.sharing, Sharing::Template);
+    // Two hooks, a few live-special-register sets: far fewer payloads than points.
+    assert!(templates.payloads <= 8 && templates.payloads * 3 <= count, "{} for {count} points", templates.payloads);
+    assert!(templated.len() * 10 >= count * 9, "{} of {count} points placed by templates", templated.len());
+    // Copies of one template differ only in register names.
+    let shape = |index: usize| -> Vec<String> {
+        compiled.payloads[index]
+            .code
+            .iter()
+            .map(|line| line.split_whitespace().next().unwrap_or("").to_string())
+            .collect()
+    };
+    for pair in templated.windows(2) {
+        let [a, b] = [pair[0], pair[1]];
+        if compiled.compiled_as[a] == compiled.compiled_as[b] {
+            assert_eq!(shape(a), shape(b), "points {a} and {b}");
+        }
+    }
+    // Each copy writes no register live at its point but the specials it
+    // saves and restores (the check proves they come back).
+    for index in &templated {
+        let payload = &compiled.payloads[*index];
+        assert!(payload.rejected.is_none(), "{}", payload.label);
+        let clobbered = payload.writes.intersection(&sites[*index].live);
+        assert!(
+            clobbered.iter().all(|u| u.file() == gpuinstr::stages::liveness::RegisterFile::Special),
+            "point {index} writes live {clobbered}"
+        );
+    }
 }

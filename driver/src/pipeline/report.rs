@@ -86,6 +86,9 @@ pub struct InstrumentReport {
     pub points: usize,
     /// Payloads LLVM compiled for the points (alike points share one).
     pub payloads_compiled: usize,
+    /// Each llc compilation of payloads, in order: why, who shared, how
+    /// many payload functions and refusals, how long.
+    pub compilations: Vec<CompilationSummary>,
     /// What the instrumented points' payloads wait for before they start.
     pub waits: PayloadWaits,
     /// Points whose payload saves live VGPRs in scratch memory (no register
@@ -124,6 +127,32 @@ pub struct PayloadWaits {
     /// Every counter, expcnt too (an export or GDS operation in flight, or
     /// flow the analysis cannot follow).
     pub full_drains: usize,
+}
+
+/// One compilation of payloads, for the report.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct CompilationSummary {
+    pub pass: crate::stages::payloads::CompilePass,
+    pub sharing: crate::stages::payloads::Sharing,
+    pub payloads: usize,
+    pub refused: usize,
+    pub seconds: f64,
+}
+
+impl CompilationSummary {
+    pub fn of(compiled: &crate::stages::payloads::CompiledPayloads) -> Vec<CompilationSummary> {
+        compiled
+            .compilations
+            .iter()
+            .map(|c| CompilationSummary {
+                pass: c.pass,
+                sharing: c.sharing,
+                payloads: c.payloads,
+                refused: c.refused,
+                seconds: c.seconds,
+            })
+            .collect()
+    }
 }
 
 impl PayloadWaits {

@@ -5,6 +5,7 @@
 //! -> (codegen) MIR -> (lower-mir) intrinsics lowered, live registers kept
 //! -> (codegen) register allocation, assembly -> one instruction list per point.
 
+pub mod placement;
 pub mod sharing;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -192,6 +193,9 @@ pub struct PayloadOptions {
     pub unplaced: BTreeMap<usize, String>,
     /// Alike points share one payload (see [`sharing`]).
     pub share_payloads: bool,
+    /// Points whose hooks read no application register get a template
+    /// renamed per point (see [`placement`]; with `share_payloads`).
+    pub templates: bool,
     /// Functions whose SVA and work-item ids slide between registers
     /// (stage sva): where they are at each instruction.
     pub sliding: BTreeMap<usize, crate::stages::sva::sliding::Sliding>,
@@ -227,6 +231,7 @@ impl Default for PayloadOptions {
             payloads_per_chunk: PAYLOADS_PER_CHUNK,
             unplaced: BTreeMap::new(),
             share_payloads: true,
+            templates: true,
             sliding: BTreeMap::new(),
             payload_room: PayloadRoom::Vgprs(PAYLOAD_VGPRS),
             keep_failed: None,
@@ -568,7 +573,8 @@ pub struct CompiledPayloads {
 }
 
 /// Why payloads are compiled (again).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum CompilePass {
     /// Every point, at its own site.
     #[default]
@@ -581,8 +587,12 @@ pub enum CompilePass {
 }
 
 /// Which points one compilation gives one payload.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Sharing {
+    /// Points whose payloads read no application register, one template
+    /// per hook shape renamed per point (see [`placement`]).
+    Template,
     /// Alike points (see [`sharing`]).
     #[default]
     Alike,
@@ -601,6 +611,7 @@ impl Sharing {
     /// stage on rocRAND); in it, they are compiled one by one.
     fn narrower(self, pass: CompilePass) -> Option<Sharing> {
         match (self, pass) {
+            (Sharing::Template, _) => None,
             (Sharing::Alike, _) => Some(Sharing::SameVgprs),
             (Sharing::SameVgprs, CompilePass::MoreRegisters) => Some(Sharing::OneByOne),
             (Sharing::SameVgprs, CompilePass::First | CompilePass::WithoutAgprs) | (Sharing::OneByOne, _) => None,
@@ -613,6 +624,11 @@ impl Sharing {
 pub struct Compilation {
     pub pass: CompilePass,
     pub sharing: Sharing,
+    /// Payload functions compiled, and how many of them were refused.
+    pub payloads: usize,
+    pub refused: usize,
+    /// Wall time of the compilation, O3 to the machine-code check.
+    pub seconds: f64,
     pub texts: StageTexts,
 }
 
@@ -758,6 +774,13 @@ fn finish_rejecting(
                 let failing =
                     codegen::failing_functions(&module.print(), target, version, verify_each_pass, directory)?;
                 let all_out_of_registers = failing.iter().all(|(_, why)| ran_out_of_registers(why));
+                if failing.len() == names.len() && all_out_of_registers {
+                    let failed = |name: &String| failing.iter().any(|(f, _)| f == name);
+                    if names.iter().all(failed) {
+                        rejected.extend(failing);
+                        return Ok(String::new());
+                    }
+                }
                 if !failing.is_empty() && failing.len() < names.len() && all_out_of_registers {
                     let rest = module.retain(|n| !failing.iter().any(|(f, _)| f == n));
                     if rest.functions.len() + failing.len() == names.len() {
@@ -1043,15 +1066,18 @@ pub fn compile_payloads(
     options: &PayloadOptions,
 ) -> Result<CompiledPayloads, CompileError> {
     let sites = payload_sites(lifted, liveness, points, options)?;
-    let mut compiled = compile_shared(
-        Compiler { tool, lifted, registry },
-        points,
-        &sites,
-        options,
-        CompilePass::First,
-        Sharing::Alike,
-    )?;
+    let compiler = Compiler { tool, lifted, registry };
+    let (mut compiled, rest) = compile_templates(compiler, points, &sites, options)?;
+
+    if !rest.is_empty() {
+        let rest_points: Vec<PayloadPoint> = rest.iter().map(|i| points[*i].clone()).collect();
+        let rest_sites: Vec<PayloadSite> = rest.iter().map(|i| sites[*i].clone()).collect();
+        let others = compile_shared(compiler, &rest_points, &rest_sites, options, CompilePass::First, Sharing::Alike)
+            .map_err(|error| error.at_points(&rest))?;
+        compiled.adopt(&rest, others);
+    }
     compile_again_without_agprs(tool, lifted, points, &sites, registry, options, &mut compiled)?;
+
     // Points LLVM found no registers for: once more, with more VGPRs
     // parked (one batch, so the work stays linear).
     let starved: Vec<usize> = (0..points.len())
@@ -1081,8 +1107,135 @@ pub fn compile_payloads(
         }
     }
     compiled.adopt(&starved, again);
+
     wait_for_loads_in_flight(&mut compiled.payloads, &sites);
     Ok(compiled)
+}
+
+/// The payloads templates give (see [`placement`]): one compilation of a
+/// template per hook shape, each point's copy renamed onto its dead
+/// registers and checked on its machine code. Returns every point's
+/// payload (those without one refused for now) and the points left to
+/// compile as before: hooks that read application registers, sites
+/// without room for the renaming, copies the check refuses. Off with
+/// `templates` or `share_payloads`.
+fn compile_templates(
+    compiler: Compiler<'_, '_>,
+    points: &[PayloadPoint],
+    sites: &[PayloadSite],
+    options: &PayloadOptions,
+) -> Result<(CompiledPayloads, Vec<usize>), CompileError> {
+    let started = std::time::Instant::now();
+    let labels = point_labels(compiler.lifted, points)?;
+    let not_yet = || Rejection::new(LeftOutCause::Intrinsic, "not compiled".to_string());
+    let mut compiled = CompiledPayloads {
+        payloads: points
+            .iter()
+            .zip(&labels)
+            .map(|(point, label)| CompiledPayload::refused(label.clone(), point, not_yet()))
+            .collect(),
+        globals: Vec::new(),
+        compilations: Vec::new(),
+        compiled_as: vec![PayloadSource::default(); points.len()],
+        timings: Vec::new(),
+    };
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut rest = Vec::new();
+    if options.share_payloads && options.templates {
+        let mut group_of_key: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        for (index, (point, site)) in points.iter().zip(sites).enumerate() {
+            match placement::template_key(point, site) {
+                Some(key) => {
+                    let next = groups.len();
+                    let group = *group_of_key.entry(key).or_insert(next);
+                    if group == next {
+                        groups.push(Vec::new());
+                    }
+                    groups[group].push(index);
+                }
+                None => rest.push(index),
+            }
+        }
+    } else {
+        rest.extend(0..points.len());
+    }
+    if groups.is_empty() {
+        return Ok((compiled, rest));
+    }
+    let first_members: Vec<usize> = groups.iter().map(|g| g[0]).collect();
+    let template_points: Vec<PayloadPoint> = first_members.iter().map(|m| points[*m].clone()).collect();
+    let template_sites: Vec<PayloadSite> = first_members.iter().map(|m| placement::template_site(&sites[*m])).collect();
+    let constants: Vec<Vec<PointConstantArgument>> =
+        groups.iter().map(|members| sharing::varying_constants(points, members)).collect();
+    let grouping_time = started.elapsed();
+    let mut templates =
+        compile_each(compiler, &template_points, &template_sites, &constants, options, CompilePass::First)
+            .map_err(|error| error.at_points(&first_members))?;
+    let clock = std::time::Instant::now();
+    // Each point's renaming of its template, checked as machine code: one
+    // decoding per distinct renamed code (alike sites rename alike), one
+    // check per point (its own live registers).
+    let mut distinct: Vec<Vec<String>> = Vec::new();
+    let mut index_of: std::collections::HashMap<(usize, Vec<String>), usize> = std::collections::HashMap::new();
+    let mut placed: Vec<(usize, usize, usize)> = Vec::new();
+    for (position, (members, template)) in groups.iter().zip(&templates.payloads).enumerate() {
+        if !placement::renameable(template) {
+            rest.extend(members);
+            continue;
+        }
+        for member in members {
+            let Some(renamed) = placement::rename(&template.code, &sites[*member]) else {
+                rest.push(*member);
+                continue;
+            };
+            let next = distinct.len();
+            let code = *index_of.entry((position, renamed)).or_insert(next);
+            if code == next {
+                distinct.push(Vec::new());
+            }
+            placed.push((*member, position, code));
+        }
+    }
+    // Labels unique in the one assembly: each distinct code its own.
+    for ((position, renamed), code) in index_of {
+        distinct[code] = sharing::relabel(&renamed, position, code);
+    }
+    let decoded = crate::preservation::decode_code(compiler.lifted, &distinct)?;
+    let units = RegisterUnits::new(&compiler.lifted.isa);
+    for (member, position, code) in placed {
+        let template = &templates.payloads[position];
+        let mut copy = CompiledPayload {
+            label: labels[member].clone(),
+            function: points[member].function,
+            instruction: points[member].instruction,
+            code: Vec::new(),
+            writes: UnitSet::EMPTY,
+            touches: UnitSet::EMPTY,
+            bytes: 0,
+            ..template.clone()
+        };
+        measure_and_check_one(compiler.lifted, &units, &mut copy, &decoded[code], &sites[member], true);
+        if copy.rejected.is_some() {
+            // The check refused this renaming: compiled as before.
+            rest.push(member);
+            continue;
+        }
+        let own = sharing::relabel(&distinct[code], code, member);
+        copy.code = sharing::with_point_constants(&own, &constants[position], &points[member])
+            .map_err(|why| CompileError::BadPoint { index: member, why })?;
+        compiled.payloads[member] = copy;
+        compiled.compiled_as[member] = PayloadSource { compilation: 0, position };
+    }
+    rest.sort_unstable();
+    for compilation in &mut templates.compilations {
+        compilation.sharing = Sharing::Template;
+    }
+    compiled.compilations = templates.compilations;
+    compiled.globals = templates.globals;
+    compiled.timings = vec![("payload: group points by hook shape", grouping_time)];
+    compiled.timings.extend(templates.timings);
+    compiled.timings.push(("payload: rename and check templates per point", clock.elapsed()));
+    Ok((compiled, rest))
 }
 
 /// Puts each payload's wait first: for the counters of the loads in flight
@@ -1204,7 +1357,7 @@ fn compile_shared(
     }
     let started = std::time::Instant::now();
     let slack = match sharing {
-        Sharing::Alike => sharing::Slack::ALIKE,
+        Sharing::Alike | Sharing::Template => sharing::Slack::ALIKE,
         Sharing::SameVgprs => sharing::Slack::SAME_VGPRS,
         Sharing::OneByOne => return compile_each(compiler, points, sites, &[], options, pass),
     };
@@ -1305,6 +1458,91 @@ impl CompiledPayloads {
             }
         }
         self.timings.extend(other.timings);
+    }
+}
+
+/// Each payload's size and the registers its machine code writes and
+/// touches (decoded with LLVM's disassembler, one llvm-mc run for all),
+/// and, when `check`, the proof that it gives every register live at its
+/// site back (`crate::preservation`): a payload that would not is
+/// rejected, never spliced.
+fn measure_and_check(
+    lifted: &LiftedCodeObject<'_>,
+    payloads: &mut [CompiledPayload],
+    sites: &[&PayloadSite],
+    check: bool,
+) -> Result<(), CompileError> {
+    let codes: Vec<Vec<String>> = payloads.iter().map(|p| p.code.clone()).collect();
+    let decoded = crate::preservation::decode_code(lifted, &codes)?;
+    let units = RegisterUnits::new(&lifted.isa);
+    for ((payload, code), site) in payloads.iter_mut().zip(&decoded).zip(sites.iter().copied()) {
+        measure_and_check_one(lifted, &units, payload, code, site, check);
+    }
+    Ok(())
+}
+
+/// [`measure_and_check`] of one payload whose machine code is decoded.
+fn measure_and_check_one(
+    lifted: &LiftedCodeObject<'_>,
+    units: &RegisterUnits,
+    payload: &mut CompiledPayload,
+    code: &[crate::stages::lift::Instruction],
+    site: &PayloadSite,
+    check: bool,
+) {
+    payload.bytes = code.iter().map(|i| i.size() as usize).sum();
+    for instruction in code {
+        for reg in instruction.all_defs() {
+            for unit in units.units(reg) {
+                payload.writes.insert(*unit);
+                payload.touches.insert(*unit);
+            }
+        }
+        for reg in instruction.all_uses() {
+            for unit in units.units(reg) {
+                payload.touches.insert(*unit);
+            }
+        }
+    }
+    if !check || payload.rejected.is_some() {
+        return;
+    }
+    let mut must_keep = site.live.difference(&payload.written);
+    // Parked VGPRs come back; a loaded SVA is a copy in a dead VGPR, and
+    // its AGPR home must stay.
+    let sva = match &site.parking {
+        Some(parking) => {
+            for (vgpr, agpr) in &parking.borrowed {
+                must_keep.remove(Unit::agpr(*agpr));
+                must_keep.insert(Unit::vgpr(*vgpr));
+            }
+            for vgpr in &parking.spilled {
+                must_keep.insert(Unit::vgpr(*vgpr));
+            }
+            // Moved VGPRs come back; their stand-ins were dead.
+            for (from, to) in &parking.moved {
+                must_keep.remove(Unit::vgpr(*to));
+                must_keep.insert(Unit::vgpr(*from));
+            }
+            for (agpr, _) in &parking.loads {
+                must_keep.insert(Unit::agpr(*agpr));
+            }
+            if parking.loads.is_empty() {
+                site.sva
+            } else {
+                None
+            }
+        }
+        None => site.sva,
+    };
+    if let Err(violation) = crate::preservation::check(&lifted.isa, units, code, &must_keep, sva) {
+        // Never splice code that would change the application's state.
+        payload.rejected = Some(Rejection::new(
+            LeftOutCause::WouldChangeLiveRegister,
+            format!("its machine code would leave a live register changed: {violation}"),
+        ));
+        payload.code.clear();
+        payload.writes = UnitSet::EMPTY;
     }
 }
 
@@ -1624,64 +1862,8 @@ fn compile_each(
 
     // What each payload writes, from its machine code; and the proof that
     // it gives every live register back.
-    let codes: Vec<Vec<String>> = payloads.iter().map(|p| p.code.clone()).collect();
-    let decoded = crate::preservation::decode_code(lifted, &codes)?;
-    let units = RegisterUnits::new(&lifted.isa);
-    for ((payload, code), site) in payloads.iter_mut().zip(&decoded).zip(sites) {
-        payload.bytes = code.iter().map(|i| i.size() as usize).sum();
-        for instruction in code {
-            for reg in instruction.all_defs() {
-                for unit in units.units(reg) {
-                    payload.writes.insert(*unit);
-                    payload.touches.insert(*unit);
-                }
-            }
-            for reg in instruction.all_uses() {
-                for unit in units.units(reg) {
-                    payload.touches.insert(*unit);
-                }
-            }
-        }
-        if options.check_preservation && payload.rejected.is_none() {
-            let mut must_keep = site.live.difference(&payload.written);
-            // Parked VGPRs come back; a loaded SVA is a copy in a dead VGPR,
-            // and its AGPR home must stay.
-            let sva = match &site.parking {
-                Some(parking) => {
-                    for (vgpr, agpr) in &parking.borrowed {
-                        must_keep.remove(Unit::agpr(*agpr));
-                        must_keep.insert(Unit::vgpr(*vgpr));
-                    }
-                    for vgpr in &parking.spilled {
-                        must_keep.insert(Unit::vgpr(*vgpr));
-                    }
-                    // Moved VGPRs come back; their stand-ins were dead.
-                    for (from, to) in &parking.moved {
-                        must_keep.remove(Unit::vgpr(*to));
-                        must_keep.insert(Unit::vgpr(*from));
-                    }
-                    for (agpr, _) in &parking.loads {
-                        must_keep.insert(Unit::agpr(*agpr));
-                    }
-                    if parking.loads.is_empty() {
-                        site.sva
-                    } else {
-                        None
-                    }
-                }
-                None => site.sva,
-            };
-            if let Err(violation) = crate::preservation::check(&lifted.isa, &units, code, &must_keep, sva) {
-                // Never splice code that would change the application's state.
-                payload.rejected = Some(Rejection::new(
-                    LeftOutCause::WouldChangeLiveRegister,
-                    format!("its machine code would leave a live register changed: {violation}"),
-                ));
-                payload.code.clear();
-                payload.writes = UnitSet::EMPTY;
-            }
-        }
-    }
+    let site_refs: Vec<&PayloadSite> = sites.iter().collect();
+    measure_and_check(lifted, &mut payloads, &site_refs, options.check_preservation)?;
     lap("machine code check");
     let globals = all_globals
         .into_iter()
@@ -1693,13 +1875,15 @@ fn compile_each(
         texts.assembly = String::new();
     }
     let compiled_as = (0..payloads.len()).map(|position| PayloadSource { compilation: 0, position }).collect();
-    Ok(CompiledPayloads {
-        payloads,
-        globals,
-        compilations: vec![Compilation { pass, sharing: Sharing::OneByOne, texts }],
-        compiled_as,
-        timings,
-    })
+    let compilation = Compilation {
+        pass,
+        sharing: Sharing::OneByOne,
+        payloads: payloads.len(),
+        refused: payloads.iter().filter(|p| p.rejected.is_some()).count(),
+        seconds: timings.iter().map(|(_, time)| time.as_secs_f64()).sum(),
+        texts,
+    };
+    Ok(CompiledPayloads { payloads, globals, compilations: vec![compilation], compiled_as, timings })
 }
 
 fn verify(module: &inkwell::module::Module<'_>, stage: &'static str) -> Result<(), CompileError> {
@@ -1763,6 +1947,14 @@ impl CompiledPayloads {
         let define = format!("define void @{name}()");
         let mut out = String::new();
         writeln!(out, "{}", payload.label).unwrap();
+        if self.compilations[source.compilation].sharing == Sharing::Template {
+            writeln!(
+                out,
+                "(stages 5-8: the template of this hook shape, compiled with only special registers live; the final \
+                 code is it renamed onto this point's dead registers)"
+            )
+            .unwrap();
+        }
         writeln!(out, "\n== stage 5, payload IR").unwrap();
         for line in section(&texts.payload_ir, &define, "}") {
             writeln!(out, "{}", without_attribute_groups(line)).unwrap();

@@ -1,0 +1,357 @@
+//! Compile once, place everywhere: points whose payload reads nothing of
+//! the application's registers (the counters' and the histogram's hooks
+//! take constants only) get one payload per hook shape, a *template*
+//! compiled against a site where nothing but the special registers is
+//! live, renamed for each point onto registers dead there. Every renamed
+//! copy is still checked on its machine code for the point's live
+//! registers, like any payload. LLVM's work then grows with the hook
+//! shapes, not with the register contexts; a point with no renaming (too
+//! few dead registers where it is) is compiled as before.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::stages::liveness::{RegisterFile, Unit, UnitSet};
+use crate::stages::lower_mir::PayloadSite;
+use crate::stages::payload::{HookArgument, PayloadPoint};
+
+use super::CompiledPayload;
+
+/// Where a template keeps the SVA and the packed work-item ids: renamed
+/// to the point's own.
+pub const TEMPLATE_SVA: u16 = 0;
+pub const TEMPLATE_WORK_ITEM_IDS: u16 = 1;
+
+/// SGPRs a renamed payload may use: those GFX9 code addresses (s0-s101),
+/// but the payload calling convention's frame (s0-s3 scratch V#, s32 stack
+/// pointer) and return address (s30, s31), which LLVM never gives a
+/// payload's values either.
+const SGPR_LIMIT: u16 = 102;
+const RESERVED_SGPRS: [u16; 7] = [0, 1, 2, 3, 30, 31, 32];
+
+/// What must be equal for points to share a template: the calls (but for
+/// the values of integer constants, which become point constants), which
+/// kernel inputs are at hand (SVA, work-item ids, hidden-argument offsets,
+/// work-group bound) and which special registers are live (saving one
+/// costs code). `None`: the point cannot use a template (its hooks read
+/// application registers, or its site parks registers or has no SVA
+/// register where one is needed).
+pub fn template_key(point: &PayloadPoint, site: &PayloadSite) -> Option<String> {
+    if site.parking.is_some() || site.unplaced.is_some() {
+        return None;
+    }
+    let mut calls = Vec::with_capacity(point.calls.len());
+    for call in &point.calls {
+        let mut arguments = Vec::with_capacity(call.arguments.len());
+        for argument in &call.arguments {
+            match argument {
+                HookArgument::Int(_) => arguments.push("int".to_string()),
+                HookArgument::Float(value) => arguments.push(format!("{value:?}")),
+                HookArgument::Register(_) | HookArgument::MemoryAddress { .. } => return None,
+            }
+        }
+        calls.push(format!("{}({})", call.hook, arguments.join(", ")));
+    }
+    let specials: Vec<String> =
+        site.live.iter().filter(|u| u.file() == RegisterFile::Special).map(|u| u.to_string()).collect();
+    Some(format!(
+        "{}|{}|{}|{:?}|{}|{}",
+        calls.join(";"),
+        site.sva.is_some(),
+        site.work_item_ids.is_some(),
+        site.hidden_arguments,
+        site.max_flat_workgroup_size,
+        specials.join(",")
+    ))
+}
+
+/// The site a template is compiled for, from one of its points' sites:
+/// only the special registers live, the SVA and work-item ids (if the
+/// point has them) in [`TEMPLATE_SVA`] and [`TEMPLATE_WORK_ITEM_IDS`].
+pub fn template_site(site: &PayloadSite) -> PayloadSite {
+    PayloadSite {
+        live: site.live.in_file(RegisterFile::Special),
+        sva: site.sva.map(|_| TEMPLATE_SVA),
+        work_item_ids: site.work_item_ids.map(|_| TEMPLATE_WORK_ITEM_IDS),
+        hidden_arguments: site.hidden_arguments.clone(),
+        max_flat_workgroup_size: site.max_flat_workgroup_size,
+        ..PayloadSite::default()
+    }
+}
+
+/// Whether a compiled template can be renamed: no stack (its frame is
+/// the SVA's, set up per point), nothing written for the application, and
+/// no application register read (all it keeps is special or the SVA's and
+/// work-item ids' stand-ins).
+pub fn renameable(template: &CompiledPayload) -> bool {
+    let stand_ins = [Unit::vgpr(TEMPLATE_SVA), Unit::vgpr(TEMPLATE_WORK_ITEM_IDS)];
+    let only_specials = |set: &UnitSet| set.iter().all(|u| u.file() == RegisterFile::Special || stand_ins.contains(&u));
+    template.rejected.is_none()
+        && template.scratch_bytes == 0
+        && template.spilled_vgprs == 0
+        && template.written.is_empty()
+        && only_specials(&template.copied)
+        && only_specials(&template.pinned)
+}
+
+/// A register a line of assembly names: where (bytes), its file, and its
+/// first and last index (`v[4:5]`: 4 and 5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Token {
+    start: usize,
+    end: usize,
+    file: RegisterFile,
+    first: u16,
+    last: u16,
+}
+
+/// The numbered registers (`s7`, `v[4:5]`, `a3`) a line names. Special
+/// registers (`vcc`, `exec`, `m0`, `ttmp*`) and symbols are not: a name
+/// counts only standing alone (not inside a label, a mnemonic, a hex
+/// number, or before `@` of a relocation).
+fn tokens(line: &str) -> Vec<Token> {
+    let bytes = line.as_bytes();
+    let joined = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'@' | b'$');
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let file = match bytes[i] {
+            b's' => Some(RegisterFile::Sgpr),
+            b'v' => Some(RegisterFile::Vgpr),
+            b'a' => Some(RegisterFile::Agpr),
+            _ => None,
+        };
+        let alone = i == 0 || !joined(bytes[i - 1]);
+        if let (Some(file), true) = (file, alone) {
+            if let Some((first, last, length)) = register_after(&bytes[i + 1..]) {
+                let end = i + 1 + length;
+                if end == bytes.len() || !joined(bytes[end]) {
+                    out.push(Token { start: i, end, file, first, last });
+                    i = end;
+                    continue;
+                }
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// `12` or `[4:7]` at the start of `rest`: first, last, bytes taken.
+fn register_after(rest: &[u8]) -> Option<(u16, u16, usize)> {
+    if rest.first() == Some(&b'[') {
+        let close = rest.iter().position(|b| *b == b']')?;
+        let inner = std::str::from_utf8(&rest[1..close]).ok()?;
+        let (first, last) = inner.split_once(':')?;
+        let (first, last): (u16, u16) = (first.trim().parse().ok()?, last.trim().parse().ok()?);
+        (first <= last).then_some((first, last, close + 1))
+    } else {
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        let index = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
+        Some((index, index, digits))
+    }
+}
+
+/// Registers of one file a template uses together: overlapping tuples
+/// move as one, by a multiple of `align` so that each keeps its alignment
+/// (pairs even, larger tuples on a multiple of 4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Run {
+    file: RegisterFile,
+    first: u16,
+    last: u16,
+    align: u16,
+}
+
+fn runs(code: &[String]) -> Vec<Run> {
+    let mut by_file: BTreeMap<u8, Vec<(u16, u16)>> = BTreeMap::new();
+    let file_key = |file: RegisterFile| match file {
+        RegisterFile::Sgpr => 0,
+        RegisterFile::Vgpr => 1,
+        _ => 2,
+    };
+    for line in code {
+        for token in tokens(line) {
+            by_file.entry(file_key(token.file)).or_default().push((token.first, token.last));
+        }
+    }
+    let mut runs = Vec::new();
+    for (key, mut intervals) in by_file {
+        let file = [RegisterFile::Sgpr, RegisterFile::Vgpr, RegisterFile::Agpr][key as usize];
+        intervals.sort_unstable();
+        let mut current: Option<Run> = None;
+        for (first, last) in intervals {
+            let align = match last - first {
+                0 => 1,
+                1 => 2,
+                _ => 4,
+            };
+            match &mut current {
+                Some(run) if first <= run.last => {
+                    run.last = run.last.max(last);
+                    run.align = run.align.max(align);
+                }
+                _ => {
+                    runs.extend(current.take());
+                    current = Some(Run { file, first, last, align });
+                }
+            }
+        }
+        runs.extend(current);
+    }
+    runs
+}
+
+/// `code` (a template's, compiled for [`template_site`]) with its
+/// registers renamed onto registers dead at `site`: the SVA's and the
+/// work-item ids' stand-ins onto the site's, every other run onto the
+/// lowest dead registers below the site's limits that keep its alignment.
+/// `None` when the site has no room for some run.
+pub fn rename(code: &[String], site: &PayloadSite) -> Option<Vec<String>> {
+    let mut taken: UnitSet = site.live;
+    let fixed: Vec<(u16, u16)> = [(TEMPLATE_SVA, site.sva), (TEMPLATE_WORK_ITEM_IDS, site.work_item_ids)]
+        .into_iter()
+        .filter_map(|(stand_in, own)| own.map(|own| (stand_in, own)))
+        .collect();
+    for (_, own) in &fixed {
+        taken.insert(Unit::vgpr(*own));
+    }
+    let mut runs = runs(code);
+    // Largest and most aligned first: they are the hardest to fit.
+    runs.sort_by_key(|run| {
+        (std::cmp::Reverse(run.last - run.first), std::cmp::Reverse(run.align), run.file, run.first)
+    });
+    let mut moved: HashMap<(RegisterFile, u16), u16> = HashMap::new();
+    for run in &runs {
+        if run.file == RegisterFile::Vgpr {
+            if let Some((_, own)) = fixed.iter().find(|(stand_in, _)| (run.first..=run.last).contains(stand_in)) {
+                // A stand-in is used alone, never inside a tuple.
+                if run.first != run.last {
+                    return None;
+                }
+                moved.insert((run.file, run.first), *own);
+                continue;
+            }
+        }
+        let (limit, unit): (u16, fn(u16) -> Unit) = match run.file {
+            RegisterFile::Sgpr => (SGPR_LIMIT, Unit::sgpr),
+            RegisterFile::Vgpr => (site.max_vgprs, Unit::vgpr),
+            RegisterFile::Agpr => (site.max_agprs, Unit::agpr),
+            RegisterFile::Special => return None,
+        };
+        let length = run.last - run.first + 1;
+        let reserved = |index: u16| run.file == RegisterFile::Sgpr && RESERVED_SGPRS.contains(&index);
+        let usable = |index: u16| !taken.contains(unit(index)) && !reserved(index);
+        let base = (run.first % run.align..limit.checked_sub(length - 1)?)
+            .step_by(run.align as usize)
+            .find(|base| (*base..base + length).all(usable))?;
+        for offset in 0..length {
+            taken.insert(unit(base + offset));
+            moved.insert((run.file, run.first + offset), base + offset);
+        }
+    }
+    let mut renamed = Vec::with_capacity(code.len());
+    for line in code {
+        let found = tokens(line);
+        if found.is_empty() {
+            renamed.push(line.clone());
+            continue;
+        }
+        let mut text = String::with_capacity(line.len() + 8);
+        let mut at = 0;
+        for token in found {
+            text.push_str(&line[at..token.start]);
+            let first = moved[&(token.file, token.first)];
+            let prefix = match token.file {
+                RegisterFile::Sgpr => 's',
+                RegisterFile::Vgpr => 'v',
+                _ => 'a',
+            };
+            if line[token.start..token.end].contains('[') {
+                text.push_str(&format!("{prefix}[{first}:{}]", first + (token.last - token.first)));
+            } else {
+                text.push_str(&format!("{prefix}{first}"));
+            }
+            at = token.end;
+        }
+        text.push_str(&line[at..]);
+        renamed.push(text);
+    }
+    Some(renamed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(text: &str) -> Vec<String> {
+        text.lines().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn only_standalone_register_names_are_tokens() {
+        let found = |line: &str| tokens(line).iter().map(|t| line[t.start..t.end].to_string()).collect::<Vec<_>>();
+        assert_eq!(found("s_add_u32 s8, s8, Counter@gotpcrel32@lo+4"), ["s8", "s8"]);
+        assert_eq!(found("global_atomic_add_x2 v[6:7], v[8:9], off"), ["v[6:7]", "v[8:9]"]);
+        assert_eq!(found("v_cmp_eq_u32_e32 vcc, s8, v1"), ["s8", "v1"]);
+        assert_eq!(found("s_cbranch_execz .Lgpuinstr_payload1_BB1_2"), Vec::<String>::new());
+        assert_eq!(found("v_accvgpr_write_b32 a3, v1"), ["a3", "v1"]);
+        assert_eq!(found("v_mov_b32_e32 v1, 0xa5"), ["v1"]);
+        assert_eq!(found("s_mov_b32 s4, v1@abs32@lo"), ["s4"]);
+        assert_eq!(found("v_add_f32_e64 v2, |v1|, -v3"), ["v2", "v1", "v3"]);
+    }
+
+    #[test]
+    fn runs_keep_tuples_together_and_aligned() {
+        let code = lines(
+            "s_mov_b64 s[6:7], exec\ns_ff1_i32_b32 s8, s7\ns_load_dwordx4 s[12:15], s[8:9], 0x0\nv_mov_b32_e32 v1, 0",
+        );
+        let runs = runs(&code);
+        assert_eq!(
+            runs,
+            vec![
+                // s7 inside s[6:7], s8 inside s[8:9]; the pairs move apart.
+                Run { file: RegisterFile::Sgpr, first: 6, last: 7, align: 2 },
+                Run { file: RegisterFile::Sgpr, first: 8, last: 9, align: 2 },
+                Run { file: RegisterFile::Sgpr, first: 12, last: 15, align: 4 },
+                Run { file: RegisterFile::Vgpr, first: 1, last: 1, align: 1 },
+            ]
+        );
+    }
+
+    #[test]
+    fn renaming_takes_dead_registers_and_the_points_sva() {
+        let code = lines(
+            "s_mov_b64 s[6:7], exec\nv_readlane_b32 s4, v0, 3\nv_mov_b32_e32 v2, s4\nglobal_atomic_add_x2 v[2:3], v[4:5], off",
+        );
+        let mut site = PayloadSite { sva: Some(40), max_vgprs: 64, ..PayloadSite::default() };
+        for sgpr in 0..10 {
+            site.live.insert(Unit::sgpr(sgpr));
+        }
+        for vgpr in 0..5 {
+            site.live.insert(Unit::vgpr(vgpr));
+        }
+        let renamed = rename(&code, &site).unwrap();
+        assert_eq!(
+            renamed,
+            lines(
+                "s_mov_b64 s[10:11], exec\nv_readlane_b32 s12, v40, 3\nv_mov_b32_e32 v6, s12\n\
+                 global_atomic_add_x2 v[6:7], v[8:9], off"
+            )
+        );
+        // No room: every VGPR below the limit is live.
+        for vgpr in 0..64 {
+            site.live.insert(Unit::vgpr(vgpr));
+        }
+        assert_eq!(rename(&code, &site), None);
+    }
+
+    #[test]
+    fn renaming_skips_the_frame_and_return_address_sgprs() {
+        let code = lines("s_mov_b64 s[4:5], exec");
+        let mut site = PayloadSite::default();
+        for sgpr in 4..30 {
+            site.live.insert(Unit::sgpr(sgpr));
+        }
+        assert_eq!(rename(&code, &site).unwrap(), lines("s_mov_b64 s[34:35], exec"));
+    }
+}
