@@ -1067,7 +1067,20 @@ pub fn compile_payloads(
 ) -> Result<CompiledPayloads, CompileError> {
     let sites = payload_sites(lifted, liveness, points, options)?;
     let compiler = Compiler { tool, lifted, registry };
-    let (mut compiled, rest) = compile_templates(compiler, points, &sites, options)?;
+    // A template needs a few registers: it tries each point's own dead
+    // registers first, with nothing parked (parking costs code at run time).
+    let bare_sites = if options.templates && options.share_payloads {
+        payload_sites(
+            lifted,
+            liveness,
+            points,
+            &PayloadOptions { payload_room: PayloadRoom::Vgprs(0), ..options.clone() },
+        )?
+    } else {
+        sites.clone()
+    };
+    let (mut compiled, rest) = compile_templates(compiler, points, &bare_sites, options)?;
+    drop(bare_sites);
 
     if !rest.is_empty() {
         let rest_points: Vec<PayloadPoint> = rest.iter().map(|i| points[*i].clone()).collect();
@@ -1116,8 +1129,8 @@ pub fn compile_payloads(
 /// template per hook shape, each point's copy renamed onto its dead
 /// registers and checked on its machine code. Returns every point's
 /// payload (those without one refused for now) and the points left to
-/// compile as before: hooks that read application registers, sites
-/// without room for the renaming, copies the check refuses. Off with
+/// compile as before: sites that park registers, sites without room for
+/// the renaming, copies the check refuses. Off with
 /// `templates` or `share_payloads`.
 fn compile_templates(
     compiler: Compiler<'_, '_>,
@@ -1140,16 +1153,19 @@ fn compile_templates(
         timings: Vec::new(),
     };
     let mut groups: Vec<Vec<usize>> = Vec::new();
+    // The application registers each group's hooks read (kept in place).
+    let mut reads: Vec<UnitSet> = Vec::new();
     let mut rest = Vec::new();
     if options.share_payloads && options.templates {
         let mut group_of_key: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
         for (index, (point, site)) in points.iter().zip(sites).enumerate() {
             match placement::template_key(point, site) {
-                Some(key) => {
+                Some((key, read)) => {
                     let next = groups.len();
                     let group = *group_of_key.entry(key).or_insert(next);
                     if group == next {
                         groups.push(Vec::new());
+                        reads.push(read);
                     }
                     groups[group].push(index);
                 }
@@ -1164,7 +1180,8 @@ fn compile_templates(
     }
     let first_members: Vec<usize> = groups.iter().map(|g| g[0]).collect();
     let template_points: Vec<PayloadPoint> = first_members.iter().map(|m| points[*m].clone()).collect();
-    let template_sites: Vec<PayloadSite> = first_members.iter().map(|m| placement::template_site(&sites[*m])).collect();
+    let template_sites: Vec<PayloadSite> =
+        first_members.iter().zip(&reads).map(|(m, read)| placement::template_site(&sites[*m], read)).collect();
     let constants: Vec<Vec<PointConstantArgument>> =
         groups.iter().map(|members| sharing::varying_constants(points, members)).collect();
     let grouping_time = started.elapsed();
@@ -1179,12 +1196,13 @@ fn compile_templates(
     let mut index_of: std::collections::HashMap<(usize, Vec<String>), usize> = std::collections::HashMap::new();
     let mut placed: Vec<(usize, usize, usize)> = Vec::new();
     for (position, (members, template)) in groups.iter().zip(&templates.payloads).enumerate() {
-        if !placement::renameable(template) {
+        let (template_site, read) = (&template_sites[position], &reads[position]);
+        if !placement::renameable(template, template_site, read) {
             rest.extend(members);
             continue;
         }
         for member in members {
-            let Some(renamed) = placement::rename(&template.code, &sites[*member]) else {
+            let Some(renamed) = placement::rename(&template.code, template_site, &sites[*member], read) else {
                 rest.push(*member);
                 continue;
             };
@@ -1202,6 +1220,8 @@ fn compile_templates(
     }
     let decoded = crate::preservation::decode_code(compiler.lifted, &distinct)?;
     let units = RegisterUnits::new(&compiler.lifted.isa);
+    let mut measures: std::collections::HashMap<usize, (usize, UnitSet, UnitSet)> = std::collections::HashMap::new();
+    let mut verdicts: std::collections::HashMap<(usize, UnitSet, Option<u16>), bool> = std::collections::HashMap::new();
     for (member, position, code) in placed {
         let template = &templates.payloads[position];
         let mut copy = CompiledPayload {
@@ -1214,8 +1234,20 @@ fn compile_templates(
             bytes: 0,
             ..template.clone()
         };
-        measure_and_check_one(compiler.lifted, &units, &mut copy, &decoded[code], &sites[member], true);
-        if copy.rejected.is_some() {
+        // The same code at the same live registers: the same verdict.
+        let site = &sites[member];
+        let (bytes, writes, touches) = *measures.entry(code).or_insert_with(|| {
+            let mut measured = copy.clone();
+            measure_and_check_one(compiler.lifted, &units, &mut measured, &decoded[code], site, false);
+            (measured.bytes, measured.writes, measured.touches)
+        });
+        let verdict = verdicts.entry((code, site.live, site.sva)).or_insert_with(|| {
+            let mut checked = copy.clone();
+            measure_and_check_one(compiler.lifted, &units, &mut checked, &decoded[code], site, true);
+            checked.rejected.is_none()
+        });
+        (copy.bytes, copy.writes, copy.touches) = (bytes, writes, touches);
+        if !*verdict {
             // The check refused this renaming: compiled as before.
             rest.push(member);
             continue;

@@ -1,9 +1,10 @@
-//! Compile once, place everywhere: points whose payload reads nothing of
-//! the application's registers (the counters' and the histogram's hooks
-//! take constants only) get one payload per hook shape, a *template*
-//! compiled against a site where nothing but the special registers is
-//! live, renamed for each point onto registers dead there. Every renamed
-//! copy is still checked on its machine code for the point's live
+//! Compile once, place everywhere: points get one payload per hook shape,
+//! a *template* compiled against a site where nothing is live but the
+//! special registers and the application registers its hooks read (the
+//! counters' and the histogram's hooks take constants only; the memory
+//! tracer's an address register pair), renamed for each point onto
+//! registers dead there, the registers read kept where they are. Every
+//! renamed copy is still checked on its machine code for the point's live
 //! registers, like any payload. LLVM's work then grows with the hook
 //! shapes, not with the register contexts; a point with no renaming (too
 //! few dead registers where it is) is compiled as before.
@@ -11,15 +12,11 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::stages::liveness::{RegisterFile, Unit, UnitSet};
+use crate::stages::lower_mir::physical::unit_of;
 use crate::stages::lower_mir::PayloadSite;
 use crate::stages::payload::{HookArgument, PayloadPoint};
 
 use super::CompiledPayload;
-
-/// Where a template keeps the SVA and the packed work-item ids: renamed
-/// to the point's own.
-pub const TEMPLATE_SVA: u16 = 0;
-pub const TEMPLATE_WORK_ITEM_IDS: u16 = 1;
 
 /// SGPRs a renamed payload may use: those GFX9 code addresses (s0-s101),
 /// but the payload calling convention's frame (s0-s3 scratch V#, s32 stack
@@ -29,16 +26,19 @@ const SGPR_LIMIT: u16 = 102;
 const RESERVED_SGPRS: [u16; 7] = [0, 1, 2, 3, 30, 31, 32];
 
 /// What must be equal for points to share a template: the calls (but for
-/// the values of integer constants, which become point constants), which
-/// kernel inputs are at hand (SVA, work-item ids, hidden-argument offsets,
-/// work-group bound) and which special registers are live (saving one
-/// costs code). `None`: the point cannot use a template (its hooks read
-/// application registers, or its site parks registers or has no SVA
-/// register where one is needed).
-pub fn template_key(point: &PayloadPoint, site: &PayloadSite) -> Option<String> {
+/// the values of integer constants and address offsets, which become point
+/// constants; registers read exactly), which kernel inputs are at hand
+/// (SVA, work-item ids, hidden-argument offsets, work-group bound) and
+/// which special registers are live (saving one costs code); and the
+/// application registers the hooks read, which every copy keeps where they
+/// are. `None`: the point cannot use a template (its site parks registers
+/// or has no SVA register where one is needed, or a hook reads a register
+/// no 32-bit unit names).
+pub fn template_key(point: &PayloadPoint, site: &PayloadSite) -> Option<(String, UnitSet)> {
     if site.parking.is_some() || site.unplaced.is_some() {
         return None;
     }
+    let mut read = UnitSet::EMPTY;
     let mut calls = Vec::with_capacity(point.calls.len());
     for call in &point.calls {
         let mut arguments = Vec::with_capacity(call.arguments.len());
@@ -46,14 +46,27 @@ pub fn template_key(point: &PayloadPoint, site: &PayloadSite) -> Option<String> 
             match argument {
                 HookArgument::Int(_) => arguments.push("int".to_string()),
                 HookArgument::Float(value) => arguments.push(format!("{value:?}")),
-                HookArgument::Register(_) | HookArgument::MemoryAddress { .. } => return None,
+                HookArgument::Register(register) => {
+                    read.insert(unit_of(*register).ok()?);
+                    arguments.push(register.to_string());
+                }
+                HookArgument::MemoryAddress { base, index, .. } => {
+                    // The base is a 64-bit pair.
+                    let low = unit_of(*base).ok()?;
+                    read.insert(low);
+                    read.insert(next_unit(low)?);
+                    if let Some(index) = index {
+                        read.insert(unit_of(*index).ok()?);
+                    }
+                    arguments.push(format!("{base}[64] + {index:?} + int"));
+                }
             }
         }
         calls.push(format!("{}({})", call.hook, arguments.join(", ")));
     }
     let specials: Vec<String> =
         site.live.iter().filter(|u| u.file() == RegisterFile::Special).map(|u| u.to_string()).collect();
-    Some(format!(
+    let key = format!(
         "{}|{}|{}|{:?}|{}|{}",
         calls.join(";"),
         site.sva.is_some(),
@@ -61,17 +74,35 @@ pub fn template_key(point: &PayloadPoint, site: &PayloadSite) -> Option<String> 
         site.hidden_arguments,
         site.max_flat_workgroup_size,
         specials.join(",")
-    ))
+    );
+    Some((key, read))
+}
+
+/// The register after `unit` in its file (the high half of a pair).
+fn next_unit(unit: Unit) -> Option<Unit> {
+    match unit.file() {
+        RegisterFile::Sgpr => Some(Unit::sgpr(unit.index() + 1)),
+        RegisterFile::Vgpr => Some(Unit::vgpr(unit.index() + 1)),
+        RegisterFile::Agpr => Some(Unit::agpr(unit.index() + 1)),
+        RegisterFile::Special => None,
+    }
 }
 
 /// The site a template is compiled for, from one of its points' sites:
-/// only the special registers live, the SVA and work-item ids (if the
-/// point has them) in [`TEMPLATE_SVA`] and [`TEMPLATE_WORK_ITEM_IDS`].
-pub fn template_site(site: &PayloadSite) -> PayloadSite {
+/// only the special registers and those its hooks read (`read`) live, the
+/// SVA and work-item ids (if the point has them) in the lowest VGPRs the
+/// hooks do not read.
+pub fn template_site(site: &PayloadSite, read: &UnitSet) -> PayloadSite {
+    let mut stand_ins = (0..256u16).filter(|v| !read.contains(Unit::vgpr(*v)));
+    let (sva_stand_in, ids_stand_in) = (stand_ins.next(), stand_ins.next());
+    let mut live = site.live.in_file(RegisterFile::Special);
+    for unit in read.iter() {
+        live.insert(unit);
+    }
     PayloadSite {
-        live: site.live.in_file(RegisterFile::Special),
-        sva: site.sva.map(|_| TEMPLATE_SVA),
-        work_item_ids: site.work_item_ids.map(|_| TEMPLATE_WORK_ITEM_IDS),
+        live,
+        sva: site.sva.and(sva_stand_in),
+        work_item_ids: site.work_item_ids.and(ids_stand_in),
         hidden_arguments: site.hidden_arguments.clone(),
         max_flat_workgroup_size: site.max_flat_workgroup_size,
         ..PayloadSite::default()
@@ -80,17 +111,17 @@ pub fn template_site(site: &PayloadSite) -> PayloadSite {
 
 /// Whether a compiled template can be renamed: no stack (its frame is
 /// the SVA's, set up per point), nothing written for the application, and
-/// no application register read (all it keeps is special or the SVA's and
-/// work-item ids' stand-ins).
-pub fn renameable(template: &CompiledPayload) -> bool {
-    let stand_ins = [Unit::vgpr(TEMPLATE_SVA), Unit::vgpr(TEMPLATE_WORK_ITEM_IDS)];
-    let only_specials = |set: &UnitSet| set.iter().all(|u| u.file() == RegisterFile::Special || stand_ins.contains(&u));
+/// no application register kept but those its hooks read (what it keeps is
+/// special, read, or the SVA's and work-item ids' stand-ins).
+pub fn renameable(template: &CompiledPayload, site: &PayloadSite, read: &UnitSet) -> bool {
+    let stand_ins: Vec<Unit> = site.sva.iter().chain(&site.work_item_ids).map(|v| Unit::vgpr(*v)).collect();
+    let allowed = |u: Unit| u.file() == RegisterFile::Special || stand_ins.contains(&u) || read.contains(u);
     template.rejected.is_none()
         && template.scratch_bytes == 0
         && template.spilled_vgprs == 0
         && template.written.is_empty()
-        && only_specials(&template.copied)
-        && only_specials(&template.pinned)
+        && template.copied.iter().all(allowed)
+        && template.pinned.iter().all(allowed)
 }
 
 /// A register a line of assembly names: where (bytes), its file, and its
@@ -201,16 +232,20 @@ fn runs(code: &[String]) -> Vec<Run> {
     runs
 }
 
-/// `code` (a template's, compiled for [`template_site`]) with its
-/// registers renamed onto registers dead at `site`: the SVA's and the
-/// work-item ids' stand-ins onto the site's, every other run onto the
-/// lowest dead registers below the site's limits that keep its alignment.
-/// `None` when the site has no room for some run.
-pub fn rename(code: &[String], site: &PayloadSite) -> Option<Vec<String>> {
+/// `code` (a template's, compiled for `template`, a [`template_site`])
+/// with its registers renamed onto registers dead at `site`: those the
+/// hooks read (`read`) kept, the SVA's and the work-item ids' stand-ins
+/// renamed to the site's own, every other run onto the lowest dead
+/// registers below the site's limits that keep its alignment. `None` when
+/// the site has no room for some run.
+pub fn rename(code: &[String], template: &PayloadSite, site: &PayloadSite, read: &UnitSet) -> Option<Vec<String>> {
     let mut taken: UnitSet = site.live;
-    let fixed: Vec<(u16, u16)> = [(TEMPLATE_SVA, site.sva), (TEMPLATE_WORK_ITEM_IDS, site.work_item_ids)]
+    for unit in read.iter() {
+        taken.insert(unit);
+    }
+    let fixed: Vec<(u16, u16)> = [(template.sva, site.sva), (template.work_item_ids, site.work_item_ids)]
         .into_iter()
-        .filter_map(|(stand_in, own)| own.map(|own| (stand_in, own)))
+        .filter_map(|(stand_in, own)| Some((stand_in?, own?)))
         .collect();
     for (_, own) in &fixed {
         taken.insert(Unit::vgpr(*own));
@@ -222,6 +257,23 @@ pub fn rename(code: &[String], site: &PayloadSite) -> Option<Vec<String>> {
     });
     let mut moved: HashMap<(RegisterFile, u16), u16> = HashMap::new();
     for run in &runs {
+        let (limit, unit): (u16, fn(u16) -> Unit) = match run.file {
+            RegisterFile::Sgpr => (SGPR_LIMIT, Unit::sgpr),
+            RegisterFile::Vgpr => (site.max_vgprs, Unit::vgpr),
+            RegisterFile::Agpr => (site.max_agprs, Unit::agpr),
+            RegisterFile::Special => return None,
+        };
+        // What the hooks read stays where it is, whole.
+        let read_here = (run.first..=run.last).filter(|i| read.contains(unit(*i))).count();
+        if read_here > 0 {
+            if read_here != usize::from(run.last - run.first + 1) {
+                return None;
+            }
+            for index in run.first..=run.last {
+                moved.insert((run.file, index), index);
+            }
+            continue;
+        }
         if run.file == RegisterFile::Vgpr {
             if let Some((_, own)) = fixed.iter().find(|(stand_in, _)| (run.first..=run.last).contains(stand_in)) {
                 // A stand-in is used alone, never inside a tuple.
@@ -232,12 +284,6 @@ pub fn rename(code: &[String], site: &PayloadSite) -> Option<Vec<String>> {
                 continue;
             }
         }
-        let (limit, unit): (u16, fn(u16) -> Unit) = match run.file {
-            RegisterFile::Sgpr => (SGPR_LIMIT, Unit::sgpr),
-            RegisterFile::Vgpr => (site.max_vgprs, Unit::vgpr),
-            RegisterFile::Agpr => (site.max_agprs, Unit::agpr),
-            RegisterFile::Special => return None,
-        };
         let length = run.last - run.first + 1;
         let reserved = |index: u16| run.file == RegisterFile::Sgpr && RESERVED_SGPRS.contains(&index);
         let usable = |index: u16| !taken.contains(unit(index)) && !reserved(index);
@@ -283,6 +329,30 @@ pub fn rename(code: &[String], site: &PayloadSite) -> Option<Vec<String>> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn registers_the_hooks_read_stay_and_the_stand_ins_avoid_them() {
+        let mut read = UnitSet::EMPTY;
+        read.insert(Unit::vgpr(0));
+        read.insert(Unit::vgpr(1));
+        let site = PayloadSite { sva: Some(30), max_vgprs: 64, ..PayloadSite::default() };
+        let template = template_site(&site, &read);
+        assert_eq!(template.sva, Some(2));
+        assert!(template.live.contains(Unit::vgpr(0)) && template.live.contains(Unit::vgpr(1)));
+        // The hook's address v[0:1] stays, the SVA stand-in v2 becomes v30,
+        // the template's own v3 the lowest dead VGPR.
+        let code = lines("v_readlane_b32 s4, v2, 3\nglobal_load_dword v3, v[0:1], off");
+        let mut at = site.clone();
+        at.live.insert(Unit::vgpr(0));
+        at.live.insert(Unit::vgpr(1));
+        assert_eq!(
+            rename(&code, &template, &at, &read).unwrap(),
+            lines("v_readlane_b32 s4, v30, 3\nglobal_load_dword v2, v[0:1], off")
+        );
+        // A tuple half read and half not cannot be renamed.
+        let half = lines("global_load_dwordx2 v[1:2], v[0:1], off");
+        assert_eq!(rename(&half, &template, &at, &read), None);
+    }
+
     fn lines(text: &str) -> Vec<String> {
         text.lines().map(str::to_string).collect()
     }
@@ -323,6 +393,7 @@ mod tests {
         let code = lines(
             "s_mov_b64 s[6:7], exec\nv_readlane_b32 s4, v0, 3\nv_mov_b32_e32 v2, s4\nglobal_atomic_add_x2 v[2:3], v[4:5], off",
         );
+        let template = PayloadSite { sva: Some(0), ..PayloadSite::default() };
         let mut site = PayloadSite { sva: Some(40), max_vgprs: 64, ..PayloadSite::default() };
         for sgpr in 0..10 {
             site.live.insert(Unit::sgpr(sgpr));
@@ -330,7 +401,7 @@ mod tests {
         for vgpr in 0..5 {
             site.live.insert(Unit::vgpr(vgpr));
         }
-        let renamed = rename(&code, &site).unwrap();
+        let renamed = rename(&code, &template, &site, &UnitSet::EMPTY).unwrap();
         assert_eq!(
             renamed,
             lines(
@@ -342,7 +413,7 @@ mod tests {
         for vgpr in 0..64 {
             site.live.insert(Unit::vgpr(vgpr));
         }
-        assert_eq!(rename(&code, &site), None);
+        assert_eq!(rename(&code, &template, &site, &UnitSet::EMPTY), None);
     }
 
     #[test]
@@ -352,6 +423,7 @@ mod tests {
         for sgpr in 4..30 {
             site.live.insert(Unit::sgpr(sgpr));
         }
-        assert_eq!(rename(&code, &site).unwrap(), lines("s_mov_b64 s[34:35], exec"));
+        let template = PayloadSite::default();
+        assert_eq!(rename(&code, &template, &site, &UnitSet::EMPTY).unwrap(), lines("s_mov_b64 s[34:35], exec"));
     }
 }
