@@ -768,33 +768,20 @@ fn finish_rejecting(
         Ok(assembly) => Ok(assembly),
         Err(CodegenError::Llc { step, message, kept }) => {
             let names: Vec<String> = module.functions.iter().map(|f| f.name.clone()).collect();
+            let again = |part: &lower_mir::MirModule, rejected: &mut Vec<(String, String)>| {
+                finish_rejecting(part, target, version, verify_each_pass, directory, keep_failed, rejected)
+            };
             // Out of registers in some functions: find them in one more
-            // run, leave them out, and compile the rest.
+            // run, leave them out, and compile the rest (if any).
             if names.len() > 1 && ran_out_of_registers(&message) {
                 let failing =
                     codegen::failing_functions(&module.print(), target, version, verify_each_pass, directory)?;
-                let all_out_of_registers = failing.iter().all(|(_, why)| ran_out_of_registers(why));
-                if failing.len() == names.len() && all_out_of_registers {
-                    let failed = |name: &String| failing.iter().any(|(f, _)| f == name);
-                    if names.iter().all(failed) {
-                        rejected.extend(failing);
-                        return Ok(String::new());
-                    }
-                }
-                if !failing.is_empty() && failing.len() < names.len() && all_out_of_registers {
+                let placed = !failing.is_empty()
+                    && failing.iter().all(|(name, why)| names.contains(name) && ran_out_of_registers(why));
+                if placed {
                     let rest = module.retain(|n| !failing.iter().any(|(f, _)| f == n));
-                    if rest.functions.len() + failing.len() == names.len() {
-                        rejected.extend(failing);
-                        return finish_rejecting(
-                            &rest,
-                            target,
-                            version,
-                            verify_each_pass,
-                            directory,
-                            keep_failed,
-                            rejected,
-                        );
-                    }
+                    rejected.extend(failing);
+                    return again(&rest, rejected);
                 }
             }
             if names.len() <= 1 {
@@ -809,16 +796,7 @@ fn finish_rejecting(
             let (left, right) = names.split_at(names.len() / 2);
             let mut halves = Vec::with_capacity(2);
             for half in [left, right] {
-                let part = module.retain(|n| half.iter().any(|h| h == n));
-                halves.push(finish_rejecting(
-                    &part,
-                    target,
-                    version,
-                    verify_each_pass,
-                    directory,
-                    keep_failed,
-                    rejected,
-                )?);
+                halves.push(again(&module.retain(|n| half.iter().any(|h| h == n)), rejected)?);
             }
             Ok(halves.join("\n"))
         }
@@ -1191,7 +1169,7 @@ fn compile_templates(
     let clock = std::time::Instant::now();
     // Each point's renaming of its template, checked as machine code: one
     // decoding per distinct renamed code (alike sites rename alike), one
-    // check per point (its own live registers).
+    // check per distinct code, live registers and SVA register.
     let mut distinct: Vec<Vec<String>> = Vec::new();
     let mut index_of: std::collections::HashMap<(usize, Vec<String>), usize> = std::collections::HashMap::new();
     let mut placed: Vec<(usize, usize, usize)> = Vec::new();
@@ -1206,18 +1184,15 @@ fn compile_templates(
                 rest.push(*member);
                 continue;
             };
-            let next = distinct.len();
-            let code = *index_of.entry((position, renamed)).or_insert(next);
-            if code == next {
-                distinct.push(Vec::new());
-            }
+            // Labels unique in the one assembly: each distinct code its own.
+            let code = *index_of.entry((position, renamed)).or_insert_with_key(|(position, renamed)| {
+                distinct.push(sharing::relabel(renamed, *position, distinct.len()));
+                distinct.len() - 1
+            });
             placed.push((*member, position, code));
         }
     }
-    // Labels unique in the one assembly: each distinct code its own.
-    for ((position, renamed), code) in index_of {
-        distinct[code] = sharing::relabel(&renamed, position, code);
-    }
+    drop(index_of);
     let decoded = crate::preservation::decode_code(compiler.lifted, &distinct)?;
     let units = RegisterUnits::new(&compiler.lifted.isa);
     let mut measures: std::collections::HashMap<usize, (usize, UnitSet, UnitSet)> = std::collections::HashMap::new();
