@@ -135,6 +135,10 @@ enum Command {
         /// point, would do (slower; for comparison).
         #[arg(long)]
         no_templates: bool,
+        /// Write the instrumented code as assembly for llvm-mc instead of laying it out as machine code (slower, the
+        /// same code; to compare, or to read the assembly `--dump-after emit` shows).
+        #[arg(long)]
+        emit_assembly: bool,
         /// Run LLVM's machine verifier after every codegen pass of the payloads, not only on the MIR llc reads (about
         /// twice as slow; for finding where LLVM goes wrong).
         #[arg(long)]
@@ -310,6 +314,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             linker,
             no_shared_payloads,
             no_templates,
+            emit_assembly,
             verify_each_pass,
             allow_partial,
             require_points,
@@ -343,6 +348,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 keep_originals,
                 progress: progress.shown(),
                 dump_after: dump_after.as_deref().and_then(gpuinstr::pipeline::Stage::from_key),
+                emit_code: if emit_assembly {
+                    gpuinstr::stages::emit::CodeForm::Text
+                } else {
+                    gpuinstr::stages::emit::CodeForm::Bytes
+                },
             };
             let registry = gpuinstr_intrinsics::Registry::with_builtins();
             let outcome = gpuinstr::instrument::instrument_file(

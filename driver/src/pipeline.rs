@@ -33,7 +33,7 @@ use crate::error::Error;
 use crate::plan::{hook_counts, Plan};
 use crate::progress::CodeObjectProgress;
 use crate::stages::emit::link::Linker;
-use crate::stages::emit::EmitOptions;
+use crate::stages::emit::{EmitOptions, CODE_FILE};
 use crate::stages::lift::LiftedCodeObject;
 use crate::stages::load::hidden_arguments::declare_launch_shape;
 use crate::stages::load::{CodeObject, LoadedInput};
@@ -320,6 +320,8 @@ fn emit(
     globals: &[String],
 ) -> Result<(Vec<u8>, String), InstrumentError> {
     let emit = EmitOptions {
+        code: options.emit_code,
+        listing: options.dump_after == Some(Stage::EmitAndLink),
         patch: Some(patch),
         keep_failed: options.payloads.keep_failed.clone(),
         keep_originals: options.keep_originals,
@@ -331,7 +333,12 @@ fn emit(
     if external {
         only_tool_globals_undefined(&bytes, globals)?;
     }
-    Ok((bytes, assembly.text))
+    // The dump: the assembly, then what its `.incbin` lines read, listed.
+    let mut text = assembly.text;
+    if let Some(listing) = assembly.listing {
+        text.push_str(&format!("\n; {CODE_FILE}, listed:{}", listing.replace('\n', "\n; ")));
+    }
+    Ok((bytes, text))
 }
 
 /// The one code object of an input a command works on: the only one, or the

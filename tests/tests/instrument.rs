@@ -896,3 +896,67 @@ fn tool_globals_keep_their_initial_values() {
     assert_eq!(device.memory.bytes(start, 4).unwrap(), 1001u32.to_le_bytes());
     assert_eq!(device.memory.read_u64(budget).unwrap(), 76);
 }
+
+/// Patched code laid out as machine code (the default) is the code llvm-mc
+/// makes of the same patch written as assembly (`--emit-assembly`): the
+/// same bytes in `.text` (payloads, branches resolved against the new
+/// layout, long jumps, pc-relative literals and the tool's globals through
+/// the GOT), the same site table and descriptors, with every example tool
+/// and with the originals kept beside the copies.
+#[test]
+fn machine_code_is_what_the_assembly_assembles_to() {
+    use gpuinstr::stages::emit::CodeForm;
+    use object::{Object, ObjectSection};
+    let dir = scratch();
+    let registry = Registry::with_builtins();
+    let adds = "\tv_add_u32_e32 v1, v1, v1\n".repeat(1_500);
+    let far = format!(
+        "\ts_cmp_eq_u32 s2, 0\n\ts_cbranch_scc1 .Lfar\n{adds}\ts_branch .Lend\n.Lfar:\n{adds}.Lend:\n\ts_endpgm\n"
+    );
+    let mut apps: Vec<(String, CodeObject)> = TEST_KERNELS
+        .iter()
+        .map(|k| {
+            (k.to_string(), load::load_for_target(&test_kernels(k), Some("gfx90a")).unwrap().code_objects.remove(0))
+        })
+        .collect();
+    apps.push(("far-branches".into(), kernel_from_assembly("gfx90a", &far, "")));
+    for example in ["instruction-counter", "memory-tracer", "branch-divergence", "kernel-arguments"] {
+        let tool = dir.path().join(format!("{example}.hsaco"));
+        run_ok(&mut tool_compile_command(Compiler::Clang, &self::example(example), "-O3", &tool));
+        let tool = load::load(&tool).unwrap().code_objects.remove(0);
+        let plan = Plan::load(&repo().join(format!("hook-sdk/examples/{example}/plan.toml"))).unwrap();
+        for (kernels, app) in &apps {
+            if plan.select(&lift(app).unwrap()).is_empty() {
+                continue;
+            }
+            for keep_originals in [false, true] {
+                let name = format!("{example}-{kernels}-{keep_originals}");
+                let outputs: Vec<Vec<u8>> = [CodeForm::Bytes, CodeForm::Text]
+                    .into_iter()
+                    .map(|emit_code| {
+                        let options = InstrumentOptions {
+                            grow_registers: RegisterGrowth::Always,
+                            keep_originals,
+                            emit_code,
+                            ..InstrumentOptions::default()
+                        };
+                        instrument_code_object(&tool, app, &plan, &registry, &options)
+                            .unwrap_or_else(|e| panic!("{name}: {e}"))
+                            .0
+                    })
+                    .collect();
+                let (laid_out, assembled) =
+                    (object::File::parse(&*outputs[0]).unwrap(), object::File::parse(&*outputs[1]).unwrap());
+                for section in [".text", ".rodata", ".gpuinstr.sites", ".gpuinstr.points"] {
+                    let contents =
+                        |file: &object::File| file.section_by_name(section).map(|s| s.data().unwrap().to_vec());
+                    assert!(contents(&laid_out) == contents(&assembled), "{name}: {section} differs");
+                }
+                if !keep_originals && kernels == "far-branches" {
+                    let output = CodeObject::parse(outputs[0].clone(), Vec::new()).unwrap();
+                    assert!(assert_verified(app, &output, &name).branches >= 2, "{name}: long jumps");
+                }
+            }
+        }
+    }
+}

@@ -223,3 +223,32 @@ fn code_object_versions_3_to_6_round_trip() {
         }
     }
 }
+
+/// A relocation naming no symbol (what LLVM 15's assembler writes for a
+/// `.reloc` whose symbol nothing else names, here written as such) is
+/// refused before linking: the linker would leave the literal as it is and
+/// the code would compute a wrong address.
+#[test]
+fn relocations_naming_no_symbol_are_refused() {
+    use gpuinstr::stages::emit::link::relocations_name_symbols;
+    let dir = scratch();
+    let assemble = |name: &str, declare: &str, target: &str| -> Vec<u8> {
+        let source = dir.path().join(format!("{name}.s"));
+        let object = dir.path().join(format!("{name}.o"));
+        let text = format!(
+            "\t.text\n{declare}\t.globl\tk\nk:\n\t.long\t0x800eff0e, 0\n\t.reloc\tk+4, R_AMDGPU_GOTPCREL32_LO, {target}\n"
+        );
+        std::fs::write(&source, text).unwrap();
+        run_ok(
+            gpuinstr::toolchain::llvm_tool("llvm-mc")
+                .args(["-triple=amdgcn-amd-amdhsa", "-mcpu=gfx90a", "-filetype=obj"])
+                .arg(&source)
+                .arg("-o")
+                .arg(&object),
+        );
+        std::fs::read(&object).unwrap()
+    };
+    let error = relocations_name_symbols(&assemble("nameless", "", "4")).unwrap_err().to_string();
+    assert!(error.contains("relocation naming no symbol (section .text, offset 0x4)"), "{error}");
+    relocations_name_symbols(&assemble("declared", "\t.globl\tCounter\n", "Counter+4")).expect("a symbol named");
+}

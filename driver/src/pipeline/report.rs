@@ -54,6 +54,9 @@ pub struct InstrumentOptions {
     pub progress: crate::progress::Progress,
     /// The stage whose text form the report carries (`--dump-after`).
     pub dump_after: Option<super::Stage>,
+    /// Patched code laid out as machine code (the default), or written as
+    /// assembly for llvm-mc (`--emit-assembly`: slower, the same code).
+    pub emit_code: crate::stages::emit::CodeForm,
 }
 
 impl Default for InstrumentOptions {
@@ -68,6 +71,7 @@ impl Default for InstrumentOptions {
             keep_originals: false,
             progress: Default::default(),
             dump_after: None,
+            emit_code: crate::stages::emit::CodeForm::Bytes,
         }
     }
 }

@@ -363,6 +363,9 @@ pub fn assemble(
         crate::toolchain::llvm_tool("llvm-mc")
             .args(mc_target_arguments(lifted))
             .arg("-filetype=obj")
+            // `.incbin` reads files next to the source.
+            .arg("-I")
+            .arg(directory)
             .arg(&source)
             .arg("-o")
             .arg(&object),

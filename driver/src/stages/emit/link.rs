@@ -34,6 +34,11 @@ pub enum EmitError {
     },
     #[error(transparent)]
     Assemble(#[from] AssembleError),
+    #[error(
+        "the assembled code has a relocation naming no symbol (section {section}, offset {offset:#x}); this is a \
+         gpuinstr defect: please report it"
+    )]
+    RelocationWithoutSymbol { section: String, offset: u64 },
     #[error("ld.lld failed: {0}")]
     Lld(String),
     #[error("{tool} did not finish in {seconds} s and was stopped ({})", crate::stages::codegen::kept_text(.kept))]
@@ -197,6 +202,23 @@ fn moved_code_is_whole_words(lifted: &LiftedCodeObject<'_>) -> Result<(), EmitEr
     Ok(())
 }
 
+/// Every relocation of the assembled code names a symbol: one naming
+/// none (symbol 0) would leave a literal for the linker to fill with
+/// nothing, and the code would compute a wrong address.
+pub fn relocations_name_symbols(relocatable: &[u8]) -> Result<(), EmitError> {
+    use object::{Object, ObjectSection, RelocationTarget, SymbolIndex};
+    let Ok(file) = object::File::parse(relocatable) else { return Ok(()) };
+    for section in file.sections() {
+        for (offset, relocation) in section.relocations() {
+            if matches!(relocation.target(), RelocationTarget::Absolute | RelocationTarget::Symbol(SymbolIndex(0))) {
+                let section = section.name().unwrap_or("?").to_string();
+                return Err(EmitError::RelocationWithoutSymbol { section, offset });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Emits, assembles and links; the executable code object's bytes.
 pub fn build(
     lifted: &LiftedCodeObject<'_>,
@@ -211,7 +233,11 @@ pub fn build(
     reproduced_sections_have_ordinary_names(lifted)?;
     let directory = tempfile::Builder::new().prefix("gpuinstr-emit-").tempdir()?;
     let assembly = lifted.emit_assembly(options);
+    if !assembly.code.is_empty() {
+        std::fs::write(directory.path().join(super::CODE_FILE), &assembly.code)?;
+    }
     let relocatable = assemble(lifted, &assembly.text, directory.path(), options.keep_failed.as_deref())?;
+    relocations_name_symbols(&relocatable)?;
     let executable = link(&relocatable, &lifted.isa_name(), linker, directory.path())?;
     Ok((executable, assembly))
 }

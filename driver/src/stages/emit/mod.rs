@@ -6,6 +6,7 @@
 
 pub mod container;
 pub mod link;
+pub mod machine_code;
 pub mod metadata_yaml;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -32,11 +33,32 @@ pub struct EmitNotes {
     pub raw_descriptors: Vec<(String, Vec<String>)>,
     /// Sections not reproduced.
     pub skipped_sections: Vec<String>,
+    /// Why patched code was written as assembly rather than laid out as
+    /// machine code ([`CodeForm::Bytes`]; slower, the same bytes).
+    pub code_as_assembly: Option<String>,
+}
+
+/// How instructions whose encoding is known are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CodeForm {
+    /// As assembly wherever llvm-mc makes exactly the original bytes of it
+    /// (round trips: the text is what they check).
+    #[default]
+    Text,
+    /// As their bytes: patched functions laid out as machine code here
+    /// (one `.incbin` of [`CODE_FILE`] and a `.reloc` per reference the
+    /// linker resolves, [`machine_code`]), anything else as `.long` words
+    /// with the opcode or payload text in a comment. llvm-mc reads words
+    /// several times faster than instructions and an `.incbin` at once,
+    /// and no application instruction can come out encoded differently.
+    Bytes,
 }
 
 /// Emission choices.
 #[derive(Clone, Debug, Default)]
 pub struct EmitOptions {
+    /// Instructions as assembly or as bytes.
+    pub code: CodeForm,
     /// Addresses of instructions to write as bytes whatever the text
     /// would assemble to (found by a previous attempt).
     pub force_bytes: HashSet<u64>,
@@ -44,6 +66,9 @@ pub struct EmitOptions {
     pub patch: Option<Patch>,
     /// Where to keep the assembly when llvm-mc rejects it; None: nowhere.
     pub keep_failed: Option<std::path::PathBuf>,
+    /// With the machine code laid out: a listing of it (offset, bytes,
+    /// text) in [`Assembly::listing`] (`--dump-after emit`).
+    pub listing: bool,
     /// With a patch: keep every function and kernel as it is (its code
     /// emitted unpatched, its descriptor and metadata the original's) and
     /// add the patched ones as copies named with [`INSTRUMENTED_SUFFIX`]
@@ -52,10 +77,30 @@ pub struct EmitOptions {
     pub keep_originals: bool,
 }
 
+/// The file next to the assembly its `.incbin` lines read (llvm-mc runs
+/// with the directory holding both on its include path).
+pub const CODE_FILE: &str = "gpuinstr-code.bin";
+
 /// The assembly and what was special about it.
 pub struct Assembly {
     pub text: String,
+    /// The contents of [`CODE_FILE`] (empty: the text does not read it).
+    pub code: Vec<u8>,
+    /// The code's listing, when asked for.
+    pub listing: Option<String>,
     pub notes: EmitNotes,
+}
+
+/// Bytes as little-endian 32-bit words (`0xbf800004 0x00000000`).
+fn hex_words(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    for (i, word) in bytes.chunks(4).enumerate() {
+        let mut padded = [0u8; 4];
+        padded[..word.len()].copy_from_slice(word);
+        let separator = if i == 0 { "" } else { " " };
+        write!(out, "{separator}{:#010x}", u32::from_le_bytes(padded)).unwrap();
+    }
+    out
 }
 
 fn quoted(name: &str) -> String {
@@ -111,6 +156,35 @@ fn emit_bytes(out: &mut String, bytes: &[u8]) {
         writeln!(out, "\t.byte\t{}", byte_list(&bytes[index..end])).unwrap();
         index = end;
     }
+}
+
+/// One instruction's bytes as `.long` words (a tail that is not a whole
+/// word as `.byte`), followed by a comment saying what they are.
+fn emit_words(out: &mut String, bytes: &[u8], comment: &str) {
+    let words = bytes.chunks_exact(4);
+    let tail = words.remainder();
+    let mut directive = "\t.long\t";
+    for word in words {
+        write!(out, "{directive}{:#010x}", u32::from_le_bytes(word.try_into().expect("four bytes"))).unwrap();
+        directive = ", ";
+    }
+    if !tail.is_empty() {
+        let separator = if directive == ", " { "\n" } else { "" };
+        write!(out, "{separator}\t.byte\t{}", byte_list(tail)).unwrap();
+    }
+    writeln!(out, "\t; {comment}").unwrap();
+}
+
+/// The encoding of every distinct payload line the in-process assembler
+/// encodes on its own (one instruction, no fixup: nothing that depends on
+/// where it lands), assembled in one batch.
+fn payload_encodings<'p>(lifted: &LiftedCodeObject<'_>, patch: &'p Patch) -> HashMap<&'p str, Vec<u8>> {
+    let mut distinct: Vec<&str> =
+        patch.before.values().flatten().map(String::as_str).filter(|line| !line.ends_with(':')).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let encoded = lifted.isa.mc.assemble(&distinct);
+    distinct.into_iter().zip(encoded).filter_map(|(line, bytes)| Some((line, bytes?))).collect()
 }
 
 fn section_header(out: &mut String, section: &Section) {
@@ -197,8 +271,12 @@ impl LiftedCodeObject<'_> {
             if options.force_bytes.contains(&instruction.address) {
                 continue;
             }
+            let symbolic = crate::stages::lift::print::is_symbolic(instruction);
+            if options.code == CodeForm::Bytes && !symbolic {
+                continue; // written as its bytes
+            }
             let Some(text) = self.asm_instruction(instruction, names, &data_name) else { continue };
-            if crate::stages::lift::print::is_symbolic(instruction) {
+            if symbolic {
                 texts.insert(instruction.address, text);
             } else {
                 plain.push((instruction.address, text, &instruction.bytes));
@@ -214,20 +292,8 @@ impl LiftedCodeObject<'_> {
         texts
     }
 
-    /// `function`'s code: as it is (no `patch`), or patched and moved, under
-    /// its name followed by `suffix`.
-    #[allow(clippy::too_many_arguments)]
-    fn emit_function(
-        &self,
-        out: &mut String,
-        function: &Function,
-        names: &AsmNames,
-        texts: &HashMap<u64, String>,
-        patch: Option<&Patch>,
-        suffix: &str,
-        options: &EmitOptions,
-        notes: &mut EmitNotes,
-    ) {
+    /// The symbol `function` is defined by, named with `suffix`.
+    fn function_symbol(&self, function: &Function, suffix: &str) -> Symbol {
         let mut symbol = self
             .code_object
             .symbols
@@ -245,6 +311,45 @@ impl LiftedCodeObject<'_> {
                 dynamic: false,
             });
         symbol.name.push_str(suffix);
+        symbol
+    }
+
+    /// A patched function laid out as machine code: its symbol, its bytes
+    /// read from [`CODE_FILE`], its relocations.
+    fn emit_machine_code(&self, out: &mut String, code: &machine_code::FunctionCode, suffix: &str) {
+        let function = &self.functions[code.function];
+        let symbol = self.function_symbol(function, suffix);
+        let name = quoted(&symbol.name);
+        writeln!(out, "\n\t.p2align\t{}", if function.is_kernel() { 8 } else { 2 }).unwrap();
+        symbol_header(out, &symbol);
+        let label = machine_code::code_label(code.function, suffix);
+        writeln!(out, "{label}:").unwrap();
+        if code.length > 0 {
+            writeln!(out, "\t.incbin\t\"{CODE_FILE}\", {}, {}", code.start, code.length).unwrap();
+        }
+        for relocation in &code.relocations {
+            writeln!(out, "\t.reloc\t{label}+{}, {}, {}", relocation.offset, relocation.kind, relocation.target)
+                .unwrap();
+        }
+        writeln!(out, "\t.size\t{name}, .-{name}").unwrap();
+    }
+
+    /// `function`'s code: as it is (no `patch`), or patched and moved, under
+    /// its name followed by `suffix`.
+    #[allow(clippy::too_many_arguments)]
+    fn emit_function(
+        &self,
+        out: &mut String,
+        function: &Function,
+        names: &AsmNames,
+        texts: &HashMap<u64, String>,
+        encodings: &HashMap<&str, Vec<u8>>,
+        patch: Option<&Patch>,
+        suffix: &str,
+        options: &EmitOptions,
+        notes: &mut EmitNotes,
+    ) {
+        let symbol = self.function_symbol(function, suffix);
         writeln!(out).unwrap();
         if patch.is_some() {
             // Code moves: kernels must start 256-byte aligned, and sizes
@@ -265,6 +370,8 @@ impl LiftedCodeObject<'_> {
                     for line in lines {
                         if line.ends_with(':') {
                             writeln!(out, "{line}").unwrap();
+                        } else if let Some(bytes) = encodings.get(line.as_str()) {
+                            emit_words(out, bytes, line);
                         } else {
                             writeln!(out, "\t{line}").unwrap();
                         }
@@ -291,6 +398,9 @@ impl LiftedCodeObject<'_> {
                 }
                 match texts.get(&instruction.address) {
                     Some(text) => writeln!(out, "\t{text}").unwrap(),
+                    None if options.code == CodeForm::Bytes && instruction.decoded => {
+                        emit_words(out, &instruction.bytes, self.isa.opcode_name(instruction.raw.opcode))
+                    }
                     None => {
                         let reason = if !instruction.decoded {
                             "undecodable"
@@ -452,6 +562,44 @@ impl LiftedCodeObject<'_> {
 
         let names = AsmNames::new(self);
         let texts = self.instruction_texts(&names, options);
+        // Patched code as machine code where it can be laid out here, else
+        // payload lines as words.
+        let suffix = if originals { INSTRUMENTED_SUFFIX } else { "" };
+        let mut laid_out = None;
+        let mut encodings = HashMap::new();
+        if let (Some(patch), CodeForm::Bytes) = (patch, options.code) {
+            let executable: Vec<usize> = (0..self.functions.len())
+                .filter(|f| {
+                    let address = self.functions[*f].address;
+                    code_object.sections.iter().any(|s| s.loadable && s.executable() && s.contains(address))
+                })
+                .collect();
+            match self.machine_code(&executable, patch, suffix, options.listing) {
+                Ok(code) => {
+                    // A symbol only a `.reloc` names is not entered in the
+                    // object's symbol table (its relocations would name
+                    // symbol 0): declared global here, as the tool's globals
+                    // are, in the order the code refers to them (the order
+                    // an assembler reading instructions enters them, which
+                    // the linker's GOT follows).
+                    for symbol in &code.payload_symbols {
+                        let defined = patch.appended.contains(&format!("\n{symbol}:"));
+                        if !defined || patch.appended.contains(&format!("\t.globl\t{symbol}\n")) {
+                            writeln!(out, "\t.globl\t{symbol}").unwrap();
+                        }
+                    }
+                    laid_out = Some(code)
+                }
+                Err(machine_code::Unplaceable(why)) => {
+                    notes.code_as_assembly = Some(why);
+                    encodings = payload_encodings(self, patch);
+                }
+            }
+        }
+        let code_of: HashMap<usize, &machine_code::FunctionCode> =
+            laid_out.iter().flat_map(|c| &c.functions).map(|f| (f.function, f)).collect();
+        let indices: HashMap<u64, usize> = self.functions.iter().enumerate().map(|(i, f)| (f.address, i)).collect();
+        let index_of = |function: &Function| indices[&function.address];
         // Local labels for pc-relative targets no symbol covers.
         let mut data_labels: BTreeSet<u64> = BTreeSet::new();
         for function in &self.functions {
@@ -496,16 +644,38 @@ impl LiftedCodeObject<'_> {
                     if in_place.is_none() {
                         bytes_between(&mut out, cursor, function.address);
                     }
-                    self.emit_function(&mut out, function, &names, &texts, in_place, "", options, &mut notes);
+                    match code_of.get(&index_of(function)).filter(|_| in_place.is_some()) {
+                        Some(code) => self.emit_machine_code(&mut out, code, ""),
+                        None => self.emit_function(
+                            &mut out, function, &names, &texts, &encodings, in_place, "", options, &mut notes,
+                        ),
+                    }
                     cursor = function.end();
                 }
                 if let (true, Some(patch)) = (originals, patch) {
                     bytes_between(&mut out, cursor, section.address + section.size);
                     cursor = section.address + section.size;
+                    if laid_out.is_some() {
+                        for function in self.functions.iter().filter(|f| section.contains(f.address)) {
+                            self.emit_machine_code(&mut out, code_of[&index_of(function)], INSTRUMENTED_SUFFIX);
+                        }
+                        continue;
+                    }
                     let (copy_names, copy_texts) = self.copy_names(&names, &texts);
                     for function in self.functions.iter().filter(|f| section.contains(f.address)) {
                         let (names, texts, suffix) = (&copy_names, &copy_texts, INSTRUMENTED_SUFFIX);
-                        self.emit_function(&mut out, function, names, texts, Some(patch), suffix, options, &mut notes);
+                        let encodings = &encodings;
+                        self.emit_function(
+                            &mut out,
+                            function,
+                            names,
+                            texts,
+                            encodings,
+                            Some(patch),
+                            suffix,
+                            options,
+                            &mut notes,
+                        );
                     }
                 }
             } else {
@@ -542,16 +712,59 @@ impl LiftedCodeObject<'_> {
                 out.push_str("\n\t.section\t.rodata,\"a\",@progbits\n");
                 out.push_str(&copy_descriptors);
             }
-            out.push_str(&site_table(patch));
+            let sites = match &laid_out {
+                Some(code) => code
+                    .functions
+                    .iter()
+                    .flat_map(|f| {
+                        let label = machine_code::code_label(f.function, suffix);
+                        f.sites.iter().map(move |(site, begin, end)| {
+                            (*site, format!("{label}+{begin}"), format!("{label}+{end}"))
+                        })
+                    })
+                    .collect(),
+                None => patch
+                    .before
+                    .iter()
+                    .filter(|(_, lines)| !lines.is_empty())
+                    .map(|(site, _)| {
+                        (*site, format!(".Lgpuinstr_site_{site:x}_begin"), format!(".Lgpuinstr_site_{site:x}_end"))
+                    })
+                    .collect(),
+            };
+            out.push_str(&site_table(sites));
+            // Each point's instruction as assembly: the emitted text, or
+            // (written as bytes) printed for the table.
+            let at_points: HashSet<u64> = patch.points.iter().map(|p| p.address).collect();
+            let printed: HashMap<u64, String> = self
+                .functions
+                .iter()
+                .flat_map(|f| f.instructions())
+                .filter(|i| at_points.contains(&i.address) && !texts.contains_key(&i.address))
+                .filter_map(|i| Some((i.address, self.asm_instruction(i, &names, &|a| self.data_reference(a))?)))
+                .collect();
             let points: Vec<_> = patch
                 .points
                 .iter()
                 .map(|point| {
-                    let text = texts.get(&point.address).map_or(point.text.clone(), |t| t.trim().to_string());
+                    let text = texts.get(&point.address).or(printed.get(&point.address));
+                    let text = text.map_or(point.text.clone(), |t| t.trim().to_string());
                     crate::stages::load::instrumented::PointEntry { text, ..point.clone() }
                 })
                 .collect();
-            out.push_str(&crate::stages::load::instrumented::point_table_assembly(&points));
+            match laid_out.as_mut() {
+                // Data with no relocation: read with the code.
+                Some(code) => {
+                    let table = crate::stages::load::instrumented::point_table_bytes(&points);
+                    if !table.is_empty() {
+                        let section = crate::stages::load::instrumented::POINT_TABLE;
+                        writeln!(out, "\n\t.section\t{section},\"\",@progbits\n\t.p2align\t3").unwrap();
+                        writeln!(out, "\t.incbin\t\"{CODE_FILE}\", {}, {}", code.blob.len(), table.len()).unwrap();
+                        code.blob.extend_from_slice(&table);
+                    }
+                }
+                None => out.push_str(&crate::stages::load::instrumented::point_table_assembly(&points)),
+            }
             out.push_str(&crate::stages::load::instrumented::partial_table_assembly(&patch.partial));
         }
         out.push('\n');
@@ -562,7 +775,8 @@ impl LiftedCodeObject<'_> {
             None => &code_object.metadata.document,
         };
         out.push_str(&metadata_yaml::amdgpu_metadata_block(metadata));
-        Assembly { text: out, notes }
+        let (code, listing) = laid_out.map_or((Vec::new(), None), |c| (c.blob, c.listing));
+        Assembly { text: out, code, listing, notes }
     }
 }
 
@@ -606,15 +820,14 @@ fn with_copies(original: &rmpv::Value, patched: &rmpv::Value) -> rmpv::Value {
 /// that got inserted code, `(original address, first byte, end)` as three
 /// little-endian u64, in original address order. Tools map a site back to
 /// the application's code with it; `verify` reads the inserted regions from it.
-fn site_table(patch: &Patch) -> String {
-    let mut sites: Vec<u64> = patch.before.iter().filter(|(_, lines)| !lines.is_empty()).map(|(a, _)| *a).collect();
+fn site_table(mut sites: Vec<(u64, String, String)>) -> String {
     if sites.is_empty() {
         return String::new();
     }
-    sites.sort_unstable();
+    sites.sort_unstable_by_key(|(site, _, _)| *site);
     let mut out = format!("\n\t.section\t{SITE_TABLE},\"\",@progbits\n\t.p2align\t3\n");
-    for site in sites {
-        writeln!(out, "\t.quad\t{site:#x}, .Lgpuinstr_site_{site:x}_begin, .Lgpuinstr_site_{site:x}_end").unwrap();
+    for (site, begin, end) in sites {
+        writeln!(out, "\t.quad\t{site:#x}, {begin}, {end}").unwrap();
     }
     out
 }

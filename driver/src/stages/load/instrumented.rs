@@ -299,41 +299,51 @@ fn parse_points(bytes: &[u8]) -> Result<Vec<PointEntry>, TableError> {
         .collect()
 }
 
-/// The point table as assembly, for the emit stage (strings shared in the pool).
-pub fn point_table_assembly(points: &[PointEntry]) -> String {
+/// The point table's contents (strings shared in the pool), for the emit
+/// stage: the section's bytes, aligned to 8.
+pub fn point_table_bytes(points: &[PointEntry]) -> Vec<u8> {
     use std::collections::HashMap;
-    use std::fmt::Write;
     if points.is_empty() {
-        return String::new();
+        return Vec::new();
     }
-    let mut pool: Vec<String> = Vec::new();
-    let mut offsets: HashMap<String, u32> = HashMap::new();
-    let mut size = 0u32;
-    let mut offset_of = |text: &str| -> u32 {
-        *offsets.entry(text.to_string()).or_insert_with(|| {
-            let at = size;
-            size += text.len() as u32 + 1;
-            pool.push(text.to_string());
+    fn pooled<'p>(pool: &mut Vec<u8>, offsets: &mut HashMap<&'p str, u32>, text: &'p str) -> u32 {
+        *offsets.entry(text).or_insert_with(|| {
+            let at = pool.len() as u32;
+            pool.extend_from_slice(text.as_bytes());
+            pool.push(0);
             at
         })
-    };
-    let entries: Vec<(u64, u32, [u32; 4], u32)> = points
-        .iter()
-        .map(|p| {
-            let strings = [&p.function, &p.opcode_name, &p.text, &p.location];
-            let flags = if p.left_out { POINT_LEFT_OUT } else { 0 };
-            (p.address, p.opcode, strings.map(|s| offset_of(s)), flags)
-        })
-        .collect();
-    let mut out = format!("\n\t.section\t{POINT_TABLE},\"\",@progbits\n\t.p2align\t3\n");
-    writeln!(out, "\t.long\t{}, {}", points.len(), 8 + POINT_ENTRY_SIZE * points.len()).unwrap();
-    for (address, opcode, [function, name, text, location], flags) in entries {
-        writeln!(out, "\t.quad\t{address:#x}\n\t.long\t{opcode}, {function}, {name}, {text}, {location}, {flags}")
-            .unwrap();
     }
-    for text in pool {
-        let bytes: Vec<String> = text.bytes().chain([0]).map(|b| b.to_string()).collect();
-        writeln!(out, "\t.byte\t{}", bytes.join(", ")).unwrap();
+    let mut pool: Vec<u8> = Vec::new();
+    let mut offsets: HashMap<&str, u32> = HashMap::new();
+    let mut offset_of = |text| pooled(&mut pool, &mut offsets, text);
+    let mut out = Vec::with_capacity(8 + POINT_ENTRY_SIZE * points.len());
+    out.extend_from_slice(&(points.len() as u32).to_le_bytes());
+    out.extend_from_slice(&((8 + POINT_ENTRY_SIZE * points.len()) as u32).to_le_bytes());
+    for point in points {
+        out.extend_from_slice(&point.address.to_le_bytes());
+        let strings = [&point.function, &point.opcode_name, &point.text, &point.location];
+        let flags = if point.left_out { POINT_LEFT_OUT } else { 0 };
+        let fields = [point.opcode, offset_of(strings[0]), offset_of(strings[1]), offset_of(strings[2])];
+        for field in fields.into_iter().chain([offset_of(strings[3]), flags]) {
+            out.extend_from_slice(&field.to_le_bytes());
+        }
+    }
+    out.extend_from_slice(&pool);
+    out
+}
+
+/// The point table as assembly, for the emit stage.
+pub fn point_table_assembly(points: &[PointEntry]) -> String {
+    use std::fmt::Write;
+    let bytes = point_table_bytes(points);
+    if bytes.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("\n\t.section\t{POINT_TABLE},\"\",@progbits\n\t.p2align\t3\n");
+    for line in bytes.chunks(32) {
+        let words: Vec<String> = line.iter().map(|b| b.to_string()).collect();
+        writeln!(out, "\t.byte\t{}", words.join(", ")).unwrap();
     }
     out
 }
@@ -394,31 +404,20 @@ mod tests {
                 left_out: true,
             },
         ];
-        // The bytes llvm-mc makes of point_table_assembly's directives.
-        let assembly = point_table_assembly(&points);
-        let mut bytes = Vec::new();
-        for line in assembly
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with(".section") && !l.starts_with(".p2align"))
-        {
-            let (directive, values) = line.split_once('\t').unwrap();
-            for value in values.split(", ") {
-                let value = match value.strip_prefix("0x") {
-                    Some(hex) => u64::from_str_radix(hex, 16).unwrap(),
-                    None => value.parse().unwrap(),
-                };
-                match directive {
-                    ".quad" => bytes.extend(value.to_le_bytes()),
-                    ".long" => bytes.extend((value as u32).to_le_bytes()),
-                    ".byte" => bytes.push(value as u8),
-                    other => panic!("{other}"),
-                }
-            }
-        }
+        let bytes = point_table_bytes(&points);
         assert_eq!(parse_points(&bytes).unwrap(), points);
-        // Shared strings are in the pool once (the empty location too).
-        assert_eq!(assembly.matches(".byte").count(), 6);
+        // Shared strings are in the pool once (the empty location too):
+        // "_Z3addPfi", the opcode name, two texts, one location, "".
+        let pool = &bytes[8 + 2 * POINT_ENTRY_SIZE..];
+        assert_eq!(pool.iter().filter(|b| **b == 0).count(), 6);
+        // The assembly says the same bytes.
+        let assembly = point_table_assembly(&points);
+        let said: Vec<u8> = assembly
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix(".byte\t"))
+            .flat_map(|values| values.split(", ").map(|v| v.parse::<u8>().unwrap()))
+            .collect();
+        assert_eq!(said, bytes);
         assert!(parse_points(&bytes[..20]).is_err());
     }
 
