@@ -45,15 +45,16 @@ pub struct Violation {
 }
 
 /// Assembles instruction lists (one per payload) and decodes them back.
-pub fn decode_code(
+pub fn decode_code<L: AsRef<str>>(
     lifted: &LiftedCodeObject<'_>,
-    functions: &[Vec<String>],
+    functions: &[Vec<L>],
 ) -> Result<Vec<Vec<Instruction>>, PreservationError> {
     let target = &lifted.code_object.target;
     let mut text = format!("\t.amdgcn_target \"amdgcn-amd-amdhsa--{target}\"\n\t.text\n");
     for (index, code) in functions.iter().enumerate() {
         text.push_str(&format!("\t.globl checked{index}\n\t.type checked{index},@function\nchecked{index}:\n"));
         for line in code {
+            let line = line.as_ref();
             text.push_str(&format!("{}{line}\n", if line.ends_with(':') { "" } else { "\t" }));
         }
         text.push_str(&format!("\t.size checked{index}, .-checked{index}\n"));

@@ -75,7 +75,7 @@ fn options_for(function: usize) -> PayloadOptions {
 
 /// Every payload keeps every live register: proven on its machine code.
 fn assert_preserves(lifted: &LiftedCodeObject<'_>, compiled: &CompiledPayloads, sites: &[PayloadSite]) {
-    let codes: Vec<Vec<String>> = compiled.payloads.iter().map(|p| p.code.clone()).collect();
+    let codes: Vec<Vec<_>> = compiled.payloads.iter().map(|p| p.code.clone()).collect();
     let decoded = decode_code(lifted, &codes).unwrap();
     let units = RegisterUnits::new(&lifted.isa);
     for ((payload, code), site) in compiled.payloads.iter().zip(&decoded).zip(sites) {
@@ -152,7 +152,7 @@ fn every_stage_of_small_hooks() {
     assert!(stack.code.iter().any(|l| l.contains("buffer_store_dword") && l.contains("s[0:3], s32")));
     // readReg + writeReg of s6: one add, in place.
     assert!(write.copied.contains(Unit::sgpr(6)));
-    assert!(write.code.contains(&"s_add_i32 s6, s6, 1".to_string()), "{:?}", write.code);
+    assert!(write.code.iter().any(|l| &**l == "s_add_i32 s6, s6, 1"), "{:?}", write.code);
 }
 
 /// `implicitArgPtr` is the kernarg pointer (SVA lanes 17-18) plus the
@@ -207,7 +207,7 @@ fn frame_registers_are_read_from_their_save_lanes() {
         assert!(payload.rejected.is_none(), "{hook}: {:?}", payload.rejected);
         let save = format!("v_writelane_b32 v{SVA}, s{sgpr}, {lane}");
         let read = format!("v{SVA}, {lane}");
-        let saved_at = payload.code.iter().position(|l| *l == save).unwrap_or_else(|| panic!("{hook}: no `{save}`"));
+        let saved_at = payload.code.iter().position(|l| **l == *save).unwrap_or_else(|| panic!("{hook}: no `{save}`"));
         let read_at = payload
             .code
             .iter()
@@ -370,7 +370,7 @@ fn payloads_never_clobber_generated_live_sets() {
 
     // Not vacuous: in dense cases payloads do write live registers (and put
     // them back), which is what the check is for.
-    let codes: Vec<Vec<String>> = compiled.payloads.iter().map(|p| p.code.clone()).collect();
+    let codes: Vec<Vec<_>> = compiled.payloads.iter().map(|p| p.code.clone()).collect();
     let decoded = decode_code(&lifted, &codes).unwrap();
     let units = RegisterUnits::new(&lifted.isa);
     let restored = decoded

@@ -273,7 +273,7 @@ impl LiftedCodeObject<'_> {
             .flatten()
         });
         let relaxed_lines: Vec<String> = relaxed_lines.collect();
-        let payload_lines = patch.before.values().flatten().map(String::as_str);
+        let payload_lines = patch.before.values().flatten().map(|line| &**line);
         let encoder = Encoder::new(self, payload_lines.chain(relaxed_lines.iter().map(String::as_str)))?;
 
         let mut code =
@@ -282,11 +282,20 @@ impl LiftedCodeObject<'_> {
         // New offsets of each function's instructions, for references
         // between functions.
         let mut placed: HashMap<u64, (usize, usize)> = HashMap::new();
+        let mut by_pointer: HashMap<usize, &Line> = HashMap::new();
         let mut pending_all: Vec<Vec<Pending>> = Vec::new();
         for &index in functions {
             let function = &self.functions[index];
-            let (function_code, pending) =
-                self.lay_out(index, function, patch, &encoder, &mut code.blob, entries.as_mut(), &mut placed)?;
+            let (function_code, pending) = self.lay_out(
+                index,
+                function,
+                patch,
+                &encoder,
+                &mut code.blob,
+                entries.as_mut(),
+                &mut placed,
+                &mut by_pointer,
+            )?;
             code.functions.push(function_code);
             pending_all.push(pending);
         }
@@ -332,15 +341,16 @@ impl LiftedCodeObject<'_> {
 
     /// One function's code appended to `blob`.
     #[allow(clippy::too_many_arguments)]
-    fn lay_out(
+    fn lay_out<'e>(
         &self,
         index: usize,
         function: &Function,
         patch: &Patch,
-        encoder: &Encoder,
+        encoder: &'e Encoder,
         blob: &mut Vec<u8>,
         mut listing: Option<&mut Vec<Listed>>,
         placed: &mut HashMap<u64, (usize, usize)>,
+        by_pointer: &mut HashMap<usize, &'e Line>,
     ) -> Result<(FunctionCode, Vec<Pending>), Unplaceable> {
         let start = blob.len();
         let mut out = FunctionCode {
@@ -376,22 +386,27 @@ impl LiftedCodeObject<'_> {
                 for line in lines {
                     if let Some(label) = line.strip_suffix(':') {
                         labels.push((label, blob.len() - start));
-                        put(blob, &[], &|| line.clone());
+                        put(blob, &[], &|| line.to_string());
                         continue;
                     }
-                    match encoder.line(line) {
+                    // Lines are shared between points: found by address
+                    // once one of their copies was found by text.
+                    let encoded = *by_pointer
+                        .entry(std::sync::Arc::as_ptr(line) as *const u8 as usize)
+                        .or_insert_with(|| encoder.line(line));
+                    match encoded {
                         Line::Bytes(bytes) => {
-                            put(blob, bytes, &|| line.clone());
+                            put(blob, bytes, &|| line.to_string());
                         }
                         Line::Branch { bytes, label } => {
-                            let at = put(blob, bytes, &|| line.clone());
+                            let at = put(blob, bytes, &|| line.to_string());
                             branches.push((at, label));
                         }
                         Line::Relocated { bytes, at, kind, symbol, target } => {
                             if !out.symbols.contains(symbol) {
                                 out.symbols.push(symbol.clone());
                             }
-                            let offset = put(blob, bytes, &|| line.clone());
+                            let offset = put(blob, bytes, &|| line.to_string());
                             out.relocations.push(Relocation { offset: offset + at, kind, target: target.clone() });
                         }
                     }

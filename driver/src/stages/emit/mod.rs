@@ -180,7 +180,7 @@ fn emit_words(out: &mut String, bytes: &[u8], comment: &str) {
 /// where it lands), assembled in one batch.
 fn payload_encodings<'p>(lifted: &LiftedCodeObject<'_>, patch: &'p Patch) -> HashMap<&'p str, Vec<u8>> {
     let mut distinct: Vec<&str> =
-        patch.before.values().flatten().map(String::as_str).filter(|line| !line.ends_with(':')).collect();
+        patch.before.values().flatten().map(|line| &**line).filter(|line| !line.ends_with(':')).collect();
     distinct.sort_unstable();
     distinct.dedup();
     let encoded = lifted.isa.mc.assemble(&distinct);
@@ -370,7 +370,7 @@ impl LiftedCodeObject<'_> {
                     for line in lines {
                         if line.ends_with(':') {
                             writeln!(out, "{line}").unwrap();
-                        } else if let Some(bytes) = encodings.get(line.as_str()) {
+                        } else if let Some(bytes) = encodings.get(&**line) {
                             emit_words(out, bytes, line);
                         } else {
                             writeln!(out, "\t{line}").unwrap();

@@ -26,7 +26,7 @@ use crate::stages::load::lines::{SourceLineNames, SourceLines};
 use crate::stages::load::occupancy;
 use crate::stages::load::processor::Processor;
 use crate::stages::payload::PayloadPoint;
-use crate::stages::payloads::{CompiledPayloads, LeftOutCause, LeftOutPoint, ToolGlobal};
+use crate::stages::payloads::{CodeLine, CompiledPayloads, LeftOutCause, LeftOutPoint, ToolGlobal};
 use crate::stages::sva::SvaPlacement;
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -41,8 +41,9 @@ pub enum PatchError {
 #[derive(Clone, Debug, Default)]
 pub struct Patch {
     /// Assembly lines to put before the instruction at an address (after
-    /// its block's label, so branches to it run them too).
-    pub before: HashMap<u64, Vec<String>>,
+    /// its block's label, so branches to it run them too), shared with the
+    /// payloads they come from.
+    pub before: HashMap<u64, Vec<CodeLine>>,
     /// Replacement descriptors, by index in `CodeObject::kernels`.
     pub descriptors: HashMap<usize, KernelDescriptor>,
     /// The metadata document to write instead of the input's.
@@ -193,7 +194,7 @@ fn registers_named(line: &str) -> UnitSet {
 }
 
 /// Instructions in a payload's code (labels excluded).
-fn instruction_count(code: &[String]) -> usize {
+fn instruction_count(code: &[CodeLine]) -> usize {
     code.iter().filter(|l| !l.ends_with(':')).count()
 }
 
@@ -201,13 +202,13 @@ fn instruction_count(code: &[String]) -> usize {
 /// covered with wait states (`s_nop 4`: five), before it (the application's
 /// last instruction may be a VALU write the payload's first reads need) and
 /// after it when it ends with a vector instruction.
-fn splice(code: &[String]) -> Vec<String> {
+fn splice(code: &[CodeLine], nop: &CodeLine) -> Vec<CodeLine> {
     let mut lines = Vec::with_capacity(code.len() + 2);
-    lines.push("s_nop 4".to_string());
+    lines.push(nop.clone());
     lines.extend(code.iter().cloned());
     let last = code.iter().rev().find(|l| !l.ends_with(':') && !l.starts_with("s_waitcnt"));
     if last.is_some_and(|l| l.starts_with("v_")) {
-        lines.push("s_nop 4".to_string());
+        lines.push(nop.clone());
     }
     lines
 }
@@ -464,6 +465,7 @@ pub fn patch(
         preambles.insert(kernel, outcome);
     }
 
+    let nop = CodeLine::from("s_nop 4");
     for (index, (point, payload)) in points.iter().zip(&compiled.payloads).enumerate() {
         let mut leave_out = |cause, why| {
             let entry = &mut patch.points[index];
@@ -522,7 +524,7 @@ pub fn patch(
                 continue;
             }
         }
-        let lines = splice(&payload.code);
+        let lines = splice(&payload.code, &nop);
         // Bytes: the payload's own, and 4 per wait-state nop around it.
         let nops = lines.len() - payload.code.len();
         *inserted.entry(addresses[point.function][point.instruction]).or_default() += payload.bytes + 4 * nops;
@@ -553,7 +555,7 @@ pub fn patch(
             for line in &code {
                 w.union_with(&registers_named(line));
             }
-            patch.before.entry(address).or_default().splice(0..0, code);
+            patch.before.entry(address).or_default().splice(0..0, code.into_iter().map(CodeLine::from));
             *sva_moves.entry(*function).or_default() += 1;
         }
     }
@@ -608,13 +610,11 @@ pub fn patch(
             let lines = patch.before.entry(entry).or_default();
             // A payload spliced at the entry starts with the same wait states.
             let mut code = preamble.code.as_slice();
-            if code.last().map(String::as_str) == Some("s_nop 4")
-                && lines.first().map(String::as_str) == Some("s_nop 4")
-            {
+            if code.last().map(String::as_str) == Some("s_nop 4") && lines.first().map(|l| &**l) == Some("s_nop 4") {
                 code = &code[..code.len() - 1];
             }
             instructions += code.len();
-            lines.splice(0..0, code.iter().cloned());
+            lines.splice(0..0, code.iter().map(|l| CodeLine::from(l.as_str())));
         }
         if sites == 0 && used.is_empty() {
             continue;

@@ -243,6 +243,11 @@ impl Default for PayloadOptions {
     }
 }
 
+/// One line of payload code (an instruction or a label). Shared: points
+/// whose payloads are copies of one template hold the same lines, and
+/// splicing them copies pointers, not text.
+pub type CodeLine = std::sync::Arc<str>;
+
 /// One point's payload.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CompiledPayload {
@@ -250,7 +255,7 @@ pub struct CompiledPayload {
     pub function: usize,
     pub instruction: usize,
     /// Instructions and labels to splice in front of the instruction.
-    pub code: Vec<String>,
+    pub code: Vec<CodeLine>,
     pub scratch_bytes: u32,
     pub sgprs: u32,
     pub vgprs: u32,
@@ -1170,8 +1175,12 @@ fn compile_templates(
     // Each point's renaming of its template, checked as machine code: one
     // decoding per distinct renamed code (alike sites rename alike), one
     // check per distinct code, live registers and SVA register.
-    let mut distinct: Vec<Vec<String>> = Vec::new();
-    let mut index_of: std::collections::HashMap<(usize, Vec<String>), usize> = std::collections::HashMap::new();
+    let mut distinct: Vec<Vec<CodeLine>> = Vec::new();
+    let mut index_of: std::collections::HashMap<(usize, Vec<CodeLine>), usize> = std::collections::HashMap::new();
+    // A renaming depends only on what of the site it reads: sites alike
+    // there (many, in large kernels) are renamed once.
+    type SiteKey = (usize, UnitSet, Option<u16>, Option<u16>, u16, u16);
+    let mut renamed_at: std::collections::HashMap<SiteKey, Option<usize>> = std::collections::HashMap::new();
     let mut placed: Vec<(usize, usize, usize)> = Vec::new();
     for (position, (members, template)) in groups.iter().zip(&templates.payloads).enumerate() {
         let (template_site, read) = (&template_sites[position], &reads[position]);
@@ -1180,16 +1189,20 @@ fn compile_templates(
             continue;
         }
         for member in members {
-            let Some(renamed) = placement::rename(&template.code, template_site, &sites[*member], read) else {
-                rest.push(*member);
-                continue;
-            };
-            // Labels unique in the one assembly: each distinct code its own.
-            let code = *index_of.entry((position, renamed)).or_insert_with_key(|(position, renamed)| {
-                distinct.push(sharing::relabel(renamed, *position, distinct.len()));
-                distinct.len() - 1
+            let site = &sites[*member];
+            let key = (position, site.live, site.sva, site.work_item_ids, site.max_vgprs, site.max_agprs);
+            let code = *renamed_at.entry(key).or_insert_with(|| {
+                let renamed = placement::rename(&template.code, template_site, site, read)?;
+                // Labels unique in the one assembly: each distinct code its own.
+                Some(*index_of.entry((position, renamed)).or_insert_with_key(|(position, renamed)| {
+                    distinct.push(sharing::relabel(renamed, *position, distinct.len()));
+                    distinct.len() - 1
+                }))
             });
-            placed.push((*member, position, code));
+            match code {
+                Some(code) => placed.push((*member, position, code)),
+                None => rest.push(*member),
+            }
         }
     }
     drop(index_of);
@@ -1256,7 +1269,7 @@ fn wait_for_loads_in_flight(payloads: &mut [CompiledPayload], sites: &[PayloadSi
         }
         let wait = site.pending.waits_for(&payload.touches);
         if let Some(instruction) = wait.wait_instruction() {
-            payload.code.insert(0, instruction);
+            payload.code.insert(0, instruction.into());
             payload.bytes += 4;
         }
         payload.entry_wait = Some(wait);
@@ -1479,7 +1492,7 @@ fn measure_and_check(
     sites: &[&PayloadSite],
     check: bool,
 ) -> Result<(), CompileError> {
-    let codes: Vec<Vec<String>> = payloads.iter().map(|p| p.code.clone()).collect();
+    let codes: Vec<Vec<CodeLine>> = payloads.iter().map(|p| p.code.clone()).collect();
     let decoded = crate::preservation::decode_code(lifted, &codes)?;
     let units = RegisterUnits::new(&lifted.isa);
     for ((payload, code), site) in payloads.iter_mut().zip(&decoded).zip(sites.iter().copied()) {
@@ -1848,7 +1861,7 @@ fn compile_each(
             label: labels[index].clone(),
             function: point.function,
             instruction: point.instruction,
-            code: code.code,
+            code: code.code.into_iter().map(CodeLine::from).collect(),
             scratch_bytes: code.scratch_bytes,
             sgprs: code.sgprs,
             vgprs: code.vgprs,

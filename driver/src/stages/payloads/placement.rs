@@ -9,6 +9,7 @@
 //! shapes, not with the register contexts; a point with no renaming (too
 //! few dead registers where it is) is compiled as before.
 
+use crate::stages::payloads::CodeLine;
 use std::collections::{BTreeMap, HashMap};
 
 use crate::stages::liveness::{RegisterFile, Unit, UnitSet};
@@ -193,7 +194,7 @@ struct Run {
     align: u16,
 }
 
-fn runs(code: &[String]) -> Vec<Run> {
+fn runs(code: &[CodeLine]) -> Vec<Run> {
     let mut by_file: BTreeMap<u8, Vec<(u16, u16)>> = BTreeMap::new();
     let file_key = |file: RegisterFile| match file {
         RegisterFile::Sgpr => 0,
@@ -238,7 +239,7 @@ fn runs(code: &[String]) -> Vec<Run> {
 /// renamed to the site's own, every other run onto the lowest dead
 /// registers below the site's limits that keep its alignment. `None` when
 /// the site has no room for some run.
-pub fn rename(code: &[String], template: &PayloadSite, site: &PayloadSite, read: &UnitSet) -> Option<Vec<String>> {
+pub fn rename(code: &[CodeLine], template: &PayloadSite, site: &PayloadSite, read: &UnitSet) -> Option<Vec<CodeLine>> {
     let mut taken: UnitSet = site.live;
     for unit in read.iter() {
         taken.insert(unit);
@@ -320,7 +321,7 @@ pub fn rename(code: &[String], template: &PayloadSite, site: &PayloadSite, read:
             at = token.end;
         }
         text.push_str(&line[at..]);
-        renamed.push(text);
+        renamed.push(text.into());
     }
     Some(renamed)
 }
@@ -353,8 +354,8 @@ mod tests {
         assert_eq!(rename(&half, &template, &at, &read), None);
     }
 
-    fn lines(text: &str) -> Vec<String> {
-        text.lines().map(str::to_string).collect()
+    fn lines(text: &str) -> Vec<CodeLine> {
+        text.lines().map(CodeLine::from).collect()
     }
 
     #[test]

@@ -16,6 +16,7 @@ use crate::stages::lower_mir::PayloadSite;
 use crate::stages::payload::{HookArgument, PointConstantArgument};
 
 use crate::stages::payload::PayloadPoint;
+use crate::stages::payloads::CodeLine;
 
 /// How many more VGPRs (SGPRs) a group's union may have live than its
 /// sparsest point: the shared payload allocates around the union, so this
@@ -167,10 +168,10 @@ pub fn varying_constants(points: &[PayloadPoint], members: &[usize]) -> Vec<Poin
 /// A shared payload's code for one of its points: every point-constant
 /// symbol replaced by that point's value.
 pub fn with_point_constants(
-    code: &[String],
+    code: &[CodeLine],
     constants: &[PointConstantArgument],
     point: &PayloadPoint,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<CodeLine>, String> {
     if constants.is_empty() {
         return Ok(code.to_vec());
     }
@@ -194,28 +195,30 @@ pub fn with_point_constants(
     }
     let mut out = Vec::with_capacity(code.len());
     for line in code {
-        let mut line = line.clone();
-        if line.contains(point_constant::SYMBOL_PREFIX) {
-            for (symbol, value) in &words {
-                line = line.replace(symbol.as_str(), value);
-            }
-            if line.contains(point_constant::SYMBOL_PREFIX) {
-                return Err(format!("`{line}` names a point constant the payload does not have"));
-            }
+        if !line.contains(point_constant::SYMBOL_PREFIX) {
+            out.push(line.clone());
+            continue;
         }
-        out.push(line);
+        let mut line = line.to_string();
+        for (symbol, value) in &words {
+            line = line.replace(symbol.as_str(), value);
+        }
+        if line.contains(point_constant::SYMBOL_PREFIX) {
+            return Err(format!("`{line}` names a point constant the payload does not have"));
+        }
+        out.push(line.into());
     }
     Ok(out)
 }
 
 /// Gives payload `from`'s local labels the names of payload `to`'s (every
 /// local label of a payload is `.Lgpuinstr_payload<index>_...`).
-pub fn relabel(code: &[String], from: usize, to: usize) -> Vec<String> {
+pub fn relabel(code: &[CodeLine], from: usize, to: usize) -> Vec<CodeLine> {
     if from == to {
         return code.to_vec();
     }
     let (old, new) = (format!(".Lgpuinstr_payload{from}_"), format!(".Lgpuinstr_payload{to}_"));
-    code.iter().map(|line| line.replace(&old, &new)).collect()
+    code.iter().map(|line| if line.contains(&old) { line.replace(&old, &new).into() } else { line.clone() }).collect()
 }
 
 #[cfg(test)]
@@ -320,17 +323,18 @@ mod tests {
         assert_eq!(varying, vec![PointConstantArgument { call: 1, argument: 0, min: 7, max: 0x1_0000_0002 }]);
         assert_eq!(varying_constants(&points, &groups[1].members), vec![]);
 
-        let code = vec![
-            "s_mov_b32 s20, gpuinstr.point.0.lo".to_string(),
-            "s_mov_b32 s21, \"gpuinstr.point.0.hi\"".to_string(),
-            "v_mov_b32_e32 v1, s20".to_string(),
-        ];
-        assert_eq!(
-            with_point_constants(&code, &varying, &points[2]).unwrap(),
-            vec!["s_mov_b32 s20, 0x2", "s_mov_b32 s21, 0x1", "v_mov_b32_e32 v1, s20"]
-        );
-        assert_eq!(with_point_constants(&code, &varying, &points[0]).unwrap()[0], "s_mov_b32 s20, 0x72");
-        let unknown = vec!["s_mov_b32 s20, gpuinstr.point.1.lo".to_string()];
+        let lines = |texts: &[&str]| -> Vec<CodeLine> { texts.iter().map(|t| CodeLine::from(*t)).collect() };
+        let code = lines(&[
+            "s_mov_b32 s20, gpuinstr.point.0.lo",
+            "s_mov_b32 s21, \"gpuinstr.point.0.hi\"",
+            "v_mov_b32_e32 v1, s20",
+        ]);
+        let filled = with_point_constants(&code, &varying, &points[2]).unwrap();
+        assert_eq!(filled, lines(&["s_mov_b32 s20, 0x2", "s_mov_b32 s21, 0x1", "v_mov_b32_e32 v1, s20"]));
+        // Lines without a constant stay shared with the template.
+        assert!(std::sync::Arc::ptr_eq(&filled[2], &code[2]));
+        assert_eq!(&*with_point_constants(&code, &varying, &points[0]).unwrap()[0], "s_mov_b32 s20, 0x72");
+        let unknown = lines(&["s_mov_b32 s20, gpuinstr.point.1.lo"]);
         let error = with_point_constants(&unknown, &varying, &points[0]).unwrap_err();
         assert!(error.contains("gpuinstr.point.1.lo"), "{error}");
     }
@@ -357,25 +361,31 @@ mod tests {
         assert_eq!(members, vec![vec![0, 1, 2], vec![3]]);
         let varying = varying_constants(&points, &groups[0].members);
         assert_eq!(varying, vec![PointConstantArgument { call: 0, argument: 1, min: -8, max: 16 }]);
-        let code = vec!["s_mov_b32 s4, gpuinstr.point.0.lo".to_string()];
-        assert_eq!(with_point_constants(&code, &varying, &points[1]).unwrap(), vec!["s_mov_b32 s4, 0xfffffff8"]);
-        assert_eq!(with_point_constants(&code, &varying, &points[0]).unwrap(), vec!["s_mov_b32 s4, 0x10"]);
+        let code = vec![CodeLine::from("s_mov_b32 s4, gpuinstr.point.0.lo")];
+        let filled = |point: &PayloadPoint| with_point_constants(&code, &varying, point).unwrap()[0].to_string();
+        assert_eq!(filled(&points[1]), "s_mov_b32 s4, 0xfffffff8");
+        assert_eq!(filled(&points[0]), "s_mov_b32 s4, 0x10");
     }
 
     #[test]
     fn relabelling_touches_only_the_payloads_labels() {
-        let code = vec![
-            "s_cbranch_scc1 .Lgpuinstr_payload1_BB0_2".to_string(),
-            ".Lgpuinstr_payload1_end:".to_string(),
-            "s_nop 0 ; .Lgpuinstr_payload12_end".to_string(),
-        ];
+        let code: Vec<CodeLine> = [
+            "s_cbranch_scc1 .Lgpuinstr_payload1_BB0_2",
+            ".Lgpuinstr_payload1_end:",
+            "s_nop 0 ; .Lgpuinstr_payload12_end",
+        ]
+        .map(CodeLine::from)
+        .to_vec();
+        let relabelled: Vec<String> = relabel(&code, 1, 7).iter().map(|l| l.to_string()).collect();
         assert_eq!(
-            relabel(&code, 1, 7),
-            vec![
-                "s_cbranch_scc1 .Lgpuinstr_payload7_BB0_2".to_string(),
-                ".Lgpuinstr_payload7_end:".to_string(),
-                "s_nop 0 ; .Lgpuinstr_payload12_end".to_string(),
-            ]
+            relabelled,
+            [".Lgpuinstr_payload7_BB0_2", ".Lgpuinstr_payload7_end:", "s_nop 0 ; .Lgpuinstr_payload12_end"]
+                .iter()
+                .enumerate()
+                .map(|(i, t)| if i == 0 { format!("s_cbranch_scc1 {t}") } else { t.to_string() })
+                .collect::<Vec<_>>()
         );
+        // Lines without its labels stay shared.
+        assert!(std::sync::Arc::ptr_eq(&relabel(&code, 1, 7)[2], &code[2]));
     }
 }
