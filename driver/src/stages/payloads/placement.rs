@@ -9,7 +9,6 @@
 //! shapes, not with the register contexts; a point with no renaming (too
 //! few dead registers where it is) is compiled as before.
 
-use crate::stages::payloads::CodeLine;
 use std::collections::{BTreeMap, HashMap};
 
 use crate::stages::liveness::{RegisterFile, Unit, UnitSet};
@@ -17,7 +16,7 @@ use crate::stages::lower_mir::physical::unit_of;
 use crate::stages::lower_mir::PayloadSite;
 use crate::stages::payload::{HookArgument, PayloadPoint};
 
-use super::CompiledPayload;
+use super::{CodeLine, CompiledPayload};
 
 /// SGPRs a renamed payload may use: those GFX9 code addresses (s0-s101),
 /// but the payload calling convention's frame (s0-s3 scratch V#, s32 stack
@@ -32,11 +31,12 @@ const RESERVED_SGPRS: [u16; 7] = [0, 1, 2, 3, 30, 31, 32];
 /// (SVA, work-item ids, hidden-argument offsets, work-group bound) and
 /// which special registers are live (saving one costs code); and the
 /// application registers the hooks read, which every copy keeps where they
-/// are. `None`: the point cannot use a template (its site parks registers
-/// or has no SVA register where one is needed, or a hook reads a register
-/// no 32-bit unit names).
+/// are. Kernels with no register for the SVA have templates of their own
+/// (compiled without one: a template whose hooks need it is refused as
+/// their payloads would be). `None`: the point cannot use a template (its
+/// site parks registers, or a hook reads a register no 32-bit unit names).
 pub fn template_key(point: &PayloadPoint, site: &PayloadSite) -> Option<(String, UnitSet)> {
-    if site.parking.is_some() || site.unplaced.is_some() {
+    if site.parking.is_some() {
         return None;
     }
     let mut read = UnitSet::EMPTY;
@@ -68,8 +68,9 @@ pub fn template_key(point: &PayloadPoint, site: &PayloadSite) -> Option<(String,
     let specials: Vec<String> =
         site.live.iter().filter(|u| u.file() == RegisterFile::Special).map(|u| u.to_string()).collect();
     let key = format!(
-        "{}|{}|{}|{:?}|{}|{}",
+        "{}|{}|{}|{}|{:?}|{}|{}",
         calls.join(";"),
+        site.unplaced.is_some(),
         site.sva.is_some(),
         site.work_item_ids.is_some(),
         site.hidden_arguments,
@@ -106,6 +107,7 @@ pub fn template_site(site: &PayloadSite, read: &UnitSet) -> PayloadSite {
         work_item_ids: site.work_item_ids.and(ids_stand_in),
         hidden_arguments: site.hidden_arguments.clone(),
         max_flat_workgroup_size: site.max_flat_workgroup_size,
+        unplaced: site.unplaced.clone(),
         ..PayloadSite::default()
     }
 }
@@ -329,6 +331,25 @@ pub fn rename(code: &[CodeLine], template: &PayloadSite, site: &PayloadSite, rea
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernels_without_an_sva_register_have_templates_of_their_own() {
+        use crate::stages::payload::HookCall;
+        let point = PayloadPoint {
+            function: 0,
+            instruction: 0,
+            calls: vec![HookCall { hook: "count".into(), arguments: vec![HookArgument::Int(1)] }],
+        };
+        let placed = PayloadSite { sva: Some(200), ..PayloadSite::default() };
+        let unplaced = PayloadSite { unplaced: Some("no VGPR is free".into()), ..PayloadSite::default() };
+        let (placed_key, _) = template_key(&point, &placed).unwrap();
+        let (unplaced_key, _) = template_key(&point, &unplaced).unwrap();
+        assert_ne!(placed_key, unplaced_key);
+        // Its template is compiled as unplaced: hooks needing the SVA are refused there.
+        assert_eq!(template_site(&unplaced, &UnitSet::EMPTY).unplaced.as_deref(), Some("no VGPR is free"));
+        let parked = PayloadSite { parking: Some(Default::default()), ..PayloadSite::default() };
+        assert!(template_key(&point, &parked).is_none());
+    }
 
     #[test]
     fn registers_the_hooks_read_stay_and_the_stand_ins_avoid_them() {
