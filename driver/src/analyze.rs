@@ -55,6 +55,8 @@ pub enum SvaPlacementKind {
     FreeAgpr,
     /// Moving between VGPRs free where it is, with this many move points.
     Sliding { move_points: usize },
+    /// In memory, in the wave's own slot (no register anywhere).
+    WaveSlot,
     /// Nowhere.
     Unplaced,
 }
@@ -65,6 +67,7 @@ impl SvaPlacementKind {
             SvaPlacementKind::FreeVgpr => "a VGPR free for the whole kernel",
             SvaPlacementKind::FreeAgpr => "an AGPR free for the whole kernel",
             SvaPlacementKind::Sliding { .. } => "sliding between locally free VGPRs",
+            SvaPlacementKind::WaveSlot => "memory, in the wave's slot",
             SvaPlacementKind::Unplaced => "nowhere without growing the allocation",
         }
     }
@@ -186,6 +189,7 @@ pub fn sva_placements(lifted: &LiftedCodeObject<'_>, liveness: &Liveness) -> BTr
                 Some(Home::Sliding(_)) => SvaPlacementKind::Sliding {
                     move_points: placement.sliding.get(&k.kernel).map_or(0, |s| s.move_points()),
                 },
+                Some(Home::WaveSlot) => SvaPlacementKind::WaveSlot,
                 _ => SvaPlacementKind::Unplaced,
             };
             (k.kernel, kind)
@@ -493,6 +497,7 @@ impl CorpusSummary {
             SvaPlacementKind::FreeVgpr,
             SvaPlacementKind::FreeAgpr,
             SvaPlacementKind::Sliding { move_points: 0 },
+            SvaPlacementKind::WaveSlot,
             SvaPlacementKind::Unplaced,
         ] {
             let count = self.sva_placements.get(kind.class()).copied().unwrap_or(0);

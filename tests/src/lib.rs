@@ -454,7 +454,8 @@ pub fn environment_packages(packages: &[&str]) -> PathBuf {
 /// own labels, `.type` and `.size`). Assembled by llvm-mc and linked by
 /// ld.lld, so the lifter sees a real linked code object.
 pub fn kernel_from_assembly(processor: &str, body: &str, functions: &str) -> gpuinstr::stages::load::CodeObject {
-    let accum = if processor == "gfx90a" { "\t.amdhsa_accum_offset 32\n" } else { "" };
+    let accum =
+        if processor == "gfx90a" || processor.starts_with("gfx94") { "\t.amdhsa_accum_offset 32\n" } else { "" };
     let text = format!(
         "\t.amdgcn_target \"amdgcn-amd-amdhsa--{processor}\"\n\
          \t.text\n\t.globl test_kernel\n\t.p2align 8\n\t.type test_kernel,@function\ntest_kernel:\n{body}\n\

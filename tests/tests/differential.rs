@@ -921,3 +921,71 @@ fn every_example_tool_on_a_spilling_kernel_without_growing() {
     // Unrolled: no branch diverges.
     every_example_tool_growing(&app, &case, &["buffer", "scratch"], RegisterGrowth::FreeOfOccupancy, false);
 }
+
+/// A kernel with every one of its 128 VGPRs busy across a load
+/// (tests/inputs/kernels/no_register_anywhere.hip; gfx90a, no AGPRs, one
+/// VGPR more would cost a wave): no register holds the SVA for the whole
+/// kernel, none can slide across the load, and the default growth may not
+/// grow, so stage sva keeps the SVA and the work-item ids in the wave's
+/// slot in memory, indexed by its hardware id. With the default flags
+/// every point of the tools that read them (the launch shape at the
+/// entry, each branch's wave) is placed, the preamble stores the values
+/// and each payload loads them, `verify` passes, and the tools report
+/// what the emulator saw over several workgroups of several waves (the
+/// work-item ids differ between the waves of a workgroup: a slot shared by
+/// two resident waves would mix them up). The original's results stay.
+#[test]
+fn the_sva_lives_in_the_waves_slot_where_no_register_is_free() {
+    let kernel = "_Z19noVgprAcrossTheLoadPiPKi";
+    let app =
+        load::load_for_target(&test_kernels("no_register_anywhere"), Some("gfx90a")).unwrap().code_objects.remove(0);
+    let lifted = lift(&app).unwrap();
+    let liveness = analyze(&lifted).unwrap();
+    let function = lifted.functions.iter().position(|f| f.name == kernel).unwrap();
+    let request =
+        SvaRequest { instrumented: [function].into(), work_item_ids: true, grow: RegisterGrowth::FreeOfOccupancy };
+    let placement = place(&lifted, &liveness, &request);
+    let placed = placement.kernels.iter().find(|k| k.kernel == function).unwrap();
+    assert_eq!(
+        (placed.sva, placed.work_item_ids, placed.problem.as_deref()),
+        (Some(Home::WaveSlot), Some(Home::WaveSlot), None)
+    );
+    assert!(placement.functions[&function].in_wave_slot.is_some_and(|h| h.work_item_ids));
+
+    let (groups, size) = (3u32, 192u32);
+    let n = (groups * size) as usize;
+    let input: Vec<i32> = (0..n as i32).map(|i| i * 11).collect();
+    let case = Case {
+        kernel,
+        launch: Launch::linear(groups, size),
+        buffers: vec![Some(words(vec![0; n])), Some(words(input.iter().copied()))],
+        scalars: vec![],
+    };
+    let held: i32 = (2..128).map(|v| 7 * v).sum();
+    let mut device = Device::new(app.clone(), "gfx90a".into()).unwrap();
+    let (memory, _) = run_case(&mut device, &case);
+    let expected = words(input.iter().enumerate().map(|(i, x)| x + held + i32::from(i % 3 == 0)));
+    assert_eq!(memory[0], expected, "the original's results");
+
+    let dir = scratch();
+    for example in ["kernel-arguments", "branch-divergence"] {
+        let tool = example_tool_for(example, dir.path(), &app);
+        let plan = example_plan_for(example, kernel);
+        let options = InstrumentOptions { linker: linker_for(&app), ..InstrumentOptions::default() };
+        let (bytes, report) = instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &options).unwrap();
+        assert!(report.left_out.is_empty(), "{example}: {:#?}", report.left_out);
+        assert!(report.kernels[0].sva_in_memory, "{example}: {:?}", report.kernels[0]);
+        assert!(
+            report.render_text().contains("SVA kept in memory, a slot per wave"),
+            "{example}: the report says so:\n{}",
+            report.render_text()
+        );
+        let output = CodeObject::parse(bytes, Vec::new()).unwrap();
+        let verified = gpuinstr::verify::verify(&app, &output).unwrap();
+        assert!(verified.ok(), "{example}: {}", verified.render_text());
+        match example {
+            "kernel-arguments" => check_kernel_arguments(&app, &output, &case),
+            _ => assert!(check_branch_divergence(&app, &output, &case) > 0, "some wave diverges"),
+        }
+    }
+}

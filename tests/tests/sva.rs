@@ -50,6 +50,13 @@ fn homes_are_vgprs_nothing_in_the_kernel_touches() {
                         assert_ne!(sva, ids, "{name}: {kernel:?}");
                         assert!(kernel.problem.is_none(), "{name}: {kernel:?}");
                     }
+                    // Kept in memory, a slot per wave (no register anywhere).
+                    (Some(Home::WaveSlot), Some(Home::WaveSlot)) => {
+                        assert!(kernel.problem.is_none(), "{name}: {kernel:?}");
+                        let registers = placement.functions[&kernel.kernel];
+                        assert!(registers.in_wave_slot.is_some_and(|h| h.work_item_ids), "{name}: {registers:?}");
+                        assert_eq!((registers.sva, registers.in_agprs), (None, None), "{name}");
+                    }
                     (Some(Home::Agpr(sva)), Some(Home::Agpr(ids))) => {
                         let touched = &liveness.functions[kernel.kernel].touched;
                         assert!(sva != ids && !touched.contains(Unit::agpr(sva)), "{name}: {kernel:?}");
@@ -166,10 +173,24 @@ fn a_kernel_without_free_vector_registers_needs_growing() {
     assert_eq!(placement.functions[&0].sva, Some(31), "the preamble fills it where it starts");
 
     // Then all 32 VGPRs read after the last write: writing v31, the others
-    // are all live, so nowhere to slide to.
+    // are all live, so nowhere to slide to. The last resort: memory, a
+    // slot per wave.
     let reads: String = (1..32).map(|v| format!("\tv_add_u32_e32 v0, v0, v{v}\n")).collect();
     let stores = "\tglobal_store_dword v[0:1], v0, off\n";
-    let code_object = kernel_from_assembly("gfx90a", &(vgprs + &agprs + &reads + stores + "\ts_endpgm"), "");
+    let source = vgprs + &agprs + &reads + stores + "\ts_endpgm";
+    let code_object = kernel_from_assembly("gfx90a", &source, "");
+    let lifted = lift(&code_object).unwrap();
+    let liveness = analyze(&lifted).unwrap();
+    let placement = place(&lifted, &liveness, &request);
+    assert_eq!((placement.kernels[0].sva, placement.kernels[0].problem.as_deref()), (Some(Home::WaveSlot), None));
+    let registers = placement.functions[&0];
+    assert_eq!((registers.sva, registers.in_agprs), (None, None));
+    assert_eq!(registers.in_wave_slot.map(|h| h.work_item_ids), Some(false));
+    assert!(placement.sliding.is_empty());
+
+    // gfx940 and later spread a GPU's waves over several XCCs, whose ids
+    // the slot does not hold yet: there the kernel gets a problem.
+    let code_object = kernel_from_assembly("gfx940", &source, "");
     let lifted = lift(&code_object).unwrap();
     let liveness = analyze(&lifted).unwrap();
     let placement = place(&lifted, &liveness, &request);

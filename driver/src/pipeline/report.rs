@@ -396,6 +396,16 @@ impl InstrumentReport {
             )
             .unwrap();
         }
+        let in_memory = self.kernels.iter().filter(|k| k.sva_in_memory).count();
+        if in_memory > 0 {
+            writeln!(
+                out,
+                "  SVA kept in memory, a slot per wave (no register free for it anywhere): {in_memory} kernel{}; each \
+                 payload reading it loads it and waits for memory",
+                if in_memory == 1 { "" } else { "s" }
+            )
+            .unwrap();
+        }
         for skipped in &self.skipped {
             writeln!(out, "  not instrumented: {skipped}").unwrap();
         }

@@ -228,12 +228,24 @@ fn hwreg(simm16: i64) -> (u32, u32, u32) {
     (v & 0x3f, (v >> 6) & 0x1f, ((v >> 11) & 0x1f) + 1)
 }
 
+/// HW_ID (gfx9): wave slot [3:0], SIMD [5:4], CU [11:8], shader array
+/// [12], shader engine [15:13]. Workgroups run one after another here and
+/// the waves of one interleave: each wave of a workgroup is on a SIMD and
+/// slot of its own (waves 0-3 on SIMDs 0-3, then the next slot), all on one
+/// CU, and the next workgroup on the next CU, as a GPU spreads them. Two
+/// resident waves never share an id (code may index memory by it).
+fn hw_id(id: &crate::wave::WaveId) -> u32 {
+    let group = id.global - id.wave;
+    let (slot, simd) = ((id.wave / 4) & 0xf, id.wave % 4);
+    let (cu, sh, se) = (group % 16, (group / 16) % 2, (group / 32) % 8);
+    slot | (simd << 4) | (cu << 8) | (sh << 12) | (se << 13)
+}
+
 fn get_hwreg(c: &Context<'_>, id: u32) -> Result<u32, Fault> {
     let m = c.machine;
     Ok(match id {
         1 => c.wave.mode,
-        // HW_ID: wave id, SIMD, CU... a fixed, plausible placement.
-        4 => (c.wave.id.global % 10) | ((c.wave.id.wave % 4) << 4),
+        4 => hw_id(&c.wave.id),
         // GPR_ALLOC: VGPR and SGPR granules.
         5 => {
             let vgpr_blocks = m.vgprs.div_ceil(m.processor.vgpr_granule).saturating_sub(1);

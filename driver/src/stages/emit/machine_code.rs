@@ -132,7 +132,12 @@ fn branch_parts(line: &str) -> Option<(&str, &str)> {
 /// `s_add_u32 s14, s14, Counter@gotpcrel32@lo+4` as the line with the
 /// literal sentinel, the relocation's kind and its target expression.
 fn relocated_parts(line: &str) -> Option<(String, &'static str, String, String)> {
-    let (head, operand) = line.rsplit_once(", ")?;
+    // The relocated operand: the last (`s_add_u32 s0, s0, x@rel32@lo+4`)
+    // or a VOP2's first source (`v_add_u32_e32 v1, x@rel32@lo+4, v1`).
+    let (mnemonic, operands) = line.split_once(' ')?;
+    let mut operands: Vec<&str> = operands.split(", ").collect();
+    let relocated = operands.iter().position(|o| o.contains('@'))?;
+    let operand = operands[relocated];
     let mut parts = operand.split('@');
     let (symbol, kind, rest) = (parts.next()?, parts.next()?, parts.next()?);
     if parts.next().is_some() || symbol.is_empty() {
@@ -153,7 +158,10 @@ fn relocated_parts(line: &str) -> Option<(String, &'static str, String, String)>
         ("abs32", "hi") => "R_AMDGPU_ABS32_HI",
         _ => return None,
     };
-    Some((format!("{head}, {LITERAL_SENTINEL:#x}"), kind, symbol.to_string(), target_expression(symbol, addend)))
+    let sentinel = format!("{LITERAL_SENTINEL:#x}");
+    operands[relocated] = &sentinel;
+    let substituted = format!("{mnemonic} {}", operands.join(", "));
+    Some((substituted, kind, symbol.to_string(), target_expression(symbol, addend)))
 }
 
 fn target_expression(symbol: &str, addend: i64) -> String {
@@ -496,6 +504,11 @@ mod tests {
         let (_, kind, _, target) = relocated_parts("s_addc_u32 vcc_hi, vcc_hi, Buffer@rel32@hi-8").unwrap();
         assert_eq!((kind, target.as_str()), ("R_AMDGPU_REL32_HI", "Buffer-8"));
         assert!(relocated_parts("s_add_u32 s0, s0, Counter@gotpcrel").is_none());
+        let (line, kind, _, target) = relocated_parts("v_add_u32_e32 v7, slots@rel32@lo+4, v7").unwrap();
+        assert_eq!(
+            (line.as_str(), kind, target.as_str()),
+            ("v_add_u32_e32 v7, 0x5eedc0de, v7", "R_AMDGPU_REL32_LO", "slots+4")
+        );
         assert!(relocated_parts("v_mov_b32_e32 v1, 0").is_none());
     }
 

@@ -189,6 +189,18 @@ pub struct Parking {
     /// For spills: the SVA's VGPR (the instrumentation frame is in its
     /// lanes) and the frame registers swapped for it around the copies.
     pub spill_frame: Option<(u16, Frame)>,
+    /// The SVA (and the work-item ids) kept in the wave's slot in memory,
+    /// loaded at the entry into VGPRs dead at the point.
+    pub slot_loads: Option<SlotLoads>,
+}
+
+/// Loads from the wave's slot (stages::sva::wave_slots).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotLoads {
+    pub sva: u16,
+    pub work_item_ids: Option<u16>,
+    /// Even SGPR of a pair dead at the point (not EXEC's) for the address.
+    pub pair: u16,
 }
 
 /// Per-lane bytes a MUBUF or scratch instruction's immediate offset can
@@ -219,7 +231,12 @@ impl Parking {
     /// loads (vmcnt(0)) before the application reads them. The payload's
     /// stack grows by the slots.
     pub fn wrap(&self, payload: &mut FinalPayload, end_label: &str) {
-        if self.loads.is_empty() && self.borrowed.is_empty() && self.moved.is_empty() && self.spilled.is_empty() {
+        if self.loads.is_empty()
+            && self.borrowed.is_empty()
+            && self.moved.is_empty()
+            && self.spilled.is_empty()
+            && self.slot_loads.is_none()
+        {
             return;
         }
         let parks = !self.borrowed.is_empty() || !self.moved.is_empty() || !self.spilled.is_empty();
@@ -233,7 +250,12 @@ impl Parking {
                     .into_iter()
                     .chain(self.borrowed.iter().map(|(v, a)| format!("v_accvgpr_write_b32 a{a}, v{v}")))
                     .chain(self.moved.iter().map(|(from, to)| format!("v_mov_b32 v{to}, v{from}")))
-                    .chain(self.loads.iter().map(|(a, v)| format!("v_accvgpr_read_b32 v{v}, a{a}"))),
+                    .chain(self.loads.iter().map(|(a, v)| format!("v_accvgpr_read_b32 v{v}, a{a}")))
+                    .chain(
+                        self.slot_loads
+                            .into_iter()
+                            .flat_map(|l| crate::stages::sva::wave_slots::load(l.sva, l.work_item_ids, l.pair)),
+                    ),
             ),
         );
         let had_end_label = payload.code.iter().any(|l| l == &format!("{end_label}:"));

@@ -88,6 +88,10 @@ pub struct KernelPatch {
     /// Points where the SVA (or the work-item ids) moves to another VGPR
     /// (sliding placement, stage sva).
     pub sva_moves: usize,
+    /// The SVA is kept in the wave's slot in memory (stage sva's last
+    /// resort): each payload reading it loads it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub sva_in_memory: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -460,6 +464,25 @@ pub fn patch(
                     _ => Err("no VGPR is dead at the kernel's entry to build the State Value Array in".into()),
                 }
             }
+            Some((None, _, None)) if registers.is_some_and(|r| r.in_wave_slot.is_some()) => {
+                // Built in VGPRs dead at the entry and stored in the wave's
+                // slot through a third.
+                let homes = registers.and_then(|r| r.in_wave_slot).expect("matched");
+                let limit = registers.map_or(0, |r| r.vgpr_limit);
+                let past = registers.map_or(limit, |r| r.payload_vgprs.max(limit));
+                let mut dead = (0..limit).rev().chain(limit..past).filter(|v| !live.contains(Unit::vgpr(*v)));
+                let (sva, address) = (dead.next(), dead.next());
+                let ids = if homes.work_item_ids { dead.next() } else { None };
+                match (sva, address) {
+                    (Some(sva), Some(address)) if ids.is_some() || !homes.work_item_ids => {
+                        kernel_needs.sva = sva;
+                        kernel_needs.work_item_ids = ids;
+                        kernel_needs.wave_slot = Some(address);
+                        preamble::build(&code_object.kernels[index], &kernel_needs, processor)
+                    }
+                    _ => Err("too few VGPRs are dead at the kernel's entry to build the State Value Array in".into()),
+                }
+            }
             _ => Err(problem.unwrap_or_else(|| "the State Value Array has no register in this kernel".into())),
         };
         preambles.insert(kernel, outcome);
@@ -742,6 +765,8 @@ pub fn patch(
             changes,
             branches_relaxed,
             sva_moves: sva_moves.get(&function_index).copied().unwrap_or(0),
+            sva_in_memory: preamble.is_some()
+                && placement.functions.get(&function_index).is_some_and(|r| r.in_wave_slot.is_some()),
         });
     }
     // Left external, the references stay undefined symbols reached through
@@ -752,6 +777,9 @@ pub fn patch(
     // Either way the code object says which symbols are the tool's data.
     if !compiled.globals.is_empty() {
         patch.appended.push_str(&global_table_assembly(&global_table(&compiled.globals)));
+    }
+    if report.kernels.iter().any(|k| k.sva_in_memory) {
+        patch.appended.push_str(&crate::stages::sva::wave_slots::definition());
     }
     report.globals = compiled
         .globals

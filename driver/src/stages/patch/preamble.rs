@@ -51,6 +51,10 @@ pub struct Needs {
     /// AGPRs that keep the SVA and the work-item ids (`sva` and
     /// `work_item_ids` are then VGPRs the preamble builds them in).
     pub agprs: Option<(u16, Option<u16>)>,
+    /// Kept in the wave's slot in memory (`sva` and `work_item_ids` are
+    /// then VGPRs the preamble builds them in): a third VGPR dead at the
+    /// entry for the address.
+    pub wave_slot: Option<u16>,
 }
 
 /// The preamble's code and the descriptor it needs.
@@ -222,6 +226,19 @@ pub fn build(kernel: &Kernel, needs: &Needs, processor: &Processor) -> Result<Pr
             code.push(format!("v_accvgpr_write_b32 a{agpr}, v{vgpr}"));
         }
         code.push(format!("s_mov_b64 exec, s[{pair}:{}]", pair + 1));
+    }
+    // 3c. Kept in the wave's slot: stored whole-wave, the address in a
+    // VGPR and an SGPR pair free at the entry.
+    if let Some(address) = needs.wave_slot {
+        let mut pairs =
+            needs.free_sgprs.iter().copied().filter(|s| *s >= end && s % 2 == 0 && needs.free_sgprs.contains(&(s + 1)));
+        let (Some(exec), Some(pair)) = (pairs.next(), pairs.next()) else {
+            return Err("no two SGPR pairs are free at the kernel's entry to store the State Value Array with".into());
+        };
+        code.push(format!("s_mov_b64 s[{exec}:{}], exec", exec + 1));
+        code.push("s_mov_b64 exec, -1".into());
+        code.extend(crate::stages::sva::wave_slots::store(sva, needs.work_item_ids, address, pair));
+        code.push(format!("s_mov_b64 exec, s[{exec}:{}]", exec + 1));
     }
     // 4. Every input back where the application expects it.
     for (input, first, count) in &before {

@@ -23,7 +23,7 @@ use crate::stages::liveness::pending::Counters;
 use crate::stages::liveness::{Liveness, RegisterUnits, Unit, UnitSet};
 use crate::stages::load::CodeObject;
 use crate::stages::lower_ir::{self, LowerIrError};
-use crate::stages::lower_mir::final_code::{self, FinalCodeError, Parking};
+use crate::stages::lower_mir::final_code::{self, FinalCodeError, Parking, SlotLoads};
 use crate::stages::lower_mir::physical::Frame;
 use crate::stages::lower_mir::{self, LowerMirError, PayloadSite, RegisterClasses};
 use crate::stages::payload::{self, HookArgument, PayloadError, PayloadPoint, PayloadRequest, PointConstantArgument};
@@ -84,7 +84,7 @@ fn plan_parking(
     let dead = |v: &u16| !live.contains(Unit::vgpr(*v)) && !homes.contains(v);
     let limit = registers.vgpr_limit.min(wave_vgprs);
     let dead_vgprs: Vec<u16> = (0..limit).rev().filter(dead).chain((limit..wave_vgprs).filter(dead)).collect();
-    let loads_wanted = registers.in_agprs.map_or(0, |h| 1 + usize::from(h.work_item_ids.is_some()));
+    let loads_wanted = registers.values_loaded();
     let short = match room {
         PayloadRoom::Vgprs(wanted) => (wanted + loads_wanted).saturating_sub(dead_vgprs.len()),
         PayloadRoom::AlignedPairs(wanted) => {
@@ -159,20 +159,48 @@ fn plan_parking(
             work_item_ids = Some(target);
         }
     }
-    if loads.is_empty() && borrowed.is_empty() && moved.is_empty() && spilled.is_empty() {
+    let mut slot_targets = None;
+    if let Some(h) = registers.in_wave_slot {
+        let Some(target) = targets.next() else {
+            return Err(
+                "the State Value Array is kept in memory (no register is free for it across the kernel), and no \
+                 VGPR is dead here to load it into, nor an AGPR to park a live one in"
+                    .to_string(),
+            );
+        };
+        sva = Some(target);
+        if h.work_item_ids {
+            let ids = targets.next().ok_or_else(|| {
+                "the work-item ids are kept in memory, and no second VGPR is free here to load them into".to_string()
+            })?;
+            work_item_ids = Some(ids);
+        }
+        slot_targets = Some((target, work_item_ids.filter(|_| h.work_item_ids)));
+    }
+    if loads.is_empty() && borrowed.is_empty() && moved.is_empty() && spilled.is_empty() && slot_targets.is_none() {
         return Ok(None);
     }
     let swapped = |s: u16| spill_frame.is_some_and(|(_, frame)| frame.contains(Unit::sgpr(s)));
-    let exec_pair = (0..crate::stages::load::allocation::MAX_SGPRS - 1)
-        .step_by(2)
-        .find(|s| {
-            !live.contains(Unit::sgpr(*s)) && !live.contains(Unit::sgpr(s + 1)) && !swapped(*s) && !swapped(s + 1)
-        })
+    let mut dead_pairs = (0..crate::stages::load::allocation::MAX_SGPRS - 1).step_by(2).filter(|s| {
+        !live.contains(Unit::sgpr(*s)) && !live.contains(Unit::sgpr(s + 1)) && !swapped(*s) && !swapped(s + 1)
+    });
+    let exec_pair = dead_pairs
+        .next()
         .ok_or_else(|| "no SGPR pair is dead here to save EXEC in around whole-wave copies".to_string())?;
+    let slot_loads = match slot_targets {
+        Some((sva, work_item_ids)) => {
+            let pair = dead_pairs.next().ok_or_else(|| {
+                "the State Value Array is kept in memory, and no second SGPR pair is dead here to address it with"
+                    .to_string()
+            })?;
+            Some(SlotLoads { sva, work_item_ids, pair })
+        }
+        None => None,
+    };
     Ok(Some(SiteParking {
         sva,
         work_item_ids,
-        parking: Parking { exec_pair, loads, borrowed, moved, spilled, spill_frame },
+        parking: Parking { exec_pair, loads, borrowed, moved, spilled, spill_frame, slot_loads },
     }))
 }
 
@@ -1005,7 +1033,7 @@ pub fn payload_sites(
         let spill_frame = (matches!(options.payload_room, PayloadRoom::AlignedPairs(_))
             && options.spill_to_scratch
             && registers.sva.is_some()
-            && registers.in_agprs.is_none())
+            && !registers.loads_sva())
         .then(|| Frame::new(lifted.code_object.target.has_architected_flat_scratch()));
         match plan_parking(&registers, &live, max_vgprs, max_agprs, options.payload_room, spill_frame) {
             Ok(Some(planned)) => {
@@ -1027,7 +1055,7 @@ pub fn payload_sites(
             }
             Ok(None) => {}
             Err(why) => {
-                if registers.in_agprs.is_some() {
+                if registers.loads_sva() {
                     site.sva = None;
                     site.work_item_ids = None;
                 }
@@ -1547,7 +1575,7 @@ fn measure_and_check_one(
             for (agpr, _) in &parking.loads {
                 must_keep.insert(Unit::agpr(*agpr));
             }
-            if parking.loads.is_empty() {
+            if parking.loads.is_empty() && parking.slot_loads.is_none() {
                 site.sva
             } else {
                 None
@@ -1824,6 +1852,11 @@ fn compile_each(
             used.loads.retain(|(_, vgpr)| {
                 (reads_sva && Some(*vgpr) == site.sva) || (reads_ids && Some(*vgpr) == site.work_item_ids)
             });
+            if !reads_sva && !reads_ids {
+                used.slot_loads = None;
+            } else if let Some(slot) = used.slot_loads.as_mut().filter(|_| !reads_ids) {
+                slot.work_item_ids = None;
+            }
             // Spill only what the payload's own code names, or a move to
             // pair dead VGPRs overwrites: the starved retry frees more VGPRs
             // than most payloads use. (The check below still holds every

@@ -17,10 +17,11 @@
 //! sliding placement (sliding.rs): the values move between VGPRs free where
 //! they are, before growing the allocation (which costs occupancy).
 //!
-//! Not yet: the SVA spilled to scratch with SGPRs pointing at it (targets
-//! without AGPRs, which are not lifted yet).
+//! Where nothing else places it: the SVA kept in memory, in a slot of the
+//! wave's own (wave_slots.rs), loaded by each payload that reads it.
 
 pub mod sliding;
+pub mod wave_slots;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -40,6 +41,8 @@ pub struct FunctionRegisters {
     pub work_item_ids: Option<u16>,
     /// Or AGPRs holding them: each payload loads them into VGPRs dead at its point.
     pub in_agprs: Option<AgprHomes>,
+    /// Or the wave's slot in memory: each payload loads them likewise.
+    pub in_wave_slot: Option<WaveSlotHomes>,
     /// VGPRs and AGPRs below these are in the allocation of every kernel
     /// reaching the function (0: payloads never park or spill registers
     /// here).
@@ -68,6 +71,30 @@ impl AgprHomes {
     }
 }
 
+/// The SVA (and the work-item ids) kept in the wave's slot in memory
+/// (wave_slots.rs), when no register is free for them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaveSlotHomes {
+    pub work_item_ids: bool,
+}
+
+impl FunctionRegisters {
+    /// Whether payloads load the SVA into a VGPR at their point (kept in
+    /// an AGPR or in memory).
+    pub fn loads_sva(&self) -> bool {
+        self.in_agprs.is_some() || self.in_wave_slot.is_some()
+    }
+
+    /// How many values payloads load (the SVA, the work-item ids).
+    pub fn values_loaded(&self) -> usize {
+        match (self.in_agprs, self.in_wave_slot) {
+            (Some(h), _) => 1 + usize::from(h.work_item_ids.is_some()),
+            (None, Some(h)) => 1 + usize::from(h.work_item_ids),
+            (None, None) => 0,
+        }
+    }
+}
+
 /// Where a value lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Home {
@@ -83,6 +110,9 @@ pub enum Home {
     /// VGPRs free where the value is, changing along the kernel
     /// (`SvaPlacement::sliding`); this one at the kernel's entry.
     Sliding(u16),
+    /// In memory, in the wave's slot (wave_slots.rs): payloads that read
+    /// it load it into a VGPR dead at their point.
+    WaveSlot,
 }
 
 impl Home {
@@ -90,7 +120,7 @@ impl Home {
     pub fn vgpr(self) -> Option<u16> {
         match self {
             Home::Free(v) | Home::Grown(v) | Home::Sliding(v) => Some(v),
-            Home::Agpr(_) | Home::GrownAgpr(_) => None,
+            Home::Agpr(_) | Home::GrownAgpr(_) | Home::WaveSlot => None,
         }
     }
 
@@ -98,7 +128,7 @@ impl Home {
     pub fn agpr(self) -> Option<u16> {
         match self {
             Home::Agpr(a) | Home::GrownAgpr(a) => Some(a),
-            Home::Free(_) | Home::Grown(_) | Home::Sliding(_) => None,
+            Home::Free(_) | Home::Grown(_) | Home::Sliding(_) | Home::WaveSlot => None,
         }
     }
 }
@@ -378,6 +408,10 @@ pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRe
             && usize::from(largest_agprs) + wanted <= usize::from(MAX_VGPRS)
         {
             Some((0..wanted as u16).map(|i| Home::GrownAgpr(largest_agprs + i)).collect())
+        } else if !processor.architected_flat_scratch {
+            // The last resort: memory, found through the wave's hardware
+            // id. gfx940+ spread a GPU's waves over several XCCs (not yet).
+            Some(vec![Home::WaveSlot; wanted])
         } else {
             None
         };
@@ -433,6 +467,8 @@ pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRe
             in_agprs: sva
                 .and_then(Home::agpr)
                 .map(|agpr| AgprHomes { sva: agpr, work_item_ids: work_item_ids.and_then(Home::agpr) }),
+            in_wave_slot: (sva == Some(Home::WaveSlot))
+                .then_some(WaveSlotHomes { work_item_ids: work_item_ids == Some(Home::WaveSlot) }),
             // Without AGPRs (gfx900, gfx906) nothing parks, but payloads may
             // still spill live VGPRs below it to scratch.
             vgpr_limit,
@@ -473,6 +509,7 @@ pub fn render(lifted: &LiftedCodeObject<'_>, placement: &SvaPlacement) -> String
         Some(Home::Agpr(a)) => format!("a{a} (an AGPR)"),
         Some(Home::GrownAgpr(a)) => format!("a{a} (an AGPR, grown)"),
         Some(Home::Sliding(v)) => format!("v{v} at the entry, sliding"),
+        Some(Home::WaveSlot) => "the wave's slot in memory".to_string(),
     };
     let mut out = format!("growth: {:?}\n", placement.grow);
     for kernel in &placement.kernels {
@@ -502,6 +539,10 @@ pub fn render(lifted: &LiftedCodeObject<'_>, placement: &SvaPlacement) -> String
             registers.allocation_cap,
         )
         .unwrap();
+        if let Some(homes) = registers.in_wave_slot {
+            let ids = if homes.work_item_ids { " and the work-item ids" } else { "" };
+            writeln!(out, "  the SVA{ids} kept in the wave's slot in memory ({})", wave_slots::SYMBOL).unwrap();
+        }
     }
     out
 }
