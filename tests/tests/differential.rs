@@ -929,8 +929,10 @@ fn every_example_tool_on_a_spilling_kernel_without_growing() {
 /// grow, so stage sva keeps the SVA and the work-item ids in the wave's
 /// slot in memory, indexed by its hardware id. With the default flags
 /// every point of the tools that read them (the launch shape at the
-/// entry, each branch's wave) is placed, the preamble stores the values
-/// and each payload loads them, `verify` passes, and the tools report
+/// entry, each branch's wave, each memory access, where at the load the
+/// payload must also save live VGPRs in scratch memory through the frame
+/// in the SVA it loaded) is placed, the preamble stores the values and
+/// each payload loads them, `verify` passes, and the tools report
 /// what the emulator saw over several workgroups of several waves (the
 /// work-item ids differ between the waves of a workgroup: a slot shared by
 /// two resident waves would mix them up). The original's results stay.
@@ -968,7 +970,7 @@ fn the_sva_lives_in_the_waves_slot_where_no_register_is_free() {
     assert_eq!(memory[0], expected, "the original's results");
 
     let dir = scratch();
-    for example in ["kernel-arguments", "branch-divergence"] {
+    for example in ["kernel-arguments", "branch-divergence", "memory-tracer"] {
         let tool = example_tool_for(example, dir.path(), &app);
         let plan = example_plan_for(example, kernel);
         let options = InstrumentOptions { linker: linker_for(&app), ..InstrumentOptions::default() };
@@ -985,7 +987,14 @@ fn the_sva_lives_in_the_waves_slot_where_no_register_is_free() {
         assert!(verified.ok(), "{example}: {}", verified.render_text());
         match example {
             "kernel-arguments" => check_kernel_arguments(&app, &output, &case),
-            _ => assert!(check_branch_divergence(&app, &output, &case) > 0, "some wave diverges"),
+            "branch-divergence" => assert!(check_branch_divergence(&app, &output, &case) > 0, "some wave diverges"),
+            _ => {
+                // At the load every VGPR but its destination is live: the
+                // payload loads the SVA into that one and saves live VGPRs
+                // in scratch through the frame the SVA holds.
+                assert!(report.spills.points > 0, "{example}: {:?}", report.spills);
+                check_memory_tracer(&app, &output, &plan, &case, &["buffer"]);
+            }
         }
     }
 }

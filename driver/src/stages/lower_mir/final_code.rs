@@ -243,19 +243,38 @@ impl Parking {
         let slots = payload.scratch_bytes;
         let (spills, reloads) = self.spill_code(slots);
         payload.scratch_bytes += 4 * self.spilled.len() as u32;
+        // Loads from the wave's slot into VGPRs dead here go first (spills
+        // read the frame from the SVA they load), else last (into VGPRs
+        // the parking frees).
+        let freed: Vec<u16> = self
+            .borrowed
+            .iter()
+            .map(|(v, _)| *v)
+            .chain(self.spilled.iter().copied())
+            .chain(self.moved.iter().map(|(from, _)| *from))
+            .collect();
+        let (mut slot_first, mut slot_last) = (Vec::new(), Vec::new());
+        if let Some(l) = self.slot_loads {
+            let load = crate::stages::sva::wave_slots::load;
+            let ids_first = l.work_item_ids.filter(|v| !freed.contains(v));
+            let ids_last = l.work_item_ids.filter(|v| freed.contains(v));
+            if freed.contains(&l.sva) {
+                slot_last = load(Some(l.sva), l.work_item_ids, l.pair);
+            } else {
+                slot_first = load(Some(l.sva), ids_first, l.pair);
+                slot_last = load(None, ids_last, l.pair);
+            }
+        }
         let mut code = Vec::new();
         code.extend(
             self.whole_wave(
-                spills
+                slot_first
                     .into_iter()
+                    .chain(spills)
                     .chain(self.borrowed.iter().map(|(v, a)| format!("v_accvgpr_write_b32 a{a}, v{v}")))
                     .chain(self.moved.iter().map(|(from, to)| format!("v_mov_b32 v{to}, v{from}")))
                     .chain(self.loads.iter().map(|(a, v)| format!("v_accvgpr_read_b32 v{v}, a{a}")))
-                    .chain(
-                        self.slot_loads
-                            .into_iter()
-                            .flat_map(|l| crate::stages::sva::wave_slots::load(l.sva, l.work_item_ids, l.pair)),
-                    ),
+                    .chain(slot_last),
             ),
         );
         let had_end_label = payload.code.iter().any(|l| l == &format!("{end_label}:"));

@@ -109,7 +109,8 @@ fn plan_parking(
             _ => break,
         }
     }
-    let spill_frame = match (spill_frame, registers.sva) {
+    let frame_requested = spill_frame;
+    let mut spill_frame = match (spill_frame, registers.sva) {
         (Some(frame), Some(sva)) if !spilled.is_empty() => Some((sva, frame)),
         _ => None,
     };
@@ -176,6 +177,18 @@ fn plan_parking(
             work_item_ids = Some(ids);
         }
         slot_targets = Some((target, work_item_ids.filter(|_| h.work_item_ids)));
+        // Spills read the instrumentation frame from the SVA: from the
+        // copy loaded first, into a VGPR dead here (not one spilled).
+        if let (Some(frame), false) = (frame_requested, spilled.is_empty()) {
+            if !dead_vgprs.contains(&target) {
+                return Err(
+                    "the State Value Array is kept in memory, and no VGPR is dead here to load it into before \
+                     live VGPRs are saved in scratch memory"
+                        .to_string(),
+                );
+            }
+            spill_frame = Some((target, frame));
+        }
     }
     if loads.is_empty() && borrowed.is_empty() && moved.is_empty() && spilled.is_empty() && slot_targets.is_none() {
         return Ok(None);
@@ -1032,8 +1045,8 @@ pub fn payload_sites(
         // reaches the instrumentation frame through an SVA in a VGPR.
         let spill_frame = (matches!(options.payload_room, PayloadRoom::AlignedPairs(_))
             && options.spill_to_scratch
-            && registers.sva.is_some()
-            && !registers.loads_sva())
+            && (registers.sva.is_some() || registers.in_wave_slot.is_some())
+            && registers.in_agprs.is_none())
         .then(|| Frame::new(lifted.code_object.target.has_architected_flat_scratch()));
         match plan_parking(&registers, &live, max_vgprs, max_agprs, options.payload_room, spill_frame) {
             Ok(Some(planned)) => {
@@ -1106,7 +1119,12 @@ pub fn compile_payloads(
     // parked (one batch, so the work stays linear).
     let starved: Vec<usize> = (0..points.len())
         .filter(|i| {
-            compiled.payloads[*i].rejected.as_ref().is_some_and(|r| r.cause == LeftOutCause::NoPayloadRegisters)
+            // Also a point with too few dead VGPRs to load the SVA kept in
+            // memory into: the retry frees live ones.
+            let loads_sva = options.registers.get(&points[*i].function).is_some_and(|r| r.in_wave_slot.is_some());
+            compiled.payloads[*i].rejected.as_ref().is_some_and(|r| {
+                r.cause == LeftOutCause::NoPayloadRegisters || (loads_sva && r.cause == LeftOutCause::NoSvaRegister)
+            })
         })
         .collect();
     if starved.is_empty() || matches!(options.payload_room, PayloadRoom::AlignedPairs(_)) {
@@ -1849,6 +1867,15 @@ fn compile_each(
                 .iter()
                 .any(|a| matches!(a.storage(), gpuinstr_intrinsics::Storage::WorkItemId { .. }));
             let mut used = parking.clone();
+            // Spill only what the payload's own code names, or a move to
+            // pair dead VGPRs overwrites: the starved retry frees more VGPRs
+            // than most payloads use. (The check below still holds every
+            // planned one to its value.)
+            let named = final_code::vgprs_named(&code.code);
+            let moved_into: Vec<u16> = used.moved.iter().map(|(_, to)| *to).collect();
+            used.spilled.retain(|v| named.contains(v) || moved_into.contains(v));
+            // Spills read the frame from the SVA.
+            let reads_sva = reads_sva || !used.spilled.is_empty();
             used.loads.retain(|(_, vgpr)| {
                 (reads_sva && Some(*vgpr) == site.sva) || (reads_ids && Some(*vgpr) == site.work_item_ids)
             });
@@ -1857,13 +1884,6 @@ fn compile_each(
             } else if let Some(slot) = used.slot_loads.as_mut().filter(|_| !reads_ids) {
                 slot.work_item_ids = None;
             }
-            // Spill only what the payload's own code names, or a move to
-            // pair dead VGPRs overwrites: the starved retry frees more VGPRs
-            // than most payloads use. (The check below still holds every
-            // planned one to its value.)
-            let named = final_code::vgprs_named(&code.code);
-            let moved_into: Vec<u16> = used.moved.iter().map(|(_, to)| *to).collect();
-            used.spilled.retain(|v| named.contains(v) || moved_into.contains(v));
             used.wrap(&mut code, &final_code::end_label(index));
             spilled_vgprs = used.spilled.len();
             if spilled_vgprs > 0 && code.scratch_bytes > final_code::MAX_SPILL_OFFSET {

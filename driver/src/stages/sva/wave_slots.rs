@@ -51,17 +51,31 @@ pub fn address(vgpr: u16, pair: u16) -> Vec<String> {
 
 /// Whole-wave code loading the SVA (and the work-item ids) from this wave's
 /// slot into `sva` (and `work_item_ids`), waiting for them.
-pub fn load(sva: u16, work_item_ids: Option<u16>, pair: u16) -> Vec<String> {
-    // The ids' load reads the address before the SVA's overwrites it.
-    let base = work_item_ids.unwrap_or(sva);
-    let mut code = address(base, pair);
+pub fn load(sva: Option<u16>, work_item_ids: Option<u16>, pair: u16) -> Vec<String> {
     let global = format!("s[{pair}:{}]", pair + 1);
-    if let Some(ids) = work_item_ids {
-        code.push(format!("global_load_dword v{sva}, v{ids}, {global}"));
-        code.push(format!("global_load_dword v{ids}, v{ids}, {global} offset:{WORK_ITEM_IDS_OFFSET}"));
-    } else {
-        code.push(format!("global_load_dword v{sva}, v{sva}, {global}"));
-    }
+    let ids_load = |ids: u16, address: u16| {
+        format!("global_load_dword v{ids}, v{address}, {global} offset:{WORK_ITEM_IDS_OFFSET}")
+    };
+    let mut code = match (sva, work_item_ids) {
+        (None, None) => return Vec::new(),
+        // The ids' load reads the address before the SVA's overwrites it.
+        (Some(sva), Some(ids)) => {
+            let mut code = address(ids, pair);
+            code.push(format!("global_load_dword v{sva}, v{ids}, {global}"));
+            code.push(ids_load(ids, ids));
+            code
+        }
+        (Some(sva), None) => {
+            let mut code = address(sva, pair);
+            code.push(format!("global_load_dword v{sva}, v{sva}, {global}"));
+            code
+        }
+        (None, Some(ids)) => {
+            let mut code = address(ids, pair);
+            code.push(ids_load(ids, ids));
+            code
+        }
+    };
     code.push("s_waitcnt vmcnt(0)".into());
     code
 }
@@ -109,8 +123,11 @@ mod tests {
 
     #[test]
     fn the_ids_address_is_read_before_it_is_overwritten() {
-        let code = load(9, Some(10), 6);
+        let code = load(Some(9), Some(10), 6);
         assert_eq!(code[code.len() - 3], "global_load_dword v9, v10, s[6:7]");
         assert_eq!(code[code.len() - 2], "global_load_dword v10, v10, s[6:7] offset:256");
+        let code = load(None, Some(10), 6);
+        assert_eq!(code[code.len() - 2], "global_load_dword v10, v10, s[6:7] offset:256");
+        assert!(load(None, None, 6).is_empty());
     }
 }
