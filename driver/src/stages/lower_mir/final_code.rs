@@ -208,6 +208,16 @@ pub struct SlotLoads {
 pub const MAX_SPILL_OFFSET: u32 = 4095;
 
 impl Parking {
+    /// Whether all it does is load the SVA (and the work-item ids) from
+    /// the wave's slot: a payload that reads neither needs none of it.
+    pub fn only_loads_from_slot(&self) -> bool {
+        self.slot_loads.is_some()
+            && self.loads.is_empty()
+            && self.borrowed.is_empty()
+            && self.moved.is_empty()
+            && self.spilled.is_empty()
+    }
+
     fn whole_wave(&self, copies: impl Iterator<Item = String>) -> Vec<String> {
         let pair = format!("s[{}:{}]", self.exec_pair, self.exec_pair + 1);
         let mut code = vec![format!("s_mov_b64 {pair}, exec"), "s_mov_b64 exec, -1".to_string()];
@@ -222,6 +232,10 @@ impl Parking {
     /// `v_accvgpr_read` wrote it. A load still in flight may be writing a
     /// register parked here: the payload stage puts the wait for its
     /// counter before the copies (they are part of the payload's code).
+    ///
+    /// Values loaded from the wave's slot into VGPRs dead at the point go
+    /// first (spills read the frame from that SVA); into VGPRs the parking
+    /// frees, last.
     ///
     /// Spilled VGPRs go first at the entry and come back last at the exit:
     /// the frame swapped in (the application's s0-s3 and s32 saved in

@@ -36,7 +36,8 @@ const RESERVED_SGPRS: [u16; 7] = [0, 1, 2, 3, 30, 31, 32];
 /// their payloads would be). `None`: the point cannot use a template (its
 /// site parks registers, or a hook reads a register no 32-bit unit names).
 pub fn template_key(point: &PayloadPoint, site: &PayloadSite) -> Option<(String, UnitSet)> {
-    if site.parking.is_some() {
+    let in_memory = kept_in_memory(site);
+    if site.parking.is_some() && !in_memory {
         return None;
     }
     let mut read = UnitSet::EMPTY;
@@ -70,14 +71,22 @@ pub fn template_key(point: &PayloadPoint, site: &PayloadSite) -> Option<(String,
     let key = format!(
         "{}|{}|{}|{}|{:?}|{}|{}",
         calls.join(";"),
-        site.unplaced.is_some(),
-        site.sva.is_some(),
-        site.work_item_ids.is_some(),
+        site.unplaced.is_some() || in_memory,
+        site.sva.is_some() && !in_memory,
+        site.work_item_ids.is_some() && !in_memory,
         site.hidden_arguments,
         site.max_flat_workgroup_size,
         specials.join(",")
     );
     Some((key, read))
+}
+
+/// Whether the site's only parking is the SVA's load from the wave's slot
+/// in memory: its templates are compiled as for a kernel without an SVA
+/// (a template reading it is refused, and its points compiled with the
+/// loads), so that payloads reading neither it nor the ids need no load.
+fn kept_in_memory(site: &PayloadSite) -> bool {
+    site.parking.as_ref().is_some_and(crate::stages::lower_mir::final_code::Parking::only_loads_from_slot)
 }
 
 /// The register after `unit` in its file (the high half of a pair).
@@ -101,13 +110,17 @@ pub fn template_site(site: &PayloadSite, read: &UnitSet) -> PayloadSite {
     for unit in read.iter() {
         live.insert(unit);
     }
+    let in_memory = kept_in_memory(site);
     PayloadSite {
         live,
-        sva: site.sva.and(sva_stand_in),
-        work_item_ids: site.work_item_ids.and(ids_stand_in),
+        sva: site.sva.filter(|_| !in_memory).and(sva_stand_in),
+        work_item_ids: site.work_item_ids.filter(|_| !in_memory).and(ids_stand_in),
         hidden_arguments: site.hidden_arguments.clone(),
         max_flat_workgroup_size: site.max_flat_workgroup_size,
-        unplaced: site.unplaced.clone(),
+        unplaced: match in_memory {
+            true => Some("the State Value Array is kept in memory: a template does not load it".to_string()),
+            false => site.unplaced.clone(),
+        },
         ..PayloadSite::default()
     }
 }
@@ -349,6 +362,33 @@ mod tests {
         assert_eq!(template_site(&unplaced, &UnitSet::EMPTY).unplaced.as_deref(), Some("no VGPR is free"));
         let parked = PayloadSite { parking: Some(Default::default()), ..PayloadSite::default() };
         assert!(template_key(&point, &parked).is_none());
+    }
+
+    #[test]
+    fn sites_that_only_load_the_sva_from_memory_have_templates_without_it() {
+        use crate::stages::lower_mir::final_code::{Parking, SlotLoads};
+        use crate::stages::payload::HookCall;
+        let point = PayloadPoint {
+            function: 0,
+            instruction: 0,
+            calls: vec![HookCall { hook: "count".into(), arguments: vec![HookArgument::Int(1)] }],
+        };
+        let slot_loads = Some(SlotLoads { sva: 40, work_item_ids: None, pair: 6 });
+        let loading = PayloadSite {
+            sva: Some(40),
+            parking: Some(Parking { slot_loads, ..Parking::default() }),
+            ..PayloadSite::default()
+        };
+        let unplaced = PayloadSite { unplaced: Some("no register".into()), ..PayloadSite::default() };
+        let key = template_key(&point, &loading).expect("a template");
+        assert_eq!(Some(key), template_key(&point, &unplaced), "compiled as without an SVA");
+        let template = template_site(&loading, &UnitSet::EMPTY);
+        assert_eq!((template.sva, template.parking.is_none()), (None, true));
+        assert!(template.unplaced.is_some(), "a template reading the SVA is refused");
+        // Anything parked besides: no template.
+        let parking = Parking { slot_loads, spilled: vec![3], ..Parking::default() };
+        let spilling = PayloadSite { parking: Some(parking), ..loading };
+        assert!(template_key(&point, &spilling).is_none());
     }
 
     #[test]
