@@ -427,7 +427,8 @@ fn a_closed_output_pipe_ends_the_command_quietly() {
 
 /// A gfx90a kernel whose 32 VGPRs and 32 AGPRs are all live at once (a
 /// 64-register allocation), assembled from text.
-fn dense_kernel(dir: &Path) -> std::path::PathBuf {
+fn dense_kernel(dir: &Path, processor: &str) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
     let mut body = String::new();
     for v in 0..32 {
         body += &format!("\tv_mov_b32_e32 v{v}, 0\n");
@@ -442,21 +443,21 @@ fn dense_kernel(dir: &Path) -> std::path::PathBuf {
         body += &format!("\tv_accvgpr_read_b32 v1, a{a}\n");
     }
     let text = format!(
-        "\t.amdgcn_target \"amdgcn-amd-amdhsa--gfx90a\"\n\t.text\n\t.globl dense\n\t.p2align 8\n\t.type dense,@function\n\
+        "\t.amdgcn_target \"amdgcn-amd-amdhsa--{processor}\"\n\t.text\n\t.globl dense\n\t.p2align 8\n\t.type dense,@function\n\
          dense:\n{body}\tglobal_store_dword v[0:1], v0, off\n\ts_endpgm\n\t.size dense, .-dense\n\
          \t.section .rodata,\"a\",@progbits\n\t.p2align 6\n\t.amdhsa_kernel dense\n\
          \t.amdhsa_next_free_vgpr 64\n\t.amdhsa_next_free_sgpr 16\n\t.amdhsa_accum_offset 32\n\t.end_amdhsa_kernel\n\
          \t.amdgpu_metadata\n---\namdhsa.kernels:\n  - .name: dense\n    .symbol: dense.kd\n\
          \x20   .kernarg_segment_size: 0\n    .kernarg_segment_align: 8\n    .group_segment_fixed_size: 0\n\
          \x20   .private_segment_fixed_size: 0\n    .wavefront_size: 64\n    .sgpr_count: 16\n    .vgpr_count: 64\n\
-         \x20   .max_flat_workgroup_size: 256\namdhsa.target: amdgcn-amd-amdhsa--gfx90a\namdhsa.version:\n  - 1\n  - 1\n...\n\
+         \x20   .max_flat_workgroup_size: 256\namdhsa.target: amdgcn-amd-amdhsa--{processor}\namdhsa.version:\n  - 1\n  - 1\n...\n\
          \t.end_amdgpu_metadata\n"
     );
     let source = dir.join("dense.s");
     std::fs::write(&source, text).unwrap();
     let object = dir.join("dense.o");
     let status = gpuinstr::toolchain::llvm_tool("llvm-mc")
-        .args(["-triple=amdgcn-amd-amdhsa", "-mcpu=gfx90a", "-filetype=obj"])
+        .args(["-triple=amdgcn-amd-amdhsa", &format!("-mcpu={processor}"), "-filetype=obj"])
         .arg(&source)
         .arg("-o")
         .arg(&object)
@@ -504,14 +505,16 @@ fn vector_tool(dir: &Path) -> std::path::PathBuf {
 /// Points left out fail the run with one line saying how many and why, and
 /// nothing is written; the temporary directory is left empty whatever
 /// happens (llc's failed inputs were kept there), and the failed inputs go
-/// where --keep-failed says.
+/// where --keep-failed says. (On gfx940: on gfx90a the SVA of a kernel
+/// with no register for it lives in memory, and every point is placed.)
 #[test]
 fn left_out_points_fail_the_run_and_no_temporary_file_stays() {
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     let tmp = dir.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
-    let app = dense_kernel(dir);
+    let gfx90a = dense_kernel(dir, "gfx90a");
+    let app = dense_kernel(&dir.join("gfx940"), "gfx940");
     let tool = vector_tool(dir);
     let plan = dir.join("plan.toml");
     std::fs::write(&plan, "[[insert]]\nhook = \"lane\"\nwhere = \"each-instruction\"\n").unwrap();
@@ -527,6 +530,8 @@ fn left_out_points_fail_the_run_and_no_temporary_file_stays() {
             .arg(&plan)
             .arg("-o")
             .arg(&output)
+            // Debian 12's CoMGR predates gfx940.
+            .args(["--linker", "lld"])
             .args(extra)
             .output()
             .unwrap();
@@ -560,5 +565,19 @@ fn left_out_points_fail_the_run_and_no_temporary_file_stays() {
     let (code, stdout, stderr) = run(&["--grow-registers"]);
     assert_eq!(code, Some(0), "{stderr}");
     assert!(!stdout.contains("PARTIAL"), "{stdout}");
+    assert_eq!(left_in_tmp(), 0, "temporary files left behind");
+
+    // On gfx90a, not growing, the SVA lives in memory and the payloads
+    // save live VGPRs in scratch through it: every point is placed.
+    std::fs::remove_file(&output).unwrap();
+    let result = gpuinstr_link()
+        .env("TMPDIR", &tmp)
+        .args(["instrument", gfx90a.to_str().unwrap(), "--tool", tool.to_str().unwrap()])
+        .args(["--plan", plan.to_str().unwrap(), "--grow-registers=never", "-o", output.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(result.stdout).unwrap();
+    assert_eq!(result.status.code(), Some(0), "{}", String::from_utf8_lossy(&result.stderr));
+    assert!(!stdout.contains("PARTIAL") && stdout.contains("live VGPRs in scratch memory"), "{stdout}");
     assert_eq!(left_in_tmp(), 0, "temporary files left behind");
 }

@@ -970,7 +970,7 @@ fn the_sva_lives_in_the_waves_slot_where_no_register_is_free() {
     assert_eq!(memory[0], expected, "the original's results");
 
     let dir = scratch();
-    for example in ["kernel-arguments", "branch-divergence", "memory-tracer"] {
+    for example in ["kernel-arguments", "branch-divergence", "memory-tracer", "instruction-counter"] {
         let tool = example_tool_for(example, dir.path(), &app);
         let plan = example_plan_for(example, kernel);
         let options = InstrumentOptions { linker: linker_for(&app), ..InstrumentOptions::default() };
@@ -988,6 +988,11 @@ fn the_sva_lives_in_the_waves_slot_where_no_register_is_free() {
         match example {
             "kernel-arguments" => check_kernel_arguments(&app, &output, &case),
             "branch-divergence" => assert!(check_branch_divergence(&app, &output, &case) > 0, "some wave diverges"),
+            // Where the load's data is in flight every VGPR is live: the
+            // counter's payload there (which spills) first saves one in the
+            // wave's slot through a resource adding the lane id, loads the
+            // SVA into it, and gives it back last.
+            "instruction-counter" => check_instruction_counter(&app, &output, &plan, &case),
             _ => {
                 // At the load every VGPR but its destination is live: the
                 // payload loads the SVA into that one and saves live VGPRs

@@ -192,6 +192,9 @@ pub struct Parking {
     /// The SVA (and the work-item ids) kept in the wave's slot in memory,
     /// loaded at the entry into VGPRs dead at the point.
     pub slot_loads: Option<SlotLoads>,
+    /// Where no VGPR is dead to load it into: a live one saved in the
+    /// wave's slot first (and loaded back last).
+    pub rescue: Option<crate::stages::sva::wave_slots::Rescue>,
 }
 
 /// Loads from the wave's slot (stages::sva::wave_slots).
@@ -212,6 +215,7 @@ impl Parking {
     /// the wave's slot: a payload that reads neither needs none of it.
     pub fn only_loads_from_slot(&self) -> bool {
         self.slot_loads.is_some()
+            && self.rescue.is_none()
             && self.loads.is_empty()
             && self.borrowed.is_empty()
             && self.moved.is_empty()
@@ -253,7 +257,8 @@ impl Parking {
         {
             return;
         }
-        let parks = !self.borrowed.is_empty() || !self.moved.is_empty() || !self.spilled.is_empty();
+        let parks =
+            !self.borrowed.is_empty() || !self.moved.is_empty() || !self.spilled.is_empty() || self.rescue.is_some();
         let slots = payload.scratch_bytes;
         let (spills, reloads) = self.spill_code(slots);
         payload.scratch_bytes += 4 * self.spilled.len() as u32;
@@ -282,8 +287,10 @@ impl Parking {
         let mut code = Vec::new();
         code.extend(
             self.whole_wave(
-                slot_first
-                    .into_iter()
+                self.rescue
+                    .iter()
+                    .flat_map(|r| r.save())
+                    .chain(slot_first)
                     .chain(spills)
                     .chain(self.borrowed.iter().map(|(v, a)| format!("v_accvgpr_write_b32 a{a}, v{v}")))
                     .chain(self.moved.iter().map(|(from, to)| format!("v_mov_b32 v{to}, v{from}")))
@@ -299,12 +306,16 @@ impl Parking {
             }
             code.push("s_nop 2".into());
             code.extend(
+                // The entry's copies undone in reverse: a VGPR a live one
+                // moved into may itself be parked (borrowed or spilled).
                 self.whole_wave(
-                    self.borrowed
+                    self.moved
                         .iter()
-                        .map(|(v, a)| format!("v_accvgpr_read_b32 v{v}, a{a}"))
-                        .chain(self.moved.iter().map(|(from, to)| format!("v_mov_b32 v{from}, v{to}")))
-                        .chain(reloads),
+                        .map(|(from, to)| format!("v_mov_b32 v{from}, v{to}"))
+                        .chain(self.borrowed.iter().map(|(v, a)| format!("v_accvgpr_read_b32 v{v}, a{a}")))
+                        .chain(reloads)
+                        // Last: the reloads read the frame from the SVA it held.
+                        .chain(self.rescue.iter().flat_map(|r| r.restore())),
                 ),
             );
             code.push("s_nop 1".into());

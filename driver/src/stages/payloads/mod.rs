@@ -101,7 +101,13 @@ fn plan_parking(
         (0..registers.agpr_limit.min(max_agprs)).filter(|a| !live.contains(Unit::agpr(*a)) && !agpr_homes.contains(a));
     let mut borrowed = Vec::new();
     let mut spilled = Vec::new();
-    let mut live_vgprs = (0..limit).rev().filter(|v| live.contains(Unit::vgpr(*v)) && !homes.contains(v));
+    // The SVA kept in memory, spills wanted and no VGPR dead to load it
+    // into: one live VGPR is saved in the wave's slot first (a rescue).
+    let rescued = (registers.in_wave_slot.is_some() && spill_frame.is_some() && dead_vgprs.is_empty())
+        .then(|| (0..limit).rev().find(|v| live.contains(Unit::vgpr(*v)) && !homes.contains(v)))
+        .flatten();
+    let mut live_vgprs =
+        (0..limit).rev().filter(|v| live.contains(Unit::vgpr(*v)) && !homes.contains(v) && Some(*v) != rescued);
     for _ in 0..short {
         match (live_vgprs.next(), dead_agprs.next()) {
             (Some(vgpr), Some(agpr)) => borrowed.push((vgpr, agpr)),
@@ -133,12 +139,14 @@ fn plan_parking(
         }
     }
     // Loads take dead VGPRs first, then borrowed ones.
-    let mut targets = dead_vgprs
-        .iter()
-        .copied()
-        .filter(|v| !moved.iter().any(|(_, to)| to == v))
+    // Never a VGPR a live one moved into (it holds that value), whatever
+    // freed it (a spilled one may be moved into too).
+    let mut targets = rescued
+        .into_iter()
+        .chain(dead_vgprs.iter().copied())
         .chain(borrowed.iter().map(|(v, _)| *v))
         .chain(spilled.iter().copied())
+        .filter(|v| !moved.iter().any(|(_, to)| to == v))
         .chain(moved.iter().map(|(from, _)| *from));
     let mut loads = Vec::new();
     let (mut sva, mut work_item_ids) = (registers.sva, registers.work_item_ids);
@@ -180,7 +188,7 @@ fn plan_parking(
         // Spills read the instrumentation frame from the SVA: from the
         // copy loaded first, into a VGPR dead here (not one spilled).
         if let (Some(frame), false) = (frame_requested, spilled.is_empty()) {
-            if !dead_vgprs.contains(&target) {
+            if !dead_vgprs.contains(&target) && Some(target) != rescued {
                 return Err(
                     "the State Value Array is kept in memory, and no VGPR is dead here to load it into before \
                      live VGPRs are saved in scratch memory"
@@ -210,10 +218,40 @@ fn plan_parking(
         }
         None => None,
     };
+    let rescue = match (rescued, slot_loads) {
+        (Some(vgpr), Some(loads)) => {
+            let taken = [exec_pair, exec_pair + 1, loads.pair, loads.pair + 1];
+            let dead = |s: u16| {
+                s < crate::stages::load::allocation::MAX_SGPRS
+                    && !live.contains(Unit::sgpr(s))
+                    && !swapped(s)
+                    && !taken.contains(&s)
+                    && !crate::stages::sva::wave_slots::RESERVED_SGPRS.contains(&s)
+            };
+            let no_room = || {
+                "every VGPR is live here, and too few SGPRs are dead to save one in the wave's slot for the State \
+                 Value Array kept in memory"
+                    .to_string()
+            };
+            let resource = (0..crate::stages::load::allocation::MAX_SGPRS)
+                .step_by(4)
+                .find(|r| (*r..r + 4).all(dead))
+                .ok_or_else(no_room)?;
+            let mut singles = (0..crate::stages::load::allocation::MAX_SGPRS)
+                .filter(|s| dead(*s) && !(resource..resource + 4).contains(s));
+            let offset = singles.next().ok_or_else(no_room)?;
+            let scc = match live.contains(Unit::special("SCC")) {
+                true => Some(singles.next().ok_or_else(no_room)?),
+                false => None,
+            };
+            Some(crate::stages::sva::wave_slots::Rescue { vgpr, resource, offset, scc })
+        }
+        _ => None,
+    };
     Ok(Some(SiteParking {
         sva,
         work_item_ids,
-        parking: Parking { exec_pair, loads, borrowed, moved, spilled, spill_frame, slot_loads },
+        parking: Parking { exec_pair, loads, borrowed, moved, spilled, spill_frame, slot_loads, rescue },
     }))
 }
 
@@ -1057,7 +1095,7 @@ pub fn payload_sites(
                     site.live.remove(Unit::vgpr(*vgpr));
                     site.live.insert(Unit::agpr(*agpr));
                 }
-                for vgpr in &planned.parking.spilled {
+                for vgpr in planned.parking.spilled.iter().chain(planned.parking.rescue.as_ref().map(|r| &r.vgpr)) {
                     site.live.remove(Unit::vgpr(*vgpr));
                 }
                 for (from, to) in &planned.parking.moved {
@@ -1582,7 +1620,7 @@ fn measure_and_check_one(
                 must_keep.remove(Unit::agpr(*agpr));
                 must_keep.insert(Unit::vgpr(*vgpr));
             }
-            for vgpr in &parking.spilled {
+            for vgpr in parking.spilled.iter().chain(parking.rescue.as_ref().map(|r| &r.vgpr)) {
                 must_keep.insert(Unit::vgpr(*vgpr));
             }
             // Moved VGPRs come back; their stand-ins were dead.
@@ -1881,6 +1919,7 @@ fn compile_each(
             });
             if !reads_sva && !reads_ids {
                 used.slot_loads = None;
+                used.rescue = None;
             } else if let Some(slot) = used.slot_loads.as_mut().filter(|_| !reads_ids) {
                 slot.work_item_ids = None;
             }

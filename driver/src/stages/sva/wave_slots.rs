@@ -20,10 +20,12 @@ const LOW_BITS: u32 = 6;
 const HIGH_BITS: u32 = 8;
 pub const SLOTS: u64 = 1 << (LOW_BITS + HIGH_BITS);
 
-/// Bytes per slot: the SVA's 64 lanes, then the work-item ids' 64 lanes.
-pub const SLOT_BYTES: u64 = 512;
-const SLOT_SHIFT: u32 = 9;
+/// Bytes per slot: the SVA's 64 lanes, the work-item ids' 64 lanes, and a
+/// VGPR saved where no VGPR is dead to load the SVA into (a rescue).
+pub const SLOT_BYTES: u64 = 1024;
+const SLOT_SHIFT: u32 = 10;
 pub const WORK_ITEM_IDS_OFFSET: u32 = 256;
+pub const RESCUE_OFFSET: u32 = 512;
 
 /// The area's size in bytes.
 pub const AREA_BYTES: u64 = SLOTS * SLOT_BYTES;
@@ -94,6 +96,89 @@ pub fn store(sva: u16, work_item_ids: Option<u16>, address_vgpr: u16, pair: u16)
     code
 }
 
+/// SGPRs a rescue never takes: s[0:3] and s32 (the payloads' frame,
+/// swapped around spills) and s30:s31 (their return address).
+pub const RESERVED_SGPRS: [u16; 7] = [0, 1, 2, 3, 30, 31, 32];
+
+/// Registers for saving one live VGPR in the wave's slot where no VGPR is
+/// dead (every one live at the point): a buffer resource adding each
+/// lane's id (`ADD_TID_ENABLE`, stride 4) needs no VGPR for the address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rescue {
+    /// The live VGPR saved (and then free for the SVA's load).
+    pub vgpr: u16,
+    /// First of four aligned SGPRs dead at the point: the resource.
+    pub resource: u16,
+    /// An SGPR dead at the point: the slot's offset.
+    pub offset: u16,
+    /// An SGPR dead at the point keeping SCC, when SCC is live (building
+    /// the resource takes scalar adds).
+    pub scc: Option<u16>,
+}
+
+impl Rescue {
+    fn resource_code(&self) -> Vec<String> {
+        let (r, o) = (self.resource, self.offset);
+        let mut code = Vec::new();
+        if let Some(scc) = self.scc {
+            code.push(format!("s_cselect_b32 s{scc}, 1, 0"));
+        }
+        code.extend([
+            format!("s_getpc_b64 s[{r}:{}]", r + 1),
+            // The literals are 4 and 12 bytes past the end of s_getpc_b64.
+            format!("s_add_u32 s{r}, s{r}, {SYMBOL}@rel32@lo+4"),
+            format!("s_addc_u32 s{}, s{}, {SYMBOL}@rel32@hi+12", r + 1, r + 1),
+            // Base bits 47:32, stride 4 in bits 61:48 of the resource.
+            format!("s_and_b32 s{}, s{}, 0xffff", r + 1, r + 1),
+            format!("s_or_b32 s{}, s{}, 0x40000", r + 1, r + 1),
+            format!("s_getreg_b32 s{o}, hwreg(HW_REG_HW_ID, 8, {HIGH_BITS})"),
+            format!("s_lshl_b32 s{o}, s{o}, {LOW_BITS}"),
+            format!("s_getreg_b32 s{}, hwreg(HW_REG_HW_ID, 0, {LOW_BITS})", r + 2),
+            format!("s_or_b32 s{o}, s{o}, s{}", r + 2),
+            format!("s_lshl_b32 s{o}, s{o}, {SLOT_SHIFT}"),
+            // Every record, and the lane's id added to the index.
+            format!("s_mov_b32 s{}, -1", r + 2),
+            format!("s_mov_b32 s{}, 0x800000", r + 3),
+        ]);
+        code
+    }
+
+    fn restore_scc(&self, code: &mut Vec<String>) {
+        if let Some(scc) = self.scc {
+            code.push(format!("s_cmp_lg_u32 s{scc}, 0"));
+        }
+    }
+
+    /// Whole-wave code saving the VGPR in the wave's slot.
+    pub fn save(&self) -> Vec<String> {
+        let mut code = self.resource_code();
+        code.push(format!(
+            "buffer_store_dword v{}, off, s[{}:{}], s{} offset:{RESCUE_OFFSET}",
+            self.vgpr,
+            self.resource,
+            self.resource + 3,
+            self.offset
+        ));
+        self.restore_scc(&mut code);
+        code
+    }
+
+    /// Whole-wave code loading it back, waiting for it.
+    pub fn restore(&self) -> Vec<String> {
+        let mut code = self.resource_code();
+        code.push(format!(
+            "buffer_load_dword v{}, off, s[{}:{}], s{} offset:{RESCUE_OFFSET}",
+            self.vgpr,
+            self.resource,
+            self.resource + 3,
+            self.offset
+        ));
+        code.push("s_waitcnt vmcnt(0)".into());
+        self.restore_scc(&mut code);
+        code
+    }
+}
+
 /// The area's definition, appended to the instrumented code object: a
 /// local symbol (a global one could be preempted, and a pc-relative
 /// reference to it would not link).
@@ -113,6 +198,7 @@ mod tests {
     fn slots_cover_every_hw_id_a_gfx9_wave_can_have() {
         // Wave slot 4 bits, SIMD 2, (pipe 2 skipped), CU 4, SH 1, SE 3.
         assert_eq!(SLOTS, 1 << 14);
+        assert!(u64::from(RESCUE_OFFSET) + 256 <= SLOT_BYTES);
         assert_eq!(1u64 << SLOT_SHIFT, SLOT_BYTES);
         assert!(u64::from(WORK_ITEM_IDS_OFFSET) + 256 <= SLOT_BYTES);
         let code = address(7, 4);
