@@ -505,7 +505,7 @@ fn vector_tool(dir: &Path) -> std::path::PathBuf {
 /// Points left out fail the run with one line saying how many and why, and
 /// nothing is written; the temporary directory is left empty whatever
 /// happens (llc's failed inputs were kept there), and the failed inputs go
-/// where --keep-failed says. (On gfx940: on gfx90a the SVA of a kernel
+/// where --keep-failed says. (On MI300: on gfx90a the SVA of a kernel
 /// with no register for it lives in memory, and every point is placed.)
 #[test]
 fn left_out_points_fail_the_run_and_no_temporary_file_stays() {
@@ -514,7 +514,9 @@ fn left_out_points_fail_the_run_and_no_temporary_file_stays() {
     let tmp = dir.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
     let gfx90a = dense_kernel(dir, "gfx90a");
-    let app = dense_kernel(&dir.join("gfx940"), "gfx940");
+    // MI300: gfx940 with LLVM 15, gfx942 since (LLVM 20 dropped gfx940).
+    let mi300 = if gpuinstr::toolchain::LLVM_MAJOR >= 17 { "gfx942" } else { "gfx940" };
+    let app = dense_kernel(&dir.join(mi300), mi300);
     let tool = vector_tool(dir);
     let plan = dir.join("plan.toml");
     std::fs::write(&plan, "[[insert]]\nhook = \"lane\"\nwhere = \"each-instruction\"\n").unwrap();
@@ -530,7 +532,7 @@ fn left_out_points_fail_the_run_and_no_temporary_file_stays() {
             .arg(&plan)
             .arg("-o")
             .arg(&output)
-            // Debian 12's CoMGR predates gfx940.
+            // Debian 12's CoMGR predates MI300.
             .args(["--linker", "lld"])
             .args(extra)
             .output()

@@ -212,15 +212,15 @@ fn kernels_at_the_vgpr_limit_keep_every_point() {
 }
 
 /// A kernel whose every VGPR and AGPR is live at once (v0-v31, a0-a31 of a
-/// 64-register allocation): on gfx940, where the SVA cannot live in memory
-/// yet, nothing fits without growing.
+/// 64-register allocation): on MI300 (gfx940, gfx942), where the SVA cannot
+/// live in memory yet, nothing fits without growing.
 fn dense_kernel() -> CodeObject {
     let vgprs: String = (0..32).map(|v| format!("\tv_mov_b32_e32 v{v}, 0\n")).collect();
     let agprs: String = (0..32).map(|a| format!("\tv_accvgpr_write_b32 a{a}, 0\n")).collect();
     let reads: String = (1..32).map(|v| format!("\tv_add_u32_e32 v0, v0, v{v}\n")).collect();
     let keep_agprs: String = (0..32).map(|a| format!("\tv_accvgpr_read_b32 v1, a{a}\n")).collect();
     let body = vgprs + &agprs + &reads + &keep_agprs + "\tglobal_store_dword v[0:1], v0, off\n\ts_endpgm";
-    kernel_from_assembly("gfx940", &body, "")
+    kernel_from_assembly(mi300(), &body, "")
 }
 
 /// Item 1: a run that would leave selected points out fails, saying how

@@ -190,7 +190,7 @@ fn a_kernel_without_free_vector_registers_needs_growing() {
 
     // gfx940 and later spread a GPU's waves over several XCCs, whose ids
     // the slot does not hold yet: there the kernel gets a problem.
-    let code_object = kernel_from_assembly("gfx940", &source, "");
+    let code_object = kernel_from_assembly(mi300(), &source, "");
     let lifted = lift(&code_object).unwrap();
     let liveness = analyze(&lifted).unwrap();
     let placement = place(&lifted, &liveness, &request);
