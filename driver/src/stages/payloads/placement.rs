@@ -345,14 +345,19 @@ pub fn rename(code: &[CodeLine], template: &PayloadSite, site: &PayloadSite, rea
 mod tests {
     use super::*;
 
-    #[test]
-    fn kernels_without_an_sva_register_have_templates_of_their_own() {
+    /// A point calling `count(1)`.
+    fn counting_point() -> PayloadPoint {
         use crate::stages::payload::HookCall;
-        let point = PayloadPoint {
+        PayloadPoint {
             function: 0,
             instruction: 0,
             calls: vec![HookCall { hook: "count".into(), arguments: vec![HookArgument::Int(1)] }],
-        };
+        }
+    }
+
+    #[test]
+    fn kernels_without_an_sva_register_have_templates_of_their_own() {
+        let point = counting_point();
         let placed = PayloadSite { sva: Some(200), ..PayloadSite::default() };
         let unplaced = PayloadSite { unplaced: Some("no VGPR is free".into()), ..PayloadSite::default() };
         let (placed_key, _) = template_key(&point, &placed).unwrap();
@@ -367,12 +372,7 @@ mod tests {
     #[test]
     fn sites_that_only_load_the_sva_from_memory_have_templates_without_it() {
         use crate::stages::lower_mir::final_code::{Parking, SlotLoads};
-        use crate::stages::payload::HookCall;
-        let point = PayloadPoint {
-            function: 0,
-            instruction: 0,
-            calls: vec![HookCall { hook: "count".into(), arguments: vec![HookArgument::Int(1)] }],
-        };
+        let point = counting_point();
         let slot_loads = Some(SlotLoads { sva: 40, work_item_ids: None, pair: 6 });
         let loading = PayloadSite {
             sva: Some(40),
