@@ -1,8 +1,8 @@
 //! Proves from machine code alone that inserted code leaves every register
 //! that is live at its point as it found it.
 //!
-//! The code is assembled with llvm-mc and decoded with LLVM's
-//! disassembler, then interpreted abstractly: every register starts as "its
+//! The code is assembled (in process, or with llvm-mc) and decoded with
+//! LLVM's disassembler, then interpreted abstractly: every register starts as "its
 //! original value"; copies move original values around (`s_mov`, `v_mov`,
 //! `v_writelane`/`v_readlane`, scratch stores and loads at fixed offsets,
 //! `s_cselect`/`s_cmp` round trips of SCC); anything else makes the
@@ -44,8 +44,50 @@ pub struct Violation {
     pub culprit: String,
 }
 
-/// Assembles instruction lists (one per payload) and decodes them back.
+/// Assembles instruction lists (one per payload) and decodes them back:
+/// in process, each distinct line encoded once (the bytes emission lays
+/// out), or where a line does not encode on its own, through llvm-mc.
 pub fn decode_code<L: AsRef<str>>(
+    lifted: &LiftedCodeObject<'_>,
+    functions: &[Vec<L>],
+) -> Result<Vec<Vec<Instruction>>, PreservationError> {
+    let Ok(laid_out) = crate::stages::lift::line_encoding::lay_out(lifted, functions) else {
+        return decode_with_llvm_mc(lifted, functions);
+    };
+    let isa = &lifted.isa;
+    let decode = |index: usize, bytes: &[u8], at: usize| match isa.mc.decode(bytes, at as u64) {
+        Ok(raw) if raw.size as usize == bytes.len() => Ok(Instruction::new(isa, at as u64, bytes, raw)),
+        _ => Err(PreservationError::Undecodable(format!("payload {index}: bytes at {at:#x} do not decode"))),
+    };
+    // Alike lines decode alike wherever they are, branches aside (their
+    // targets depend on the address): each distinct encoding once.
+    let mut by_bytes: HashMap<&[u8], Instruction> = HashMap::new();
+    let mut decoded = Vec::with_capacity(laid_out.len());
+    for (index, code) in laid_out.iter().enumerate() {
+        let mut instructions = Vec::with_capacity(code.instructions.len());
+        for &(at, length, branch) in &code.instructions {
+            let bytes = &code.bytes[at..at + length];
+            if branch {
+                instructions.push(decode(index, bytes, at)?);
+                continue;
+            }
+            let instruction = match by_bytes.get(bytes) {
+                Some(known) => known.clone(),
+                None => {
+                    let fresh = decode(index, bytes, 0)?;
+                    by_bytes.insert(bytes, fresh.clone());
+                    fresh
+                }
+            };
+            instructions.push(Instruction { address: at as u64, ..instruction });
+        }
+        decoded.push(instructions);
+    }
+    Ok(decoded)
+}
+
+/// [`decode_code`] through llvm-mc: one assembly of every list.
+fn decode_with_llvm_mc<L: AsRef<str>>(
     lifted: &LiftedCodeObject<'_>,
     functions: &[Vec<L>],
 ) -> Result<Vec<Vec<Instruction>>, PreservationError> {

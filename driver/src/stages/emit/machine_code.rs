@@ -15,36 +15,10 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
+pub use crate::stages::lift::line_encoding::Unplaceable;
+use crate::stages::lift::line_encoding::{patch_branch, target_expression, Encoder, Line, LITERAL_SENTINEL};
 use crate::stages::lift::{Flow, Function, Half, LiftedCodeObject};
 use crate::stages::patch::Patch;
-
-/// A branch's 16-bit offset while the target is unknown, and a literal's.
-const BRANCH_SENTINEL: u16 = 12_345;
-const LITERAL_SENTINEL: u32 = 0x5eed_c0de;
-
-/// Why the layout could not be made (the code object is then emitted as
-/// assembly).
-#[derive(Debug)]
-pub struct Unplaceable(pub String);
-
-/// One payload or long-jump line, encoded.
-#[derive(Clone, Debug)]
-enum Line {
-    Bytes(Vec<u8>),
-    /// A short branch to a label among the lines of its site.
-    Branch {
-        bytes: Vec<u8>,
-        label: String,
-    },
-    /// An instruction whose literal (at byte `at`) the linker fills in.
-    Relocated {
-        bytes: Vec<u8>,
-        at: usize,
-        kind: &'static str,
-        symbol: String,
-        target: String,
-    },
-}
 
 /// A relocation in a function's code: at `offset` from its start.
 pub struct Relocation {
@@ -117,125 +91,6 @@ fn render_listing(entries: &[Listed], blob: &[u8]) -> String {
     out
 }
 
-/// Payload lines encoded once each, in one batch per kind.
-struct Encoder {
-    lines: HashMap<String, Line>,
-}
-
-/// `s_cbranch_execz .LBB0_2` as its mnemonic and label.
-fn branch_parts(line: &str) -> Option<(&str, &str)> {
-    let (mnemonic, operand) = line.split_once(' ')?;
-    let branch = mnemonic == "s_branch" || mnemonic.starts_with("s_cbranch_");
-    (branch && !operand.contains([',', ' '])).then_some((mnemonic, operand.trim()))
-}
-
-/// `s_add_u32 s14, s14, Counter@gotpcrel32@lo+4` as the line with the
-/// literal sentinel, the relocation's kind and its target expression.
-fn relocated_parts(line: &str) -> Option<(String, &'static str, String, String)> {
-    // The relocated operand: the last (`s_add_u32 s0, s0, x@rel32@lo+4`)
-    // or a VOP2's first source (`v_add_u32_e32 v1, x@rel32@lo+4, v1`).
-    let (mnemonic, operands) = line.split_once(' ')?;
-    let mut operands: Vec<&str> = operands.split(", ").collect();
-    let relocated = operands.iter().position(|o| o.contains('@'))?;
-    let operand = operands[relocated];
-    let mut parts = operand.split('@');
-    let (symbol, kind, rest) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() || symbol.is_empty() {
-        return None;
-    }
-    let split = rest.find(['+', '-']).unwrap_or(rest.len());
-    let (half, addend) = rest.split_at(split);
-    let addend: i64 = match addend {
-        "" => 0,
-        _ => addend.strip_prefix('+').unwrap_or(addend).parse().ok()?,
-    };
-    let kind = match (kind, half) {
-        ("gotpcrel32", "lo") => "R_AMDGPU_GOTPCREL32_LO",
-        ("gotpcrel32", "hi") => "R_AMDGPU_GOTPCREL32_HI",
-        ("rel32", "lo") => "R_AMDGPU_REL32_LO",
-        ("rel32", "hi") => "R_AMDGPU_REL32_HI",
-        ("abs32", "lo") => "R_AMDGPU_ABS32_LO",
-        ("abs32", "hi") => "R_AMDGPU_ABS32_HI",
-        _ => return None,
-    };
-    let sentinel = format!("{LITERAL_SENTINEL:#x}");
-    operands[relocated] = &sentinel;
-    let substituted = format!("{mnemonic} {}", operands.join(", "));
-    Some((substituted, kind, symbol.to_string(), target_expression(symbol, addend)))
-}
-
-fn target_expression(symbol: &str, addend: i64) -> String {
-    match addend {
-        0 => symbol.to_string(),
-        a if a < 0 => format!("{symbol}{a}"),
-        a => format!("{symbol}+{a}"),
-    }
-}
-
-/// Where a sentinel's bytes are in an encoding.
-fn find(bytes: &[u8], sentinel: &[u8]) -> Option<usize> {
-    bytes.windows(sentinel.len()).position(|w| w == sentinel)
-}
-
-impl Encoder {
-    /// Encodes every distinct line (labels aside): as it is where it has
-    /// no fixup, else with its branch target or relocated literal replaced
-    /// by a sentinel.
-    fn new<'l>(lifted: &LiftedCodeObject<'_>, lines: impl Iterator<Item = &'l str>) -> Result<Self, Unplaceable> {
-        let distinct: std::collections::HashSet<&str> = lines.filter(|l| !l.ends_with(':')).collect();
-        // Branches and relocated literals by pattern (their labels and
-        // targets differ from point to point; their encodings do not).
-        let what = |line: &str| -> String {
-            if let Some((mnemonic, _)) = branch_parts(line) {
-                format!("{mnemonic} {BRANCH_SENTINEL}")
-            } else if let Some((substituted, ..)) = line.contains('@').then(|| relocated_parts(line)).flatten() {
-                substituted
-            } else {
-                line.to_string()
-            }
-        };
-        let assembled: Vec<(&str, String)> = distinct.into_iter().map(|line| (line, what(line))).collect();
-        let mut texts: Vec<&str> = assembled.iter().map(|(_, text)| text.as_str()).collect();
-        texts.sort_unstable();
-        texts.dedup();
-        let encodings: HashMap<&str, Option<Vec<u8>>> =
-            texts.iter().copied().zip(lifted.isa.mc.assemble(&texts)).collect();
-        let mut encoder = Encoder { lines: HashMap::with_capacity(assembled.len()) };
-        for (line, text) in &assembled {
-            let bytes = encodings[text.as_str()]
-                .clone()
-                .ok_or_else(|| Unplaceable(format!("the assembler does not encode `{line}` on its own")))?;
-            let encoded = if let Some((_, label)) = branch_parts(line) {
-                if bytes.len() != 4 || u16::from_le_bytes([bytes[0], bytes[1]]) != BRANCH_SENTINEL {
-                    return Err(Unplaceable(format!("`{line}` is not a short branch")));
-                }
-                Line::Branch { bytes, label: label.to_string() }
-            } else if let Some((_, kind, symbol, target)) = line.contains('@').then(|| relocated_parts(line)).flatten()
-            {
-                let at = find(&bytes, &LITERAL_SENTINEL.to_le_bytes())
-                    .ok_or_else(|| Unplaceable(format!("`{line}` has no 32-bit literal")))?;
-                Line::Relocated { bytes, at, kind, symbol, target }
-            } else {
-                Line::Bytes(bytes)
-            };
-            encoder.lines.insert(line.to_string(), encoded);
-        }
-        Ok(encoder)
-    }
-
-    /// A line's encoding (labels are not lines of their own here).
-    fn line(&self, line: &str) -> &Line {
-        &self.lines[line]
-    }
-
-    fn bytes(&self, line: &str) -> Result<&[u8], Unplaceable> {
-        match self.lines.get(line) {
-            Some(Line::Bytes(bytes)) => Ok(bytes),
-            _ => Err(Unplaceable(format!("`{line}` has no encoding of its own"))),
-        }
-    }
-}
-
 /// What a function's code still needs once every offset is known.
 enum Pending {
     /// A short branch at `at` to the application's instruction at an address.
@@ -248,14 +103,6 @@ enum Pending {
     /// A pc-relative literal at `at` to the application's code at `target`
     /// (in this function or another), with `addend`.
     CodeRelative { at: usize, kind: &'static str, target: u64, addend: i64 },
-}
-
-fn patch_branch(code: &mut [u8], at: usize, target: usize) -> Result<(), Unplaceable> {
-    let distance = (target as i64 - (at as i64 + 4)) / 4;
-    let offset = i16::try_from(distance)
-        .map_err(|_| Unplaceable(format!("a branch at +{at:#x} does not reach +{target:#x} after patching")))?;
-    code[at..at + 2].copy_from_slice(&offset.to_le_bytes());
-    Ok(())
 }
 
 impl LiftedCodeObject<'_> {
@@ -489,43 +336,5 @@ impl LiftedCodeObject<'_> {
         }
         out.length = blob.len() - start;
         Ok((out, pending))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn relocated_lines_name_their_kind_and_target() {
-        let (line, kind, symbol, target) = relocated_parts("s_add_u32 s14, s14, Counter@gotpcrel32@lo+4").unwrap();
-        assert_eq!(line, "s_add_u32 s14, s14, 0x5eedc0de");
-        assert_eq!((kind, symbol.as_str(), target.as_str()), ("R_AMDGPU_GOTPCREL32_LO", "Counter", "Counter+4"));
-        let (_, kind, _, target) = relocated_parts("s_addc_u32 vcc_hi, vcc_hi, Buffer@rel32@hi-8").unwrap();
-        assert_eq!((kind, target.as_str()), ("R_AMDGPU_REL32_HI", "Buffer-8"));
-        assert!(relocated_parts("s_add_u32 s0, s0, Counter@gotpcrel").is_none());
-        let (line, kind, _, target) = relocated_parts("v_add_u32_e32 v7, slots@rel32@lo+4, v7").unwrap();
-        assert_eq!(
-            (line.as_str(), kind, target.as_str()),
-            ("v_add_u32_e32 v7, 0x5eedc0de, v7", "R_AMDGPU_REL32_LO", "slots+4")
-        );
-        assert!(relocated_parts("v_mov_b32_e32 v1, 0").is_none());
-    }
-
-    #[test]
-    fn branches_name_their_label() {
-        assert_eq!(branch_parts("s_cbranch_execz .LBB0_2"), Some(("s_cbranch_execz", ".LBB0_2")));
-        assert_eq!(branch_parts("s_branch .L1"), Some(("s_branch", ".L1")));
-        assert_eq!(branch_parts("s_mov_b32 s0, 1"), None);
-    }
-
-    #[test]
-    fn branches_reach_only_16_bits() {
-        let mut code = vec![0u8; 8];
-        patch_branch(&mut code, 0, 8).unwrap();
-        assert_eq!(&code[..2], &1i16.to_le_bytes());
-        patch_branch(&mut code, 4, 0).unwrap();
-        assert_eq!(&code[4..6], &(-2i16).to_le_bytes());
-        assert!(patch_branch(&mut code, 0, 4 * 40_000).is_err());
     }
 }

@@ -10,6 +10,7 @@ pub mod cfg;
 pub mod flags;
 pub mod instruction;
 pub mod isa;
+pub mod line_encoding;
 pub mod operand_roles;
 pub mod pc_relative;
 pub mod print;

@@ -197,6 +197,14 @@ pub struct Parking {
     pub rescue: Option<crate::stages::sva::wave_slots::Rescue>,
 }
 
+/// Which kernel inputs a payload's code reads (what its parking loads).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reads {
+    /// The SVA's lanes (also for the payload's stack frame).
+    pub sva: bool,
+    pub work_item_ids: bool,
+}
+
 /// Loads from the wave's slot (stages::sva::wave_slots).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SlotLoads {
@@ -220,6 +228,39 @@ impl Parking {
             && self.borrowed.is_empty()
             && self.moved.is_empty()
             && self.spilled.is_empty()
+    }
+
+    /// What of this planned parking a payload's code needs (`code` its
+    /// body; the site's SVA and work-item ids where the parking puts
+    /// them): live VGPRs parked (borrowed or spilled) only where the code
+    /// names them or a move fills them, since the starved room frees more
+    /// VGPRs than most payloads use; the SVA and ids loaded only when read
+    /// (spills read the frame from the SVA). The machine-code check still
+    /// holds every planned register to its value.
+    pub fn used_by(&self, code: &[String], sva: Option<u16>, work_item_ids: Option<u16>, reads: Reads) -> Parking {
+        let named = vgprs_named(code);
+        let moved_into: Vec<u16> = self.moved.iter().map(|(_, to)| *to).collect();
+        let mut used = self.clone();
+        used.spilled.retain(|v| named.contains(v) || moved_into.contains(v));
+        let reads_sva = reads.sva || !used.spilled.is_empty();
+        used.loads.retain(|(_, vgpr)| {
+            (reads_sva && Some(*vgpr) == sva) || (reads.work_item_ids && Some(*vgpr) == work_item_ids)
+        });
+        if !reads_sva && !reads.work_item_ids {
+            used.slot_loads = None;
+            used.rescue = None;
+        } else if let Some(slot) = used.slot_loads.as_mut().filter(|_| !reads.work_item_ids) {
+            slot.work_item_ids = None;
+        }
+        // A borrowed VGPR also stays parked where a value is loaded into it.
+        let loaded: Vec<u16> = used
+            .loads
+            .iter()
+            .map(|(_, v)| *v)
+            .chain(used.slot_loads.iter().flat_map(|l| std::iter::once(l.sva).chain(l.work_item_ids)))
+            .collect();
+        used.borrowed.retain(|(v, _)| named.contains(v) || moved_into.contains(v) || loaded.contains(v));
+        used
     }
 
     fn whole_wave(&self, copies: impl Iterator<Item = String>) -> Vec<String> {
@@ -450,6 +491,31 @@ mod tests {
 
     /// LLVM's entry wait goes too: the payload stage puts the wait the
     /// point needs in its place.
+    #[test]
+    fn payloads_park_only_the_vgprs_they_use_or_load_into() {
+        let parking = Parking {
+            exec_pair: 10,
+            borrowed: vec![(60, 0), (61, 1), (62, 2)],
+            spilled: vec![63, 59],
+            slot_loads: Some(SlotLoads { sva: 61, work_item_ids: Some(58), pair: 12 }),
+            ..Parking::default()
+        };
+        let body = ["v_mov_b32_e32 v60, 1".to_string(), "global_atomic_add_x2 v[62:63], v[58:59], off".to_string()];
+        let reads = Reads { sva: false, work_item_ids: false };
+        let used = parking.used_by(&body, Some(61), Some(58), reads);
+        // The spills the body names stay; they read the frame from the
+        // SVA, so it is loaded, into v61, which stays parked though the
+        // body does not name it.
+        assert_eq!(used.borrowed, vec![(60, 0), (61, 1), (62, 2)]);
+        assert_eq!(used.spilled, vec![63, 59]);
+        assert_eq!(used.slot_loads, Some(SlotLoads { sva: 61, work_item_ids: None, pair: 12 }));
+        // Nothing spilled, nothing read: no loads, and v61 and v62 stay
+        // where they are.
+        let quiet = ["v_mov_b32_e32 v60, 1".to_string()];
+        let used = parking.used_by(&quiet, Some(61), Some(58), reads);
+        assert_eq!((used.borrowed, used.spilled, used.slot_loads), (vec![(60, 0)], vec![], None));
+    }
+
     #[test]
     fn vgprs_named_are_the_operands_not_the_opcodes() {
         let code = [

@@ -583,6 +583,10 @@ fn reads_sva_lanes(arguments: &BTreeSet<KernelArgument>) -> bool {
     arguments.iter().any(|a| matches!(a.storage(), Storage::Lanes { .. } | Storage::Hidden { .. }))
 }
 
+fn reads_work_item_ids(arguments: &BTreeSet<KernelArgument>) -> bool {
+    arguments.iter().any(|a| matches!(a.storage(), gpuinstr_intrinsics::Storage::WorkItemId { .. }))
+}
+
 /// Every intermediate text, for `--dump` and snapshot tests.
 #[derive(Clone, Debug, Default)]
 pub struct StageTexts {
@@ -1141,7 +1145,7 @@ pub fn compile_payloads(
     } else {
         sites.clone()
     };
-    let (mut compiled, rest) = compile_templates(compiler, points, &bare_sites, options)?;
+    let (mut compiled, rest) = compile_templates(compiler, liveness, points, &bare_sites, options)?;
     drop(bare_sites);
 
     if !rest.is_empty() {
@@ -1201,6 +1205,7 @@ pub fn compile_payloads(
 /// `templates` or `share_payloads`.
 fn compile_templates(
     compiler: Compiler<'_, '_>,
+    liveness: &Liveness,
     points: &[PayloadPoint],
     sites: &[PayloadSite],
     options: &PayloadOptions,
@@ -1265,7 +1270,17 @@ fn compile_templates(
     // there (many, in large kernels) are renamed once.
     type SiteKey = (usize, UnitSet, Option<u16>, Option<u16>, u16, u16);
     let mut renamed_at: std::collections::HashMap<SiteKey, Option<usize>> = std::collections::HashMap::new();
+    // Labels unique in the one assembly: each distinct code its own.
+    let mut intern = |position: usize, renamed: Vec<CodeLine>, distinct: &mut Vec<Vec<CodeLine>>| -> usize {
+        *index_of.entry((position, renamed)).or_insert_with_key(|(position, renamed)| {
+            distinct.push(sharing::relabel(renamed, *position, distinct.len()));
+            distinct.len() - 1
+        })
+    };
     let mut placed: Vec<(usize, usize, usize)> = Vec::new();
+    let mut crowded: Vec<(usize, usize)> = Vec::new();
+    // (member, template, distinct code, bytes of stack its spills take)
+    let mut parked_placed: Vec<(usize, usize, usize, u32)> = Vec::new();
     for (position, (members, template)) in groups.iter().zip(&templates.payloads).enumerate() {
         let (template_site, read) = (&template_sites[position], &reads[position]);
         if !placement::renameable(template, template_site, read) {
@@ -1277,15 +1292,62 @@ fn compile_templates(
             let key = (position, site.live, site.sva, site.work_item_ids, site.max_vgprs, site.max_agprs);
             let code = *renamed_at.entry(key).or_insert_with(|| {
                 let renamed = placement::rename(&template.code, template_site, site, read)?;
-                // Labels unique in the one assembly: each distinct code its own.
-                Some(*index_of.entry((position, renamed)).or_insert_with_key(|(position, renamed)| {
-                    distinct.push(sharing::relabel(renamed, *position, distinct.len()));
-                    distinct.len() - 1
-                }))
+                Some(intern(position, renamed, &mut distinct))
             });
             match code {
                 Some(code) => placed.push((*member, position, code)),
-                None => rest.push(*member),
+                None => crowded.push((*member, position)),
+            }
+        }
+    }
+    // Too few dead registers for a template's runs: live VGPRs parked for
+    // just the room it needs (in aligned pairs, in dead AGPRs or scratch
+    // memory, as the starved pass parks for llc), whole-wave copies
+    // around the renamed copy; checked like every copy.
+    let mut by_room: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
+    for (member, position) in crowded {
+        let room =
+            placement::vgprs_needed(&templates.payloads[position].code, &template_sites[position], &reads[position]);
+        by_room.entry(room).or_default().push((member, position));
+    }
+    let mut parked_sites: BTreeMap<usize, PayloadSite> = BTreeMap::new();
+    for (room, members) in by_room {
+        let roomy = PayloadOptions { payload_room: PayloadRoom::AlignedPairs(room), ..options.clone() };
+        let member_points: Vec<PayloadPoint> = members.iter().map(|(m, _)| points[*m].clone()).collect();
+        let roomy_sites = payload_sites(compiler.lifted, liveness, &member_points, &roomy)?;
+        for ((member, position), parked) in members.into_iter().zip(roomy_sites) {
+            let (template, template_site, read) =
+                (&templates.payloads[position], &template_sites[position], &reads[position]);
+            let wrapped = (|| {
+                // Parking that could not be planned leaves the point as it was.
+                if parked.unplaced.is_some() && sites[member].unplaced.is_none() {
+                    return None;
+                }
+                let renamed = placement::rename(&template.code, template_site, &parked, read)?;
+                let mut code = final_code::FinalPayload {
+                    code: renamed.iter().map(|line| line.to_string()).collect(),
+                    ..Default::default()
+                };
+                if let Some(parking) = &parked.parking {
+                    let reads = final_code::Reads {
+                        sva: reads_sva_lanes(&template.kernel_arguments),
+                        work_item_ids: reads_work_item_ids(&template.kernel_arguments),
+                    };
+                    let used = parking.used_by(&code.code, parked.sva, parked.work_item_ids, reads);
+                    used.wrap(&mut code, &final_code::end_label(position));
+                    if code.scratch_bytes > final_code::MAX_SPILL_OFFSET {
+                        return None;
+                    }
+                }
+                let lines = code.code.into_iter().map(CodeLine::from).collect();
+                Some((intern(position, lines, &mut distinct), code.scratch_bytes))
+            })();
+            match wrapped {
+                Some((code, scratch_bytes)) => {
+                    parked_placed.push((member, position, code, scratch_bytes));
+                    parked_sites.insert(member, parked);
+                }
+                None => rest.push(member),
             }
         }
     }
@@ -1294,7 +1356,9 @@ fn compile_templates(
     let units = RegisterUnits::new(&compiler.lifted.isa);
     let mut measures: std::collections::HashMap<usize, (usize, UnitSet, UnitSet)> = std::collections::HashMap::new();
     let mut verdicts: std::collections::HashMap<(usize, UnitSet, Option<u16>), bool> = std::collections::HashMap::new();
-    for (member, position, code) in placed {
+    let placed = placed.into_iter().map(|(member, position, code)| (member, position, code, None));
+    let parked = parked_placed.into_iter().map(|(member, position, code, bytes)| (member, position, code, Some(bytes)));
+    for (member, position, code, parked_stack) in placed.chain(parked) {
         let template = &templates.payloads[position];
         let mut copy = CompiledPayload {
             label: labels[member].clone(),
@@ -1306,20 +1370,32 @@ fn compile_templates(
             bytes: 0,
             ..template.clone()
         };
-        // The same code at the same live registers: the same verdict.
-        let site = &sites[member];
+        let site = match parked_stack {
+            Some(_) => &parked_sites[&member],
+            None => &sites[member],
+        };
         let (bytes, writes, touches) = *measures.entry(code).or_insert_with(|| {
             let mut measured = copy.clone();
             measure_and_check_one(compiler.lifted, &units, &mut measured, &decoded[code], site, false);
             (measured.bytes, measured.writes, measured.touches)
         });
-        let verdict = verdicts.entry((code, site.live, site.sva)).or_insert_with(|| {
+        let check = || {
             let mut checked = copy.clone();
             measure_and_check_one(compiler.lifted, &units, &mut checked, &decoded[code], site, true);
             checked.rejected.is_none()
-        });
+        };
+        // The same code at the same live registers: the same verdict (a
+        // parked copy is held to the registers its site parks too).
+        let verdict = match parked_stack {
+            Some(_) => check(),
+            None => *verdicts.entry((code, site.live, site.sva)).or_insert_with(check),
+        };
         (copy.bytes, copy.writes, copy.touches) = (bytes, writes, touches);
-        if !*verdict {
+        if let Some(stack) = parked_stack {
+            copy.scratch_bytes = stack;
+            copy.spilled_vgprs = (stack / 4) as usize;
+        }
+        if !verdict {
             // The check refused this renaming: compiled as before.
             rest.push(member);
             continue;
@@ -1900,29 +1976,9 @@ fn compile_each(
             // Load only what the payload reads.
             let reads_sva =
                 code.scratch_bytes > 0 || !lowered.saves_frame.is_empty() || reads_sva_lanes(&lowered.kernel_arguments);
-            let reads_ids = lowered
-                .kernel_arguments
-                .iter()
-                .any(|a| matches!(a.storage(), gpuinstr_intrinsics::Storage::WorkItemId { .. }));
-            let mut used = parking.clone();
-            // Spill only what the payload's own code names, or a move to
-            // pair dead VGPRs overwrites: the starved retry frees more VGPRs
-            // than most payloads use. (The check below still holds every
-            // planned one to its value.)
-            let named = final_code::vgprs_named(&code.code);
-            let moved_into: Vec<u16> = used.moved.iter().map(|(_, to)| *to).collect();
-            used.spilled.retain(|v| named.contains(v) || moved_into.contains(v));
-            // Spills read the frame from the SVA.
-            let reads_sva = reads_sva || !used.spilled.is_empty();
-            used.loads.retain(|(_, vgpr)| {
-                (reads_sva && Some(*vgpr) == site.sva) || (reads_ids && Some(*vgpr) == site.work_item_ids)
-            });
-            if !reads_sva && !reads_ids {
-                used.slot_loads = None;
-                used.rescue = None;
-            } else if let Some(slot) = used.slot_loads.as_mut().filter(|_| !reads_ids) {
-                slot.work_item_ids = None;
-            }
+            let reads =
+                final_code::Reads { sva: reads_sva, work_item_ids: reads_work_item_ids(&lowered.kernel_arguments) };
+            let used = parking.used_by(&code.code, site.sva, site.work_item_ids, reads);
             used.wrap(&mut code, &final_code::end_label(index));
             spilled_vgprs = used.spilled.len();
             if spilled_vgprs > 0 && code.scratch_bytes > final_code::MAX_SPILL_OFFSET {

@@ -140,6 +140,20 @@ pub fn renameable(template: &CompiledPayload, site: &PayloadSite, read: &UnitSet
         && template.pinned.iter().all(allowed)
 }
 
+/// VGPRs a template's code needs besides those its hooks read and the
+/// SVA's and work-item ids' stand-ins, counted in whole aligned pairs:
+/// the room to park for where too few are dead.
+pub fn vgprs_needed(code: &[CodeLine], template: &PayloadSite, read: &UnitSet) -> usize {
+    let stand_ins: Vec<u16> = template.sva.iter().chain(&template.work_item_ids).copied().collect();
+    let needed: usize = runs(code)
+        .iter()
+        .filter(|run| run.file == RegisterFile::Vgpr)
+        .filter(|run| !(run.first..=run.last).any(|v| read.contains(Unit::vgpr(v)) || stand_ins.contains(&v)))
+        .map(|run| usize::from(run.last - run.first + 1))
+        .sum();
+    needed.div_ceil(2) * 2
+}
+
 /// A register a line of assembly names: where (bytes), its file, and its
 /// first and last index (`v[4:5]`: 4 and 5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -263,7 +277,9 @@ pub fn rename(code: &[CodeLine], template: &PayloadSite, site: &PayloadSite, rea
         .into_iter()
         .filter_map(|(stand_in, own)| Some((stand_in?, own?)))
         .collect();
-    for (_, own) in &fixed {
+    // The site's SVA and ids stay whether or not the template reads them
+    // (parking loads them there for its own spills).
+    for own in site.sva.iter().chain(&site.work_item_ids) {
         taken.insert(Unit::vgpr(*own));
     }
     let mut runs = runs(code);
@@ -476,6 +492,28 @@ mod tests {
             site.live.insert(Unit::vgpr(vgpr));
         }
         assert_eq!(rename(&code, &template, &site, &UnitSet::EMPTY), None);
+    }
+
+    #[test]
+    fn renaming_keeps_off_the_sites_sva_where_the_template_reads_none() {
+        // A template compiled without an SVA, at a site whose parking loads
+        // the SVA into v0 for its spills: the copy must not take v0.
+        let code = lines("v_mov_b32_e32 v0, 1");
+        let template = PayloadSite::default();
+        let site = PayloadSite { sva: Some(0), work_item_ids: Some(1), max_vgprs: 8, ..PayloadSite::default() };
+        assert_eq!(rename(&code, &template, &site, &UnitSet::EMPTY).unwrap(), lines("v_mov_b32_e32 v2, 1"));
+    }
+
+    #[test]
+    fn the_room_a_template_needs_is_its_own_vgprs_in_pairs() {
+        let mut read = UnitSet::EMPTY;
+        read.insert(Unit::vgpr(0));
+        read.insert(Unit::vgpr(1));
+        let template = PayloadSite { sva: Some(2), ..PayloadSite::default() };
+        // v[0:1] read and the SVA's stand-in v2 stay; v[4:5] and v3 are its own.
+        let code = lines("v_readlane_b32 s4, v2, 3\nv_mov_b32_e32 v3, s4\nglobal_atomic_add_x2 v[4:5], v[0:1], off");
+        assert_eq!(vgprs_needed(&code, &template, &read), 4);
+        assert_eq!(vgprs_needed(&lines("s_mov_b64 s[4:5], exec"), &template, &read), 0);
     }
 
     #[test]
