@@ -543,13 +543,25 @@ pub fn check_from(
     sva: Option<u16>,
     entry: &Entry,
 ) -> Result<(), Violation> {
+    interpret(isa, units, code, entry).check(isa, code, live, sva)
+}
+
+/// What `code` leaves in every register at its exits, whatever is live:
+/// the interpretation does not depend on the live registers, so one serves
+/// every point a copy of the code goes to ([`Outcome::check`] each).
+pub struct Outcome {
+    exit: Option<State>,
+}
+
+/// Interprets `code` from registers as `entry` says.
+pub fn interpret(isa: &Isa, units: &RegisterUnits, code: &[Instruction], entry: &Entry) -> Outcome {
     let interpreter = Interpreter { isa, units };
     let index_of: HashMap<u64, usize> = code.iter().enumerate().map(|(i, c)| (c.address, i)).collect();
     let end = code.last().map_or(0, |c| c.end());
     let mut at_instruction: Vec<Option<State>> = vec![None; code.len()];
     let mut at_exit: Option<State> = None;
     if code.is_empty() {
-        return Ok(());
+        return Outcome { exit: None };
     }
     let mut first = State::entry();
     for unit in &entry.unknown {
@@ -615,43 +627,53 @@ pub fn check_from(
             }
         }
     }
-    let Some(exit) = at_exit else { return Ok(()) };
-    let culprit = |unit: Unit| -> String {
-        match exit.changed_by.get(&unit).and_then(|address| code.iter().find(|c| c.address == *address)) {
-            Some(instruction) => format!(
-                "last written by `{}` at +{:#x}",
-                isa.mc.print(&instruction.raw, instruction.address).unwrap_or_default().trim(),
-                instruction.address - code[0].address
-            ),
-            None => "changed on some path".into(),
-        }
-    };
-    for unit in live.iter() {
-        let intact = match unit.file() {
-            RegisterFile::Vgpr | RegisterFile::Agpr => {
-                exit.vector(unit) == (Value::Original(unit), Value::Original(unit))
+    Outcome { exit: at_exit }
+}
+
+impl Outcome {
+    /// Whether every `live` register holds its original value at every
+    /// exit, and the SVA (`sva`) changed only in the frame save lanes.
+    pub fn check(&self, isa: &Isa, code: &[Instruction], live: &UnitSet, sva: Option<u16>) -> Result<(), Violation> {
+        let Some(exit) = &self.exit else { return Ok(()) };
+        let culprit = |unit: Unit| -> String {
+            match exit.changed_by.get(&unit).and_then(|address| code.iter().find(|c| c.address == *address)) {
+                Some(instruction) => format!(
+                    "last written by `{}` at +{:#x}",
+                    isa.mc.print(&instruction.raw, instruction.address).unwrap_or_default().trim(),
+                    instruction.address - code[0].address
+                ),
+                None => "changed on some path".into(),
             }
-            _ => exit.scalar(unit) == Value::Original(unit),
         };
-        if !intact {
-            return Err(Violation { unit, culprit: culprit(unit) });
+        for unit in live.iter() {
+            let intact = match unit.file() {
+                RegisterFile::Vgpr | RegisterFile::Agpr => {
+                    exit.vector(unit) == (Value::Original(unit), Value::Original(unit))
+                }
+                _ => exit.scalar(unit) == Value::Original(unit),
+            };
+            if !intact {
+                return Err(Violation { unit, culprit: culprit(unit) });
+            }
         }
-    }
-    if let Some(sva) = sva {
-        let unit = Unit::vgpr(sva);
-        let allowed: Vec<i64> = FRAME_VALUES
-            .iter()
-            .filter(|e| matches!(e.value, FrameValue::ApplicationScratchResource | FrameValue::ApplicationStackPointer))
-            .flat_map(|e| (e.first..e.first + e.count).map(i64::from))
-            .collect();
-        let lanes_written: Vec<i64> =
-            exit.lanes_touched.iter().filter(|(u, _)| *u == unit).map(|(_, lane)| *lane).collect();
-        if exit.overwritten.contains(&unit) || lanes_written.iter().any(|l| !allowed.contains(l)) {
-            return Err(Violation {
-                unit,
-                culprit: format!("the SVA changed outside the frame save lanes; {}", culprit(unit)),
-            });
+        if let Some(sva) = sva {
+            let unit = Unit::vgpr(sva);
+            let allowed: Vec<i64> = FRAME_VALUES
+                .iter()
+                .filter(|e| {
+                    matches!(e.value, FrameValue::ApplicationScratchResource | FrameValue::ApplicationStackPointer)
+                })
+                .flat_map(|e| (e.first..e.first + e.count).map(i64::from))
+                .collect();
+            let lanes_written: Vec<i64> =
+                exit.lanes_touched.iter().filter(|(u, _)| *u == unit).map(|(_, lane)| *lane).collect();
+            if exit.overwritten.contains(&unit) || lanes_written.iter().any(|l| !allowed.contains(l)) {
+                return Err(Violation {
+                    unit,
+                    culprit: format!("the SVA changed outside the frame save lanes; {}", culprit(unit)),
+                });
+            }
         }
+        Ok(())
     }
-    Ok(())
 }

@@ -8,7 +8,7 @@ use gpuinstr::plan::Plan;
 use gpuinstr::stages::lift::{lift, Flow};
 use gpuinstr::stages::liveness::pending::{exports_anywhere, pending_before};
 use gpuinstr::stages::liveness::{analyze, RegisterFile};
-use gpuinstr::stages::load::{self, CodeObject};
+use gpuinstr::stages::load::{self, instrumented, CodeObject};
 use gpuinstr::verify::{site_table, verify, Site};
 use gpuinstr_intrinsics::Registry;
 use gpuinstr_tests::*;
@@ -130,13 +130,25 @@ fn verify_names_each_kind_of_breakage() {
         "{found:#?}"
     );
 
-    // 5. No site table: the inserted code is unexplained.
+    // 5. No sites in the table (its header and function addresses kept):
+    // the inserted code is unexplained.
     let table = output.sections.iter().find(|s| s.name == ".gpuinstr.sites").expect("a site table");
-    let mut broken = bytes;
     let start = table.offset as usize;
-    broken[start..start + table.size as usize].fill(0);
+    let header = &bytes[start..start + 16];
+    assert_eq!(u64::from_le_bytes(header[..8].try_into().unwrap()), instrumented::SITES_BY_FUNCTION);
+    let functions = u64::from_le_bytes(header[8..].try_into().unwrap()) as usize;
+    let mut broken = bytes.clone();
+    broken[start + 16 + 8 * functions..start + table.size as usize].fill(0);
     let found = findings(&app, broken);
     assert!(found.iter().any(|f| f.contains("expected the original instruction")), "{found:#?}");
+
+    // 6. A table that no longer adds up (its function count cleared): an
+    // error naming the table, not sites read from the wrong bytes.
+    let mut broken = bytes;
+    broken[start + 8..start + 16].fill(0);
+    let output = CodeObject::parse(broken, Vec::new()).unwrap();
+    let error = verify(&app, &output).unwrap_err().to_string();
+    assert!(error.contains(".gpuinstr.sites is malformed"), "{error}");
 }
 
 /// A kernel is held to the registers it and its callees name, not to what

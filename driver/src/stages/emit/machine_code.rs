@@ -128,7 +128,10 @@ impl LiftedCodeObject<'_> {
             .flatten()
         });
         let relaxed_lines: Vec<String> = relaxed_lines.collect();
-        let payload_lines = patch.before.values().flatten().map(|line| &**line);
+        // Lines are shared between points: each shared line looked at once.
+        let mut seen: std::collections::HashSet<*const u8> = std::collections::HashSet::new();
+        let payload_lines =
+            patch.before.values().flatten().filter(|line| seen.insert(line.as_ptr())).map(|line| &**line);
         let encoder = Encoder::new(self, payload_lines.chain(relaxed_lines.iter().map(String::as_str)))?;
 
         let mut code =

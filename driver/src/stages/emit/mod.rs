@@ -712,27 +712,44 @@ impl LiftedCodeObject<'_> {
                 out.push_str("\n\t.section\t.rodata,\"a\",@progbits\n");
                 out.push_str(&copy_descriptors);
             }
-            let sites = match &laid_out {
-                Some(code) => code
-                    .functions
-                    .iter()
-                    .flat_map(|f| {
-                        let label = machine_code::code_label(f.function, suffix);
-                        f.sites.iter().map(move |(site, begin, end)| {
-                            (*site, format!("{label}+{begin}"), format!("{label}+{end}"))
+            match laid_out.as_mut() {
+                // By function: one relocation per function, the sites read
+                // with the code (a large code object has half a million).
+                Some(code) => {
+                    let sites: Vec<(u64, u32, u32, u32)> = code
+                        .functions
+                        .iter()
+                        .enumerate()
+                        .flat_map(|(index, f)| {
+                            f.sites
+                                .iter()
+                                .map(move |(site, begin, end)| (*site, index as u32, *begin as u32, *end as u32))
                         })
-                    })
-                    .collect(),
-                None => patch
-                    .before
-                    .iter()
-                    .filter(|(_, lines)| !lines.is_empty())
-                    .map(|(site, _)| {
-                        (*site, format!(".Lgpuinstr_site_{site:x}_begin"), format!(".Lgpuinstr_site_{site:x}_end"))
-                    })
-                    .collect(),
-            };
-            out.push_str(&site_table(sites));
+                        .collect();
+                    if !sites.is_empty() {
+                        use crate::stages::load::instrumented::{sites_by_function_bytes, SITES_BY_FUNCTION};
+                        let entries = sites_by_function_bytes(sites);
+                        writeln!(out, "\n\t.section\t{SITE_TABLE},\"\",@progbits\n\t.p2align\t3").unwrap();
+                        writeln!(out, "\t.quad\t{SITES_BY_FUNCTION:#x}, {}", code.functions.len()).unwrap();
+                        for f in &code.functions {
+                            writeln!(out, "\t.quad\t{}", machine_code::code_label(f.function, suffix)).unwrap();
+                        }
+                        writeln!(out, "\t.incbin\t\"{CODE_FILE}\", {}, {}", code.blob.len(), entries.len()).unwrap();
+                        code.blob.extend_from_slice(&entries);
+                    }
+                }
+                None => out.push_str(&site_table(
+                    patch
+                        .before
+                        .iter()
+                        .filter(|(_, lines)| !lines.is_empty())
+                        .map(|(site, _)| {
+                            let label = |end: &str| format!(".Lgpuinstr_site_{site:x}_{end}");
+                            (*site, label("begin"), label("end"))
+                        })
+                        .collect(),
+                )),
+            }
             // Each point's instruction as assembly: the emitted text, or
             // (written as bytes) printed for the table.
             let at_points: HashSet<u64> = patch.points.iter().map(|p| p.address).collect();

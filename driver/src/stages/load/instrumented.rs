@@ -7,8 +7,31 @@
 use super::CodeObject;
 
 /// `(original address, first byte, end)` as three little-endian u64 per
-/// address that got inserted code, in original address order.
+/// address that got inserted code, in original address order. Or, where
+/// the code was laid out as machine code, by function
+/// ([`SITES_BY_FUNCTION`]): that magic, the number of functions, each
+/// function's address (one relocation each, not two per site), then per
+/// site the original address (u64), the function's index, the first byte
+/// and the end from the function's start (u32 each) and a zero u32.
 pub const SITE_TABLE: &str = ".gpuinstr.sites";
+
+/// The first u64 of a site table laid out by function (`GPUISITE`).
+pub const SITES_BY_FUNCTION: u64 = u64::from_le_bytes(*b"GPUISITE");
+
+/// The per-site part of a site table by function (after the function
+/// addresses): `(original, function index, begin, end)` in original
+/// address order.
+pub fn sites_by_function_bytes(mut sites: Vec<(u64, u32, u32, u32)>) -> Vec<u8> {
+    sites.sort_unstable_by_key(|(original, ..)| *original);
+    let mut bytes = Vec::with_capacity(24 * sites.len());
+    for (original, function, begin, end) in sites {
+        bytes.extend_from_slice(&original.to_le_bytes());
+        for word in [function, begin, end, 0] {
+            bytes.extend_from_slice(&word.to_le_bytes());
+        }
+    }
+    bytes
+}
 
 /// Per tool global, 8-byte aligned: u64 size, u32 flags ([`MANAGED`]), u16
 /// length of the symbol's name, u16 length of the tool's name, the two
@@ -131,11 +154,39 @@ pub fn site_table(code_object: &CodeObject) -> Result<Vec<Site>, TableError> {
     let Some(bytes) = section_bytes(code_object, SITE_TABLE)? else {
         return Ok(Vec::new());
     };
+    let word = |chunk: &[u8]| u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+    if bytes.len() >= 16 && word(&bytes[0..8]) == SITES_BY_FUNCTION {
+        let broken = |problem: String| TableError { table: SITE_TABLE, problem };
+        let functions = usize::try_from(word(&bytes[8..16])).unwrap_or(usize::MAX);
+        let entries_at = functions
+            .checked_mul(8)
+            .and_then(|b| b.checked_add(16))
+            .filter(|at| *at <= bytes.len())
+            .ok_or_else(|| broken(format!("{functions} function addresses do not fit in {} bytes", bytes.len())))?;
+        let bases: Vec<u64> = bytes[16..entries_at].chunks_exact(8).map(word).collect();
+        let entries = &bytes[entries_at..];
+        if entries.len() % 24 != 0 {
+            return Err(broken(format!("{} bytes of sites is not a whole number of entries", entries.len())));
+        }
+        let half = |chunk: &[u8]| u64::from(u32::from_le_bytes(chunk.try_into().expect("4 bytes")));
+        return entries
+            .chunks_exact(24)
+            .map(|e| {
+                let function = half(&e[8..12]) as usize;
+                let base = *bases
+                    .get(function)
+                    .ok_or_else(|| broken(format!("a site names function {function} of {}", bases.len())))?;
+                let at = |offset: u64| {
+                    base.checked_add(offset).ok_or_else(|| broken("a site lies past the end of memory".to_string()))
+                };
+                Ok(Site { original: word(&e[0..8]), begin: at(half(&e[12..16]))?, end: at(half(&e[16..20]))? })
+            })
+            .collect();
+    }
     if bytes.len() % 24 != 0 {
         let problem = format!("{} bytes is not a whole number of entries", bytes.len());
         return Err(TableError { table: SITE_TABLE, problem });
     }
-    let word = |chunk: &[u8]| u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
     Ok(bytes
         .chunks_exact(24)
         .map(|e| Site { original: word(&e[0..8]), begin: word(&e[8..16]), end: word(&e[16..24]) })

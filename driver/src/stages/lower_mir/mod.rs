@@ -44,7 +44,8 @@ pub struct PayloadSite {
     /// The VGPR holding the packed work-item ids, if any.
     pub work_item_ids: Option<u16>,
     /// Offsets of hidden kernel arguments by `.value_kind` (kernels only).
-    pub hidden_arguments: Option<BTreeMap<String, u32>>,
+    /// (Shared by a kernel's sites.)
+    pub hidden_arguments: Option<std::sync::Arc<BTreeMap<String, u32>>>,
     /// The kernel's `.max_flat_workgroup_size` (1024 in device functions).
     pub max_flat_workgroup_size: u32,
     /// The payload's VGPRs stay below this (stage sva's cap: the

@@ -1002,6 +1002,8 @@ pub fn payload_sites(
     let mut in_flight: BTreeMap<usize, Vec<UnitSet>> = BTreeMap::new();
     let mut pending = std::collections::HashMap::new();
     let exports = crate::stages::liveness::pending::exports_anywhere(&lifted.functions, &lifted.isa);
+    let mut hidden_of_kernel: std::collections::HashMap<usize, std::sync::Arc<BTreeMap<String, u32>>> =
+        std::collections::HashMap::new();
     for (index, point) in points.iter().enumerate() {
         label(lifted, point).map_err(|why| CompileError::BadPoint { index, why })?;
         let function = &lifted.functions[point.function];
@@ -1013,13 +1015,17 @@ pub fn payload_sites(
         let (hidden_arguments, max_flat_workgroup_size) = match function.kind {
             FunctionKind::Kernel(kernel) => {
                 let metadata = &code_object.kernels[kernel].metadata;
-                let hidden = metadata
-                    .arguments
-                    .iter()
-                    .filter(|a| a.is_hidden())
-                    .map(|a| (a.value_kind.clone(), a.offset as u32))
-                    .collect();
-                (Some(hidden), metadata.max_flat_workgroup_size as u32)
+                let hidden = hidden_of_kernel.entry(kernel).or_insert_with(|| {
+                    std::sync::Arc::new(
+                        metadata
+                            .arguments
+                            .iter()
+                            .filter(|a| a.is_hidden())
+                            .map(|a| (a.value_kind.clone(), a.offset as u32))
+                            .collect(),
+                    )
+                });
+                (Some(hidden.clone()), metadata.max_flat_workgroup_size as u32)
             }
             FunctionKind::DeviceFunction => (None, 1024),
         };
@@ -1131,29 +1137,31 @@ pub fn compile_payloads(
     registry: &Registry,
     options: &PayloadOptions,
 ) -> Result<CompiledPayloads, CompileError> {
-    let sites = payload_sites(lifted, liveness, points, options)?;
     let compiler = Compiler { tool, lifted, registry };
     // A template needs a few registers: it tries each point's own dead
     // registers first, with nothing parked (parking costs code at run time).
-    let bare_sites = if options.templates && options.share_payloads {
-        payload_sites(
-            lifted,
-            liveness,
-            points,
-            &PayloadOptions { payload_room: PayloadRoom::Vgprs(0), ..options.clone() },
-        )?
-    } else {
-        sites.clone()
+    let templates = options.templates && options.share_payloads;
+    let first_room = match templates {
+        true => PayloadOptions { payload_room: PayloadRoom::Vgprs(0), ..options.clone() },
+        false => options.clone(),
     };
-    let (mut compiled, rest) = compile_templates(compiler, liveness, points, &bare_sites, options)?;
-    drop(bare_sites);
+    // Each point's site as it was compiled for: the bare one where a
+    // template placed it, else the payload room's (computed only there).
+    let mut sites = payload_sites(lifted, liveness, points, &first_room)?;
+    let (mut compiled, rest) = compile_templates(compiler, liveness, points, &sites, options)?;
 
     if !rest.is_empty() {
         let rest_points: Vec<PayloadPoint> = rest.iter().map(|i| points[*i].clone()).collect();
-        let rest_sites: Vec<PayloadSite> = rest.iter().map(|i| sites[*i].clone()).collect();
+        let rest_sites = match templates {
+            true => payload_sites(lifted, liveness, &rest_points, options)?,
+            false => rest.iter().map(|i| sites[*i].clone()).collect(),
+        };
         let others = compile_shared(compiler, &rest_points, &rest_sites, options, CompilePass::First, Sharing::Alike)
             .map_err(|error| error.at_points(&rest))?;
         compiled.adopt(&rest, others);
+        for (index, site) in rest.iter().zip(rest_sites) {
+            sites[*index] = site;
+        }
     }
     compile_again_without_agprs(tool, lifted, points, &sites, registry, options, &mut compiled)?;
 
@@ -1358,6 +1366,7 @@ fn compile_templates(
     let mut verdicts: std::collections::HashMap<(usize, UnitSet, Option<u16>), bool> = std::collections::HashMap::new();
     let placed = placed.into_iter().map(|(member, position, code)| (member, position, code, None));
     let parked = parked_placed.into_iter().map(|(member, position, code, bytes)| (member, position, code, Some(bytes)));
+    let mut outcomes: std::collections::HashMap<usize, crate::preservation::Outcome> = std::collections::HashMap::new();
     for (member, position, code, parked_stack) in placed.chain(parked) {
         let template = &templates.payloads[position];
         let mut copy = CompiledPayload {
@@ -1379,10 +1388,14 @@ fn compile_templates(
             measure_and_check_one(compiler.lifted, &units, &mut measured, &decoded[code], site, false);
             (measured.bytes, measured.writes, measured.touches)
         });
-        let check = || {
-            let mut checked = copy.clone();
-            measure_and_check_one(compiler.lifted, &units, &mut checked, &decoded[code], site, true);
-            checked.rejected.is_none()
+        // One interpretation per distinct code, checked per live set.
+        let mut check = || {
+            let isa = &compiler.lifted.isa;
+            let outcome = outcomes.entry(code).or_insert_with(|| {
+                crate::preservation::interpret(isa, &units, &decoded[code], &crate::preservation::Entry::default())
+            });
+            let (keep, sva) = must_keep(&copy, site);
+            outcome.check(isa, &decoded[code], &keep, sva).is_ok()
         };
         // The same code at the same live registers: the same verdict (a
         // parked copy is held to the registers its site parks too).
@@ -1661,32 +1674,10 @@ fn measure_and_check(
     Ok(())
 }
 
-/// [`measure_and_check`] of one payload whose machine code is decoded.
-fn measure_and_check_one(
-    lifted: &LiftedCodeObject<'_>,
-    units: &RegisterUnits,
-    payload: &mut CompiledPayload,
-    code: &[crate::stages::lift::Instruction],
-    site: &PayloadSite,
-    check: bool,
-) {
-    payload.bytes = code.iter().map(|i| i.size() as usize).sum();
-    for instruction in code {
-        for reg in instruction.all_defs() {
-            for unit in units.units(reg) {
-                payload.writes.insert(*unit);
-                payload.touches.insert(*unit);
-            }
-        }
-        for reg in instruction.all_uses() {
-            for unit in units.units(reg) {
-                payload.touches.insert(*unit);
-            }
-        }
-    }
-    if !check || payload.rejected.is_some() {
-        return;
-    }
+/// What a payload's code must give back at `site` (the live registers it
+/// does not write for the application, parked ones included) and the SVA
+/// register it may change only in the frame save lanes.
+fn must_keep(payload: &CompiledPayload, site: &PayloadSite) -> (UnitSet, Option<u16>) {
     let mut must_keep = site.live.difference(&payload.written);
     // Parked VGPRs come back; a loaded SVA is a copy in a dead VGPR, and
     // its AGPR home must stay.
@@ -1715,6 +1706,36 @@ fn measure_and_check_one(
         }
         None => site.sva,
     };
+    (must_keep, sva)
+}
+
+/// [`measure_and_check`] of one payload whose machine code is decoded.
+fn measure_and_check_one(
+    lifted: &LiftedCodeObject<'_>,
+    units: &RegisterUnits,
+    payload: &mut CompiledPayload,
+    code: &[crate::stages::lift::Instruction],
+    site: &PayloadSite,
+    check: bool,
+) {
+    payload.bytes = code.iter().map(|i| i.size() as usize).sum();
+    for instruction in code {
+        for reg in instruction.all_defs() {
+            for unit in units.units(reg) {
+                payload.writes.insert(*unit);
+                payload.touches.insert(*unit);
+            }
+        }
+        for reg in instruction.all_uses() {
+            for unit in units.units(reg) {
+                payload.touches.insert(*unit);
+            }
+        }
+    }
+    if !check || payload.rejected.is_some() {
+        return;
+    }
+    let (must_keep, sva) = must_keep(payload, site);
     if let Err(violation) = crate::preservation::check(&lifted.isa, units, code, &must_keep, sva) {
         // Never splice code that would change the application's state.
         payload.rejected = Some(Rejection::new(
