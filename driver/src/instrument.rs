@@ -10,6 +10,7 @@ use gpuinstr_intrinsics::Registry;
 use serde::Serialize;
 
 use crate::plan::Plan;
+use crate::stages::emit::container::Pieces;
 use crate::stages::load::CodeObject;
 use crate::stages::payloads::{CompileError, LeftOutCause, LeftOutPoint};
 use crate::stages::sva::RegisterGrowth;
@@ -121,7 +122,30 @@ pub fn instrument_file(
     options: &InstrumentOptions,
     target: Option<&str>,
 ) -> Result<(Vec<u8>, FileReport), InstrumentError> {
-    use crate::stages::emit::container::{rewrite_bundle, rewrite_host_file};
+    let mut out = Vec::new();
+    let report = instrument_file_into(tool, path, bytes, plan, registry, options, target, &mut |pieces| {
+        out = pieces.to_vec()?;
+        Ok(())
+    })?;
+    Ok((out, report))
+}
+
+/// [`instrument_file`], handing the output to `deliver` as pieces (the
+/// input's unchanged parts, the instrumented code objects, kept in
+/// temporary files when there are several) rather than as one buffer: an
+/// instrumented library is gigabytes. `deliver` runs only on success.
+#[allow(clippy::too_many_arguments)]
+pub fn instrument_file_into(
+    tool: &crate::tool::Tool,
+    path: &std::path::Path,
+    bytes: &[u8],
+    plan: &Plan,
+    registry: &Registry,
+    options: &InstrumentOptions,
+    target: Option<&str>,
+    deliver: &mut dyn FnMut(&Pieces<'_>) -> std::io::Result<()>,
+) -> Result<FileReport, InstrumentError> {
+    use crate::stages::emit::container::{rewrite_host_file, Piece, Stored};
     use crate::stages::load::{bundle, load_bytes_for_target, InputKind};
     // A plan calling a hook the tool lacks is about the plan and the tool.
     for hooks in &tool.hooks {
@@ -131,10 +155,14 @@ pub fn instrument_file(
     // whole library holds hundreds of code objects per target).
     let input = load_bytes_for_target(path, bytes, target)?;
     let single = input.code_objects.len() == 1;
+    let io = |source: std::io::Error| {
+        InstrumentError::Load(crate::Error::Io { location: crate::Location::file(path), source })
+    };
     let mut report = FileReport::default();
     // Instrumented code objects by (bundle index, entry triple); code
-    // objects are independent, so they are instrumented on a few threads.
-    let mut replaced: HashMap<(usize, String), Vec<u8>> = HashMap::new();
+    // objects are independent, so they are instrumented on a few threads,
+    // each kept as soon as it is done (several: in temporary files).
+    let mut replaced: HashMap<(usize, String), Stored> = HashMap::new();
     let outcomes = std::sync::Mutex::new(Vec::new());
     let jobs = std::thread::available_parallelism().map_or(1, |n| n.get()).min(input.code_objects.len());
     options.progress.set_code_objects(input.code_objects.len());
@@ -144,7 +172,8 @@ pub fn instrument_file(
         items.push((index, code_object, tool.for_target(&code_object.target)?));
     }
     crate::parallel::for_each_on_threads(items, jobs, |(index, code_object, tool)| {
-        let outcome = crate::pipeline::instrument(tool, code_object, plan, registry, options);
+        let outcome = crate::pipeline::instrument(tool, code_object, plan, registry, options)
+            .and_then(|(new, one)| Ok((Stored::keep(new, !single).map_err(io)?, one)));
         outcomes.lock().expect("outcomes").push((index, outcome));
     });
     let mut outcomes = outcomes.into_inner().expect("outcomes");
@@ -177,31 +206,23 @@ pub fn instrument_file(
             }
         }
     }
-    let replace_in = |bundle_index: usize, data: &[u8]| -> Result<Vec<u8>, InstrumentError> {
-        let parsed = bundle::parse_bundle(data)
-            .map_err(|p| crate::Error::Load { location: crate::Location::file(path), problem: p })?;
-        let replacements: HashMap<usize, Vec<u8>> = parsed
-            .entries
-            .iter()
-            .enumerate()
-            .filter_map(|(i, e)| replaced.get(&(bundle_index, e.triple.clone())).map(|b| (i, b.clone())))
-            .collect();
-        if replacements.is_empty() {
-            return Ok(data[..parsed.size].to_vec());
-        }
-        Ok(rewrite_bundle(data, &replacements)?)
-    };
     if report.code_objects.is_empty() && options.require_points {
         return Err(InstrumentError::NothingSelectedInFile);
     }
     check_left_out(&mut report, options)?;
+    let mut out = Pieces::default();
     if replaced.is_empty() {
         // Nothing instrumented: the file comes back as it was.
-        return Ok((bytes.to_vec(), report));
+        out.push(Piece::Borrowed(bytes));
+        deliver(&out).map_err(io)?;
+        return Ok(report);
     }
-    let bytes = match input.kind {
-        InputKind::CodeObject => replaced.into_values().next().unwrap_or_else(|| bytes.to_vec()),
-        InputKind::OffloadBundle => replace_in(0, bytes)?,
+    match input.kind {
+        InputKind::CodeObject => match replaced.values().next() {
+            Some(stored) => out.push(Piece::Stored(stored)),
+            None => out.push(Piece::Borrowed(bytes)),
+        },
+        InputKind::OffloadBundle => out = replace_in(&replaced, path, 0, bytes)?,
         InputKind::HostWithFatbin { .. } => {
             let fatbin = fatbin_section(bytes).ok_or_else(|| crate::Error::Load {
                 location: crate::Location::file(path),
@@ -211,12 +232,37 @@ pub fn instrument_file(
                 .map_err(|problem| crate::Error::Load { location: crate::Location::file(path), problem })?;
             let mut bundles = Vec::with_capacity(found.len());
             for (index, (start, _)) in found.iter().enumerate() {
-                bundles.push(replace_in(index, &fatbin[*start..])?);
+                bundles.push(replace_in(&replaced, path, index, &fatbin[*start..])?);
             }
-            rewrite_host_file(bytes, &bundles)?
+            out = rewrite_host_file(bytes, bundles)?;
         }
-    };
-    Ok((bytes, report))
+    }
+    deliver(&out).map_err(io)?;
+    Ok(report)
+}
+
+/// A bundle of the input (at `data`) with its instrumented entries.
+fn replace_in<'a>(
+    replaced: &'a HashMap<(usize, String), crate::stages::emit::container::Stored>,
+    path: &std::path::Path,
+    bundle_index: usize,
+    data: &'a [u8],
+) -> Result<Pieces<'a>, InstrumentError> {
+    use crate::stages::emit::container::{rewrite_bundle, Piece, Stored};
+    let parsed = crate::stages::load::bundle::parse_bundle(data)
+        .map_err(|p| crate::Error::Load { location: crate::Location::file(path), problem: p })?;
+    let replacements: HashMap<usize, &Stored> = parsed
+        .entries
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| replaced.get(&(bundle_index, e.triple.clone())).map(|b| (i, b)))
+        .collect();
+    if replacements.is_empty() {
+        let mut same = Pieces::default();
+        same.push(Piece::Borrowed(&data[..parsed.size]));
+        return Ok(same);
+    }
+    Ok(rewrite_bundle(data, &replacements)?)
 }
 
 /// An error about the plan's hook calls names the plan; one about the

@@ -355,7 +355,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 },
             };
             let registry = gpuinstr_intrinsics::Registry::with_builtins();
-            let outcome = gpuinstr::instrument::instrument_file(
+            // Written as it is assembled (an instrumented library is
+            // gigabytes), only once everything succeeded.
+            let mut written = Ok(());
+            let outcome = gpuinstr::instrument::instrument_file_into(
                 &tool,
                 &file,
                 mapped.bytes(),
@@ -363,14 +366,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 &registry,
                 &options,
                 target.as_deref(),
+                &mut |pieces| {
+                    written = gpuinstr::output::write_atomically_with(&output, &file, &mut |out| pieces.write_to(out));
+                    Ok(())
+                },
             );
             options.progress.finish();
-            let (bytes, report) = outcome.map_err(|e| match e {
+            let report = outcome.map_err(|e| match e {
                 // A load error names its file (and place) already.
                 gpuinstr::instrument::InstrumentError::Load(load) => anyhow::Error::from(load),
                 other => anyhow::anyhow!("{}: {other}", file.display()),
             })?;
-            gpuinstr::output::write_atomically_like(&output, &bytes, &file)?;
+            written.map_err(|e| anyhow::anyhow!("{}: {e}", output.display()))?;
             let dumps: Vec<&String> = report.code_objects.iter().filter_map(|r| r.dump.as_ref()).collect();
             for (index, text) in dumps.iter().enumerate() {
                 let stage = dump_after.as_deref().unwrap_or_default();

@@ -30,3 +30,26 @@ pub fn write_atomically_like(path: &Path, bytes: &[u8], like: &Path) -> Result<(
     }
     Ok(())
 }
+
+/// `write_atomically_like` for contents written piece by piece by `write`
+/// (through a buffer), never held whole.
+pub fn write_atomically_with(
+    path: &Path,
+    like: &Path,
+    write: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let directory = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let file = tempfile::NamedTempFile::new_in(directory)?;
+    let mut buffered = std::io::BufWriter::with_capacity(1 << 20, file);
+    write(&mut buffered)?;
+    let file = buffered.into_inner().map_err(|e| e.into_error())?;
+    file.as_file().sync_all()?;
+    file.persist(path).map_err(|e| e.error)?;
+    if let Ok(metadata) = std::fs::metadata(like) {
+        std::fs::set_permissions(path, metadata.permissions())?;
+    }
+    Ok(())
+}

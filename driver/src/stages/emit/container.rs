@@ -21,10 +21,156 @@ pub enum ContainerError {
     Wrapper(u64),
 }
 
+/// An instrumented code object kept for the output: in memory, or in an
+/// unnamed temporary file (gone when closed, even if the process dies), so
+/// that a whole library's outputs (gigabytes) are not held at once.
+pub enum Stored {
+    Memory(Vec<u8>),
+    File { file: std::fs::File, len: u64 },
+}
+
+impl Stored {
+    /// Keeps `bytes`, on disk when `on_disk`.
+    pub fn keep(bytes: Vec<u8>, on_disk: bool) -> std::io::Result<Stored> {
+        if !on_disk {
+            return Ok(Stored::Memory(bytes));
+        }
+        use std::io::Write;
+        let mut file = tempfile::tempfile()?;
+        file.write_all(&bytes)?;
+        Ok(Stored::File { file, len: bytes.len() as u64 })
+    }
+
+    pub fn len(&self) -> u64 {
+        match self {
+            Stored::Memory(bytes) => bytes.len() as u64,
+            Stored::File { len, .. } => *len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn write_to(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        match self {
+            Stored::Memory(bytes) => out.write_all(bytes),
+            Stored::File { file, len } => {
+                use std::os::unix::fs::FileExt;
+                let mut buffer = vec![0u8; 1 << 20];
+                let mut at = 0u64;
+                while at < *len {
+                    let want = buffer.len().min((*len - at) as usize);
+                    file.read_exact_at(&mut buffer[..want], at)?;
+                    out.write_all(&buffer[..want])?;
+                    at += want as u64;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// One part of an output file.
+pub enum Piece<'a> {
+    Bytes(Vec<u8>),
+    Borrowed(&'a [u8]),
+    Zeros(u64),
+    Stored(&'a Stored),
+}
+
+/// A file's contents as pieces in order, written without assembling the
+/// whole file in memory (an instrumented library is gigabytes).
+#[derive(Default)]
+pub struct Pieces<'a> {
+    pieces: Vec<Piece<'a>>,
+    len: u64,
+}
+
+impl<'a> Pieces<'a> {
+    pub fn push(&mut self, piece: Piece<'a>) {
+        self.len += match &piece {
+            Piece::Bytes(bytes) => bytes.len() as u64,
+            Piece::Borrowed(bytes) => bytes.len() as u64,
+            Piece::Zeros(count) => *count,
+            Piece::Stored(stored) => stored.len(),
+        };
+        self.pieces.push(piece);
+    }
+
+    pub fn append(&mut self, other: Pieces<'a>) {
+        for piece in other.pieces {
+            self.push(piece);
+        }
+    }
+
+    /// Zeros up to `at` bytes (nothing if already there).
+    pub fn pad_to(&mut self, at: u64) {
+        if at > self.len {
+            self.push(Piece::Zeros(at - self.len));
+        }
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn write_to(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        for piece in &self.pieces {
+            match piece {
+                Piece::Bytes(bytes) => out.write_all(bytes)?,
+                Piece::Borrowed(bytes) => out.write_all(bytes)?,
+                Piece::Zeros(count) => {
+                    let zeros = [0u8; 4096];
+                    let mut left = *count;
+                    while left > 0 {
+                        let now = left.min(zeros.len() as u64) as usize;
+                        out.write_all(&zeros[..now])?;
+                        left -= now as u64;
+                    }
+                }
+                Piece::Stored(stored) => stored.write_to(out)?,
+            }
+        }
+        Ok(())
+    }
+
+    pub fn to_vec(&self) -> std::io::Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(self.len as usize);
+        self.write_to(&mut out)?;
+        Ok(out)
+    }
+
+    /// `base` with the bytes at some offsets replaced (`patches`, none
+    /// overlapping another or running past `base`).
+    fn patched(base: &'a [u8], patches: &std::collections::BTreeMap<usize, Vec<u8>>) -> Pieces<'a> {
+        let mut out = Pieces::default();
+        let mut at = 0;
+        for (offset, bytes) in patches {
+            let (offset, end) = (*offset, offset + bytes.len());
+            if offset < at || end > base.len() {
+                continue; // overlapping or outside: callers never ask for it
+            }
+            out.push(Piece::Borrowed(&base[at..offset]));
+            out.push(Piece::Bytes(bytes.clone()));
+            at = end;
+        }
+        out.push(Piece::Borrowed(&base[at..]));
+        out
+    }
+}
+
 /// A bundle with some entries replaced: `replacements` by entry index.
 /// Entries keep their order and triples; each starts on the alignment the
 /// original entries shared (4,096 bytes for hipcc's), at most 4,096.
-pub fn rewrite_bundle(bundle: &[u8], replacements: &HashMap<usize, Vec<u8>>) -> Result<Vec<u8>, ContainerError> {
+pub fn rewrite_bundle<'a>(
+    bundle: &'a [u8],
+    replacements: &HashMap<usize, &'a Stored>,
+) -> Result<Pieces<'a>, ContainerError> {
     let parsed = parse_bundle(bundle).map_err(|e| ContainerError::Bundle(e.to_string()))?;
     let base = bundle.as_ptr() as usize;
     let offsets: Vec<usize> = parsed.entries.iter().map(|e| e.bytes.as_ptr() as usize - base).collect();
@@ -34,35 +180,44 @@ pub fn rewrite_bundle(bundle: &[u8], replacements: &HashMap<usize, Vec<u8>>) -> 
         .filter(|(_, e)| !e.bytes.is_empty())
         .map(|(o, _)| if *o == 0 { 4096 } else { 1usize << o.trailing_zeros().min(12) })
         .min()
-        .unwrap_or(1);
+        .unwrap_or(1) as u64;
     let mut header = BUNDLE_MAGIC.to_vec();
     header.extend((parsed.entries.len() as u64).to_le_bytes());
     let header_size = header.len() + parsed.entries.iter().map(|e| 24 + e.triple.len()).sum::<usize>();
-    let contents: Vec<&[u8]> = parsed
+    let contents: Vec<Piece<'a>> = parsed
         .entries
         .iter()
         .enumerate()
-        .map(|(index, entry)| replacements.get(&index).map_or(entry.bytes, Vec::as_slice))
+        .map(|(index, entry)| match replacements.get(&index) {
+            Some(stored) => Piece::Stored(stored),
+            None => Piece::Borrowed(entry.bytes),
+        })
         .collect();
-    let mut at = header_size;
+    let length = |piece: &Piece<'_>| match piece {
+        Piece::Stored(stored) => stored.len(),
+        Piece::Borrowed(bytes) => bytes.len() as u64,
+        _ => 0,
+    };
+    let mut at = header_size as u64;
     let mut placed = Vec::with_capacity(contents.len());
     for content in &contents {
-        if !content.is_empty() {
+        if length(content) > 0 {
             at = at.div_ceil(alignment) * alignment;
         }
         placed.push(at);
-        at += content.len();
+        at += length(content);
     }
     for ((entry, content), offset) in parsed.entries.iter().zip(&contents).zip(&placed) {
-        header.extend((*offset as u64).to_le_bytes());
-        header.extend((content.len() as u64).to_le_bytes());
+        header.extend(offset.to_le_bytes());
+        header.extend(length(content).to_le_bytes());
         header.extend((entry.triple.len() as u64).to_le_bytes());
         header.extend(entry.triple.as_bytes());
     }
-    let mut out = header;
-    for (content, offset) in contents.iter().zip(&placed) {
-        out.resize(*offset, 0);
-        out.extend_from_slice(content);
+    let mut out = Pieces::default();
+    out.push(Piece::Bytes(header));
+    for (content, offset) in contents.into_iter().zip(&placed) {
+        out.pad_to(*offset);
+        out.push(content);
     }
     Ok(out)
 }
@@ -85,7 +240,7 @@ fn u64_at(data: &[u8], at: usize) -> Result<u64, ContainerError> {
         .ok_or_else(|| ContainerError::Elf(format!("truncated at byte {at}")))
 }
 
-fn put_u64(data: &mut [u8], at: usize, value: u64) {
+fn put_u64_in(data: &mut [u8], at: usize, value: u64) {
     data[at..at + 8].copy_from_slice(&value.to_le_bytes());
 }
 
@@ -148,7 +303,7 @@ fn sections(elf: &[u8]) -> Result<Vec<SectionHeader>, ContainerError> {
 /// .bss) before the file is taken for damaged.
 const MAX_IMAGE_PAST_FILE: u64 = 1 << 30;
 
-pub fn rewrite_host_file(elf: &[u8], bundles: &[Vec<u8>]) -> Result<Vec<u8>, ContainerError> {
+pub fn rewrite_host_file<'a>(elf: &'a [u8], bundles: Vec<Pieces<'a>>) -> Result<Pieces<'a>, ContainerError> {
     if elf.len() < 64 || &elf[..4] != b"\x7fELF" || elf[4] != 2 || elf[5] != 1 {
         return Err(ContainerError::Elf("not ELF64 little-endian".into()));
     }
@@ -166,26 +321,28 @@ pub fn rewrite_host_file(elf: &[u8], bundles: &[Vec<u8>]) -> Result<Vec<u8>, Con
         return Err(ContainerError::Bundle(format!("{} bundles given for {}", bundles.len(), found.len())));
     }
     // The new section: bundles on 4,096-byte boundaries, as hipcc lays them out.
-    let mut data = Vec::new();
+    let mut data = Pieces::default();
     let mut new_starts = Vec::with_capacity(bundles.len());
     for bundle in bundles {
-        data.resize(data.len().div_ceil(PAGE as usize) * PAGE as usize, 0);
-        new_starts.push(data.len() as u64);
-        data.extend_from_slice(bundle);
+        data.pad_to(data.len().div_ceil(PAGE) * PAGE);
+        new_starts.push(data.len());
+        data.append(bundle);
     }
     let relocated: HashMap<u64, u64> =
         found.iter().map(|(start, _)| *start as u64).zip(new_starts.iter().copied()).collect();
 
-    let mut out = elf.to_vec();
+    // The input with some words changed (`put`), then what is appended.
+    let mut patches: std::collections::BTreeMap<usize, Vec<u8>> = std::collections::BTreeMap::new();
+    let mut put_u64 = |at: usize, value: u64| {
+        patches.insert(at, value.to_le_bytes().to_vec());
+    };
     let kind = u16_at(elf, 0x10)?;
     if kind == ET_REL {
         // A relocatable object: the section's data moves to the end of the
         // file; relocations against it are by section offset.
-        let offset = (out.len() as u64).div_ceil(PAGE) * PAGE;
-        out.resize(offset as usize, 0);
-        out.extend_from_slice(&data);
-        put_u64(&mut out, old.at + 0x18, offset);
-        put_u64(&mut out, old.at + 0x20, data.len() as u64);
+        let offset = (elf.len() as u64).div_ceil(PAGE) * PAGE;
+        put_u64(old.at + 0x18, offset);
+        put_u64(old.at + 0x20, data.len());
         for rela in headers.iter().filter(|s| s.kind == SHT_RELA) {
             let symbols = &headers
                 .get(rela.link as usize)
@@ -204,9 +361,12 @@ pub fn rewrite_host_file(elf: &[u8], bundles: &[Vec<u8>]) -> Result<Vec<u8>, Con
                 }
                 let addend = u64_at(elf, at + 16)?.wrapping_add(symbol_value);
                 let new = relocated.get(&addend).ok_or(ContainerError::Wrapper(addend))?;
-                put_u64(&mut out, at + 16, new.wrapping_sub(symbol_value));
+                put_u64(at + 16, new.wrapping_sub(symbol_value));
             }
         }
+        let mut out = Pieces::patched(elf, &patches);
+        out.pad_to(offset);
+        out.append(data);
         return Ok(out);
     }
 
@@ -233,47 +393,40 @@ pub fn rewrite_host_file(elf: &[u8], bundles: &[Vec<u8>]) -> Result<Vec<u8>, Con
     // the program headers' address from e_phoff. The file grows to the end
     // of the memory image, so an image far larger than the file (a damaged
     // segment size) is refused rather than written out.
-    if end_of_memory > out.len() as u64 + MAX_IMAGE_PAST_FILE {
+    if end_of_memory > elf.len() as u64 + MAX_IMAGE_PAST_FILE {
         return Err(ContainerError::Elf(format!(
             "a loadable segment ends at {end_of_memory:#x}, more than 1 GiB past the end of the file ({} bytes); \
              the file is damaged",
-            out.len()
+            elf.len()
         )));
     }
-    let start = end_of_memory.max(out.len() as u64).div_ceil(PAGE) * PAGE;
-    out.resize(start as usize, 0);
-    out.extend_from_slice(&data);
-    out.resize(out.len().div_ceil(8) * 8, 0);
-    let table = out.len() as u64;
+    let start = end_of_memory.max(elf.len() as u64).div_ceil(PAGE) * PAGE;
+    let table = (start + data.len()).div_ceil(8) * 8;
     let table_size = ((phnum + 1) * 56) as u64;
     let mut segment = vec![0u8; 56];
     segment[0..4].copy_from_slice(&PT_LOAD.to_le_bytes());
     segment[4..8].copy_from_slice(&4u32.to_le_bytes()); // PF_R
-    put_u64(&mut segment, 0x08, start);
-    put_u64(&mut segment, 0x10, start);
-    put_u64(&mut segment, 0x18, start);
-    put_u64(&mut segment, 0x20, table + table_size - start);
-    put_u64(&mut segment, 0x28, table + table_size - start);
-    put_u64(&mut segment, 0x30, PAGE);
+    put_u64_in(&mut segment, 0x08, start);
+    put_u64_in(&mut segment, 0x10, start);
+    put_u64_in(&mut segment, 0x18, start);
+    put_u64_in(&mut segment, 0x20, table + table_size - start);
+    put_u64_in(&mut segment, 0x28, table + table_size - start);
+    put_u64_in(&mut segment, 0x30, PAGE);
     let last_load = program_headers.iter().rposition(|h| u32_at(h, 0).ok() == Some(PT_LOAD)).unwrap_or(0);
     program_headers.insert(last_load + 1, segment);
     for header in program_headers.iter_mut() {
         if u32_at(header, 0)? == PT_PHDR {
-            put_u64(header, 0x08, table);
-            put_u64(header, 0x10, table);
-            put_u64(header, 0x18, table);
-            put_u64(header, 0x20, table_size);
-            put_u64(header, 0x28, table_size);
+            put_u64_in(header, 0x08, table);
+            put_u64_in(header, 0x10, table);
+            put_u64_in(header, 0x18, table);
+            put_u64_in(header, 0x20, table_size);
+            put_u64_in(header, 0x28, table_size);
         }
     }
-    for header in &program_headers {
-        out.extend_from_slice(header);
-    }
-    put_u64(&mut out, 0x20, table);
-    out[0x38..0x3a].copy_from_slice(&((phnum + 1) as u16).to_le_bytes());
-    put_u64(&mut out, old.at + 0x10, start);
-    put_u64(&mut out, old.at + 0x18, start);
-    put_u64(&mut out, old.at + 0x20, data.len() as u64);
+    put_u64(0x20, table);
+    put_u64(old.at + 0x10, start);
+    put_u64(old.at + 0x18, start);
+    put_u64(old.at + 0x20, data.len());
 
     // Every wrapper points at its bundle's new address: in place (absolute
     // in executables) and in its R_X86_64_RELATIVE relocation (libraries).
@@ -294,7 +447,7 @@ pub fn rewrite_host_file(elf: &[u8], bundles: &[Vec<u8>]) -> Result<Vec<u8>, Con
             let pointer = u64_at(elf, at + 8)?;
             let relative = pointer.wrapping_sub(old.address);
             if let Some(new) = relocated.get(&relative) {
-                put_u64(&mut out, at + 8, start + new);
+                put_u64(at + 8, start + new);
                 pointer_slots.insert(slot, start + new);
             } else if pointer != 0 {
                 return Err(ContainerError::Wrapper(pointer));
@@ -312,12 +465,21 @@ pub fn rewrite_host_file(elf: &[u8], bundles: &[Vec<u8>]) -> Result<Vec<u8>, Con
             }
             let addend = u64_at(elf, at + 16)?;
             let new = relocated.get(&addend.wrapping_sub(old.address)).ok_or(ContainerError::Wrapper(addend))?;
-            put_u64(&mut out, at + 16, start + new);
+            put_u64(at + 16, start + new);
             if let Some(offset) = address_to_offset(slot) {
-                put_u64(&mut out, offset, start + new);
+                put_u64(offset, start + new);
             }
         }
     }
+    // e_phnum: two bytes after e_phentsize.
+    let mut header_end = elf[0x36..0x3a].to_vec();
+    header_end[2..4].copy_from_slice(&((phnum + 1) as u16).to_le_bytes());
+    patches.insert(0x36, header_end);
+    let mut out = Pieces::patched(elf, &patches);
+    out.pad_to(start);
+    out.append(data);
+    out.pad_to(table);
+    out.push(Piece::Bytes(program_headers.concat()));
     Ok(out)
 }
 
@@ -355,12 +517,27 @@ mod tests {
         let original =
             bundle(&[("host-x86_64-unknown-linux", b""), ("hipv4-amdgcn-amd-amdhsa--gfx90a", b"ELF1")], 4096);
         // Unchanged: byte for byte.
-        assert_eq!(rewrite_bundle(&original, &HashMap::new()).unwrap(), original);
+        assert_eq!(rewrite_bundle(&original, &HashMap::new()).unwrap().to_vec().unwrap(), original);
         let bigger = vec![7u8; 5000];
-        let rewritten = rewrite_bundle(&original, &HashMap::from([(1, bigger.clone())])).unwrap();
-        let parsed = parse_bundle(&rewritten).unwrap();
-        assert_eq!(parsed.entries[1].triple, "hipv4-amdgcn-amd-amdhsa--gfx90a");
-        assert_eq!(parsed.entries[1].bytes, &bigger[..]);
-        assert_eq!((parsed.entries[1].bytes.as_ptr() as usize - rewritten.as_ptr() as usize) % 4096, 0);
+        // The same, from memory or from a file.
+        for on_disk in [false, true] {
+            let stored = Stored::keep(bigger.clone(), on_disk).unwrap();
+            let rewritten = rewrite_bundle(&original, &HashMap::from([(1, &stored)])).unwrap().to_vec().unwrap();
+            let parsed = parse_bundle(&rewritten).unwrap();
+            assert_eq!(parsed.entries[1].triple, "hipv4-amdgcn-amd-amdhsa--gfx90a");
+            assert_eq!(parsed.entries[1].bytes, &bigger[..]);
+            assert_eq!((parsed.entries[1].bytes.as_ptr() as usize - rewritten.as_ptr() as usize) % 4096, 0);
+        }
+    }
+
+    #[test]
+    fn pieces_patch_their_base_and_pad() {
+        let base = b"abcdefgh";
+        let patches = std::collections::BTreeMap::from([(2, b"XY".to_vec()), (6, b"Z".to_vec())]);
+        let mut pieces = Pieces::patched(base, &patches);
+        pieces.pad_to(12);
+        pieces.push(Piece::Bytes(b"!".to_vec()));
+        assert_eq!(pieces.len(), 13);
+        assert_eq!(pieces.to_vec().unwrap(), b"abXYefZh\0\0\0\0!");
     }
 }
