@@ -123,7 +123,7 @@ pub fn instrument_file(
     target: Option<&str>,
 ) -> Result<(Vec<u8>, FileReport), InstrumentError> {
     let mut out = Vec::new();
-    let report = instrument_file_into(tool, path, bytes, plan, registry, options, target, &mut |pieces| {
+    let report = instrument_file_into(tool, path, bytes, plan, registry, options, target, &|| {}, &mut |pieces| {
         out = pieces.to_vec()?;
         Ok(())
     })?;
@@ -133,7 +133,8 @@ pub fn instrument_file(
 /// [`instrument_file`], handing the output to `deliver` as pieces (the
 /// input's unchanged parts, the instrumented code objects, kept in
 /// temporary files when there are several) rather than as one buffer: an
-/// instrumented library is gigabytes. `deliver` runs only on success.
+/// instrumented library is gigabytes. `deliver` runs only on success;
+/// `loaded` once the code objects are copied out of `bytes`.
 #[allow(clippy::too_many_arguments)]
 pub fn instrument_file_into(
     tool: &crate::tool::Tool,
@@ -143,6 +144,7 @@ pub fn instrument_file_into(
     registry: &Registry,
     options: &InstrumentOptions,
     target: Option<&str>,
+    loaded: &dyn Fn(),
     deliver: &mut dyn FnMut(&Pieces<'_>) -> std::io::Result<()>,
 ) -> Result<FileReport, InstrumentError> {
     use crate::stages::emit::container::{rewrite_host_file, Piece, Stored};
@@ -153,8 +155,12 @@ pub fn instrument_file_into(
     }
     // Bundle entries that cannot match the target are not even parsed (a
     // whole library holds hundreds of code objects per target).
-    let input = load_bytes_for_target(path, bytes, target)?;
+    let mut input = load_bytes_for_target(path, bytes, target)?;
     let single = input.code_objects.len() == 1;
+    // Each code object is dropped once instrumented; its origin stays.
+    let code_objects = std::mem::take(&mut input.code_objects);
+    let origins: Vec<Vec<String>> = code_objects.iter().map(|c| c.origin.clone()).collect();
+    loaded();
     let io = |source: std::io::Error| {
         InstrumentError::Load(crate::Error::Io { location: crate::Location::file(path), source })
     };
@@ -164,34 +170,41 @@ pub fn instrument_file_into(
     // each kept as soon as it is done (several: in temporary files).
     let mut replaced: HashMap<(usize, String), Stored> = HashMap::new();
     let outcomes = std::sync::Mutex::new(Vec::new());
-    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get()).min(input.code_objects.len());
-    options.progress.set_code_objects(input.code_objects.len());
+    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get()).min(code_objects.len());
+    options.progress.set_code_objects(code_objects.len());
     // Each code object with the tool's code object for its target.
-    let mut items: Vec<(usize, &CodeObject, &CodeObject)> = Vec::new();
-    for (index, code_object) in input.code_objects.iter().enumerate().rev() {
-        items.push((index, code_object, tool.for_target(&code_object.target)?));
+    let mut items: Vec<(usize, CodeObject, &CodeObject)> = Vec::new();
+    for (index, code_object) in code_objects.into_iter().enumerate().rev() {
+        let tool = tool.for_target(&code_object.target)?;
+        items.push((index, code_object, tool));
     }
-    crate::parallel::for_each_on_threads(items, jobs, |(index, code_object, tool)| {
-        let outcome = crate::pipeline::instrument(tool, code_object, plan, registry, options)
+    // Two large code objects at once would need twice the memory of one:
+    // a code object's working set is estimated from its size.
+    let budget = memory_budget();
+    let cost =
+        |(_, code_object, _): &(usize, CodeObject, &CodeObject)| code_object.bytes.len() as u64 * WORKING_SET_PER_BYTE;
+    crate::parallel::for_each_within_budget(items, jobs, budget, cost, |(index, code_object, tool)| {
+        let outcome = crate::pipeline::instrument(tool, &code_object, plan, registry, options)
             .and_then(|(new, one)| Ok((Stored::keep(new, !single).map_err(io)?, one)));
         outcomes.lock().expect("outcomes").push((index, outcome));
+        // What this code object took goes back before the next one starts.
+        drop(code_object);
+        crate::native::release_free_memory();
     });
     let mut outcomes = outcomes.into_inner().expect("outcomes");
     outcomes.sort_by_key(|(index, _)| *index);
     for (index, outcome) in outcomes {
-        let code_object = &input.code_objects[index];
-        let origin = code_object.origin.join(", ");
+        let origin_parts = &origins[index];
+        let origin = origin_parts.join(", ");
         match outcome {
             Ok((new, mut one)) => {
                 one.origin = origin;
                 report.code_objects.push(one);
-                let bundle_index = code_object
-                    .origin
+                let bundle_index = origin_parts
                     .iter()
                     .find_map(|o| o.strip_prefix("bundle ").and_then(|n| n.parse().ok()))
                     .unwrap_or(0);
-                let triple =
-                    code_object.origin.iter().find_map(|o| o.strip_prefix("entry ")).unwrap_or_default().to_string();
+                let triple = origin_parts.iter().find_map(|o| o.strip_prefix("entry ")).unwrap_or_default().to_string();
                 replaced.insert((bundle_index, triple), new);
             }
             Err(InstrumentError::NothingSelected(why)) => report
@@ -239,6 +252,32 @@ pub fn instrument_file_into(
     }
     deliver(&out).map_err(io)?;
     Ok(report)
+}
+
+/// Peak memory of instrumenting a code object per byte of it, about: the
+/// instruction counter on rocSPARSE's largest gfx90a code object (8.7 MB,
+/// half a million points) peaks at 3.1 GB.
+const WORKING_SET_PER_BYTE: u64 = 360;
+
+/// How much memory the code objects instrumented at once may take
+/// (estimated; one runs whatever its size): `GPUINSTR_MEMORY_BUDGET`
+/// bytes (a number, or with a K, M or G suffix), else 3 GiB.
+fn memory_budget() -> u64 {
+    const DEFAULT: u64 = 3 << 30;
+    let Some(text) = std::env::var("GPUINSTR_MEMORY_BUDGET").ok() else { return DEFAULT };
+    let text = text.trim();
+    let (digits, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((at, _)) => text.split_at(at),
+        None => (text, ""),
+    };
+    let scale = match unit.trim().to_ascii_uppercase().as_str() {
+        "" => 1,
+        "K" | "KB" | "KIB" => 1 << 10,
+        "M" | "MB" | "MIB" => 1 << 20,
+        "G" | "GB" | "GIB" => 1 << 30,
+        _ => return DEFAULT,
+    };
+    digits.parse::<u64>().map_or(DEFAULT, |n| n.saturating_mul(scale))
 }
 
 /// A bundle of the input (at `data`) with its instrumented entries.

@@ -366,6 +366,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 &registry,
                 &options,
                 target.as_deref(),
+                &|| mapped.release_pages(),
                 &mut |pieces| {
                     written = gpuinstr::output::write_atomically_with(&output, &file, &mut |out| pieces.write_to(out));
                     Ok(())

@@ -32,3 +32,83 @@ pub fn for_each_on_threads<T: Send>(items: Vec<T>, jobs: usize, work: impl Fn(T)
         }
     });
 }
+
+/// [`for_each_on_threads`], starting an item only while the `cost` (an
+/// estimate of its memory) of those running stays within `budget`; one
+/// runs whatever its cost. Among the items left, the last that fits goes
+/// first. Memory then stays bounded by the largest items, not by how many
+/// threads take large ones at once.
+pub fn for_each_within_budget<T: Send>(
+    items: Vec<T>,
+    jobs: usize,
+    budget: u64,
+    cost: impl Fn(&T) -> u64 + Sync,
+    work: impl Fn(T) + Sync,
+) {
+    let state = Mutex::new((items, 0u64));
+    let freed = std::sync::Condvar::new();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.max(1) {
+            scope.spawn(|| loop {
+                let (item, taken) = {
+                    let mut guard = state.lock().expect("queue");
+                    loop {
+                        let (queue, running) = &mut *guard;
+                        if queue.is_empty() {
+                            return;
+                        }
+                        let fits = queue.iter().rposition(|item| *running == 0 || *running + cost(item) <= budget);
+                        if let Some(at) = fits {
+                            let item = queue.remove(at);
+                            let taken = cost(&item);
+                            *running += taken;
+                            break (item, taken);
+                        }
+                        guard = freed.wait(guard).expect("queue");
+                    }
+                };
+                work(item);
+                state.lock().expect("queue").1 -= taken;
+                freed.notify_all();
+            });
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_over_the_budget_never_run_together() {
+        let running = std::sync::atomic::AtomicU64::new(0);
+        let most = std::sync::atomic::AtomicU64::new(0);
+        let done = Mutex::new(Vec::new());
+        let items: Vec<u64> = vec![5, 1, 5, 1, 1, 5, 2];
+        for_each_within_budget(
+            items,
+            4,
+            6,
+            |cost| *cost,
+            |cost| {
+                use std::sync::atomic::Ordering::SeqCst;
+                let now = running.fetch_add(cost, SeqCst) + cost;
+                most.fetch_max(now, SeqCst);
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                running.fetch_sub(cost, SeqCst);
+                done.lock().unwrap().push(cost);
+            },
+        );
+        assert!(most.load(std::sync::atomic::Ordering::SeqCst) <= 6);
+        let mut done = done.into_inner().unwrap();
+        done.sort_unstable();
+        assert_eq!(done, vec![1, 1, 1, 2, 5, 5, 5]);
+    }
+
+    #[test]
+    fn an_item_over_the_whole_budget_still_runs_alone() {
+        let done = Mutex::new(0);
+        for_each_within_budget(vec![10u64, 10], 2, 3, |cost| *cost, |_| *done.lock().unwrap() += 1);
+        assert_eq!(done.into_inner().unwrap(), 2);
+    }
+}
