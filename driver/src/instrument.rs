@@ -180,7 +180,7 @@ pub fn instrument_file_into(
     }
     // Two large code objects at once would need twice the memory of one:
     // a code object's working set is estimated from its size.
-    let budget = memory_budget();
+    let budget = memory_budget()?;
     let cost =
         |(_, code_object, _): &(usize, CodeObject, &CodeObject)| code_object.bytes.len() as u64 * WORKING_SET_PER_BYTE;
     crate::parallel::for_each_within_budget(items, jobs, budget, cost, |(index, code_object, tool)| {
@@ -262,22 +262,43 @@ const WORKING_SET_PER_BYTE: u64 = 360;
 /// How much memory the code objects instrumented at once may take
 /// (estimated; one runs whatever its size): `GPUINSTR_MEMORY_BUDGET`
 /// bytes (a number, or with a K, M or G suffix), else 3 GiB.
-fn memory_budget() -> u64 {
+fn memory_budget() -> Result<u64, InstrumentError> {
     const DEFAULT: u64 = 3 << 30;
-    let Some(text) = std::env::var("GPUINSTR_MEMORY_BUDGET").ok() else { return DEFAULT };
+    match std::env::var("GPUINSTR_MEMORY_BUDGET") {
+        Ok(text) => parse_budget(&text).ok_or_else(|| InstrumentError::About {
+            file: "GPUINSTR_MEMORY_BUDGET".into(),
+            message: format!("`{text}` is not a size: give bytes, or a number with K, M or G (like 2G)"),
+        }),
+        Err(_) => Ok(DEFAULT),
+    }
+}
+
+/// `3G`, `512M`, `4096`: bytes.
+fn parse_budget(text: &str) -> Option<u64> {
     let text = text.trim();
-    let (digits, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
-        Some((at, _)) => text.split_at(at),
-        None => (text, ""),
-    };
-    let scale = match unit.trim().to_ascii_uppercase().as_str() {
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let scale: u64 = match unit.trim().to_ascii_uppercase().as_str() {
         "" => 1,
         "K" | "KB" | "KIB" => 1 << 10,
         "M" | "MB" | "MIB" => 1 << 20,
         "G" | "GB" | "GIB" => 1 << 30,
-        _ => return DEFAULT,
+        _ => return None,
     };
-    digits.parse::<u64>().map_or(DEFAULT, |n| n.saturating_mul(scale))
+    digits.parse::<u64>().ok().filter(|n| *n > 0).map(|n| n.saturating_mul(scale))
+}
+
+#[cfg(test)]
+mod budget_tests {
+    #[test]
+    fn budgets_are_sizes() {
+        assert_eq!(super::parse_budget("2G"), Some(2 << 30));
+        assert_eq!(super::parse_budget(" 512 MiB "), Some(512 << 20));
+        assert_eq!(super::parse_budget("4096"), Some(4096));
+        assert_eq!(super::parse_budget("lots"), None);
+        assert_eq!(super::parse_budget("2T"), None);
+        assert_eq!(super::parse_budget("0"), None);
+    }
 }
 
 /// A bundle of the input (at `data`) with its instrumented entries.
