@@ -145,22 +145,28 @@ impl<'a> Pieces<'a> {
         Ok(out)
     }
 
-    /// `base` with the bytes at some offsets replaced (`patches`, none
-    /// overlapping another or running past `base`).
-    fn patched(base: &'a [u8], patches: &std::collections::BTreeMap<usize, Vec<u8>>) -> Pieces<'a> {
+    /// `base` with the bytes at some offsets replaced (`patches`); two
+    /// that overlap, or one past the end, is an error (a damaged file whose
+    /// words would otherwise be patched in part).
+    fn patched(
+        base: &'a [u8],
+        patches: &std::collections::BTreeMap<usize, Vec<u8>>,
+    ) -> Result<Pieces<'a>, ContainerError> {
         let mut out = Pieces::default();
         let mut at = 0;
         for (offset, bytes) in patches {
             let (offset, end) = (*offset, offset + bytes.len());
             if offset < at || end > base.len() {
-                continue; // overlapping or outside: callers never ask for it
+                return Err(ContainerError::Elf(format!(
+                    "the words to rewrite at {offset:#x} overlap another or run past the end of the file"
+                )));
             }
             out.push(Piece::Borrowed(&base[at..offset]));
             out.push(Piece::Bytes(bytes.clone()));
             at = end;
         }
         out.push(Piece::Borrowed(&base[at..]));
-        out
+        Ok(out)
     }
 }
 
@@ -364,7 +370,7 @@ pub fn rewrite_host_file<'a>(elf: &'a [u8], bundles: Vec<Pieces<'a>>) -> Result<
                 put_u64(at + 16, new.wrapping_sub(symbol_value));
             }
         }
-        let mut out = Pieces::patched(elf, &patches);
+        let mut out = Pieces::patched(elf, &patches)?;
         out.pad_to(offset);
         out.append(data);
         return Ok(out);
@@ -475,7 +481,7 @@ pub fn rewrite_host_file<'a>(elf: &'a [u8], bundles: Vec<Pieces<'a>>) -> Result<
     let mut header_end = elf[0x36..0x3a].to_vec();
     header_end[2..4].copy_from_slice(&((phnum + 1) as u16).to_le_bytes());
     patches.insert(0x36, header_end);
-    let mut out = Pieces::patched(elf, &patches);
+    let mut out = Pieces::patched(elf, &patches)?;
     out.pad_to(start);
     out.append(data);
     out.pad_to(table);
@@ -534,10 +540,15 @@ mod tests {
     fn pieces_patch_their_base_and_pad() {
         let base = b"abcdefgh";
         let patches = std::collections::BTreeMap::from([(2, b"XY".to_vec()), (6, b"Z".to_vec())]);
-        let mut pieces = Pieces::patched(base, &patches);
+        let mut pieces = Pieces::patched(base, &patches).unwrap();
         pieces.pad_to(12);
         pieces.push(Piece::Bytes(b"!".to_vec()));
         assert_eq!(pieces.len(), 13);
         assert_eq!(pieces.to_vec().unwrap(), b"abXYefZh\0\0\0\0!");
+        // Overlapping words, or one past the end: refused, never half done.
+        let overlapping = std::collections::BTreeMap::from([(2, b"XYZ".to_vec()), (4, b"W".to_vec())]);
+        assert!(Pieces::patched(base, &overlapping).is_err());
+        let past = std::collections::BTreeMap::from([(7, b"XY".to_vec())]);
+        assert!(Pieces::patched(base, &past).is_err());
     }
 }
