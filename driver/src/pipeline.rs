@@ -39,7 +39,7 @@ use crate::stages::load::hidden_arguments::declare_launch_shape;
 use crate::stages::load::{CodeObject, LoadedInput};
 use crate::stages::patch::{patch, Patch};
 use crate::stages::payload::PayloadPoint;
-use crate::stages::payloads::{LeftOutCause, LeftOutPoint, PayloadOptions};
+use crate::stages::payloads::{CountsInRegisters, LeftOutCause, LeftOutPoint, PayloadOptions};
 use crate::stages::sva::{place, SvaPlacement, SvaRequest};
 
 pub use crate::stages::emit::link::build as emit_and_link;
@@ -52,7 +52,8 @@ use report::{
     kernels_lacking_hidden_arguments, only_tool_globals_undefined, partial_kernels, refuse_preloaded_arguments,
 };
 pub use report::{
-    CompilationSummary, InstrumentError, InstrumentOptions, InstrumentReport, PayloadSpills, PayloadWaits, ToolGlobals,
+    CompilationSummary, CountsInRegistersReport, InstrumentError, InstrumentOptions, InstrumentReport, PayloadSpills,
+    PayloadWaits, ToolGlobals,
 };
 
 /// The steps one code object's walk times, in order (the report's `steps`).
@@ -163,7 +164,7 @@ pub fn instrument(
     let lifted = lift(app)?;
     clock.lap(Stage::Lift);
     dump(Stage::Lift, &|| crate::stages::lift::print::mir(&lifted, None));
-    let liveness = liveness(&lifted)?;
+    let mut liveness = liveness(&lifted)?;
     clock.lap(Stage::Liveness);
     dump(Stage::Liveness, &|| crate::stages::liveness::print::render(&lifted, &liveness));
 
@@ -186,17 +187,28 @@ pub fn instrument(
         grow: options.grow_registers,
     };
     let placement = place(&lifted, &liveness, &request);
+    let counts = place_counts(plan, &lifted, &liveness, &placement, &points)?;
+    if let Some(counts) = &counts {
+        // Every later stage sees the count's registers taken.
+        counts.placement.keep_live(&mut liveness);
+    }
     clock.lap(Stage::PlanAndSva);
-    dump(Stage::PlanAndSva, &|| crate::stages::sva::render(&lifted, &placement));
+    dump(Stage::PlanAndSva, &|| {
+        let counted = counts.as_ref().map(|c| crate::stages::sva::counts::render(&lifted, &c.placement));
+        crate::stages::sva::render(&lifted, &placement) + &counted.unwrap_or_default()
+    });
 
     let mut payload_options = payload_options(options, &lifted, &placement);
     payload_options.progress = clock.progress.clone();
+    payload_options.counts = counts.clone().map(std::sync::Arc::new);
     let compiled = compile_payloads(tool, &lifted, &liveness, &points, registry, &payload_options)?;
     clock.lap(Stage::Payloads);
     dump(Stage::Payloads, &|| compiled.render());
 
     let define = options.tool_globals == ToolGlobals::Defined;
-    let (mut patch, patch_report) = patch(&lifted, &liveness, &points, &compiled, &placement, define)?;
+    let count_placement = counts.as_ref().map(|c| c.placement.clone()).unwrap_or_default();
+    let (mut patch, patch_report) =
+        patch(&lifted, &liveness, &points, &compiled, &placement, &count_placement, define)?;
     report.left_out.extend(patch_report.left_out);
     patch.partial = partial_kernels(&lifted, &mut report.left_out);
     clock.lap(Stage::Patch);
@@ -213,6 +225,17 @@ pub fn instrument(
     report.compilations = CompilationSummary::of(&compiled);
     report.waits = PayloadWaits::count(&compiled.payloads);
     report.spills = PayloadSpills::count(&compiled.payloads);
+    report.counts_in_registers = counts.map(|c| CountsInRegistersReport {
+        global: c.placement.global.clone(),
+        points: compiled.counted.len(),
+        kernels: c.placement.kernels.len(),
+        hooks_called: c
+            .placement
+            .hooks_called
+            .iter()
+            .map(|(kernel, why)| format!("{}: {why}", lifted.functions[*kernel].name))
+            .collect(),
+    });
     report.kernels = patch_report.kernels;
     report.globals = patch_report.globals;
     report.tool_globals = options.tool_globals;
@@ -265,6 +288,22 @@ fn select_points(
         return Err(InstrumentError::NothingSelected(format!("kernels: {}", kernels.join(", "))));
     }
     Ok(points)
+}
+
+/// Where the plan's count in registers (`count-in-registers`) is kept in
+/// each kernel with counting points, if the plan keeps one.
+fn place_counts(
+    plan: &Plan,
+    lifted: &LiftedCodeObject<'_>,
+    liveness: &crate::stages::liveness::Liveness,
+    placement: &SvaPlacement,
+    points: &[PayloadPoint],
+) -> Result<Option<CountsInRegisters>, InstrumentError> {
+    let Some(count) = plan.register_count()? else { return Ok(None) };
+    let kernels =
+        points.iter().filter(|p| p.calls.iter().any(|c| count.hooks.contains(&c.hook))).map(|p| p.function).collect();
+    let placement = crate::stages::sva::counts::place_counts(lifted, liveness, placement, &kernels, &count.global);
+    Ok(Some(CountsInRegisters { hooks: count.hooks, placement }))
 }
 
 /// What the points' hooks read that the code object must provide: whether

@@ -248,10 +248,42 @@ fn check_block_counter(app: &CodeObject, output: &CodeObject, case: &Case) {
     let expected = expected_count(app, &example_plan_for("instruction-counter", case.kernel), &report);
     assert!(expected > 0);
     assert_eq!(counted, expected, "{name}: Counter");
-    eprintln!(
-        "{name}: block counter runs {:.2}x the original's wave instructions",
-        instrumented_report.counts.instructions() as f64 / report.counts.instructions() as f64
-    );
+    let cost = instrumented_report.counts.instructions() as f64 / report.counts.instructions() as f64;
+    eprintln!("{name}: block counter runs {cost:.2}x the original's wave instructions");
+    // The count kept in registers (the example plan's count-in-registers):
+    // a few instructions a region, once per wave an atomic.
+    assert!(cost <= 1.5, "{name}: the block counter runs {cost:.2}x the original's wave instructions");
+}
+
+/// The block counter without `count-in-registers` calls its hook at every
+/// region: the same count, at the cost of a payload with an atomic each.
+#[test]
+fn the_block_counter_calls_its_hook_where_the_count_is_not_kept_in_registers() {
+    let kernel = "_ZN12rocrand_host6detailL15generate_kernelI6__half20uniform_distributionIS2_EEEvNS0_27philox4x32_10_device_engineEPT_mT0_";
+    let app = debian_code_object("librocrand1", "librocrand.so.1.1", kernel);
+    let dir = scratch();
+    let tool = example_tool_for("block-counter", dir.path(), &app);
+    let text = std::fs::read_to_string(repo().join("hook-sdk/examples/block-counter/plan.toml")).unwrap();
+    let text = text.replace("count-in-registers = \"Counter\"\n", "");
+    let text = text.replace("hook = ", &format!("kernels = \"{kernel}\"\nhook = "));
+    let plan = Plan::parse(&text, "plan.toml").unwrap();
+    assert!(plan.register_count().unwrap().is_none());
+    let output = instrumented(&tool, &app, &plan);
+    let mut engine = vec![0u8; 48];
+    engine[32..40].copy_from_slice(&0x1357_9bdf_0bad_5eedu64.to_le_bytes());
+    let n = 1003u64;
+    let case = Case {
+        kernel,
+        launch: Launch::linear(2, 64),
+        buffers: vec![None, Some(vec![0; n as usize * 2]), None, None],
+        scalars: vec![engine, n.to_le_bytes().to_vec(), vec![0]],
+    };
+    let Runs { report, instrumented_report, instrumented: device, cells, .. } =
+        run_both(&app, &output, &case, &[("Counter", 8)], Options::default());
+    let expected = expected_count(&app, &example_plan_for("instruction-counter", kernel), &report);
+    assert_eq!(device.memory.read_u64(cells[0]).unwrap(), expected);
+    let cost = instrumented_report.counts.instructions() as f64 / report.counts.instructions() as f64;
+    assert!(cost > 2.0, "a hook call per region costs more than registers: {cost:.2}x");
 }
 
 /// Kernel-arguments copies the launch's gridDim and blockDim.

@@ -98,6 +98,9 @@ pub struct InstrumentReport {
     /// Points whose payload saves live VGPRs in scratch memory (no register
     /// was left for it otherwise), and how many VGPRs they save in all.
     pub spills: PayloadSpills,
+    /// A plan's count kept in registers (`count-in-registers`): where it
+    /// is, and where the hook is called instead.
+    pub counts_in_registers: Option<CountsInRegistersReport>,
     pub kernels: Vec<KernelPatch>,
     /// Functions that were not instrumented, and why.
     pub skipped: Vec<String>,
@@ -116,6 +119,18 @@ pub struct InstrumentReport {
     pub dump: Option<String>,
     /// Wall time per step, in pipeline order.
     pub steps: Vec<(String, f64)>,
+}
+
+/// Where a plan's count is kept in registers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CountsInRegistersReport {
+    pub global: String,
+    /// Points that add to registers instead of calling the hook.
+    pub points: usize,
+    /// Kernels keeping the count in registers.
+    pub kernels: usize,
+    /// Kernels whose counting points call the hook, and why.
+    pub hooks_called: Vec<String>,
 }
 
 /// Instrumented points by the memory counters their payload waits for
@@ -300,6 +315,21 @@ impl InstrumentReport {
         }
         writeln!(out, "  payloads compiled: {} (alike points share one)", self.payloads_compiled).unwrap();
         writeln!(out, "  {}", self.waits.render()).unwrap();
+        if let Some(counts) = &self.counts_in_registers {
+            writeln!(
+                out,
+                "  {}: {} points add to registers in {} kernels, once per wave to the global at exit; {} kernels call \
+                 the hook",
+                counts.global,
+                counts.points,
+                counts.kernels,
+                counts.hooks_called.len()
+            )
+            .unwrap();
+            for why in counts.hooks_called.iter().take(5) {
+                writeln!(out, "    {why}").unwrap();
+            }
+        }
         if self.spills.points > 0 {
             writeln!(
                 out,

@@ -109,6 +109,21 @@ pub struct Insert {
     /// Glob on device function names; none by default.
     pub functions: Option<String>,
     pub arguments: Vec<PlanArgument>,
+    /// `count-in-registers = "GLOBAL"`: the hook adds its first argument
+    /// once per wave and its second once per active lane to the 64-bit
+    /// tool global GLOBAL; where a kernel has registers free throughout,
+    /// the count is kept in them instead and added at the wave's exit
+    /// ([`RegisterCount`]).
+    pub count_in_registers: Option<String>,
+}
+
+/// What a plan's `count-in-registers` inserts count: their hooks each add
+/// `scalar + vector * popcount(EXEC)` (their two constant arguments) to
+/// `global`; the payload stage may keep that sum in registers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegisterCount {
+    pub global: String,
+    pub hooks: std::collections::BTreeSet<String>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -151,6 +166,8 @@ struct InsertFile {
     functions: Option<String>,
     #[serde(default)]
     args: Vec<toml::Value>,
+    #[serde(rename = "count-in-registers")]
+    count_in_registers: Option<String>,
 }
 
 /// `*` any run of characters, `?` any one character.
@@ -258,6 +275,27 @@ impl PlanArgument {
     }
 }
 
+/// A `count-in-registers` insert names a global and passes two arguments
+/// known when instrumenting (constants or point values, not registers):
+/// what is added once per wave, and once per active lane.
+fn check_register_count(global: &str, arguments: &[PlanArgument]) -> Result<(), String> {
+    if global.is_empty() {
+        return Err("`count-in-registers` names no global (the tool's 64-bit counter)".into());
+    }
+    let known = |a: &PlanArgument| match a {
+        PlanArgument::Fixed(HookArgument::Int(n)) => u32::try_from(*n).is_ok(),
+        PlanArgument::Fixed(_) => false,
+        PlanArgument::Value(value) => !matches!(value, PointValue::MemoryAddress | PointValue::Source(_)),
+    };
+    if arguments.len() != 2 || !arguments.iter().all(known) {
+        return Err("`count-in-registers` needs two arguments known when instrumenting: what is added once \
+             per wave and once per active lane (integers from 0 to 2^32-1 or values such as \
+             { value = \"region-scalar\" }, { value = \"region-vector\" })"
+            .into());
+    }
+    Ok(())
+}
+
 /// A TOML error as "line L, column C: what" (toml's own text spans lines
 /// to draw the place).
 fn one_line_toml_error(text: &str, error: &toml::de::Error) -> String {
@@ -299,15 +337,69 @@ impl Plan {
             let at = Where::parse(&insert.at).map_err(problem)?;
             let arguments =
                 insert.args.iter().map(PlanArgument::parse).collect::<Result<Vec<_>, _>>().map_err(problem)?;
+            if let Some(global) = &insert.count_in_registers {
+                check_register_count(global, &arguments).map_err(problem)?;
+            }
             inserts.push(Insert {
                 hook: insert.hook.clone(),
                 at,
                 kernels: insert.kernels.clone().unwrap_or_else(|| "*".into()),
                 functions: insert.functions.clone(),
                 arguments,
+                count_in_registers: insert.count_in_registers.clone(),
             });
         }
-        Ok(Plan { inserts, file: file.to_string() })
+        let plan = Plan { inserts, file: file.to_string() };
+        plan.register_count()?;
+        Ok(plan)
+    }
+
+    /// What the plan's `count-in-registers` inserts count, if any. One
+    /// global per plan, and a counting hook counts at every insert that
+    /// calls it (its calls are replaced by register arithmetic).
+    pub fn register_count(&self) -> Result<Option<RegisterCount>, PlanError> {
+        let mut count: Option<RegisterCount> = None;
+        for (index, insert) in self.inserts.iter().enumerate() {
+            let Some(global) = &insert.count_in_registers else { continue };
+            let problem = |problem: String| PlanError::Insert {
+                file: self.file.clone(),
+                index: index + 1,
+                hook: insert.hook.escape_debug().to_string(),
+                problem,
+            };
+            match &mut count {
+                Some(count) if &count.global != global => {
+                    return Err(problem(format!(
+                        "counts into `{}`, another insert into `{}`: a plan keeps one count in registers",
+                        global.escape_debug(),
+                        count.global.escape_debug()
+                    )))
+                }
+                Some(count) => {
+                    count.hooks.insert(insert.hook.clone());
+                }
+                None => {
+                    count = Some(RegisterCount { global: global.clone(), hooks: [insert.hook.clone()].into() });
+                }
+            }
+        }
+        if let Some(count) = &count {
+            for (index, insert) in self.inserts.iter().enumerate() {
+                if insert.count_in_registers.is_none() && count.hooks.contains(&insert.hook) {
+                    return Err(PlanError::Insert {
+                        file: self.file.clone(),
+                        index: index + 1,
+                        hook: insert.hook.escape_debug().to_string(),
+                        problem: format!(
+                            "another insert counts with this hook in registers: give this one \
+                             `count-in-registers = \"{}\"` too, or call another hook",
+                            count.global.escape_debug()
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(count)
     }
 
     pub fn load(path: &Path) -> Result<Plan, PlanError> {
@@ -615,5 +707,41 @@ args = [{ reg = "s4" }, { value = "exec" }, { value = "opcode" }, 3, 1.5]
         assert!(error("[[insert]]\nhook = \"h\"\nwhere = \"kernel-entry\"\nargs = [[1]]").contains("is not a constant"));
         assert!(error("[[insert]]\nhook = \"h\"\nwhere = \"kernel-entry\"\nkernel = \"x\"")
             .contains("unknown field `kernel`"));
+    }
+
+    #[test]
+    fn a_count_in_registers_takes_two_known_amounts_and_one_global() {
+        let count = |rest: &str| {
+            let text = format!(
+                "[[insert]]\nhook = \"count\"\nwhere = \"each-exec-region\"\ncount-in-registers = \"Counter\"\n{rest}"
+            );
+            Plan::parse(&text, "p.toml").map(|plan| plan.register_count().unwrap())
+        };
+        let plan = count("args = [{ value = \"region-scalar\" }, 4]").unwrap().unwrap();
+        assert_eq!(plan, RegisterCount { global: "Counter".into(), hooks: ["count".to_string()].into() });
+        let error = |rest: &str| count(rest).unwrap_err().to_string();
+        let needs_two = "`count-in-registers` needs two arguments known when instrumenting";
+        assert!(error("args = [1]").contains(needs_two));
+        assert!(error("args = [1, { reg = \"s4\" }]").contains(needs_two));
+        assert!(error("args = [1, { value = \"memory-address\" }]").contains(needs_two));
+        assert!(error("args = [1, -1]").contains(needs_two));
+        assert!(error("args = [1, 2.5]").contains(needs_two));
+        let other_global = "args = [1, 2]\n[[insert]]\nhook = \"count\"\nwhere = \"each-block\"\nargs = [1, 2]\n\
+                            count-in-registers = \"Other\"";
+        assert_eq!(
+            error(other_global),
+            "p.toml: insert 2 (hook `count`): counts into `Other`, another insert into `Counter`: a plan keeps one \
+             count in registers"
+        );
+        let same_hook_called = "args = [1, 2]\n[[insert]]\nhook = \"count\"\nwhere = \"each-block\"\nargs = [1, 2]";
+        assert!(error(same_hook_called).starts_with(
+            "p.toml: insert 2 (hook `count`): another insert counts with this hook in registers: give this one \
+             `count-in-registers = \"Counter\"` too"
+        ));
+        let empty = Plan::parse(
+            "[[insert]]\nhook = \"h\"\nwhere = \"kernel-entry\"\nargs = [1, 2]\ncount-in-registers = \"\"",
+            "p.toml",
+        );
+        assert!(empty.unwrap_err().to_string().contains("names no global"));
     }
 }

@@ -26,7 +26,8 @@ use crate::stages::load::lines::{SourceLineNames, SourceLines};
 use crate::stages::load::occupancy;
 use crate::stages::load::processor::Processor;
 use crate::stages::payload::PayloadPoint;
-use crate::stages::payloads::{CodeLine, CompiledPayloads, LeftOutCause, LeftOutPoint, ToolGlobal};
+use crate::stages::payloads::{register_counts, CodeLine, CompiledPayloads, LeftOutCause, LeftOutPoint, ToolGlobal};
+use crate::stages::sva::counts::CountPlacement;
 use crate::stages::sva::SvaPlacement;
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -356,6 +357,7 @@ pub fn patch(
     points: &[PayloadPoint],
     compiled: &CompiledPayloads,
     placement: &SvaPlacement,
+    counts: &CountPlacement,
     define_globals: bool,
 ) -> Result<(Patch, PatchReport), PatchError> {
     let code_object = lifted.code_object;
@@ -547,7 +549,13 @@ pub fn patch(
                 continue;
             }
         }
-        let lines = splice(&payload.code, &nop);
+        // Counting in registers reads and writes only registers the
+        // application never touches, and neither VCC nor memory: no hazard
+        // crosses its edges.
+        let lines = match compiled.counted.contains(&index) {
+            true => payload.code.clone(),
+            false => splice(&payload.code, &nop),
+        };
         // Bytes: the payload's own, and 4 per wait-state nop around it.
         let nops = lines.len() - payload.code.len();
         *inserted.entry(addresses[point.function][point.instruction]).or_default() += payload.bytes + 4 * nops;
@@ -580,6 +588,45 @@ pub fn patch(
             }
             patch.before.entry(address).or_default().splice(0..0, code.into_iter().map(CodeLine::from));
             *sva_moves.entry(*function).or_default() += 1;
+        }
+    }
+
+    // A count kept in registers: cleared at the kernel's entry (after the
+    // preamble, which is spliced in front later), added to the global
+    // after everything else before each s_endpgm.
+    if let Some(global) = compiled.globals.iter().find(|g| g.tool_name == counts.global) {
+        let managed = global.managed_storage.is_some();
+        for (kernel, (registers, exits)) in &counts.kernels {
+            if added.get(kernel).is_none_or(|(sites, _, _)| *sites == 0) {
+                continue;
+            }
+            let entry = addresses[*kernel][0];
+            let mut code = vec![(entry, register_counts::entry_code(*registers), true)];
+            for exit in exits {
+                let lines = register_counts::exit_code(
+                    *registers,
+                    &global.name,
+                    managed,
+                    (exit.offset, exit.high),
+                    processor.architected_flat_scratch,
+                );
+                code.push((addresses[*kernel][exit.instruction], lines, false));
+            }
+            for (address, lines, first) in code {
+                // At most 8 bytes an instruction (SALU with a literal, VOP3).
+                *inserted.entry(address).or_default() += 8 * lines.len();
+                added.entry(*kernel).or_default().1 += lines.len();
+                let w = writes.entry(*kernel).or_insert(UnitSet::EMPTY);
+                for line in &lines {
+                    w.union_with(&registers_named(line));
+                }
+                let before = patch.before.entry(address).or_default();
+                let lines = lines.into_iter().map(CodeLine::from);
+                match first {
+                    true => drop(before.splice(0..0, lines)),
+                    false => before.extend(lines),
+                }
+            }
         }
     }
 

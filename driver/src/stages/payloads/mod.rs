@@ -6,6 +6,7 @@
 //! -> (codegen) register allocation, assembly -> one instruction list per point.
 
 pub mod placement;
+pub mod register_counts;
 pub mod sharing;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -27,6 +28,7 @@ use crate::stages::lower_mir::final_code::{self, FinalCodeError, Parking, SlotLo
 use crate::stages::lower_mir::physical::Frame;
 use crate::stages::lower_mir::{self, LowerMirError, PayloadSite, RegisterClasses};
 use crate::stages::payload::{self, HookArgument, PayloadError, PayloadPoint, PayloadRequest, PointConstantArgument};
+use crate::stages::sva::counts::CountRegisters;
 use crate::stages::sva::{AgprHomes, FunctionRegisters};
 use crate::tool::read_tool_module;
 
@@ -299,6 +301,36 @@ pub struct PayloadOptions {
     /// save live VGPRs in scratch memory around it (on by default; off
     /// to compare).
     pub spill_to_scratch: bool,
+    /// A plan's count kept in registers: its points get register
+    /// arithmetic instead of the hook where their kernel has the registers.
+    pub counts: Option<std::sync::Arc<CountsInRegisters>>,
+}
+
+/// What a plan counts in registers and where each kernel keeps the count.
+#[derive(Clone, Debug, Default)]
+pub struct CountsInRegisters {
+    /// The plan's counting hooks (`crate::plan::RegisterCount`).
+    pub hooks: BTreeSet<String>,
+    pub placement: crate::stages::sva::counts::CountPlacement,
+}
+
+impl CountsInRegisters {
+    /// The registers `point` counts into, when all its calls count and its
+    /// kernel keeps the count; with the sums of what the wave and each
+    /// active lane add.
+    fn of(&self, point: &PayloadPoint) -> Option<(CountRegisters, u32, u32)> {
+        let registers = self.placement.registers(point.function)?;
+        let (mut scalar, mut vector) = (0u32, 0u32);
+        for call in &point.calls {
+            if !self.hooks.contains(&call.hook) {
+                return None;
+            }
+            let [HookArgument::Int(s), HookArgument::Int(v)] = call.arguments.as_slice() else { return None };
+            scalar = scalar.checked_add(u32::try_from(*s).ok()?)?;
+            vector = vector.checked_add(u32::try_from(*v).ok()?)?;
+        }
+        Some((registers, scalar, vector))
+    }
 }
 
 impl Default for PayloadOptions {
@@ -318,6 +350,7 @@ impl Default for PayloadOptions {
             atomic_optimizer: false,
             progress: Default::default(),
             spill_to_scratch: true,
+            counts: None,
         }
     }
 }
@@ -541,6 +574,67 @@ fn managed_storage_of(
 /// tool's own code object: None when it is zero or the tool does not define
 /// it; an error when it holds an address, which would be the tool's, not
 /// the instrumented code object's.
+/// One of the tool's globals as the instrumented code object defines it.
+fn tool_global(
+    tool: &CodeObject,
+    global: inkwell::values::GlobalValue<'_>,
+    renamed: &BTreeMap<String, String>,
+    managed: &BTreeMap<String, ManagedStorage>,
+    machine: &inkwell::targets::TargetMachine,
+) -> Result<ToolGlobal, ToolProblem> {
+    let target_data = machine.get_target_data();
+    let ty = global.get_value_type();
+    let name = global.get_name().to_string_lossy().into_owned();
+    let tool_name = renamed.get(&name).cloned().unwrap_or_else(|| name.clone());
+    let mut g = ToolGlobal {
+        initial: None,
+        managed_storage: managed.get(&tool_name).cloned(),
+        tool_name,
+        name,
+        size: target_data.get_store_size(&ty),
+        alignment: target_data.get_abi_alignment(&ty).max(global.get_alignment()),
+        address_space: crate::tool::address_space_of(global),
+        records: None,
+    };
+    let (data, size) = match &g.managed_storage {
+        Some(storage) => (format!("{}.managed", g.tool_name), storage.size),
+        None => (g.tool_name.clone(), g.size),
+    };
+    g.initial = initial_value(tool, &data, size)?;
+    Ok(g)
+}
+
+/// The global a plan counts into in registers (`count-in-registers`): a
+/// 64-bit integer of the tool's, renamed like the payloads' globals where
+/// the application has a symbol of its name.
+fn count_global(tool: &CodeObject, lifted: &LiftedCodeObject<'_>, name: &str) -> Result<ToolGlobal, CompileError> {
+    let context = Context::create();
+    let module = read_tool_module(&context, tool)?;
+    let Some(global) = module.get_global(name) else {
+        return Err(CompileError::CountGlobal(format!(
+            "the plan counts into `{name}`, which the tool does not define (a 64-bit __device__ or __managed__ \
+             global; `gpuinstr-link inspect --tool` lists its globals)"
+        )));
+    };
+    let application_symbols: BTreeSet<&str> = lifted.code_object.symbols.iter().map(|s| s.name.as_str()).collect();
+    let mut renamed = BTreeMap::new();
+    if application_symbols.contains(name) {
+        let new = format!("gpuinstr.tool.{name}");
+        global.as_pointer_value().set_name(&new);
+        renamed.insert(new, name.to_string());
+    }
+    let machine = lower_ir::target_machine(&lifted.code_object.target)?;
+    let managed = managed_storage_of(&module, &renamed, &machine, tool, &application_symbols);
+    let global = tool_global(tool, global, &renamed, &managed, &machine)?;
+    let size = global.managed_storage.as_ref().map_or(global.size, |storage| storage.size);
+    if size != 8 {
+        return Err(CompileError::CountGlobal(format!(
+            "the plan counts into `{name}`, which holds {size} bytes: a count in registers is added to a 64-bit integer"
+        )));
+    }
+    Ok(global)
+}
+
 fn initial_value(tool: &CodeObject, name: &str, size: u64) -> Result<Option<Vec<u8>>, ToolProblem> {
     let bytes = crate::tool::defined_bytes(tool, name, size)?;
     Ok(bytes.filter(|bytes| bytes.iter().any(|&b| b != 0)).map(<[u8]>::to_vec))
@@ -658,6 +752,9 @@ pub struct CompiledPayloads {
     pub compiled_as: Vec<PayloadSource>,
     /// Wall time of each step, in pipeline order.
     pub timings: Vec<(&'static str, std::time::Duration)>,
+    /// Points whose payload adds to a count kept in registers (no hook
+    /// compiled for them).
+    pub counted: BTreeSet<usize>,
 }
 
 /// Why payloads are compiled (again).
@@ -741,9 +838,10 @@ impl CompiledPayloads {
                 continue;
             }
             let wait = payload.entry_wait.and_then(|w| w.wait_instruction()).unwrap_or_else(|| "nothing".into());
+            let counted = if self.counted.contains(&index) { ", counted in registers" } else { "" };
             writeln!(
                 out,
-                "point {index} ({}): waits for {wait}, {} bytes, {} spilled VGPRs, stack {} bytes",
+                "point {index} ({}): waits for {wait}, {} bytes, {} spilled VGPRs, stack {} bytes{counted}",
                 payload.label, payload.bytes, payload.spilled_vgprs, payload.scratch_bytes
             )
             .unwrap();
@@ -761,7 +859,8 @@ impl CompiledPayloads {
 
     /// How many payload functions LLVM compiled for the points.
     pub fn distinct_payloads(&self) -> usize {
-        self.compiled_as.iter().collect::<BTreeSet<_>>().len()
+        let compiled = self.compiled_as.iter().enumerate().filter(|(i, _)| !self.counted.contains(i));
+        compiled.map(|(_, source)| source).collect::<BTreeSet<_>>().len()
     }
 }
 
@@ -769,6 +868,8 @@ impl CompiledPayloads {
 pub enum CompileError {
     #[error("{0}")]
     Tool(#[from] ToolProblem),
+    #[error("{0}")]
+    CountGlobal(String),
     #[error(transparent)]
     Payload(#[from] PayloadError),
     #[error(transparent)]
@@ -1056,6 +1157,10 @@ pub fn payload_sites(
                 &code_object.kernels[kernel].descriptor,
                 liveness.processor,
             ));
+            // A count kept in registers is set before the entry's payloads.
+            if let Some(registers) = options.counts.as_ref().and_then(|c| c.placement.registers(point.function)) {
+                live.union_with(&registers.units());
+            }
         }
         let processor = liveness.processor;
         let (wave_vgprs, _) = crate::stages::load::occupancy::wave_register_limit(processor, max_flat_workgroup_size);
@@ -1130,6 +1235,125 @@ pub fn payload_sites(
 
 /// Compiles the payloads of every point of one code object.
 pub fn compile_payloads(
+    tool: &CodeObject,
+    lifted: &LiftedCodeObject<'_>,
+    liveness: &Liveness,
+    points: &[PayloadPoint],
+    registry: &Registry,
+    options: &PayloadOptions,
+) -> Result<CompiledPayloads, CompileError> {
+    let Some(counts) = &options.counts else {
+        return compile_hook_payloads(tool, lifted, liveness, points, registry, options);
+    };
+    let started = std::time::Instant::now();
+    let (counted, called): (Vec<usize>, Vec<usize>) = (0..points.len()).partition(|i| counts.of(&points[*i]).is_some());
+    if counted.is_empty() {
+        return compile_hook_payloads(tool, lifted, liveness, points, registry, options);
+    }
+    let counted_points: Vec<PayloadPoint> = counted.iter().map(|i| points[*i].clone()).collect();
+    let labels = point_labels(lifted, &counted_points)?;
+    let sites = payload_sites(lifted, liveness, &counted_points, options)?;
+    let scc = Unit::special("SCC");
+    let amounts = block_scalars_first(lifted, &counted_points, |point| {
+        let (_, scalar, vector) = counts.of(point).expect("partitioned");
+        (scalar, vector)
+    });
+    let mut payloads: Vec<CompiledPayload> = counted_points
+        .iter()
+        .zip(labels)
+        .zip(&sites)
+        .zip(amounts)
+        .map(|(((point, label), site), (scalar, vector))| {
+            let registers = counts.placement.registers(point.function).expect("partitioned");
+            let carry_wait = liveness.processor.architected_flat_scratch;
+            let code = register_counts::point_code(registers, scalar, vector, site.live.contains(scc), carry_wait);
+            CompiledPayload {
+                code,
+                rejected: None,
+                // The count's registers change on purpose.
+                written: registers.units(),
+                ..CompiledPayload::refused(label, point, Rejection::new(LeftOutCause::Intrinsic, String::new()))
+            }
+        })
+        .collect();
+    let site_refs: Vec<&PayloadSite> = sites.iter().collect();
+    measure_and_check(lifted, &mut payloads, &site_refs, options.check_preservation)?;
+    wait_for_loads_in_flight(&mut payloads, &sites);
+    let counting_time = started.elapsed();
+
+    let mut compiled = CompiledPayloads {
+        payloads: points
+            .iter()
+            .map(|point| CompiledPayload::refused(String::new(), point, Rejection::new(LeftOutCause::Intrinsic, "")))
+            .collect(),
+        globals: Vec::new(),
+        compilations: Vec::new(),
+        compiled_as: vec![PayloadSource::default(); points.len()],
+        timings: Vec::new(),
+        counted: BTreeSet::new(),
+    };
+    if !called.is_empty() {
+        let called_points: Vec<PayloadPoint> = called.iter().map(|i| points[*i].clone()).collect();
+        let others = compile_hook_payloads(tool, lifted, liveness, &called_points, registry, options)
+            .map_err(|error| error.at_points(&called))?;
+        compiled.adopt(&called, others);
+    }
+    for (index, payload) in counted.iter().zip(payloads) {
+        compiled.payloads[*index] = payload;
+        compiled.counted.insert(*index);
+    }
+    let global = count_global(tool, lifted, &counts.placement.global)?;
+    if !compiled.globals.iter().any(|g| g.name == global.name) {
+        compiled.globals.push(global);
+    }
+    compiled.timings.insert(0, ("payload: count in registers", counting_time));
+    Ok(compiled)
+}
+
+/// What each counting point adds (`amount` of each, in the same order):
+/// a wave runs every instruction of a basic block it enters, so the
+/// scalar amounts of a block's points are all added at its first one;
+/// the vector amounts stay where they are (EXEC may change between them).
+/// Points after the first with nothing vector to add cost nothing.
+fn block_scalars_first(
+    lifted: &LiftedCodeObject<'_>,
+    points: &[PayloadPoint],
+    amount: impl Fn(&PayloadPoint) -> (u32, u32),
+) -> Vec<(u32, u32)> {
+    let mut blocks_of: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    let mut block_of = |point: &PayloadPoint| -> usize {
+        let blocks = blocks_of.entry(point.function).or_insert_with(|| {
+            let function = &lifted.functions[point.function];
+            function
+                .blocks
+                .iter()
+                .enumerate()
+                .flat_map(|(b, block)| std::iter::repeat_n(b, block.instructions.len()))
+                .collect()
+        });
+        blocks[point.instruction]
+    };
+    let mut amounts: Vec<(u32, u32)> = points.iter().map(&amount).collect();
+    let mut first_in_block: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+    for (index, point) in points.iter().enumerate() {
+        let key = (point.function, block_of(point));
+        let Some(&first) = first_in_block.get(&key) else {
+            first_in_block.insert(key, index);
+            continue;
+        };
+        // The first point of a block is the one with the lowest index.
+        let (into, from) = if points[first].instruction < point.instruction { (first, index) } else { (index, first) };
+        // (A sum past 32 bits stays where it is.)
+        if let Some(sum) = amounts[into].0.checked_add(amounts[from].0) {
+            (amounts[into].0, amounts[from].0) = (sum, 0);
+        }
+        first_in_block.insert(key, into);
+    }
+    amounts
+}
+
+/// The payloads of points that call hooks (stages 5 to 8).
+fn compile_hook_payloads(
     tool: &CodeObject,
     lifted: &LiftedCodeObject<'_>,
     liveness: &Liveness,
@@ -1231,6 +1455,7 @@ fn compile_templates(
         compilations: Vec::new(),
         compiled_as: vec![PayloadSource::default(); points.len()],
         timings: Vec::new(),
+        counted: BTreeSet::new(),
     };
     let mut groups: Vec<Vec<usize>> = Vec::new();
     // The application registers each group's hooks read (kept in place).
@@ -1618,6 +1843,7 @@ fn compile_shared(
         compilations: std::mem::take(&mut shared.compilations),
         compiled_as,
         timings,
+        counted: BTreeSet::new(),
     };
     let narrower = sharing.narrower(pass);
     if let (false, Some(narrower)) = (retried_points.is_empty(), narrower) {
@@ -1817,34 +2043,11 @@ fn compile_each(
     verify(&module, "inserting the intrinsic placeholders")?;
     let lowered_ir = module.print_to_string().to_string();
     lap("lower-ir: placeholders");
-    let target_data = machine.get_target_data();
     let mut all_globals: Vec<ToolGlobal> = module
         .get_globals()
         .filter(|g| g.as_pointer_value().get_first_use().is_some())
-        .map(|g| {
-            let ty = g.get_value_type();
-            let name = g.get_name().to_string_lossy().into_owned();
-            let tool_name = renamed.get(&name).cloned().unwrap_or_else(|| name.clone());
-            ToolGlobal {
-                initial: None,
-                managed_storage: managed.get(&tool_name).cloned(),
-                tool_name,
-                name,
-                size: target_data.get_store_size(&ty),
-                alignment: target_data.get_abi_alignment(&ty).max(g.get_alignment()),
-                address_space: crate::tool::address_space_of(g),
-                records: None,
-            }
-        })
-        .filter(|g| !g.name.starts_with("llvm."))
-        .map(|mut g| {
-            let (data, size) = match &g.managed_storage {
-                Some(storage) => (format!("{}.managed", g.tool_name), storage.size),
-                None => (g.tool_name.clone(), g.size),
-            };
-            g.initial = initial_value(tool, &data, size)?;
-            Ok(g)
-        })
+        .filter(|g| !g.get_name().to_string_lossy().starts_with("llvm."))
+        .map(|g| tool_global(tool, g, &renamed, &managed, &machine))
         .collect::<Result<_, ToolProblem>>()?;
     attach_records(tool, &mut all_globals)?;
 
@@ -2072,7 +2275,14 @@ fn compile_each(
         seconds: timings.iter().map(|(_, time)| time.as_secs_f64()).sum(),
         texts,
     };
-    Ok(CompiledPayloads { payloads, globals, compilations: vec![compilation], compiled_as, timings })
+    Ok(CompiledPayloads {
+        payloads,
+        globals,
+        compilations: vec![compilation],
+        compiled_as,
+        timings,
+        counted: BTreeSet::new(),
+    })
 }
 
 fn verify(module: &inkwell::module::Module<'_>, stage: &'static str) -> Result<(), CompileError> {

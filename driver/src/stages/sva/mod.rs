@@ -20,6 +20,7 @@
 //! Where nothing else places it: the SVA kept in memory, in a slot of the
 //! wave's own (wave_slots.rs), loaded by each payload that reads it.
 
+pub mod counts;
 pub mod sliding;
 pub mod wave_slots;
 
