@@ -259,8 +259,8 @@ fn check_block_counter(app: &CodeObject, output: &CodeObject, case: &Case) {
 /// region: the same count, at the cost of a payload with an atomic each.
 #[test]
 fn the_block_counter_calls_its_hook_where_the_count_is_not_kept_in_registers() {
-    let kernel = "_ZN12rocrand_host6detailL15generate_kernelI6__half20uniform_distributionIS2_EEEvNS0_27philox4x32_10_device_engineEPT_mT0_";
-    let app = debian_code_object("librocrand1", "librocrand.so.1.1", kernel);
+    let (app, case) = philox_half();
+    let kernel = case.kernel;
     let dir = scratch();
     let tool = example_tool_for("block-counter", dir.path(), &app);
     let text = std::fs::read_to_string(repo().join("hook-sdk/examples/block-counter/plan.toml")).unwrap();
@@ -269,15 +269,6 @@ fn the_block_counter_calls_its_hook_where_the_count_is_not_kept_in_registers() {
     let plan = Plan::parse(&text, "plan.toml").unwrap();
     assert!(plan.register_count().unwrap().is_none());
     let output = instrumented(&tool, &app, &plan);
-    let mut engine = vec![0u8; 48];
-    engine[32..40].copy_from_slice(&0x1357_9bdf_0bad_5eedu64.to_le_bytes());
-    let n = 1003u64;
-    let case = Case {
-        kernel,
-        launch: Launch::linear(2, 64),
-        buffers: vec![None, Some(vec![0; n as usize * 2]), None, None],
-        scalars: vec![engine, n.to_le_bytes().to_vec(), vec![0]],
-    };
     let Runs { report, instrumented_report, instrumented: device, cells, .. } =
         run_both(&app, &output, &case, &[("Counter", 8)], Options::default());
     let expected = expected_count(&app, &example_plan_for("instruction-counter", kernel), &report);
@@ -766,6 +757,13 @@ fn every_example_tool_growing(app: &CodeObject, case: &Case, readable: &[&str], 
 /// tracer must still report the addresses the lanes access.
 #[test]
 fn every_example_tool_on_rocrand_philox_half() {
+    let (app, case) = philox_half();
+    every_example_tool_on(&app, &case, &["buffer"]);
+}
+
+/// rocRAND's Philox half uniform kernel (Debian's gfx90a:xnack- code
+/// object) and a launch of it: 1,003 halves from two waves.
+fn philox_half() -> (CodeObject, Case) {
     let kernel = "_ZN12rocrand_host6detailL15generate_kernelI6__half20uniform_distributionIS2_EEEvNS0_27philox4x32_10_device_engineEPT_mT0_";
     let app = debian_code_object("librocrand1", "librocrand.so.1.1", kernel);
     let mut engine = vec![0u8; 48];
@@ -777,7 +775,7 @@ fn every_example_tool_on_rocrand_philox_half() {
         buffers: vec![None, Some(vec![0; n as usize * 2]), None, None],
         scalars: vec![engine, n.to_le_bytes().to_vec(), vec![0]],
     };
-    every_example_tool_on(&app, &case, &["buffer"]);
+    (app, case)
 }
 
 /// Stage sva places `kernel`'s SVA (and the work-item ids when asked) by

@@ -1281,17 +1281,7 @@ pub fn compile_payloads(
     wait_for_loads_in_flight(&mut payloads, &sites);
     let counting_time = started.elapsed();
 
-    let mut compiled = CompiledPayloads {
-        payloads: points
-            .iter()
-            .map(|point| CompiledPayload::refused(String::new(), point, Rejection::new(LeftOutCause::Intrinsic, "")))
-            .collect(),
-        globals: Vec::new(),
-        compilations: Vec::new(),
-        compiled_as: vec![PayloadSource::default(); points.len()],
-        timings: Vec::new(),
-        counted: BTreeSet::new(),
-    };
+    let mut compiled = CompiledPayloads::not_yet(points, &point_labels(lifted, points)?);
     if !called.is_empty() {
         let called_points: Vec<PayloadPoint> = called.iter().map(|i| points[*i].clone()).collect();
         let others = compile_hook_payloads(tool, lifted, liveness, &called_points, registry, options)
@@ -1444,19 +1434,7 @@ fn compile_templates(
 ) -> Result<(CompiledPayloads, Vec<usize>), CompileError> {
     let started = std::time::Instant::now();
     let labels = point_labels(compiler.lifted, points)?;
-    let not_yet = || Rejection::new(LeftOutCause::Intrinsic, "not compiled".to_string());
-    let mut compiled = CompiledPayloads {
-        payloads: points
-            .iter()
-            .zip(&labels)
-            .map(|(point, label)| CompiledPayload::refused(label.clone(), point, not_yet()))
-            .collect(),
-        globals: Vec::new(),
-        compilations: Vec::new(),
-        compiled_as: vec![PayloadSource::default(); points.len()],
-        timings: Vec::new(),
-        counted: BTreeSet::new(),
-    };
+    let mut compiled = CompiledPayloads::not_yet(points, &labels);
     let mut groups: Vec<Vec<usize>> = Vec::new();
     // The application registers each group's hooks read (kept in place).
     let mut reads: Vec<UnitSet> = Vec::new();
@@ -1857,6 +1835,23 @@ fn compile_shared(
 }
 
 impl CompiledPayloads {
+    /// Every point refused as "not compiled", to be filled in.
+    fn not_yet(points: &[PayloadPoint], labels: &[String]) -> CompiledPayloads {
+        let not_yet = || Rejection::new(LeftOutCause::Intrinsic, "not compiled".to_string());
+        CompiledPayloads {
+            payloads: points
+                .iter()
+                .zip(labels)
+                .map(|(point, label)| CompiledPayload::refused(label.clone(), point, not_yet()))
+                .collect(),
+            globals: Vec::new(),
+            compilations: Vec::new(),
+            compiled_as: vec![PayloadSource::default(); points.len()],
+            timings: Vec::new(),
+            counted: BTreeSet::new(),
+        }
+    }
+
     /// Takes `other`'s payloads for points `indices` (`other`'s point `i`
     /// is this one's `indices[i]`): its code relabelled for them, its
     /// compilations, globals and timings after this one's.
