@@ -61,7 +61,7 @@ pub fn decode_code<L: AsRef<str>>(
     };
     // Alike lines decode alike wherever they are, branches aside (their
     // targets depend on the address): each distinct encoding once.
-    let mut by_bytes: HashMap<&[u8], Instruction> = HashMap::new();
+    let mut by_bytes: rustc_hash::FxHashMap<&[u8], Instruction> = Default::default();
     let mut decoded = Vec::with_capacity(laid_out.len());
     for (index, code) in laid_out.iter().enumerate() {
         let mut instructions = Vec::with_capacity(code.instructions.len());

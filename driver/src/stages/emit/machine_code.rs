@@ -12,7 +12,7 @@
 //! [`Unplaceable`], and the caller writes the code object as assembly
 //! instead: slower, never different.
 
-use std::collections::HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet};
 use std::fmt::Write;
 
 pub use crate::stages::lift::line_encoding::Unplaceable;
@@ -129,7 +129,7 @@ impl LiftedCodeObject<'_> {
         });
         let relaxed_lines: Vec<String> = relaxed_lines.collect();
         // Lines are shared between points: each shared line looked at once.
-        let mut seen: std::collections::HashSet<*const u8> = std::collections::HashSet::new();
+        let mut seen: FxHashSet<*const u8> = FxHashSet::default();
         let payload_lines =
             patch.before.values().flatten().filter(|line| seen.insert(line.as_ptr())).map(|line| &**line);
         let encoder = Encoder::new(self, payload_lines.chain(relaxed_lines.iter().map(String::as_str)))?;
@@ -139,8 +139,8 @@ impl LiftedCodeObject<'_> {
         let mut entries: Option<Vec<Listed>> = listing.then(Vec::new);
         // New offsets of each function's instructions, for references
         // between functions.
-        let mut placed: HashMap<u64, (usize, usize)> = HashMap::new();
-        let mut by_pointer: HashMap<usize, &Line> = HashMap::new();
+        let mut placed: HashMap<u64, (usize, usize)> = HashMap::default();
+        let mut by_pointer: HashMap<usize, &Line> = HashMap::default();
         let mut pending_all: Vec<Vec<Pending>> = Vec::new();
         for &index in functions {
             let function = &self.functions[index];

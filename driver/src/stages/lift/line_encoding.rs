@@ -4,7 +4,7 @@
 //! with it twice: for the machine-code check (crate::preservation) and for
 //! emission (stages::emit::machine_code), the same bytes both times.
 
-use std::collections::HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet};
 
 use super::LiftedCodeObject;
 
@@ -101,7 +101,7 @@ impl Encoder {
     /// no fixup, else with its branch target or relocated literal replaced
     /// by a sentinel.
     pub fn new<'l>(lifted: &LiftedCodeObject<'_>, lines: impl Iterator<Item = &'l str>) -> Result<Self, Unplaceable> {
-        let distinct: std::collections::HashSet<&str> = lines.filter(|l| !l.ends_with(':')).collect();
+        let distinct: FxHashSet<&str> = lines.filter(|l| !l.ends_with(':')).collect();
         // Branches and relocated literals by pattern (their labels and
         // targets differ from point to point; their encodings do not).
         let what = |line: &str| -> String {
@@ -119,7 +119,7 @@ impl Encoder {
         texts.dedup();
         let encodings: HashMap<&str, Option<Vec<u8>>> =
             texts.iter().copied().zip(lifted.isa.mc.assemble(&texts)).collect();
-        let mut encoder = Encoder { lines: HashMap::with_capacity(assembled.len()) };
+        let mut encoder = Encoder { lines: HashMap::with_capacity_and_hasher(assembled.len(), Default::default()) };
         for (line, text) in &assembled {
             let bytes = encodings[text.as_str()]
                 .clone()
@@ -188,7 +188,7 @@ pub fn lay_out<L: AsRef<str>>(lifted: &LiftedCodeObject<'_>, codes: &[Vec<L>]) -
     let encoder = Encoder::new(lifted, codes.iter().flatten().map(AsRef::as_ref))?;
     let mut laid_out = Vec::with_capacity(codes.len());
     for code in codes {
-        let mut labels: HashMap<&str, usize> = HashMap::new();
+        let mut labels: HashMap<&str, usize> = HashMap::default();
         let mut offset = 0;
         for line in code.iter().map(AsRef::as_ref) {
             match line.strip_suffix(':') {

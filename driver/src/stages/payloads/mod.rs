@@ -1440,7 +1440,7 @@ fn compile_templates(
     let mut reads: Vec<UnitSet> = Vec::new();
     let mut rest = Vec::new();
     if options.share_payloads && options.templates {
-        let mut group_of_key: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        let mut group_of_key: rustc_hash::FxHashMap<String, usize> = Default::default();
         for (index, (point, site)) in points.iter().zip(sites).enumerate() {
             match placement::template_key(point, site) {
                 Some((key, read)) => {
@@ -1476,11 +1476,11 @@ fn compile_templates(
     // decoding per distinct renamed code (alike sites rename alike), one
     // check per distinct code, live registers and SVA register.
     let mut distinct: Vec<Vec<CodeLine>> = Vec::new();
-    let mut index_of: std::collections::HashMap<(usize, Vec<CodeLine>), usize> = std::collections::HashMap::new();
+    let mut index_of: rustc_hash::FxHashMap<(usize, Vec<CodeLine>), usize> = Default::default();
     // A renaming depends only on what of the site it reads: sites alike
     // there (many, in large kernels) are renamed once.
     type SiteKey = (usize, UnitSet, Option<u16>, Option<u16>, u16, u16);
-    let mut renamed_at: std::collections::HashMap<SiteKey, Option<usize>> = std::collections::HashMap::new();
+    let mut renamed_at: rustc_hash::FxHashMap<SiteKey, Option<usize>> = Default::default();
     // Labels unique in the one assembly: each distinct code its own.
     let mut intern = |position: usize, renamed: Vec<CodeLine>, distinct: &mut Vec<Vec<CodeLine>>| -> usize {
         *index_of.entry((position, renamed)).or_insert_with_key(|(position, renamed)| {
@@ -1492,17 +1492,24 @@ fn compile_templates(
     let mut crowded: Vec<(usize, usize)> = Vec::new();
     // (member, template, distinct code, bytes of stack its spills take)
     let mut parked_placed: Vec<(usize, usize, usize, u32)> = Vec::new();
+    // Each function's registers in the order its sites take them.
+    let mut orders: rustc_hash::FxHashMap<usize, placement::RegisterOrder> = Default::default();
     for (position, (members, template)) in groups.iter().zip(&templates.payloads).enumerate() {
         let (template_site, read) = (&template_sites[position], &reads[position]);
         if !placement::renameable(template, template_site, read) {
             rest.extend(members);
             continue;
         }
+        let renamer = placement::Renamer::new(&template.code);
         for member in members {
             let site = &sites[*member];
+            let function = points[*member].function;
             let key = (position, site.live, site.sva, site.work_item_ids, site.max_vgprs, site.max_agprs);
             let code = *renamed_at.entry(key).or_insert_with(|| {
-                let renamed = placement::rename(&template.code, template_site, site, read)?;
+                let order = orders
+                    .entry(function)
+                    .or_insert_with(|| placement::RegisterOrder::of(compiler.lifted, liveness, function));
+                let renamed = renamer.rename(template_site, site, read, Some(order))?;
                 Some(intern(position, renamed, &mut distinct))
             });
             match code {
@@ -1565,11 +1572,11 @@ fn compile_templates(
     drop(index_of);
     let decoded = crate::preservation::decode_code(compiler.lifted, &distinct)?;
     let units = RegisterUnits::new(&compiler.lifted.isa);
-    let mut measures: std::collections::HashMap<usize, (usize, UnitSet, UnitSet)> = std::collections::HashMap::new();
-    let mut verdicts: std::collections::HashMap<(usize, UnitSet, Option<u16>), bool> = std::collections::HashMap::new();
+    let mut measures: rustc_hash::FxHashMap<usize, (usize, UnitSet, UnitSet)> = Default::default();
+    let mut verdicts: rustc_hash::FxHashMap<(usize, UnitSet, Option<u16>), bool> = Default::default();
     let placed = placed.into_iter().map(|(member, position, code)| (member, position, code, None));
     let parked = parked_placed.into_iter().map(|(member, position, code, bytes)| (member, position, code, Some(bytes)));
-    let mut outcomes: std::collections::HashMap<usize, crate::preservation::Outcome> = std::collections::HashMap::new();
+    let mut outcomes: rustc_hash::FxHashMap<usize, crate::preservation::Outcome> = Default::default();
     for (member, position, code, parked_stack) in placed.chain(parked) {
         let template = &templates.payloads[position];
         let mut copy = CompiledPayload {

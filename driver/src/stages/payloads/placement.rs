@@ -10,8 +10,10 @@
 //! few dead registers where it is) is compiled as before.
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
 
-use crate::stages::liveness::{RegisterFile, Unit, UnitSet};
+use crate::stages::lift::{FunctionKind, LiftedCodeObject};
+use crate::stages::liveness::{allocation, Liveness, RegisterFile, Unit, UnitSet};
 use crate::stages::lower_mir::physical::unit_of;
 use crate::stages::lower_mir::PayloadSite;
 use crate::stages::payload::{HookArgument, PayloadPoint};
@@ -224,16 +226,20 @@ struct Run {
 }
 
 fn runs(code: &[CodeLine]) -> Vec<Run> {
+    let tokens: Vec<Token> = code.iter().flat_map(|line| tokens(line)).collect();
+    runs_of(tokens.iter())
+}
+
+/// The runs the register names `tokens` form.
+fn runs_of<'t>(tokens: impl Iterator<Item = &'t Token>) -> Vec<Run> {
     let mut by_file: BTreeMap<u8, Vec<(u16, u16)>> = BTreeMap::new();
     let file_key = |file: RegisterFile| match file {
         RegisterFile::Sgpr => 0,
         RegisterFile::Vgpr => 1,
         _ => 2,
     };
-    for line in code {
-        for token in tokens(line) {
-            by_file.entry(file_key(token.file)).or_default().push((token.first, token.last));
-        }
+    for token in tokens {
+        by_file.entry(file_key(token.file)).or_default().push((token.first, token.last));
     }
     let mut runs = Vec::new();
     for (key, mut intervals) in by_file {
@@ -263,98 +269,227 @@ fn runs(code: &[CodeLine]) -> Vec<Run> {
 }
 
 /// `code` (a template's, compiled for `template`, a [`template_site`])
-/// with its registers renamed onto registers dead at `site`: those the
-/// hooks read (`read`) kept, the SVA's and the work-item ids' stand-ins
-/// renamed to the site's own, every other run onto the lowest dead
-/// registers below the site's limits that keep its alignment. `None` when
-/// the site has no room for some run.
+/// with its registers renamed onto registers dead at `site` (see
+/// [`Renamer::rename`]); `None` when the site has no room for some run.
 pub fn rename(code: &[CodeLine], template: &PayloadSite, site: &PayloadSite, read: &UnitSet) -> Option<Vec<CodeLine>> {
-    let mut taken: UnitSet = site.live;
-    for unit in read.iter() {
-        taken.insert(unit);
+    Renamer::new(code).rename(template, site, read, None)
+}
+
+/// A template's code read once for renaming at many sites: each line's
+/// register names and the runs they form.
+pub struct Renamer<'a> {
+    code: &'a [CodeLine],
+    tokens: Vec<Vec<Token>>,
+    runs: Vec<Run>,
+}
+
+impl<'a> Renamer<'a> {
+    pub fn new(code: &'a [CodeLine]) -> Self {
+        let tokens: Vec<Vec<Token>> = code.iter().map(|line| tokens(line)).collect();
+        let mut runs = runs_of(tokens.iter().flatten());
+        // Largest and most aligned first: they are the hardest to fit.
+        runs.sort_by_key(|run| {
+            (std::cmp::Reverse(run.last - run.first), std::cmp::Reverse(run.align), run.file, run.first)
+        });
+        Renamer { code, tokens, runs }
     }
-    let fixed: Vec<(u16, u16)> = [(template.sva, site.sva), (template.work_item_ids, site.work_item_ids)]
-        .into_iter()
-        .filter_map(|(stand_in, own)| Some((stand_in?, own?)))
-        .collect();
-    // The site's SVA and ids stay whether or not the template reads them
-    // (parking loads them there for its own spills).
-    for own in site.sva.iter().chain(&site.work_item_ids) {
-        taken.insert(Unit::vgpr(*own));
-    }
-    let mut runs = runs(code);
-    // Largest and most aligned first: they are the hardest to fit.
-    runs.sort_by_key(|run| {
-        (std::cmp::Reverse(run.last - run.first), std::cmp::Reverse(run.align), run.file, run.first)
-    });
-    let mut moved: HashMap<(RegisterFile, u16), u16> = HashMap::new();
-    for run in &runs {
-        let (limit, unit): (u16, fn(u16) -> Unit) = match run.file {
-            RegisterFile::Sgpr => (SGPR_LIMIT, Unit::sgpr),
-            RegisterFile::Vgpr => (site.max_vgprs, Unit::vgpr),
-            RegisterFile::Agpr => (site.max_agprs, Unit::agpr),
-            RegisterFile::Special => return None,
-        };
-        // What the hooks read stays where it is, whole.
-        let read_here = (run.first..=run.last).filter(|i| read.contains(unit(*i))).count();
-        if read_here > 0 {
-            if read_here != usize::from(run.last - run.first + 1) {
-                return None;
-            }
-            for index in run.first..=run.last {
-                moved.insert((run.file, index), index);
-            }
-            continue;
+
+    /// The code with its registers renamed for `site`: those the hooks
+    /// read (`read`) kept, the SVA's and the work-item ids' stand-ins
+    /// renamed to the site's own, every other run onto dead registers
+    /// below the site's limits that keep its alignment: the first in
+    /// `order` when given (the function's registers least often live
+    /// first, so that its sites rename alike), else the lowest.
+    pub fn rename(
+        &self,
+        template: &PayloadSite,
+        site: &PayloadSite,
+        read: &UnitSet,
+        order: Option<&RegisterOrder>,
+    ) -> Option<Vec<CodeLine>> {
+        let mut taken: UnitSet = site.live;
+        for unit in read.iter() {
+            taken.insert(unit);
         }
-        if run.file == RegisterFile::Vgpr {
-            if let Some((_, own)) = fixed.iter().find(|(stand_in, _)| (run.first..=run.last).contains(stand_in)) {
-                // A stand-in is used alone, never inside a tuple.
-                if run.first != run.last {
+        let fixed: Vec<(u16, u16)> = [(template.sva, site.sva), (template.work_item_ids, site.work_item_ids)]
+            .into_iter()
+            .filter_map(|(stand_in, own)| Some((stand_in?, own?)))
+            .collect();
+        // The site's SVA and ids stay whether or not the template reads them
+        // (parking loads them there for its own spills).
+        for own in site.sva.iter().chain(&site.work_item_ids) {
+            taken.insert(Unit::vgpr(*own));
+        }
+        let mut moved: HashMap<(RegisterFile, u16), u16> = HashMap::new();
+        for run in &self.runs {
+            let (limit, unit): (u16, fn(u16) -> Unit) = match run.file {
+                RegisterFile::Sgpr => (SGPR_LIMIT, Unit::sgpr),
+                RegisterFile::Vgpr => (site.max_vgprs, Unit::vgpr),
+                RegisterFile::Agpr => (site.max_agprs, Unit::agpr),
+                RegisterFile::Special => return None,
+            };
+            // What the hooks read stays where it is, whole.
+            let read_here = (run.first..=run.last).filter(|i| read.contains(unit(*i))).count();
+            if read_here > 0 {
+                if read_here != usize::from(run.last - run.first + 1) {
                     return None;
                 }
-                moved.insert((run.file, run.first), *own);
+                for index in run.first..=run.last {
+                    moved.insert((run.file, index), index);
+                }
                 continue;
             }
-        }
-        let length = run.last - run.first + 1;
-        let reserved = |index: u16| run.file == RegisterFile::Sgpr && RESERVED_SGPRS.contains(&index);
-        let usable = |index: u16| !taken.contains(unit(index)) && !reserved(index);
-        let base = (run.first % run.align..limit.checked_sub(length - 1)?)
-            .step_by(run.align as usize)
-            .find(|base| (*base..base + length).all(usable))?;
-        for offset in 0..length {
-            taken.insert(unit(base + offset));
-            moved.insert((run.file, run.first + offset), base + offset);
-        }
-    }
-    let mut renamed = Vec::with_capacity(code.len());
-    for line in code {
-        let found = tokens(line);
-        if found.is_empty() {
-            renamed.push(line.clone());
-            continue;
-        }
-        let mut text = String::with_capacity(line.len() + 8);
-        let mut at = 0;
-        for token in found {
-            text.push_str(&line[at..token.start]);
-            let first = moved[&(token.file, token.first)];
-            let prefix = match token.file {
-                RegisterFile::Sgpr => 's',
-                RegisterFile::Vgpr => 'v',
-                _ => 'a',
-            };
-            if line[token.start..token.end].contains('[') {
-                text.push_str(&format!("{prefix}[{first}:{}]", first + (token.last - token.first)));
-            } else {
-                text.push_str(&format!("{prefix}{first}"));
+            if run.file == RegisterFile::Vgpr {
+                if let Some((_, own)) = fixed.iter().find(|(stand_in, _)| (run.first..=run.last).contains(stand_in)) {
+                    // A stand-in is used alone, never inside a tuple.
+                    if run.first != run.last {
+                        return None;
+                    }
+                    moved.insert((run.file, run.first), *own);
+                    continue;
+                }
             }
-            at = token.end;
+            let length = run.last - run.first + 1;
+            let reserved = |index: u16| run.file == RegisterFile::Sgpr && RESERVED_SGPRS.contains(&index);
+            let usable = |index: u16| !taken.contains(unit(index)) && !reserved(index);
+            let start = run.first % run.align;
+            let end = limit.checked_sub(length - 1)?;
+            let base = match order {
+                Some(order) => {
+                    order.bases(run.file, length, run.align, start, end).find(|base| (*base..base + length).all(usable))
+                }
+                None => (start..end).step_by(run.align as usize).find(|base| (*base..base + length).all(usable)),
+            }?;
+            for offset in 0..length {
+                taken.insert(unit(base + offset));
+                moved.insert((run.file, run.first + offset), base + offset);
+            }
         }
-        text.push_str(&line[at..]);
-        renamed.push(text.into());
+        let mut renamed = Vec::with_capacity(self.code.len());
+        for (line, found) in self.code.iter().zip(&self.tokens) {
+            if found.is_empty() {
+                renamed.push(line.clone());
+                continue;
+            }
+            let mut text = String::with_capacity(line.len() + 8);
+            let mut at = 0;
+            for token in found {
+                text.push_str(&line[at..token.start]);
+                let first = moved[&(token.file, token.first)];
+                let prefix = match token.file {
+                    RegisterFile::Sgpr => 's',
+                    RegisterFile::Vgpr => 'v',
+                    _ => 'a',
+                };
+                if line[token.start..token.end].contains('[') {
+                    write!(text, "{prefix}[{first}:{}]", first + (token.last - token.first)).expect("to a String");
+                } else {
+                    write!(text, "{prefix}{first}").expect("to a String");
+                }
+                at = token.end;
+            }
+            text.push_str(&line[at..]);
+            renamed.push(text.into());
+        }
+        Some(renamed)
     }
-    Some(renamed)
+}
+
+/// A run's file, length, alignment, first base and end.
+type RunShape = (u8, u16, u16, u16, u16);
+
+/// The order a function's sites take registers in when renaming: inside
+/// the kernel's allocation before past it, and among those the least often
+/// live first (never-touched ones before all), so that sites whose live
+/// registers differ still mostly rename alike: fewer distinct codes to
+/// check and emit.
+pub struct RegisterOrder {
+    /// Per file (SGPR, VGPR, AGPR), per register index: its rank.
+    ranks: [Vec<u32>; 3],
+    /// The bases of each run shape (file, length, alignment, first base,
+    /// end) in rank order, sorted once.
+    bases: std::cell::RefCell<HashMap<RunShape, std::rc::Rc<[u16]>>>,
+}
+
+impl RegisterOrder {
+    /// The order for `function` (a device function has no allocation of
+    /// its own: every register counts as inside).
+    pub fn of(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, function: usize) -> RegisterOrder {
+        let function_liveness = &liveness.functions[function];
+        let inside: Option<UnitSet> = match lifted.functions[function].kind {
+            FunctionKind::Kernel(index) => {
+                let code_object = lifted.code_object;
+                let touched = &function_liveness.touched;
+                let allocation = allocation(code_object, &code_object.kernels[index], touched);
+                let mut inside = crate::stages::sva::vgprs_for_values(liveness.processor, &allocation, touched);
+                inside.union_with(&allocation.sgprs);
+                inside.union_with(&allocation.agprs);
+                Some(inside)
+            }
+            _ => None,
+        };
+        RegisterOrder::from_liveness(&function_liveness.live_in, inside.as_ref())
+    }
+
+    /// The order given what is live before each instruction and the
+    /// registers inside the allocation (`None`: all).
+    pub fn from_liveness(live_in: &[UnitSet], inside: Option<&UnitSet>) -> RegisterOrder {
+        let mut live_count = [vec![0u32; 256], vec![0u32; 256], vec![0u32; 256]];
+        for live in live_in {
+            for unit in live.iter() {
+                if let Some(file) = file_index(unit.file()) {
+                    live_count[file][usize::from(unit.index())] += 1;
+                }
+            }
+        }
+        let files = [RegisterFile::Sgpr, RegisterFile::Vgpr, RegisterFile::Agpr];
+        let ranks = std::array::from_fn(|file| {
+            let unit = |index: u16| match files[file] {
+                RegisterFile::Sgpr => Unit::sgpr(index),
+                RegisterFile::Vgpr => Unit::vgpr(index),
+                _ => Unit::agpr(index),
+            };
+            (0..256u16)
+                .map(|index| {
+                    let outside = inside.is_some_and(|inside| !inside.contains(unit(index)));
+                    // Never live: 0; outside the allocation: after every register inside it.
+                    live_count[file][usize::from(index)].saturating_add(if outside { 1 << 30 } else { 0 })
+                })
+                .collect()
+        });
+        RegisterOrder { ranks, bases: Default::default() }
+    }
+
+    /// Where a run of `length` registers aligned to `align` may start,
+    /// from `start` up to `end` (exclusive): the least often live first,
+    /// equal ones lowest first.
+    fn bases(&self, file: RegisterFile, length: u16, align: u16, start: u16, end: u16) -> impl Iterator<Item = u16> {
+        let key = (file_index(file).unwrap_or(3) as u8, length, align, start, end);
+        let sorted = self
+            .bases
+            .borrow_mut()
+            .entry(key)
+            .or_insert_with(|| {
+                let mut bases: Vec<u16> = (start..end).step_by(usize::from(align)).collect();
+                bases.sort_by_key(|base| (*base..base + length).map(|i| self.rank(file, i)).max());
+                bases.into()
+            })
+            .clone();
+        (0..sorted.len()).map(move |i| sorted[i])
+    }
+
+    fn rank(&self, file: RegisterFile, index: u16) -> u32 {
+        file_index(file).map_or(u32::MAX, |file| self.ranks[file].get(usize::from(index)).copied().unwrap_or(u32::MAX))
+    }
+}
+
+fn file_index(file: RegisterFile) -> Option<usize> {
+    match file {
+        RegisterFile::Sgpr => Some(0),
+        RegisterFile::Vgpr => Some(1),
+        RegisterFile::Agpr => Some(2),
+        RegisterFile::Special => None,
+    }
 }
 
 #[cfg(test)]
@@ -446,6 +581,42 @@ mod tests {
         assert_eq!(found("v_mov_b32_e32 v1, 0xa5"), ["v1"]);
         assert_eq!(found("s_mov_b32 s4, v1@abs32@lo"), ["s4"]);
         assert_eq!(found("v_add_f32_e64 v2, |v1|, -v3"), ["v2", "v1", "v3"]);
+    }
+
+    #[test]
+    fn sites_take_the_registers_least_often_live_so_they_rename_alike() {
+        let code = lines("s_mov_b64 s[6:7], exec\nv_mov_b32_e32 v1, 0");
+        let template = template_site(&PayloadSite::default(), &UnitSet::EMPTY);
+        // v0-v3 and s0-s15 live somewhere in the function; v4 and s[16:17]
+        // never, v5 only past the allocation.
+        let mut everywhere = UnitSet::EMPTY;
+        for v in 0..4 {
+            everywhere.insert(Unit::vgpr(v));
+        }
+        for s in 0..16 {
+            everywhere.insert(Unit::sgpr(s));
+        }
+        let inside = UnitSet::range(RegisterFile::Vgpr, 0, 5).union(&UnitSet::range(RegisterFile::Sgpr, 0, 24));
+        let order = RegisterOrder::from_liveness(&[everywhere, UnitSet::EMPTY], Some(&inside));
+        let renamer = Renamer::new(&code);
+        // Two sites with different live registers, v4 and s[16:17] dead at both.
+        let mut live_low = UnitSet::EMPTY;
+        live_low.insert(Unit::vgpr(0));
+        let mut live_high = UnitSet::EMPTY;
+        live_high.insert(Unit::vgpr(3));
+        live_high.insert(Unit::sgpr(8));
+        let at = |live: UnitSet| PayloadSite { live, max_vgprs: 64, ..PayloadSite::default() };
+        let expected = lines("s_mov_b64 s[16:17], exec\nv_mov_b32_e32 v4, 0");
+        for live in [live_low, live_high] {
+            assert_eq!(renamer.rename(&template, &at(live), &UnitSet::EMPTY, Some(&order)).unwrap(), expected);
+        }
+        // Without the order: the lowest dead registers, different per site.
+        assert_ne!(renamer.rename(&template, &at(live_low), &UnitSet::EMPTY, None).unwrap(), expected);
+        // Where the never-live ones are taken, the next least often live.
+        let mut crowded = live_low;
+        crowded.insert(Unit::vgpr(4));
+        let renamed = renamer.rename(&template, &at(crowded), &UnitSet::EMPTY, Some(&order)).unwrap();
+        assert_eq!(renamed[1].as_ref(), "v_mov_b32_e32 v1, 0", "v5 is past the allocation: v1 goes first");
     }
 
     #[test]

@@ -284,7 +284,7 @@ fn payload_vgpr_cap(
 /// file (gfx90a, gfx940+) splits at ACCUM_OFFSET; a kernel that uses no AGPR
 /// can hold VGPRs in all of it (the patch moves ACCUM_OFFSET; the
 /// allocation, and so occupancy, stays the same).
-fn vgprs_for_values(
+pub(crate) fn vgprs_for_values(
     processor: &Processor,
     allocation: &crate::stages::liveness::Allocation,
     touched: &UnitSet,
