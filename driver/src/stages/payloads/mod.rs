@@ -1492,6 +1492,8 @@ fn compile_templates(
     let mut crowded: Vec<(usize, usize)> = Vec::new();
     // (member, template, distinct code, bytes of stack its spills take)
     let mut parked_placed: Vec<(usize, usize, usize, u32)> = Vec::new();
+    type UsualKey = (usize, usize, Option<u16>, Option<u16>, u16, u16);
+    let mut usual: rustc_hash::FxHashMap<UsualKey, Option<(usize, UnitSet)>> = Default::default();
     // Each function's registers in the order its sites take them.
     let mut orders: rustc_hash::FxHashMap<usize, placement::RegisterOrder> = Default::default();
     for (position, (members, template)) in groups.iter().zip(&templates.payloads).enumerate() {
@@ -1504,14 +1506,26 @@ fn compile_templates(
         for member in members {
             let site = &sites[*member];
             let function = points[*member].function;
-            let key = (position, site.live, site.sva, site.work_item_ids, site.max_vgprs, site.max_agprs);
-            let code = *renamed_at.entry(key).or_insert_with(|| {
-                let order = orders
-                    .entry(function)
-                    .or_insert_with(|| placement::RegisterOrder::of(compiler.lifted, liveness, function));
-                let renamed = renamer.rename(template_site, site, read, Some(order))?;
-                Some(intern(position, renamed, &mut distinct))
+            let order = orders
+                .entry(function)
+                .or_insert_with(|| placement::RegisterOrder::of(compiler.lifted, liveness, function));
+            // The kernel's usual renaming, where none of its registers is live.
+            let usual_key = (position, function, site.sva, site.work_item_ids, site.max_vgprs, site.max_agprs);
+            let usual = *usual.entry(usual_key).or_insert_with(|| {
+                let nothing_live = PayloadSite { live: UnitSet::EMPTY, ..site.clone() };
+                let (renamed, chosen) = renamer.rename_choosing(template_site, &nothing_live, read, Some(order))?;
+                Some((intern(position, renamed, &mut distinct), chosen))
             });
+            let code = match usual {
+                Some((code, chosen)) if chosen.intersection(&site.live).is_empty() => Some(code),
+                _ => {
+                    let key = (position, site.live, site.sva, site.work_item_ids, site.max_vgprs, site.max_agprs);
+                    *renamed_at.entry(key).or_insert_with(|| {
+                        let renamed = renamer.rename(template_site, site, read, Some(order))?;
+                        Some(intern(position, renamed, &mut distinct))
+                    })
+                }
+            };
             match code {
                 Some(code) => placed.push((*member, position, code)),
                 None => crowded.push((*member, position)),
@@ -1577,6 +1591,7 @@ fn compile_templates(
     let placed = placed.into_iter().map(|(member, position, code)| (member, position, code, None));
     let parked = parked_placed.into_iter().map(|(member, position, code, bytes)| (member, position, code, Some(bytes)));
     let mut outcomes: rustc_hash::FxHashMap<usize, crate::preservation::Outcome> = Default::default();
+    let mut has_labels: rustc_hash::FxHashMap<usize, bool> = Default::default();
     for (member, position, code, parked_stack) in placed.chain(parked) {
         let template = &templates.payloads[position];
         let mut copy = CompiledPayload {
@@ -1623,9 +1638,15 @@ fn compile_templates(
             rest.push(member);
             continue;
         }
-        let own = sharing::relabel(&distinct[code], code, member);
-        copy.code = sharing::with_point_constants(&own, &constants[position], &points[member])
-            .map_err(|why| CompileError::BadPoint { index: member, why })?;
+        // Codes without labels or point constants are the same lines at every point.
+        let labelled = *has_labels.entry(code).or_insert_with(|| sharing::has_labels(&distinct[code]));
+        copy.code = if !labelled && constants[position].is_empty() {
+            distinct[code].clone()
+        } else {
+            let own = if labelled { sharing::relabel(&distinct[code], code, member) } else { distinct[code].clone() };
+            sharing::with_point_constants(&own, &constants[position], &points[member])
+                .map_err(|why| CompileError::BadPoint { index: member, why })?
+        };
         compiled.payloads[member] = copy;
         compiled.compiled_as[member] = PayloadSource { compilation: 0, position };
     }

@@ -307,6 +307,21 @@ impl<'a> Renamer<'a> {
         read: &UnitSet,
         order: Option<&RegisterOrder>,
     ) -> Option<Vec<CodeLine>> {
+        self.rename_choosing(template, site, read, order).map(|(code, _)| code)
+    }
+
+    /// [`Renamer::rename`], and the registers it chose for the runs it
+    /// moved: at a site where none of them is live, the renaming with the
+    /// same order, SVA, ids and limits is the same (each run's earlier
+    /// choices in the order were already taken).
+    pub fn rename_choosing(
+        &self,
+        template: &PayloadSite,
+        site: &PayloadSite,
+        read: &UnitSet,
+        order: Option<&RegisterOrder>,
+    ) -> Option<(Vec<CodeLine>, UnitSet)> {
+        let mut chosen = UnitSet::EMPTY;
         let mut taken: UnitSet = site.live;
         for unit in read.iter() {
             taken.insert(unit);
@@ -362,6 +377,7 @@ impl<'a> Renamer<'a> {
             }?;
             for offset in 0..length {
                 taken.insert(unit(base + offset));
+                chosen.insert(unit(base + offset));
                 moved.insert((run.file, run.first + offset), base + offset);
             }
         }
@@ -391,7 +407,7 @@ impl<'a> Renamer<'a> {
             text.push_str(&line[at..]);
             renamed.push(text.into());
         }
-        Some(renamed)
+        Some((renamed, chosen))
     }
 }
 
