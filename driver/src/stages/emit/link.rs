@@ -232,11 +232,23 @@ pub fn build(
     pc_relative_targets_bind_locally(lifted)?;
     reproduced_sections_have_ordinary_names(lifted)?;
     let directory = tempfile::Builder::new().prefix("gpuinstr-emit-").tempdir()?;
-    let assembly = lifted.emit_assembly(options);
+    let mut assembly = lifted.emit_assembly(options);
     if !assembly.code.is_empty() {
         std::fs::write(directory.path().join(super::CODE_FILE), &assembly.code)?;
     }
-    let relocatable = assemble(lifted, &assembly.text, directory.path(), options.keep_failed.as_deref())?;
+    let mut relocatable = assemble(lifted, &assembly.text, directory.path(), options.keep_failed.as_deref())?;
+    if !assembly.deferred.is_empty() {
+        match assembly.deferred.add_to(&relocatable) {
+            Ok(with_relocations) => relocatable = with_relocations,
+            Err(why) => {
+                // Slower, never different: every relocation as text.
+                let as_text = EmitOptions { relocations_as_text: true, ..options.clone() };
+                assembly = lifted.emit_assembly(&as_text);
+                assembly.notes.relocations_as_text = Some(why);
+                relocatable = assemble(lifted, &assembly.text, directory.path(), options.keep_failed.as_deref())?;
+            }
+        }
+    }
     relocations_name_symbols(&relocatable)?;
     let executable = link(&relocatable, &lifted.isa_name(), linker, directory.path())?;
     Ok((executable, assembly))

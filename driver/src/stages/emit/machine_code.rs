@@ -20,11 +20,20 @@ use crate::stages::lift::line_encoding::{patch_branch, target_expression, Encode
 use crate::stages::lift::{Flow, Function, Half, LiftedCodeObject};
 use crate::stages::patch::Patch;
 
-/// A relocation in a function's code: at `offset` from its start.
+/// A relocation in a function's code: at `offset` from its start, of
+/// `symbol` plus `addend`.
 pub struct Relocation {
     pub offset: usize,
     pub kind: &'static str,
-    pub target: String,
+    pub symbol: String,
+    pub addend: i64,
+}
+
+impl Relocation {
+    /// Its target as an assembler expression (`Counter+4`).
+    pub fn target(&self) -> String {
+        target_expression(&self.symbol, self.addend)
+    }
 }
 
 /// One function's machine code within the blob.
@@ -182,8 +191,12 @@ impl LiftedCodeObject<'_> {
                         let Some((f, offset)) = placed.get(&target) else {
                             return Err(Unplaceable(format!("code at {target:#x} is not laid out")));
                         };
-                        let target = target_expression(&code_label(*f, suffix), *offset as i64 + addend);
-                        function_code.relocations.push(Relocation { offset: at, kind, target });
+                        function_code.relocations.push(Relocation {
+                            offset: at,
+                            kind,
+                            symbol: code_label(*f, suffix),
+                            addend: *offset as i64 + addend,
+                        });
                     }
                 }
             }
@@ -260,12 +273,17 @@ impl LiftedCodeObject<'_> {
                             let at = put(blob, bytes, &|| line.to_string());
                             branches.push((at, label));
                         }
-                        Line::Relocated { bytes, at, kind, symbol, target } => {
+                        Line::Relocated { bytes, at, kind, symbol, addend } => {
                             if !out.symbols.contains(symbol) {
                                 out.symbols.push(symbol.clone());
                             }
                             let offset = put(blob, bytes, &|| line.to_string());
-                            out.relocations.push(Relocation { offset: offset + at, kind, target: target.clone() });
+                            out.relocations.push(Relocation {
+                                offset: offset + at,
+                                kind,
+                                symbol: symbol.clone(),
+                                addend: *addend,
+                            });
                         }
                     }
                 }
@@ -332,8 +350,12 @@ impl LiftedCodeObject<'_> {
                     pending.push(Pending::CodeRelative { at: at + 4, kind, target: pc.target, addend: pc.addend });
                 } else {
                     let (name, offset) = self.data_reference(pc.target);
-                    let target = target_expression(&name, offset as i64 + pc.addend);
-                    out.relocations.push(Relocation { offset: at + 4, kind, target });
+                    out.relocations.push(Relocation {
+                        offset: at + 4,
+                        kind,
+                        symbol: name,
+                        addend: offset as i64 + pc.addend,
+                    });
                 }
             }
         }

@@ -8,6 +8,7 @@ pub mod container;
 pub mod link;
 pub mod machine_code;
 pub mod metadata_yaml;
+pub mod relocations;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write;
@@ -18,6 +19,7 @@ use crate::stages::load::descriptor::KernelDescriptor;
 use crate::stages::load::instrumented::{INSTRUMENTED_SUFFIX, SITE_TABLE};
 use crate::stages::load::{Binding, FeatureSetting, Section, Symbol, SymbolKind, Visibility};
 use crate::stages::patch::Patch;
+use relocations::DeferredRelocations;
 
 /// Sections the linker makes; everything else loadable is reproduced.
 pub(crate) const LINKER_SECTIONS: [&str; 9] =
@@ -36,6 +38,9 @@ pub struct EmitNotes {
     /// Why patched code was written as assembly rather than laid out as
     /// machine code ([`CodeForm::Bytes`]; slower, the same bytes).
     pub code_as_assembly: Option<String>,
+    /// Why every relocation was written as text rather than the repeated
+    /// ones added to the object ([`relocations`]; slower, the same object).
+    pub relocations_as_text: Option<String>,
 }
 
 /// How instructions whose encoding is known are written.
@@ -75,6 +80,9 @@ pub struct EmitOptions {
     /// after them, their descriptors after the code (selective
     /// instrumentation).
     pub keep_originals: bool,
+    /// Every relocation of machine code as a `.reloc` line, none added to
+    /// the object afterwards ([`relocations`]).
+    pub relocations_as_text: bool,
 }
 
 /// The file next to the assembly its `.incbin` lines read (llvm-mc runs
@@ -89,6 +97,8 @@ pub struct Assembly {
     /// The code's listing, when asked for.
     pub listing: Option<String>,
     pub notes: EmitNotes,
+    /// Relocations to add to the assembled object ([`relocations`]).
+    pub deferred: DeferredRelocations,
 }
 
 /// Bytes as little-endian 32-bit words (`0xbf800004 0x00000000`).
@@ -316,7 +326,16 @@ impl LiftedCodeObject<'_> {
 
     /// A patched function laid out as machine code: its symbol, its bytes
     /// read from [`CODE_FILE`], its relocations.
-    fn emit_machine_code(&self, out: &mut String, code: &machine_code::FunctionCode, suffix: &str) {
+    /// Relocations go to `deferred` where it takes them (`section`: the
+    /// index of the function's section).
+    fn emit_machine_code(
+        &self,
+        out: &mut String,
+        code: &machine_code::FunctionCode,
+        suffix: &str,
+        section: usize,
+        mut deferred: Option<&mut DeferredRelocations>,
+    ) {
         let function = &self.functions[code.function];
         let symbol = self.function_symbol(function, suffix);
         let name = quoted(&symbol.name);
@@ -327,9 +346,15 @@ impl LiftedCodeObject<'_> {
         if code.length > 0 {
             writeln!(out, "\t.incbin\t\"{CODE_FILE}\", {}, {}", code.start, code.length).unwrap();
         }
+        let number = deferred.as_mut().map(|d| d.start_function(&symbol.name));
         for relocation in &code.relocations {
-            writeln!(out, "\t.reloc\t{label}+{}, {}, {}", relocation.offset, relocation.kind, relocation.target)
-                .unwrap();
+            let (offset, kind) = (relocation.offset, relocation.kind);
+            if let (Some(deferred), Some(number)) = (deferred.as_mut(), number) {
+                if deferred.keep(number, section, offset, kind, &relocation.symbol, relocation.addend) {
+                    continue;
+                }
+            }
+            writeln!(out, "\t.reloc\t{label}+{offset}, {kind}, {}", relocation.target()).unwrap();
         }
         writeln!(out, "\t.size\t{name}, .-{name}").unwrap();
     }
@@ -596,6 +621,9 @@ impl LiftedCodeObject<'_> {
                 }
             }
         }
+        // Relocations past the first of each kind and target added to the
+        // object directly (relocations.rs) unless asked for as text.
+        let mut deferred = (laid_out.is_some() && !options.relocations_as_text).then(DeferredRelocations::default);
         let code_of: HashMap<usize, &machine_code::FunctionCode> =
             laid_out.iter().flat_map(|c| &c.functions).map(|f| (f.function, f)).collect();
         let indices: HashMap<u64, usize> = self.functions.iter().enumerate().map(|(i, f)| (f.address, i)).collect();
@@ -645,7 +673,7 @@ impl LiftedCodeObject<'_> {
                         bytes_between(&mut out, cursor, function.address);
                     }
                     match code_of.get(&index_of(function)).filter(|_| in_place.is_some()) {
-                        Some(code) => self.emit_machine_code(&mut out, code, ""),
+                        Some(code) => self.emit_machine_code(&mut out, code, "", section.index, deferred.as_mut()),
                         None => self.emit_function(
                             &mut out, function, &names, &texts, &encodings, in_place, "", options, &mut notes,
                         ),
@@ -657,7 +685,9 @@ impl LiftedCodeObject<'_> {
                     cursor = section.address + section.size;
                     if laid_out.is_some() {
                         for function in self.functions.iter().filter(|f| section.contains(f.address)) {
-                            self.emit_machine_code(&mut out, code_of[&index_of(function)], INSTRUMENTED_SUFFIX);
+                            let code = code_of[&index_of(function)];
+                            let deferred = deferred.as_mut();
+                            self.emit_machine_code(&mut out, code, INSTRUMENTED_SUFFIX, section.index, deferred);
                         }
                         continue;
                     }
@@ -793,7 +823,7 @@ impl LiftedCodeObject<'_> {
         };
         out.push_str(&metadata_yaml::amdgpu_metadata_block(metadata));
         let (code, listing) = laid_out.map_or((Vec::new(), None), |c| (c.blob, c.listing));
-        Assembly { text: out, code, listing, notes }
+        Assembly { text: out, code, listing, notes, deferred: deferred.unwrap_or_default() }
     }
 }
 

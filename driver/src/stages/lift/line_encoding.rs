@@ -32,7 +32,7 @@ pub enum Line {
         at: usize,
         kind: &'static str,
         symbol: String,
-        target: String,
+        addend: i64,
     },
 }
 
@@ -49,8 +49,8 @@ pub fn branch_parts(line: &str) -> Option<(&str, &str)> {
 }
 
 /// `s_add_u32 s14, s14, Counter@gotpcrel32@lo+4` as the line with the
-/// literal sentinel, the relocation's kind and its target expression.
-pub fn relocated_parts(line: &str) -> Option<(String, &'static str, String, String)> {
+/// literal sentinel, the relocation's kind, its symbol and addend.
+pub fn relocated_parts(line: &str) -> Option<(String, &'static str, String, i64)> {
     // The relocated operand: the last (`s_add_u32 s0, s0, x@rel32@lo+4`)
     // or a VOP2's first source (`v_add_u32_e32 v1, x@rel32@lo+4, v1`).
     let (mnemonic, operands) = line.split_once(' ')?;
@@ -80,7 +80,7 @@ pub fn relocated_parts(line: &str) -> Option<(String, &'static str, String, Stri
     let sentinel = format!("{LITERAL_SENTINEL:#x}");
     operands[relocated] = &sentinel;
     let substituted = format!("{mnemonic} {}", operands.join(", "));
-    Some((substituted, kind, symbol.to_string(), target_expression(symbol, addend)))
+    Some((substituted, kind, symbol.to_string(), addend))
 }
 
 pub fn target_expression(symbol: &str, addend: i64) -> String {
@@ -129,11 +129,11 @@ impl Encoder {
                     return Err(Unplaceable(format!("`{line}` is not a short branch")));
                 }
                 Line::Branch { bytes, label: label.to_string() }
-            } else if let Some((_, kind, symbol, target)) = line.contains('@').then(|| relocated_parts(line)).flatten()
+            } else if let Some((_, kind, symbol, addend)) = line.contains('@').then(|| relocated_parts(line)).flatten()
             {
                 let at = find(&bytes, &LITERAL_SENTINEL.to_le_bytes())
                     .ok_or_else(|| Unplaceable(format!("`{line}` has no 32-bit literal")))?;
-                Line::Relocated { bytes, at, kind, symbol, target }
+                Line::Relocated { bytes, at, kind, symbol, addend }
             } else {
                 Line::Bytes(bytes)
             };
@@ -222,16 +222,16 @@ mod tests {
 
     #[test]
     fn relocated_lines_name_their_kind_and_target() {
-        let (line, kind, symbol, target) = relocated_parts("s_add_u32 s14, s14, Counter@gotpcrel32@lo+4").unwrap();
+        let (line, kind, symbol, addend) = relocated_parts("s_add_u32 s14, s14, Counter@gotpcrel32@lo+4").unwrap();
         assert_eq!(line, "s_add_u32 s14, s14, 0x5eedc0de");
-        assert_eq!((kind, symbol.as_str(), target.as_str()), ("R_AMDGPU_GOTPCREL32_LO", "Counter", "Counter+4"));
-        let (_, kind, _, target) = relocated_parts("s_addc_u32 vcc_hi, vcc_hi, Buffer@rel32@hi-8").unwrap();
-        assert_eq!((kind, target.as_str()), ("R_AMDGPU_REL32_HI", "Buffer-8"));
+        assert_eq!((kind, symbol.as_str(), addend), ("R_AMDGPU_GOTPCREL32_LO", "Counter", 4));
+        let (_, kind, symbol, addend) = relocated_parts("s_addc_u32 vcc_hi, vcc_hi, Buffer@rel32@hi-8").unwrap();
+        assert_eq!((kind, target_expression(&symbol, addend).as_str()), ("R_AMDGPU_REL32_HI", "Buffer-8"));
         assert!(relocated_parts("s_add_u32 s0, s0, Counter@gotpcrel").is_none());
-        let (line, kind, _, target) = relocated_parts("v_add_u32_e32 v7, slots@rel32@lo+4, v7").unwrap();
+        let (line, kind, symbol, addend) = relocated_parts("v_add_u32_e32 v7, slots@rel32@lo+4, v7").unwrap();
         assert_eq!(
-            (line.as_str(), kind, target.as_str()),
-            ("v_add_u32_e32 v7, 0x5eedc0de, v7", "R_AMDGPU_REL32_LO", "slots+4")
+            (line.as_str(), kind, symbol.as_str(), addend),
+            ("v_add_u32_e32 v7, 0x5eedc0de, v7", "R_AMDGPU_REL32_LO", "slots", 4)
         );
         assert!(relocated_parts("v_mov_b32_e32 v1, 0").is_none());
     }
