@@ -85,6 +85,9 @@ pub struct EmitOptions {
     pub relocations_as_text: bool,
 }
 
+/// How every payload's local labels begin (`.Lgpuinstr_payload12_end`).
+const PAYLOAD_LABEL: &str = ".Lgpuinstr_payload";
+
 /// The file next to the assembly its `.incbin` lines read (llvm-mc runs
 /// with the directory holding both on its include path).
 pub const CODE_FILE: &str = "gpuinstr-code.bin";
@@ -392,13 +395,22 @@ impl LiftedCodeObject<'_> {
                 if let Some(lines) = patch.and_then(|p| p.before.get(&instruction.address)) {
                     let site = instruction.address;
                     writeln!(out, ".Lgpuinstr_site_{site:x}_begin:").unwrap();
+                    // Alike sites share a payload's lines, labels included:
+                    // each site's labels made its own here.
+                    let own = |line: &str| -> String {
+                        if line.contains(PAYLOAD_LABEL) {
+                            line.replace(PAYLOAD_LABEL, &format!(".Lgpuinstr_site{site:x}_payload"))
+                        } else {
+                            line.to_string()
+                        }
+                    };
                     for line in lines {
                         if line.ends_with(':') {
-                            writeln!(out, "{line}").unwrap();
+                            writeln!(out, "{}", own(line)).unwrap();
                         } else if let Some(bytes) = encodings.get(&**line) {
                             emit_words(out, bytes, line);
                         } else {
-                            writeln!(out, "\t{line}").unwrap();
+                            writeln!(out, "\t{}", own(line)).unwrap();
                         }
                     }
                     writeln!(out, ".Lgpuinstr_site_{site:x}_end:").unwrap();

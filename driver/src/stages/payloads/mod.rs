@@ -1591,7 +1591,6 @@ fn compile_templates(
     let placed = placed.into_iter().map(|(member, position, code)| (member, position, code, None));
     let parked = parked_placed.into_iter().map(|(member, position, code, bytes)| (member, position, code, Some(bytes)));
     let mut outcomes: rustc_hash::FxHashMap<usize, crate::preservation::Outcome> = Default::default();
-    let mut has_labels: rustc_hash::FxHashMap<usize, bool> = Default::default();
     for (member, position, code, parked_stack) in placed.chain(parked) {
         let template = &templates.payloads[position];
         let mut copy = CompiledPayload {
@@ -1638,15 +1637,10 @@ fn compile_templates(
             rest.push(member);
             continue;
         }
-        // Codes without labels or point constants are the same lines at every point.
-        let labelled = *has_labels.entry(code).or_insert_with(|| sharing::has_labels(&distinct[code]));
-        copy.code = if !labelled && constants[position].is_empty() {
-            distinct[code].clone()
-        } else {
-            let own = if labelled { sharing::relabel(&distinct[code], code, member) } else { distinct[code].clone() };
-            sharing::with_point_constants(&own, &constants[position], &points[member])
-                .map_err(|why| CompileError::BadPoint { index: member, why })?
-        };
+        // Copies of one code share its lines, labels included (the emitter
+        // makes each site's labels its own where it writes them as text).
+        copy.code = sharing::with_point_constants(&distinct[code], &constants[position], &points[member])
+            .map_err(|why| CompileError::BadPoint { index: member, why })?;
         compiled.payloads[member] = copy;
         compiled.compiled_as[member] = PayloadSource { compilation: 0, position };
     }

@@ -211,11 +211,6 @@ pub fn with_point_constants(
     Ok(out)
 }
 
-/// Whether `code` has labels of its own (which [`relabel`] renames).
-pub fn has_labels(code: &[CodeLine]) -> bool {
-    code.iter().any(|line| line.contains(".Lgpuinstr_payload"))
-}
-
 /// Gives payload `from`'s local labels the names of payload `to`'s (every
 /// local label of a payload is `.Lgpuinstr_payload<index>_...`).
 pub fn relabel(code: &[CodeLine], from: usize, to: usize) -> Vec<CodeLine> {
