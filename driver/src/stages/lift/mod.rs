@@ -251,13 +251,47 @@ fn function_extents(code_object: &CodeObject, problems: &mut Vec<Problem>) -> Ve
     extents
 }
 
-fn lift_function(isa: &Isa, code_object: &CodeObject, extent: Extent, mut problems: Vec<Problem>) -> Function {
+/// Decodings by their first 8 bytes: a code object repeats its encodings
+/// (rocRAND's gfx90a one: 54,967 instructions, 23,337 distinct 8-byte
+/// windows). Only decodings of at most 8 bytes are kept: what LLVM's
+/// decoder makes of an instruction depends on its own bytes alone (no
+/// symbolizer, so the address changes no operand), and the longer RDNA
+/// encodings (a literal after 8 bytes) are decoded every time.
+#[derive(Default)]
+struct DecodeCache {
+    by_window: rustc_hash::FxHashMap<(u8, u64), crate::native::RawInstruction>,
+}
+
+impl DecodeCache {
+    fn decode(&mut self, isa: &Isa, bytes: &[u8], address: u64) -> Result<crate::native::RawInstruction, u32> {
+        let window = &bytes[..bytes.len().min(8)];
+        let mut word = [0u8; 8];
+        word[..window.len()].copy_from_slice(window);
+        let key = (window.len() as u8, u64::from_le_bytes(word));
+        if let Some(known) = self.by_window.get(&key) {
+            return Ok(known.clone());
+        }
+        let raw = isa.mc.decode(bytes, address)?;
+        if raw.size > 0 && raw.size as usize <= window.len() {
+            self.by_window.insert(key, raw.clone());
+        }
+        Ok(raw)
+    }
+}
+
+fn lift_function(
+    isa: &Isa,
+    code_object: &CodeObject,
+    extent: Extent,
+    mut problems: Vec<Problem>,
+    decoded: &mut DecodeCache,
+) -> Function {
     let bytes = code_object.bytes_at(extent.start, extent.end - extent.start).unwrap_or_default();
     let mut instructions = Vec::new();
     let mut offset = 0usize;
     while offset < bytes.len() {
         let address = extent.start + offset as u64;
-        match isa.mc.decode(&bytes[offset..], address) {
+        match decoded.decode(isa, &bytes[offset..], address) {
             Ok(raw) if raw.size > 0 => {
                 let size = raw.size as usize;
                 let instruction = Instruction::new(isa, address, &bytes[offset..offset + size], raw);
@@ -393,11 +427,12 @@ pub fn lift(code_object: &CodeObject) -> Result<LiftedCodeObject<'_>, LiftError>
             });
         }
     }
+    let mut decoded = DecodeCache::default();
     let functions = extents
         .into_iter()
         .map(|extent| {
             let problems = shared_problems.iter().filter(|p| p.address == extent.start).cloned().collect();
-            lift_function(&isa, code_object, extent, problems)
+            lift_function(&isa, code_object, extent, problems, &mut decoded)
         })
         .collect();
     Ok(LiftedCodeObject { code_object, isa, functions })
