@@ -35,6 +35,8 @@ pub const SPECIALS: [&str; 15] = [
 pub const SPECIAL_BASE: u16 = 656;
 pub const UNIT_COUNT: usize = SPECIAL_BASE as usize + SPECIALS.len();
 const WORDS: usize = UNIT_COUNT.div_ceil(64);
+// Each file on whole words (`UnitSet::in_file` copies words).
+const _: () = assert!(VGPR_BASE.is_multiple_of(64) && AGPR_BASE.is_multiple_of(64) && TTMP_BASE.is_multiple_of(64));
 
 /// One 32-bit register unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -164,22 +166,39 @@ impl UnitSet {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = Unit> + '_ {
-        self.0.iter().enumerate().flat_map(|(word, bits)| {
-            (0..64).filter(move |bit| bits & (1 << bit) != 0).map(move |bit| Unit((word * 64 + bit) as u16))
+        self.0.iter().enumerate().flat_map(|(word, &bits)| {
+            let mut rest = bits;
+            std::iter::from_fn(move || {
+                (rest != 0).then(|| {
+                    let bit = rest.trailing_zeros() as usize;
+                    rest &= rest - 1;
+                    Unit((word * 64 + bit) as u16)
+                })
+            })
         })
+    }
+
+    /// The words of a file (each file starts and ends on a word boundary).
+    fn words_of(file: RegisterFile) -> std::ops::Range<usize> {
+        let (base, end) = match file {
+            RegisterFile::Sgpr => (SGPR_BASE, VGPR_BASE),
+            RegisterFile::Vgpr => (VGPR_BASE, AGPR_BASE),
+            RegisterFile::Agpr => (AGPR_BASE, TTMP_BASE),
+            RegisterFile::Special => (TTMP_BASE, (WORDS * 64) as u16),
+        };
+        usize::from(base) / 64..usize::from(end) / 64
     }
 
     /// The units of one file.
     pub fn in_file(&self, file: RegisterFile) -> UnitSet {
         let mut out = UnitSet::EMPTY;
-        for unit in self.iter().filter(|u| u.file() == file) {
-            out.insert(unit);
-        }
+        let words = UnitSet::words_of(file);
+        out.0[words.clone()].copy_from_slice(&self.0[words]);
         out
     }
 
     pub fn count_in(&self, file: RegisterFile) -> usize {
-        self.iter().filter(|u| u.file() == file).count()
+        self.0[UnitSet::words_of(file)].iter().map(|w| w.count_ones() as usize).sum()
     }
 
     /// `[first, first + count)` of a file.
@@ -334,6 +353,24 @@ mod tests {
         assert_eq!(units_of_name("VGPR3_HI16"), (vec![Unit::vgpr(3)], true));
         assert!(units_of_name("SRC_SHARED_BASE").0.is_empty());
         assert!(units_of_name("SGPR_NULL").0.is_empty());
+    }
+
+    #[test]
+    fn files_of_a_set_are_its_units_of_each_file() {
+        let mut set = UnitSet::EMPTY;
+        for unit in [Unit::sgpr(0), Unit::sgpr(127), Unit::vgpr(0), Unit::vgpr(255), Unit::agpr(3)] {
+            set.insert(unit);
+        }
+        set.insert(Unit::special("SCC"));
+        set.insert(Unit(TTMP_BASE + 2));
+        let units: Vec<Unit> = set.iter().collect();
+        assert_eq!(units.len(), 7);
+        assert!(units.windows(2).all(|w| w[0] < w[1]), "in order");
+        for file in [RegisterFile::Sgpr, RegisterFile::Vgpr, RegisterFile::Agpr, RegisterFile::Special] {
+            let naive: Vec<Unit> = units.iter().copied().filter(|u| u.file() == file).collect();
+            assert_eq!(set.in_file(file).iter().collect::<Vec<_>>(), naive, "{file:?}");
+            assert_eq!(set.count_in(file), naive.len());
+        }
     }
 
     #[test]

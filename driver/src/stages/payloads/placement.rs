@@ -68,8 +68,7 @@ pub fn template_key(point: &PayloadPoint, site: &PayloadSite) -> Option<(String,
         }
         calls.push(format!("{}({})", call.hook, arguments.join(", ")));
     }
-    let specials: Vec<String> =
-        site.live.iter().filter(|u| u.file() == RegisterFile::Special).map(|u| u.to_string()).collect();
+    let specials: Vec<String> = site.live.in_file(RegisterFile::Special).iter().map(|u| u.to_string()).collect();
     let key = format!(
         "{}|{}|{}|{}|{:?}|{}|{}",
         calls.join(";"),
