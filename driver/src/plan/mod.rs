@@ -447,10 +447,17 @@ impl Plan {
 
     fn select_in(&self, lifted: &LiftedCodeObject<'_>, functions: impl Fn(&Function) -> bool) -> Vec<PayloadPoint> {
         let mut site = 0i64;
+        // Which inserts name each function, matched once per function.
+        let mut named: Option<(usize, Vec<bool>)> = None;
         instrumentation_loop_in(lifted, functions, |point| {
             let mut calls = Vec::new();
-            for insert in &self.inserts {
-                if !insert.applies_to(point) {
+            if named.as_ref().is_none_or(|(function, _)| *function != point.function_index) {
+                let names = self.inserts.iter().map(|insert| insert.names(point.function)).collect();
+                named = Some((point.function_index, names));
+            }
+            let names = &named.as_ref().expect("matched above").1;
+            for (insert, named) in self.inserts.iter().zip(names) {
+                if !named || !insert.applies_at(point) {
                     continue;
                 }
                 let arguments: Option<Vec<HookArgument>> = insert
@@ -484,25 +491,29 @@ impl Plan {
 }
 
 impl Insert {
-    fn applies_to(&self, point: &Site<'_>) -> bool {
-        let named = if point.function.is_kernel() {
-            glob_matches(&self.kernels, &point.function.name)
+    /// Whether the insert names `function` (its kernels' or functions' globs).
+    fn names(&self, function: &Function) -> bool {
+        if function.is_kernel() {
+            glob_matches(&self.kernels, &function.name)
         } else {
-            self.functions.as_deref().is_some_and(|g| glob_matches(g, &point.function.name))
-        };
-        named
-            && match &self.at {
-                Where::EachInstruction => true,
-                Where::KernelEntry => point.function.is_kernel() && point.index == 0,
-                Where::EachBlock => point.first_in_block,
-                Where::EachExecRegion => point.region.first,
-                Where::BeforeExit => {
-                    matches!(point.instruction.flow, Flow::EndProgram)
-                        || (!point.function.is_kernel() && matches!(point.instruction.flow, Flow::IndirectBranch))
-                }
-                Where::Opcode(pattern) => pattern.is_match(point.opcode_name),
-                Where::Class(class) => class.contains(&point.lifted.isa, point.instruction),
+            self.functions.as_deref().is_some_and(|g| glob_matches(g, &function.name))
+        }
+    }
+
+    /// Whether the insert applies at `point` of a function it names.
+    fn applies_at(&self, point: &Site<'_>) -> bool {
+        match &self.at {
+            Where::EachInstruction => true,
+            Where::KernelEntry => point.function.is_kernel() && point.index == 0,
+            Where::EachBlock => point.first_in_block,
+            Where::EachExecRegion => point.region.first,
+            Where::BeforeExit => {
+                matches!(point.instruction.flow, Flow::EndProgram)
+                    || (!point.function.is_kernel() && matches!(point.instruction.flow, Flow::IndirectBranch))
             }
+            Where::Opcode(pattern) => pattern.is_match(point.opcode_name),
+            Where::Class(class) => class.contains(&point.lifted.isa, point.instruction),
+        }
     }
 }
 
