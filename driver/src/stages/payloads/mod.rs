@@ -1105,9 +1105,17 @@ pub fn payload_sites(
     let exports = crate::stages::liveness::pending::exports_anywhere(&lifted.functions, &lifted.isa);
     let mut hidden_of_kernel: std::collections::HashMap<usize, std::sync::Arc<BTreeMap<String, u32>>> =
         std::collections::HashMap::new();
+    let mut instruction_counts: rustc_hash::FxHashMap<usize, usize> = Default::default();
+    let mut agpr_caps: rustc_hash::FxHashMap<(u16, u16), u16> = Default::default();
     for (index, point) in points.iter().enumerate() {
-        label(lifted, point).map_err(|why| CompileError::BadPoint { index, why })?;
-        let function = &lifted.functions[point.function];
+        let Some(function) = lifted.functions.get(point.function) else {
+            return Err(CompileError::BadPoint { index, why: "no such function".into() });
+        };
+        let count = *instruction_counts.entry(point.function).or_insert_with(|| function.instructions().count());
+        if point.instruction >= count {
+            // The label says what is wrong.
+            label(lifted, point).map_err(|why| CompileError::BadPoint { index, why })?;
+        }
         let mut registers = options.registers.get(&point.function).copied().unwrap_or_default();
         if let Some(slid) = options.sliding.get(&point.function) {
             registers.sva = Some(slid.sva.location[point.instruction]);
@@ -1170,13 +1178,15 @@ pub fn payload_sites(
         };
         let max_agprs = match registers.allocation_cap {
             0 => 256,
-            cap => (0..=256u16)
-                .take_while(|a| {
-                    crate::stages::load::occupancy::vector_allocation(processor, max_vgprs.into(), (*a).into())
-                        <= usize::from(cap)
-                })
-                .last()
-                .unwrap_or(0),
+            cap => *agpr_caps.entry((max_vgprs, cap)).or_insert_with(|| {
+                (0..=256u16)
+                    .take_while(|a| {
+                        crate::stages::load::occupancy::vector_allocation(processor, max_vgprs.into(), (*a).into())
+                            <= usize::from(cap)
+                    })
+                    .last()
+                    .unwrap_or(0)
+            }),
         };
         let mut site = PayloadSite {
             live,
