@@ -795,13 +795,28 @@ impl LiftedCodeObject<'_> {
             // Each point's instruction as assembly: the emitted text, or
             // (written as bytes) printed for the table.
             let at_points: HashSet<u64> = patch.points.iter().map(|p| p.address).collect();
-            let printed: HashMap<u64, String> = self
-                .functions
-                .iter()
-                .flat_map(|f| f.instructions())
-                .filter(|i| at_points.contains(&i.address) && !texts.contains_key(&i.address))
-                .filter_map(|i| Some((i.address, self.asm_instruction(i, &names, &|a| self.data_reference(a))?)))
-                .collect();
+            // Alike encodings print alike unless they branch or refer to
+            // something by pc (a label or symbol then depends on the place).
+            let mut by_bytes: HashMap<&[u8], Option<String>> = HashMap::new();
+            let mut printed: HashMap<u64, String> = HashMap::new();
+            for i in self.functions.iter().flat_map(|f| f.instructions()) {
+                if !at_points.contains(&i.address) || texts.contains_key(&i.address) {
+                    continue;
+                }
+                let placeless = i.pc_relative.is_none()
+                    && !matches!(
+                        i.flow,
+                        crate::stages::lift::Flow::Branch { .. } | crate::stages::lift::Flow::ConditionalBranch { .. }
+                    );
+                let text = || self.asm_instruction(i, &names, &|a| self.data_reference(a));
+                let text = match placeless {
+                    true => by_bytes.entry(&i.bytes).or_insert_with(text).clone(),
+                    false => text(),
+                };
+                if let Some(text) = text {
+                    printed.insert(i.address, text);
+                }
+            }
             let points: Vec<_> = patch
                 .points
                 .iter()
