@@ -374,6 +374,14 @@ fn emit(
     }
     // The dump: the assembly, then what its `.incbin` lines read, listed.
     let mut text = assembly.text;
+    if !assembly.deferred.is_empty() {
+        let listing = assembly.deferred.listing();
+        text.push_str(&format!(
+            "\n; relocations added to the object, not read by llvm-mc:\n; {}",
+            listing.trim_end().replace('\n', "\n; ")
+        ));
+        text.push('\n');
+    }
     if let Some(listing) = assembly.listing {
         text.push_str(&format!("\n; {CODE_FILE}, listed:{}", listing.replace('\n', "\n; ")));
     }

@@ -27,6 +27,9 @@ struct Anchor {
     place: Place,
     kind: u32,
     addend: i64,
+    /// As the assembly names them, for the listing.
+    kind_name: &'static str,
+    symbol: String,
 }
 
 #[derive(Debug)]
@@ -94,10 +97,23 @@ impl DeferredRelocations {
             }
             None => {
                 self.anchor_of.insert((section, kind, symbol.to_string()), self.anchors.len());
-                self.anchors.push(Anchor { place, kind: number, addend });
+                self.anchors.push(Anchor { place, kind: number, addend, kind_name: kind, symbol: symbol.to_string() });
                 false
             }
         }
+    }
+
+    /// The kept relocations as the `.reloc` lines they stand for (a
+    /// function's symbol for its label), one per line, for dumps.
+    pub fn listing(&self) -> String {
+        let mut out = String::new();
+        for later in &self.later {
+            let anchor = &self.anchors[later.anchor];
+            let target = crate::stages::lift::line_encoding::target_expression(&anchor.symbol, later.addend);
+            let function = &self.functions[later.place.function];
+            out.push_str(&format!(".reloc {function}+{}, {}, {target}\n", later.place.offset, anchor.kind_name));
+        }
+        out
     }
 
     pub fn is_empty(&self) -> bool {
