@@ -44,6 +44,16 @@ enum ToolGlobalsChoice {
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
+enum CountWayChoice {
+    /// Per kernel, the way that costs its waves fewer instructions.
+    Cheaper,
+    /// Each lane counts its vector instructions in a VGPR pair.
+    Lanes,
+    /// The wave counts `popcount(EXEC)` times each amount in SGPRs.
+    Wave,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
 enum GrowthChoice {
     /// Never: instrumentation fits in the registers kernels have.
     Never,
@@ -139,6 +149,10 @@ enum Command {
         /// same code; to compare, or to read the assembly `--dump-after emit` shows).
         #[arg(long)]
         emit_assembly: bool,
+        /// How a plan's `count-in-registers` counts (docs/plan.md): the cheaper way per kernel, or one way
+        /// everywhere (to compare).
+        #[arg(long, value_enum, default_value = "cheaper")]
+        count_way: CountWayChoice,
         /// Run LLVM's machine verifier after every codegen pass of the payloads, not only on the MIR llc reads (about
         /// twice as slow; for finding where LLVM goes wrong).
         #[arg(long)]
@@ -315,6 +329,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             no_shared_payloads,
             no_templates,
             emit_assembly,
+            count_way,
             verify_each_pass,
             allow_partial,
             require_points,
@@ -352,6 +367,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     gpuinstr::stages::emit::CodeForm::Text
                 } else {
                     gpuinstr::stages::emit::CodeForm::Bytes
+                },
+                count_way: match count_way {
+                    CountWayChoice::Cheaper => gpuinstr::stages::sva::counts::CountWay::Cheaper,
+                    CountWayChoice::Lanes => gpuinstr::stages::sva::counts::CountWay::Lanes,
+                    CountWayChoice::Wave => gpuinstr::stages::sva::counts::CountWay::Wave,
                 },
             };
             let registry = gpuinstr_intrinsics::Registry::with_builtins();

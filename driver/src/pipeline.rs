@@ -26,6 +26,8 @@
 
 pub mod report;
 
+use std::collections::BTreeMap;
+
 use gpuinstr_intrinsics::Registry;
 use inkwell::context::Context;
 
@@ -39,7 +41,8 @@ use crate::stages::load::hidden_arguments::declare_launch_shape;
 use crate::stages::load::{CodeObject, LoadedInput};
 use crate::stages::patch::{patch, Patch};
 use crate::stages::payload::PayloadPoint;
-use crate::stages::payloads::{CountsInRegisters, LeftOutCause, LeftOutPoint, PayloadOptions};
+use crate::stages::payloads::{count_amounts, CountsInRegisters, LeftOutCause, LeftOutPoint, PayloadOptions};
+use crate::stages::sva::counts::{CountWay, CountedPoint};
 use crate::stages::sva::{place, SvaPlacement, SvaRequest};
 
 pub use crate::stages::emit::link::build as emit_and_link;
@@ -187,7 +190,7 @@ pub fn instrument(
         grow: options.grow_registers,
     };
     let placement = place(&lifted, &liveness, &request);
-    let counts = place_counts(plan, &lifted, &liveness, &placement, &points)?;
+    let counts = place_counts(plan, &lifted, &liveness, &placement, &points, options.count_way)?;
     if let Some(counts) = &counts {
         // Every later stage sees the count's registers taken.
         counts.placement.keep_live(&mut liveness);
@@ -214,7 +217,7 @@ pub fn instrument(
     clock.lap(Stage::Patch);
     dump(Stage::Patch, &|| patch.render());
 
-    let (bytes, assembly) = emit(&lifted, patch, options, &patch_report.globals)?;
+    let (bytes, assembly, emit_timings) = emit(&lifted, patch, options, &patch_report.globals)?;
     clock.lap(Stage::EmitAndLink);
     dump(Stage::EmitAndLink, &|| assembly.clone());
     report.dump = dumped;
@@ -229,6 +232,7 @@ pub fn instrument(
         global: c.placement.global.clone(),
         points: compiled.counted.len(),
         kernels: c.placement.kernels.len(),
+        kernels_per_wave: c.placement.kernels.values().filter(|(r, _)| r.lanes.is_none()).count(),
         hooks_called: c
             .placement
             .hooks_called
@@ -245,6 +249,8 @@ pub fn instrument(
     let payload_steps = compiled.timings.iter().map(|(name, time)| (format!("payloads/{name}"), time.as_secs_f64()));
     let at = clock.steps.iter().position(|(name, _)| name == Stage::Payloads.name()).map_or(0, |i| i + 1);
     clock.steps.splice(at..at, payload_steps);
+    let emit_steps = emit_timings.iter().map(|(name, time)| (format!("emit and link/{name}"), time.as_secs_f64()));
+    clock.steps.extend(emit_steps);
     report.steps = clock.steps;
     Ok((bytes, report))
 }
@@ -298,11 +304,18 @@ fn place_counts(
     liveness: &crate::stages::liveness::Liveness,
     placement: &SvaPlacement,
     points: &[PayloadPoint],
+    way: CountWay,
 ) -> Result<Option<CountsInRegisters>, InstrumentError> {
     let Some(count) = plan.register_count()? else { return Ok(None) };
-    let kernels =
-        points.iter().filter(|p| p.calls.iter().any(|c| count.hooks.contains(&c.hook))).map(|p| p.function).collect();
-    let placement = crate::stages::sva::counts::place_counts(lifted, liveness, placement, &kernels, &count.global);
+    let mut counted: BTreeMap<usize, Vec<CountedPoint>> = BTreeMap::new();
+    for point in points.iter().filter(|p| p.calls.iter().any(|c| count.hooks.contains(&c.hook))) {
+        let counted = counted.entry(point.function).or_default();
+        // (A point that calls other hooks too keeps calling them all.)
+        if let Some((scalar, vector)) = count_amounts(&count.hooks, point) {
+            counted.push(CountedPoint { instruction: point.instruction, scalar, vector });
+        }
+    }
+    let placement = crate::stages::sva::counts::place_counts(lifted, liveness, placement, &counted, &count.global, way);
     Ok(Some(CountsInRegisters { hooks: count.hooks, placement }))
 }
 
@@ -357,7 +370,7 @@ fn emit(
     patch: Patch,
     options: &InstrumentOptions,
     globals: &[String],
-) -> Result<(Vec<u8>, String), InstrumentError> {
+) -> Result<(Vec<u8>, String, crate::stages::emit::StepTimes), InstrumentError> {
     let emit = EmitOptions {
         code: options.emit_code,
         listing: options.dump_after == Some(Stage::EmitAndLink),
@@ -372,6 +385,9 @@ fn emit(
     if external {
         only_tool_globals_undefined(&bytes, globals)?;
     }
+    if options.dump_after != Some(Stage::EmitAndLink) {
+        return Ok((bytes, String::new(), assembly.timings));
+    }
     // The dump: the assembly, then what its `.incbin` lines read, listed.
     let mut text = assembly.text;
     if !assembly.deferred.is_empty() {
@@ -385,7 +401,7 @@ fn emit(
     if let Some(listing) = assembly.listing {
         text.push_str(&format!("\n; {CODE_FILE}, listed:{}", listing.replace('\n', "\n; ")));
     }
-    Ok((bytes, text))
+    Ok((bytes, text, assembly.timings))
 }
 
 /// The one code object of an input a command works on: the only one, or the

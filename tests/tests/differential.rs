@@ -9,6 +9,7 @@ use gpuinstr::stages::lift::lift;
 use gpuinstr::stages::liveness::analyze;
 use gpuinstr::stages::load::{self, CodeObject};
 use gpuinstr::stages::payload::HookArgument;
+use gpuinstr::stages::sva::counts::CountWay;
 use gpuinstr::stages::sva::sliding::Sliding;
 use gpuinstr::stages::sva::{place, Home, RegisterGrowth, SvaRequest};
 use gpuinstr_emulator::{Device, Launch, Options, RunReport};
@@ -668,6 +669,13 @@ fn generic_targets_are_instrumented_like_the_processors_they_stand_for() {
 /// emulator saw the original do.
 #[test]
 fn every_example_tool_on_rocsparse_csrmv() {
+    let (app, case) = csrmv();
+    every_example_tool_on(&app, &case, &["buffer"]);
+}
+
+/// rocSPARSE's csrmv kernel (Debian's gfx90a code object) and a launch of
+/// it: a 40 x 30 matrix in two workgroups of 512.
+fn csrmv() -> (CodeObject, Case) {
     let kernel =
         "_ZL21csrmvn_general_kernelILj512ELj64EiidPKdEvbT2_T4_PKT1_PKS2_PKT3_SB_S3_PS9_21rocsparse_index_base_";
     let app = debian_code_object("librocsparse0", "librocsparse.so.0.1", kernel);
@@ -696,7 +704,51 @@ fn every_example_tool_on_rocsparse_csrmv() {
         ],
         scalars: vec![vec![0], 40i32.to_le_bytes().to_vec(), 0i32.to_le_bytes().to_vec()],
     };
-    every_example_tool_on(&app, &case, &["buffer"]);
+    (app, case)
+}
+
+/// Both ways of keeping the block counter's count in registers, per lane
+/// (VGPRs) and per wave (`popcount(EXEC)` in SGPRs), count what the
+/// emulator runs, on kernels that loop; the way chosen by default is the
+/// one that runs fewer instructions there.
+#[test]
+fn the_block_counter_counts_the_same_per_lane_and_per_wave() {
+    for (app, case) in [philox_half(), csrmv()] {
+        let name = format!("{} {}", app.target.processor, case.kernel);
+        let dir = scratch();
+        let tool = example_tool_for("block-counter", dir.path(), &app);
+        let plan = example_plan_for("block-counter", case.kernel);
+        let mut instructions = Vec::new();
+        for way in [CountWay::Lanes, CountWay::Wave, CountWay::Cheaper] {
+            let options = InstrumentOptions {
+                grow_registers: RegisterGrowth::Always,
+                linker: linker_for(&app),
+                count_way: way,
+                ..InstrumentOptions::default()
+            };
+            let (bytes, report) =
+                instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &options).unwrap();
+            assert!(report.left_out.is_empty(), "{name}: {:?}", report.left_out);
+            let counts = report.counts_in_registers.expect("the plan counts in registers");
+            assert_eq!(counts.kernels, 1, "{name}: {:?}", counts.hooks_called);
+            match way {
+                CountWay::Lanes => assert_eq!(counts.kernels_per_wave, 0, "{name}"),
+                CountWay::Wave => assert_eq!(counts.kernels_per_wave, 1, "{name}"),
+                CountWay::Cheaper => {}
+            }
+            let output = CodeObject::parse(bytes, Vec::new()).unwrap();
+            let Runs { report, instrumented_report, instrumented: device, cells, .. } =
+                run_both(&app, &output, &case, &[("Counter", 8)], Options::default());
+            let expected = expected_count(&app, &example_plan_for("instruction-counter", case.kernel), &report);
+            assert_eq!(device.memory.read_u64(cells[0]).unwrap(), expected, "{name}: Counter counted {way:?}");
+            instructions.push(instrumented_report.counts.instructions());
+        }
+        eprintln!(
+            "{name}: per lane {}, per wave {}, chosen {} wave instructions",
+            instructions[0], instructions[1], instructions[2]
+        );
+        assert_eq!(instructions[2], instructions[0].min(instructions[1]), "{name}: the cheaper way");
+    }
 }
 
 /// rocRAND's XORWOW init kernel (Debian's gfx90a:xnack- code object): loops

@@ -57,6 +57,9 @@ pub struct InstrumentOptions {
     /// Patched code laid out as machine code (the default), or written as
     /// assembly for llvm-mc (`--emit-assembly`: slower, the same code).
     pub emit_code: crate::stages::emit::CodeForm,
+    /// How a count kept in registers is counted: the cheaper way per kernel
+    /// (the default), or one way everywhere (tests compare them).
+    pub count_way: crate::stages::sva::counts::CountWay,
 }
 
 impl Default for InstrumentOptions {
@@ -72,6 +75,7 @@ impl Default for InstrumentOptions {
             progress: Default::default(),
             dump_after: None,
             emit_code: crate::stages::emit::CodeForm::Bytes,
+            count_way: Default::default(),
         }
     }
 }
@@ -129,6 +133,9 @@ pub struct CountsInRegistersReport {
     pub points: usize,
     /// Kernels keeping the count in registers.
     pub kernels: usize,
+    /// Of those, kernels counting per wave (`popcount(EXEC)` in SGPRs;
+    /// the others count per lane in VGPRs).
+    pub kernels_per_wave: usize,
     /// Kernels whose counting points call the hook, and why.
     pub hooks_called: Vec<String>,
 }
@@ -318,11 +325,13 @@ impl InstrumentReport {
         if let Some(counts) = &self.counts_in_registers {
             writeln!(
                 out,
-                "  {}: {} points add to registers in {} kernels, once per wave to the global at exit; {} kernels call \
-                 the hook",
+                "  {}: {} points add to registers in {} kernels ({} per wave, {} per lane), once per wave to the global \
+                 at exit; {} kernels call the hook",
                 counts.global,
                 counts.points,
                 counts.kernels,
+                counts.kernels_per_wave,
+                counts.kernels - counts.kernels_per_wave,
                 counts.hooks_called.len()
             )
             .unwrap();

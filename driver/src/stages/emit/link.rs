@@ -225,18 +225,28 @@ pub fn build(
     options: &EmitOptions,
     linker: Linker,
 ) -> Result<(Vec<u8>, Assembly), EmitError> {
+    let mut clock = std::time::Instant::now();
+    let mut timings = Vec::new();
+    let mut lap = |step: &'static str| {
+        let now = std::time::Instant::now();
+        timings.push((step, now - clock));
+        clock = now;
+    };
     defined_once(lifted)?;
     if options.patch.is_some() {
         moved_code_is_whole_words(lifted)?;
     }
     pc_relative_targets_bind_locally(lifted)?;
     reproduced_sections_have_ordinary_names(lifted)?;
+    lap("checks");
     let directory = tempfile::Builder::new().prefix("gpuinstr-emit-").tempdir()?;
     let mut assembly = lifted.emit_assembly(options);
     if !assembly.code.is_empty() {
         std::fs::write(directory.path().join(super::CODE_FILE), &assembly.code)?;
     }
+    lap("code and assembly");
     let mut relocatable = assemble(lifted, &assembly.text, directory.path(), options.keep_failed.as_deref())?;
+    lap("llvm-mc");
     if !assembly.deferred.is_empty() {
         match assembly.deferred.add_to(&relocatable) {
             Ok(with_relocations) => relocatable = with_relocations,
@@ -250,7 +260,10 @@ pub fn build(
         }
     }
     relocations_name_symbols(&relocatable)?;
+    lap("relocations");
     let executable = link(&relocatable, &lifted.isa_name(), linker, directory.path())?;
+    lap("link");
+    assembly.timings = timings;
     Ok((executable, assembly))
 }
 

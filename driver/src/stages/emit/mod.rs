@@ -102,7 +102,12 @@ pub struct Assembly {
     pub notes: EmitNotes,
     /// Relocations to add to the assembled object ([`relocations`]).
     pub deferred: DeferredRelocations,
+    /// Wall time of each step of emission and linking, in order.
+    pub timings: StepTimes,
 }
+
+/// Wall time of named steps, in order.
+pub type StepTimes = Vec<(&'static str, std::time::Duration)>;
 
 /// Bytes as little-endian 32-bit words (`0xbf800004 0x00000000`).
 fn hex_words(bytes: &[u8]) -> String {
@@ -850,7 +855,7 @@ impl LiftedCodeObject<'_> {
         };
         out.push_str(&metadata_yaml::amdgpu_metadata_block(metadata));
         let (code, listing) = laid_out.map_or((Vec::new(), None), |c| (c.blob, c.listing));
-        Assembly { text: out, code, listing, notes, deferred: deferred.unwrap_or_default() }
+        Assembly { text: out, code, listing, notes, deferred: deferred.unwrap_or_default(), timings: Vec::new() }
     }
 }
 

@@ -130,3 +130,102 @@ pub fn build(instructions: Vec<Instruction>, start: u64, end: u64, problems: &mu
     }
     blocks
 }
+
+/// Which blocks lie on a cycle of the control-flow graph (a loop's body
+/// runs more than once per wave). Tarjan's strongly connected components,
+/// iterative, linear in blocks and edges. Blocks whose successors are
+/// unknown count as on no cycle of their own making.
+pub fn blocks_on_cycles(blocks: &[Block]) -> Vec<bool> {
+    const UNVISITED: usize = usize::MAX;
+    let n = blocks.len();
+    let (mut index, mut low) = (vec![UNVISITED; n], vec![0usize; n]);
+    let (mut on_stack, mut on_cycle) = (vec![false; n], vec![false; n]);
+    let mut stack: Vec<usize> = Vec::new();
+    let mut next_index = 0;
+    for root in 0..n {
+        if index[root] != UNVISITED {
+            continue;
+        }
+        // (block, next successor to visit)
+        let mut walk: Vec<(usize, usize)> = vec![(root, 0)];
+        index[root] = next_index;
+        low[root] = next_index;
+        next_index += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some(&mut (block, ref mut next)) = walk.last_mut() {
+            if let Some(&successor) = blocks[block].successors.get(*next) {
+                *next += 1;
+                if successor >= n {
+                    continue;
+                }
+                if successor == block {
+                    on_cycle[block] = true;
+                }
+                if index[successor] == UNVISITED {
+                    index[successor] = next_index;
+                    low[successor] = next_index;
+                    next_index += 1;
+                    stack.push(successor);
+                    on_stack[successor] = true;
+                    walk.push((successor, 0));
+                } else if on_stack[successor] {
+                    low[block] = low[block].min(index[successor]);
+                }
+                continue;
+            }
+            walk.pop();
+            if let Some(&(parent, _)) = walk.last() {
+                low[parent] = low[parent].min(low[block]);
+            }
+            if low[block] == index[block] {
+                let mut component = Vec::new();
+                while let Some(member) = stack.pop() {
+                    on_stack[member] = false;
+                    component.push(member);
+                    if member == block {
+                        break;
+                    }
+                }
+                if component.len() > 1 {
+                    for member in component {
+                        on_cycle[member] = true;
+                    }
+                }
+            }
+        }
+    }
+    on_cycle
+}
+
+#[cfg(test)]
+mod cycle_tests {
+    use super::*;
+
+    fn graph(successors: &[&[usize]]) -> Vec<Block> {
+        successors
+            .iter()
+            .enumerate()
+            .map(|(index, s)| Block {
+                index,
+                address: 4 * index as u64,
+                instructions: Vec::new(),
+                successors: s.to_vec(),
+                exit: BlockExit::FallThrough,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn loops_and_self_loops_are_cycles_straight_code_and_exits_are_not() {
+        // 0 -> 1 -> 2 -> 1 (a loop), 2 -> 3 -> 3 (a self loop), 3 -> 4.
+        let blocks = graph(&[&[1], &[2], &[1, 3], &[3, 4], &[]]);
+        assert_eq!(blocks_on_cycles(&blocks), vec![false, true, true, true, false]);
+        // An if-else that joins: no cycle.
+        let blocks = graph(&[&[1, 2], &[3], &[3], &[]]);
+        assert_eq!(blocks_on_cycles(&blocks), vec![false; 4]);
+        // Nested loops, entered from the middle.
+        let blocks = graph(&[&[2], &[2], &[3], &[1, 4], &[2, 5], &[]]);
+        assert_eq!(blocks_on_cycles(&blocks), vec![false, true, true, true, true, false]);
+    }
+}

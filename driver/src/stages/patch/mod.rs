@@ -26,7 +26,10 @@ use crate::stages::load::lines::{SourceLineNames, SourceLines};
 use crate::stages::load::occupancy;
 use crate::stages::load::processor::Processor;
 use crate::stages::payload::PayloadPoint;
-use crate::stages::payloads::{register_counts, CodeLine, CompiledPayloads, LeftOutCause, LeftOutPoint, ToolGlobal};
+use crate::stages::payloads::{
+    register_counts::{self, GlobalAddress},
+    CodeLine, CompiledPayloads, LeftOutCause, LeftOutPoint, ToolGlobal,
+};
 use crate::stages::sva::counts::CountPlacement;
 use crate::stages::sva::SvaPlacement;
 
@@ -233,8 +236,15 @@ fn global_definitions(globals: &[ToolGlobal]) -> String {
             format!("\"{name}\"")
         }
     };
-    let define = |out: &mut String, name: &str, alignment: u32, body: &str, size: u64| {
-        writeln!(out, "\t.globl\t{name}\n\t.type\t{name},@object").unwrap();
+    // Protected, as compilers make device globals: the host finds them by
+    // name, and code here reaches them pc-relatively. (Not a managed
+    // global's storage: the loader points the global at it by name.)
+    let define = |out: &mut String, name: &str, alignment: u32, body: &str, size: u64, protected: bool| {
+        writeln!(out, "\t.globl\t{name}").unwrap();
+        if protected {
+            writeln!(out, "\t.protected\t{name}").unwrap();
+        }
+        writeln!(out, "\t.type\t{name},@object").unwrap();
         writeln!(out, "\t.p2align\t{}", alignment.max(1).trailing_zeros()).unwrap();
         writeln!(out, "{name}:\n{body}\t.size\t{name}, {size}").unwrap();
     };
@@ -254,7 +264,8 @@ fn global_definitions(globals: &[ToolGlobal]) -> String {
         for global in chosen {
             let (name, size, alignment) = global.data();
             let size = size.max(1);
-            define(&mut out, &symbol(name), alignment, &body(&global.initial, size), size);
+            let protected = global.managed_storage.is_none();
+            define(&mut out, &symbol(name), alignment, &body(&global.initial, size), size, protected);
         }
     }
     let pointers: Vec<&ToolGlobal> = globals.iter().filter(|g| g.managed_storage.is_some()).collect();
@@ -263,7 +274,7 @@ fn global_definitions(globals: &[ToolGlobal]) -> String {
         for global in pointers {
             let storage = global.managed_storage.as_ref().expect("filtered");
             let body = format!("\t.quad\t{}\n", symbol(&storage.name));
-            define(&mut out, &symbol(&global.name), global.alignment.max(8), &body, 8);
+            define(&mut out, &symbol(&global.name), global.alignment.max(8), &body, 8, true);
         }
     }
     out
@@ -601,13 +612,19 @@ pub fn patch(
                 continue;
             }
             let entry = addresses[*kernel][0];
-            let mut code = vec![(entry, register_counts::entry_code(*registers), true)];
+            let mut code = Vec::new();
+            if !compiled.counts_set_at_entry.contains(kernel) {
+                code.push((entry, register_counts::entry_code(*registers), true));
+            }
+            // Defined here, the global is protected: reached pc-relatively.
+            let address = if define_globals { GlobalAddress::PcRelative } else { GlobalAddress::Got };
             for exit in exits {
                 let lines = register_counts::exit_code(
                     *registers,
                     &global.name,
+                    address,
                     managed,
-                    (exit.offset, exit.high),
+                    &exit.vgprs,
                     processor.architected_flat_scratch,
                 );
                 code.push((addresses[*kernel][exit.instruction], lines, false));

@@ -320,17 +320,24 @@ impl CountsInRegisters {
     /// active lane add.
     fn of(&self, point: &PayloadPoint) -> Option<(CountRegisters, u32, u32)> {
         let registers = self.placement.registers(point.function)?;
-        let (mut scalar, mut vector) = (0u32, 0u32);
-        for call in &point.calls {
-            if !self.hooks.contains(&call.hook) {
-                return None;
-            }
-            let [HookArgument::Int(s), HookArgument::Int(v)] = call.arguments.as_slice() else { return None };
-            scalar = scalar.checked_add(u32::try_from(*s).ok()?)?;
-            vector = vector.checked_add(u32::try_from(*v).ok()?)?;
-        }
+        let (scalar, vector) = count_amounts(&self.hooks, point)?;
         Some((registers, scalar, vector))
     }
+}
+
+/// What `point` adds once per wave and once per active lane, when all its
+/// calls are to the counting `hooks` with amounts known when instrumenting.
+pub fn count_amounts(hooks: &BTreeSet<String>, point: &PayloadPoint) -> Option<(u32, u32)> {
+    let (mut scalar, mut vector) = (0u32, 0u32);
+    for call in &point.calls {
+        if !hooks.contains(&call.hook) {
+            return None;
+        }
+        let [HookArgument::Int(s), HookArgument::Int(v)] = call.arguments.as_slice() else { return None };
+        scalar = scalar.checked_add(u32::try_from(*s).ok()?)?;
+        vector = vector.checked_add(u32::try_from(*v).ok()?)?;
+    }
+    Some((scalar, vector))
 }
 
 impl Default for PayloadOptions {
@@ -755,6 +762,9 @@ pub struct CompiledPayloads {
     /// Points whose payload adds to a count kept in registers (no hook
     /// compiled for them).
     pub counted: BTreeSet<usize>,
+    /// Kernels whose first instruction's counting point sets the count
+    /// (their entry clears nothing).
+    pub counts_set_at_entry: BTreeSet<usize>,
 }
 
 /// Why payloads are compiled (again).
@@ -1268,6 +1278,7 @@ pub fn compile_payloads(
         let (_, scalar, vector) = counts.of(point).expect("partitioned");
         (scalar, vector)
     });
+    let mut set_at_entry = BTreeSet::new();
     let mut payloads: Vec<CompiledPayload> = counted_points
         .iter()
         .zip(labels)
@@ -1276,7 +1287,12 @@ pub fn compile_payloads(
         .map(|(((point, label), site), (scalar, vector))| {
             let registers = counts.placement.registers(point.function).expect("partitioned");
             let carry_wait = liveness.processor.architected_flat_scratch;
-            let code = register_counts::point_code(registers, scalar, vector, site.live.contains(scc), carry_wait);
+            let at_entry = point.instruction == 0;
+            if at_entry && register_counts::sets_at_entry(registers, vector) {
+                set_at_entry.insert(point.function);
+            }
+            let code =
+                register_counts::point_code(registers, scalar, vector, site.live.contains(scc), carry_wait, at_entry);
             CompiledPayload {
                 code,
                 rejected: None,
@@ -1302,6 +1318,7 @@ pub fn compile_payloads(
         compiled.payloads[*index] = payload;
         compiled.counted.insert(*index);
     }
+    compiled.counts_set_at_entry = set_at_entry;
     let global = count_global(tool, lifted, &counts.placement.global)?;
     if !compiled.globals.iter().any(|g| g.name == global.name) {
         compiled.globals.push(global);
@@ -1854,6 +1871,7 @@ fn compile_shared(
         compiled_as,
         timings,
         counted: BTreeSet::new(),
+        counts_set_at_entry: BTreeSet::new(),
     };
     let narrower = sharing.narrower(pass);
     if let (false, Some(narrower)) = (retried_points.is_empty(), narrower) {
@@ -1881,6 +1899,7 @@ impl CompiledPayloads {
             compiled_as: vec![PayloadSource::default(); points.len()],
             timings: Vec::new(),
             counted: BTreeSet::new(),
+            counts_set_at_entry: BTreeSet::new(),
         }
     }
 
@@ -2309,6 +2328,7 @@ fn compile_each(
         compiled_as,
         timings,
         counted: BTreeSet::new(),
+        counts_set_at_entry: BTreeSet::new(),
     })
 }
 

@@ -1,15 +1,25 @@
 //! Registers for a count kept in registers (a plan's `count-in-registers`,
-//! docs/plan.md): per kernel, an aligned VGPR pair for each lane's 64-bit
-//! count of vector instructions, an aligned SGPR pair for the wave's 64-bit
-//! count of scalar ones, and an aligned SGPR pair the counting code uses as
-//! its carry and scratch. All six are registers the kernel never reads or
-//! writes (seed 000's globally free registers), inside its allocation, and
-//! none of the SVA's homes. A kernel that has not got them, calls
-//! functions (their code could not tell which kernel's registers to add
-//! to) or slides its SVA between free VGPRs keeps calling the hook.
+//! docs/plan.md), per kernel, in one of two ways:
+//! - **lanes**: an aligned VGPR pair for each lane's 64-bit count of
+//!   vector instructions and an aligned SGPR pair for the wave's 64-bit
+//!   count of scalar ones; a point costs two VALU adds and two SALU adds.
+//! - **wave**: the wave's SGPR pair alone, each point adding
+//!   `popcount(EXEC) * vector + scalar` (three to five SALU instructions);
+//!   no VGPRs, and a cheaper entry and exit (one atomic from one lane).
+//!
+//! Both take an aligned SGPR pair as scratch (the carry, a saved SCC or
+//! EXEC, the global's address). The cheaper way is chosen per kernel from
+//! its points' amounts, a point on a loop weighing [`LOOP_WEIGHT`] times one
+//! that runs once; the wave way where no VGPR pair is free. All registers
+//! are ones the kernel never reads or writes (seed 000's globally free
+//! registers), inside its allocation, and none of the SVA's homes. A kernel
+//! that has not got them, calls functions (their code could not tell which
+//! kernel's registers to add to) or slides its SVA between free VGPRs keeps
+//! calling the hook.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
+use crate::stages::lift::cfg::blocks_on_cycles;
 use crate::stages::lift::{Flow, FunctionKind, LiftedCodeObject};
 use crate::stages::liveness::{allocation, Liveness, RegisterFile, Unit, UnitSet};
 use crate::stages::load::occupancy;
@@ -19,37 +29,79 @@ use super::{vgprs_for_values, SvaPlacement};
 /// The registers one kernel keeps its count in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CountRegisters {
-    /// v[lanes], v[lanes+1]: each lane's vector instructions (even).
-    pub lanes: u16,
-    /// s[wave], s[wave+1]: the wave's scalar instructions (even).
+    /// v[lanes], v[lanes+1]: each lane's vector instructions (even); none
+    /// where the wave counts them itself (`popcount(EXEC)` at each point).
+    pub lanes: Option<u16>,
+    /// s[wave], s[wave+1]: the wave's count (even): its scalar
+    /// instructions, and its vector ones where `lanes` is none.
     pub wave: u16,
     /// s[scratch], s[scratch+1]: the carry of the lanes' add, a saved SCC
-    /// or EXEC, the global's address (even).
+    /// or EXEC, the popcount, the global's address (even).
     pub scratch: u16,
 }
 
 impl CountRegisters {
-    /// The six registers, which the counting code alone writes.
+    /// The registers the counting code alone writes.
     pub fn units(&self) -> UnitSet {
         let mut units = UnitSet::EMPTY;
         for k in 0..2 {
-            units.insert(Unit::vgpr(self.lanes + k));
+            if let Some(lanes) = self.lanes {
+                units.insert(Unit::vgpr(lanes + k));
+            }
             units.insert(Unit::sgpr(self.wave + k));
             units.insert(Unit::sgpr(self.scratch + k));
         }
         units
     }
+
+    /// VGPRs each exit needs dead: the atomic's zero offset and the wave's
+    /// count (its high half only, with lanes: lane 0's count takes it).
+    pub fn exit_vgprs(&self) -> usize {
+        if self.lanes.is_some() {
+            2
+        } else {
+            3
+        }
+    }
 }
 
 /// VGPRs dead at one of a kernel's `s_endpgm`, where the counts are added
-/// to the global: a zero offset and one for the wave count's high half.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// to the global ([`CountRegisters::exit_vgprs`] of them).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExitRegisters {
     /// The `s_endpgm`'s index in the kernel.
     pub instruction: usize,
-    pub offset: u16,
-    pub high: u16,
+    /// The zero offset, then per lane the wave count's high half, per wave
+    /// an aligned pair for the count.
+    pub vgprs: Vec<u16>,
 }
+
+/// A counting point of a kernel, for choosing how it counts: what it adds
+/// once per wave and once per active lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CountedPoint {
+    pub instruction: usize,
+    pub scalar: u32,
+    pub vector: u32,
+}
+
+/// A wave's lanes: counting per wave, a point adds up to this many times
+/// its vector amount, which must fit 32 bits.
+pub const WAVE_LANES: u32 = 64;
+
+/// Whether a point adding `vector` per lane can be counted per wave.
+pub fn fits_per_wave(vector: u32) -> bool {
+    vector.checked_mul(WAVE_LANES).is_some()
+}
+
+/// How much more a point on a loop weighs than one run once per wave.
+pub const LOOP_WEIGHT: u64 = 16;
+
+/// Instructions at the entry and the exits a wave runs once, beyond the
+/// counting points: lanes (clear both files, merge the wave's count into
+/// lane 0) against wave (clear one pair, one lane's atomic).
+const FIXED_LANES: u64 = 11;
+const FIXED_WAVE: u64 = 5;
 
 /// Where each kernel with counting points keeps the count, and why the
 /// others cannot.
@@ -84,18 +136,68 @@ impl CountPlacement {
     }
 }
 
-/// Places the count of `global` for every kernel in `kernels` (those with
-/// counting points), after the SVA.
+/// Which way a kernel counts: forced (tests compare both on one kernel) or
+/// the cheaper by [`wave_costs_less`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CountWay {
+    #[default]
+    Cheaper,
+    Lanes,
+    Wave,
+}
+
+/// Instructions a point adds counting per lane (SCC saves aside: two
+/// more where SCC is live and `scalar` is added).
+pub fn lanes_point_cost(scalar: u32, vector: u32) -> u64 {
+    let vector_cost = match vector {
+        0 => 0,
+        1..=64 => 2,
+        _ => 3,
+    };
+    vector_cost + if scalar > 0 { 2 } else { 0 }
+}
+
+/// Instructions a point adds counting per wave (two more where SCC is
+/// live and anything is added).
+pub fn wave_point_cost(scalar: u32, vector: u32) -> u64 {
+    let scale = match vector {
+        0 => return if scalar > 0 { 2 } else { 0 },
+        1 => u64::from(scalar > 0),
+        2 | 4 | 8 | 16 => 1,
+        _ => 1 + u64::from(scalar > 0),
+    };
+    1 + scale + 2
+}
+
+/// Whether counting per wave costs a wave fewer instructions than per
+/// lane, over `points` (`on_loop`: the point runs many times; `scc_live`:
+/// SCC is live there).
+pub fn wave_costs_less(points: impl IntoIterator<Item = (CountedPoint, bool, bool)>) -> bool {
+    let (mut lanes, mut wave) = (FIXED_LANES, FIXED_WAVE);
+    for (point, on_loop, scc_live) in points {
+        let weight = if on_loop { LOOP_WEIGHT } else { 1 };
+        let (s, v) = (point.scalar, point.vector);
+        let lanes_scc = if scc_live && s > 0 { 2 } else { 0 };
+        let wave_scc = if scc_live && (s > 0 || v > 0) { 2 } else { 0 };
+        lanes += weight * (lanes_point_cost(s, v) + lanes_scc);
+        wave += weight * (wave_point_cost(s, v) + wave_scc);
+    }
+    wave < lanes
+}
+
+/// Places the count of `global` for every kernel in `points` (those with
+/// counting points, and the points), after the SVA.
 pub fn place_counts(
     lifted: &LiftedCodeObject<'_>,
     liveness: &Liveness,
     sva: &SvaPlacement,
-    kernels: &BTreeSet<usize>,
+    points: &BTreeMap<usize, Vec<CountedPoint>>,
     global: &str,
+    way: CountWay,
 ) -> CountPlacement {
     let mut placement = CountPlacement { global: global.to_string(), ..CountPlacement::default() };
-    for &kernel in kernels {
-        match place_one(lifted, liveness, sva, kernel) {
+    for (&kernel, points) in points {
+        match place_one(lifted, liveness, sva, kernel, points, way) {
             Ok(registers) => {
                 placement.kernels.insert(kernel, registers);
             }
@@ -112,6 +214,8 @@ fn place_one(
     liveness: &Liveness,
     sva: &SvaPlacement,
     kernel: usize,
+    points: &[CountedPoint],
+    way: CountWay,
 ) -> Result<(CountRegisters, Vec<ExitRegisters>), String> {
     let function = &lifted.functions[kernel];
     let FunctionKind::Kernel(index) = function.kind else {
@@ -170,42 +274,91 @@ fn place_one(
         sgpr_pairs.push(next);
         next += 2;
     }
-    let registers = match (vgpr_pairs.first(), sgpr_pairs.first(), sgpr_pairs.get(1)) {
-        (Some(&lanes), Some(&wave), Some(&scratch)) => CountRegisters { lanes, wave, scratch },
-        (None, _, _) => {
-            return Err(format!(
-                "no two aligned VGPRs are free for the whole kernel ({} VGPRs allocated), and growing the \
-                 allocation would cost occupancy",
-                allocated.len()
-            ))
-        }
-        _ => {
-            return Err(format!(
-                "no four aligned SGPRs are free for the whole kernel ({} SGPRs allocated), and growing the \
-                 allocation would cost occupancy",
-                allocation.sgprs.len()
-            ))
-        }
+    let (Some(&wave), Some(&scratch)) = (sgpr_pairs.first(), sgpr_pairs.get(1)) else {
+        return Err(format!(
+            "no four aligned SGPRs are free for the whole kernel ({} SGPRs allocated), and growing the \
+             allocation would cost occupancy",
+            allocation.sgprs.len()
+        ));
     };
-    // Each exit needs two VGPRs nothing reads any more.
-    let mut exits = Vec::new();
-    for (index, instruction) in function.instructions().enumerate() {
-        if !matches!(instruction.flow, Flow::EndProgram) {
-            continue;
+    let live_in = &liveness.functions[kernel].live_in;
+    let per_wave_fits = points.iter().all(|p| fits_per_wave(p.vector));
+    let lanes = match way {
+        CountWay::Wave if !per_wave_fits => {
+            return Err("a point adds more per lane than 64 lanes' sum fits in 32 bits, counting per wave".into())
         }
-        let dead = allocated.difference(&liveness.functions[kernel].live_in[index]).difference(&registers.units());
-        let dead: Vec<u16> = dead.in_file(RegisterFile::Vgpr).iter().map(|u| u.index()).collect();
-        match dead.as_slice() {
-            [offset, high, ..] => exits.push(ExitRegisters { instruction: index, offset: *offset, high: *high }),
-            _ => {
-                return Err(format!(
-                    "fewer than two VGPRs are dead at its s_endpgm at 0x{:x} to add the count with",
-                    instruction.address
-                ))
+        CountWay::Wave => None,
+        CountWay::Lanes => Some(*vgpr_pairs.first().ok_or_else(|| {
+            format!(
+                "no two aligned VGPRs are free for the whole kernel ({} VGPRs allocated) to count per lane in",
+                allocated.len()
+            )
+        })?),
+        CountWay::Cheaper => {
+            let on_cycle = blocks_on_cycles(&function.blocks);
+            let block_of: Vec<usize> = function
+                .blocks
+                .iter()
+                .enumerate()
+                .flat_map(|(b, block)| std::iter::repeat_n(b, block.instructions.len()))
+                .collect();
+            let scc = Unit::special("SCC");
+            let weighed = points.iter().map(|p| {
+                let on_loop = block_of.get(p.instruction).is_some_and(|b| on_cycle[*b]);
+                (*p, on_loop, live_in.get(p.instruction).is_some_and(|l| l.contains(scc)))
+            });
+            let per_wave = per_wave_fits && (vgpr_pairs.is_empty() || wave_costs_less(weighed));
+            match (per_wave, vgpr_pairs.first()) {
+                (true, _) => None,
+                (false, Some(&lanes)) => Some(lanes),
+                (false, None) => {
+                    return Err(format!(
+                        "no two aligned VGPRs are free for the whole kernel ({} VGPRs allocated) to count per lane, \
+                         and a point adds more per lane than counting per wave fits in 32 bits",
+                        allocated.len()
+                    ))
+                }
             }
         }
+    };
+    // Each exit needs VGPRs nothing reads any more.
+    let exits = |registers: CountRegisters| -> Result<Vec<ExitRegisters>, String> {
+        let mut exits = Vec::new();
+        for (index, instruction) in function.instructions().enumerate() {
+            if !matches!(instruction.flow, Flow::EndProgram) {
+                continue;
+            }
+            let dead = allocated.difference(&live_in[index]).difference(&registers.units());
+            let dead: Vec<u16> = dead.in_file(RegisterFile::Vgpr).iter().map(|u| u.index()).collect();
+            let vgprs = match registers.lanes {
+                Some(_) => dead.get(..2).map(<[u16]>::to_vec),
+                // An aligned pair for the count, and the offset.
+                None => dead.iter().find(|&&v| v % 2 == 0 && dead.contains(&(v + 1))).and_then(|&low| {
+                    let offset = dead.iter().find(|&&v| v != low && v != low + 1)?;
+                    Some(vec![*offset, low, low + 1])
+                }),
+            };
+            let Some(vgprs) = vgprs else {
+                return Err(format!(
+                    "fewer than {} VGPRs are dead at its s_endpgm at 0x{:x} to add the count with",
+                    registers.exit_vgprs(),
+                    instruction.address
+                ));
+            };
+            exits.push(ExitRegisters { instruction: index, vgprs });
+        }
+        Ok(exits)
+    };
+    let registers = CountRegisters { lanes, wave, scratch };
+    match (exits(registers), vgpr_pairs.first()) {
+        (Ok(exits), _) => Ok((registers, exits)),
+        // Per lane needs fewer dead VGPRs at the exits.
+        (Err(_), Some(&lanes)) if way == CountWay::Cheaper && registers.lanes.is_none() => {
+            let registers = CountRegisters { lanes: Some(lanes), ..registers };
+            Ok((registers, exits(registers)?))
+        }
+        (Err(why), _) => Err(why),
     }
-    Ok((registers, exits))
 }
 
 /// The text form, after stage sva's (`--dump-after sva`).
@@ -213,18 +366,21 @@ pub fn render(lifted: &LiftedCodeObject<'_>, placement: &CountPlacement) -> Stri
     use std::fmt::Write;
     let mut out = String::new();
     for (kernel, (r, _)) in &placement.kernels {
-        writeln!(
-            out,
-            "kernel {}: {} counted in v[{}:{}] (lanes), s[{}:{}] (wave), scratch s[{}:{}]",
-            lifted.functions[*kernel].name,
-            placement.global,
-            r.lanes,
-            r.lanes + 1,
-            r.wave,
-            r.wave + 1,
-            r.scratch,
-            r.scratch + 1
-        )
+        let name = &lifted.functions[*kernel].name;
+        let global = &placement.global;
+        let (w, c) = (r.wave, r.scratch);
+        match r.lanes {
+            Some(l) => writeln!(
+                out,
+                "kernel {name}: {global} counted per lane in v[{l}:{}] (lanes), s[{w}:{}] (wave), scratch s[{c}:{}]",
+                l + 1,
+                w + 1,
+                c + 1
+            ),
+            None => {
+                writeln!(out, "kernel {name}: {global} counted per wave in s[{w}:{}], scratch s[{c}:{}]", w + 1, c + 1)
+            }
+        }
         .unwrap();
     }
     for (kernel, why) in &placement.hooks_called {
@@ -232,4 +388,31 @@ pub fn render(lifted: &LiftedCodeObject<'_>, placement: &CountPlacement) -> Stri
             .unwrap();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(scalar: u32, vector: u32) -> CountedPoint {
+        CountedPoint { instruction: 0, scalar, vector }
+    }
+
+    #[test]
+    fn straight_code_counts_per_wave_and_loops_of_wide_regions_per_lane() {
+        // saxpy: three regions run once each (the entry, the `if`, the end).
+        let saxpy = [(point(11, 2), false, false), (point(3, 12), false, false), (point(1, 0), false, false)];
+        assert!(wave_costs_less(saxpy));
+        // A loop of regions whose vector amounts need a multiply: each
+        // trip costs a wave one instruction more than per lane.
+        let looping = [(point(1, 2), false, false), (point(2, 9), true, false), (point(1, 13), true, false)];
+        assert!(!wave_costs_less(looping));
+        // Where SCC is live across the loop, per lane saves it only for
+        // its scalar adds.
+        assert!(!wave_costs_less([(point(0, 3), true, true)]));
+        // A loop of regions with scalar and power-of-two vector amounts
+        // costs the same either way: the cheaper entry and exit decide.
+        assert!(wave_costs_less([(point(2, 4), true, false), (point(1, 1), true, false)]));
+        assert!(fits_per_wave(1 << 25) && !fits_per_wave(1 << 26));
+    }
 }
