@@ -206,6 +206,7 @@ impl Dynamic {
             return decided_as_it_is("HIP's own kernels (fills and copies)");
         }
         let tool = self.tool.for_target(&app.target).map_err(|e| e.to_string())?;
+        let mut steps = vec![("read and key".to_string(), started.elapsed().as_secs_f64())];
         let (out, report) = match instrument_code_object(tool, &app, &self.plan, &self.registry, &self.options) {
             Ok(made) => made,
             Err(InstrumentError::NothingSelected(_)) => return decided_as_it_is("the plan selects nothing in it"),
@@ -213,13 +214,17 @@ impl Dynamic {
         };
         let partial = (!report.left_out.is_empty())
             .then(|| format!("{} of {} selected points left out", report.left_out.len(), report.selected));
+        steps.extend(report.steps.iter().map(|(name, seconds)| (format!("instrument/{name}"), *seconds)));
+        let written = Instant::now();
         if let (Some(path), None) = (&cached, &partial) {
             // A cache that cannot be written costs time, not results.
             let _ = write_atomically(path, &out);
         }
+        steps.push(("write the cache".to_string(), written.elapsed().as_secs_f64()));
         let made: Arc<[u8]> = out.into();
         self.made.insert(key, made.clone());
-        let record = DynamicRecord::new(bytes, &key, "instrumented", started.elapsed().as_secs_f64(), partial);
+        let mut record = DynamicRecord::new(bytes, &key, "instrumented", started.elapsed().as_secs_f64(), partial);
+        record.steps = steps;
         Ok(Some(Replacement { bytes: Some(made), record }))
     }
 }

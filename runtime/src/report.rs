@@ -75,12 +75,17 @@ pub struct DynamicRecord {
     /// --allow-partial).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Where the seconds went, for a code object instrumented now: reading
+    /// it and its cache key, each step of the instrumentation (as
+    /// `gpuinstr-link instrument` reports them), writing the cache.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<(String, f64)>,
 }
 
 impl DynamicRecord {
     pub fn new(bytes: &[u8], key: &[u8; 32], source: &str, seconds: f64, note: Option<String>) -> Self {
         let key = key[..8].iter().map(|b| format!("{b:02x}")).collect();
-        DynamicRecord { key, size: bytes.len(), source: source.into(), seconds, note }
+        DynamicRecord { key, size: bytes.len(), source: source.into(), seconds, note, steps: Vec::new() }
     }
 }
 

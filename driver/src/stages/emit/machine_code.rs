@@ -25,7 +25,7 @@ use crate::stages::patch::Patch;
 pub struct Relocation {
     pub offset: usize,
     pub kind: &'static str,
-    pub symbol: String,
+    pub symbol: std::sync::Arc<str>,
     pub addend: i64,
 }
 
@@ -194,7 +194,7 @@ impl LiftedCodeObject<'_> {
                         function_code.relocations.push(Relocation {
                             offset: at,
                             kind,
-                            symbol: code_label(*f, suffix),
+                            symbol: code_label(*f, suffix).into(),
                             addend: *offset as i64 + addend,
                         });
                     }
@@ -274,8 +274,8 @@ impl LiftedCodeObject<'_> {
                             branches.push((at, label));
                         }
                         Line::Relocated { bytes, at, kind, symbol, addend } => {
-                            if !out.symbols.contains(symbol) {
-                                out.symbols.push(symbol.clone());
+                            if !out.symbols.iter().any(|s| **s == **symbol) {
+                                out.symbols.push(symbol.to_string());
                             }
                             let offset = put(blob, bytes, &|| line.to_string());
                             out.relocations.push(Relocation {
@@ -353,7 +353,7 @@ impl LiftedCodeObject<'_> {
                     out.relocations.push(Relocation {
                         offset: at + 4,
                         kind,
-                        symbol: name,
+                        symbol: name.into(),
                         addend: offset as i64 + pc.addend,
                     });
                 }

@@ -44,8 +44,9 @@ struct Later {
 pub struct DeferredRelocations {
     functions: Vec<String>,
     anchors: Vec<Anchor>,
-    /// By (section of the code, kind, target symbol): its anchor.
-    anchor_of: HashMap<(usize, &'static str, String), usize>,
+    /// By (section of the code, kind), then target symbol: its anchor
+    /// (looked up by `&str`: no key made per relocation).
+    anchor_of: HashMap<(usize, &'static str), HashMap<String, usize>>,
     later: Vec<Later>,
 }
 
@@ -90,13 +91,14 @@ impl DeferredRelocations {
     ) -> bool {
         let Some(number) = kind_number(kind) else { return false };
         let place = Place { function, offset };
-        match self.anchor_of.get(&(section, kind, symbol.to_string())) {
+        let anchors = self.anchor_of.entry((section, kind)).or_default();
+        match anchors.get(symbol) {
             Some(&anchor) => {
                 self.later.push(Later { place, anchor, addend });
                 true
             }
             None => {
-                self.anchor_of.insert((section, kind, symbol.to_string()), self.anchors.len());
+                anchors.insert(symbol.to_string(), self.anchors.len());
                 self.anchors.push(Anchor { place, kind: number, addend, kind_name: kind, symbol: symbol.to_string() });
                 false
             }

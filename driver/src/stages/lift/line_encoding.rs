@@ -31,7 +31,8 @@ pub enum Line {
         bytes: Vec<u8>,
         at: usize,
         kind: &'static str,
-        symbol: String,
+        /// (Shared: every copy of the line names it.)
+        symbol: std::sync::Arc<str>,
         addend: i64,
     },
 }
@@ -133,7 +134,7 @@ impl Encoder {
             {
                 let at = find(&bytes, &LITERAL_SENTINEL.to_le_bytes())
                     .ok_or_else(|| Unplaceable(format!("`{line}` has no 32-bit literal")))?;
-                Line::Relocated { bytes, at, kind, symbol, addend }
+                Line::Relocated { bytes, at, kind, symbol: symbol.into(), addend }
             } else {
                 Line::Bytes(bytes)
             };

@@ -1090,12 +1090,24 @@ fn label(lifted: &LiftedCodeObject<'_>, point: &PayloadPoint) -> Result<String, 
 }
 
 /// Every point's label; a point that names no instruction is an error.
+/// (Each function's instructions indexed once: finding the nth walks its
+/// blocks.)
 fn point_labels(lifted: &LiftedCodeObject<'_>, points: &[PayloadPoint]) -> Result<Vec<String>, CompileError> {
-    points
-        .iter()
-        .enumerate()
-        .map(|(index, point)| label(lifted, point).map_err(|why| CompileError::BadPoint { index, why }))
-        .collect()
+    let mut names: rustc_hash::FxHashMap<usize, Vec<&str>> = Default::default();
+    let mut labels = Vec::with_capacity(points.len());
+    for (index, point) in points.iter().enumerate() {
+        let bad = |why: String| CompileError::BadPoint { index, why };
+        let function = lifted.functions.get(point.function).ok_or_else(|| bad("no such function".into()))?;
+        let names = names
+            .entry(point.function)
+            .or_insert_with(|| function.instructions().map(|i| i.name(&lifted.isa)).collect());
+        let name = names
+            .get(point.instruction)
+            .ok_or_else(|| bad(format!("{} has no instruction {}", function.name, point.instruction)))?;
+        let kind = if function.is_kernel() { "kernel" } else { "function" };
+        labels.push(format!("{kind} {}, instruction {} ({name})", function.name, point.instruction));
+    }
+    Ok(labels)
 }
 
 /// What each point offers its payload: the registers live there (from
@@ -1468,8 +1480,9 @@ fn compile_templates(
     let mut rest = Vec::new();
     if options.share_payloads && options.templates {
         let mut group_of_key: rustc_hash::FxHashMap<String, usize> = Default::default();
+        let mut keys = placement::TemplateKeys::default();
         for (index, (point, site)) in points.iter().zip(sites).enumerate() {
-            match placement::template_key(point, site) {
+            match keys.key(point, site) {
                 Some((key, read)) => {
                     let next = groups.len();
                     let group = *group_of_key.entry(key).or_insert(next);
@@ -1618,17 +1631,25 @@ fn compile_templates(
     let placed = placed.into_iter().map(|(member, position, code)| (member, position, code, None));
     let parked = parked_placed.into_iter().map(|(member, position, code, bytes)| (member, position, code, Some(bytes)));
     let mut outcomes: rustc_hash::FxHashMap<usize, crate::preservation::Outcome> = Default::default();
-    for (member, position, code, parked_stack) in placed.chain(parked) {
-        let template = &templates.payloads[position];
-        let mut copy = CompiledPayload {
-            label: labels[member].clone(),
-            function: points[member].function,
-            instruction: points[member].instruction,
+    // Each template without its code, to copy per point.
+    let bare: Vec<CompiledPayload> = templates
+        .payloads
+        .iter()
+        .map(|template| CompiledPayload {
             code: Vec::new(),
             writes: UnitSet::EMPTY,
             touches: UnitSet::EMPTY,
             bytes: 0,
+            label: String::new(),
             ..template.clone()
+        })
+        .collect();
+    for (member, position, code, parked_stack) in placed.chain(parked) {
+        let mut copy = CompiledPayload {
+            label: labels[member].clone(),
+            function: points[member].function,
+            instruction: points[member].instruction,
+            ..bare[position].clone()
         };
         let site = match parked_stack {
             Some(_) => &parked_sites[&member],

@@ -38,6 +38,31 @@ const RESERVED_SGPRS: [u16; 7] = [0, 1, 2, 3, 30, 31, 32];
 /// their payloads would be). `None`: the point cannot use a template (its
 /// site parks registers, or a hook reads a register no 32-bit unit names).
 pub fn template_key(point: &PayloadPoint, site: &PayloadSite) -> Option<(String, UnitSet)> {
+    TemplateKeys::default().key(point, site)
+}
+
+/// [`template_key`] over many points: each kernel's hidden arguments
+/// written once (sites share them), not per point.
+#[derive(Default)]
+pub struct TemplateKeys {
+    hidden: rustc_hash::FxHashMap<usize, String>,
+}
+
+impl TemplateKeys {
+    pub fn key(&mut self, point: &PayloadPoint, site: &PayloadSite) -> Option<(String, UnitSet)> {
+        let hidden = match &site.hidden_arguments {
+            // (By the shared map's address: the sites hold it while keys are made.)
+            Some(shared) => self
+                .hidden
+                .entry(std::sync::Arc::as_ptr(shared) as usize)
+                .or_insert_with(|| format!("{:?}", site.hidden_arguments)),
+            None => "None",
+        };
+        key_with(point, site, hidden)
+    }
+}
+
+fn key_with(point: &PayloadPoint, site: &PayloadSite, hidden_arguments: &str) -> Option<(String, UnitSet)> {
     let in_memory = kept_in_memory(site);
     if site.parking.is_some() && !in_memory {
         return None;
@@ -70,12 +95,12 @@ pub fn template_key(point: &PayloadPoint, site: &PayloadSite) -> Option<(String,
     }
     let specials: Vec<String> = site.live.in_file(RegisterFile::Special).iter().map(|u| u.to_string()).collect();
     let key = format!(
-        "{}|{}|{}|{}|{:?}|{}|{}",
+        "{}|{}|{}|{}|{}|{}|{}",
         calls.join(";"),
         site.unplaced.is_some() || in_memory,
         site.sva.is_some() && !in_memory,
         site.work_item_ids.is_some() && !in_memory,
-        site.hidden_arguments,
+        hidden_arguments,
         site.max_flat_workgroup_size,
         specials.join(",")
     );
