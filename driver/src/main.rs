@@ -435,15 +435,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
         }
         Command::Verify { original, instrumented, target, json } => {
-            let load = |path: &PathBuf| -> Result<gpuinstr::stages::load::LoadedInput> {
-                let input = gpuinstr::pipeline::load(path)?;
-                Ok(match target.as_deref() {
-                    Some(target) => input.select_target(target)?,
-                    None => input,
-                })
+            // Mapped, not read: an instrumented library is gigabytes, and
+            // its code objects are checked a bundle at a time.
+            let map = |path: &PathBuf| {
+                gpuinstr::native::MappedFile::open(path)
+                    .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", path.display()))
             };
-            let reports = gpuinstr::verify::verify_files(&load(&original)?, &load(&instrumented)?)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", instrumented.display()))?;
+            let (before, after) = (map(&original)?, map(&instrumented)?);
+            let reports = gpuinstr::verify::verify_file_bytes(
+                (&original, before.bytes()),
+                (&instrumented, after.bytes()),
+                target.as_deref(),
+                &|| {
+                    before.release_pages();
+                    after.release_pages();
+                },
+            )
+            .map_err(|e| anyhow::anyhow!("{}: {e}", instrumented.display()))?;
             if json {
                 let list: Vec<_> =
                     reports.iter().map(|(o, r)| serde_json::json!({ "origin": o, "report": r })).collect();

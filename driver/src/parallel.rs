@@ -112,3 +112,43 @@ mod tests {
         assert_eq!(done.into_inner().unwrap(), 2);
     }
 }
+
+/// How much memory the items worked on at once may take (estimated; one
+/// runs whatever its size): `GPUINSTR_MEMORY_BUDGET` bytes (a number, or
+/// with a K, M or G suffix), else 3 GiB.
+pub fn memory_budget() -> Result<u64, String> {
+    const DEFAULT: u64 = 3 << 30;
+    match std::env::var("GPUINSTR_MEMORY_BUDGET") {
+        Ok(text) => parse_budget(&text)
+            .ok_or_else(|| format!("`{text}` is not a size: give bytes, or a number with K, M or G (like 2G)")),
+        Err(_) => Ok(DEFAULT),
+    }
+}
+
+/// `3G`, `512M`, `4096`: bytes.
+fn parse_budget(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let scale: u64 = match unit.trim().to_ascii_uppercase().as_str() {
+        "" => 1,
+        "K" | "KB" | "KIB" => 1 << 10,
+        "M" | "MB" | "MIB" => 1 << 20,
+        "G" | "GB" | "GIB" => 1 << 30,
+        _ => return None,
+    };
+    digits.parse::<u64>().ok().filter(|n| *n > 0).map(|n| n.saturating_mul(scale))
+}
+
+#[cfg(test)]
+mod budget_tests {
+    #[test]
+    fn budgets_are_sizes() {
+        assert_eq!(super::parse_budget("2G"), Some(2 << 30));
+        assert_eq!(super::parse_budget(" 512 MiB "), Some(512 << 20));
+        assert_eq!(super::parse_budget("4096"), Some(4096));
+        assert_eq!(super::parse_budget("lots"), None);
+        assert_eq!(super::parse_budget("2T"), None);
+        assert_eq!(super::parse_budget("0"), None);
+    }
+}

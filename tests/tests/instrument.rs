@@ -543,6 +543,20 @@ fn host_files_and_bundles_come_back_instrumented() {
         for (origin, report) in &reports {
             assert!(report.ok() && report.regions > 0, "{name}: {origin}:\n{}", report.render_text());
         }
+        // The same from the files' bytes, a bundle at a time (`gpuinstr-link verify`).
+        let (original_bytes, instrumented_bytes) =
+            (std::fs::read(original).unwrap(), std::fs::read(instrumented).unwrap());
+        let streamed = gpuinstr::verify::verify_file_bytes(
+            (original, &original_bytes),
+            (instrumented, &instrumented_bytes),
+            None,
+            &|| {},
+        )
+        .unwrap();
+        let origins = |reports: &[(String, gpuinstr::verify::VerifyReport)]| -> Vec<(String, bool, usize)> {
+            reports.iter().map(|(origin, r)| (origin.clone(), r.ok(), r.regions)).collect()
+        };
+        assert_eq!(origins(&streamed), origins(&reports), "{name}");
     };
 
     // A shared library.

@@ -94,6 +94,67 @@ pub fn load_bytes_for_target(path: &Path, bytes: &[u8], target: Option<&str>) ->
     }
 }
 
+/// A file's device code objects in groups parsed one at a time (a host
+/// file's bundles: a library's fat binary holds hundreds), for checkers of
+/// two such files that need only the pair at hand in memory.
+pub enum CodeGroup<'a> {
+    /// A code object file: one group of one.
+    Whole(&'a [u8]),
+    /// A bundle, with where it is (`.hip_fatbin`, `bundle N`).
+    Bundle(Vec<String>, bundle::Bundle<'a>),
+}
+
+/// The groups of `bytes` (a code object, a bundle or a host file), none
+/// parsed yet.
+pub fn code_groups<'a>(path: &Path, bytes: &'a [u8]) -> Result<Vec<CodeGroup<'a>>, Error> {
+    let location = Location::file(path);
+    let fail = |location: &Location, problem: LoadProblem| Error::Load { location: location.clone(), problem };
+    if bytes.starts_with(ELF_MAGIC) && code_object::elf_machine(bytes) == Some(EM_AMDGPU) {
+        return Ok(vec![CodeGroup::Whole(bytes)]);
+    }
+    if bytes.starts_with(bundle::BUNDLE_MAGIC) || bytes.starts_with(bundle::COMPRESSED_BUNDLE_MAGIC) {
+        let parsed = bundle::parse_bundle(bytes).map_err(|p| fail(&location, p))?;
+        return Ok(vec![CodeGroup::Bundle(Vec::new(), parsed)]);
+    }
+    if bytes.starts_with(ELF_MAGIC) {
+        let file = object::File::parse(bytes).map_err(|e| fail(&location, LoadProblem::MalformedElf(e.to_string())))?;
+        if let Some(section) = file.section_by_name(".hip_fatbin") {
+            // The section's bytes are the file's (a host file maps them).
+            let (offset, size) = section
+                .file_range()
+                .ok_or_else(|| fail(&location, LoadProblem::MalformedElf(".hip_fatbin has no bytes".into())))?;
+            let data = &bytes[offset as usize..(offset + size) as usize];
+            let fatbin = location.within(".hip_fatbin");
+            let bundles = bundle::split_fatbin(data).map_err(|p| fail(&fatbin, p))?;
+            return Ok(bundles
+                .into_iter()
+                .enumerate()
+                .map(|(index, parsed)| {
+                    CodeGroup::Bundle(vec![".hip_fatbin".to_string(), format!("bundle {index}")], parsed)
+                })
+                .collect());
+        }
+    }
+    // Anything else: the whole loader's message.
+    load_filtered(path, bytes, Some("no-such-target")).map(|_| Vec::new())
+}
+
+impl CodeGroup<'_> {
+    /// The group's code objects for `target` (all when `None`).
+    pub fn code_objects(&self, path: &Path, target: Option<&str>) -> Result<Vec<CodeObject>, Error> {
+        let location = Location::file(path);
+        let mut code_objects = match self {
+            CodeGroup::Whole(bytes) => vec![CodeObject::parse(bytes.to_vec(), Vec::new())
+                .map_err(|problem| Error::Load { location: location.clone(), problem })?],
+            CodeGroup::Bundle(prefix, parsed) => bundle_code_objects(&location, prefix, parsed, target)?,
+        };
+        if let Some(target) = target {
+            code_objects.retain(|c| c.target.matches(target));
+        }
+        Ok(code_objects)
+    }
+}
+
 fn load_filtered(path: &Path, bytes: &[u8], target: Option<&str>) -> Result<LoadedInput, Error> {
     let location = Location::file(path);
     let fail = |location: &Location, problem: LoadProblem| Error::Load { location: location.clone(), problem };
