@@ -1605,11 +1605,32 @@ fn library_under_the_runtime(call: LibraryCall, tools: &[&str]) {
         );
         let static_dir = test_directory(&format!("library-{library}/{tool}/static"));
         std::fs::write(static_dir.join(library), out).unwrap();
-        let run = Run { tool_host: Some(host.clone()), report: Some(static_dir.join("report.json")), ..run_on(target) };
+        let instrumented_log = static_dir.join("instrumented.jsonl");
+        let _ = std::fs::remove_file(&instrumented_log);
+        let run = Run {
+            tool_host: Some(host.clone()),
+            report: Some(static_dir.join("report.json")),
+            dispatch_log: Some(instrumented_log.clone()),
+            ..run_on(target)
+        };
         let output =
             run.command(program.as_os_str(), &[]).env("LD_LIBRARY_PATH", search_path(&static_dir)).output().unwrap();
         let (report, _) = reported(output, &static_dir.join("report.json"), &expected_output);
         check(&report, &static_dir.join("report.json"));
+        // What the instrumented library's dispatches cost, against the
+        // original's: the block counter at most 1.5x.
+        let instructions =
+            |dispatches: &[Value]| -> u64 { dispatches.iter().map(|d| d["instructions"].as_u64().unwrap()).sum() };
+        let instrumented: Vec<Value> = dispatch_log(&instrumented_log)
+            .into_iter()
+            .filter(|d| kernels.contains(&d["kernel"].as_str().unwrap()))
+            .collect();
+        assert_eq!(instrumented.len(), logged.len(), "{library} with {tool}: the same dispatches");
+        let cost = instructions(&instrumented) as f64 / instructions(&logged) as f64;
+        eprintln!("{library} with {tool}: its dispatches run {cost:.2}x the original's wave instructions");
+        if tool == "block-counter" {
+            assert!(cost <= 1.5, "{library} with the block counter: {cost:.2}x the original's wave instructions");
+        }
         // The rewritten library is as large as the original (1.9 GB for rocSOLVER).
         std::fs::remove_file(static_dir.join(library)).unwrap();
 
