@@ -236,11 +236,15 @@ pub fn verify_file_bytes(
             return;
         }
         let outcome = (|| -> Result<Vec<(String, VerifyReport)>, VerifyError> {
-            let originals = before[group].code_objects(original.0, target)?;
+            let matching = |mut code_objects: Vec<CodeObject>| {
+                code_objects.retain(|c| target.is_none_or(|t| c.target.matches(t)));
+                code_objects
+            };
+            let originals = matching(before[group].code_objects(original.0, target)?);
             if originals.is_empty() {
                 return Ok(Vec::new());
             }
-            let mut others = after[group].code_objects(instrumented.0, target)?;
+            let mut others = matching(after[group].code_objects(instrumented.0, target)?);
             let mut made = Vec::new();
             for code_object in &originals {
                 let origin = code_object.origin.join(", ");

@@ -95,17 +95,18 @@ pub fn load_bytes_for_target(path: &Path, bytes: &[u8], target: Option<&str>) ->
 }
 
 /// A file's device code objects in groups parsed one at a time (a host
-/// file's bundles: a library's fat binary holds hundreds), for checkers of
-/// two such files that need only the pair at hand in memory.
+/// file's bundles: a library's fat binary holds hundreds): the loader
+/// parses them all, checkers of two such files only the pair at hand.
 pub enum CodeGroup<'a> {
     /// A code object file: one group of one.
     Whole(&'a [u8]),
-    /// A bundle, with where it is (`.hip_fatbin`, `bundle N`).
+    /// A bundle, with where it is (`.hip_fatbin`, `bundle N`; nothing for
+    /// a bundle file).
     Bundle(Vec<String>, bundle::Bundle<'a>),
 }
 
 /// The groups of `bytes` (a code object, a bundle or a host file), none
-/// parsed yet.
+/// parsed yet; anything else is an error saying what the file is.
 pub fn code_groups<'a>(path: &Path, bytes: &'a [u8]) -> Result<Vec<CodeGroup<'a>>, Error> {
     let location = Location::file(path);
     let fail = |location: &Location, problem: LoadProblem| Error::Load { location: location.clone(), problem };
@@ -115,57 +116,6 @@ pub fn code_groups<'a>(path: &Path, bytes: &'a [u8]) -> Result<Vec<CodeGroup<'a>
     if bytes.starts_with(bundle::BUNDLE_MAGIC) || bytes.starts_with(bundle::COMPRESSED_BUNDLE_MAGIC) {
         let parsed = bundle::parse_bundle(bytes).map_err(|p| fail(&location, p))?;
         return Ok(vec![CodeGroup::Bundle(Vec::new(), parsed)]);
-    }
-    if bytes.starts_with(ELF_MAGIC) {
-        let file = object::File::parse(bytes).map_err(|e| fail(&location, LoadProblem::MalformedElf(e.to_string())))?;
-        if let Some(section) = file.section_by_name(".hip_fatbin") {
-            // The section's bytes are the file's (a host file maps them).
-            let (offset, size) = section
-                .file_range()
-                .ok_or_else(|| fail(&location, LoadProblem::MalformedElf(".hip_fatbin has no bytes".into())))?;
-            let data = &bytes[offset as usize..(offset + size) as usize];
-            let fatbin = location.within(".hip_fatbin");
-            let bundles = bundle::split_fatbin(data).map_err(|p| fail(&fatbin, p))?;
-            return Ok(bundles
-                .into_iter()
-                .enumerate()
-                .map(|(index, parsed)| {
-                    CodeGroup::Bundle(vec![".hip_fatbin".to_string(), format!("bundle {index}")], parsed)
-                })
-                .collect());
-        }
-    }
-    // Anything else: the whole loader's message.
-    load_filtered(path, bytes, Some("no-such-target")).map(|_| Vec::new())
-}
-
-impl CodeGroup<'_> {
-    /// The group's code objects for `target` (all when `None`).
-    pub fn code_objects(&self, path: &Path, target: Option<&str>) -> Result<Vec<CodeObject>, Error> {
-        let location = Location::file(path);
-        let mut code_objects = match self {
-            CodeGroup::Whole(bytes) => vec![CodeObject::parse(bytes.to_vec(), Vec::new())
-                .map_err(|problem| Error::Load { location: location.clone(), problem })?],
-            CodeGroup::Bundle(prefix, parsed) => bundle_code_objects(&location, prefix, parsed, target)?,
-        };
-        if let Some(target) = target {
-            code_objects.retain(|c| c.target.matches(target));
-        }
-        Ok(code_objects)
-    }
-}
-
-fn load_filtered(path: &Path, bytes: &[u8], target: Option<&str>) -> Result<LoadedInput, Error> {
-    let location = Location::file(path);
-    let fail = |location: &Location, problem: LoadProblem| Error::Load { location: location.clone(), problem };
-    if bytes.starts_with(ELF_MAGIC) && code_object::elf_machine(bytes) == Some(EM_AMDGPU) {
-        let code_object = CodeObject::parse(bytes.to_vec(), Vec::new()).map_err(|p| fail(&location, p))?;
-        return Ok(LoadedInput { path: path.into(), kind: InputKind::CodeObject, code_objects: vec![code_object] });
-    }
-    if bytes.starts_with(bundle::BUNDLE_MAGIC) || bytes.starts_with(bundle::COMPRESSED_BUNDLE_MAGIC) {
-        let parsed = bundle::parse_bundle(bytes).map_err(|p| fail(&location, p))?;
-        let code_objects = bundle_code_objects(&location, &[], &parsed, target)?;
-        return Ok(LoadedInput { path: path.into(), kind: InputKind::OffloadBundle, code_objects });
     }
     if bytes.starts_with(ELF_MAGIC) {
         let file = object::File::parse(bytes).map_err(|e| fail(&location, LoadProblem::MalformedElf(e.to_string())))?;
@@ -182,16 +132,13 @@ fn load_filtered(path: &Path, bytes: &[u8], target: Option<&str>) -> Result<Load
         let data = section.data().map_err(|e| fail(&location, LoadProblem::MalformedElf(e.to_string())))?;
         let fatbin = location.within(".hip_fatbin");
         let bundles = bundle::split_fatbin(data).map_err(|p| fail(&fatbin, p))?;
-        let mut code_objects = Vec::new();
-        for (index, parsed) in bundles.iter().enumerate() {
-            let prefix = vec![".hip_fatbin".to_string(), format!("bundle {index}")];
-            code_objects.extend(bundle_code_objects(&location, &prefix, parsed, target)?);
-        }
-        return Ok(LoadedInput {
-            path: path.into(),
-            kind: InputKind::HostWithFatbin { bundles: bundles.len() },
-            code_objects,
-        });
+        return Ok(bundles
+            .into_iter()
+            .enumerate()
+            .map(|(index, parsed)| {
+                CodeGroup::Bundle(vec![".hip_fatbin".to_string(), format!("bundle {index}")], parsed)
+            })
+            .collect());
     }
     let found = if bytes.is_empty() {
         "an empty file".to_string()
@@ -205,6 +152,37 @@ fn load_filtered(path: &Path, bytes: &[u8], target: Option<&str>) -> Result<Load
         format!("a file starting with {} \"{text}\"", hex.join(" "))
     };
     Err(fail(&location, LoadProblem::NotGpuCode { found }))
+}
+
+impl CodeGroup<'_> {
+    /// The group's code objects: a code object file's whatever its target,
+    /// a bundle's entries that may match `target` (all when `None`).
+    pub fn code_objects(&self, path: &Path, target: Option<&str>) -> Result<Vec<CodeObject>, Error> {
+        let location = Location::file(path);
+        match self {
+            CodeGroup::Whole(bytes) => {
+                Ok(vec![CodeObject::parse(bytes.to_vec(), Vec::new())
+                    .map_err(|problem| Error::Load { location, problem })?])
+            }
+            CodeGroup::Bundle(prefix, parsed) => bundle_code_objects(&location, prefix, parsed, target),
+        }
+    }
+}
+
+/// Every code object of the file (bundle entries that cannot match
+/// `target` not parsed).
+fn load_filtered(path: &Path, bytes: &[u8], target: Option<&str>) -> Result<LoadedInput, Error> {
+    let groups = code_groups(path, bytes)?;
+    let kind = match groups.as_slice() {
+        [CodeGroup::Whole(_)] => InputKind::CodeObject,
+        [CodeGroup::Bundle(prefix, _)] if prefix.is_empty() => InputKind::OffloadBundle,
+        _ => InputKind::HostWithFatbin { bundles: groups.len() },
+    };
+    let mut code_objects = Vec::new();
+    for group in &groups {
+        code_objects.extend(group.code_objects(path, target)?);
+    }
+    Ok(LoadedInput { path: path.into(), kind, code_objects })
 }
 
 /// The device code objects of a bundle (the host entry is skipped).

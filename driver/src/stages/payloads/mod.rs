@@ -1085,8 +1085,12 @@ fn label(lifted: &LiftedCodeObject<'_>, point: &PayloadPoint) -> Result<String, 
         .instructions()
         .nth(point.instruction)
         .ok_or_else(|| format!("{} has no instruction {}", function.name, point.instruction))?;
+    Ok(label_text(function, point.instruction, instruction.name(&lifted.isa)))
+}
+
+fn label_text(function: &crate::stages::lift::Function, instruction: usize, name: &str) -> String {
     let kind = if function.is_kernel() { "kernel" } else { "function" };
-    Ok(format!("{kind} {}, instruction {} ({})", function.name, point.instruction, instruction.name(&lifted.isa)))
+    format!("{kind} {}, instruction {instruction} ({name})", function.name)
 }
 
 /// Every point's label; a point that names no instruction is an error.
@@ -1104,8 +1108,7 @@ fn point_labels(lifted: &LiftedCodeObject<'_>, points: &[PayloadPoint]) -> Resul
         let name = names
             .get(point.instruction)
             .ok_or_else(|| bad(format!("{} has no instruction {}", function.name, point.instruction)))?;
-        let kind = if function.is_kernel() { "kernel" } else { "function" };
-        labels.push(format!("{kind} {}, instruction {} ({name})", function.name, point.instruction));
+        labels.push(label_text(function, point.instruction, name));
     }
     Ok(labels)
 }

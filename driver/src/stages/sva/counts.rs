@@ -97,11 +97,14 @@ pub fn fits_per_wave(vector: u32) -> bool {
 /// How much more a point on a loop weighs than one run once per wave.
 pub const LOOP_WEIGHT: u64 = 16;
 
-/// Instructions at the entry and the exits a wave runs once, beyond the
-/// counting points: lanes (clear both files, merge the wave's count into
-/// lane 0) against wave (clear one pair, one lane's atomic).
-const FIXED_LANES: u64 = 11;
-const FIXED_WAVE: u64 = 5;
+/// Instructions a wave runs once at the entry and an exit beyond its
+/// points' (register_counts' code, a managed global reached pc-relatively):
+/// per lane, clearing both files (6, of which the first point's own 4 when
+/// it sets the count) and merging the wave's count into lane 0 before the
+/// atomic (12); per wave, clearing one pair (1, or the first point's 1 for
+/// its 64-bit add) and one lane's atomic (9).
+const FIXED_LANES: u64 = 14;
+const FIXED_WAVE: u64 = 9;
 
 /// Where each kernel with counting points keeps the count, and why the
 /// others cannot.
