@@ -61,6 +61,32 @@ struct SiteParking {
     parking: Parking,
 }
 
+/// The VGPRs a point's hooks read (registers, address operands).
+fn vgprs_read(point: &PayloadPoint) -> UnitSet {
+    let mut read = UnitSet::EMPTY;
+    let mut add = |register: gpuinstr_intrinsics::Register, width: u16| {
+        if let gpuinstr_intrinsics::Register::Vgpr(first) = register {
+            for index in first..first.saturating_add(width).min(256) {
+                read.insert(Unit::vgpr(index));
+            }
+        }
+    };
+    for argument in point.calls.iter().flat_map(|call| &call.arguments) {
+        match argument {
+            // (A 64-bit parameter reads the pair: both kept.)
+            HookArgument::Register(register) => add(*register, 2),
+            HookArgument::MemoryAddress { base, index, .. } => {
+                add(*base, 2);
+                if let Some(index) = index {
+                    add(*index, 1);
+                }
+            }
+            HookArgument::Int(_) | HookArgument::Float(_) => {}
+        }
+    }
+    read
+}
+
 /// Plans the whole-wave copies at a point with `live` registers, in a wave
 /// that may have `wave_vgprs` VGPRs: AGPR homes load into the highest dead
 /// VGPRs of the allocation (payloads allocate from the bottom), else the
@@ -73,10 +99,13 @@ struct SiteParking {
 /// starved retry, an SVA in a VGPR), live VGPRs no dead AGPR can take are
 /// saved in scratch memory instead. EXEC is saved in the lowest dead
 /// aligned SGPR pair (not a frame register when spilling: the frame is
-/// swapped around the spills). `None`: nothing to copy.
+/// swapped around the spills). VGPRs the hooks read (`read`) are never
+/// parked or moved: the payload reads them where they are. `None`:
+/// nothing to copy.
 fn plan_parking(
     registers: &FunctionRegisters,
     live: &UnitSet,
+    read: &UnitSet,
     wave_vgprs: u16,
     max_agprs: u16,
     room: PayloadRoom,
@@ -105,11 +134,11 @@ fn plan_parking(
     let mut spilled = Vec::new();
     // The SVA kept in memory, spills wanted and no VGPR dead to load it
     // into: one live VGPR is saved in the wave's slot first (a rescue).
+    let parkable = |v: &u16| live.contains(Unit::vgpr(*v)) && !homes.contains(v) && !read.contains(Unit::vgpr(*v));
     let rescued = (registers.in_wave_slot.is_some() && spill_frame.is_some() && dead_vgprs.is_empty())
-        .then(|| (0..limit).rev().find(|v| live.contains(Unit::vgpr(*v)) && !homes.contains(v)))
+        .then(|| (0..limit).rev().find(parkable))
         .flatten();
-    let mut live_vgprs =
-        (0..limit).rev().filter(|v| live.contains(Unit::vgpr(*v)) && !homes.contains(v) && Some(*v) != rescued);
+    let mut live_vgprs = (0..limit).rev().filter(|v| parkable(v) && Some(*v) != rescued);
     for _ in 0..short {
         match (live_vgprs.next(), dead_agprs.next()) {
             (Some(vgpr), Some(agpr)) => borrowed.push((vgpr, agpr)),
@@ -132,7 +161,10 @@ fn plan_parking(
             // into the second, and the first's pair is dead.
             let mut lone = free.iter().copied().filter(|v| {
                 let partner = *v ^ 1;
-                !free.contains(&partner) && !homes.contains(&partner) && partner < wave_vgprs
+                !free.contains(&partner)
+                    && !homes.contains(&partner)
+                    && !read.contains(Unit::vgpr(partner))
+                    && partner < wave_vgprs
             });
             let (Some(keep), Some(fill)) = (lone.next(), lone.next()) else { break };
             moved.push((keep ^ 1, fill));
@@ -1236,7 +1268,8 @@ pub fn payload_sites(
             && (registers.sva.is_some() || registers.in_wave_slot.is_some())
             && registers.in_agprs.is_none())
         .then(|| Frame::new(lifted.code_object.target.has_architected_flat_scratch()));
-        match plan_parking(&registers, &live, max_vgprs, max_agprs, options.payload_room, spill_frame) {
+        let read = vgprs_read(point);
+        match plan_parking(&registers, &live, &read, max_vgprs, max_agprs, options.payload_room, spill_frame) {
             Ok(Some(planned)) => {
                 site.sva = planned.sva;
                 site.work_item_ids = planned.work_item_ids;
@@ -1460,6 +1493,39 @@ fn compile_hook_payloads(
     Ok(compiled)
 }
 
+/// The distinct codes renamed copies have, each once.
+#[derive(Default)]
+struct DistinctCodes {
+    codes: Vec<Vec<CodeLine>>,
+    index_of: rustc_hash::FxHashMap<(usize, Vec<CodeLine>), usize>,
+}
+
+impl DistinctCodes {
+    /// The index of `renamed` (a copy of template variant `variant`),
+    /// its labels unique in the one assembly: each distinct code its own.
+    fn intern(&mut self, variant: usize, renamed: Vec<CodeLine>) -> usize {
+        let codes = &mut self.codes;
+        *self.index_of.entry((variant, renamed)).or_insert_with_key(|(variant, renamed)| {
+            codes.push(sharing::relabel(renamed, *variant, codes.len()));
+            codes.len() - 1
+        })
+    }
+}
+
+/// The VGPRs of their own tight templates get, round by round, where too
+/// few are dead for a group's template (LLVM spreads a payload's values
+/// over every VGPR it may use; told fewer, it packs them).
+const TIGHT_TEMPLATE_VGPRS: [u16; 2] = [PAYLOAD_VGPRS as u16, 8];
+
+/// A compiled template: its code, the site it was compiled for, its
+/// group of points and where it was compiled.
+struct Variant {
+    payload: CompiledPayload,
+    site: PayloadSite,
+    group: usize,
+    source: PayloadSource,
+}
+
 /// The payloads templates give (see [`placement`]): one compilation of a
 /// template per hook shape, each point's copy renamed onto its dead
 /// registers and checked on its machine code. Returns every point's
@@ -1478,22 +1544,28 @@ fn compile_templates(
     let labels = point_labels(compiler.lifted, points)?;
     let mut compiled = CompiledPayloads::not_yet(points, &labels);
     let mut groups: Vec<Vec<usize>> = Vec::new();
-    // The application registers each group's hooks read (kept in place).
+    // The registers each group's template reads (stand-ins for the
+    // points'), and its calls reading them.
     let mut reads: Vec<UnitSet> = Vec::new();
+    let mut template_points: Vec<PayloadPoint> = Vec::new();
+    // Each point's registers for its template's stand-ins.
+    let mut reads_at_point: Vec<placement::ReadMap> = vec![Default::default(); points.len()];
     let mut rest = Vec::new();
     if options.share_payloads && options.templates {
         let mut group_of_key: rustc_hash::FxHashMap<String, usize> = Default::default();
         let mut keys = placement::TemplateKeys::default();
         for (index, (point, site)) in points.iter().zip(sites).enumerate() {
             match keys.key(point, site) {
-                Some((key, read)) => {
+                Some(key) => {
                     let next = groups.len();
-                    let group = *group_of_key.entry(key).or_insert(next);
+                    let group = *group_of_key.entry(key.key).or_insert(next);
                     if group == next {
                         groups.push(Vec::new());
-                        reads.push(read);
+                        reads.push(key.read);
+                        template_points.push(PayloadPoint { calls: key.calls, ..point.clone() });
                     }
                     groups[group].push(index);
+                    reads_at_point[index] = key.reads_at_point;
                 }
                 None => rest.push(index),
             }
@@ -1505,42 +1577,90 @@ fn compile_templates(
         return Ok((compiled, rest));
     }
     let first_members: Vec<usize> = groups.iter().map(|g| g[0]).collect();
-    let template_points: Vec<PayloadPoint> = first_members.iter().map(|m| points[*m].clone()).collect();
     let template_sites: Vec<PayloadSite> =
-        first_members.iter().zip(&reads).map(|(m, read)| placement::template_site(&sites[*m], read)).collect();
+        first_members.iter().zip(&reads).map(|(m, read)| placement::template_site(&sites[*m], read, None)).collect();
     let constants: Vec<Vec<PointConstantArgument>> =
         groups.iter().map(|members| sharing::varying_constants(points, members)).collect();
     let grouping_time = started.elapsed();
-    let mut templates =
-        compile_each(compiler, &template_points, &template_sites, &constants, options, CompilePass::First)
-            .map_err(|error| error.at_points(&first_members))?;
+    let templates = compile_each(compiler, &template_points, &template_sites, &constants, options, CompilePass::First)
+        .map_err(|error| error.at_points(&first_members))?;
+    // Each compiled template (a variant: a group's, or its tight one
+    // below), its site, its group and where it was compiled.
+    let mut variants: Vec<Variant> = templates
+        .payloads
+        .iter()
+        .zip(template_sites)
+        .enumerate()
+        .map(|(position, (payload, site))| Variant {
+            payload: payload.clone(),
+            site,
+            group: position,
+            source: PayloadSource { compilation: 0, position },
+        })
+        .collect();
+    let mut compilations = templates.compilations;
+    let mut globals = templates.globals;
+    let mut timings = templates.timings;
     let clock = std::time::Instant::now();
     // Each point's renaming of its template, checked as machine code: one
     // decoding per distinct renamed code (alike sites rename alike), one
     // check per distinct code, live registers and SVA register.
-    let mut distinct: Vec<Vec<CodeLine>> = Vec::new();
-    let mut index_of: rustc_hash::FxHashMap<(usize, Vec<CodeLine>), usize> = Default::default();
+    let mut codes = DistinctCodes::default();
     // A renaming depends only on what of the site it reads: sites alike
     // there (many, in large kernels) are renamed once.
-    type SiteKey = (usize, UnitSet, Option<u16>, Option<u16>, u16, u16);
+    type SiteKey = (usize, UnitSet, Option<u16>, Option<u16>, u16, u16, placement::ReadMap);
     let mut renamed_at: rustc_hash::FxHashMap<SiteKey, Option<usize>> = Default::default();
-    // Labels unique in the one assembly: each distinct code its own.
-    let mut intern = |position: usize, renamed: Vec<CodeLine>, distinct: &mut Vec<Vec<CodeLine>>| -> usize {
-        *index_of.entry((position, renamed)).or_insert_with_key(|(position, renamed)| {
-            distinct.push(sharing::relabel(renamed, *position, distinct.len()));
-            distinct.len() - 1
-        })
-    };
+    // (member, variant, distinct code)
     let mut placed: Vec<(usize, usize, usize)> = Vec::new();
+    // (member, group)
     let mut crowded: Vec<(usize, usize)> = Vec::new();
-    // (member, template, distinct code, bytes of stack its spills take)
+    // (member, variant, distinct code, bytes of stack its spills take)
     let mut parked_placed: Vec<(usize, usize, usize, u32)> = Vec::new();
-    type UsualKey = (usize, usize, Option<u16>, Option<u16>, u16, u16);
+    let mut parked_sites: BTreeMap<usize, PayloadSite> = BTreeMap::new();
+    // The copy of a variant renamed onto a site that parks (loads the SVA
+    // from the wave's slot, parks live VGPRs), wrapped in the parking:
+    // its distinct code and stack bytes.
+    let wrapped = |variant: &Variant,
+                   variant_index: usize,
+                   parked: &PayloadSite,
+                   member: usize,
+                   codes: &mut DistinctCodes|
+     -> Option<(usize, u32)> {
+        // Parking that could not be planned leaves the point as it was.
+        if parked.unplaced.is_some() && sites[member].unplaced.is_none() {
+            return None;
+        }
+        let renamed = placement::rename(
+            &variant.payload.code,
+            &variant.site,
+            parked,
+            &reads[variant.group],
+            &reads_at_point[member],
+        )?;
+        let mut code = final_code::FinalPayload {
+            code: renamed.iter().map(|line| line.to_string()).collect(),
+            ..Default::default()
+        };
+        if let Some(parking) = &parked.parking {
+            let arguments = &variant.payload.kernel_arguments;
+            let reads =
+                final_code::Reads { sva: reads_sva_lanes(arguments), work_item_ids: reads_work_item_ids(arguments) };
+            let used = parking.used_by(&code.code, parked.sva, parked.work_item_ids, reads);
+            used.wrap(&mut code, &final_code::end_label(variant_index));
+            if code.scratch_bytes > final_code::MAX_SPILL_OFFSET {
+                return None;
+            }
+        }
+        let lines = code.code.into_iter().map(CodeLine::from).collect();
+        Some((codes.intern(variant_index, lines), code.scratch_bytes))
+    };
+    type UsualKey = (usize, usize, Option<u16>, Option<u16>, u16, u16, placement::ReadMap);
     let mut usual: rustc_hash::FxHashMap<UsualKey, Option<(usize, UnitSet)>> = Default::default();
     // Each function's registers in the order its sites take them.
     let mut orders: rustc_hash::FxHashMap<usize, placement::RegisterOrder> = Default::default();
-    for (position, (members, template)) in groups.iter().zip(&templates.payloads).enumerate() {
-        let (template_site, read) = (&template_sites[position], &reads[position]);
+    for (position, members) in groups.iter().enumerate() {
+        let variant = &variants[position];
+        let (template, template_site, read) = (&variant.payload, &variant.site, &reads[position]);
         if !placement::renameable(template, template_site, read) {
             rest.extend(members);
             continue;
@@ -1548,24 +1668,46 @@ fn compile_templates(
         let renamer = placement::Renamer::new(&template.code);
         for member in members {
             let site = &sites[*member];
+            if site.parking.is_some() {
+                // The SVA loaded from the wave's slot around the copy.
+                match wrapped(variant, position, site, *member, &mut codes) {
+                    Some((code, scratch_bytes)) => {
+                        parked_placed.push((*member, position, code, scratch_bytes));
+                        parked_sites.insert(*member, site.clone());
+                    }
+                    None => crowded.push((*member, position)),
+                }
+                continue;
+            }
             let function = points[*member].function;
             let order = orders
                 .entry(function)
                 .or_insert_with(|| placement::RegisterOrder::of(compiler.lifted, liveness, function));
             // The kernel's usual renaming, where none of its registers is live.
-            let usual_key = (position, function, site.sva, site.work_item_ids, site.max_vgprs, site.max_agprs);
+            let at_point = &reads_at_point[*member];
+            let usual_key =
+                (position, function, site.sva, site.work_item_ids, site.max_vgprs, site.max_agprs, at_point.clone());
             let usual = *usual.entry(usual_key).or_insert_with(|| {
                 let nothing_live = PayloadSite { live: UnitSet::EMPTY, ..site.clone() };
-                let (renamed, chosen) = renamer.rename_choosing(template_site, &nothing_live, read, Some(order))?;
-                Some((intern(position, renamed, &mut distinct), chosen))
+                let (renamed, chosen) =
+                    renamer.rename_choosing(template_site, &nothing_live, read, at_point, Some(order))?;
+                Some((codes.intern(position, renamed), chosen))
             });
             let code = match usual {
                 Some((code, chosen)) if chosen.intersection(&site.live).is_empty() => Some(code),
                 _ => {
-                    let key = (position, site.live, site.sva, site.work_item_ids, site.max_vgprs, site.max_agprs);
+                    let key = (
+                        position,
+                        site.live,
+                        site.sva,
+                        site.work_item_ids,
+                        site.max_vgprs,
+                        site.max_agprs,
+                        at_point.clone(),
+                    );
                     *renamed_at.entry(key).or_insert_with(|| {
-                        let renamed = renamer.rename(template_site, site, read, Some(order))?;
-                        Some(intern(position, renamed, &mut distinct))
+                        let renamed = renamer.rename(template_site, site, read, at_point, Some(order))?;
+                        Some(codes.intern(position, renamed))
                     })
                 }
             };
@@ -1575,58 +1717,109 @@ fn compile_templates(
             }
         }
     }
-    // Too few dead registers for a template's runs: live VGPRs parked for
-    // just the room it needs (in aligned pairs, in dead AGPRs or scratch
-    // memory, as the starved pass parks for llc), whole-wave copies
-    // around the renamed copy; checked like every copy.
-    let mut by_room: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
-    for (member, position) in crowded {
-        let room =
-            placement::vgprs_needed(&templates.payloads[position].code, &template_sites[position], &reads[position]);
-        by_room.entry(room).or_default().push((member, position));
-    }
-    let mut parked_sites: BTreeMap<usize, PayloadSite> = BTreeMap::new();
-    for (room, members) in by_room {
-        let roomy = PayloadOptions { payload_room: PayloadRoom::AlignedPairs(room), ..options.clone() };
-        let member_points: Vec<PayloadPoint> = members.iter().map(|(m, _)| points[*m].clone()).collect();
-        let roomy_sites = payload_sites(compiler.lifted, liveness, &member_points, &roomy)?;
-        for ((member, position), parked) in members.into_iter().zip(roomy_sites) {
-            let (template, template_site, read) =
-                (&templates.payloads[position], &template_sites[position], &reads[position]);
-            let wrapped = (|| {
-                // Parking that could not be planned leaves the point as it was.
-                if parked.unplaced.is_some() && sites[member].unplaced.is_none() {
-                    return None;
-                }
-                let renamed = placement::rename(&template.code, template_site, &parked, read)?;
-                let mut code = final_code::FinalPayload {
-                    code: renamed.iter().map(|line| line.to_string()).collect(),
-                    ..Default::default()
-                };
-                if let Some(parking) = &parked.parking {
-                    let reads = final_code::Reads {
-                        sva: reads_sva_lanes(&template.kernel_arguments),
-                        work_item_ids: reads_work_item_ids(&template.kernel_arguments),
-                    };
-                    let used = parking.used_by(&code.code, parked.sva, parked.work_item_ids, reads);
-                    used.wrap(&mut code, &final_code::end_label(position));
-                    if code.scratch_bytes > final_code::MAX_SPILL_OFFSET {
-                        return None;
-                    }
-                }
-                let lines = code.code.into_iter().map(CodeLine::from).collect();
-                Some((intern(position, lines, &mut distinct), code.scratch_bytes))
-            })();
-            match wrapped {
-                Some((code, scratch_bytes)) => {
-                    parked_placed.push((member, position, code, scratch_bytes));
-                    parked_sites.insert(member, parked);
-                }
-                None => rest.push(member),
+    // Too few dead registers for a template's runs: the group's tight
+    // templates (compiled with fewer VGPRs of their own, once per group
+    // that has such points, tighter each round), each renamed onto the
+    // site as it is, else with live VGPRs parked for just the room it
+    // needs (in aligned pairs, in dead AGPRs or scratch memory, as the
+    // starved pass parks for llc), whole-wave copies around the renamed
+    // copy; checked like every copy. What no round places is compiled
+    // as before.
+    let mut pending = crowded;
+    for (round, own_vgprs) in TIGHT_TEMPLATE_VGPRS.into_iter().enumerate() {
+        if pending.is_empty() {
+            break;
+        }
+        let crowded_groups: Vec<usize> =
+            pending.iter().map(|(_, group)| *group).collect::<BTreeSet<usize>>().into_iter().collect();
+        let tight_points: Vec<PayloadPoint> = crowded_groups.iter().map(|g| template_points[*g].clone()).collect();
+        let tight_sites: Vec<PayloadSite> = crowded_groups
+            .iter()
+            .map(|g| placement::template_site(&sites[first_members[*g]], &reads[*g], Some(own_vgprs)))
+            .collect();
+        let tight_constants: Vec<Vec<PointConstantArgument>> =
+            crowded_groups.iter().map(|g| constants[*g].clone()).collect();
+        let tight = compile_each(compiler, &tight_points, &tight_sites, &tight_constants, options, CompilePass::First)
+            .map_err(|error| error.at_points(&crowded_groups.iter().map(|g| first_members[*g]).collect::<Vec<_>>()))?;
+        let compilation = compilations.len();
+        // Each group's variant this round: its tight template where that
+        // renames, else (the first round) its own for parking.
+        let mut variant_of: BTreeMap<usize, usize> = BTreeMap::new();
+        for (position, ((group, payload), site)) in
+            crowded_groups.iter().zip(tight.payloads).zip(tight_sites).enumerate()
+        {
+            if placement::renameable(&payload, &site, &reads[*group]) {
+                // Its labels named by its variant, like the others'.
+                let payload =
+                    CompiledPayload { code: sharing::relabel(&payload.code, position, variants.len()), ..payload };
+                variant_of.insert(*group, variants.len());
+                variants.push(Variant {
+                    payload,
+                    site,
+                    group: *group,
+                    source: PayloadSource { compilation, position },
+                });
+            } else if round == 0 {
+                variant_of.insert(*group, *group);
             }
         }
+        compilations.extend(tight.compilations);
+        for global in tight.globals {
+            if !globals.iter().any(|g| g.name == global.name) {
+                globals.push(global);
+            }
+        }
+        timings.extend(tight.timings);
+        let mut next_round = Vec::new();
+        let mut by_room: BTreeMap<usize, Vec<(usize, usize, usize)>> = BTreeMap::new();
+        for (member, group) in pending {
+            let Some(&variant_index) = variant_of.get(&group) else {
+                next_round.push((member, group));
+                continue;
+            };
+            let variant = &variants[variant_index];
+            let site = &sites[member];
+            if variant_index != group {
+                match &site.parking {
+                    Some(_) => {
+                        if let Some((code, scratch_bytes)) = wrapped(variant, variant_index, site, member, &mut codes) {
+                            parked_placed.push((member, variant_index, code, scratch_bytes));
+                            parked_sites.insert(member, site.clone());
+                            continue;
+                        }
+                    }
+                    None => {
+                        let at_point = &reads_at_point[member];
+                        if let Some(renamed) =
+                            placement::rename(&variant.payload.code, &variant.site, site, &reads[group], at_point)
+                        {
+                            placed.push((member, variant_index, codes.intern(variant_index, renamed)));
+                            continue;
+                        }
+                    }
+                }
+            }
+            let room = placement::vgprs_needed(&variant.payload.code, &variant.site, &reads[group]);
+            by_room.entry(room).or_default().push((member, group, variant_index));
+        }
+        for (room, members) in by_room {
+            let roomy = PayloadOptions { payload_room: PayloadRoom::AlignedPairs(room), ..options.clone() };
+            let member_points: Vec<PayloadPoint> = members.iter().map(|(m, _, _)| points[*m].clone()).collect();
+            let roomy_sites = payload_sites(compiler.lifted, liveness, &member_points, &roomy)?;
+            for ((member, group, variant_index), parked) in members.into_iter().zip(roomy_sites) {
+                match wrapped(&variants[variant_index], variant_index, &parked, member, &mut codes) {
+                    Some((code, scratch_bytes)) => {
+                        parked_placed.push((member, variant_index, code, scratch_bytes));
+                        parked_sites.insert(member, parked);
+                    }
+                    None => next_round.push((member, group)),
+                }
+            }
+        }
+        pending = next_round;
     }
-    drop(index_of);
+    rest.extend(pending.into_iter().map(|(member, _)| member));
+    let distinct = codes.codes;
     let decoded = crate::preservation::decode_code(compiler.lifted, &distinct)?;
     let units = RegisterUnits::new(&compiler.lifted.isa);
     let mut measures: rustc_hash::FxHashMap<usize, (usize, UnitSet, UnitSet)> = Default::default();
@@ -1635,9 +1828,9 @@ fn compile_templates(
     let parked = parked_placed.into_iter().map(|(member, position, code, bytes)| (member, position, code, Some(bytes)));
     let mut outcomes: rustc_hash::FxHashMap<usize, crate::preservation::Outcome> = Default::default();
     // Each template without its code, to copy per point.
-    let bare: Vec<CompiledPayload> = templates
-        .payloads
+    let bare: Vec<CompiledPayload> = variants
         .iter()
+        .map(|variant| &variant.payload)
         .map(|template| CompiledPayload {
             code: Vec::new(),
             writes: UnitSet::EMPTY,
@@ -1647,12 +1840,12 @@ fn compile_templates(
             ..template.clone()
         })
         .collect();
-    for (member, position, code, parked_stack) in placed.chain(parked) {
+    for (member, variant, code, parked_stack) in placed.chain(parked) {
         let mut copy = CompiledPayload {
             label: labels[member].clone(),
             function: points[member].function,
             instruction: points[member].instruction,
-            ..bare[position].clone()
+            ..bare[variant].clone()
         };
         let site = match parked_stack {
             Some(_) => &parked_sites[&member],
@@ -1690,19 +1883,20 @@ fn compile_templates(
         }
         // Copies of one code share its lines, labels included (the emitter
         // makes each site's labels its own where it writes them as text).
-        copy.code = sharing::with_point_constants(&distinct[code], &constants[position], &points[member])
+        let group = variants[variant].group;
+        copy.code = sharing::with_point_constants(&distinct[code], &constants[group], &points[member])
             .map_err(|why| CompileError::BadPoint { index: member, why })?;
         compiled.payloads[member] = copy;
-        compiled.compiled_as[member] = PayloadSource { compilation: 0, position };
+        compiled.compiled_as[member] = variants[variant].source;
     }
     rest.sort_unstable();
-    for compilation in &mut templates.compilations {
+    for compilation in &mut compilations {
         compilation.sharing = Sharing::Template;
     }
-    compiled.compilations = templates.compilations;
-    compiled.globals = templates.globals;
+    compiled.compilations = compilations;
+    compiled.globals = globals;
     compiled.timings = vec![("payload: group points by hook shape", grouping_time)];
-    compiled.timings.extend(templates.timings);
+    compiled.timings.extend(timings);
     compiled.timings.push(("payload: rename and check templates per point", clock.elapsed()));
     Ok((compiled, rest))
 }

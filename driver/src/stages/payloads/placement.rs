@@ -14,9 +14,10 @@ use std::fmt::Write;
 
 use crate::stages::lift::{FunctionKind, LiftedCodeObject};
 use crate::stages::liveness::{allocation, Liveness, RegisterFile, Unit, UnitSet};
-use crate::stages::lower_mir::physical::unit_of;
+use crate::stages::lower_mir::physical::{mir_register, units_of_mir_name};
 use crate::stages::lower_mir::PayloadSite;
-use crate::stages::payload::{HookArgument, PayloadPoint};
+use crate::stages::payload::{HookArgument, HookCall, PayloadPoint};
+use gpuinstr_intrinsics::Register;
 
 use super::{CodeLine, CompiledPayload};
 
@@ -29,16 +30,72 @@ const RESERVED_SGPRS: [u16; 7] = [0, 1, 2, 3, 30, 31, 32];
 
 /// What must be equal for points to share a template: the calls (but for
 /// the values of integer constants and address offsets, which become point
-/// constants; registers read exactly), which kernel inputs are at hand
-/// (SVA, work-item ids, hidden-argument offsets, work-group bound) and
-/// which special registers are live (saving one costs code); and the
-/// application registers the hooks read, which every copy keeps where they
-/// are. Kernels with no register for the SVA have templates of their own
-/// (compiled without one: a template whose hooks need it is refused as
-/// their payloads would be). `None`: the point cannot use a template (its
-/// site parks registers, or a hook reads a register no 32-bit unit names).
-pub fn template_key(point: &PayloadPoint, site: &PayloadSite) -> Option<(String, UnitSet)> {
+/// constants, and the application registers the hooks read, which each
+/// template reads at stand-ins of its own and each copy where its point
+/// has them), which kernel inputs are at hand (SVA, work-item ids,
+/// hidden-argument offsets, work-group bound) and which special registers
+/// are live (saving one costs code). Kernels with no register for the SVA
+/// have templates of their own (compiled without one: a template whose
+/// hooks need it is refused as their payloads would be). `None`: the point
+/// cannot use a template (its site parks registers, or a hook reads a
+/// register no 32-bit unit names).
+pub fn template_key(point: &PayloadPoint, site: &PayloadSite) -> Option<TemplateKey> {
     TemplateKeys::default().key(point, site)
+}
+
+/// A point's template: the key points share one by, the registers the
+/// template's hooks read, and where the point has them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TemplateKey {
+    pub key: String,
+    /// The registers the template reads (stand-ins for the point's).
+    pub read: UnitSet,
+    /// The template's read registers to the point's.
+    pub reads_at_point: ReadMap,
+    /// The point's calls as its template makes them (reading the stand-ins).
+    pub calls: Vec<HookCall>,
+}
+
+/// The registers a template's hooks read, each to the point's own: pairs
+/// stay pairs, a register read twice is one stand-in. Registers not in the
+/// map are the same at the point (special registers).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ReadMap(Vec<(Unit, Unit)>);
+
+impl ReadMap {
+    /// Where the point has the template's `unit`.
+    pub fn at_point(&self, unit: Unit) -> Unit {
+        self.0.iter().find(|(template, _)| *template == unit).map_or(unit, |(_, point)| *point)
+    }
+
+    /// The point's registers the template's `read` names.
+    pub fn point_units(&self, read: &UnitSet) -> UnitSet {
+        let mut units = UnitSet::EMPTY;
+        for unit in read.iter() {
+            units.insert(self.at_point(unit));
+        }
+        units
+    }
+
+    /// The stand-in for the point's `unit`: the one it has, else the next
+    /// free in its file (even for the low half of a `pair`).
+    fn stand_in(&mut self, unit: Unit, next: &mut [u16; 3], pair: bool) -> Option<Unit> {
+        if let Some((template, _)) = self.0.iter().find(|(_, point)| *point == unit) {
+            return Some(*template);
+        }
+        let file = file_index(unit.file())?;
+        if pair {
+            next[file] = next[file].next_multiple_of(2);
+        }
+        let stand_in = match unit.file() {
+            RegisterFile::Sgpr => Unit::sgpr(next[file]),
+            RegisterFile::Vgpr => Unit::vgpr(next[file]),
+            _ => Unit::agpr(next[file]),
+        };
+        next[file] += 1;
+        self.0.push((stand_in, unit));
+        Some(stand_in)
+    }
 }
 
 /// [`template_key`] over many points: each kernel's hidden arguments
@@ -49,7 +106,7 @@ pub struct TemplateKeys {
 }
 
 impl TemplateKeys {
-    pub fn key(&mut self, point: &PayloadPoint, site: &PayloadSite) -> Option<(String, UnitSet)> {
+    pub fn key(&mut self, point: &PayloadPoint, site: &PayloadSite) -> Option<TemplateKey> {
         let hidden = match &site.hidden_arguments {
             // (By the shared map's address: the sites hold it while keys are made.)
             Some(shared) => self
@@ -62,91 +119,155 @@ impl TemplateKeys {
     }
 }
 
-fn key_with(point: &PayloadPoint, site: &PayloadSite, hidden_arguments: &str) -> Option<(String, UnitSet)> {
-    let in_memory = kept_in_memory(site);
-    if site.parking.is_some() && !in_memory {
+/// Where a template's stand-ins for the registers its hooks read begin,
+/// per file (SGPR, VGPR, AGPR): past the payload frame's SGPRs (s0-s3)
+/// and the VGPRs the SVA's and work-item ids' stand-ins take (v0, v1).
+const FIRST_READ_STAND_INS: [u16; 3] = [4, 2, 0];
+
+/// An application register a hook reads as its template reads it: its
+/// stand-in (`None`: a register no stand-in takes, such as a trap
+/// temporary, kept where it is).
+fn stand_in_register(register: Register, unit: Unit) -> Option<Register> {
+    match (register, unit.file()) {
+        (Register::Sgpr(_), RegisterFile::Sgpr) => Some(Register::Sgpr(unit.index())),
+        (Register::Vgpr(_), RegisterFile::Vgpr) => Some(Register::Vgpr(unit.index())),
+        (Register::Agpr(_), RegisterFile::Agpr) => Some(Register::Agpr(unit.index())),
+        _ => None,
+    }
+}
+
+fn key_with(point: &PayloadPoint, site: &PayloadSite, hidden_arguments: &str) -> Option<TemplateKey> {
+    if site.parking.is_some() && !kept_in_memory(site) {
         return None;
     }
     let mut read = UnitSet::EMPTY;
+    let mut reads_at_point = ReadMap::default();
+    let mut next = FIRST_READ_STAND_INS;
+    // The register a hook reads, as the template reads it.
+    // The register a hook reads, as the template reads it. A register
+    // argument may be read as 64 bits (the hook's parameter says): its
+    // pair is read, and a special pair (EXEC, VCC) stays where it is.
+    let mut template_register = |register: Register, pair: bool, read: &mut UnitSet| -> Option<Register> {
+        let units = units_of_mir_name(&mir_register(register));
+        if units.iter().all(|unit| unit.file() == RegisterFile::Special) && !units.is_empty() {
+            for unit in units {
+                read.insert(unit);
+            }
+            return Some(register);
+        }
+        let [unit] = units[..] else { return None };
+        stand_in_register(register, unit)?;
+        let low = reads_at_point.stand_in(unit, &mut next, pair)?;
+        read.insert(low);
+        if pair {
+            let high = reads_at_point.stand_in(next_unit(unit)?, &mut next, false)?;
+            // A pair whose halves were read apart before: no stand-in pair.
+            if high != next_unit(low)? {
+                return None;
+            }
+            read.insert(high);
+        }
+        stand_in_register(register, low)
+    };
     let mut calls = Vec::with_capacity(point.calls.len());
+    let mut shapes = Vec::with_capacity(point.calls.len());
     for call in &point.calls {
         let mut arguments = Vec::with_capacity(call.arguments.len());
+        let mut shape = Vec::with_capacity(call.arguments.len());
         for argument in &call.arguments {
-            match argument {
-                HookArgument::Int(_) => arguments.push("int".to_string()),
-                HookArgument::Float(value) => arguments.push(format!("{value:?}")),
+            let argument = match argument {
+                HookArgument::Int(_) => {
+                    shape.push("int".to_string());
+                    argument.clone()
+                }
+                HookArgument::Float(value) => {
+                    shape.push(format!("{value:?}"));
+                    argument.clone()
+                }
                 HookArgument::Register(register) => {
-                    read.insert(unit_of(*register).ok()?);
-                    arguments.push(register.to_string());
+                    let register = template_register(*register, true, &mut read)?;
+                    shape.push(register.to_string());
+                    HookArgument::Register(register)
                 }
-                HookArgument::MemoryAddress { base, index, .. } => {
+                HookArgument::MemoryAddress { base, index, offset } => {
                     // The base is a 64-bit pair.
-                    let low = unit_of(*base).ok()?;
-                    read.insert(low);
-                    read.insert(next_unit(low)?);
-                    if let Some(index) = index {
-                        read.insert(unit_of(*index).ok()?);
-                    }
-                    arguments.push(format!("{base}[64] + {index:?} + int"));
+                    let base = template_register(*base, true, &mut read)?;
+                    let index = match index {
+                        Some(index) => Some(template_register(*index, false, &mut read)?),
+                        None => None,
+                    };
+                    shape.push(format!("{base}[64] + {index:?} + int"));
+                    HookArgument::MemoryAddress { base, index, offset: *offset }
                 }
-            }
+            };
+            arguments.push(argument);
         }
-        calls.push(format!("{}({})", call.hook, arguments.join(", ")));
+        shapes.push(format!("{}({})", call.hook, shape.join(", ")));
+        calls.push(HookCall { hook: call.hook.clone(), arguments });
     }
     let specials: Vec<String> = site.live.in_file(RegisterFile::Special).iter().map(|u| u.to_string()).collect();
     let key = format!(
         "{}|{}|{}|{}|{}|{}|{}",
-        calls.join(";"),
-        site.unplaced.is_some() || in_memory,
-        site.sva.is_some() && !in_memory,
-        site.work_item_ids.is_some() && !in_memory,
+        shapes.join(";"),
+        site.unplaced.is_some(),
+        site.sva.is_some(),
+        site.work_item_ids.is_some(),
         hidden_arguments,
         site.max_flat_workgroup_size,
         specials.join(",")
     );
-    Some((key, read))
+    Some(TemplateKey { key, read, reads_at_point, calls })
 }
 
 /// Whether the site's only parking is the SVA's load from the wave's slot
-/// in memory: its templates are compiled as for a kernel without an SVA
-/// (a template reading it is refused, and its points compiled with the
-/// loads), so that payloads reading neither it nor the ids need no load.
+/// in memory: its copies are wrapped in the load (only where they read
+/// the SVA or the ids), like copies at sites that park.
 fn kept_in_memory(site: &PayloadSite) -> bool {
     site.parking.as_ref().is_some_and(crate::stages::lower_mir::final_code::Parking::only_loads_from_slot)
 }
 
-/// The register after `unit` in its file (the high half of a pair).
+/// The register after `unit` in its file (the high half of a pair), if
+/// there is one.
 fn next_unit(unit: Unit) -> Option<Unit> {
     match unit.file() {
-        RegisterFile::Sgpr => Some(Unit::sgpr(unit.index() + 1)),
-        RegisterFile::Vgpr => Some(Unit::vgpr(unit.index() + 1)),
-        RegisterFile::Agpr => Some(Unit::agpr(unit.index() + 1)),
-        RegisterFile::Special => None,
+        RegisterFile::Sgpr if unit.index() + 1 < SGPR_LIMIT => Some(Unit::sgpr(unit.index() + 1)),
+        RegisterFile::Vgpr if unit.index() < 255 => Some(Unit::vgpr(unit.index() + 1)),
+        RegisterFile::Agpr if unit.index() < 255 => Some(Unit::agpr(unit.index() + 1)),
+        _ => None,
     }
 }
 
 /// The site a template is compiled for, from one of its points' sites:
 /// only the special registers and those its hooks read (`read`) live, the
-/// SVA and work-item ids (if the point has them) in the lowest VGPRs the
-/// hooks do not read.
-pub fn template_site(site: &PayloadSite, read: &UnitSet) -> PayloadSite {
+/// SVA and work-item ids (if the point has them, in a register or loaded
+/// from the wave's slot) in the lowest VGPRs the hooks do not read. With
+/// `own_vgprs`, a *tight* template: LLVM may give it only that many VGPRs
+/// besides those (for sites with few dead; LLVM spreads out where it may).
+pub fn template_site(site: &PayloadSite, read: &UnitSet, own_vgprs: Option<u16>) -> PayloadSite {
     let mut stand_ins = (0..256u16).filter(|v| !read.contains(Unit::vgpr(*v)));
     let (sva_stand_in, ids_stand_in) = (stand_ins.next(), stand_ins.next());
     let mut live = site.live.in_file(RegisterFile::Special);
     for unit in read.iter() {
         live.insert(unit);
     }
-    let in_memory = kept_in_memory(site);
+    let sva = site.sva.and(sva_stand_in);
+    let work_item_ids = site.work_item_ids.and(ids_stand_in);
+    let max_vgprs = match own_vgprs {
+        Some(own) => {
+            let read_vgprs = read.in_file(RegisterFile::Vgpr);
+            let taken = read_vgprs.iter().map(|u| u.index()).chain(sva).chain(work_item_ids);
+            taken.map(|v| v + 1).max().unwrap_or(0) + own
+        }
+        None => PayloadSite::default().max_vgprs,
+    };
     PayloadSite {
         live,
-        sva: site.sva.filter(|_| !in_memory).and(sva_stand_in),
-        work_item_ids: site.work_item_ids.filter(|_| !in_memory).and(ids_stand_in),
+        sva,
+        work_item_ids,
         hidden_arguments: site.hidden_arguments.clone(),
         max_flat_workgroup_size: site.max_flat_workgroup_size,
-        unplaced: match in_memory {
-            true => Some("the State Value Array is kept in memory: a template does not load it".to_string()),
-            false => site.unplaced.clone(),
-        },
+        max_vgprs,
+        unplaced: site.unplaced.clone(),
         ..PayloadSite::default()
     }
 }
@@ -254,6 +375,17 @@ fn runs(code: &[CodeLine]) -> Vec<Run> {
     runs_of(tokens.iter())
 }
 
+/// Where a tuple of `length` registers of `file` may start: SGPR tuples of
+/// four or more at a multiple of four, pairs and VGPR and AGPR tuples at
+/// an even register (gfx90a and later; earlier processors take any).
+fn tuple_alignment(file: RegisterFile, length: u16) -> u16 {
+    match (length, file) {
+        (0 | 1, _) => 1,
+        (2, _) | (_, RegisterFile::Vgpr | RegisterFile::Agpr) => 2,
+        _ => 4,
+    }
+}
+
 /// The runs the register names `tokens` form.
 fn runs_of<'t>(tokens: impl Iterator<Item = &'t Token>) -> Vec<Run> {
     let mut by_file: BTreeMap<u8, Vec<(u16, u16)>> = BTreeMap::new();
@@ -271,11 +403,7 @@ fn runs_of<'t>(tokens: impl Iterator<Item = &'t Token>) -> Vec<Run> {
         intervals.sort_unstable();
         let mut current: Option<Run> = None;
         for (first, last) in intervals {
-            let align = match last - first {
-                0 => 1,
-                1 => 2,
-                _ => 4,
-            };
+            let align = tuple_alignment(file, last - first + 1);
             match &mut current {
                 Some(run) if first <= run.last => {
                     run.last = run.last.max(last);
@@ -295,8 +423,14 @@ fn runs_of<'t>(tokens: impl Iterator<Item = &'t Token>) -> Vec<Run> {
 /// `code` (a template's, compiled for `template`, a [`template_site`])
 /// with its registers renamed onto registers dead at `site` (see
 /// [`Renamer::rename`]); `None` when the site has no room for some run.
-pub fn rename(code: &[CodeLine], template: &PayloadSite, site: &PayloadSite, read: &UnitSet) -> Option<Vec<CodeLine>> {
-    Renamer::new(code).rename(template, site, read, None)
+pub fn rename(
+    code: &[CodeLine],
+    template: &PayloadSite,
+    site: &PayloadSite,
+    read: &UnitSet,
+    reads_at_point: &ReadMap,
+) -> Option<Vec<CodeLine>> {
+    Renamer::new(code).rename(template, site, read, reads_at_point, None)
 }
 
 /// A template's code read once for renaming at many sites: each line's
@@ -319,7 +453,7 @@ impl<'a> Renamer<'a> {
     }
 
     /// The code with its registers renamed for `site`: those the hooks
-    /// read (`read`) kept, the SVA's and the work-item ids' stand-ins
+    /// read (`read`) onto the point's own (`reads_at_point`), the SVA's and the work-item ids' stand-ins
     /// renamed to the site's own, every other run onto dead registers
     /// below the site's limits that keep its alignment: the first in
     /// `order` when given (the function's registers least often live
@@ -329,9 +463,10 @@ impl<'a> Renamer<'a> {
         template: &PayloadSite,
         site: &PayloadSite,
         read: &UnitSet,
+        reads_at_point: &ReadMap,
         order: Option<&RegisterOrder>,
     ) -> Option<Vec<CodeLine>> {
-        self.rename_choosing(template, site, read, order).map(|(code, _)| code)
+        self.rename_choosing(template, site, read, reads_at_point, order).map(|(code, _)| code)
     }
 
     /// [`Renamer::rename`], and the registers it chose for the runs it
@@ -343,13 +478,11 @@ impl<'a> Renamer<'a> {
         template: &PayloadSite,
         site: &PayloadSite,
         read: &UnitSet,
+        reads_at_point: &ReadMap,
         order: Option<&RegisterOrder>,
     ) -> Option<(Vec<CodeLine>, UnitSet)> {
         let mut chosen = UnitSet::EMPTY;
-        let mut taken: UnitSet = site.live;
-        for unit in read.iter() {
-            taken.insert(unit);
-        }
+        let mut taken: UnitSet = site.live.union(&reads_at_point.point_units(read));
         let fixed: Vec<(u16, u16)> = [(template.sva, site.sva), (template.work_item_ids, site.work_item_ids)]
             .into_iter()
             .filter_map(|(stand_in, own)| Some((stand_in?, own?)))
@@ -367,14 +500,14 @@ impl<'a> Renamer<'a> {
                 RegisterFile::Agpr => (site.max_agprs, Unit::agpr),
                 RegisterFile::Special => return None,
             };
-            // What the hooks read stays where it is, whole.
+            // What the hooks read goes where the point has it, whole.
             let read_here = (run.first..=run.last).filter(|i| read.contains(unit(*i))).count();
             if read_here > 0 {
                 if read_here != usize::from(run.last - run.first + 1) {
                     return None;
                 }
                 for index in run.first..=run.last {
-                    moved.insert((run.file, index), index);
+                    moved.insert((run.file, index), reads_at_point.at_point(unit(index)).index());
                 }
                 continue;
             }
@@ -416,6 +549,13 @@ impl<'a> Renamer<'a> {
             for token in found {
                 text.push_str(&line[at..token.start]);
                 let first = moved[&(token.file, token.first)];
+                // A tuple stays a tuple (stand-ins read apart may lie apart
+                // at the point).
+                if (token.first..=token.last).any(|i| moved[&(token.file, i)] != first + (i - token.first))
+                    || !first.is_multiple_of(tuple_alignment(token.file, token.last - token.first + 1))
+                {
+                    return None;
+                }
                 let prefix = match token.file {
                     RegisterFile::Sgpr => 's',
                     RegisterFile::Vgpr => 'v',
@@ -551,17 +691,17 @@ mod tests {
         let point = counting_point();
         let placed = PayloadSite { sva: Some(200), ..PayloadSite::default() };
         let unplaced = PayloadSite { unplaced: Some("no VGPR is free".into()), ..PayloadSite::default() };
-        let (placed_key, _) = template_key(&point, &placed).unwrap();
-        let (unplaced_key, _) = template_key(&point, &unplaced).unwrap();
+        let placed_key = template_key(&point, &placed).unwrap().key;
+        let unplaced_key = template_key(&point, &unplaced).unwrap().key;
         assert_ne!(placed_key, unplaced_key);
         // Its template is compiled as unplaced: hooks needing the SVA are refused there.
-        assert_eq!(template_site(&unplaced, &UnitSet::EMPTY).unplaced.as_deref(), Some("no VGPR is free"));
+        assert_eq!(template_site(&unplaced, &UnitSet::EMPTY, None).unplaced.as_deref(), Some("no VGPR is free"));
         let parked = PayloadSite { parking: Some(Default::default()), ..PayloadSite::default() };
         assert!(template_key(&point, &parked).is_none());
     }
 
     #[test]
-    fn sites_that_only_load_the_sva_from_memory_have_templates_without_it() {
+    fn sites_that_load_the_sva_from_memory_share_the_templates_of_sites_with_it() {
         use crate::stages::lower_mir::final_code::{Parking, SlotLoads};
         let point = counting_point();
         let slot_loads = Some(SlotLoads { sva: 40, work_item_ids: None, pair: 6 });
@@ -570,40 +710,69 @@ mod tests {
             parking: Some(Parking { slot_loads, ..Parking::default() }),
             ..PayloadSite::default()
         };
-        let unplaced = PayloadSite { unplaced: Some("no register".into()), ..PayloadSite::default() };
+        let in_a_register = PayloadSite { sva: Some(7), ..PayloadSite::default() };
         let key = template_key(&point, &loading).expect("a template");
-        assert_eq!(Some(key), template_key(&point, &unplaced), "compiled as without an SVA");
-        let template = template_site(&loading, &UnitSet::EMPTY);
-        assert_eq!((template.sva, template.parking.is_none()), (None, true));
-        assert!(template.unplaced.is_some(), "a template reading the SVA is refused");
+        assert_eq!(Some(key), template_key(&point, &in_a_register), "one template, the copy wrapped in the load");
+        let template = template_site(&loading, &UnitSet::EMPTY, None);
+        assert_eq!((template.sva, template.parking.is_none(), template.unplaced), (Some(0), true, None));
         // Anything parked besides: no template.
         let parking = Parking { slot_loads, spilled: vec![3], ..Parking::default() };
         let spilling = PayloadSite { parking: Some(parking), ..loading };
         assert!(template_key(&point, &spilling).is_none());
     }
 
+    /// A point tracing the address in `base` (a VGPR pair) plus `offset`.
+    fn tracing_point(base: u16, offset: i64) -> PayloadPoint {
+        use crate::stages::payload::HookCall;
+        let address = HookArgument::MemoryAddress { base: Register::Vgpr(base), index: None, offset };
+        PayloadPoint {
+            function: 0,
+            instruction: 0,
+            calls: vec![HookCall { hook: "trace".into(), arguments: vec![address] }],
+        }
+    }
+
     #[test]
-    fn registers_the_hooks_read_stay_and_the_stand_ins_avoid_them() {
-        let mut read = UnitSet::EMPTY;
-        read.insert(Unit::vgpr(0));
-        read.insert(Unit::vgpr(1));
+    fn points_reading_other_registers_share_a_template_reading_stand_ins() {
         let site = PayloadSite { sva: Some(30), max_vgprs: 64, ..PayloadSite::default() };
-        let template = template_site(&site, &read);
-        assert_eq!(template.sva, Some(2));
-        assert!(template.live.contains(Unit::vgpr(0)) && template.live.contains(Unit::vgpr(1)));
-        // The hook's address v[0:1] stays, the SVA stand-in v2 becomes v30,
-        // the template's own v3 the lowest dead VGPR.
-        let code = lines("v_readlane_b32 s4, v2, 3\nglobal_load_dword v3, v[0:1], off");
+        let (at_20, at_46) =
+            (template_key(&tracing_point(20, 8), &site).unwrap(), template_key(&tracing_point(46, 0), &site).unwrap());
+        assert_eq!(at_20.key, at_46.key);
+        assert_eq!(at_20.read, at_46.read);
+        // The template reads v[2:3] (after the SVA's and ids' stand-ins v0, v1).
+        let HookArgument::MemoryAddress { base, .. } = &at_20.calls[0].arguments[0] else { panic!("an address") };
+        assert_eq!(*base, Register::Vgpr(2));
+        let template = template_site(&site, &at_20.read, None);
+        assert_eq!(template.sva, Some(0));
+        assert!(template.live.contains(Unit::vgpr(2)) && template.live.contains(Unit::vgpr(3)));
+        // Each copy reads its point's pair, the SVA stand-in becomes v30 and
+        // the template's own v4 the lowest dead VGPR (not the pair).
+        let code = lines("v_readlane_b32 s4, v0, 3\nglobal_load_dword v4, v[2:3], off");
         let mut at = site.clone();
-        at.live.insert(Unit::vgpr(0));
-        at.live.insert(Unit::vgpr(1));
+        for v in [0, 1, 46, 47] {
+            at.live.insert(Unit::vgpr(v));
+        }
         assert_eq!(
-            rename(&code, &template, &at, &read).unwrap(),
-            lines("v_readlane_b32 s4, v30, 3\nglobal_load_dword v2, v[0:1], off")
+            rename(&code, &template, &at, &at_46.read, &at_46.reads_at_point).unwrap(),
+            lines("v_readlane_b32 s4, v30, 3\nglobal_load_dword v2, v[46:47], off")
         );
         // A tuple half read and half not cannot be renamed.
-        let half = lines("global_load_dwordx2 v[1:2], v[0:1], off");
-        assert_eq!(rename(&half, &template, &at, &read), None);
+        let half = lines("global_load_dwordx2 v[3:4], v[2:3], off");
+        assert_eq!(rename(&half, &template, &at, &at_46.read, &at_46.reads_at_point), None);
+        // A pair whose halves the point reads apart (v21 as a register first,
+        // then v[20:21] as an address) keeps no pair of stand-ins: no template.
+        let mut apart = tracing_point(20, 0);
+        apart.calls[0].arguments.insert(0, HookArgument::Register(Register::Vgpr(21)));
+        assert!(template_key(&apart, &site).is_none());
+    }
+
+    #[test]
+    fn a_tight_template_gets_only_so_many_vgprs_of_its_own() {
+        let site = PayloadSite { sva: Some(30), work_item_ids: Some(31), ..PayloadSite::default() };
+        let key = template_key(&tracing_point(46, 0), &site).unwrap();
+        // v0, v1 stand-ins, v[2:3] read: 4, and 8 of its own.
+        assert_eq!(template_site(&site, &key.read, Some(8)).max_vgprs, 12);
+        assert_eq!(template_site(&site, &key.read, None).max_vgprs, PayloadSite::default().max_vgprs);
     }
 
     fn lines(text: &str) -> Vec<CodeLine> {
@@ -626,7 +795,7 @@ mod tests {
     #[test]
     fn sites_take_the_registers_least_often_live_so_they_rename_alike() {
         let code = lines("s_mov_b64 s[6:7], exec\nv_mov_b32_e32 v1, 0");
-        let template = template_site(&PayloadSite::default(), &UnitSet::EMPTY);
+        let template = template_site(&PayloadSite::default(), &UnitSet::EMPTY, None);
         // v0-v3 and s0-s15 live somewhere in the function; v4 and s[16:17]
         // never, v5 only past the allocation.
         let mut everywhere = UnitSet::EMPTY;
@@ -648,14 +817,21 @@ mod tests {
         let at = |live: UnitSet| PayloadSite { live, max_vgprs: 64, ..PayloadSite::default() };
         let expected = lines("s_mov_b64 s[16:17], exec\nv_mov_b32_e32 v4, 0");
         for live in [live_low, live_high] {
-            assert_eq!(renamer.rename(&template, &at(live), &UnitSet::EMPTY, Some(&order)).unwrap(), expected);
+            assert_eq!(
+                renamer.rename(&template, &at(live), &UnitSet::EMPTY, &ReadMap::default(), Some(&order)).unwrap(),
+                expected
+            );
         }
         // Without the order: the lowest dead registers, different per site.
-        assert_ne!(renamer.rename(&template, &at(live_low), &UnitSet::EMPTY, None).unwrap(), expected);
+        assert_ne!(
+            renamer.rename(&template, &at(live_low), &UnitSet::EMPTY, &ReadMap::default(), None).unwrap(),
+            expected
+        );
         // Where the never-live ones are taken, the next least often live.
         let mut crowded = live_low;
         crowded.insert(Unit::vgpr(4));
-        let renamed = renamer.rename(&template, &at(crowded), &UnitSet::EMPTY, Some(&order)).unwrap();
+        let renamed =
+            renamer.rename(&template, &at(crowded), &UnitSet::EMPTY, &ReadMap::default(), Some(&order)).unwrap();
         assert_eq!(renamed[1].as_ref(), "v_mov_b32_e32 v1, 0", "v5 is past the allocation: v1 goes first");
     }
 
@@ -690,7 +866,7 @@ mod tests {
         for vgpr in 0..5 {
             site.live.insert(Unit::vgpr(vgpr));
         }
-        let renamed = rename(&code, &template, &site, &UnitSet::EMPTY).unwrap();
+        let renamed = rename(&code, &template, &site, &UnitSet::EMPTY, &ReadMap::default()).unwrap();
         assert_eq!(
             renamed,
             lines(
@@ -702,7 +878,7 @@ mod tests {
         for vgpr in 0..64 {
             site.live.insert(Unit::vgpr(vgpr));
         }
-        assert_eq!(rename(&code, &template, &site, &UnitSet::EMPTY), None);
+        assert_eq!(rename(&code, &template, &site, &UnitSet::EMPTY, &ReadMap::default()), None);
     }
 
     #[test]
@@ -712,7 +888,10 @@ mod tests {
         let code = lines("v_mov_b32_e32 v0, 1");
         let template = PayloadSite::default();
         let site = PayloadSite { sva: Some(0), work_item_ids: Some(1), max_vgprs: 8, ..PayloadSite::default() };
-        assert_eq!(rename(&code, &template, &site, &UnitSet::EMPTY).unwrap(), lines("v_mov_b32_e32 v2, 1"));
+        assert_eq!(
+            rename(&code, &template, &site, &UnitSet::EMPTY, &ReadMap::default()).unwrap(),
+            lines("v_mov_b32_e32 v2, 1")
+        );
     }
 
     #[test]
@@ -735,6 +914,9 @@ mod tests {
             site.live.insert(Unit::sgpr(sgpr));
         }
         let template = PayloadSite::default();
-        assert_eq!(rename(&code, &template, &site, &UnitSet::EMPTY).unwrap(), lines("s_mov_b64 s[34:35], exec"));
+        assert_eq!(
+            rename(&code, &template, &site, &UnitSet::EMPTY, &ReadMap::default()).unwrap(),
+            lines("s_mov_b64 s[34:35], exec")
+        );
     }
 }
