@@ -51,7 +51,12 @@ pub fn decode_code<L: AsRef<str>>(
     lifted: &LiftedCodeObject<'_>,
     functions: &[Vec<L>],
 ) -> Result<Vec<Vec<Instruction>>, PreservationError> {
-    let Ok(laid_out) = crate::stages::lift::line_encoding::lay_out(lifted, functions) else {
+    // Shared payloads' point constants as literals of the same size.
+    let constants_as_literals: Vec<Vec<std::borrow::Cow<'_, str>>> = functions
+        .iter()
+        .map(|code| code.iter().map(|line| point_constants_as_literals(line.as_ref())).collect())
+        .collect();
+    let Ok(laid_out) = crate::stages::lift::line_encoding::lay_out(lifted, &constants_as_literals) else {
         return decode_with_llvm_mc(lifted, functions);
     };
     let isa = &lifted.isa;
@@ -84,6 +89,36 @@ pub fn decode_code<L: AsRef<str>>(
         decoded.push(instructions);
     }
     Ok(decoded)
+}
+
+/// A literal no inline constant encodes (so a 32-bit literal, as a symbol
+/// is), for point constants.
+const POINT_CONSTANT_LITERAL: &str = "0x7e57c0de";
+
+/// `line` with every point-constant symbol (`gpuinstr.point.0.lo`, quoted
+/// or not: a shared payload's per-point values, written in after the
+/// check) as a 32-bit literal: the encoding llvm-mc gives the symbol, and
+/// no value the check depends on (it follows copies, not arithmetic).
+fn point_constants_as_literals(line: &str) -> std::borrow::Cow<'_, str> {
+    use gpuinstr_intrinsics::builtins::point_constant::SYMBOL_PREFIX;
+    if !line.contains(SYMBOL_PREFIX) {
+        return line.into();
+    }
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find(SYMBOL_PREFIX) {
+        let quoted = rest[..at].ends_with('"');
+        out.push_str(&rest[..if quoted { at - 1 } else { at }]);
+        let tail = &rest[at..];
+        let end = tail.find(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '_')).unwrap_or(tail.len());
+        out.push_str(POINT_CONSTANT_LITERAL);
+        rest = &tail[end..];
+        if quoted {
+            rest = rest.strip_prefix('"').unwrap_or(rest);
+        }
+    }
+    out.push_str(rest);
+    out.into()
 }
 
 /// [`decode_code`] through llvm-mc: one assembly of every list.
@@ -675,5 +710,20 @@ impl Outcome {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn point_constants_encode_as_literals() {
+        assert_eq!(point_constants_as_literals("s_mov_b32 s15, gpuinstr.point.1.lo"), "s_mov_b32 s15, 0x7e57c0de");
+        assert_eq!(
+            point_constants_as_literals("v_add_co_u32_e32 v2, vcc, \"gpuinstr.point.0.hi\", v2"),
+            "v_add_co_u32_e32 v2, vcc, 0x7e57c0de, v2"
+        );
+        assert_eq!(point_constants_as_literals("s_mov_b32 s4, 7"), "s_mov_b32 s4, 7");
     }
 }

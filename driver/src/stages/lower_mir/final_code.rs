@@ -325,6 +325,12 @@ impl Parking {
                 slot_last = load(None, ids_last, l.pair);
             }
         }
+        // Likewise the SVA's copy from its AGPR when spills read the frame
+        // from it (into a VGPR dead here), the other loads last.
+        let frame_copy = self.spill_frame.filter(|_| !self.spilled.is_empty()).map(|(sva, _)| sva);
+        let loads_first = self.loads.iter().copied().filter(|(_, vgpr)| Some(*vgpr) == frame_copy);
+        let loads_last = self.loads.iter().copied().filter(|(_, vgpr)| Some(*vgpr) != frame_copy);
+        let load = |(a, v): (u16, u16)| format!("v_accvgpr_read_b32 v{v}, a{a}");
         let mut code = Vec::new();
         code.extend(
             self.whole_wave(
@@ -332,10 +338,11 @@ impl Parking {
                     .iter()
                     .flat_map(|r| r.save())
                     .chain(slot_first)
+                    .chain(loads_first.map(load))
                     .chain(spills)
                     .chain(self.borrowed.iter().map(|(v, a)| format!("v_accvgpr_write_b32 a{a}, v{v}")))
                     .chain(self.moved.iter().map(|(from, to)| format!("v_mov_b32 v{to}, v{from}")))
-                    .chain(self.loads.iter().map(|(a, v)| format!("v_accvgpr_read_b32 v{v}, a{a}")))
+                    .chain(loads_last.map(load))
                     .chain(slot_last),
             ),
         );

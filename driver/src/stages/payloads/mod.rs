@@ -139,6 +139,9 @@ fn plan_parking(
         .then(|| (0..limit).rev().find(parkable))
         .flatten();
     let mut live_vgprs = (0..limit).rev().filter(|v| parkable(v) && Some(*v) != rescued);
+    // The SVA in an AGPR: spills read the frame from its copy, loaded
+    // first into a VGPR dead here; none dead, no spills.
+    let spill_frame = spill_frame.filter(|_| registers.in_agprs.is_none() || !dead_vgprs.is_empty());
     for _ in 0..short {
         match (live_vgprs.next(), dead_agprs.next()) {
             (Some(vgpr), Some(agpr)) => borrowed.push((vgpr, agpr)),
@@ -194,6 +197,16 @@ fn plan_parking(
         };
         loads.push((h.sva, target));
         sva = Some(target);
+        if let (Some(frame), false) = (frame_requested, spilled.is_empty()) {
+            if !dead_vgprs.contains(&target) || moved.iter().any(|(_, to)| *to == target) {
+                return Err(format!(
+                    "the State Value Array is kept in a{}, and no VGPR is dead here to copy it into before live \
+                     VGPRs are saved in scratch memory",
+                    h.sva
+                ));
+            }
+            spill_frame = Some((target, frame));
+        }
         if let Some(ids) = h.work_item_ids {
             let target = targets.next().ok_or_else(|| {
                 "the work-item ids are kept in an AGPR, and no second VGPR is free here to load them into".to_string()
@@ -1262,11 +1275,11 @@ pub fn payload_sites(
             site.live.insert(Unit::agpr(home));
         }
         // Spilling to scratch is the last resort (the starved retry), and
-        // reaches the instrumentation frame through an SVA in a VGPR.
+        // reaches the instrumentation frame through an SVA in a VGPR (its
+        // home, or a copy loaded from its AGPR or its wave's slot).
         let spill_frame = (matches!(options.payload_room, PayloadRoom::AlignedPairs(_))
             && options.spill_to_scratch
-            && (registers.sva.is_some() || registers.in_wave_slot.is_some())
-            && registers.in_agprs.is_none())
+            && (registers.sva.is_some() || registers.in_wave_slot.is_some() || registers.in_agprs.is_some()))
         .then(|| Frame::new(lifted.code_object.target.has_architected_flat_scratch()));
         let read = vgprs_read(point);
         match plan_parking(&registers, &live, &read, max_vgprs, max_agprs, options.payload_room, spill_frame) {
@@ -2656,6 +2669,49 @@ impl CompiledPayloads {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spills_with_the_sva_in_an_agpr_read_the_frame_from_its_copy() {
+        use crate::stages::liveness::RegisterFile;
+        use crate::stages::lower_mir::physical::Frame;
+        let registers = FunctionRegisters {
+            in_agprs: Some(AgprHomes { sva: 5, work_item_ids: None }),
+            vgpr_limit: 64,
+            agpr_limit: 8,
+            ..FunctionRegisters::default()
+        };
+        // Every VGPR live but v10 and v11, every AGPR but the SVA's home taken
+        // (a0-a7 live), and the hook reads v[20:21].
+        let mut live = UnitSet::range(RegisterFile::Vgpr, 0, 64);
+        live.remove(Unit::vgpr(10));
+        live.remove(Unit::vgpr(11));
+        for a in 0..8 {
+            live.insert(Unit::agpr(a));
+        }
+        let read = UnitSet::range(RegisterFile::Vgpr, 20, 22);
+        let frame = Some(Frame::new(false));
+        let planned = plan_parking(&registers, &live, &read, 64, 8, PayloadRoom::AlignedPairs(6), frame)
+            .expect("a parking")
+            .expect("copies");
+        let parking = planned.parking;
+        // The SVA's copy goes into a VGPR dead here, and the spills read
+        // the frame from it; the address the hook reads is never spilled.
+        let (copy, _) = parking.spill_frame.expect("spills have a frame");
+        assert_eq!(parking.loads, vec![(5, copy)]);
+        assert!(copy == 10 || copy == 11, "{copy}");
+        assert!(!parking.spilled.is_empty());
+        assert!(!parking.spilled.iter().any(|v| (20..22).contains(v)), "{:?}", parking.spilled);
+        // The copy is made before the spills read it.
+        let mut payload = final_code::FinalPayload { code: vec!["v_mov_b32_e32 v1, 0".into()], ..Default::default() };
+        parking.wrap(&mut payload, ".Lend");
+        let position = |prefix: &str| payload.code.iter().position(|l| l.starts_with(prefix)).unwrap();
+        assert!(position("v_accvgpr_read_b32") < position("buffer_store_dword"), "{:#?}", payload.code);
+        // No dead VGPR to copy it into: no spills (llc gets what there is).
+        live.insert(Unit::vgpr(10));
+        live.insert(Unit::vgpr(11));
+        let starved = plan_parking(&registers, &live, &read, 64, 8, PayloadRoom::AlignedPairs(6), frame);
+        assert!(starved.map_or(true, |p| p.is_none_or(|p| p.parking.spilled.is_empty())));
+    }
 
     #[test]
     fn only_the_register_allocators_failure_means_no_registers() {
