@@ -275,20 +275,6 @@ impl<'a> Analysis<'a> {
                 result.live_in[at] = live.all();
             }
         }
-        // The registers its instructions name (the callees' are added over
-        // the call graph): a call's effect also holds the callee's summary,
-        // which joins every call site's live registers, and what a kernel
-        // touches must not grow with what another kernel keeps live
-        // across the same callee.
-        for instruction in function.instructions() {
-            if !instruction.decoded {
-                result.touched = UnitSet::all();
-                break;
-            }
-            for reg in instruction.all_uses().chain(instruction.all_defs()) {
-                result.touched.extend_units(self.units.units(reg));
-            }
-        }
         result
     }
 }
@@ -343,6 +329,59 @@ pub fn analyze<'a>(lifted: &'a LiftedCodeObject<'a>) -> Result<Liveness, Livenes
         }
     }
     Ok(analyze_modelled(lifted, processor))
+}
+
+/// The registers each function's instructions name, with everything it
+/// may call (every register where a call's target is unknown or an
+/// instruction undecodable): what the allocation of a kernel must cover.
+/// Only the code is read, no liveness: a call's effect in the liveness
+/// holds the callee's summary, which joins every call site's live
+/// registers, and what a kernel touches must not grow with what another
+/// kernel keeps live across the same callee.
+pub fn touched_registers(lifted: &LiftedCodeObject<'_>) -> Vec<UnitSet> {
+    let units = RegisterUnits::new(&lifted.isa);
+    let function_at: HashMap<u64, usize> = lifted.functions.iter().enumerate().map(|(i, f)| (f.address, i)).collect();
+    let direct: Vec<UnitSet> = lifted
+        .functions
+        .iter()
+        .map(|function| {
+            let mut touched = UnitSet::EMPTY;
+            for instruction in function.instructions() {
+                if !instruction.decoded {
+                    return UnitSet::all();
+                }
+                for reg in instruction.all_uses().chain(instruction.all_defs()) {
+                    touched.extend_units(units.units(reg));
+                }
+            }
+            touched
+        })
+        .collect();
+    let mut all = Vec::with_capacity(direct.len());
+    for (index, function) in lifted.functions.iter().enumerate() {
+        let mut touched = direct[index];
+        let mut stack: Vec<usize> = Vec::new();
+        let mut seen = vec![false; direct.len()];
+        let mut unknown = false;
+        let push_calls = |f: &Function, stack: &mut Vec<usize>, unknown: &mut bool| {
+            for call in &f.calls {
+                match call.target.and_then(|t| function_at.get(&t)) {
+                    Some(callee) => stack.push(*callee),
+                    None => *unknown = true,
+                }
+            }
+        };
+        push_calls(function, &mut stack, &mut unknown);
+        while let Some(callee) = stack.pop() {
+            if std::mem::replace(&mut seen[callee], true) {
+                continue;
+            }
+            touched.union_with(&direct[callee]);
+            push_calls(&lifted.functions[callee], &mut stack, &mut unknown);
+        }
+        all.push(if unknown { UnitSet::all() } else { touched });
+    }
+    all
 }
 
 fn analyze_modelled<'a>(lifted: &'a LiftedCodeObject<'a>, processor: &'static Processor) -> Liveness {
@@ -444,33 +483,8 @@ fn analyze_modelled<'a>(lifted: &'a LiftedCodeObject<'a>, processor: &'static Pr
         }
     }
 
-    // What each function touches, with everything it may call.
-    let direct: Vec<UnitSet> = results.iter().map(|r| r.touched).collect();
-    for (index, function) in lifted.functions.iter().enumerate() {
-        let mut touched = direct[index];
-        let mut stack: Vec<usize> = Vec::new();
-        let mut seen = vec![false; count];
-        let mut unknown = false;
-        let push_calls = |f: &Function, stack: &mut Vec<usize>, unknown: &mut bool| {
-            for call in &f.calls {
-                match call.target.and_then(|t| analysis.function_at.get(&t)) {
-                    Some(callee) => stack.push(*callee),
-                    None => *unknown = true,
-                }
-            }
-        };
-        push_calls(function, &mut stack, &mut unknown);
-        while let Some(callee) = stack.pop() {
-            if std::mem::replace(&mut seen[callee], true) {
-                continue;
-            }
-            touched.union_with(&direct[callee]);
-            push_calls(&lifted.functions[callee], &mut stack, &mut unknown);
-        }
-        if unknown {
-            touched = UnitSet::all();
-        }
-        results[index].touched = touched;
+    for (result, touched) in results.iter_mut().zip(touched_registers(lifted)) {
+        result.touched = touched;
     }
     Liveness { processor, functions: results }
 }
