@@ -370,6 +370,28 @@ pub struct LoweringContext<'a> {
     /// Placeholders by asm text, and by payload.
     by_text: HashMap<String, &'a Placeholder>,
     by_payload: HashMap<usize, Vec<&'a Placeholder>>,
+    /// Where pinned VGPRs' live ranges end in each block (see
+    /// [`PinnedUntil`]).
+    pub pinned_until: PinnedUntil,
+}
+
+/// Where the uses that keep pinned VGPRs occupied stand at a block's end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PinnedUntil {
+    /// Empty inline assemblies right before the terminators, 8 registers to
+    /// an instruction (cheap for LLVM's Live Variable Analysis). Between
+    /// them and the terminators the pinned registers look free: code the
+    /// allocator puts there (the condition SI_IF leaves before
+    /// `S_MOV_B64_term exec`, a reload it finds dead) may take one, which
+    /// the machine-code check refuses.
+    #[default]
+    Terminators,
+    /// Also implicit operands of the block's last terminator (a fall-through
+    /// gets an `S_BRANCH`) and of the return, so they stay occupied through
+    /// the terminators. One instruction using every pinned register costs
+    /// LLVM the square of their number, so only the payloads the check
+    /// refused are compiled this way again.
+    TheLastTerminator,
 }
 
 impl<'a> LoweringContext<'a> {
@@ -385,7 +407,7 @@ impl<'a> LoweringContext<'a> {
         for placeholder in placeholders {
             by_payload.entry(placeholder.payload).or_default().push(placeholder);
         }
-        LoweringContext { isa, classes, target, registry, by_text, by_payload }
+        LoweringContext { isa, classes, target, registry, by_text, by_payload, pinned_until: PinnedUntil::default() }
     }
 }
 
@@ -645,7 +667,11 @@ fn lower_function(
     if plan.pinned_scc {
         returned.insert(Unit::special("SCC"));
     }
-    let at_return: Vec<String> = returned.iter().map(|u| format!("implicit {}", mir_name(u))).collect();
+    let mut at_return: Vec<String> = returned.iter().map(|u| format!("implicit {}", mir_name(u))).collect();
+    let through_terminators = context.pinned_until == PinnedUntil::TheLastTerminator;
+    if through_terminators {
+        at_return.extend(plan.pinned_vector.iter().map(|u| format!("implicit {}", mir_name(u))));
+    }
     let vector_uses = vector_pin_uses(&plan.pinned_vector);
     for (block_index, lines) in exits {
         let block = &mut function.blocks[block_index];
@@ -661,7 +687,7 @@ fn lower_function(
         }
         block.instructions = out;
     }
-    pin_vector_registers(function, isa, &plan.pinned_vector);
+    pin_vector_registers(function, isa, &plan.pinned_vector, through_terminators);
     for Phi { block: block_index, result: phi, incoming } in phis {
         let operands: Vec<String> = incoming
             .iter()
@@ -748,11 +774,17 @@ fn opcode(line: &str) -> &str {
 /// number, and one instruction using ~100 pinned VGPRs took half of llc's
 /// time. Codegen runs without machine sinking and early tail duplication,
 /// which could move code above the clobber or across the uses; the
-/// machine-code check is the proof.
-fn pin_vector_registers(function: &mut MirFunction, isa: &Isa, pinned: &UnitSet) {
+/// machine-code check is the proof. `through_terminators`
+/// ([`PinnedUntil::TheLastTerminator`]): the block's last terminator uses
+/// them too.
+fn pin_vector_registers(function: &mut MirFunction, isa: &Isa, pinned: &UnitSet, through_terminators: bool) {
     if pinned.is_empty() {
         return;
     }
+    let last_uses: Vec<String> = match through_terminators {
+        true => pinned.iter().map(|u| format!("implicit {}", mir_name(u))).collect(),
+        false => Vec::new(),
+    };
     let clobbers: Vec<String> =
         pinned.iter().map(|u| format!("12 /* clobber */, implicit-def early-clobber {}", mir_name(u))).collect();
     let clobber = format!("INLINEASM &\"\", 1 /* sideeffect attdialect */, {}", clobbers.join(", "));
@@ -780,6 +812,25 @@ fn pin_vector_registers(function: &mut MirFunction, isa: &Isa, pinned: &UnitSet)
                     first_terminator -= 1;
                 }
                 block.instructions.splice(first_terminator..first_terminator, uses.iter().cloned());
+                if through_terminators {
+                    // SI_IF, SI_ELSE and SI_LOOP are replaced before
+                    // allocation, and a conditional branch may fall through:
+                    // an S_BRANCH carries the uses.
+                    let falls_through =
+                        !opcode(block.instructions.last().expect("a terminator")).starts_with("S_BRANCH");
+                    let next = numbers.get(index + 1).copied().filter(|n| block.successors.contains(n));
+                    match (falls_through, next) {
+                        (false, _) => {
+                            let last = block.instructions.pop().expect("a terminator");
+                            block.instructions.push(with_operands(last, &last_uses));
+                        }
+                        (true, Some(next)) => {
+                            block.instructions.push(with_operands(format!("S_BRANCH %bb.{next}"), &last_uses))
+                        }
+                        // Ends the function otherwise (no fall-through).
+                        (true, None) => {}
+                    }
+                }
             }
             _ => {
                 // Falls through: an explicit branch, so that copies LLVM
@@ -787,7 +838,7 @@ fn pin_vector_registers(function: &mut MirFunction, isa: &Isa, pinned: &UnitSet)
                 let next = numbers.get(index + 1).copied();
                 if let Some(next) = next.filter(|n| block.successors.contains(n)) {
                     block.instructions.extend(uses.iter().cloned());
-                    block.instructions.push(format!("S_BRANCH %bb.{next}"));
+                    block.instructions.push(with_operands(format!("S_BRANCH %bb.{next}"), &last_uses));
                 }
             }
         }

@@ -824,6 +824,10 @@ pub enum CompilePass {
     WithoutAgprs,
     /// Points LLVM found no registers for, with more VGPRs parked.
     MoreRegisters,
+    /// Points whose code the machine-code check refused, with the pinned
+    /// VGPRs kept through the blocks' terminators
+    /// ([`lower_mir::PinnedUntil::TheLastTerminator`]).
+    PinnedThroughTerminators,
 }
 
 /// Which points one compilation gives one payload.
@@ -854,7 +858,11 @@ impl Sharing {
             (Sharing::Template, _) => None,
             (Sharing::Alike, _) => Some(Sharing::SameVgprs),
             (Sharing::SameVgprs, CompilePass::MoreRegisters) => Some(Sharing::OneByOne),
-            (Sharing::SameVgprs, CompilePass::First | CompilePass::WithoutAgprs) | (Sharing::OneByOne, _) => None,
+            (
+                Sharing::SameVgprs,
+                CompilePass::First | CompilePass::WithoutAgprs | CompilePass::PinnedThroughTerminators,
+            )
+            | (Sharing::OneByOne, _) => None,
         }
     }
 }
@@ -1479,31 +1487,96 @@ fn compile_hook_payloads(
             })
         })
         .collect();
-    if starved.is_empty() || matches!(options.payload_room, PayloadRoom::AlignedPairs(_)) {
-        wait_for_loads_in_flight(&mut compiled.payloads, &sites);
-        return Ok(compiled);
-    }
-    let roomier = PayloadOptions { payload_room: PayloadRoom::AlignedPairs(STARVED_PAYLOAD_VGPRS), ..options.clone() };
-    let starved_points: Vec<PayloadPoint> = starved.iter().map(|i| points[*i].clone()).collect();
-    let starved_sites = payload_sites(lifted, liveness, &starved_points, &roomier)?;
-    let mut again = compile_shared(
-        Compiler { tool, lifted, registry },
-        &starved_points,
-        &starved_sites,
-        &roomier,
-        CompilePass::MoreRegisters,
-        Sharing::SameVgprs,
-    )
-    .map_err(|error| error.at_points(&starved))?;
-    for payload in &mut again.payloads {
-        if let Some(why) = &mut payload.rejected {
-            why.message = format!("{} (also with {STARVED_PAYLOAD_VGPRS} VGPRs in aligned pairs)", why.message);
+    if !starved.is_empty() && !matches!(options.payload_room, PayloadRoom::AlignedPairs(_)) {
+        let roomier =
+            PayloadOptions { payload_room: PayloadRoom::AlignedPairs(STARVED_PAYLOAD_VGPRS), ..options.clone() };
+        let starved_points: Vec<PayloadPoint> = starved.iter().map(|i| points[*i].clone()).collect();
+        let starved_sites = payload_sites(lifted, liveness, &starved_points, &roomier)?;
+        let mut again = compile_shared(
+            compiler,
+            &starved_points,
+            &starved_sites,
+            &roomier,
+            CompilePass::MoreRegisters,
+            Sharing::SameVgprs,
+        )
+        .map_err(|error| error.at_points(&starved))?;
+        for payload in &mut again.payloads {
+            if let Some(why) = &mut payload.rejected {
+                why.message = format!("{} (also with {STARVED_PAYLOAD_VGPRS} VGPRs in aligned pairs)", why.message);
+            }
+        }
+        compiled.adopt(&starved, again);
+        for (index, site) in starved.iter().zip(starved_sites) {
+            sites[*index] = site;
         }
     }
-    compiled.adopt(&starved, again);
+    compile_again_pinned_through_terminators(compiler, liveness, points, &mut sites, options, &mut compiled)?;
 
     wait_for_loads_in_flight(&mut compiled.payloads, &sites);
     Ok(compiled)
+}
+
+/// Points whose llc code the machine-code check refused: once more, with
+/// the pinned VGPRs kept through the blocks' terminators. (LLVM's allocator
+/// may give a value living only between the pins' uses and the terminators
+/// a pinned register, e.g. a reload it found dead after SI_IF's lowering;
+/// rocSPARSE's branch-divergence points at `S_AND_SAVEEXEC_B64` met it.)
+/// A point a template was placed at is compiled at its own site.
+fn compile_again_pinned_through_terminators(
+    compiler: Compiler<'_, '_>,
+    liveness: &Liveness,
+    points: &[PayloadPoint],
+    sites: &mut [PayloadSite],
+    options: &PayloadOptions,
+    compiled: &mut CompiledPayloads,
+) -> Result<(), CompileError> {
+    let refused: Vec<usize> = (0..points.len())
+        .filter(|i| {
+            compiled.payloads[*i].rejected.as_ref().is_some_and(|r| r.cause == LeftOutCause::WouldChangeLiveRegister)
+        })
+        .collect();
+    if refused.is_empty() {
+        return Ok(());
+    }
+    let refused_points: Vec<PayloadPoint> = refused.iter().map(|i| points[*i].clone()).collect();
+    let placed_by_template = |i: &usize| {
+        let source = compiled.compiled_as.get(*i);
+        source.and_then(|s| compiled.compilations.get(s.compilation)).is_some_and(|c| c.sharing == Sharing::Template)
+    };
+    // The pins hold registers longer, so LLVM may turn to AGPRs: those past
+    // the kernel's allowance are taken from the start (one retry only).
+    let refused_sites: Vec<PayloadSite> = match refused.iter().any(placed_by_template) {
+        true => {
+            let own = payload_sites(compiler.lifted, liveness, &refused_points, options)?;
+            refused
+                .iter()
+                .zip(own)
+                .map(|(i, own)| if placed_by_template(i) { own } else { sites[*i].clone() })
+                .collect()
+        }
+        false => refused.iter().map(|i| sites[*i].clone()).collect(),
+    };
+    let refused_sites: Vec<PayloadSite> = refused_sites.iter().map(with_agprs_past_allowance_taken).collect();
+    let mut again = compile_shared(
+        compiler,
+        &refused_points,
+        &refused_sites,
+        options,
+        CompilePass::PinnedThroughTerminators,
+        Sharing::SameVgprs,
+    )
+    .map_err(|error| error.at_points(&refused))?;
+    for payload in &mut again.payloads {
+        if let Some(why) = &mut payload.rejected {
+            why.message = format!("{} (also with the pinned registers kept through the terminators)", why.message);
+        }
+    }
+    compiled.adopt(&refused, again);
+    for (index, site) in refused.iter().zip(refused_sites) {
+        sites[*index] = site;
+    }
+    Ok(())
 }
 
 /// The distinct codes renamed copies have, each once.
@@ -1932,6 +2005,15 @@ fn wait_for_loads_in_flight(payloads: &mut [CompiledPayload], sites: &[PayloadSi
     }
 }
 
+/// `site` with the AGPRs past what the kernel may have taken (pinned).
+fn with_agprs_past_allowance_taken(site: &PayloadSite) -> PayloadSite {
+    let mut site = site.clone();
+    for agpr in site.max_agprs..site.max_vgprs.max(site.max_agprs) {
+        site.live.insert(Unit::agpr(agpr));
+    }
+    site
+}
+
 /// Points whose payloads LLVM gave AGPRs past what the kernel may have
 /// (gfx90a allocates payload values in AGPRs when VGPRs run short): once
 /// more, with those AGPRs taken (pinned), so LLVM keeps to the VGPRs or
@@ -1958,16 +2040,7 @@ fn compile_again_without_agprs(
         return Ok(());
     }
     let again_points: Vec<PayloadPoint> = again.iter().map(|i| points[*i].clone()).collect();
-    let again_sites: Vec<PayloadSite> = again
-        .iter()
-        .map(|i| {
-            let mut site = sites[*i].clone();
-            for agpr in site.max_agprs..site.max_vgprs.max(site.max_agprs) {
-                site.live.insert(Unit::agpr(agpr));
-            }
-            site
-        })
-        .collect();
+    let again_sites: Vec<PayloadSite> = again.iter().map(|i| with_agprs_past_allowance_taken(&sites[*i])).collect();
     let recompiled = compile_shared(
         Compiler { tool, lifted, registry },
         &again_points,
@@ -2360,7 +2433,10 @@ fn compile_each(
     lap("codegen: instruction selection (llc)");
     let classes = RegisterClasses::new(&lifted.isa);
     let frame = Frame::new(code_object.target.has_architected_flat_scratch());
-    let context = lower_mir::LoweringContext::new(&lifted.isa, &classes, &target, registry, &placeholders);
+    let mut context = lower_mir::LoweringContext::new(&lifted.isa, &classes, &target, registry, &placeholders);
+    if pass == CompilePass::PinnedThroughTerminators {
+        context.pinned_until = lower_mir::PinnedUntil::TheLastTerminator;
+    }
     let mut lowered_modules = Vec::with_capacity(selected.len());
     let mut lowered: Vec<Option<lower_mir::LoweredPayload>> = vec![None; points.len()];
     let mut rejected: BTreeMap<usize, Rejection> = BTreeMap::new();
