@@ -171,7 +171,7 @@ pub fn instrument_file_into(
     let mut replaced: HashMap<(usize, String), Stored> = HashMap::new();
     let outcomes = std::sync::Mutex::new(Vec::new());
     let jobs = std::thread::available_parallelism().map_or(1, |n| n.get()).min(code_objects.len());
-    options.progress.set_code_objects(code_objects.len());
+    options.progress.set_code_objects(code_objects.len(), code_objects.iter().map(|c| c.bytes.len() as u64).sum());
     // Each code object with the tool's code object for its target.
     let mut items: Vec<(usize, CodeObject, &CodeObject)> = Vec::new();
     for (index, code_object) in code_objects.into_iter().enumerate().rev() {

@@ -155,7 +155,7 @@ pub fn instrument(
     registry: &Registry,
     options: &InstrumentOptions,
 ) -> Result<(Vec<u8>, InstrumentReport), InstrumentError> {
-    let mut clock = Clock::start(options.progress.code_object());
+    let mut clock = Clock::start(options.progress.code_object(app.bytes.len() as u64));
     let mut report = InstrumentReport { target: app.target.to_string(), ..InstrumentReport::default() };
     // The text form of the stage `--dump-after` names, taken as it ends.
     let mut dumped = None;

@@ -558,6 +558,13 @@ pub struct Entry {
     pub widened: Option<(Unit, i64)>,
 }
 
+impl Entry {
+    /// Every register starts with its own original value.
+    pub fn is_default(&self) -> bool {
+        self.holds.is_empty() && self.unknown.is_empty() && self.widened.is_none()
+    }
+}
+
 /// Checks one payload's decoded code against the registers live at its point.
 pub fn check(
     isa: &Isa,

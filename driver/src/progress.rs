@@ -4,11 +4,14 @@
 //! lines every so often otherwise (a log, CI), nothing in a library caller
 //! that did not ask (the runtime's dynamic mode, tests).
 //!
-//! The estimate: each code object is one share of the work; the share of
-//! one in progress is its stage's, with the payload stage (most of the
-//! time) split by the compile batches (llc runs) done.
+//! The estimate: each code object's share of the work is its size (a
+//! library's code objects differ a hundredfold, and the time goes with the
+//! code: rocSPARSE's largest came last and a count of code objects said "36 s
+//! left" for ten minutes); the share done of one in progress is its stage's,
+//! with the payload stage (most of the time) split by the compile batches
+//! (llc runs) done.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -39,6 +42,8 @@ impl std::fmt::Debug for Progress {
 /// stage it is in, which spans `stage_span` of the work.
 struct Active {
     id: usize,
+    /// Its size in bytes (its weight in the estimate).
+    bytes: u64,
     share: f64,
     stage: &'static str,
     stage_span: (f64, f64),
@@ -48,6 +53,10 @@ struct Inner {
     started: Instant,
     code_objects: AtomicUsize,
     code_objects_done: AtomicUsize,
+    /// The code objects' sizes, all and done (0 for all: not known, each
+    /// code object counts the same).
+    bytes: AtomicU64,
+    bytes_done: AtomicU64,
     points_selected: AtomicUsize,
     points_done: AtomicUsize,
     /// Code objects under way.
@@ -87,6 +96,8 @@ impl Progress {
             started: Instant::now(),
             code_objects: AtomicUsize::new(code_objects),
             code_objects_done: AtomicUsize::new(0),
+            bytes: AtomicU64::new(0),
+            bytes_done: AtomicU64::new(0),
             points_selected: AtomicUsize::new(0),
             points_done: AtomicUsize::new(0),
             active: Mutex::new(Vec::new()),
@@ -125,21 +136,25 @@ impl Progress {
         self.inner.is_some()
     }
 
-    /// The number of code objects the run covers, once it is known.
-    pub fn set_code_objects(&self, count: usize) {
+    /// The code objects the run covers, once they are known: how many and
+    /// their sizes in bytes, summed.
+    pub fn set_code_objects(&self, count: usize, bytes: u64) {
         if let Some(inner) = &self.inner {
             inner.code_objects.store(count, Ordering::Relaxed);
+            inner.bytes.store(bytes, Ordering::Relaxed);
             inner.redraw();
         }
     }
 
-    /// One code object's work begins.
-    pub fn code_object(&self) -> CodeObjectProgress {
+    /// The work on one code object of `bytes` bytes begins.
+    pub fn code_object(&self, bytes: u64) -> CodeObjectProgress {
         let Some(inner) = &self.inner else { return CodeObjectProgress::default() };
         let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
-        inner.active.lock().expect("progress").push(Active { id, share: 0.0, stage: "", stage_span: (0.0, 0.0) });
+        let active = Active { id, bytes, share: 0.0, stage: "", stage_span: (0.0, 0.0) };
+        inner.active.lock().expect("progress").push(active);
         inner.redraw();
-        CodeObjectProgress { entry: Some(Arc::new(Entry { inner: inner.clone(), id, points: AtomicUsize::new(0) })) }
+        let entry = Entry { inner: inner.clone(), id, bytes, points: AtomicUsize::new(0) };
+        CodeObjectProgress { entry: Some(Arc::new(entry)) }
     }
 
     /// The run is over: the bar is cleared, the line printer stops.
@@ -174,6 +189,7 @@ impl std::fmt::Debug for CodeObjectProgress {
 struct Entry {
     inner: Arc<Inner>,
     id: usize,
+    bytes: u64,
     points: AtomicUsize,
 }
 
@@ -219,6 +235,7 @@ impl Drop for Entry {
     fn drop(&mut self) {
         self.inner.active.lock().expect("progress").retain(|a| a.id != self.id);
         self.inner.code_objects_done.fetch_add(1, Ordering::Relaxed);
+        self.inner.bytes_done.fetch_add(self.bytes, Ordering::Relaxed);
         self.inner.points_done.fetch_add(self.points.load(Ordering::Relaxed), Ordering::Relaxed);
         self.inner.redraw();
     }
@@ -227,9 +244,15 @@ impl Drop for Entry {
 impl Inner {
     /// The share of the run done, in 0..=1.
     fn fraction(&self) -> f64 {
-        let total = self.code_objects.load(Ordering::Relaxed).max(1) as f64;
-        let active: f64 = self.active.lock().expect("progress").iter().map(|a| a.share).sum();
-        ((self.code_objects_done.load(Ordering::Relaxed) as f64 + active) / total).min(1.0)
+        let bytes = self.bytes.load(Ordering::Relaxed);
+        let active = self.active.lock().expect("progress");
+        if bytes == 0 {
+            let total = self.code_objects.load(Ordering::Relaxed).max(1) as f64;
+            let active: f64 = active.iter().map(|a| a.share).sum();
+            return ((self.code_objects_done.load(Ordering::Relaxed) as f64 + active) / total).min(1.0);
+        }
+        let active: f64 = active.iter().map(|a| a.share * a.bytes as f64).sum();
+        ((self.bytes_done.load(Ordering::Relaxed) as f64 + active) / bytes as f64).min(1.0)
     }
 
     fn line(&self) -> String {
@@ -281,7 +304,7 @@ mod tests {
     #[test]
     fn silent_progress_reports_nothing() {
         let progress = Progress::default();
-        let one = progress.code_object();
+        let one = progress.code_object(1000);
         one.selected(10);
         one.stage("payloads", (0.1, 0.9));
         assert!(progress.line().is_none());
@@ -290,19 +313,36 @@ mod tests {
     #[test]
     fn the_line_counts_code_objects_points_and_the_stage_under_way() {
         let progress = Progress::shown(Display::Lines { every: Duration::from_secs(3600) }, 3);
-        let first = progress.code_object();
+        let first = progress.code_object(100);
         first.selected(100);
         drop(first);
-        let second = progress.code_object();
+        let second = progress.code_object(100);
         second.selected(50);
         second.stage("payloads", (0.0, 1.0));
         second.batches((0.0, 1.0), 1, 2);
         let line = progress.line().unwrap();
         assert!(line.starts_with("1/3 code objects, 100/150 points"), "{line}");
         assert!(line.contains("now: payloads"), "{line}");
-        // One done and half of the second: half of the run.
+        // Sizes unknown: one done and half of the second, half of the run.
         let fraction = progress.inner.as_ref().unwrap().fraction();
         assert!((fraction - 1.5 / 3.0).abs() < 1e-9, "{fraction}");
+        progress.finish();
+    }
+
+    #[test]
+    fn the_estimate_weighs_code_objects_by_their_size() {
+        let progress = Progress::shown(Display::Lines { every: Duration::from_secs(3600) }, 0);
+        // Two small code objects and a large one: the small ones done are
+        // a tenth of the work, not two thirds.
+        progress.set_code_objects(3, 1000);
+        drop(progress.code_object(50));
+        drop(progress.code_object(50));
+        let large = progress.code_object(900);
+        large.stage("payloads", (0.0, 1.0));
+        large.batches((0.0, 1.0), 1, 2);
+        let fraction = progress.inner.as_ref().unwrap().fraction();
+        assert!((fraction - (100.0 + 450.0) / 1000.0).abs() < 1e-9, "{fraction}");
+        assert!(progress.line().unwrap().starts_with("2/3 code objects"));
         progress.finish();
     }
 

@@ -151,6 +151,57 @@ fn verify_names_each_kind_of_breakage() {
     assert!(error.contains(".gpuinstr.sites is malformed"), "{error}");
 }
 
+/// Regions with the same code are interpreted once and checked each
+/// against its own live registers: with every region (kernel entries aside)
+/// made to overwrite one SGPR, exactly those where it is live are named.
+#[test]
+fn alike_regions_are_each_checked_against_their_own_live_registers() {
+    let (app, bytes) = instrumented();
+    let output = CodeObject::parse(bytes.clone(), Vec::new()).unwrap();
+    let sites: Vec<Site> = site_table(&output).unwrap();
+    let original = lift(&app).unwrap();
+    let liveness = analyze(&original).unwrap();
+    // (site, whether the SGPR is live there), for sites past an entry.
+    let live_at = |sgpr: u16| -> Vec<(Site, bool)> {
+        sites
+            .iter()
+            .filter_map(|site| {
+                let (index, function) = original
+                    .functions
+                    .iter()
+                    .enumerate()
+                    .find(|(_, f)| f.address <= site.original && site.original < f.end())?;
+                let position = function.instructions().position(|i| i.address == site.original)?;
+                let live = liveness.functions[index].live_in[position];
+                (position > 0).then(|| (*site, live.contains(gpuinstr::stages::liveness::Unit::sgpr(sgpr))))
+            })
+            .collect()
+    };
+    // An SGPR live at some of those sites and dead at others.
+    let (sgpr, regions) = (0..100u16)
+        .map(|sgpr| (sgpr, live_at(sgpr)))
+        .find(|(_, regions)| {
+            let live = regions.iter().filter(|(_, live)| *live).count();
+            live > 1 && live + 1 < regions.len()
+        })
+        .expect("an SGPR live at some sites only");
+    let mut broken = bytes;
+    for (site, _) in &regions {
+        let at = file_offset(&output, site.begin);
+        assert_eq!(broken[at..at + 4], S_NOP_4, "regions start with s_nop 4");
+        broken[at..at + 4].copy_from_slice(&(0xbe80_0080u32 | (u32::from(sgpr) << 16)).to_le_bytes());
+    }
+    let changed = format!("s{sgpr} is live here but the code leaves it changed");
+    let found = findings(&app, broken);
+    let named: Vec<&String> = found.iter().filter(|f| f.contains(&changed)).collect();
+    for (site, live) in &regions {
+        let at = format!(" at {:#x}: ", site.begin);
+        let is_named = named.iter().any(|f| f.contains(&at));
+        assert_eq!(is_named, *live, "the region at {:#x} (s{sgpr} live: {live}): {found:#?}", site.begin);
+    }
+    assert!(named.iter().all(|f| f.contains("s_mov_b32")), "each names its culprit: {named:#?}");
+}
+
 /// A kernel is held to the registers it and its callees name, not to what
 /// the callee's liveness summary carries from another kernel's call site
 /// (rocSPARSE 6.4's segmented sort kernels share a helper this way: every

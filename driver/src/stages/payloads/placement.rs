@@ -143,7 +143,6 @@ fn key_with(point: &PayloadPoint, site: &PayloadSite, hidden_arguments: &str) ->
     let mut read = UnitSet::EMPTY;
     let mut reads_at_point = ReadMap::default();
     let mut next = FIRST_READ_STAND_INS;
-    // The register a hook reads, as the template reads it.
     // The register a hook reads, as the template reads it. A register
     // argument may be read as 64 bits (the hook's parameter says): its
     // pair is read, and a special pair (EXEC, VCC) stays where it is.
