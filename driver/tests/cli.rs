@@ -427,7 +427,7 @@ fn a_closed_output_pipe_ends_the_command_quietly() {
 
 /// A gfx90a kernel whose 32 VGPRs and 32 AGPRs are all live at once (a
 /// 64-register allocation), assembled from text.
-fn dense_kernel(dir: &Path, processor: &str) -> std::path::PathBuf {
+fn dense_kernel(dir: &Path, processor: &str, sgprs_live: bool) -> std::path::PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let mut body = String::new();
     for v in 0..32 {
@@ -436,8 +436,20 @@ fn dense_kernel(dir: &Path, processor: &str) -> std::path::PathBuf {
     for a in 0..32 {
         body += &format!("\tv_accvgpr_write_b32 a{a}, 0\n");
     }
+    let sgprs = if sgprs_live { 102 } else { 16 };
+    if sgprs_live {
+        for s in 0..sgprs {
+            body += &format!("\ts_mov_b32 s{s}, {s}\n");
+        }
+    }
     for v in 1..32 {
         body += &format!("\tv_add_u32_e32 v0, v0, v{v}\n");
+    }
+    if sgprs_live {
+        for s in 1..sgprs {
+            body += &format!("\ts_add_u32 s0, s0, s{s}\n");
+        }
+        body += "\tv_add_u32_e32 v0, s0, v0\n";
     }
     for a in 0..32 {
         body += &format!("\tv_accvgpr_read_b32 v1, a{a}\n");
@@ -446,10 +458,10 @@ fn dense_kernel(dir: &Path, processor: &str) -> std::path::PathBuf {
         "\t.amdgcn_target \"amdgcn-amd-amdhsa--{processor}\"\n\t.text\n\t.globl dense\n\t.p2align 8\n\t.type dense,@function\n\
          dense:\n{body}\tglobal_store_dword v[0:1], v0, off\n\ts_endpgm\n\t.size dense, .-dense\n\
          \t.section .rodata,\"a\",@progbits\n\t.p2align 6\n\t.amdhsa_kernel dense\n\
-         \t.amdhsa_next_free_vgpr 64\n\t.amdhsa_next_free_sgpr 16\n\t.amdhsa_accum_offset 32\n\t.end_amdhsa_kernel\n\
+         \t.amdhsa_next_free_vgpr 64\n\t.amdhsa_next_free_sgpr {sgprs}\n\t.amdhsa_accum_offset 32\n\t.end_amdhsa_kernel\n\
          \t.amdgpu_metadata\n---\namdhsa.kernels:\n  - .name: dense\n    .symbol: dense.kd\n\
          \x20   .kernarg_segment_size: 0\n    .kernarg_segment_align: 8\n    .group_segment_fixed_size: 0\n\
-         \x20   .private_segment_fixed_size: 0\n    .wavefront_size: 64\n    .sgpr_count: 16\n    .vgpr_count: 64\n\
+         \x20   .private_segment_fixed_size: 0\n    .wavefront_size: 64\n    .sgpr_count: {sgprs}\n    .vgpr_count: 64\n\
          \x20   .max_flat_workgroup_size: 256\namdhsa.target: amdgcn-amd-amdhsa--{processor}\namdhsa.version:\n  - 1\n  - 1\n...\n\
          \t.end_amdgpu_metadata\n"
     );
@@ -505,18 +517,20 @@ fn vector_tool(dir: &Path) -> std::path::PathBuf {
 /// Points left out fail the run with one line saying how many and why, and
 /// nothing is written; the temporary directory is left empty whatever
 /// happens (llc's failed inputs were kept there), and the failed inputs go
-/// where --keep-failed says. (On MI300: on gfx90a the SVA of a kernel
-/// with no register for it lives in memory, and every point is placed.)
+/// where --keep-failed says. (A kernel keeping every VGPR, AGPR and SGPR
+/// live: no SGPR pair is left to save EXEC in around a payload's copies.
+/// Where SGPRs are dead, the SVA lives in memory and every point is
+/// placed.)
 #[test]
 fn left_out_points_fail_the_run_and_no_temporary_file_stays() {
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     let tmp = dir.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
-    let gfx90a = dense_kernel(dir, "gfx90a");
+    let gfx90a = dense_kernel(dir, "gfx90a", false);
     // MI300: gfx940 with LLVM 15, gfx942 since (LLVM 20 dropped gfx940).
     let mi300 = if gpuinstr::toolchain::LLVM_MAJOR >= 17 { "gfx942" } else { "gfx940" };
-    let app = dense_kernel(&dir.join(mi300), mi300);
+    let app = dense_kernel(&dir.join(mi300), mi300, true);
     let tool = vector_tool(dir);
     let plan = dir.join("plan.toml");
     std::fs::write(&plan, "[[insert]]\nhook = \"lane\"\nwhere = \"each-instruction\"\n").unwrap();

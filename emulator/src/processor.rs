@@ -17,14 +17,23 @@ pub struct Processor {
     /// The hardware sets FLAT_SCRATCH to the wave's scratch (gfx940+): no
     /// scratch wave offset SGPR, no flat scratch initialisation.
     pub architected_flat_scratch: bool,
+    /// XCCs (accelerator complex dies) the GPU's workgroups are spread
+    /// over, one after another (MI300X and MI355X: 8); `HW_REG_XCC_ID`
+    /// reads a wave's where there are several.
+    pub xccs: u32,
 }
 
-const GFX908: Processor =
-    Processor { name: "gfx908", packed_work_item_ids: false, vgpr_granule: 4, architected_flat_scratch: false };
+const GFX908: Processor = Processor {
+    name: "gfx908",
+    packed_work_item_ids: false,
+    vgpr_granule: 4,
+    architected_flat_scratch: false,
+    xccs: 1,
+};
 const GFX90A: Processor =
-    Processor { name: "gfx90a", packed_work_item_ids: true, vgpr_granule: 8, architected_flat_scratch: false };
+    Processor { name: "gfx90a", packed_work_item_ids: true, vgpr_granule: 8, architected_flat_scratch: false, xccs: 1 };
 const GFX940: Processor =
-    Processor { name: "gfx940", packed_work_item_ids: true, vgpr_granule: 8, architected_flat_scratch: true };
+    Processor { name: "gfx940", packed_work_item_ids: true, vgpr_granule: 8, architected_flat_scratch: true, xccs: 8 };
 
 /// Every processor the emulator runs.
 pub const PROCESSORS: [Processor; 14] = [

@@ -1018,11 +1018,19 @@ fn every_example_tool_on_a_spilling_kernel_without_growing() {
 /// what the emulator saw over several workgroups of several waves (the
 /// work-item ids differ between the waves of a workgroup: a slot shared by
 /// two resident waves would mix them up). The original's results stay.
+/// On gfx90a and on MI300, whose waves spread over XCCs: there the slot is
+/// found by the XCC's id too (the emulator deals workgroups to 8 XCCs).
 #[test]
 fn the_sva_lives_in_the_waves_slot_where_no_register_is_free() {
+    let object = object_for_every_target("kernels/no_register_anywhere.hip");
+    for target in ["gfx90a", mi300()] {
+        sva_in_the_waves_slot(&object, target);
+    }
+}
+
+fn sva_in_the_waves_slot(object: &std::path::Path, target: &str) {
     let kernel = "_Z19noVgprAcrossTheLoadPiPKi";
-    let app =
-        load::load_for_target(&test_kernels("no_register_anywhere"), Some("gfx90a")).unwrap().code_objects.remove(0);
+    let app = load::load_for_target(object, Some(target)).unwrap().code_objects.remove(0);
     let lifted = lift(&app).unwrap();
     let liveness = analyze(&lifted).unwrap();
     let function = lifted.functions.iter().position(|f| f.name == kernel).unwrap();
@@ -1034,7 +1042,9 @@ fn the_sva_lives_in_the_waves_slot_where_no_register_is_free() {
         (placed.sva, placed.work_item_ids, placed.problem.as_deref()),
         (Some(Home::WaveSlot), Some(Home::WaveSlot), None)
     );
-    assert!(placement.functions[&function].in_wave_slot.is_some_and(|h| h.work_item_ids));
+    let homes = placement.functions[&function].in_wave_slot.expect("in the wave's slot");
+    assert!(homes.work_item_ids, "{target}");
+    assert_eq!(homes.indexing.xcc, target != "gfx90a", "{target}");
 
     let (groups, size) = (3u32, 192u32);
     let n = (groups * size) as usize;
@@ -1046,10 +1056,10 @@ fn the_sva_lives_in_the_waves_slot_where_no_register_is_free() {
         scalars: vec![],
     };
     let held: i32 = (2..128).map(|v| 7 * v).sum();
-    let mut device = Device::new(app.clone(), "gfx90a".into()).unwrap();
+    let mut device = Device::new(app.clone(), target.into()).unwrap();
     let (memory, _) = run_case(&mut device, &case);
     let expected = words(input.iter().enumerate().map(|(i, x)| x + held + i32::from(i % 3 == 0)));
-    assert_eq!(memory[0], expected, "the original's results");
+    assert_eq!(memory[0], expected, "{target}: the original's results");
 
     let dir = scratch();
     for example in ["kernel-arguments", "branch-divergence", "memory-tracer", "instruction-counter"] {
@@ -1057,7 +1067,7 @@ fn the_sva_lives_in_the_waves_slot_where_no_register_is_free() {
         let plan = example_plan_for(example, kernel);
         let options = InstrumentOptions { linker: linker_for(&app), ..InstrumentOptions::default() };
         let (bytes, report) = instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &options).unwrap();
-        assert!(report.left_out.is_empty(), "{example}: {:#?}", report.left_out);
+        assert!(report.left_out.is_empty(), "{target} {example}: {:#?}", report.left_out);
         assert!(report.kernels[0].sva_in_memory, "{example}: {:?}", report.kernels[0]);
         assert!(
             report.render_text().contains("SVA kept in memory, a slot per wave"),
@@ -1066,7 +1076,7 @@ fn the_sva_lives_in_the_waves_slot_where_no_register_is_free() {
         );
         let output = CodeObject::parse(bytes, Vec::new()).unwrap();
         let verified = gpuinstr::verify::verify(&app, &output).unwrap();
-        assert!(verified.ok(), "{example}: {}", verified.render_text());
+        assert!(verified.ok(), "{target} {example}: {}", verified.render_text());
         match example {
             "kernel-arguments" => check_kernel_arguments(&app, &output, &case),
             "branch-divergence" => assert!(check_branch_divergence(&app, &output, &case) > 0, "some wave diverges"),

@@ -211,15 +211,25 @@ fn kernels_at_the_vgpr_limit_keep_every_point() {
     }
 }
 
-/// A kernel whose every VGPR and AGPR is live at once (v0-v31, a0-a31 of a
-/// 64-register allocation): on MI300 (gfx940, gfx942), where the SVA cannot
-/// live in memory yet, nothing fits without growing.
+/// A kernel whose every VGPR, AGPR and SGPR is live at once (v0-v31,
+/// a0-a31 of a 64-register allocation, s0-s101): where they all are, no
+/// SGPR pair is left to save EXEC in around a payload's whole-wave copies,
+/// so nothing fits without growing (the SVA itself can live in the wave's
+/// slot in memory).
 fn dense_kernel() -> CodeObject {
     let vgprs: String = (0..32).map(|v| format!("\tv_mov_b32_e32 v{v}, 0\n")).collect();
     let agprs: String = (0..32).map(|a| format!("\tv_accvgpr_write_b32 a{a}, 0\n")).collect();
+    let sgprs: String = (0..102).map(|s| format!("\ts_mov_b32 s{s}, {s}\n")).collect();
     let reads: String = (1..32).map(|v| format!("\tv_add_u32_e32 v0, v0, v{v}\n")).collect();
+    let scalar_reads: String = (1..102).map(|s| format!("\ts_add_u32 s0, s0, s{s}\n")).collect();
     let keep_agprs: String = (0..32).map(|a| format!("\tv_accvgpr_read_b32 v1, a{a}\n")).collect();
-    let body = vgprs + &agprs + &reads + &keep_agprs + "\tglobal_store_dword v[0:1], v0, off\n\ts_endpgm";
+    let body = vgprs
+        + &agprs
+        + &sgprs
+        + &reads
+        + &scalar_reads
+        + &keep_agprs
+        + "\tv_add_u32_e32 v0, s0, v0\n\tglobal_store_dword v[0:1], v0, off\n\ts_endpgm";
     kernel_from_assembly(mi300(), &body, "")
 }
 

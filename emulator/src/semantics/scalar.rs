@@ -241,11 +241,19 @@ fn hw_id(id: &crate::wave::WaveId) -> u32 {
     slot | (simd << 4) | (cu << 8) | (sh << 12) | (se << 13)
 }
 
+/// XCC_ID (gfx940+): the XCC a workgroup runs on, workgroups dealt to the
+/// XCCs in turn along X as the dispatcher does. (HW_ID stays unique only
+/// within an XCC: waves on two XCCs may share it.)
+fn xcc_id(id: &crate::wave::WaveId, xccs: u32) -> u32 {
+    id.workgroup[0] % xccs
+}
+
 fn get_hwreg(c: &Context<'_>, id: u32) -> Result<u32, Fault> {
     let m = c.machine;
     Ok(match id {
         1 => c.wave.mode,
         4 => hw_id(&c.wave.id),
+        20 if m.processor.xccs > 1 => xcc_id(&c.wave.id, m.processor.xccs),
         // GPR_ALLOC: VGPR and SGPR granules.
         5 => {
             let vgpr_blocks = m.vgprs.div_ceil(m.processor.vgpr_granule).saturating_sub(1);

@@ -35,6 +35,10 @@ pub struct Processor {
     /// segment buffer, no scratch wave offset SGPR, and a stack addressed
     /// per lane by `scratch_` instructions.
     pub architected_flat_scratch: bool,
+    /// The GPU's waves spread over several XCCs (accelerator complex
+    /// dies): a wave's HW_ID is unique only within its XCC, and
+    /// `HW_REG_XCC_ID` says which.
+    pub xccs: bool,
 }
 
 const GFX900: Processor = Processor {
@@ -46,6 +50,7 @@ const GFX900: Processor = Processor {
     packed_work_item_ids: false,
     aligned_vgpr_tuples: false,
     architected_flat_scratch: false,
+    xccs: false,
 };
 const GFX908: Processor = Processor { name: "gfx908", agprs: AgprFile::Separate, ..GFX900 };
 const GFX90A: Processor = Processor {
@@ -57,8 +62,9 @@ const GFX90A: Processor = Processor {
     packed_work_item_ids: true,
     aligned_vgpr_tuples: true,
     architected_flat_scratch: false,
+    xccs: false,
 };
-const GFX940: Processor = Processor { name: "gfx940", architected_flat_scratch: true, ..GFX90A };
+const GFX940: Processor = Processor { name: "gfx940", architected_flat_scratch: true, xccs: true, ..GFX90A };
 
 /// Every processor instrumented. gfx950 (MI350) keeps gfx940's register
 /// files (its LDS and instructions differ); the generic targets are the

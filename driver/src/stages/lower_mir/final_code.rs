@@ -212,6 +212,7 @@ pub struct SlotLoads {
     pub work_item_ids: Option<u16>,
     /// Even SGPR of a pair dead at the point (not EXEC's) for the address.
     pub pair: u16,
+    pub indexing: crate::stages::sva::wave_slots::Indexing,
 }
 
 /// Per-lane bytes a MUBUF or scratch instruction's immediate offset can
@@ -315,7 +316,7 @@ impl Parking {
             .collect();
         let (mut slot_first, mut slot_last) = (Vec::new(), Vec::new());
         if let Some(l) = self.slot_loads {
-            let load = crate::stages::sva::wave_slots::load;
+            let load = |sva, ids, pair| crate::stages::sva::wave_slots::load(l.indexing, sva, ids, pair);
             let ids_first = l.work_item_ids.filter(|v| !freed.contains(v));
             let ids_last = l.work_item_ids.filter(|v| freed.contains(v));
             if freed.contains(&l.sva) {
@@ -504,7 +505,7 @@ mod tests {
             exec_pair: 10,
             borrowed: vec![(60, 0), (61, 1), (62, 2)],
             spilled: vec![63, 59],
-            slot_loads: Some(SlotLoads { sva: 61, work_item_ids: Some(58), pair: 12 }),
+            slot_loads: Some(SlotLoads { sva: 61, work_item_ids: Some(58), pair: 12, indexing: Default::default() }),
             ..Parking::default()
         };
         let body = ["v_mov_b32_e32 v60, 1".to_string(), "global_atomic_add_x2 v[62:63], v[58:59], off".to_string()];
@@ -515,7 +516,10 @@ mod tests {
         // body does not name it.
         assert_eq!(used.borrowed, vec![(60, 0), (61, 1), (62, 2)]);
         assert_eq!(used.spilled, vec![63, 59]);
-        assert_eq!(used.slot_loads, Some(SlotLoads { sva: 61, work_item_ids: None, pair: 12 }));
+        assert_eq!(
+            used.slot_loads,
+            Some(SlotLoads { sva: 61, work_item_ids: None, pair: 12, indexing: Default::default() })
+        );
         // Nothing spilled, nothing read: no loads, and v61 and v62 stay
         // where they are.
         let quiet = ["v_mov_b32_e32 v60, 1".to_string()];

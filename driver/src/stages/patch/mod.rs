@@ -842,8 +842,9 @@ pub fn patch(
     if !compiled.globals.is_empty() {
         patch.appended.push_str(&global_table_assembly(&global_table(&compiled.globals)));
     }
-    if report.kernels.iter().any(|k| k.sva_in_memory) {
-        patch.appended.push_str(&crate::stages::sva::wave_slots::definition());
+    let slot_indexing = crate::stages::sva::wave_slots::Indexing::for_processor(processor);
+    if let Some(indexing) = slot_indexing.filter(|_| report.kernels.iter().any(|k| k.sva_in_memory)) {
+        patch.appended.push_str(&crate::stages::sva::wave_slots::definition(indexing));
     }
     report.globals = compiled
         .globals

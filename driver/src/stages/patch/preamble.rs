@@ -237,7 +237,10 @@ pub fn build(kernel: &Kernel, needs: &Needs, processor: &Processor) -> Result<Pr
         };
         code.push(format!("s_mov_b64 s[{exec}:{}], exec", exec + 1));
         code.push("s_mov_b64 exec, -1".into());
-        code.extend(crate::stages::sva::wave_slots::store(sva, needs.work_item_ids, address, pair));
+        let Some(indexing) = crate::stages::sva::wave_slots::Indexing::for_processor(processor) else {
+            return Err(format!("{}'s waves have no hardware id to find a slot in memory with", processor.name));
+        };
+        code.extend(crate::stages::sva::wave_slots::store(indexing, sva, needs.work_item_ids, address, pair));
         code.push(format!("s_mov_b64 exec, s[{exec}:{}]", exec + 1));
     }
     // 4. Every input back where the application expects it.

@@ -231,7 +231,7 @@ fn plan_parking(
             })?;
             work_item_ids = Some(ids);
         }
-        slot_targets = Some((target, work_item_ids.filter(|_| h.work_item_ids)));
+        slot_targets = Some((target, work_item_ids.filter(|_| h.work_item_ids), h.indexing));
         // Spills read the instrumentation frame from the SVA: from the
         // copy loaded first, into a VGPR dead here (not one spilled).
         if let (Some(frame), false) = (frame_requested, spilled.is_empty()) {
@@ -256,12 +256,12 @@ fn plan_parking(
         .next()
         .ok_or_else(|| "no SGPR pair is dead here to save EXEC in around whole-wave copies".to_string())?;
     let slot_loads = match slot_targets {
-        Some((sva, work_item_ids)) => {
+        Some((sva, work_item_ids, indexing)) => {
             let pair = dead_pairs.next().ok_or_else(|| {
                 "the State Value Array is kept in memory, and no second SGPR pair is dead here to address it with"
                     .to_string()
             })?;
-            Some(SlotLoads { sva, work_item_ids, pair })
+            Some(SlotLoads { sva, work_item_ids, pair, indexing })
         }
         None => None,
     };
@@ -291,7 +291,7 @@ fn plan_parking(
                 true => Some(singles.next().ok_or_else(no_room)?),
                 false => None,
             };
-            Some(crate::stages::sva::wave_slots::Rescue { vgpr, resource, offset, scc })
+            Some(crate::stages::sva::wave_slots::Rescue { vgpr, resource, offset, scc, indexing: loads.indexing })
         }
         _ => None,
     };

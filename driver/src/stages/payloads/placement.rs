@@ -703,7 +703,7 @@ mod tests {
     fn sites_that_load_the_sva_from_memory_share_the_templates_of_sites_with_it() {
         use crate::stages::lower_mir::final_code::{Parking, SlotLoads};
         let point = counting_point();
-        let slot_loads = Some(SlotLoads { sva: 40, work_item_ids: None, pair: 6 });
+        let slot_loads = Some(SlotLoads { sva: 40, work_item_ids: None, pair: 6, indexing: Default::default() });
         let loading = PayloadSite {
             sva: Some(40),
             parking: Some(Parking { slot_loads, ..Parking::default() }),

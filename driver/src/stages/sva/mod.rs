@@ -77,6 +77,7 @@ impl AgprHomes {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WaveSlotHomes {
     pub work_item_ids: bool,
+    pub indexing: wave_slots::Indexing,
 }
 
 impl FunctionRegisters {
@@ -359,6 +360,7 @@ pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRe
             request.grow != RegisterGrowth::Never && usize::from(largest) + wanted <= usize::from(payload_vgprs);
         // Sliding (one kernel, nothing shared with others): no occupancy
         // lost, a whole-wave copy where a value must move.
+        let slot_indexing = wave_slots::Indexing::for_processor(processor);
         let mut stuck = None;
         let mut slide = || -> Option<Vec<Home>> {
             let ([kernel], []) = (kernels.as_slice(), devices.as_slice()) else {
@@ -409,9 +411,9 @@ pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRe
             && usize::from(largest_agprs) + wanted <= usize::from(MAX_VGPRS)
         {
             Some((0..wanted as u16).map(|i| Home::GrownAgpr(largest_agprs + i)).collect())
-        } else if !processor.architected_flat_scratch {
+        } else if slot_indexing.is_some() {
             // The last resort: memory, found through the wave's hardware
-            // id. gfx940+ spread a GPU's waves over several XCCs (not yet).
+            // id (and its XCC's, gfx940+).
             Some(vec![Home::WaveSlot; wanted])
         } else {
             None
@@ -468,8 +470,9 @@ pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRe
             in_agprs: sva
                 .and_then(Home::agpr)
                 .map(|agpr| AgprHomes { sva: agpr, work_item_ids: work_item_ids.and_then(Home::agpr) }),
-            in_wave_slot: (sva == Some(Home::WaveSlot))
-                .then_some(WaveSlotHomes { work_item_ids: work_item_ids == Some(Home::WaveSlot) }),
+            in_wave_slot: slot_indexing
+                .filter(|_| sva == Some(Home::WaveSlot))
+                .map(|indexing| WaveSlotHomes { work_item_ids: work_item_ids == Some(Home::WaveSlot), indexing }),
             // Without AGPRs (gfx900, gfx906) nothing parks, but payloads may
             // still spill live VGPRs below it to scratch.
             vgpr_limit,
