@@ -1850,11 +1850,7 @@ fn compile_templates(
             }
         }
         compilations.extend(tight.compilations);
-        for global in tight.globals {
-            if !globals.iter().any(|g| g.name == global.name) {
-                globals.push(global);
-            }
-        }
+        add_globals(&mut globals, tight.globals);
         timings.extend(tight.timings);
         let mut next_round = Vec::new();
         let mut by_room: BTreeMap<usize, Vec<(usize, usize, usize)>> = BTreeMap::new();
@@ -2221,12 +2217,17 @@ impl CompiledPayloads {
                 PayloadSource { compilation: offset + source.compilation, position: source.position };
         }
         self.compilations.extend(other.compilations);
-        for global in other.globals {
-            if !self.globals.iter().any(|g| g.name == global.name) {
-                self.globals.push(global);
-            }
-        }
+        add_globals(&mut self.globals, other.globals);
         self.timings.extend(other.timings);
+    }
+}
+
+/// The tool globals another compilation's payloads use, each once.
+fn add_globals(globals: &mut Vec<ToolGlobal>, more: Vec<ToolGlobal>) {
+    for global in more {
+        if !globals.iter().any(|g| g.name == global.name) {
+            globals.push(global);
+        }
     }
 }
 
