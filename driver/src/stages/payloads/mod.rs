@@ -449,6 +449,9 @@ pub struct CompiledPayload {
     /// Why this point cannot be instrumented (then it has no code and is
     /// left out).
     pub rejected: Option<Rejection>,
+    /// The code the machine-code check refused, never spliced: `--dump-after
+    /// payloads` shows it, for a defect report.
+    pub refused_code: Vec<CodeLine>,
 }
 
 /// Why a selected point is left out: what a report counts by, and what
@@ -558,6 +561,7 @@ impl CompiledPayload {
             entry_wait: None,
             spilled_vgprs: 0,
             rejected: Some(reason),
+            refused_code: Vec::new(),
         }
     }
 }
@@ -898,6 +902,10 @@ impl CompiledPayloads {
         for (index, payload) in self.payloads.iter().enumerate() {
             if let Some(rejected) = &payload.rejected {
                 writeln!(out, "point {index} ({}): left out: {rejected}", payload.label).unwrap();
+                // What the check refused, commented out: never spliced.
+                for line in &payload.refused_code {
+                    writeln!(out, "  ; {line}").unwrap();
+                }
                 continue;
             }
             let wait = payload.entry_wait.and_then(|w| w.wait_instruction()).unwrap_or_else(|| "nothing".into());
@@ -2319,7 +2327,7 @@ fn measure_and_check_one(
             LeftOutCause::WouldChangeLiveRegister,
             format!("its machine code would leave a live register changed: {violation}"),
         ));
-        payload.code.clear();
+        payload.refused_code = std::mem::take(&mut payload.code);
         payload.writes = UnitSet::EMPTY;
     }
 }
@@ -2602,6 +2610,7 @@ fn compile_each(
             entry_wait: None,
             spilled_vgprs,
             rejected: None,
+            refused_code: Vec::new(),
         });
     }
     lap("final code");
@@ -2746,6 +2755,19 @@ impl CompiledPayloads {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_dump_shows_code_the_check_refused_commented_out() {
+        let point = PayloadPoint { function: 0, instruction: 3, calls: Vec::new() };
+        let mut compiled = CompiledPayloads::not_yet(&[point], &["kernel k, instruction 3".to_string()]);
+        let payload = &mut compiled.payloads[0];
+        payload.rejected = Some(Rejection::new(LeftOutCause::WouldChangeLiveRegister, "v0 is live here"));
+        payload.refused_code = vec!["buffer_load_dword v0, off, s[0:3], s32".into()];
+        assert_eq!(
+            compiled.render(),
+            "point 0 (kernel k, instruction 3): left out: v0 is live here\n  ; buffer_load_dword v0, off, s[0:3], s32\n"
+        );
+    }
 
     #[test]
     fn spills_with_the_sva_in_an_agpr_read_the_frame_from_its_copy() {
