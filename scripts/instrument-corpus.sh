@@ -151,7 +151,8 @@ sys.exit(status)' "$@"
 status=0
 for example in "${examples[@]}"; do
   tool="$out/$example.tool.o"
-  hipcc --offload-arch=gfx90a -O3 --cuda-device-only -fpass-plugin="$plugin" -I hook-sdk/include \
+  # (clang leaves empty directories in TMPDIR: they go with the results.)
+  TMPDIR="$out" hipcc --offload-arch=gfx90a -O3 --cuda-device-only -fpass-plugin="$plugin" -I hook-sdk/include \
     -c "hook-sdk/examples/$example/tool.hip" -o "$tool.tmp" && mv "$tool.tmp" "$tool"
   plan="hook-sdk/examples/$example/plan.toml"
   for library in "${libraries[@]}"; do
