@@ -50,6 +50,25 @@ pub fn keep_failed_input(source: &Path, keep_failed: Option<&Path>) -> Option<St
     Some(kept.display().to_string())
 }
 
+/// Keeps emitted assembly llvm-mc failed on where the user asked, with the
+/// machine code its `.incbin` reads (`gpuinstr-code.bin`, beside it): a
+/// directory `<process>-<work directory>-emitted` that `llvm-mc -I DIR
+/// DIR/emitted.s` assembles again. The directory's path, when it could be
+/// written.
+pub fn keep_failed_assembly(source: &Path, keep_failed: Option<&Path>) -> Option<String> {
+    let keep = keep_failed?;
+    let work = source.parent()?;
+    let name = work.file_name().map_or("work".into(), |n| n.to_string_lossy());
+    let kept = keep.join(format!("{}-{name}-emitted", std::process::id()));
+    std::fs::create_dir_all(&kept).ok()?;
+    std::fs::copy(source, kept.join(source.file_name()?)).ok()?;
+    let code = work.join(crate::stages::emit::CODE_FILE);
+    if code.exists() {
+        std::fs::copy(&code, kept.join(crate::stages::emit::CODE_FILE)).ok()?;
+    }
+    Some(kept.display().to_string())
+}
+
 /// The llc target arguments for a code object.
 pub fn llc_target_arguments(target: &TargetId, code_object_version: u32) -> Vec<String> {
     let mut arguments = vec![
@@ -260,6 +279,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn failed_assembly_is_kept_with_the_machine_code_it_includes() {
+        let work = tempfile::tempdir().unwrap();
+        let keep = tempfile::tempdir().unwrap();
+        let source = work.path().join("emitted.s");
+        std::fs::write(&source, "\t.incbin\t\"gpuinstr-code.bin\", 0, 4\n").unwrap();
+        std::fs::write(work.path().join(crate::stages::emit::CODE_FILE), [1, 2, 3, 4]).unwrap();
+        let kept = keep_failed_assembly(&source, Some(keep.path())).expect("kept");
+        let kept = Path::new(&kept);
+        assert!(kept.starts_with(keep.path()));
+        assert_eq!(std::fs::read(kept.join(crate::stages::emit::CODE_FILE)).unwrap(), [1, 2, 3, 4]);
+        assert!(std::fs::read_to_string(kept.join("emitted.s")).unwrap().contains(".incbin"));
+        assert_eq!(keep_failed_assembly(&source, None), None);
+    }
+
+    #[test]
     fn errors_are_given_to_the_function_whose_pass_was_running() {
         let stderr = "Pass Arguments:  -greedy\n\
             [t] 0x1     Executing Pass 'Greedy Register Allocator' on Function 'gpuinstr.payload.3'...\n\
@@ -373,12 +407,12 @@ pub fn assemble(
     )
     .map_err(|source| AssembleError::Tool { tool: "llvm-mc", source })?;
     let Some(output) = output else {
-        let kept = keep_failed_input(&source, keep_failed);
+        let kept = keep_failed_assembly(&source, keep_failed);
         return Err(AssembleError::Hang { tool: "llvm-mc", seconds: deadline.as_secs(), kept });
     };
     if !output.status.success() {
         // The assembly is the evidence: kept where the user asked.
-        let kept = keep_failed_input(&source, keep_failed);
+        let kept = keep_failed_assembly(&source, keep_failed);
         return Err(AssembleError::Assembler { message: first_lines(&output.stderr), kept });
     }
     Ok(std::fs::read(&object)?)
