@@ -383,7 +383,7 @@ fn emit(
     let linker = if external { Linker::LldLeavingUndefined } else { options.linker };
     let (bytes, assembly) = emit_and_link(lifted, &emit, linker)?;
     if external {
-        only_tool_globals_undefined(&bytes, globals)?;
+        only_tool_globals_undefined(&bytes, globals, &lifted.code_object.bytes)?;
     }
     if options.dump_after != Some(Stage::EmitAndLink) {
         return Ok((bytes, String::new(), assembly.timings));

@@ -686,6 +686,23 @@ fn tool_globals_are_defined_or_left_to_a_loader() {
         assert!(inspected.contains("tool global Counter  8 B at Counter.managed, managed"), "{inspected}");
         assert_verified(&app, &output, &format!("{mode:?}"));
     }
+
+    // LLVM 15 writes a kernel's function-local `__shared__` arrays as
+    // undefined dynamic symbols (40 in Debian 12's rocRAND): they stay so,
+    // and only the tool's globals are added.
+    let undefined = |bytes: &[u8]| -> std::collections::BTreeSet<String> {
+        let file = object::File::parse(bytes).unwrap();
+        let names = file.dynamic_symbols().filter(|s| s.is_undefined()).filter_map(|s| s.name().ok().map(String::from));
+        names.filter(|n| !n.is_empty()).collect()
+    };
+    let library = debian_package_file("librocrand1", "/usr/lib/x86_64-linux-gnu/librocrand.so.1.1");
+    let rocrand = load::load_for_target(&library, Some("gfx90a:xnack-")).unwrap().code_objects.remove(0);
+    let options = InstrumentOptions { tool_globals: ToolGlobals::External, ..InstrumentOptions::default() };
+    let (bytes, _) = instrument_code_object(&tool, &rocrand, &plan, &Registry::with_builtins(), &options).unwrap();
+    let mut expected = undefined(&rocrand.bytes);
+    assert!(!expected.is_empty(), "rocRAND's code object leaves symbols undefined");
+    expected.insert("Counter".into());
+    assert_eq!(undefined(&bytes), expected);
 }
 
 /// A kernel whose branches reach ~1,500 instructions: with a payload before

@@ -565,15 +565,27 @@ pub(crate) fn partial_kernels(lifted: &LiftedCodeObject<'_>, left_out: &mut [Lef
     per_kernel.into_iter().map(|(kernel, left_out)| PartialKernel { kernel, left_out }).collect()
 }
 
-pub(crate) fn only_tool_globals_undefined(bytes: &[u8], globals: &[String]) -> Result<(), InstrumentError> {
+/// The instrumented code object leaves undefined only the tool's globals
+/// (`--tool-globals external`) and what the original already left so
+/// (LLVM 15 writes a kernel's function-local `__shared__` arrays as
+/// undefined dynamic symbols: rocRAND's code objects have 40).
+pub(crate) fn only_tool_globals_undefined(
+    bytes: &[u8],
+    globals: &[String],
+    original: &[u8],
+) -> Result<(), InstrumentError> {
     use object::{Object, ObjectSymbol};
-    let file = object::File::parse(bytes).map_err(|e| InstrumentError::Undefined(e.to_string()))?;
-    let others: Vec<String> = file
-        .dynamic_symbols()
-        .filter(|s| s.is_undefined() && !s.name().unwrap_or_default().is_empty())
-        .filter_map(|s| s.name().ok().map(String::from))
-        .filter(|name| !globals.contains(name))
-        .collect();
+    let undefined = |bytes: &[u8]| -> Result<Vec<String>, InstrumentError> {
+        let file = object::File::parse(bytes).map_err(|e| InstrumentError::Undefined(e.to_string()))?;
+        Ok(file
+            .dynamic_symbols()
+            .filter(|s| s.is_undefined() && !s.name().unwrap_or_default().is_empty())
+            .filter_map(|s| s.name().ok().map(String::from))
+            .collect())
+    };
+    let already: std::collections::BTreeSet<String> = undefined(original)?.into_iter().collect();
+    let others: Vec<String> =
+        undefined(bytes)?.into_iter().filter(|name| !globals.contains(name) && !already.contains(name)).collect();
     if others.is_empty() {
         Ok(())
     } else {
