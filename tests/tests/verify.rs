@@ -40,6 +40,14 @@ fn findings(app: &CodeObject, bytes: Vec<u8>) -> Vec<String> {
 
 const S_NOP_4: [u8; 4] = 0xbf80_0004u32.to_le_bytes();
 
+/// The function of the original a site's instruction is in, and the
+/// instruction's position there.
+fn site_position(original: &gpuinstr::stages::lift::LiftedCodeObject<'_>, site: &Site) -> Option<(usize, usize)> {
+    let index = original.functions.iter().position(|f| f.address <= site.original && site.original < f.end())?;
+    let position = original.functions[index].instructions().position(|i| i.address == site.original)?;
+    Some((index, position))
+}
+
 #[test]
 fn verify_names_each_kind_of_breakage() {
     let (app, bytes) = instrumented();
@@ -55,12 +63,8 @@ fn verify_names_each_kind_of_breakage() {
     let (site, sgpr) = sites
         .iter()
         .find_map(|site| {
-            let (index, function) = original
-                .functions
-                .iter()
-                .enumerate()
-                .find(|(_, f)| f.address <= site.original && site.original < f.end())?;
-            let position = function.instructions().position(|i| i.address == site.original)?;
+            let (index, position) = site_position(&original, site)?;
+            let function = &original.functions[index];
             if position == 0 {
                 return None;
             }
@@ -166,12 +170,7 @@ fn alike_regions_are_each_checked_against_their_own_live_registers() {
         sites
             .iter()
             .filter_map(|site| {
-                let (index, function) = original
-                    .functions
-                    .iter()
-                    .enumerate()
-                    .find(|(_, f)| f.address <= site.original && site.original < f.end())?;
-                let position = function.instructions().position(|i| i.address == site.original)?;
+                let (index, position) = site_position(&original, site)?;
                 let live = liveness.functions[index].live_in[position];
                 (position > 0).then(|| (*site, live.contains(gpuinstr::stages::liveness::Unit::sgpr(sgpr))))
             })

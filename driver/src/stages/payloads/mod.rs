@@ -1500,24 +1500,9 @@ fn compile_hook_payloads(
             PayloadOptions { payload_room: PayloadRoom::AlignedPairs(STARVED_PAYLOAD_VGPRS), ..options.clone() };
         let starved_points: Vec<PayloadPoint> = starved.iter().map(|i| points[*i].clone()).collect();
         let starved_sites = payload_sites(lifted, liveness, &starved_points, &roomier)?;
-        let mut again = compile_shared(
-            compiler,
-            &starved_points,
-            &starved_sites,
-            &roomier,
-            CompilePass::MoreRegisters,
-            Sharing::SameVgprs,
-        )
-        .map_err(|error| error.at_points(&starved))?;
-        for payload in &mut again.payloads {
-            if let Some(why) = &mut payload.rejected {
-                why.message = format!("{} (also with {STARVED_PAYLOAD_VGPRS} VGPRs in aligned pairs)", why.message);
-            }
-        }
-        compiled.adopt(&starved, again);
-        for (index, site) in starved.iter().zip(starved_sites) {
-            sites[*index] = site;
-        }
+        let also = format!("with {STARVED_PAYLOAD_VGPRS} VGPRs in aligned pairs");
+        let retry = Retry { pass: CompilePass::MoreRegisters, also: &also };
+        retry.compile(compiler, &starved, points, starved_sites, &roomier, &mut compiled, &mut sites)?;
     }
     compile_again_pinned_through_terminators(compiler, liveness, points, &mut sites, options, &mut compiled)?;
 
@@ -1566,25 +1551,49 @@ fn compile_again_pinned_through_terminators(
         false => refused.iter().map(|i| sites[*i].clone()).collect(),
     };
     let refused_sites: Vec<PayloadSite> = refused_sites.iter().map(with_agprs_past_allowance_taken).collect();
-    let mut again = compile_shared(
-        compiler,
-        &refused_points,
-        &refused_sites,
-        options,
-        CompilePass::PinnedThroughTerminators,
-        Sharing::SameVgprs,
-    )
-    .map_err(|error| error.at_points(&refused))?;
-    for payload in &mut again.payloads {
-        if let Some(why) = &mut payload.rejected {
-            why.message = format!("{} (also with the pinned registers kept through the terminators)", why.message);
+    let retry = Retry {
+        pass: CompilePass::PinnedThroughTerminators,
+        also: "with the pinned registers kept through the terminators",
+    };
+    retry.compile(compiler, &refused, points, refused_sites, options, compiled, sites)
+}
+
+/// Points compiled once more in another pass, alike points with the same
+/// live VGPRs sharing.
+struct Retry<'a> {
+    pass: CompilePass,
+    /// What the pass tried, for the message of points it still refuses.
+    also: &'a str,
+}
+
+impl Retry<'_> {
+    /// Compiles `points[indices[i]]` at `retry_sites[i]`; their payloads
+    /// and sites replace those in `compiled` and `sites`.
+    #[allow(clippy::too_many_arguments)]
+    fn compile(
+        &self,
+        compiler: Compiler<'_, '_>,
+        indices: &[usize],
+        points: &[PayloadPoint],
+        retry_sites: Vec<PayloadSite>,
+        options: &PayloadOptions,
+        compiled: &mut CompiledPayloads,
+        sites: &mut [PayloadSite],
+    ) -> Result<(), CompileError> {
+        let retry_points: Vec<PayloadPoint> = indices.iter().map(|i| points[*i].clone()).collect();
+        let mut again = compile_shared(compiler, &retry_points, &retry_sites, options, self.pass, Sharing::SameVgprs)
+            .map_err(|error| error.at_points(indices))?;
+        for payload in &mut again.payloads {
+            if let Some(why) = &mut payload.rejected {
+                why.message = format!("{} (also {})", why.message, self.also);
+            }
         }
+        compiled.adopt(indices, again);
+        for (index, site) in indices.iter().zip(retry_sites) {
+            sites[*index] = site;
+        }
+        Ok(())
     }
-    compiled.adopt(&refused, again);
-    for (index, site) in refused.iter().zip(refused_sites) {
-        sites[*index] = site;
-    }
-    Ok(())
 }
 
 /// The distinct codes renamed copies have, each once.
