@@ -51,7 +51,7 @@ pub fn keep_failed_input(source: &Path, keep_failed: Option<&Path>) -> Option<St
 }
 
 /// Keeps emitted assembly llvm-mc failed on where the user asked, with the
-/// machine code its `.incbin` reads (`gpuinstr-code.bin`, beside it): a
+/// files its `.incbin` directives read (the machine code, beside it): a
 /// directory `<process>-<work directory>-emitted` that `llvm-mc -I DIR
 /// DIR/emitted.s` assembles again. The directory's path, when it could be
 /// written.
@@ -62,11 +62,24 @@ pub fn keep_failed_assembly(source: &Path, keep_failed: Option<&Path>) -> Option
     let kept = keep.join(format!("{}-{name}-emitted", std::process::id()));
     std::fs::create_dir_all(&kept).ok()?;
     std::fs::copy(source, kept.join(source.file_name()?)).ok()?;
-    let code = work.join(crate::stages::emit::CODE_FILE);
-    if code.exists() {
-        std::fs::copy(&code, kept.join(crate::stages::emit::CODE_FILE)).ok()?;
+    let text = std::fs::read_to_string(source).ok()?;
+    for name in included_files(&text) {
+        let included = work.join(name);
+        if included.is_file() {
+            std::fs::copy(&included, kept.join(name)).ok()?;
+        }
     }
     Some(kept.display().to_string())
+}
+
+/// The files `.incbin` directives of `text` read (next to the source),
+/// each once: what a kept assembly needs to assemble again.
+fn included_files(text: &str) -> std::collections::BTreeSet<&str> {
+    text.lines()
+        .filter_map(|line| line.trim_start().strip_prefix(".incbin"))
+        .filter_map(|rest| rest.trim_start().strip_prefix('"')?.split('"').next())
+        .filter(|name| !name.contains('/') && !name.is_empty())
+        .collect()
 }
 
 /// The llc target arguments for a code object.
@@ -284,11 +297,11 @@ mod tests {
         let keep = tempfile::tempdir().unwrap();
         let source = work.path().join("emitted.s");
         std::fs::write(&source, "\t.incbin\t\"gpuinstr-code.bin\", 0, 4\n").unwrap();
-        std::fs::write(work.path().join(crate::stages::emit::CODE_FILE), [1, 2, 3, 4]).unwrap();
+        std::fs::write(work.path().join("gpuinstr-code.bin"), [1, 2, 3, 4]).unwrap();
         let kept = keep_failed_assembly(&source, Some(keep.path())).expect("kept");
         let kept = Path::new(&kept);
         assert!(kept.starts_with(keep.path()));
-        assert_eq!(std::fs::read(kept.join(crate::stages::emit::CODE_FILE)).unwrap(), [1, 2, 3, 4]);
+        assert_eq!(std::fs::read(kept.join("gpuinstr-code.bin")).unwrap(), [1, 2, 3, 4]);
         assert!(std::fs::read_to_string(kept.join("emitted.s")).unwrap().contains(".incbin"));
         assert_eq!(keep_failed_assembly(&source, None), None);
     }
