@@ -51,12 +51,10 @@ pub use crate::stages::liveness::analyze as liveness;
 pub use crate::stages::load::load;
 pub use crate::stages::payloads::compile_payloads;
 pub use crate::tool::read_tool_module;
-use report::{
-    kernels_lacking_hidden_arguments, only_tool_globals_undefined, partial_kernels, refuse_preloaded_arguments,
-};
+use report::{kernels_lacking_hidden_arguments, only_tool_globals_undefined, partial_kernels};
 pub use report::{
     CompilationSummary, CountsInRegistersReport, InstrumentError, InstrumentOptions, InstrumentReport, PayloadSpills,
-    PayloadWaits, ToolGlobals,
+    PayloadWaits, PreloadPrologues, ToolGlobals,
 };
 
 /// The steps one code object's walk times, in order (the report's `steps`).
@@ -173,7 +171,7 @@ pub fn instrument(
 
     let points = select_points(plan, &lifted, &mut report)?;
     clock.progress.selected(report.selected);
-    refuse_preloaded_arguments(app, &lifted, &points)?;
+    report.preload_prologues = PreloadPrologues::of(&lifted, &points);
     let (work_item_ids, lacking) = what_hooks_read(tool, app, &lifted, &points)?;
     // Kernels given the hidden arguments hooks read: the same code, lifted
     // once, with a copy of the code object whose metadata declares them.

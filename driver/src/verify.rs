@@ -407,6 +407,25 @@ pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<Verify
         }
     }
 
+    // 2b. A kernel that preloads arguments is entered 256 bytes in: there
+    // must be what its entry became (the preamble, or the instruction).
+    for &(f, g) in &aligned {
+        let (function, instrumented_function) = (&before.functions[f], &after.functions[g]);
+        if function.entry > 0 || instrumented_function.entry > 0 {
+            let (t, u) = (function.entry_address(), instrumented_function.entry_address());
+            if instrumented_function.entry == 0 || !map.lands_on(t, u) {
+                report.findings.push(Finding {
+                    function: instrumented_function.name.clone(),
+                    address: instrumented_function.address,
+                    problem: format!(
+                        "the hardware enters the kernel 256 bytes in, at {u:#x}, which is not what the original's \
+                         entry {t:#x} became"
+                    ),
+                });
+            }
+        }
+    }
+
     // 3. Regions preserve what is live at their point.
     let exports = exports_anywhere(&before.functions, &before.isa);
     // What a region's code leaves in the registers does not depend on where
@@ -443,7 +462,7 @@ pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<Verify
             }
             let mut live = liveness.functions[f].live_in[position];
             let mut entry = Entry::default();
-            if position == 0 && !function.entry_is_branch_target() {
+            if position == function.entry && !function.entry_is_branch_target() {
                 if let FunctionKind::Kernel(k) = function.kind {
                     let descriptor = &before.code_object.kernels[k].descriptor;
                     let (inputs, kernel_entry) = kernel_entry(

@@ -134,6 +134,9 @@ pub struct Options {
     /// What an LDS access past the workgroup's allocation does (the
     /// `Device` stops by default; dispatch packets get the hardware's way).
     pub lds_out_of_range: LdsOutOfRange,
+    /// The firmware preloads kernel arguments where the processor can
+    /// (today's); without, kernels that ask for it run their prologue.
+    pub firmware_preloads_arguments: bool,
 }
 
 impl Default for Options {
@@ -144,6 +147,7 @@ impl Default for Options {
             accesses: false,
             exec_history: Vec::new(),
             lds_out_of_range: LdsOutOfRange::Stop,
+            firmware_preloads_arguments: true,
         }
     }
 }
@@ -368,6 +372,43 @@ pub fn initial_wave(
     wave
 }
 
+/// The bytes a kernel that asks for preloaded arguments starts with
+/// before where firmware that preloads them enters it (AMDGPUUsage,
+/// "Preloaded Kernel Arguments").
+pub const PRELOAD_PROLOGUE_BYTES: u64 = 256;
+
+/// What the command processor preloads for every wave of a dispatch: the
+/// first SGPR (after the user SGPRs the properties enable) and the dwords
+/// of the kernel argument segment, from `KERNARG_PRELOAD_SPEC` (length in
+/// bits 0-6, offset in dwords in bits 7-15 of the descriptor's bytes
+/// 58-59); none where the processor or its firmware does not preload.
+fn preloaded_arguments(
+    kernel: &Kernel,
+    dispatch: &DispatchMemory,
+    processor: &Processor,
+    options: &Options,
+    memory: &Memory,
+) -> Result<Option<(u16, Vec<u32>)>, EmulatorError> {
+    let descriptor = &kernel.descriptor;
+    let spec = u16::from_le_bytes([descriptor.reserved2[0], descriptor.reserved2[1]]);
+    let (length, offset) = (u64::from(spec & 0x7f), u64::from(spec >> 7));
+    if length == 0 || !processor.preloads_kernel_arguments || !options.firmware_preloads_arguments {
+        return Ok(None);
+    }
+    let first = crate::inputs::enabled_user_sgprs(descriptor);
+    if first as u64 + length > 16 {
+        return Err(EmulatorError::Isa(format!(
+            "the kernel preloads {length} dwords of arguments after {first} user SGPRs; the hardware loads 16 at most"
+        )));
+    }
+    let at = dispatch.kernarg + offset * 4;
+    let bytes = memory.bytes(at, (length * 4) as usize).map_err(|fault| {
+        EmulatorError::Isa(format!("the preloaded kernel arguments at {at:#x} cannot be read: {fault}"))
+    })?;
+    let values = bytes.chunks_exact(4).map(|d| u32::from_le_bytes(d.try_into().expect("4 bytes"))).collect();
+    Ok(Some((first, values)))
+}
+
 /// Runs every workgroup of a dispatch. On a stop, `trace_so_far` gets the
 /// trace up to the stopping instruction (when tracing).
 #[allow(clippy::too_many_arguments)]
@@ -384,6 +425,7 @@ pub fn run(
     // Per code slot: (wave executions, active lanes); a map at the end.
     let tally = vec![(0u64, 0u64); program.slots()];
     let report = RunReport::default();
+    let preloaded = preloaded_arguments(kernel, dispatch, machine.processor, options, memory)?;
     let mut runner = Runner { program, memory, kernel, machine, options, report, tally, accessed: Vec::new() };
     let mut global = 0u32;
     let [gx, gy, gz] = launch.workgroups;
@@ -402,7 +444,12 @@ pub fn run(
                 let mut waves: Vec<Wave> = (0..waves_per_group)
                     .map(|w| {
                         let id = WaveId { workgroup: [x, y, z], wave: w, global: global + w };
-                        initial_wave(kernel, launch, dispatch, id, machine.processor, machine.load_base)
+                        let mut wave = initial_wave(kernel, launch, dispatch, id, machine.processor, machine.load_base);
+                        if let Some((first, values)) = &preloaded {
+                            wave.sgpr[*first as usize..*first as usize + values.len()].copy_from_slice(values);
+                            wave.pc += PRELOAD_PROLOGUE_BYTES;
+                        }
+                        wave
                     })
                     .collect();
                 global += waves_per_group;

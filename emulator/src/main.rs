@@ -40,6 +40,10 @@ struct Cli {
     /// Print every executed instruction.
     #[arg(long)]
     trace: bool,
+    /// Run as firmware that does not preload kernel arguments does:
+    /// kernels that ask for it start at their compatibility prologue.
+    #[arg(long)]
+    firmware_without_preload: bool,
     /// A `__managed__` global to bind (as the HIP runtime does) and print
     /// after the run: NAME:ELEMENT:COUNT, e.g. Counter:u64:1.
     #[arg(long = "managed")]
@@ -145,6 +149,7 @@ fn main() -> Result<()> {
     let kernel = cli.kernel.clone().unwrap_or_default();
     device.options.max_instructions = cli.max_instructions;
     device.options.trace = cli.trace;
+    device.options.firmware_preloads_arguments = !cli.firmware_without_preload;
     let mut values = Vec::new();
     let mut buffers: Vec<(usize, u64, Element, usize)> = Vec::new();
     for (index, text) in texts.iter().enumerate() {

@@ -21,6 +21,10 @@ pub struct Processor {
     /// over, one after another (MI300X and MI355X: 8); `HW_REG_XCC_ID`
     /// reads a wave's where there are several.
     pub xccs: u32,
+    /// The command processor can load kernel arguments into SGPRs and
+    /// enter the kernel past its compatibility prologue (gfx90a, gfx940+:
+    /// `KERNARG_PRELOAD_SPEC`), when its firmware does.
+    pub preloads_kernel_arguments: bool,
 }
 
 const GFX908: Processor = Processor {
@@ -29,11 +33,24 @@ const GFX908: Processor = Processor {
     vgpr_granule: 4,
     architected_flat_scratch: false,
     xccs: 1,
+    preloads_kernel_arguments: false,
 };
-const GFX90A: Processor =
-    Processor { name: "gfx90a", packed_work_item_ids: true, vgpr_granule: 8, architected_flat_scratch: false, xccs: 1 };
-const GFX940: Processor =
-    Processor { name: "gfx940", packed_work_item_ids: true, vgpr_granule: 8, architected_flat_scratch: true, xccs: 8 };
+const GFX90A: Processor = Processor {
+    name: "gfx90a",
+    packed_work_item_ids: true,
+    vgpr_granule: 8,
+    architected_flat_scratch: false,
+    xccs: 1,
+    preloads_kernel_arguments: true,
+};
+const GFX940: Processor = Processor {
+    name: "gfx940",
+    packed_work_item_ids: true,
+    vgpr_granule: 8,
+    architected_flat_scratch: true,
+    xccs: 8,
+    preloads_kernel_arguments: true,
+};
 
 /// Every processor the emulator runs.
 pub const PROCESSORS: [Processor; 14] = [

@@ -117,6 +117,8 @@ pub struct InstrumentReport {
     /// Kernels given the hidden arguments their hooks read (v5+ kernels
     /// that declared none).
     pub hidden_arguments_declared: Vec<DeclaredHiddenArguments>,
+    /// Preload prologues the hardware skips, not instrumented.
+    pub preload_prologues: PreloadPrologues,
     pub seconds: f64,
     /// The text form of the stage `dump_after` named, as it left that stage.
     #[serde(skip)]
@@ -253,12 +255,6 @@ pub enum InstrumentError {
          (select other kernels, or build the application and the tool with -mcode-object-version=5 or later)"
     )]
     HiddenArgumentsAbsent { hook: String, kernel: String, version: u32 },
-    #[error(
-        "kernel {kernel} preloads {dwords} dwords of its arguments into SGPRs (gfx940+ kernarg preload), so the \
-         hardware enters it 256 bytes past its entry; instrumenting such kernels is not supported yet: select other \
-         kernels, or build without preloading (no -amdgpu-kernarg-preload-count)"
-    )]
-    PreloadedKernelArguments { kernel: String, dwords: u16 },
     #[error("the plan selects no instruction of this code object ({0})")]
     NothingSelected(String),
     #[error("the plan selects no instruction in the file; nothing to instrument (without --require-points the file would be written unchanged)")]
@@ -366,6 +362,16 @@ impl InstrumentReport {
                 self.hidden_arguments_declared.len(),
                 named.join(", "),
                 if more > 0 { format!(" and {more} more") } else { String::new() }
+            )
+            .unwrap();
+        }
+        if self.preload_prologues.kernels > 0 {
+            writeln!(
+                out,
+                "  WARNING: {} instructions in the argument-preload prologues of {} kernels are not instrumented: the \
+                 hardware enters those kernels 256 bytes in, and the prologue runs only where firmware does not \
+                 preload kernel arguments",
+                self.preload_prologues.instructions, self.preload_prologues.kernels
             )
             .unwrap();
         }
@@ -520,29 +526,29 @@ pub(crate) fn kernels_lacking_hidden_arguments(
     Ok(lacking.into_iter().collect())
 }
 
-/// Kernels that preload arguments start 256 bytes past their entry: code
-/// inserted before that point would move where the hardware enters. Refused
-/// before anything is compiled, for every point that may run in one.
-pub(crate) fn refuse_preloaded_arguments(
-    app: &CodeObject,
-    lifted: &crate::stages::lift::LiftedCodeObject<'_>,
-    points: &[PayloadPoint],
-) -> Result<(), InstrumentError> {
-    if app.kernels.iter().all(|k| k.descriptor.kernarg_preload_length() == 0) {
-        return Ok(());
+/// Kernels that preload arguments into SGPRs start with a prologue that
+/// loads them where firmware does not; the hardware enters them past it,
+/// so it is not instrumented (the instructions, counted and said).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PreloadPrologues {
+    /// Instrumented kernels that have one.
+    pub kernels: usize,
+    /// Instructions in those prologues (not their `s_nop` padding).
+    pub instructions: usize,
+}
+
+impl PreloadPrologues {
+    pub(crate) fn of(lifted: &crate::stages::lift::LiftedCodeObject<'_>, points: &[PayloadPoint]) -> PreloadPrologues {
+        let mut kernels: Vec<usize> = points.iter().map(|p| p.function).collect();
+        kernels.dedup();
+        kernels.retain(|f| lifted.functions[*f].entry > 0);
+        // Its instructions, not the s_nop padding up to 256 bytes.
+        let decoded = |f: usize| {
+            let function = &lifted.functions[f];
+            function.instructions().take(function.entry).filter(|i| i.name(&lifted.isa) != "S_NOP").count()
+        };
+        PreloadPrologues { kernels: kernels.len(), instructions: kernels.iter().map(|f| decoded(*f)).sum() }
     }
-    let may_run = crate::stages::lift::kernels_that_may_run(lifted);
-    for point in points {
-        for function in &may_run[point.function] {
-            let FunctionKind::Kernel(index) = lifted.functions[*function].kind else { continue };
-            let kernel = &app.kernels[index];
-            let dwords = kernel.descriptor.kernarg_preload_length();
-            if dwords > 0 {
-                return Err(InstrumentError::PreloadedKernelArguments { kernel: kernel.name().to_string(), dwords });
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Names in each left-out point the kernels whose dispatches may run it,

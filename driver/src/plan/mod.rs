@@ -504,7 +504,7 @@ impl Insert {
     fn applies_at(&self, point: &Site<'_>) -> bool {
         match &self.at {
             Where::EachInstruction => true,
-            Where::KernelEntry => point.function.is_kernel() && point.index == 0,
+            Where::KernelEntry => point.function.is_kernel() && point.index == point.function.entry,
             Where::EachBlock => point.first_in_block,
             Where::EachExecRegion => point.region.first,
             Where::BeforeExit => {
@@ -579,7 +579,9 @@ impl Site<'_> {
 
 /// Seed 004's `instrumentationLoop`: `choose` sees every decoded instruction
 /// of every relocatable function, in code order, and returns the hooks to
-/// call before it (none to leave it alone).
+/// call before it (none to leave it alone). Preload prologues are not the
+/// kernel's code where the hardware enters it: not seen
+/// ([`Function::in_preload_prologue`]).
 pub fn instrumentation_loop<'a>(
     lifted: &'a LiftedCodeObject<'a>,
     choose: impl FnMut(&Site<'a>) -> Vec<HookCall>,
@@ -602,7 +604,7 @@ fn instrumentation_loop_in<'a>(
         for block in &function.blocks {
             let regions = region_counts(lifted, block);
             for (position, instruction) in block.instructions.iter().enumerate() {
-                if instruction.decoded {
+                if instruction.decoded && !function.in_preload_prologue(index) {
                     let site = Site {
                         lifted,
                         function_index,

@@ -60,6 +60,9 @@ pub enum ProblemKind {
     BranchIntoInstruction,
     /// Function symbols that overlap.
     OverlappingFunctions,
+    /// A kernel that preloads arguments has no instruction 256 bytes past
+    /// its start, where the hardware enters it.
+    NoPreloadEntry,
 }
 
 impl ProblemKind {
@@ -71,6 +74,7 @@ impl ProblemKind {
                 | ProblemKind::PcRelativeOutsideCodeObject
                 | ProblemKind::BranchIntoInstruction
                 | ProblemKind::UndecodableInstruction
+                | ProblemKind::NoPreloadEntry
         )
     }
 }
@@ -93,6 +97,11 @@ pub struct Function {
     pub blocks: Vec<Block>,
     pub calls: Vec<CallSite>,
     pub problems: Vec<Problem>,
+    /// The index of the instruction the hardware starts a kernel at: 0, or
+    /// for a kernel that preloads arguments into SGPRs the one 256 bytes in
+    /// (before it, the prologue that loads them where firmware does not,
+    /// [`Function::in_preload_prologue`]).
+    pub entry: usize,
 }
 
 impl Function {
@@ -114,15 +123,34 @@ impl Function {
         matches!(self.kind, FunctionKind::Kernel(_))
     }
 
-    /// Whether a branch of the function goes back to its first instruction
-    /// (then the registers there are not only what the entry set).
+    /// Where the hardware starts the function (see [`Function::entry`]).
+    pub fn entry_address(&self) -> u64 {
+        self.instructions().nth(self.entry).map_or(self.address, |i| i.address)
+    }
+
+    /// Whether the instruction at `index` is in a preloading kernel's
+    /// compatibility prologue: it runs only where firmware does not preload
+    /// the arguments, and is never instrumented.
+    pub fn in_preload_prologue(&self, index: usize) -> bool {
+        index < self.entry
+    }
+
+    /// Whether a branch of the function goes back to where the hardware
+    /// enters it (then the registers there are not only what the entry set;
+    /// a preload prologue's jump to the entry is the entry).
     pub fn entry_is_branch_target(&self) -> bool {
-        self.instructions().any(|i| match i.flow {
-            Flow::Branch { target } | Flow::ConditionalBranch { target } => target == self.address,
+        let entry = self.entry_address();
+        self.instructions().skip(self.entry).any(|i| match i.flow {
+            Flow::Branch { target } | Flow::ConditionalBranch { target } => target == entry,
             _ => false,
         })
     }
 }
+
+/// The bytes a kernel that preloads arguments starts with before the
+/// instruction the hardware enters it at (AMDGPUUsage: "Preloaded Kernel
+/// Arguments").
+pub const PRELOAD_PROLOGUE_BYTES: u64 = 256;
 
 /// Counts over a lifted code object.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -344,6 +372,26 @@ fn lift_function(
     if extent.kind == FunctionKind::DeviceFunction {
         mark_returns(isa, &mut blocks);
     }
+    let entry = match extent.kind {
+        FunctionKind::Kernel(index) if code_object.kernels[index].descriptor.kernarg_preload_length() > 0 => {
+            let dwords = code_object.kernels[index].descriptor.kernarg_preload_length();
+            match preload_entry(isa, &blocks, extent.start) {
+                Ok(entry) => entry,
+                Err(what) => {
+                    problems.push(Problem {
+                        address: extent.start,
+                        kind: ProblemKind::NoPreloadEntry,
+                        detail: format!(
+                            "the kernel preloads {dwords} dwords of its arguments, so the hardware enters it 256 \
+                             bytes in, but {what}"
+                        ),
+                    });
+                    0
+                }
+            }
+        }
+        _ => 0,
+    };
     Function {
         name: extent.name,
         kind: extent.kind,
@@ -352,7 +400,32 @@ fn lift_function(
         blocks,
         calls,
         problems,
+        entry,
     }
+}
+
+/// The index of the instruction 256 bytes into a kernel that preloads
+/// arguments, when what comes before it is a preload prologue as
+/// compilers write them: scalar loads of the arguments, a wait and a branch
+/// to the entry (LLVM 20 on), or a trap or end (LLVM 18 and 19), then
+/// `s_nop` padding. Anything else is not code gpuinstr knows the hardware
+/// skips.
+fn preload_entry(isa: &Isa, blocks: &[Block], start: u64) -> Result<usize, String> {
+    let at = start + PRELOAD_PROLOGUE_BYTES;
+    let instructions: Vec<&Instruction> = blocks.iter().flat_map(|b| &b.instructions).collect();
+    let entry = instructions.iter().position(|i| i.address == at).ok_or("no instruction starts there")?;
+    for instruction in &instructions[..entry] {
+        let name = instruction.name(isa);
+        let known = ["S_LOAD_", "S_WAITCNT", "S_NOP", "S_TRAP", "S_ENDPGM"].iter().any(|p| name.starts_with(p))
+            || matches!(instruction.flow, Flow::Branch { target } if target == at);
+        if !instruction.decoded || !known {
+            return Err(format!(
+                "its first 256 bytes are not a preload prologue (`{name}` at {:#x})",
+                instruction.address
+            ));
+        }
+    }
+    Ok(entry)
 }
 
 /// `s_setpc_b64 s[30:31]` ends a device function (the ABI's return address).

@@ -300,7 +300,10 @@ pub fn pending_before(function: &Function, isa: &Isa, liveness: &FunctionLivenes
     if unknown_flow {
         block_in.iter_mut().for_each(|slot| *slot = Some(Pending::unknown(exports)));
     }
-    // Blocks only reached from unknown places (no known predecessor) start unknown.
+    // Blocks only reached from unknown places (no known predecessor) start
+    // unknown; but the padding of a preload prologue never runs (it falls
+    // through to where the hardware enters the kernel with nothing in
+    // flight).
     let mut reached = vec![false; blocks.len()];
     if let Some(first) = reached.first_mut() {
         *first = true;
@@ -310,9 +313,11 @@ pub fn pending_before(function: &Function, isa: &Isa, liveness: &FunctionLivenes
             reached[*successor] = true;
         }
     }
-    for (slot, reached) in block_in.iter_mut().zip(&reached) {
+    let hardware_entry = function.entry_address();
+    for ((slot, reached), block) in block_in.iter_mut().zip(&reached).zip(blocks) {
         if !reached {
-            *slot = Some(Pending::unknown(exports));
+            let padding = function.entry > 0 && block.address < hardware_entry;
+            *slot = Some(if padding { Pending::NONE } else { Pending::unknown(exports) });
         }
     }
     let mut work: Vec<usize> = (0..blocks.len()).filter(|b| block_in[*b].is_some()).rev().collect();

@@ -180,6 +180,12 @@ impl KernelDescriptor {
         u16::from_le_bytes([self.reserved2[0], self.reserved2[1]]) & 0x7f
     }
 
+    /// KERNARG_PRELOAD_SPEC_OFFSET (bits 471-479): the dword of the kernel
+    /// argument segment preloading starts at.
+    pub fn kernarg_preload_offset(&self) -> u16 {
+        u16::from_le_bytes([self.reserved2[0], self.reserved2[1]]) >> 7
+    }
+
     pub fn property(&self, name: &str) -> u32 {
         field(&KERNEL_CODE_PROPERTIES, name).get(u32::from(self.kernel_code_properties))
     }

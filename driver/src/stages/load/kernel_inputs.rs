@@ -15,6 +15,9 @@ pub enum Input {
     DispatchId,
     FlatScratchInit,
     PrivateSegmentSize,
+    /// Kernel arguments the hardware loads after the other user SGPRs
+    /// (gfx90a, gfx940+: `KERNARG_PRELOAD_SPEC_LENGTH` dwords).
+    PreloadedArguments,
     WorkgroupIdX,
     WorkgroupIdY,
     WorkgroupIdZ,
@@ -51,7 +54,8 @@ pub fn enabled(descriptor: &KernelDescriptor, name: &str, user: bool) -> bool {
 /// Where each enabled input is: `(input, first SGPR, count)`. With
 /// architected flat scratch `ENABLE_PRIVATE_SEGMENT` sets FLAT_SCRATCH and
 /// loads no SGPR (and the private segment buffer and flat scratch init are
-/// never enabled).
+/// never enabled). Preloaded arguments follow the user SGPRs the
+/// properties enable, before the system SGPRs.
 pub fn layout(descriptor: &KernelDescriptor, processor: &Processor) -> Vec<(Input, u16, u16)> {
     let mut next = 0u16;
     let mut out = Vec::new();
@@ -59,10 +63,21 @@ pub fn layout(descriptor: &KernelDescriptor, processor: &Processor) -> Vec<(Inpu
         if input == Input::PrivateSegmentWaveOffset && processor.architected_flat_scratch {
             continue;
         }
+        if input == Input::WorkgroupIdX && descriptor.kernarg_preload_length() > 0 {
+            let dwords = descriptor.kernarg_preload_length();
+            out.push((Input::PreloadedArguments, next, dwords));
+            next += dwords;
+        }
         if enabled(descriptor, name, user) {
             out.push((input, next, size));
             next += size;
         }
     }
     out
+}
+
+/// Whether the hardware loads `input` into a user SGPR (counted in
+/// `USER_SGPR_COUNT`).
+pub fn is_user(input: Input) -> bool {
+    input == Input::PreloadedArguments || INPUTS.iter().any(|(i, _, user, _)| *i == input && *user)
 }

@@ -453,7 +453,7 @@ pub fn patch(
         let FunctionKind::Kernel(index) = lifted.functions[kernel].kind else { continue };
         let registers = placement.functions.get(&kernel);
         let problem = placement.kernels.iter().find(|p| p.kernel == kernel).and_then(|p| p.problem.clone());
-        let live = &liveness.functions[kernel].live_in[0];
+        let live = &liveness.functions[kernel].live_in[lifted.functions[kernel].entry];
         kernel_needs.free_sgprs = (0..102u16).filter(|s| !live.contains(Unit::sgpr(*s))).collect();
         let outcome = match registers.map(|r| (r.sva, r.work_item_ids, r.in_agprs)) {
             Some((Some(sva), work_item_ids, _)) => {
@@ -652,8 +652,8 @@ pub fn patch(
     // v_writelane).
     let mut reach = inserted;
     for (kernel, preamble) in &preambles {
-        if let (Ok(preamble), Some(entry)) = (preamble, lifted.functions[*kernel].instructions().next()) {
-            *reach.entry(entry.address).or_default() += 8 * preamble.code.len();
+        if let Ok(preamble) = preamble {
+            *reach.entry(lifted.functions[*kernel].entry_address()).or_default() += 8 * preamble.code.len();
         }
     }
     patch.relaxed = relax::relax(lifted, liveness, &reach, 102).map_err(PatchError::BranchOutOfRange)?;
@@ -693,8 +693,7 @@ pub fn patch(
                 by_preamble.union_with(&registers_named(line));
             }
             used.union_with(&by_preamble);
-            let entry = function.instructions().next().map(|i| i.address).expect("a kernel has code");
-            let lines = patch.before.entry(entry).or_default();
+            let lines = patch.before.entry(function.entry_address()).or_default();
             // A payload spliced at the entry starts with the same wait states.
             let mut code = preamble.code.as_slice();
             if code.last().map(String::as_str) == Some("s_nop 4") && lines.first().map(|l| &**l) == Some("s_nop 4") {

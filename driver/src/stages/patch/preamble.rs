@@ -14,7 +14,7 @@ use gpuinstr_intrinsics::sva::{FrameValue, FRAME_VALUES};
 use gpuinstr_intrinsics::{KernelArgument, Storage};
 
 use crate::stages::load::descriptor::{KernelDescriptor, KERNEL_CODE_PROPERTIES, RSRC2};
-use crate::stages::load::kernel_inputs::{enabled, layout, Input, INPUTS};
+use crate::stages::load::kernel_inputs::{enabled, is_user, layout, Input, INPUTS};
 use crate::stages::load::processor::Processor;
 use crate::stages::load::Kernel;
 
@@ -109,10 +109,25 @@ pub fn build(kernel: &Kernel, needs: &Needs, processor: &Processor) -> Result<Pr
     }
     let before = layout(original, processor);
     let after = layout(&descriptor, processor);
-    let user_sgprs: u16 =
-        after.iter().filter(|(i, ..)| INPUTS.iter().any(|(j, _, user, _)| j == i && *user)).map(|(_, _, n)| n).sum();
+    let user_sgprs: u16 = after.iter().filter(|(i, ..)| is_user(*i)).map(|(_, _, n)| n).sum();
     if user_sgprs > 16 {
         return Err(format!("hooks need {user_sgprs} user SGPR inputs; a kernel can receive 16"));
+    }
+    let preloaded = original.kernarg_preload_length();
+    if preloaded > 0 && before.iter().any(|(input, first, _)| after.iter().any(|(i, f, _)| i == input && f != first)) {
+        // The prologue that loads them where firmware does not preload
+        // reads the kernel argument pointer and writes the SGPRs where they
+        // were.
+        let added: Vec<String> = after
+            .iter()
+            .filter(|(i, ..)| is_user(*i) && !before.iter().any(|(j, ..)| j == i))
+            .map(|(i, ..)| format!("{i:?}"))
+            .collect();
+        return Err(format!(
+            "the kernel preloads {preloaded} dwords of its arguments into SGPRs, and the hooks need user SGPR \
+             inputs it does not receive ({}), which would move them",
+            added.join(", ")
+        ));
     }
     let field = *RSRC2.iter().find(|f| f.name == "USER_SGPR_COUNT").expect("USER_SGPR_COUNT");
     descriptor.compute_pgm_rsrc2 = field.set(descriptor.compute_pgm_rsrc2, u32::from(user_sgprs));

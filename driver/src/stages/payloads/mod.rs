@@ -1242,8 +1242,8 @@ pub fn payload_sites(
             )
         })[point.instruction]
             .clone();
-        if let (FunctionKind::Kernel(kernel), 0, false) =
-            (function.kind, point.instruction, function.entry_is_branch_target())
+        if let (FunctionKind::Kernel(kernel), true, false) =
+            (function.kind, point.instruction == function.entry, function.entry_is_branch_target())
         {
             // At a kernel's first instruction only what the hardware set
             // holds anything: registers read before any write are undefined.
@@ -1364,7 +1364,7 @@ pub fn compile_payloads(
         .map(|(((point, label), site), (scalar, vector))| {
             let registers = counts.placement.registers(point.function).expect("partitioned");
             let carry_wait = liveness.processor.architected_flat_scratch;
-            let at_entry = point.instruction == 0;
+            let at_entry = point.instruction == lifted.functions[point.function].entry;
             if at_entry && register_counts::sets_at_entry(registers, vector) {
                 set_at_entry.insert(point.function);
             }

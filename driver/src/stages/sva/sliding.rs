@@ -255,7 +255,7 @@ pub fn slide(
         .enumerate()
         .map(|(index, instruction)| {
             let inside_pc_relative = instruction.pc_relative.as_ref().is_some_and(|pc| pc.getpc != instruction.address);
-            if (index == 0 && function.is_kernel()) || inside_pc_relative {
+            if (index <= function.entry && function.is_kernel()) || inside_pc_relative {
                 return None;
             }
             let live = &liveness.live_in[index];
