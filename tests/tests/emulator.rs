@@ -1872,3 +1872,212 @@ fn gfx950_lane_swaps_trade_rows_as_documented() {
         assert_eq!((got[4 * lane + 2], got[4 * lane + 3]), thirty_two, "permlane32_swap lane {lane}");
     }
 }
+
+/// A small float's value (FP6 E2M3, BF6 E3M2, FP4 E2M1: no infinity, no
+/// NaN), from the OCP MX definition; the sign is the top of `bits`.
+fn small_float_value(code: u32, bits: u32, mantissa_bits: u32, bias: i32) -> f64 {
+    let sign = code >> (bits - 1) & 1;
+    let exponent = ((code & ((1 << (bits - 1)) - 1)) >> mantissa_bits) as i32;
+    let mantissa = f64::from(code & ((1 << mantissa_bits) - 1));
+    let scale = f64::from(1u32 << mantissa_bits);
+    let magnitude = if exponent == 0 {
+        mantissa / scale * 2f64.powi(1 - bias)
+    } else {
+        (1.0 + mantissa / scale) * 2f64.powi(exponent - bias)
+    };
+    if sign == 1 {
+        -magnitude
+    } else {
+        magnitude
+    }
+}
+
+/// The code of `value` in a format whose non-negative codes are
+/// `0..=largest` (values by `decode`): the nearest, ties to the even code,
+/// or toward zero (`truncate`); past the largest, the largest.
+fn nearest_code(value: f64, largest: u32, sign_bit: u32, decode: &dyn Fn(u32) -> f64, truncate: bool) -> u32 {
+    let magnitude = value.abs();
+    let mut best = 0;
+    for code in 1..=largest {
+        let (here, there) = (decode(code), decode(best));
+        let better = if truncate {
+            here <= magnitude && here > there
+        } else {
+            let (d_here, d_best) = ((here - magnitude).abs(), (there - magnitude).abs());
+            d_here < d_best || (d_here == d_best && code & 1 == 0)
+        };
+        if better {
+            best = code;
+        }
+    }
+    if value.is_sign_negative() {
+        best | 1 << sign_bit
+    } else {
+        best
+    }
+}
+
+/// gfx950's scaled conversions (`v_cvt_scalef32_*`, what clang 21's MX
+/// builtins become; CK, Triton and aiter use them for MXFP4 and MXFP8):
+/// widening FP8, BF8, FP4 and FP6 codes into f32, f16 and bf16 and
+/// narrowing values into them, with each lane's scale (only its exponent
+/// counts: the sign and mantissa some lanes carry change nothing), the byte
+/// and word selects (the rest of the destination kept), round to nearest
+/// even, FP4's saturation, and stochastic rounding with a zero seed (which
+/// truncates), against the formats' definitions.
+#[test]
+fn gfx950_scaled_conversions_follow_the_mx_formats() {
+    if gpuinstr::toolchain::LLVM_MAJOR < 21 {
+        return; // gfx950 needs LLVM 21
+    }
+    let object = gpuinstr_tests::hip_object_with("emulator/scaled.hip", &["--offload-arch=gfx950"]);
+    let mut d = device(&object, "gfx950");
+    // Each lane's scale: 2^k for k in -5..=7 (every widened value stays a
+    // normal f16), with a sign and mantissa on every third lane.
+    let k = |lane: usize| (lane % 13) as i32 - 5;
+    let scales: Vec<f32> =
+        (0..64).map(|l| if l % 3 == 0 { -1.75 * 2f32.powi(k(l)) } else { 2f32.powi(k(l)) }).collect();
+    let fp8 = |code: u32| f64::from(eight_bit_float_value(code as u8, 3, 7, false));
+    let bf8 = |code: u32| f64::from(eight_bit_float_value(code as u8, 2, 15, false));
+    let fp4 = |code: u32| small_float_value(code, 4, 1, 1);
+    let fp6 = |code: u32| small_float_value(code, 6, 3, 1);
+    let same_f32 =
+        |got: u32, want: f64| got == (want as f32).to_bits() || (f32::from_bits(got).is_nan() && want.is_nan());
+    let half_of = |word: u32, high: bool| (word >> (16 * u32::from(high))) & 0xffff;
+    let same_f16 = |got: u32, want: f64| {
+        let want = half::f16::from_f64(want);
+        got == u32::from(want.to_bits()) || (half::f16::from_bits(got as u16).is_nan() && want.is_nan())
+    };
+    let same_bf16 = |got: u32, want: f64| got == u32::from(half::bf16::from_f64(want).to_bits());
+
+    // Widening: random code words, and 32 random FP6 codes a lane.
+    let mut state = 0x1234_5678u32;
+    let mut random = move || {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        state
+    };
+    let codes: Vec<u32> = (0..64).map(|_| random()).collect();
+    let fp6_words: Vec<u32> = (0..64 * 6).map(|_| random()).collect();
+    let as_i32 = |v: &[u32]| i32s(&v.iter().map(|w| *w as i32).collect::<Vec<_>>());
+    let (out, wide32) = (d.allocate("out", &i32s(&[0; 64 * 16])), d.allocate("wide32", &f32s(&[0.0; 64 * 32])));
+    let (pcodes, pfp6, pscales) = (
+        d.allocate("codes", &as_i32(&codes)),
+        d.allocate("fp6", &as_i32(&fp6_words)),
+        d.allocate("scales", &f32s(&scales)),
+    );
+    d.launch(
+        "scaled_widen",
+        Launch::linear(1, 64),
+        &[pointer(out), pointer(wide32), pointer(pcodes), pointer(pfp6), pointer(pscales)],
+    )
+    .unwrap_or_else(|e| panic!("scaled_widen: {e}"));
+    let (got, got32) = (read_u32(&d, out, 64 * 16), read_u32(&d, wide32, 64 * 32));
+    for lane in 0..64 {
+        let (c, f) = (codes[lane], 2f64.powi(k(lane)));
+        let o = &got[16 * lane..16 * lane + 16];
+        let byte = |b: u32| c >> (8 * b) & 0xff;
+        let nibble = |n: u32| c >> (4 * n) & 0xf;
+        let checks = [
+            ("f32_fp8 byte 0", same_f32(o[0], fp8(byte(0)) * f)),
+            ("f32_fp8 byte 3", same_f32(o[1], fp8(byte(3)) * f)),
+            ("f32_bf8 byte 2", same_f32(o[2], bf8(byte(2)) * f)),
+            ("pk_f32_fp4 byte 1, low", same_f32(o[3], fp4(nibble(2)) * f)),
+            ("pk_f32_fp4 byte 1, high", same_f32(o[4], fp4(nibble(3)) * f)),
+            ("pk_f16_fp8 high word, low", same_f16(half_of(o[5], false), fp8(byte(2)) * f)),
+            ("pk_f16_fp8 high word, high", same_f16(half_of(o[5], true), fp8(byte(3)) * f)),
+            ("pk_bf16_fp4 byte 3, low", same_bf16(half_of(o[6], false), fp4(nibble(6)) * f)),
+            ("pk_bf16_fp4 byte 3, high", same_bf16(half_of(o[6], true), fp4(nibble(7)) * f)),
+            ("f16_fp8 byte 1 into the high half", same_f16(half_of(o[7], true), fp8(byte(1)) * f)),
+            ("f16_fp8 keeps the low half", half_of(o[7], false) == 0x5a5a),
+            ("pk_f32_bf8 low word, low", same_f32(o[8], bf8(byte(0)) * f)),
+            ("pk_f32_bf8 low word, high", same_f32(o[9], bf8(byte(1)) * f)),
+        ];
+        for (what, ok) in checks {
+            assert!(ok, "lane {lane} {what}: codes {c:#010x}, scale {}: {:08x?}", scales[lane], o);
+        }
+        // 192 bits: six dwords as a little-endian bit stream.
+        let words = &fp6_words[6 * lane..6 * lane + 6];
+        for e in 0..32 {
+            let at = 6 * e;
+            let (dword, shift) = (at / 32, at % 32);
+            let mut code = words[dword] >> shift;
+            if shift > 26 {
+                code |= words[dword + 1] << (32 - shift);
+            }
+            let want = fp6(code & 0x3f) * f;
+            assert!(same_f32(got32[32 * lane + e], want), "lane {lane} pk32_f32_fp6 element {e}: want {want}");
+        }
+    }
+
+    // Narrowing: each lane's pair of values (ties, saturation, zero) times
+    // its scale, so that the scaled values are these.
+    let base = [1.0f32, -2.5, 1.0625, 3.7, 1.3, 100.0, -1.75, 5.0, 0.0, 2.25, -1.1875, 7.0];
+    let a: Vec<f32> = (0..64).map(|l| base[l % base.len()] * 2f32.powi(k(l))).collect();
+    let b: Vec<f32> = (0..64).map(|l| base[(l + 5) % base.len()] * 2f32.powi(k(l))).collect();
+    let out = d.allocate("out", &i32s(&[0; 64 * 8]));
+    let pfp6 = d.allocate("fp6", &i32s(&[0; 64 * 6]));
+    let (pa, pb, pscales) =
+        (d.allocate("a", &f32s(&a)), d.allocate("b", &f32s(&b)), d.allocate("scales", &f32s(&scales)));
+    d.launch(
+        "scaled_narrow",
+        Launch::linear(1, 64),
+        &[pointer(out), pointer(pfp6), pointer(pa), pointer(pb), pointer(pscales)],
+    )
+    .unwrap_or_else(|e| panic!("scaled_narrow: {e}"));
+    let (got, got6) = (read_u32(&d, out, 64 * 8), read_u32(&d, pfp6, 64 * 6));
+    let fp8_code = |v: f64, truncate: bool| nearest_code(v, 0x7e, 7, &fp8, truncate);
+    let bf8_code = |v: f64| nearest_code(v, 0x7b, 7, &bf8, false);
+    let fp4_code = |v: f64, truncate: bool| nearest_code(v, 0x7, 3, &fp4, truncate);
+    let fp6_code = |v: f64| nearest_code(v, 0x1f, 5, &fp6, false);
+    let put = |old: u32, value: u32, at: u32, width: u32| {
+        let mask = ((1u64 << width) - 1) as u32;
+        (old & !(mask << at)) | (value & mask) << at
+    };
+    for lane in 0..64 {
+        let old = 0x5a5a_5a5au32.wrapping_add(lane as u32);
+        let down = 2f64.powi(-k(lane));
+        let (x, y) = (f64::from(a[lane]) * down, f64::from(b[lane]) * down);
+        let (hx, hy) = (half::f16::from_f32(a[lane]).to_f64() * down, half::f16::from_f32(b[lane]).to_f64() * down);
+        let (gx, gy) = (half::bf16::from_f32(a[lane]).to_f64() * down, half::bf16::from_f32(b[lane]).to_f64() * down);
+        let o = &got[8 * lane..8 * lane + 8];
+        let want = [
+            ("pk_fp8_f32 into the high word", put(old, fp8_code(x, false) | fp8_code(y, false) << 8, 16, 16)),
+            ("pk_fp4_f32 into byte 2", put(old, fp4_code(x, false) | fp4_code(y, false) << 4, 16, 8)),
+            ("pk_fp4_f16 into byte 1", put(old, fp4_code(hx, false) | fp4_code(hy, false) << 4, 8, 8)),
+            ("pk_bf8_bf16 into the low word", put(old, bf8_code(gx) | bf8_code(gy) << 8, 0, 16)),
+            ("sr_fp8_f32 (seed 0) into byte 1", put(old, fp8_code(x, true), 8, 8)),
+            ("sr_pk_fp4_f32 (seed 0) into byte 3", put(old, fp4_code(x, true) | fp4_code(y, true) << 4, 24, 8)),
+        ];
+        for (index, (what, want)) in want.into_iter().enumerate() {
+            // clang 21 does not give sr_pk_fp4_f32 the old value to keep
+            // (its destination's other bytes are whatever the register
+            // held): only the byte it writes is checked.
+            let kept = if index == 5 { 0xff00_0000 } else { u32::MAX };
+            assert_eq!(
+                o[index] & kept,
+                want & kept,
+                "lane {lane} {what}: a {} b {} scale {}",
+                a[lane],
+                b[lane],
+                scales[lane]
+            );
+        }
+        // 2xpk16: field 2p from lane l+p's a, field 2p+1 from its b.
+        let mut stream = [0u32; 6];
+        for p in 0..16 {
+            let neighbour = (lane + p) % 64;
+            for (field, value) in [(2 * p, a[neighbour]), (2 * p + 1, b[neighbour])] {
+                let code = fp6_code(f64::from(value) * down);
+                let at = 6 * field as u32;
+                let (dword, shift) = ((at / 32) as usize, at % 32);
+                stream[dword] |= code << shift;
+                if shift > 26 {
+                    stream[dword + 1] |= code >> (32 - shift);
+                }
+            }
+        }
+        assert_eq!(&got6[6 * lane..6 * lane + 6], &stream, "lane {lane} 2xpk16_fp6_f32");
+    }
+}

@@ -147,11 +147,13 @@ pub fn handler(name: &str) -> Option<Handler> {
         "V_CVT_F32_UBYTE3" => |c, i| ubyte(c, i, 3),
         "V_CVT_RPI_I32_F32" => |c, i| f32_to_i32_rounded(c, i, |x| (x + 0.5).floor()),
         "V_CVT_FLR_I32_F32" => |c, i| f32_to_i32_rounded(c, i, f64::floor),
-        // gfx950: two f32 rounded to nearest even into bf16 halves (what
-        // clang 21 emits for `__bf16` conversions; its bf16 -> f32 is a
-        // shift, and v_cvt_f32_bf16 / v_cvt_pk_f16_f32 stay unmodelled
-        // until code that uses them can test them).
+        // gfx950: two f32 rounded to nearest even into bf16 (or f16)
+        // halves (what clang 21 emits for `__bf16` conversions and for a
+        // pair of `_Float16` ones; its bf16 -> f32 is a shift, and
+        // v_cvt_f32_bf16 stays unmodelled until code that uses it can
+        // test it).
         "V_CVT_PK_BF16_F32" => |c, i| pack_rounded(c, i, |x| half::bf16::from_f32(x).to_bits()),
+        "V_CVT_PK_F16_F32" => |c, i| pack_rounded(c, i, |x| f16::from_f32(x).to_bits()),
         "V_CVT_PKRTZ_F16_F32" => |c, i| {
             // Round toward zero: truncate the f32 -> f16 rounding.
             let rtz = |x: f32| {

@@ -39,7 +39,7 @@ pub enum Fp8Format {
 }
 
 /// MODE bit 23 (FP16_OVFL): conversions to 8 bits saturate.
-const MODE_FP16_OVFL: u32 = 1 << 23;
+pub(super) const MODE_FP16_OVFL: u32 = 1 << 23;
 
 impl Fp8Format {
     /// The format a processor's `fp8` (or `bf8`) means; None before gfx940.

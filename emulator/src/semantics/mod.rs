@@ -14,6 +14,7 @@ mod lds;
 mod matrix;
 mod scalar;
 mod scalar_memory;
+mod scaled;
 pub mod sdwa;
 mod vector;
 mod vector_memory;
@@ -87,7 +88,7 @@ pub type Handler = fn(&mut Context<'_>, &Inst) -> Result<(), Fault>;
 
 /// The semantics of a pseudo opcode, if a family has them.
 pub fn lookup(name: &str) -> Option<Handler> {
-    let families: [fn(&str) -> Option<Handler>; 12] = [
+    let families: [fn(&str) -> Option<Handler>; 13] = [
         control::handler,
         scalar::handler,
         scalar_memory::handler,
@@ -95,6 +96,7 @@ pub fn lookup(name: &str) -> Option<Handler> {
         float::handler,
         convert::handler,
         fp8::handler,
+        scaled::handler,
         dot::handler,
         compare::handler,
         vector_memory::handler,
