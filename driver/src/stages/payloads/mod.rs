@@ -1470,10 +1470,13 @@ fn compile_hook_payloads(
 
     if !rest.is_empty() {
         let rest_points: Vec<PayloadPoint> = rest.iter().map(|i| points[*i].clone()).collect();
-        let rest_sites = match templates {
+        let rest_sites: Vec<PayloadSite> = match templates {
             true => payload_sites(lifted, liveness, &rest_points, options)?,
             false => rest.iter().map(|i| sites[*i].clone()).collect(),
         };
+        // AGPRs past the kernel's allowance would be refused after llc
+        // (and compiled again without them): taken from the start.
+        let rest_sites: Vec<PayloadSite> = rest_sites.iter().map(with_agprs_past_allowance_taken).collect();
         let others = compile_shared(compiler, &rest_points, &rest_sites, options, CompilePass::First, Sharing::Alike)
             .map_err(|error| error.at_points(&rest))?;
         compiled.adopt(&rest, others);
