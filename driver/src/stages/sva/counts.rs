@@ -261,7 +261,12 @@ fn place_one(
     let agprs_used = !touched.in_file(RegisterFile::Agpr).is_empty();
     if vgpr_pairs.is_empty() && !(agprs_used && processor.has_unified_register_file()) {
         let above_homes = [homes.sva, homes.work_item_ids].into_iter().flatten().map(|v| v + 1).max().unwrap_or(0);
-        let first = (allocated.len() as u16).max(above_homes).next_multiple_of(2);
+        let mut first = (allocated.len() as u16).max(above_homes).next_multiple_of(2);
+        while first + 2 <= homes.payload_vgprs
+            && (touched.contains(Unit::vgpr(first)) || touched.contains(Unit::vgpr(first + 1)))
+        {
+            first += 2;
+        }
         if first + 2 <= homes.payload_vgprs {
             vgpr_pairs.push(first);
         }
@@ -273,8 +278,14 @@ fn place_one(
     let waves = |sgprs: usize| occupancy::waves_per_simd(processor, 1, sgprs + reserved);
     let now = waves(allocation.sgprs.len());
     let mut next = (allocation.sgprs.len() as u16).next_multiple_of(2);
+    // (The code may touch SGPRs past the allocation the descriptor and
+    // metadata give: those are not free.)
+    let untouched =
+        |first: u16, file: fn(u16) -> Unit| !touched.contains(file(first)) && !touched.contains(file(first + 1));
     while sgpr_pairs.len() < 2 && usize::from(next) + 2 + reserved <= 102 && waves(usize::from(next) + 2) >= now {
-        sgpr_pairs.push(next);
+        if untouched(next, Unit::sgpr) {
+            sgpr_pairs.push(next);
+        }
         next += 2;
     }
     let (Some(&wave), Some(&scratch)) = (sgpr_pairs.first(), sgpr_pairs.get(1)) else {
