@@ -237,7 +237,9 @@ pub fn exit_code(
     carry_wait: bool,
 ) -> Vec<String> {
     let CountRegisters { lanes, wave, scratch } = registers;
-    let mut code = Vec::new();
+    // The VGPRs it writes are dead at the exit, but a load may still be
+    // writing them: once per wave, everything in flight first.
+    let mut code = vec!["s_waitcnt vmcnt(0) lgkmcnt(0)".to_string()];
     // Lanes first: the wave's count joins lane 0's (VOP3 reads one SGPR on
     // GFX9: the high half goes through a VGPR), and the wave's SGPRs are
     // free for the address after.
@@ -409,6 +411,7 @@ mod tests {
     fn an_exit_adds_the_count_to_the_global_from_lane_zero_or_every_lane() {
         insta::assert_snapshot!(
             exit_code(LANES, "Counter", GlobalAddress::PcRelative, true, &[2, 3], false).join("\n"), @r"
+        s_waitcnt vmcnt(0) lgkmcnt(0)
         s_mov_b64 exec, 1
         v_mov_b32_e32 v3, s61
         v_add_co_u32_e64 v40, s[62:63], s60, v40
@@ -424,6 +427,7 @@ mod tests {
         ");
         insta::assert_snapshot!(
             exit_code(WAVE, "Counter", GlobalAddress::PcRelative, false, &[2, 0, 1], false).join("\n"), @r"
+        s_waitcnt vmcnt(0) lgkmcnt(0)
         s_getpc_b64 s[62:63]
         s_add_u32 s62, s62, Counter@rel32@lo+4
         s_addc_u32 s63, s63, Counter@rel32@hi+12
@@ -435,6 +439,7 @@ mod tests {
         ");
         insta::assert_snapshot!(
             exit_code(WAVE, "Counter", GlobalAddress::Got, true, &[2, 0, 1], false).join("\n"), @r"
+        s_waitcnt vmcnt(0) lgkmcnt(0)
         s_getpc_b64 s[62:63]
         s_add_u32 s62, s62, Counter@gotpcrel32@lo+4
         s_addc_u32 s63, s63, Counter@gotpcrel32@hi+12
