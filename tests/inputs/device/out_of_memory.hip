@@ -1,7 +1,7 @@
 // Asks for more device memory than the emulated GPU has, in 64 MiB pieces
-// (each written at its start) and in one piece larger than the device: each request past
-// it gets hipErrorOutOfMemory (never the kernel's OOM killer), and memory
-// freed can be allocated again.
+// and in one piece larger than the device: each request past it gets
+// hipErrorOutOfMemory (never the kernel's OOM killer), the pieces it got are
+// usable, and memory freed can be allocated again.
 #include <hip/hip_runtime.h>
 
 #include <cstdio>
@@ -20,19 +20,27 @@ int main() {
     Error = hipMalloc(&Pointer, Piece);
     if (Error != hipSuccess)
       break;
-    // Usable (writing all of it would only make the emulator slow).
-    if (hipMemset(Pointer, I & 0xff, 1 << 20) != hipSuccess || hipDeviceSynchronize() != hipSuccess)
-      return 1;
     Pieces.push_back(Pointer);
   }
   printf("pieces allocated: %zu, then %s\n", Pieces.size(), hipGetErrorName(Error));
   void *Huge = nullptr;
   printf("larger than the device: %s\n", hipGetErrorName(hipMalloc(&Huge, Total + Piece)));
+  // The runtime's own buffers (a queue, kernel arguments) come from the same
+  // memory when a memset first needs them: give one piece back first, as a
+  // program that fills a real GPU must, or the memset itself runs out.
+  if (Pieces.empty() || hipFree(Pieces.back()) != hipSuccess)
+    return 1;
+  Pieces.pop_back();
+  // Usable (writing all of it would only make the emulator slow).
+  for (size_t I = 0; I < Pieces.size(); ++I)
+    if (hipMemset(Pieces[I], int(I & 0xff), 1 << 20) != hipSuccess || hipDeviceSynchronize() != hipSuccess)
+      return 1;
+  printf("pieces written: %zu\n", Pieces.size());
   for (void *Pointer : Pieces)
-    hipFree(Pointer);
+    if (hipFree(Pointer) != hipSuccess)
+      return 1;
   void *Again = nullptr;
   Error = hipMalloc(&Again, Piece);
   printf("after freeing: %s\n", hipGetErrorName(Error));
-  hipFree(Again);
-  return 0;
+  return hipFree(Again) == hipSuccess ? 0 : 1;
 }
