@@ -17,7 +17,8 @@
 #   EVERY=N       only every Nth code object of each library (a sample)
 #   WHOLE=1       instrument each library as one host file instead (the
 #                 output is the library with its device code instrumented;
-#                 not resumable)
+#                 not resumable), verify it, then extract its code objects
+#                 for llvm-readelf and llvm-objdump
 #   SUMMARY=1     only print the summary of what is done
 #   TABLE=1       only print what is done as a Markdown table (every
 #                 example, library and processor with results)
@@ -166,6 +167,21 @@ for example in "${examples[@]}"; do
           -o "$instrumented" >"$instrumented.json"
         echo "$example $k: whole library instrumented in $(awk "BEGIN { print $(date +%s.%N) - $start }") s"
         "$link" verify "$library" "$instrumented" --target "$target" | tail -1
+        # What real tools read in every instrumented code object.
+        whole="$out/whole/$example.$k"
+        rm -rf "$whole" && mkdir -p "$whole"
+        "$link" extract "$instrumented" --target "$target" -o "$whole" >/dev/null
+        warned=0 unknown=0 count=0
+        for object in "$whole"/*.hsaco; do
+          count=$((count + 1))
+          if "${LLVM_BINDIR:-/usr/lib/llvm-15/bin}/llvm-readelf" -a --notes "$object" 2>&1 >/dev/null | grep -q .; then
+            warned=$((warned + 1))
+          fi
+          unknown=$((unknown + $("${LLVM_BINDIR:-/usr/lib/llvm-15/bin}/llvm-objdump" -d --mcpu="$target" "$object" |
+            grep -c '<unknown>' || true)))
+        done
+        echo "$example $k: $count code objects; llvm-readelf warned on $warned, llvm-objdump printed <unknown> $unknown times"
+        rm -rf "$whole"
         continue
       fi
       objects="$out/objects/$k"

@@ -227,7 +227,10 @@ int gpuinstr_mc_decode(gpuinstr_mc *MC, const uint8_t *Bytes, size_t Length, uin
                        gpuinstr_instruction *Out) {
   MCInst Inst;
   uint64_t Size = 0;
-  auto Status = MC->Disassembler->getInstruction(Inst, Size, ArrayRef<uint8_t>(Bytes, Length), Address, nulls());
+  // Our own stream, never LLVM's shared nulls(): streams buffer and
+  // re-buffer themselves, and threads decoding at once would share it.
+  raw_null_ostream Comments;
+  auto Status = MC->Disassembler->getInstruction(Inst, Size, ArrayRef<uint8_t>(Bytes, Length), Address, Comments);
   if (Status != MCDisassembler::Success) {
     Out->opcode = 0;
     Out->size = static_cast<uint32_t>(Size);
@@ -293,11 +296,16 @@ int gpuinstr_mc_assemble(gpuinstr_mc *MC, const char *Text, size_t Length, size_
   std::unique_ptr<MCObjectFileInfo> Files(T->createMCObjectFileInfo(Context, /*PIC=*/false));
   Context.setObjectFileInfo(Files.get());
   std::unique_ptr<MCCodeEmitter> Emitter(T->createMCCodeEmitter(*MC->MII, Context));
-  CapturingStreamer Streamer(Context);
   // The AMDGPU parser reaches its target streamer for some operands
-  // (xnack_mask_lo, ...): give it one that writes nowhere. Owned by the
-  // streamer.
-  formatted_raw_ostream Nowhere(nulls());
+  // (xnack_mask_lo, ...): give it one that writes nowhere, to a stream of
+  // this call's own. Wrapping LLVM's shared nulls() instead re-buffers that
+  // one stream from every thread assembling at once: a whole-library
+  // instrument aborted with "double free or corruption" in
+  // raw_ostream::SetBufferAndMode. Declared before the streamer, which
+  // owns the target streamer writing to them, so they outlive it.
+  raw_null_ostream NullStream;
+  formatted_raw_ostream Nowhere(NullStream);
+  CapturingStreamer Streamer(Context);
   if (!T->createNullTargetStreamer(Streamer))
     compat::createAsmTargetStreamer(*T, Streamer, Nowhere, MC->Printer.get());
   if (!Streamer.getTargetStreamer())

@@ -1002,3 +1002,40 @@ fn machine_code_is_what_the_assembly_assembles_to() {
         }
     }
 }
+
+/// Links from several threads at once, as a whole-library `instrument`
+/// does (each link the same bytes as one alone).
+#[test]
+fn links_from_several_threads_at_once_are_each_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("kernel.s");
+    let kernels: String = (0..40)
+        .map(|k| {
+            format!(
+                ".text\n.globl k{k}\n.p2align 8\n.type k{k},@function\nk{k}:\n  s_endpgm\n.rodata\n.p2align 6\n\
+                 .amdhsa_kernel k{k}\n  .amdhsa_next_free_vgpr 1\n  .amdhsa_next_free_sgpr 1\n  .amdhsa_accum_offset 4\n.end_amdhsa_kernel\n"
+            )
+        })
+        .collect();
+    std::fs::write(&source, format!(".amdgcn_target \"amdgcn-amd-amdhsa--gfx90a\"\n{kernels}")).unwrap();
+    let relocatable = dir.path().join("kernel.o");
+    let status = gpuinstr::toolchain::llvm_tool("llvm-mc")
+        .args(["-triple=amdgcn-amd-amdhsa", "-mcpu=gfx90a", "-filetype=obj", "-o"])
+        .arg(&relocatable)
+        .arg(&source)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let relocatable = std::fs::read(&relocatable).unwrap();
+    let isa = "amdgcn-amd-amdhsa--gfx90a";
+    let alone = gpuinstr::native::link_relocatable(&relocatable, isa).unwrap();
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                for _ in 0..25 {
+                    assert!(gpuinstr::native::link_relocatable(&relocatable, isa).unwrap() == alone);
+                }
+            });
+        }
+    });
+}

@@ -4,8 +4,22 @@
 //! does.
 
 use std::ffi::{c_char, CString};
+use std::sync::Mutex;
 
 use thiserror::Error;
+
+/// One CoMGR action at a time in this process. CoMGR before ROCm 5.5
+/// (Debian 12's is 5.2) promises no thread safety, and its link action runs
+/// lld in-process, whose global state is not made for two links at once;
+/// newer CoMGRs take such a lock inside. Links are a small part of a
+/// code object's time, so serialising them costs little.
+static ONE_ACTION_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// The lock, also after a thread panicked holding it (the guarded state
+/// is CoMGR's, which a Rust panic between calls leaves consistent).
+fn one_action_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_ACTION_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 mod ffi {
     use std::ffi::c_char;
@@ -117,6 +131,7 @@ impl Metadata {
 /// The kernel names (`.name`) and descriptor symbols (`.symbol`) in an
 /// executable code object's metadata, as CoMGR (and so the runtime) reads it.
 pub fn metadata_kernels(executable: &[u8]) -> Result<Vec<(String, String)>, ComgrError> {
+    let _one = one_action_at_a_time();
     // SAFETY: handles are owned by values that release them; the buffer
     // outlives the calls that read it.
     unsafe {
@@ -192,6 +207,7 @@ fn first_of_kind(set: &DataSet, kind: u32) -> Result<Option<Data>, ComgrError> {
 
 /// The ISA names this CoMGR knows (`amdgcn-amd-amdhsa--gfx90a:xnack-`).
 pub fn isa_names() -> Result<Vec<String>, ComgrError> {
+    let _one = one_action_at_a_time();
     let mut count = 0usize;
     // SAFETY: CoMGR returns pointers to its own static, NUL-terminated names.
     unsafe {
@@ -219,6 +235,7 @@ pub fn knows_processor(processor: &str) -> bool {
 /// (`amdgcn-amd-amdhsa--gfx90a:xnack-`).
 pub fn link_relocatable(relocatable: &[u8], isa: &str) -> Result<Vec<u8>, ComgrError> {
     let c_isa = CString::new(isa).map_err(|_| ComgrError { step: "isa name", status: 0, log: String::new() })?;
+    let _one = one_action_at_a_time();
     // SAFETY: every handle is created here and released by its owner's Drop;
     // byte buffers outlive the calls that read them.
     unsafe {
