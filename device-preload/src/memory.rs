@@ -77,6 +77,7 @@ fn start_command_processor(kfd: &'static Kfd) {
     STARTED.call_once(|| {
         let stop: gpuinstr_device::command_processor::Stop = Box::new(|message: &str| {
             eprintln!("gpuinstr-run: error: {message}");
+            flush_program_output();
             // SAFETY: ends the process at once; the runtime's threads wait
             // on a device that will never answer.
             unsafe { libc::_exit(1) }
@@ -108,6 +109,24 @@ fn start_command_processor(kfd: &'static Kfd) {
         });
         gpuinstr_device::command_processor::start(kfd, std::sync::Arc::new(Process), stop, trace, dispatch_log);
     });
+}
+
+/// Writes out what the program printed and its C library still buffers
+/// (stdout to a pipe or file holds up to 4 KiB), before the process ends
+/// without running its exit handlers: a user keeps the program's own
+/// messages up to the stop. On a thread of its own, waited for at most a
+/// second: a program thread blocked while holding a stream's lock must not
+/// keep the process from ending.
+fn flush_program_output() {
+    let (done, flushed) = std::sync::mpsc::channel();
+    let flushing = std::thread::Builder::new().name("gpuinstr-flush".into()).spawn(move || {
+        // SAFETY: fflush(NULL) flushes every open C stream under its lock.
+        unsafe { libc::fflush(std::ptr::null_mut()) };
+        let _ = done.send(());
+    });
+    if flushing.is_ok() {
+        let _ = flushed.recv_timeout(std::time::Duration::from_secs(1));
+    }
 }
 
 /// Device memory exists at its GPU address from allocation on: the thunk

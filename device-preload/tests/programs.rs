@@ -73,7 +73,9 @@ fn an_access_outside_device_memory_stops_the_program_naming_the_kernel() {
     // The instruction as LLVM prints it (its operands are the compiler's choice).
     assert!(message.contains("`global_store_dword v"), "{message}");
     assert!(message.contains("is outside every allocation"), "{message}");
-    assert!(!String::from_utf8_lossy(&output.stdout).contains("after"), "the program stopped at the fault");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(!printed.contains("after"), "the program stopped at the fault");
+    assert_eq!(printed, "before\n", "what the program printed before the fault is kept");
 }
 
 /// Device memory is the host's: a program asking for more than the model
