@@ -41,6 +41,8 @@ pub struct Run {
     pub tool_host: Option<PathBuf>,
     /// The runtime's JSON report (`GPUINSTR_REPORT`).
     pub report: Option<PathBuf>,
+    /// The run's database (`GPUINSTR_DATABASE`).
+    pub database: Option<PathBuf>,
     /// The device's per-dispatch counts (`GPUINSTR_DEVICE_DISPATCH_LOG`).
     pub dispatch_log: Option<PathBuf>,
     /// Opcodes whose EXEC history the dispatch log gives (`GPUINSTR_DEVICE_DISPATCH_LOG_EXEC`).
@@ -136,6 +138,9 @@ impl Run {
         }
         if let Some(report) = &self.report {
             command.env("GPUINSTR_REPORT", report);
+        }
+        if let Some(database) = &self.database {
+            command.env("GPUINSTR_DATABASE", database);
         }
         if let Some(log) = &self.dispatch_log {
             command.env("GPUINSTR_DEVICE_DISPATCH_LOG", log);

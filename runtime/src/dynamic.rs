@@ -18,6 +18,7 @@ use gpuinstr::tool::Tool;
 use gpuinstr_intrinsics::Registry;
 use sha2::{Digest, Sha256};
 
+use crate::cache::Cache;
 use crate::code_objects::{is_instrumented, HIP_RUNTIME_KERNELS};
 use crate::report::DynamicRecord;
 
@@ -28,22 +29,27 @@ pub struct Dynamic {
     tool_bytes_hash: [u8; 32],
     plan: Plan,
     plan_text: String,
-    cache: Option<PathBuf>,
+    cache: Option<Cache>,
     options: InstrumentOptions,
     registry: Registry,
     /// Code objects already made in this process, by content key.
     made: HashMap<[u8; 32], Arc<[u8]>>,
 }
 
-/// A code object for ROCr to load instead (none: the program's own), and
-/// what making it took or why there is none.
 /// A code object's `source` when it could not be instrumented and runs as
 /// it is.
 pub const NOT_INSTRUMENTED: &str = "not instrumented";
 
+/// A code object to load instead (none: the program's own) and its record.
+type Made = (Option<Arc<[u8]>>, DynamicRecord);
+
+/// A code object for ROCr to load instead (none: the program's own), and
+/// what making it took or why there is none.
 pub struct Replacement {
     pub bytes: Option<Arc<[u8]>>,
     pub record: DynamicRecord,
+    /// Cache entries found untrusted on the way (made again).
+    pub warnings: Vec<String>,
 }
 
 fn sha256(parts: &[&[u8]]) -> [u8; 32] {
@@ -108,6 +114,7 @@ impl Dynamic {
         cache: Option<PathBuf>,
         options: InstrumentOptions,
     ) -> Result<Dynamic, String> {
+        let cache = cache.map(Cache::open).transpose()?;
         let tool = Tool::load(tool_path).map_err(|e| e.to_string())?;
         let tool_bytes = std::fs::read(tool_path).map_err(|e| format!("{}: {e}", tool_path.display()))?;
         let plan_text = std::fs::read_to_string(plan_path).map_err(|e| format!("{}: {e}", plan_path.display()))?;
@@ -147,58 +154,75 @@ impl Dynamic {
         }
         let started = Instant::now();
         let key = self.key(bytes);
-        let not_instrumented = self.cache_path(&key, NOT_INSTRUMENTED);
-        if let Some(Ok(why)) = not_instrumented.as_ref().map(std::fs::read_to_string) {
-            let record = DynamicRecord::new(bytes, &key, NOT_INSTRUMENTED, 0.0, Some(why.trim().into()));
-            return Some(Replacement { bytes: None, record });
+        let mut warnings = Vec::new();
+        let not_instrumented = format!("{}.{}", hex(&key), NOT_INSTRUMENTED.replace(' ', "-"));
+        if let Some(why) = self.cached(&not_instrumented, &mut warnings) {
+            let why = String::from_utf8_lossy(&why).trim().to_string();
+            let record = DynamicRecord::new(bytes, &key, NOT_INSTRUMENTED, 0.0, Some(why));
+            return Some(Replacement { bytes: None, record, warnings });
         }
-        match self.instrumented(bytes, &key, started) {
-            Ok(replacement) => replacement,
+        match self.instrumented(bytes, &key, started, &mut warnings) {
+            Ok(replacement) => replacement.map(|(bytes, record)| Replacement { bytes, record, warnings }),
             Err(why) => {
-                if let Some(path) = &not_instrumented {
-                    let _ = write_atomically(path, why.as_bytes());
-                }
+                self.remember(&not_instrumented, why.as_bytes());
                 let seconds = started.elapsed().as_secs_f64();
-                Some(Replacement {
-                    bytes: None,
-                    record: DynamicRecord::new(bytes, &key, NOT_INSTRUMENTED, seconds, Some(why)),
-                })
+                let record = DynamicRecord::new(bytes, &key, NOT_INSTRUMENTED, seconds, Some(why));
+                Some(Replacement { bytes: None, record, warnings })
             }
         }
     }
 
-    /// Where the cache keeps what it learnt of the code object `key` names.
-    fn cache_path(&self, key: &[u8; 32], kind: &str) -> Option<PathBuf> {
-        self.cache.as_ref().map(|dir| dir.join(format!("{}.{}", hex(key), kind.replace(' ', "-"))))
+    /// The cache's entry `name`, if there is one to trust (an untrusted one
+    /// is a warning, and is made again).
+    fn cached(&self, name: &str, warnings: &mut Vec<String>) -> Option<Vec<u8>> {
+        match self.cache.as_ref()?.read(name) {
+            Ok(found) => found,
+            Err(untrusted) => {
+                warnings.push(untrusted.to_string());
+                None
+            }
+        }
     }
 
-    fn instrumented(&mut self, bytes: &[u8], key: &[u8; 32], started: Instant) -> Result<Option<Replacement>, String> {
+    /// Keeps an entry in the cache; one that cannot be written costs time,
+    /// not results.
+    fn remember(&self, name: &str, bytes: &[u8]) {
+        if let Some(cache) = &self.cache {
+            let _ = cache.write(name, bytes);
+        }
+    }
+
+    fn instrumented(
+        &mut self,
+        bytes: &[u8],
+        key: &[u8; 32],
+        started: Instant,
+        warnings: &mut Vec<String>,
+    ) -> Result<Option<Made>, String> {
         let key = *key;
         if let Some(made) = self.made.get(&key) {
             let record = DynamicRecord::new(bytes, &key, "this run", started.elapsed().as_secs_f64(), None);
-            return Ok(Some(Replacement { bytes: Some(made.clone()), record }));
+            return Ok(Some((Some(made.clone()), record)));
         }
-        let cached = self.cache.as_ref().map(|dir| dir.join(format!("{}.hsaco", hex(&key))));
-        let cached_as_it_is = cached.as_ref().map(|path| path.with_extension("as-it-is"));
+        let cached = format!("{}.hsaco", hex(&key));
+        let cached_as_it_is = format!("{}.as-it-is", hex(&key));
         let as_it_is = |why: &str| {
             let record = DynamicRecord::new(bytes, &key, "as it is", started.elapsed().as_secs_f64(), Some(why.into()));
-            Ok(Some(Replacement { bytes: None, record }))
+            Ok(Some((None, record)))
         };
-        if let Some(Ok(found)) = cached.as_ref().map(std::fs::read) {
+        if let Some(found) = self.cached(&cached, warnings) {
             if is_instrumented(&found) {
                 let made: Arc<[u8]> = found.into();
                 self.made.insert(key, made.clone());
                 let record = DynamicRecord::new(bytes, &key, "cache", started.elapsed().as_secs_f64(), None);
-                return Ok(Some(Replacement { bytes: Some(made), record }));
+                return Ok(Some((Some(made), record)));
             }
         }
-        if let Some(Ok(why)) = cached_as_it_is.as_ref().map(std::fs::read_to_string) {
-            return as_it_is(why.trim());
+        if let Some(why) = self.cached(&cached_as_it_is, warnings) {
+            return as_it_is(String::from_utf8_lossy(&why).trim());
         }
         let decided_as_it_is = |why: &str| {
-            if let Some(path) = &cached_as_it_is {
-                let _ = write_atomically(path, why.as_bytes());
-            }
+            self.remember(&cached_as_it_is, why.as_bytes());
             as_it_is(why)
         };
         let app = CodeObject::parse(bytes.to_vec(), vec![]).map_err(|e| format!("it cannot be read: {e}"))?;
@@ -216,30 +240,14 @@ impl Dynamic {
             .then(|| format!("{} of {} selected points left out", report.left_out.len(), report.selected));
         steps.extend(report.steps.iter().map(|(name, seconds)| (format!("instrument/{name}"), *seconds)));
         let written = Instant::now();
-        if let (Some(path), None) = (&cached, &partial) {
-            // A cache that cannot be written costs time, not results.
-            let _ = write_atomically(path, &out);
+        if partial.is_none() {
+            self.remember(&cached, &out);
         }
         steps.push(("write the cache".to_string(), written.elapsed().as_secs_f64()));
         let made: Arc<[u8]> = out.into();
         self.made.insert(key, made.clone());
         let mut record = DynamicRecord::new(bytes, &key, "instrumented", started.elapsed().as_secs_f64(), partial);
         record.steps = steps;
-        Ok(Some(Replacement { bytes: Some(made), record }))
+        Ok(Some((Some(made), record)))
     }
-}
-
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let directory = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(directory)?;
-    let temporary = directory.join(format!(
-        ".{}.{}.tmp",
-        path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default(),
-        std::process::id()
-    ));
-    let result = std::fs::write(&temporary, bytes).and_then(|()| std::fs::rename(&temporary, path));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    result
 }

@@ -559,6 +559,9 @@ fn replacement_for(bytes: &[u8]) -> Option<(*const u8, usize)> {
     let Some(Some(dynamic)) = DYNAMIC.get() else { return None };
     let Ok(mut dynamic) = dynamic.lock() else { return None };
     let replacement = dynamic.replace(bytes)?;
+    for warning in &replacement.warnings {
+        with_runtime(|r| r.report.warn(warning.clone()));
+    }
     if replacement.record.source == crate::dynamic::NOT_INSTRUMENTED {
         // Loaded as it is: the program stays correct, the tool misses its
         // kernels. Said at once and in the report; without --allow-partial

@@ -15,7 +15,9 @@
 //! originals were kept), [`tool_files`] (what a tool's host part writes),
 //! [`report`].
 
+pub mod cache;
 pub mod code_objects;
+pub mod database;
 pub mod dynamic;
 pub mod hsa;
 pub mod packets;
@@ -51,7 +53,11 @@ pub fn finish(state: &Mutex<runtime::Runtime>, hsa: &dyn runtime::Hsa, tool: Opt
         if state.report.is_empty() && !asked {
             return;
         }
+        let database = state.finish_database();
         eprint!("{}", state.report.summary());
+        if let Some(database) = database {
+            eprintln!("gpuinstr: database written to {}", database.display());
+        }
         match state.report.write(&path) {
             Ok(()) => eprintln!("gpuinstr: report written to {}", path.display()),
             Err(error) => eprintln!("gpuinstr: error: cannot write the report {}: {error}", path.display()),

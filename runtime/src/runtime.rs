@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use thiserror::Error;
 
 use crate::code_objects::{self, InstrumentedCodeObject};
+use crate::database::{Database, DatabaseError};
 use crate::packets::{self, CollectKernel, Dispatch, Packet};
 use crate::report::{
     DispatchRecord, GlobalValue, LoadedRecord, Report, ToolValue, ToolValues, UninstrumentedRecord, SCHEMA,
@@ -217,6 +218,26 @@ pub struct Runtime {
     pub report: Report,
     /// Files the tool's host part writes, beside the report.
     pub tool_files: ToolFiles,
+    /// The run's database, opened when the first instrumented code object
+    /// loads.
+    database: DatabaseState,
+}
+
+enum DatabaseState {
+    NotYet,
+    Open(Database),
+    /// Not asked for (`GPUINSTR_DATABASE=none`), or it failed (warned).
+    Off,
+}
+
+/// Where the run's database goes: `GPUINSTR_DATABASE`, else beside the
+/// JSON report with the extension `.sqlite`; none for `none`.
+pub fn database_path() -> Option<std::path::PathBuf> {
+    match std::env::var_os("GPUINSTR_DATABASE").filter(|p| !p.is_empty()) {
+        Some(path) if path == "none" => None,
+        Some(path) => Some(path.into()),
+        None => Some(crate::report_path().0.with_extension("sqlite")),
+    }
 }
 
 /// Signalled when a dispatch handled outside the lock is recorded (paired
@@ -249,6 +270,7 @@ impl Default for Runtime {
             handling: 0,
             report: Report { schema: SCHEMA, ..Report::default() },
             tool_files: ToolFiles::default(),
+            database: DatabaseState::NotYet,
         }
     }
 }
@@ -328,6 +350,9 @@ impl Runtime {
             sites: code_object.sites,
             globals: code_object.globals.iter().map(|g| g.tool_name.clone()).collect(),
             partial_kernels: code_object.partial.clone(),
+        });
+        self.write_database(|database, report| {
+            database.code_object(index, &report.code_objects[index], &code_object.points)
         });
         if !code_object.partial.is_empty() {
             let total: u32 = code_object.partial.iter().map(|p| p.left_out).sum();
@@ -567,6 +592,7 @@ pub fn dispatch_completed(runtime: &Mutex<Runtime>, hsa: &dyn Hsa, tool: Option<
             r.report.warn(format!("dispatch {id} ({}): {warning}", record.kernel));
             record.problems.push(warning);
         }
+        r.write_database(|database, _| database.dispatch(&record));
         r.report.dispatches.push(record);
         r.handling -= 1;
         RECORDED.notify_all();
@@ -704,5 +730,46 @@ pub fn finish(runtime: &Mutex<Runtime>, hsa: &dyn Hsa, tool: Option<&dyn ToolHos
     }
     if r.selection.is_narrowed() || r.selection.selected + r.selection.not_selected > 0 {
         r.report.selection = Some(r.selection.clone());
+    }
+}
+
+impl Runtime {
+    /// Writes to the run's database (opened on first use) what `write`
+    /// writes, after the warnings not written yet. A database that fails
+    /// is warned about once and written no more: the JSON report still
+    /// holds everything.
+    fn write_database(&mut self, write: impl FnOnce(&mut Database, &Report) -> Result<(), DatabaseError>) {
+        if matches!(self.database, DatabaseState::NotYet) {
+            self.database = match database_path() {
+                None => DatabaseState::Off,
+                Some(path) => {
+                    let arguments: Vec<String> = std::env::args().skip(1).collect();
+                    let program = std::env::args().next().unwrap_or_default();
+                    match Database::create(&path, &program, &arguments) {
+                        Ok(database) => DatabaseState::Open(database),
+                        Err(error) => {
+                            self.report
+                                .warn(format!("{error}: no database is written (the JSON report holds the run)"));
+                            DatabaseState::Off
+                        }
+                    }
+                }
+            };
+        }
+        let DatabaseState::Open(database) = &mut self.database else { return };
+        if let Err(error) = database.warnings(&self.report).and_then(|()| write(database, &self.report)) {
+            self.database = DatabaseState::Off;
+            self.report.warn(format!("{error}: the database ends here (the JSON report holds the run)"));
+        }
+    }
+
+    /// At exit, after the report is complete: the database's last writes;
+    /// where it is, if there is one.
+    pub fn finish_database(&mut self) -> Option<std::path::PathBuf> {
+        if !matches!(self.database, DatabaseState::Open(_)) {
+            return None;
+        }
+        self.write_database(|database, report| database.finish(report));
+        matches!(self.database, DatabaseState::Open(_)).then(database_path).flatten()
     }
 }

@@ -198,7 +198,56 @@ fn reported(output: Output, report_path: &Path, expected: &str) -> (Value, Strin
     assert_eq!(report["warnings"].as_array().unwrap().len(), 0, "{stderr}");
     assert_eq!(report["unread_dispatches"], 0);
     assert!(stderr.contains(&format!("report written to {}", report_path.display())), "{stderr}");
+    assert_database_holds(&report_path.with_extension("sqlite"), &report);
     (report, stderr)
+}
+
+/// The run's database holds what its JSON report holds, read back with SQL
+/// as a user would (docs/runtime.md, "The database").
+fn assert_database_holds(database: &Path, report: &Value) {
+    let connection = rusqlite::Connection::open_with_flags(database, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .unwrap_or_else(|e| panic!("{}: {e}", database.display()));
+    let json_column = |sql: &str| -> Vec<Value> {
+        let mut statement = connection.prepare(sql).unwrap();
+        let rows = statement.query_map([], |row| row.get::<_, String>(0)).unwrap();
+        rows.map(|text| serde_json::from_str(&text.unwrap()).unwrap()).collect()
+    };
+    let listed = |key: &str| report.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
+    assert_eq!(json_column("SELECT record FROM code_objects ORDER BY id"), listed("code_objects"));
+    assert_eq!(json_column("SELECT record FROM dispatches ORDER BY id"), listed("dispatches"));
+    assert_eq!(json_column("SELECT record FROM dynamic ORDER BY id"), listed("dynamic"));
+    let warnings: Vec<Value> = json_column("SELECT json_quote(message) FROM warnings ORDER BY id");
+    assert_eq!(warnings, listed("warnings"));
+    let uninstrumented = json_column(
+        "SELECT json_object('kernel', kernel, 'dispatches', dispatches) FROM uninstrumented_dispatches ORDER BY kernel",
+    );
+    assert_eq!(uninstrumented, listed("uninstrumented_dispatches"));
+    let files = json_column("SELECT json_object('name', name, 'path', path, 'bytes', bytes) FROM files ORDER BY name");
+    assert_eq!(files, listed("files"));
+    // Each dispatch's tool values, one row each (by name, as serde_json
+    // orders an object's keys).
+    for dispatch in listed("dispatches") {
+        let values = json_column(&format!(
+            "SELECT json_array(name, json(value)) FROM dispatch_values WHERE dispatch = {} ORDER BY name",
+            dispatch["id"]
+        ));
+        let expected: Vec<Value> = dispatch
+            .get("tool")
+            .and_then(Value::as_object)
+            .map(|o| o.iter().map(|(k, v)| serde_json::json!([k, v])).collect())
+            .unwrap_or_default();
+        assert_eq!(values, expected, "dispatch {}", dispatch["id"]);
+    }
+    let (finished, unread, tool, selection): (Option<f64>, u64, Option<String>, Option<String>) = connection
+        .query_row("SELECT finished, unread_dispatches, tool, selection FROM run", [], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })
+        .unwrap();
+    assert!(finished.is_some(), "the run finished");
+    assert_eq!(unread, report["unread_dispatches"].as_u64().unwrap());
+    let parsed = |text: Option<String>| text.map(|t| serde_json::from_str::<Value>(&t).unwrap()).unwrap_or(Value::Null);
+    assert_eq!(parsed(tool), report.get("tool").cloned().unwrap_or(Value::Null));
+    assert_eq!(parsed(selection), report.get("selection").cloned().unwrap_or(Value::Null));
 }
 
 /// The report's dispatches, checked against the device's log of the
@@ -1281,6 +1330,47 @@ fn dynamic_mode_reports_what_static_instrumentation_reports() {
         assert_eq!(left["note"], "HIP's own kernels (fills and copies)");
         assert!(stderr.contains("left as it is"), "{stderr}");
     }
+
+    // What the cache gives back runs on the GPU: an entry altered on disk
+    // is refused with a warning and made again, never loaded.
+    let entry = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "hsaco"))
+        .expect("the instrumented code object in the cache");
+    let mut altered = std::fs::read(&entry).unwrap();
+    let last = altered.len() - 1;
+    altered[last] ^= 0x40;
+    std::fs::write(&entry, &altered).unwrap();
+    let report_path = dir.join("report.json");
+    let run = || Run {
+        dynamic: Some((tool.device.clone(), tool.plan_file.clone())),
+        cache: Some(cache.clone()),
+        tool_host: Some(tool.host.clone()),
+        report: Some(report_path.clone()),
+        ..run_on(target)
+    };
+    let output = run().command(original.program.as_os_str(), &[]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert_eq!(succeeded(output, "with an altered cache entry"), original.output, "{stderr}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+    assert_eq!(dispatch_facts(&report), dispatch_facts(&static_report), "{stderr}");
+    let warnings = report["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(warnings[0].as_str().unwrap().contains("does not match the digest written with it"), "{warnings:?}");
+    let sources: Vec<&str> =
+        report["dynamic"].as_array().unwrap().iter().map(|d| d["source"].as_str().unwrap()).collect();
+    assert!(sources.contains(&"instrumented") && !sources.contains(&"cache"), "{sources:?}");
+    assert_ne!(std::fs::read(&entry).unwrap(), altered, "the entry is made again");
+
+    // A cache others can write is refused before the program runs.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let output = run().command(original.program.as_os_str(), &[]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("can be written by others (mode 777)"), "{stderr}");
+    assert!(output.stdout.is_empty(), "the program did not run");
 }
 
 /// Dynamic mode covers code loaded at run time: a program that loads a code
@@ -1734,4 +1824,64 @@ fn rocsolver_under_the_runtime_reports_what_the_emulator_gives() {
         kernels: &["*laswp_kernel*", "*conj_in_place*", "*reset_info*", "*getf2_panel_kernel*"],
     };
     library_under_the_runtime(call, &library_tools());
+}
+
+/// A program killed with SIGKILL half way leaves a database holding every
+/// dispatch completed before the kill, with the tool's values; the run is
+/// not marked finished.
+#[test]
+fn a_killed_program_leaves_a_database_of_the_dispatches_it_completed() {
+    use std::io::BufRead;
+    let target = "gfx90a";
+    let dir = test_directory("killed");
+    let program = hip_build("runtime/dispatch_then_wait.hip", target, &dir, "dispatch_then_wait", &[]);
+    let device = build_tool(Compiler::Hipcc, &example("instruction-counter"), "-O3", &dir);
+    let plan = Plan::load(&repo().join("hook-sdk/examples/instruction-counter/plan.toml")).unwrap();
+    let instrumented = instrumented(&program, &device, &plan);
+    let report_path = dir.join("report.json");
+    let database = dir.join("report.sqlite");
+    let run = Run {
+        tool_host: Some(host_part("instruction-counter", &dir)),
+        report: Some(report_path.clone()),
+        ..run_on(target)
+    };
+    let mut child = run
+        .command(instrumented.as_os_str(), &[])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    // The dispatches are recorded as their completion is handled.
+    let count = || -> u64 {
+        rusqlite::Connection::open(&database)
+            .and_then(|c| c.query_row("SELECT count(*) FROM dispatches", [], |row| row.get(0)))
+            .unwrap_or(0)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while count() < 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!report_path.exists(), "no JSON report: the program never reached its exit");
+    let connection = rusqlite::Connection::open(&database).unwrap();
+    let (dispatches, finished): (u64, Option<f64>) = connection
+        .query_row("SELECT (SELECT count(*) FROM dispatches), finished FROM run", [], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
+        .unwrap();
+    assert_eq!((dispatches, finished), (3, None));
+    // Each with the counter's value: 4 waves of 64 lanes run the kernel's
+    // instructions, the same count each time.
+    let counts: Vec<u64> = connection
+        .prepare("SELECT value FROM dispatch_values WHERE name = 'instructions' ORDER BY dispatch")
+        .unwrap()
+        .query_map([], |row| row.get::<_, String>(0))
+        .unwrap()
+        .map(|v| v.unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(counts.len(), 3, "{counts:?}");
+    assert!(counts[0] > 0 && counts.iter().all(|c| *c == counts[0]), "{counts:?}");
 }

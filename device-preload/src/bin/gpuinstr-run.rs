@@ -56,6 +56,11 @@ struct Arguments {
     /// instrumented code).
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
+    /// Where the runtime writes the run's SQLite database (default: beside
+    /// the report, `.sqlite`; `none` for none), written as dispatches
+    /// complete.
+    #[arg(long, value_name = "FILE")]
+    database: Option<PathBuf>,
     /// Dynamic mode: instrument every code object the program loads with
     /// this tool (a file `gpuinstr-link instrument --tool` takes), in the
     /// program's process, cached on disk by content. Needs --plan.
@@ -154,6 +159,7 @@ fn main() -> ExitCode {
         select_every: arguments.select_every,
         tool_host: arguments.tool_host,
         report: arguments.report,
+        database: arguments.database,
         dispatch_log: arguments.dispatch_log,
         dispatch_log_exec: arguments.dispatch_log_exec,
         dispatch_log_accesses: arguments.dispatch_log_accesses,
