@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{params, Connection};
 use serde::Serialize;
 
-use crate::report::{DispatchRecord, LoadedRecord, Report, ToolValues};
+use crate::report::{DispatchRecord, LoadedRecord, Report, ToolValue, ToolValues};
 use gpuinstr::stages::load::instrumented::PointEntry;
 
 /// Version of the tables' layout (`PRAGMA user_version`).
@@ -62,7 +62,7 @@ CREATE TABLE dispatch_values (
     dispatch INTEGER NOT NULL REFERENCES dispatches (id),
     position INTEGER NOT NULL,
     name TEXT NOT NULL,
-    value TEXT NOT NULL,
+    value NOT NULL,
     PRIMARY KEY (dispatch, position)
 );
 CREATE TABLE warnings (
@@ -229,7 +229,14 @@ impl Database {
         let mut insert = connection
             .prepare("INSERT INTO dispatch_values (dispatch, position, name, value) VALUES (?1, ?2, ?3, ?4)")?;
         for (position, (name, value)) in values.0.iter().enumerate() {
-            insert.execute(params![dispatch, position, name, json(value)])?;
+            // A number as an integer (compared and summed as one), anything
+            // else as its JSON text.
+            match value {
+                ToolValue::Number(n) if i64::try_from(*n).is_ok() => {
+                    insert.execute(params![dispatch, position, name, *n as i64])?
+                }
+                _ => insert.execute(params![dispatch, position, name, json(value)])?,
+            };
         }
         Ok(())
     }
@@ -281,7 +288,7 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{GlobalValue, ToolValue};
+    use crate::report::GlobalValue;
 
     fn dispatch(id: u64) -> DispatchRecord {
         DispatchRecord {

@@ -1878,10 +1878,48 @@ fn a_killed_program_leaves_a_database_of_the_dispatches_it_completed() {
     let counts: Vec<u64> = connection
         .prepare("SELECT value FROM dispatch_values WHERE name = 'instructions' ORDER BY dispatch")
         .unwrap()
-        .query_map([], |row| row.get::<_, String>(0))
+        .query_map([], |row| row.get::<_, u64>(0))
         .unwrap()
-        .map(|v| v.unwrap().parse().unwrap())
+        .map(Result::unwrap)
         .collect();
     assert_eq!(counts.len(), 3, "{counts:?}");
     assert!(counts[0] > 0 && counts.iter().all(|c| *c == counts[0]), "{counts:?}");
+}
+
+/// A program the emulated GPU stops keeps what it printed up to the stop,
+/// and the run's database holds every dispatch completed before it (the
+/// run not finished, and no JSON report: the process ends at the stop).
+#[test]
+fn a_program_the_gpu_stops_keeps_its_output_and_a_database_of_what_completed() {
+    let target = "gfx90a";
+    let dir = test_directory("stopped");
+    let program = hip_build("runtime/dispatch_then_fault.hip", target, &dir, "dispatch_then_fault", &[]);
+    let device = build_tool(Compiler::Hipcc, &example("instruction-counter"), "-O3", &dir);
+    let plan = Plan::load(&repo().join("hook-sdk/examples/instruction-counter/plan.toml")).unwrap();
+    let instrumented = instrumented(&program, &device, &plan);
+    let report_path = dir.join("report.json");
+    let run = Run {
+        tool_host: Some(host_part("instruction-counter", &dir)),
+        report: Some(report_path.clone()),
+        ..run_on(target)
+    };
+    let output = run.command(instrumented.as_os_str(), &[]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("the emulated GPU stopped: kernel _Z4pokePi"), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "two dispatches done\n", "{stderr}");
+    assert!(!report_path.exists(), "no JSON report: the process ended at the stop");
+    let connection = rusqlite::Connection::open(dir.join("report.sqlite")).unwrap();
+    let (kernels, finished): (String, Option<f64>) = connection
+        .query_row("SELECT (SELECT group_concat(kernel, ' ') FROM dispatches), finished FROM run", [], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
+        .unwrap();
+    assert_eq!((kernels.as_str(), finished), ("_Z4stepPii _Z4stepPii", None), "{stderr}");
+    let counted: u64 = connection
+        .query_row("SELECT count(*) FROM dispatch_values WHERE name = 'instructions' AND value > 0", [], |row| {
+            row.get(0)
+        })
+        .unwrap();
+    assert_eq!(counted, 2, "each with its count");
 }
