@@ -87,3 +87,15 @@ c++ -std=c++17 -shared -fPIC -I hook-sdk/include hook-sdk/examples/instruction-c
 "$(dirname "$link")/gpuinstr-run" --tool-host "$out/libinstruction-counter-host.so" \
   --report "$out/saxpy-report.json" -- "$out/saxpy.instrumented"
 sed -n '/"dispatches"/,/"problems"/p' "$out/saxpy-report.json"
+
+echo
+echo "== the same run as an SQLite database beside the report (docs/runtime.md, \"The database\"):"
+echo "   instructions counted per kernel, with SQL"
+python3 - "$out/saxpy-report.sqlite" <<'QUERY'
+import sqlite3, sys
+run = sqlite3.connect(sys.argv[1])
+query = ("SELECT d.kernel, count(*), sum(v.value) FROM dispatches d JOIN dispatch_values v "
+         "ON v.dispatch = d.id AND v.name = 'instructions' GROUP BY d.kernel")
+for kernel, dispatches, instructions in run.execute(query):
+    print(f"{kernel}: {dispatches} dispatches, {instructions} instructions")
+QUERY
