@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 scripts/setup.sh
 cargo build --release -p gpuinstr-llvm-plugin -p gpuinstr-driver -p gpuinstr-emulator \
-  -p gpuinstr-device-preload -p gpuinstr-runtime
+  -p gpuinstr-device-preload -p gpuinstr-runtime -p gpuinstr-report
 
 target_dir="$(realpath -m "${CARGO_TARGET_DIR:-target}")"
 out="$target_dir/demo"
@@ -99,3 +99,7 @@ query = ("SELECT d.kernel, count(*), sum(v.value) FROM dispatches d JOIN dispatc
 for kernel, dispatches, instructions in run.execute(query):
     print(f"{kernel}: {dispatches} dispatches, {instructions} instructions")
 QUERY
+
+echo
+echo "== and as a page (gpuinstr-report: one self-contained HTML file, open it in a browser)"
+"$(dirname "$link")/gpuinstr-report" "$out/saxpy-report.sqlite" -o "$out/saxpy-report.html"

@@ -1923,3 +1923,69 @@ fn a_program_the_gpu_stops_keeps_its_output_and_a_database_of_what_completed() {
         .unwrap();
     assert_eq!(counted, 2, "each with its count");
 }
+
+/// The run's page of branch divergence and the memory tracer on a `-g`
+/// program, rendered by headless chromium (Debian's): the numbers of each
+/// source line in the rendered page are the database's, summed over the
+/// dispatches; a screenshot of each is kept beside the test's files.
+#[test]
+fn the_page_of_a_run_shows_each_source_lines_numbers_as_the_database_has_them() {
+    let target = "gfx90a";
+    let dir = test_directory("page");
+    let program = hip_build("runtime/counted.hip", target, &dir, "counted-g", &["-g"]);
+    let original = original_of(program, target, &dir);
+    for (tool, value, field) in
+        [("branch-divergence", "branches", "divergent"), ("memory-tracer", "instructions", "lines")]
+    {
+        let tool_dir = dir.join(tool);
+        std::fs::create_dir_all(&tool_dir).unwrap();
+        let instrumented = instrument_with(tool, &original, &tool_dir);
+        let run = Run { tool_host: Some(instrumented.host.clone()), ..run_on(target) };
+        run_reported_with(run, &instrumented.program, &[], &original.output, &tool_dir);
+        let database = tool_dir.join("report.sqlite");
+        let expected: Vec<(String, i64)> = {
+            let connection = rusqlite::Connection::open(&database).unwrap();
+            let mut statement = connection
+                .prepare(&format!(
+                    "SELECT json_extract(p.value, '$.location'), sum(json_extract(p.value, '$.{field}'))
+                     FROM dispatch_values v, json_each(v.value) p WHERE v.name = '{value}' AND typeof(v.value) = 'text'
+                     GROUP BY 1 ORDER BY 1"
+                ))
+                .unwrap();
+            let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?))).unwrap();
+            rows.map(Result::unwrap).collect()
+        };
+        assert!(expected.len() >= 2, "{tool}: {expected:?}");
+        assert!(expected.iter().any(|(_, n)| *n > 0), "{tool}: {expected:?}");
+        let run = gpuinstr_report::read(&database).unwrap();
+        let page = tool_dir.join("page.html");
+        std::fs::write(&page, gpuinstr_report::page(&run, &gpuinstr_report::FromDisk)).unwrap();
+
+        let chromium = |arguments: &[&str]| {
+            let output = std::process::Command::new("chromium")
+                .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1280,1800"])
+                .args(arguments)
+                .arg(format!("file://{}", page.display()))
+                .output()
+                .expect("chromium (scripts/setup.sh installs it)");
+            assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+            String::from_utf8_lossy(&output.stdout).to_string()
+        };
+        let screenshot = tool_dir.join("page.png");
+        chromium(&[&format!("--screenshot={}", screenshot.display())]);
+        assert!(std::fs::metadata(&screenshot).unwrap().len() > 10_000, "{tool}: a screenshot of the page");
+        let dom = chromium(&["--dump-dom"]);
+        let section = &dom[dom.find(&format!("data-tool-value=\"{value}\"")).expect("the tool's lines")..];
+        for (location, total) in &expected {
+            let (file, line) = location.rsplit_once(':').unwrap();
+            let table = &section[section.find(&format!("data-file=\"{file}\"")).expect("the file's table")..];
+            let row = &table[table.find(&format!("data-line=\"{line}\"")).unwrap_or_else(|| panic!("{location}"))..];
+            let row = &row[..row.find("</tr>").unwrap()];
+            assert!(
+                row.contains(&format!("data-value=\"{field}\">{total}</td>")),
+                "{tool}: {location} shows {field} {total}: {row}"
+            );
+        }
+        assert!(dom.contains("Kernels by cost"), "{tool}");
+    }
+}
