@@ -1826,25 +1826,32 @@ fn rocsolver_under_the_runtime_reports_what_the_emulator_gives() {
     library_under_the_runtime(call, &library_tools());
 }
 
+/// `tests/inputs/runtime/NAME.hip` built for gfx90a and instrumented with
+/// the instruction counter in `dir`, and its run there with the counter's
+/// host part and the report (and database) in `dir`.
+fn counted_run_of(name: &str, dir: &Path) -> (PathBuf, Run) {
+    let target = "gfx90a";
+    let program = hip_build(&format!("runtime/{name}.hip"), target, dir, name, &[]);
+    let device = build_tool(Compiler::Hipcc, &example("instruction-counter"), "-O3", dir);
+    let plan = Plan::load(&repo().join("hook-sdk/examples/instruction-counter/plan.toml")).unwrap();
+    let run = Run {
+        tool_host: Some(host_part("instruction-counter", dir)),
+        report: Some(dir.join("report.json")),
+        ..run_on(target)
+    };
+    (instrumented(&program, &device, &plan), run)
+}
+
 /// A program killed with SIGKILL half way leaves a database holding every
 /// dispatch completed before the kill, with the tool's values; the run is
 /// not marked finished.
 #[test]
 fn a_killed_program_leaves_a_database_of_the_dispatches_it_completed() {
     use std::io::BufRead;
-    let target = "gfx90a";
     let dir = test_directory("killed");
-    let program = hip_build("runtime/dispatch_then_wait.hip", target, &dir, "dispatch_then_wait", &[]);
-    let device = build_tool(Compiler::Hipcc, &example("instruction-counter"), "-O3", &dir);
-    let plan = Plan::load(&repo().join("hook-sdk/examples/instruction-counter/plan.toml")).unwrap();
-    let instrumented = instrumented(&program, &device, &plan);
+    let (instrumented, run) = counted_run_of("dispatch_then_wait", &dir);
     let report_path = dir.join("report.json");
     let database = dir.join("report.sqlite");
-    let run = Run {
-        tool_host: Some(host_part("instruction-counter", &dir)),
-        report: Some(report_path.clone()),
-        ..run_on(target)
-    };
     let mut child = run
         .command(instrumented.as_os_str(), &[])
         .stdout(std::process::Stdio::piped())
@@ -1891,18 +1898,9 @@ fn a_killed_program_leaves_a_database_of_the_dispatches_it_completed() {
 /// run not finished, and no JSON report: the process ends at the stop).
 #[test]
 fn a_program_the_gpu_stops_keeps_its_output_and_a_database_of_what_completed() {
-    let target = "gfx90a";
     let dir = test_directory("stopped");
-    let program = hip_build("runtime/dispatch_then_fault.hip", target, &dir, "dispatch_then_fault", &[]);
-    let device = build_tool(Compiler::Hipcc, &example("instruction-counter"), "-O3", &dir);
-    let plan = Plan::load(&repo().join("hook-sdk/examples/instruction-counter/plan.toml")).unwrap();
-    let instrumented = instrumented(&program, &device, &plan);
+    let (instrumented, run) = counted_run_of("dispatch_then_fault", &dir);
     let report_path = dir.join("report.json");
-    let run = Run {
-        tool_host: Some(host_part("instruction-counter", &dir)),
-        report: Some(report_path.clone()),
-        ..run_on(target)
-    };
     let output = run.command(instrumented.as_os_str(), &[]).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
