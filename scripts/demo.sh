@@ -101,5 +101,7 @@ for kernel, dispatches, instructions in run.execute(query):
 QUERY
 
 echo
-echo "== and as a page (gpuinstr-report: one self-contained HTML file, open it in a browser)"
-"$(dirname "$link")/gpuinstr-report" "$out/saxpy-report.sqlite" -o "$out/saxpy-report.html"
+echo "== and as a page (gpuinstr-report: one self-contained HTML file, open it in a browser) and a trace"
+echo "   of its dispatches on their queue (open it in ui.perfetto.dev)"
+"$(dirname "$link")/gpuinstr-report" "$out/saxpy-report.sqlite" -o "$out/saxpy-report.html" \
+  --trace "$out/saxpy-trace.json"

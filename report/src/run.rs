@@ -34,6 +34,22 @@ pub struct Run {
     /// Per tool value listing points (`branches`, `instructions`): its
     /// numbers summed per source line.
     pub lines: Vec<LineTable>,
+    /// Every dispatch, in submission order.
+    pub dispatches: Vec<DispatchSpan>,
+}
+
+/// A dispatch on its queue, with its times (seconds after `started`).
+#[derive(Debug, Default, PartialEq)]
+pub struct DispatchSpan {
+    pub id: u64,
+    pub kernel: String,
+    pub queue: u32,
+    pub submitted: f64,
+    pub completed: f64,
+    pub grid: [u32; 3],
+    pub workgroup: [u32; 3],
+    /// The tool's numbers for it (`instructions`), by name.
+    pub numbers: BTreeMap<String, i64>,
 }
 
 /// A kernel's dispatches and each numeric tool value summed over them.
@@ -195,6 +211,40 @@ pub fn read(path: &Path) -> Result<Run, ReadError> {
         }
     }
     run.lines = tables.into_values().collect();
+
+    let mut statement = connection
+        .prepare(
+            "SELECT id, kernel, queue, submitted, completed, grid_x, grid_y, grid_z, workgroup_x, workgroup_y,
+                 workgroup_z FROM dispatches ORDER BY id",
+        )
+        .map_err(query)?;
+    let rows = statement
+        .query_map([], |row| {
+            Ok(DispatchSpan {
+                id: row.get(0)?,
+                kernel: row.get(1)?,
+                queue: row.get(2)?,
+                submitted: row.get(3)?,
+                completed: row.get(4)?,
+                grid: [row.get(5)?, row.get(6)?, row.get(7)?],
+                workgroup: [row.get(8)?, row.get(9)?, row.get(10)?],
+                numbers: BTreeMap::new(),
+            })
+        })
+        .map_err(query)?;
+    run.dispatches = rows.collect::<Result<_, _>>().map_err(query)?;
+    let mut statement = connection
+        .prepare("SELECT dispatch, name, value FROM dispatch_values WHERE typeof(value) = 'integer'")
+        .map_err(query)?;
+    let rows = statement
+        .query_map([], |row| Ok((row.get::<_, u64>(0)?, row.get::<_, String>(1)?, row.get::<_, i64>(2)?)))
+        .map_err(query)?;
+    for row in rows {
+        let (id, name, value) = row.map_err(query)?;
+        if let Ok(at) = run.dispatches.binary_search_by_key(&id, |d| d.id) {
+            run.dispatches[at].numbers.insert(name, value);
+        }
+    }
     Ok(run)
 }
 

@@ -53,6 +53,9 @@ CREATE TABLE dispatches (
     ordinal INTEGER NOT NULL,
     kernel TEXT NOT NULL,
     code_object INTEGER NOT NULL REFERENCES code_objects (id),
+    queue INTEGER NOT NULL,
+    submitted REAL NOT NULL,
+    completed REAL NOT NULL,
     grid_x INTEGER NOT NULL, grid_y INTEGER NOT NULL, grid_z INTEGER NOT NULL,
     workgroup_x INTEGER NOT NULL, workgroup_y INTEGER NOT NULL, workgroup_z INTEGER NOT NULL,
     problems INTEGER NOT NULL,
@@ -101,7 +104,7 @@ pub struct Database {
 
 /// Seconds since the epoch as SQLite's date functions read them back
 /// (`datetime(started, 'unixepoch')`).
-fn now() -> f64 {
+pub fn now() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
@@ -112,7 +115,9 @@ fn json(value: &impl Serialize) -> String {
 impl Database {
     /// A new database at `path` (a previous run's there is replaced),
     /// holding the run's row.
-    pub fn create(path: &Path, program: &str, arguments: &[String]) -> Result<Database, DatabaseError> {
+    /// `started`: when the run started (seconds since 1970), what the
+    /// dispatches' times count from.
+    pub fn create(path: &Path, program: &str, arguments: &[String], started: f64) -> Result<Database, DatabaseError> {
         let error =
             |error: &dyn std::fmt::Display| DatabaseError { path: path.to_path_buf(), error: error.to_string() };
         for stale in [path.to_path_buf(), with_suffix(path, "-wal"), with_suffix(path, "-shm")] {
@@ -138,7 +143,7 @@ impl Database {
                     concat!(env!("CARGO_PKG_VERSION"), " ", env!("GPUINSTR_SOURCE_IDENTITY")),
                     program,
                     json(&arguments),
-                    now()
+                    started
                 ],
             )
             .map_err(|e| error(&e))?;
@@ -202,14 +207,17 @@ impl Database {
         let [wx, wy, wz] = record.workgroup_size;
         transaction
             .execute(
-                "INSERT INTO dispatches (id, ordinal, kernel, code_object, grid_x, grid_y, grid_z,
-                     workgroup_x, workgroup_y, workgroup_z, problems, record)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                "INSERT INTO dispatches (id, ordinal, kernel, code_object, queue, submitted, completed,
+                     grid_x, grid_y, grid_z, workgroup_x, workgroup_y, workgroup_z, problems, record)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
                 params![
                     record.id,
                     record.ordinal,
                     record.kernel,
                     record.code_object,
+                    record.queue,
+                    record.submitted,
+                    record.completed,
                     gx,
                     gy,
                     gz,
@@ -294,6 +302,9 @@ mod tests {
         DispatchRecord {
             id,
             ordinal: id,
+            queue: 1,
+            submitted: id as f64,
+            completed: id as f64 + 0.5,
             kernel: "_Z5scalePffi".into(),
             code_object: 0,
             grid_size: [1024, 1, 1],
@@ -308,7 +319,7 @@ mod tests {
     fn what_is_written_is_read_back_with_sql() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("run.sqlite");
-        let mut database = Database::create(&path, "./app", &["--size".into(), "3".into()]).unwrap();
+        let mut database = Database::create(&path, "./app", &["--size".into(), "3".into()], now()).unwrap();
         let loaded = LoadedRecord {
             processor: "gfx90a".into(),
             kernels: 1,

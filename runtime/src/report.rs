@@ -108,6 +108,13 @@ pub struct DispatchRecord {
     pub id: u64,
     /// The n-th dispatch of this kernel in the run (observed or not).
     pub ordinal: u64,
+    /// The queue it was submitted to: 1, 2, ... in order of first use.
+    pub queue: u32,
+    /// Seconds since the runtime started, on the host's clock: when the
+    /// runtime saw the dispatch's packet, and when it read its values
+    /// (the dispatch and its collection had completed by then).
+    pub submitted: f64,
+    pub completed: f64,
     pub kernel: String,
     /// Index in `code_objects`.
     pub code_object: usize,

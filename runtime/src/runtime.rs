@@ -177,6 +177,10 @@ struct Loaded {
 /// A dispatch submitted and not yet read.
 struct InFlight {
     queue: u64,
+    /// The queue's number in the run (1, 2, ... in order of first use).
+    queue_number: u32,
+    /// When the runtime saw the packet (seconds since it started).
+    submitted: f64,
     kernel: String,
     /// The n-th dispatch of its kernel in the run.
     ordinal: u64,
@@ -221,6 +225,12 @@ pub struct Runtime {
     /// The run's database, opened when the first instrumented code object
     /// loads.
     database: DatabaseState,
+    /// What dispatch times count from, and when that was (seconds since
+    /// 1970: the database's `run.started`).
+    clock: std::time::Instant,
+    started: f64,
+    /// Queues by the handle ROCr gives them, numbered in order of first use.
+    queue_numbers: HashMap<u64, u32>,
 }
 
 enum DatabaseState {
@@ -271,6 +281,9 @@ impl Default for Runtime {
             report: Report { schema: SCHEMA, ..Report::default() },
             tool_files: ToolFiles::default(),
             database: DatabaseState::NotYet,
+            clock: std::time::Instant::now(),
+            started: crate::database::now(),
+            queue_numbers: HashMap::new(),
         }
     }
 }
@@ -543,7 +556,12 @@ impl Runtime {
             flight.overlapping.push(id);
             overlapping.push(*other);
         }
-        self.in_flight.insert(id, InFlight { queue, kernel, ordinal, slot, dispatch, done, buffer, overlapping });
+        let next_number = self.queue_numbers.len() as u32 + 1;
+        let queue_number = *self.queue_numbers.entry(queue).or_insert(next_number);
+        let submitted = self.clock.elapsed().as_secs_f64();
+        let flight =
+            InFlight { queue, queue_number, submitted, kernel, ordinal, slot, dispatch, done, buffer, overlapping };
+        self.in_flight.insert(id, flight);
         Ok((collect, buffer, done))
     }
 
@@ -668,6 +686,9 @@ impl Runtime {
         let record = DispatchRecord {
             id,
             ordinal: flight.ordinal,
+            queue: flight.queue_number,
+            submitted: flight.submitted,
+            completed: self.clock.elapsed().as_secs_f64(),
             kernel: flight.kernel,
             code_object: loaded.index,
             grid_size: flight.dispatch.grid_size,
@@ -745,7 +766,7 @@ impl Runtime {
                 Some(path) => {
                     let arguments: Vec<String> = std::env::args().skip(1).collect();
                     let program = std::env::args().next().unwrap_or_default();
-                    match Database::create(&path, &program, &arguments) {
+                    match Database::create(&path, &program, &arguments, self.started) {
                         Ok(database) => DatabaseState::Open(database),
                         Err(error) => {
                             self.report

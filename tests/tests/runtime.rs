@@ -1985,5 +1985,24 @@ fn the_page_of_a_run_shows_each_source_lines_numbers_as_the_database_has_them() 
             );
         }
         assert!(dom.contains("Kernels by cost"), "{tool}");
+
+        // The dispatches on their queue, for a trace viewer: one complete
+        // event each, in submission order, lasting while it ran.
+        let trace = gpuinstr_report::trace_events(&run);
+        let spans: Vec<&Value> = trace["traceEvents"].as_array().unwrap().iter().filter(|e| e["ph"] == "X").collect();
+        let kernels: Vec<&str> = spans.iter().map(|e| e["name"].as_str().unwrap()).collect();
+        let expected: Vec<String> = {
+            let connection = rusqlite::Connection::open(&database).unwrap();
+            let mut statement = connection.prepare("SELECT kernel FROM dispatches ORDER BY id").unwrap();
+            statement.query_map([], |row| row.get(0)).unwrap().map(Result::unwrap).collect()
+        };
+        assert_eq!(kernels, expected, "{tool}");
+        let mut previous = 0.0;
+        for span in spans {
+            let (start, length) = (span["ts"].as_f64().unwrap(), span["dur"].as_f64().unwrap());
+            assert!(start >= previous && length > 0.0, "{tool}: {span}");
+            assert_eq!(span["tid"], 1, "{tool}: the program's one queue");
+            previous = start;
+        }
     }
 }
