@@ -115,6 +115,7 @@ fn json(value: &impl Serialize) -> String {
 impl Database {
     /// A new database at `path` (a previous run's there is replaced),
     /// holding the run's row.
+    ///
     /// `started`: when the run started (seconds since 1970), what the
     /// dispatches' times count from.
     pub fn create(path: &Path, program: &str, arguments: &[String], started: f64) -> Result<Database, DatabaseError> {
@@ -202,6 +203,12 @@ impl Database {
 
     /// A dispatch whose values were read.
     pub fn dispatch(&self, record: &DispatchRecord) -> Result<(), DatabaseError> {
+        // The tool's values are rows of `dispatch_values`, not stored twice
+        // (a tracer's lists of instructions are most of a dispatch's bytes).
+        let mut entry = serde_json::to_value(record).expect("report records serialise");
+        if let Some(fields) = entry.as_object_mut() {
+            fields.remove("tool");
+        }
         let transaction = self.connection.unchecked_transaction().map_err(|e| self.failed(e))?;
         let [gx, gy, gz] = record.grid_size;
         let [wx, wy, wz] = record.workgroup_size;
@@ -225,7 +232,7 @@ impl Database {
                     wy,
                     wz,
                     record.problems.len(),
-                    json(record)
+                    entry.to_string()
                 ],
             )
             .map_err(|e| self.failed(e))?;
