@@ -43,6 +43,8 @@ pub struct Run {
     pub report: Option<PathBuf>,
     /// The run's database (`GPUINSTR_DATABASE`).
     pub database: Option<PathBuf>,
+    /// Host memory per ring of records (`GPUINSTR_RING_BYTES`).
+    pub ring_bytes: Option<u64>,
     /// The device's per-dispatch counts (`GPUINSTR_DEVICE_DISPATCH_LOG`).
     pub dispatch_log: Option<PathBuf>,
     /// Opcodes whose EXEC history the dispatch log gives (`GPUINSTR_DEVICE_DISPATCH_LOG_EXEC`).
@@ -141,6 +143,9 @@ impl Run {
         }
         if let Some(database) = &self.database {
             command.env("GPUINSTR_DATABASE", database);
+        }
+        if let Some(bytes) = self.ring_bytes {
+            command.env("GPUINSTR_RING_BYTES", bytes.to_string());
         }
         if let Some(log) = &self.dispatch_log {
             command.env("GPUINSTR_DEVICE_DISPATCH_LOG", log);

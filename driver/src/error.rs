@@ -145,6 +145,8 @@ pub enum ToolProblem {
     GlobalOutsideFile(String),
     #[error("GPUINSTR_RECORDS({}, ...): {why}", printable(buffer))]
     BadRecordsDeclaration { buffer: String, why: String },
+    #[error("GPUINSTR_RING(..., {}): {why}", printable(ring))]
+    BadRingDeclaration { ring: String, why: String },
 }
 
 /// Text from the input (symbol, section and kernel names) inside a message:

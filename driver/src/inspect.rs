@@ -205,9 +205,11 @@ pub fn render_text(report: &InspectReport) -> String {
                     .records
                     .as_ref()
                     .map_or(String::new(), |r| format!(", records of {} B counted by {}", r.record_bytes, r.count));
+                let ring =
+                    global.ring.map_or(String::new(), |bytes| format!(", points at a ring of {bytes} B records"));
                 writeln!(
                     out,
-                    "    tool global {}  {} B at {}{managed}{records}",
+                    "    tool global {}  {} B at {}{managed}{records}{ring}",
                     global.tool_name, global.size, global.symbol
                 )
                 .unwrap();

@@ -19,6 +19,7 @@ void gpuinstr_rt_on_reader_file(uint64_t reader, int fd);
 void gpuinstr_rt_on_reader_destroyed(uint64_t reader);
 void gpuinstr_rt_on_code_object_loaded(uint64_t executable, uint64_t agent, uint64_t reader,
                                        int64_t load_delta, int delta_known);
+void gpuinstr_rt_on_executable_frozen(uint64_t executable);
 void gpuinstr_rt_on_executable_destroyed(uint64_t executable);
 void gpuinstr_rt_on_packets(const hsa_queue_t* queue, const void* packets, uint64_t count,
                             hsa_amd_queue_intercept_packet_writer writer);
@@ -119,6 +120,14 @@ hsa_status_t load_agent_code_object(hsa_executable_t executable, hsa_agent_t age
   return status;
 }
 
+// The loader writes a code object's data to the device when the executable
+// is frozen: what the runtime writes there must come after.
+hsa_status_t executable_freeze(hsa_executable_t executable, const char* options) {
+  hsa_status_t status = original_core.hsa_executable_freeze_fn(executable, options);
+  if (status == HSA_STATUS_SUCCESS) gpuinstr_rt_on_executable_frozen(executable.handle);
+  return status;
+}
+
 hsa_status_t executable_destroy(hsa_executable_t executable) {
   gpuinstr_rt_on_executable_destroyed(executable.handle);
   return original_core.hsa_executable_destroy_fn(executable);
@@ -184,6 +193,7 @@ bool gpuinstr_rt_install(void* api_table) {
   core->hsa_code_object_reader_create_from_file_fn = reader_create_from_file;
   core->hsa_code_object_reader_destroy_fn = reader_destroy;
   core->hsa_executable_load_agent_code_object_fn = load_agent_code_object;
+  core->hsa_executable_freeze_fn = executable_freeze;
   core->hsa_executable_destroy_fn = executable_destroy;
   return true;
 }
@@ -227,6 +237,13 @@ uint32_t gpuinstr_rt_host_allocate(uint64_t agent, size_t size, void** memory) {
   status = original_amd.hsa_amd_agents_allow_access_fn(1, &gpu, nullptr, *memory);
   if (status != HSA_STATUS_SUCCESS) original_amd.hsa_amd_memory_pool_free_fn(*memory);
   return status;
+}
+
+// Copies `size` bytes from host memory the runtime allocated to the device
+// (a loaded code object's global); returns when they are there.
+uint32_t gpuinstr_rt_memory_copy(uint64_t to, uint64_t from, size_t size) {
+  return original_core.hsa_memory_copy_fn(reinterpret_cast<void*>(to), reinterpret_cast<const void*>(from),
+                                          size);
 }
 
 // Loads a code object of the runtime's own into an executable of its own

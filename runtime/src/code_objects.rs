@@ -56,6 +56,9 @@ pub struct GlobalInfo {
     /// A buffer of records (`GPUINSTR_RECORDS`): the index among the
     /// globals of its count, and bytes per record.
     pub records: Option<(usize, u64)>,
+    /// A ring of records (`GPUINSTR_RING`; this global points at its
+    /// head): bytes per record.
+    pub ring: Option<u64>,
 }
 
 /// What the runtime knows of one instrumented code object.
@@ -142,6 +145,7 @@ pub fn recognise(bytes: &[u8]) -> Result<Option<InstrumentedCodeObject>, Recogni
             managed: entry.managed,
             initial,
             records: records_of(entry),
+            ring: entry.ring,
         });
     }
     let mut kernels: Vec<KernelInfo> = code_object

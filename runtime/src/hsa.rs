@@ -10,6 +10,7 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::packets::{CollectKernel, Packet};
 use crate::report::ToolValue;
+use crate::rings::ToolRecords;
 use crate::runtime::{self, Hsa, HsaError, Runtime, ToolCodeObject, ToolDispatch, ToolHost};
 
 type PacketWriter = unsafe extern "C" fn(packets: *const c_void, count: u64);
@@ -23,6 +24,7 @@ extern "C" {
     fn gpuinstr_rt_signal_load(signal: u64) -> i64;
     fn gpuinstr_rt_agent_name(agent: u64, name: *mut c_char) -> u32;
     fn gpuinstr_rt_host_allocate(agent: u64, size: usize, memory: *mut *mut c_void) -> u32;
+    fn gpuinstr_rt_memory_copy(to: u64, from: u64, size: usize) -> u32;
     fn gpuinstr_rt_load_kernel(
         agent: u64,
         bytes: *const c_void,
@@ -131,6 +133,25 @@ impl Hsa for Rocr {
         // SAFETY: the runtime writes only inside buffers it allocated.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), address as *mut u8, bytes.len()) }
     }
+
+    fn host_load_u64(&self, address: u64) -> u64 {
+        // SAFETY: an aligned word inside a buffer the runtime allocated,
+        // which the GPU writes with atomics.
+        unsafe { std::sync::atomic::AtomicU64::from_ptr(address as *mut u64) }
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn host_store_u64(&self, address: u64, value: u64) {
+        // SAFETY: as above.
+        unsafe { std::sync::atomic::AtomicU64::from_ptr(address as *mut u64) }
+            .store(value, std::sync::atomic::Ordering::Release)
+    }
+
+    fn copy_to_device(&self, to: u64, from: u64, size: usize) -> Result<(), HsaError> {
+        // SAFETY: `from` is host memory the runtime allocated; `to` a
+        // loaded code object's global of at least `size` bytes.
+        check("hsa_memory_copy", unsafe { gpuinstr_rt_memory_copy(to, from, size) })
+    }
 }
 
 /// ROCr calls this when it loads the library named in `HSA_TOOLS_LIB`.
@@ -144,6 +165,13 @@ pub unsafe extern "C" fn OnLoad(
     if api_table.is_null() || !gpuinstr_rt_install(api_table) {
         eprintln!("gpuinstr: error: this ROCr's API tables lack entries the gpuinstr runtime needs; it is not loaded");
         return false;
+    }
+    match crate::rings::ring_bytes_from_environment() {
+        Ok(bytes) => with_runtime(|r| r.ring_bytes = bytes),
+        Err(message) => {
+            eprintln!("gpuinstr: error: {message}");
+            libc::_exit(2);
+        }
     }
     match crate::selection::Selection::from_environment() {
         Ok(selection) => with_runtime(|r| r.selection = selection),
@@ -181,12 +209,13 @@ pub unsafe extern "C" fn OnLoad(
 /// `GPUINSTR_HOST_API` of the `gpuinstr/host.h` this runtime implements
 /// (2: `gpuinstr_site` has `Location`; 3: and `LeftOut`, and
 /// `gpuinstr_dispatch_points_left_out`; 4: `gpuinstr_tool_load`, code
-/// objects, run-level reports).
-const HOST_API: u32 = 4;
+/// objects, run-level reports; 5: rings, `gpuinstr_tool_records`).
+const HOST_API: u32 = 5;
 
 /// A tool's host part (`gpuinstr/host.h`), loaded with dlopen.
 struct HostLibrary {
     load: Option<unsafe extern "C" fn(*const c_void)>,
+    records: Option<unsafe extern "C" fn(*const c_void)>,
     dispatch: Option<unsafe extern "C" fn(*mut c_void)>,
     exit: Option<unsafe extern "C" fn()>,
     /// Held during every call into the tool: loads come on the program's
@@ -230,9 +259,10 @@ impl HostLibrary {
             return Err(dl_error());
         }
         // SAFETY: the symbols, if present, have host.h's signatures.
-        let (load, dispatch, exit) = unsafe {
+        let (load, records, dispatch, exit) = unsafe {
             (
                 libc::dlsym(handle, c"gpuinstr_tool_load".as_ptr()),
+                libc::dlsym(handle, c"gpuinstr_tool_records".as_ptr()),
                 libc::dlsym(handle, c"gpuinstr_tool_dispatch".as_ptr()),
                 libc::dlsym(handle, c"gpuinstr_tool_exit".as_ptr()),
             )
@@ -258,6 +288,8 @@ impl HostLibrary {
             Ok(HostLibrary {
                 load: (!load.is_null())
                     .then(|| std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*const c_void)>(load)),
+                records: (!records.is_null())
+                    .then(|| std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*const c_void)>(records)),
                 dispatch: (!dispatch.is_null())
                     .then(|| std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void)>(dispatch)),
                 exit: (!exit.is_null()).then(|| std::mem::transmute::<*mut c_void, unsafe extern "C" fn()>(exit)),
@@ -279,6 +311,13 @@ impl ToolHost for HostLibrary {
         if let Some(callback) = self.load {
             // SAFETY: the tool gets an opaque pointer valid for the process.
             self.call(|| unsafe { callback((code_object as *const ToolCodeObject).cast()) })
+        }
+    }
+
+    fn records(&self, records: &ToolRecords) {
+        if let Some(callback) = self.records {
+            // SAFETY: the tool gets an opaque pointer valid for the call.
+            self.call(|| unsafe { callback((records as *const ToolRecords).cast()) })
         }
     }
 
@@ -331,6 +370,61 @@ pub unsafe extern "C" fn gpuinstr_dispatch_workgroup(dispatch: *const c_void, wo
 #[no_mangle]
 pub unsafe extern "C" fn gpuinstr_dispatch_points_left_out(dispatch: *const c_void) -> u32 {
     dispatch_of(dispatch).map_or(0, |d| d.points_left_out)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_dispatch_records(dispatch: *const c_void, ring: *const c_char) -> u64 {
+    let Some(d) = dispatch_of(dispatch) else { return 0 };
+    if ring.is_null() {
+        return 0;
+    }
+    d.ring_records(&CStr::from_ptr(ring).to_string_lossy()).unwrap_or(0)
+}
+
+/// The records a tool's pointer stands for.
+unsafe fn records_of<'r>(records: *const c_void) -> Option<&'r ToolRecords<'r>> {
+    records.cast::<ToolRecords>().as_ref()
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_records_dispatch_id(records: *const c_void) -> u64 {
+    records_of(records).map_or(0, |r| r.dispatch)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_records_kernel(records: *const c_void) -> *const c_char {
+    records_of(records).map_or(c"".as_ptr(), |r| r.kernel.as_ptr())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_records_code_object(records: *const c_void) -> *const c_void {
+    records_of(records).map_or(std::ptr::null(), |r| std::sync::Arc::as_ptr(r.code_object).cast())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_records_ring(records: *const c_void) -> *const c_char {
+    records_of(records).map_or(c"".as_ptr(), |r| r.ring.as_ptr())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_records_first(records: *const c_void) -> u64 {
+    records_of(records).map_or(0, |r| r.first)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_records_data(
+    records: *const c_void,
+    count: *mut usize,
+    record_bytes: *mut usize,
+) -> *const c_void {
+    let Some(r) = records_of(records) else { return std::ptr::null() };
+    if !count.is_null() {
+        *count = r.bytes.len() / r.record_bytes as usize;
+    }
+    if !record_bytes.is_null() {
+        *record_bytes = r.record_bytes as usize;
+    }
+    r.bytes.as_ptr().cast()
 }
 
 #[no_mangle]
@@ -692,6 +786,20 @@ pub extern "C" fn gpuinstr_rt_on_code_object_loaded(
 ) {
     let delta = (delta_known != 0).then_some(load_delta);
     runtime::code_object_loaded(runtime(), &Rocr, tool(), (executable, agent, reader), delta);
+    // A code object with rings: a thread empties them while kernels run.
+    let rings = runtime().lock().ok().filter(|r| !r.rings.all().is_empty()).map(|r| r.rings.clone());
+    if let Some(rings) = rings {
+        if let Err(error) = rings.start_draining(&Rocr, tool()) {
+            eprintln!("gpuinstr: error: cannot start the thread that empties rings of records ({error}); a kernel appending to a full ring would wait for ever");
+            // SAFETY: ends the process, as the user's program cannot go on.
+            unsafe { libc::_exit(2) };
+        }
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn gpuinstr_rt_on_executable_frozen(executable: u64) {
+    with_runtime(|r| r.executable_frozen(&Rocr, executable));
 }
 
 #[no_mangle]

@@ -22,6 +22,7 @@ pub mod dynamic;
 pub mod hsa;
 pub mod packets;
 pub mod report;
+pub mod rings;
 pub mod runtime;
 pub mod selection;
 pub mod tool_files;
@@ -44,6 +45,10 @@ pub fn finish(state: &Mutex<runtime::Runtime>, hsa: &dyn runtime::Hsa, tool: Opt
     static DONE: std::sync::Once = std::sync::Once::new();
     DONE.call_once(|| {
         runtime::finish(state, hsa, tool);
+        // No records after the tool's last call.
+        if let Some(rings) = state.lock().ok().map(|r| r.rings.clone()) {
+            rings.stop_draining();
+        }
         if let Some(tool) = tool {
             tool.exit();
         }

@@ -202,6 +202,10 @@ pub struct GlobalValue {
     /// The first of them (at most [`LISTED_WORDS`]), by byte offset.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nonzero_words: Option<BTreeMap<usize, u64>>,
+    /// A ring's pointer (`GPUINSTR_RING`): the records the dispatch
+    /// appended, every one handed to the tool's host part.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub records: Option<u64>,
 }
 
 /// Nonzero words of a large global listed in the generic form.
@@ -210,7 +214,7 @@ pub const LISTED_WORDS: usize = 256;
 impl GlobalValue {
     /// Name and size only (the tool's host part reads the bytes).
     pub fn named(name: &str, size: usize) -> Self {
-        GlobalValue { name: name.to_string(), size, value: None, nonzero: None, nonzero_words: None }
+        GlobalValue { name: name.to_string(), size, value: None, nonzero: None, nonzero_words: None, records: None }
     }
 
     pub fn of(name: &str, bytes: &[u8]) -> Self {
@@ -227,6 +231,7 @@ impl GlobalValue {
                 value,
                 nonzero: None,
                 nonzero_words: None,
+                records: None,
             };
         }
         let mut words = bytes.chunks(8).enumerate().map(|(k, c)| (k * 8, word(c))).filter(|&(_, w)| w != 0);
@@ -238,10 +243,14 @@ impl GlobalValue {
             value: None,
             nonzero: Some(nonzero),
             nonzero_words: Some(listed),
+            records: None,
         }
     }
 
     fn text(&self) -> String {
+        if let Some(records) = self.records {
+            return format!("{}: {records} records", self.name);
+        }
         match (&self.value, &self.nonzero_words) {
             (Some(value), _) => format!("{}={value}", self.name),
             (None, Some(_)) => {

@@ -14,6 +14,7 @@ use crate::packets::{self, CollectKernel, Dispatch, Packet};
 use crate::report::{
     DispatchRecord, GlobalValue, LoadedRecord, Report, ToolValue, ToolValues, UninstrumentedRecord, SCHEMA,
 };
+use crate::rings::{Owner, Ring, Rings, ToolRecords};
 use crate::selection::Selection;
 use crate::tool_files::ToolFiles;
 
@@ -42,6 +43,15 @@ pub trait Hsa {
     /// Reads host memory from [`Hsa::host_allocate`].
     fn host_read(&self, address: u64, into: &mut [u8]);
     fn host_write(&self, address: u64, bytes: &[u8]);
+    /// A 64-bit word of host memory from [`Hsa::host_allocate`] that the
+    /// GPU writes at system scope (an acquiring load).
+    fn host_load_u64(&self, address: u64) -> u64;
+    /// Writes such a word for the GPU to read (a releasing store).
+    fn host_store_u64(&self, address: u64, value: u64);
+    /// Copies `size` bytes of host memory from [`Hsa::host_allocate`] to
+    /// memory of the device (a loaded code object's global); returns when
+    /// they are there.
+    fn copy_to_device(&self, to: u64, from: u64, size: usize) -> Result<(), HsaError>;
 }
 
 /// A completed dispatch as a tool's host part sees it (`gpuinstr/host.h`).
@@ -60,6 +70,10 @@ pub struct ToolDispatch {
     pub code_object: Arc<ToolCodeObject>,
     /// Selected points the kernel may run that were left out (`--allow-partial`).
     pub points_left_out: u32,
+    /// The rings of its code object (emptied before the tool sees the
+    /// dispatch), and how many records of each it appended.
+    pub rings: Vec<Arc<Ring>>,
+    pub ring_records: Vec<(String, u64)>,
 }
 
 /// An instrumented code object as a tool's host part sees it
@@ -93,6 +107,12 @@ impl ToolCodeObject {
 }
 
 impl ToolDispatch {
+    /// Records of the ring `name` the dispatch appended (all handed over
+    /// before the tool sees the dispatch).
+    pub fn ring_records(&self, name: &str) -> Option<u64> {
+        self.ring_records.iter().find(|(n, _)| n == name).map(|(_, records)| *records)
+    }
+
     pub fn global(&self, name: &str) -> Option<&[u8]> {
         self.globals.iter().find(|(n, _)| n == name).map(|(_, bytes)| bytes.as_slice())
     }
@@ -109,6 +129,9 @@ impl ToolDispatch {
 /// A tool's host part, if one is loaded.
 pub trait ToolHost: Sync {
     fn load(&self, code_object: &ToolCodeObject);
+    /// Records of a ring, in order, while or after the dispatch runs
+    /// (before its `dispatch` call).
+    fn records(&self, records: &ToolRecords);
     fn dispatch(&self, dispatch: &mut ToolDispatch);
     fn exit(&self);
 }
@@ -120,6 +143,9 @@ pub trait ToolHost: Sync {
 struct Layout {
     /// Offset of each global's bytes.
     offsets: Vec<usize>,
+    /// Offset of each ring's `Reserved` after the dispatch (its end), in
+    /// the order of the code object's ring globals.
+    ring_ends: Vec<usize>,
     size: usize,
 }
 
@@ -129,13 +155,15 @@ const ENTRY_BYTES: usize = 48;
 
 impl Layout {
     fn of(code_object: &InstrumentedCodeObject) -> Self {
-        let mut at = KERNARG_BYTES + ENTRY_BYTES * code_object.globals.len();
+        let rings = code_object.globals.iter().filter(|g| g.ring.is_some()).count();
+        let mut at = KERNARG_BYTES + ENTRY_BYTES * (code_object.globals.len() + rings);
         let mut offsets = Vec::new();
         for global in &code_object.globals {
             offsets.push(at);
             at = (at + global.size as usize).next_multiple_of(8);
         }
-        Layout { offsets, size: at }
+        let ring_ends = (0..rings).map(|k| at + 8 * k).collect();
+        Layout { offsets, ring_ends, size: at + 8 * rings }
     }
 }
 
@@ -172,6 +200,11 @@ struct Loaded {
     initial: u64,
     /// Collection buffers no dispatch is using.
     free_buffers: Vec<u64>,
+    /// Its rings, in the order of its ring globals.
+    rings: Vec<Arc<Ring>>,
+    /// Whether its ring globals point at its rings on the device yet (set
+    /// once its executable is frozen: the loader writes its data then).
+    rings_pointed: bool,
 }
 
 /// A dispatch submitted and not yet read.
@@ -231,6 +264,9 @@ pub struct Runtime {
     started: f64,
     /// Queues by the handle ROCr gives them, numbered in order of first use.
     queue_numbers: HashMap<u64, u32>,
+    /// Every ring of the run, and the host memory each may have.
+    pub rings: Arc<Rings>,
+    pub ring_bytes: u64,
 }
 
 enum DatabaseState {
@@ -284,6 +320,8 @@ impl Default for Runtime {
             clock: std::time::Instant::now(),
             started: crate::database::now(),
             queue_numbers: HashMap::new(),
+            rings: Arc::default(),
+            ring_bytes: crate::rings::DEFAULT_RING_BYTES,
         }
     }
 }
@@ -357,6 +395,14 @@ impl Runtime {
             hsa.host_write(initial + offset as u64, &global.initial);
         }
         let index = self.report.code_objects.len();
+        let tool_view = Arc::new(ToolCodeObject::of(index, &code_object));
+        let rings = match self.make_rings(hsa, agent, &code_object, &tool_view, initial, &layout) {
+            Ok(rings) => rings,
+            Err(error) => {
+                self.report.warn(not_observed(format!("its ring of records cannot be set up ({error})")));
+                return None;
+            }
+        };
         self.report.code_objects.push(LoadedRecord {
             processor: code_object.processor.clone(),
             kernels: code_object.kernels.len(),
@@ -410,7 +456,6 @@ impl Runtime {
                 self.selection.describe()
             ));
         }
-        let tool_view = Arc::new(ToolCodeObject::of(index, &code_object));
         self.loaded.push(Loaded {
             executable,
             agent,
@@ -421,8 +466,63 @@ impl Runtime {
             layout,
             initial,
             free_buffers: Vec::new(),
+            rings_pointed: rings.is_empty(),
+            rings,
         });
         Some(tool_view)
+    }
+
+    /// The code object's rings (`GPUINSTR_RING`), each in host memory of
+    /// its own, and each ring global's initial bytes (which the collect
+    /// kernel puts back) pointing at its ring; the globals themselves are
+    /// pointed when the executable is frozen.
+    #[allow(clippy::too_many_arguments)]
+    fn make_rings(
+        &mut self,
+        hsa: &dyn Hsa,
+        agent: u64,
+        code_object: &InstrumentedCodeObject,
+        tool_view: &Arc<ToolCodeObject>,
+        initial: u64,
+        layout: &Layout,
+    ) -> Result<Vec<Arc<Ring>>, HsaError> {
+        let mut rings = Vec::new();
+        for (global, &offset) in code_object.globals.iter().zip(&layout.offsets) {
+            let Some(record_bytes) = global.ring else { continue };
+            let capacity = crate::rings::capacity_for(self.ring_bytes, record_bytes);
+            let head = hsa.host_allocate(agent, Ring::bytes(capacity, record_bytes) as usize)?;
+            let ring = Ring::new(hsa, &global.tool_name, tool_view.clone(), head, capacity, record_bytes);
+            hsa.host_write(initial + offset as u64, &head.to_le_bytes());
+            rings.push(Arc::new(ring));
+        }
+        for ring in &rings {
+            self.rings.add(ring.clone());
+        }
+        Ok(rings)
+    }
+
+    /// The loader has written the executable's data to the device: its
+    /// ring globals are pointed at their rings there. A ring that cannot be
+    /// is a warning, and its code object's dispatches are not observed.
+    pub fn executable_frozen(&mut self, hsa: &dyn Hsa, executable: u64) {
+        for loaded in self.loaded.iter_mut().filter(|l| l.executable == executable && !l.rings_pointed) {
+            let rings =
+                (loaded.code_object.globals.iter().zip(&loaded.layout.offsets)).filter(|(g, _)| g.ring.is_some());
+            let mut failed = None;
+            for (global, &offset) in rings {
+                let to = located(global.address, loaded.delta);
+                if let Err(error) = hsa.copy_to_device(to, loaded.initial + offset as u64, 8) {
+                    failed = Some(error);
+                }
+            }
+            match failed {
+                None => loaded.rings_pointed = true,
+                Some(error) => self.report.warn(format!(
+                    "the rings of records of {} code object {} cannot be set up on the device ({error}); its dispatches are not observed",
+                    loaded.code_object.processor, loaded.index
+                )),
+            }
+        }
     }
 
     /// Its kernels' addresses may be reused by the next code object loaded.
@@ -508,7 +608,8 @@ impl Runtime {
         let globals = &loaded.code_object.globals;
         let mut kernarg = [0u8; KERNARG_BYTES];
         kernarg[0..8].copy_from_slice(&(buffer + KERNARG_BYTES as u64).to_le_bytes());
-        kernarg[8..12].copy_from_slice(&(globals.len() as u32).to_le_bytes());
+        let entries = globals.len() + loaded.rings.len();
+        kernarg[8..12].copy_from_slice(&(entries as u32).to_le_bytes());
         hsa.host_write(buffer, &kernarg);
         for (k, (global, &offset)) in globals.iter().zip(&loaded.layout.offsets).enumerate() {
             let mut entry = [0u8; ENTRY_BYTES];
@@ -522,6 +623,15 @@ impl Runtime {
             }
             hsa.host_write(buffer + (KERNARG_BYTES + ENTRY_BYTES * k) as u64, &entry);
         }
+        // Then each ring's `Reserved`, copied out (never reset): where the
+        // dispatch's records end.
+        for (k, (ring, &offset)) in loaded.rings.iter().zip(&loaded.layout.ring_ends).enumerate() {
+            let mut entry = [0u8; ENTRY_BYTES];
+            entry[0..8].copy_from_slice(&ring.reserved_address().to_le_bytes());
+            entry[8..16].copy_from_slice(&(buffer + offset as u64).to_le_bytes());
+            entry[24..32].copy_from_slice(&8u64.to_le_bytes());
+            hsa.host_write(buffer + (KERNARG_BYTES + ENTRY_BYTES * (globals.len() + k)) as u64, &entry);
+        }
         Ok(buffer)
     }
 
@@ -534,6 +644,13 @@ impl Runtime {
         kernel: String,
         ordinal: u64,
     ) -> Result<(CollectKernel, u64, u64), HsaError> {
+        if !self.loaded[slot].rings_pointed {
+            return Err(HsaError {
+                call: "its rings of records",
+                status: "they were never set up on the device (the executable was not frozen, or setting them failed)"
+                    .into(),
+            });
+        }
         let collect = self.collect_kernel(hsa, self.loaded[slot].agent)?;
         let buffer = self.buffer(hsa, slot)?;
         let give_back = |runtime: &mut Self| runtime.loaded[slot].free_buffers.push(buffer);
@@ -559,6 +676,11 @@ impl Runtime {
         let next_number = self.queue_numbers.len() as u32 + 1;
         let queue_number = *self.queue_numbers.entry(queue).or_insert(next_number);
         let submitted = self.clock.elapsed().as_secs_f64();
+        let loaded = &self.loaded[slot];
+        let name = Arc::new(std::ffi::CString::new(kernel.replace('\0', " ")).expect("no NUL left"));
+        for (ring, &end) in loaded.rings.iter().zip(&loaded.layout.ring_ends) {
+            ring.owned_by(Owner { dispatch: id, kernel: name.clone(), done, end: buffer + end as u64 });
+        }
         let flight =
             InFlight { queue, queue_number, submitted, kernel, ordinal, slot, dispatch, done, buffer, overlapping };
         self.in_flight.insert(id, flight);
@@ -601,11 +723,39 @@ pub fn dispatch_completed(runtime: &Mutex<Runtime>, hsa: &dyn Hsa, tool: Option<
     else {
         return;
     };
+    // Every record the dispatch appended reaches the tool before the
+    // dispatch does.
+    let mut lost = Vec::new();
+    for ring in std::mem::take(&mut dispatch.rings) {
+        ring.drain(hsa, tool);
+        let records = ring.records_of(id);
+        let name = ring.name.to_string_lossy().to_string();
+        if let Some(global) = record.globals.iter_mut().find(|g| g.name == name) {
+            global.records = Some(records);
+        }
+        let taken = ring.take_lost();
+        if taken.incomplete > 0 {
+            dispatch.warn(format!(
+                "{} records of ring {name} were reserved and never completed (a hook did not finish them): they are missing",
+                taken.incomplete
+            ));
+        }
+        if taken.ownerless > 0 {
+            lost.push(format!(
+                "{} records of ring {name} came from a dispatch the runtime did not observe; they were dropped",
+                taken.ownerless
+            ));
+        }
+        dispatch.ring_records.push((name, records));
+    }
     if let Some(tool) = tool {
         tool.dispatch(&mut dispatch);
         record.tool = dispatch.values;
     }
     if let Ok(mut r) = runtime.lock() {
+        for warning in lost {
+            r.report.warn(warning);
+        }
         for warning in dispatch.warnings {
             r.report.warn(format!("dispatch {id} ({}): {warning}", record.kernel));
             record.problems.push(warning);
@@ -647,7 +797,9 @@ impl Runtime {
                 None => bytes.len(),
             };
             read(index, &mut bytes[..copied]);
-            values.push(match tool {
+            // A ring's pointer means nothing to a reader: its records do
+            // (counted once the ring is emptied).
+            values.push(match tool || global.ring.is_some() {
                 true => GlobalValue::named(&global.tool_name, bytes.len()),
                 false => GlobalValue::of(&global.tool_name, &bytes),
             });
@@ -682,6 +834,8 @@ impl Runtime {
             warnings: Vec::new(),
             code_object: loaded.tool_view.clone(),
             points_left_out,
+            rings: loaded.rings.clone(),
+            ring_records: Vec::new(),
         };
         let record = DispatchRecord {
             id,

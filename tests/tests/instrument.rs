@@ -677,6 +677,7 @@ fn tool_globals_are_defined_or_left_to_a_loader() {
             size: 8,
             managed: true,
             records: None,
+            ring: None,
         };
         assert_eq!(listed, vec![counter], "{mode:?}");
         let input = gpuinstr::stages::load::LoadedInput {
@@ -853,6 +854,7 @@ fn a_tool_from_an_older_plugin_still_gets_managed_storage() {
         size: 8,
         managed: true,
         records: None,
+        ring: None,
     };
     assert_eq!(tool_globals(&output).unwrap(), vec![counter]);
 }
@@ -861,7 +863,8 @@ fn a_tool_from_an_older_plugin_still_gets_managed_storage() {
 /// LogCount)`) is listed with its count in the instrumented code object
 /// (the runtime then copies only the records written); a hook that writes
 /// the buffer but never the count it names is refused, naming the
-/// declaration.
+/// declaration. A ring (`GPUINSTR_RING(Entry, Stream)`) is listed as the
+/// pointer to its head with its records' size.
 #[test]
 fn record_buffers_are_listed_with_their_counts() {
     use gpuinstr::stages::load::instrumented::{tool_globals, Records};
@@ -890,6 +893,14 @@ fn record_buffers_are_listed_with_their_counts() {
         error.contains("GPUINSTR_RECORDS(Log, ...): the hooks write `Log` but never its count `LogCount`"),
         "{error}"
     );
+    // A ring is a pointer the runtime points at the ring's head.
+    let (bytes, _) = instrument("stream").unwrap();
+    let listed: Vec<(String, u64, Option<u64>)> = tool_globals(&CodeObject::parse(bytes, Vec::new()).unwrap())
+        .unwrap()
+        .into_iter()
+        .map(|g| (g.tool_name, g.size, g.ring))
+        .collect();
+    assert_eq!(listed, [("Stream".to_string(), 8, Some(8))]);
 }
 
 /// A tool's globals keep the initial values the tool gave them (zero ones

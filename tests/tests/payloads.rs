@@ -755,7 +755,8 @@ fn templates_place_constant_hooks_at_every_point() {
 /// through the terminators, and every point is placed with default flags.
 /// (The reload depends on how alike points were grouped: this selection,
 /// 1,056 branch-divergence points of Debian 12's rocSPARSE code object 99,
-/// met it 20 times when it was found.)
+/// met it 20 times when it was found, with branch divergence's hook as it
+/// was before rings: tests/inputs/tools/buffered-branch-divergence.hip.)
 #[test]
 fn payloads_the_check_refuses_are_compiled_again_with_the_pins_through_the_terminators() {
     use gpuinstr::instrument::instrument_code_object;
@@ -770,7 +771,9 @@ fn payloads_the_check_refuses_are_compiled_again_with_the_pins_through_the_termi
         .expect("rocSPARSE has the segmented COO kernels");
     let dir = scratch();
     let path = dir.path().join("branch-divergence.hsaco");
-    run_ok(&mut tool_compile_command(Compiler::Clang, &example("branch-divergence"), "-O3", &path));
+    // Branch divergence as it was before rings: these payloads met the reload.
+    let source = repo().join("tests/inputs/tools/buffered-branch-divergence.hip");
+    run_ok(&mut tool_compile_command(Compiler::Clang, &source, "-O3", &path));
     let tool = load::load(&path).unwrap().code_objects.remove(0);
     let plan_text = std::fs::read_to_string(repo().join("hook-sdk/examples/branch-divergence/plan.toml")).unwrap();
     let plan_text = plan_text.replace("[[insert]]", &format!("[[insert]]\nkernels = \"{kernels}*\""));

@@ -596,12 +596,18 @@ impl<'a> Oracle<'a> {
             let traced: Vec<[u64; 4]> = rows.iter().filter(|r| r[0] == id).map(|r| [r[1], r[2], r[3], r[4]]).collect();
             accessed += expected.len();
             assert_eq!(traced.len(), expected.len(), "dispatch {k}: records");
+            // In the order the emulator made them (its waves run in the
+            // same order in both runs, and the ring delivers in order).
+            let order = |accesses: &[[u64; 4]]| accesses.iter().map(|a| [a[0], a[1], a[2]]).collect::<Vec<_>>();
+            assert!(order(&traced) == order(&expected), "dispatch {k}: records out of the emulator's order");
             assert_eq!(
                 relative(traced),
                 relative(expected.clone()),
                 "dispatch {k}: (instruction, wavefront, lane, offset)"
             );
             assert_eq!(reported["tool"]["records"], expected.len() as u64, "dispatch {k}");
+            let ring = reported["globals"].as_array().unwrap().iter().find(|g| g["name"] == "Trace").unwrap();
+            assert_eq!(ring["records"], expected.len() as u64, "dispatch {k}: the ring's records in the report");
             let lanes: std::collections::HashMap<u64, (u64, u64)> = logged["per_address"]
                 .as_array()
                 .unwrap()
@@ -1093,8 +1099,66 @@ fn the_runtime_writes_the_memory_trace_the_emulator_logged() {
     assert!(stderr.contains("memory tracer: "), "{stderr}");
 }
 
+/// A ring of 64 records (`--ring-bytes 2048`), where dispatches append up
+/// to ten thousand: hooks wait while it is full and the runtime empties it
+/// as the kernel runs. The memory tracer's file still holds the emulator's
+/// access log, record for record and in its order; a probe host part sees
+/// each dispatch's records in batches of at most 64, each batch starting
+/// where the one before ended, all before the dispatch's own call, and as
+/// many as the dispatch appended.
+#[test]
+fn a_ring_smaller_than_a_dispatchs_records_delivers_every_one_in_order() {
+    let target = "gfx90a";
+    let dir = test_directory("small-ring");
+    let original = original(target, &dir);
+    let tool = instrument_with("memory-tracer", &original, &dir);
+    let small = |host: &Path| Run { tool_host: Some(host.to_path_buf()), ring_bytes: Some(2048), ..run_on(target) };
+    let (report, _) = run_reported_with(small(&tool.host), &tool.program, &[], &original.output, &dir);
+    original.oracle().check_memory_trace(&report, &dir.join("report.json"), &tool.plan);
+
+    let probe = host_part_of(
+        "ring-probe",
+        r#"#include <map>
+#include <string>
+std::map<uint64_t, uint64_t> Seen, Batches;
+std::map<uint64_t, std::string> Problems;
+extern "C" void gpuinstr_tool_records(const gpuinstr_records *R) {
+  size_t Count = 0, Bytes = 0;
+  gpuinstr_records_data(R, &Count, &Bytes);
+  const uint64_t Id = gpuinstr_records_dispatch_id(R);
+  if (gpuinstr_records_first(R) != Seen[Id]) Problems[Id] += "a batch out of order; ";
+  if (Count == 0 || Count > 64 || Bytes != 16) Problems[Id] += "a batch of " + std::to_string(Count) + "; ";
+  if (std::string(gpuinstr_records_ring(R)) != "Trace") Problems[Id] += "another ring; ";
+  if (gpuinstr_code_object_index(gpuinstr_records_code_object(R)) != 0) Problems[Id] += "another code object; ";
+  Seen[Id] += Count;
+  Batches[Id] += 1;
+}
+extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *D) {
+  const uint64_t Id = gpuinstr_dispatch_id(D);
+  gpuinstr_report_u64(D, "records", Seen[Id]);
+  gpuinstr_report_u64(D, "appended", gpuinstr_dispatch_records(D, "Trace"));
+  gpuinstr_report_u64(D, "batches", Batches[Id]);
+  gpuinstr_report_text(D, "problems", Problems[Id].c_str());
+}
+"#,
+        &dir,
+    );
+    let (report, _) = run_reported_with(small(&probe), &tool.program, &[], &original.output, &dir);
+    let mut wrapped = false;
+    for (dispatch, logged) in matched(&report, &original.dispatches).iter().zip(&original.dispatches) {
+        let records = dispatch["tool"]["records"].as_u64().unwrap();
+        let accesses = logged["accesses"].as_array().map_or(0, Vec::len) as u64;
+        assert_eq!(records, accesses, "{dispatch}");
+        assert_eq!(dispatch["tool"]["appended"], records, "{dispatch}");
+        assert!(dispatch["tool"]["batches"].as_u64().unwrap() >= records.div_ceil(64), "{dispatch}");
+        assert_eq!(dispatch["tool"]["problems"], "", "{dispatch}");
+        wrapped |= records > 64;
+    }
+    assert!(wrapped, "a dispatch appends more than the ring holds");
+}
+
 /// A record buffer (`GPUINSTR_RECORDS(Trace, TraceCount)` in the memory
-/// tracer) comes back as far as its count says it was written: the
+/// tracer as it was before rings, tests/inputs/tools/buffered-tracer.hip) comes back as far as its count says it was written: the
 /// instrumented code object lists it with its count, the collect kernel
 /// copies only those records and resets only the count (the device runs a
 /// few thousand wave instructions, not the hundreds of thousands the whole
@@ -1106,8 +1170,10 @@ fn record_buffers_come_back_as_far_as_they_were_written() {
     let target = "gfx90a";
     let dir = test_directory("records");
     let original = original(target, &dir);
-    let tool = instrument_with("memory-tracer", &original, &dir);
-    let output = load::load_for_target(&tool.program, Some(target)).unwrap().code_objects.remove(0);
+    let device = build_tool(Compiler::Hipcc, &input("tools/buffered-tracer.hip"), "-O3", &dir);
+    let plan = Plan::load(&repo().join("hook-sdk/examples/memory-tracer/plan.toml")).unwrap();
+    let tool = instrumented(&original.program, &device, &plan);
+    let output = load::load_for_target(&tool, Some(target)).unwrap().code_objects.remove(0);
     let trace = instrumented::tool_globals(&output).unwrap().into_iter().find(|g| g.tool_name == "Trace").unwrap();
     assert_eq!(trace.records, Some(Records { count: "TraceCount".into(), record_bytes: 16 }));
 
@@ -1131,7 +1197,7 @@ fn record_buffers_come_back_as_far_as_they_were_written() {
     let log = dir.join("instrumented.jsonl");
     let _ = std::fs::remove_file(&log);
     let run = Run { tool_host: Some(host), dispatch_log: Some(log.clone()), ..run_on(target) };
-    let (report, _) = run_reported_with(run, &tool.program, &[], &original.output, &dir);
+    let (report, _) = run_reported_with(run, &tool, &[], &original.output, &dir);
     let records: Vec<u64> =
         matched(&report, &original.dispatches).iter().map(|d| d["tool"]["records"].as_u64().unwrap()).collect();
     assert!(

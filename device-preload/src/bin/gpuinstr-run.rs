@@ -61,6 +61,12 @@ struct Arguments {
     /// complete.
     #[arg(long, value_name = "FILE")]
     database: Option<PathBuf>,
+    /// Host memory for each ring of records a tool declares (GPUINSTR_RING;
+    /// bytes, default 64 MiB): the runtime empties rings while kernels run,
+    /// and a kernel finding its ring full waits, so a smaller ring costs
+    /// time, never records.
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    ring_bytes: Option<u64>,
     /// Dynamic mode: instrument every code object the program loads with
     /// this tool (a file `gpuinstr-link instrument --tool` takes), in the
     /// program's process, cached on disk by content. Needs --plan.
@@ -160,6 +166,7 @@ fn main() -> ExitCode {
         tool_host: arguments.tool_host,
         report: arguments.report,
         database: arguments.database,
+        ring_bytes: arguments.ring_bytes,
         dispatch_log: arguments.dispatch_log,
         dispatch_log_exec: arguments.dispatch_log_exec,
         dispatch_log_accesses: arguments.dispatch_log_accesses,

@@ -252,6 +252,35 @@ pub fn records_declarations(tool: &CodeObject) -> Result<Vec<RecordsDeclaration>
     Ok(declarations)
 }
 
+/// `GPUINSTR_RING(Record, Name)` in `gpuinstr/gpuinstr.h` defines the
+/// constant `__gpuinstr_ring_<Name>`: u64 bytes per record.
+pub const RING_PREFIX: &str = "__gpuinstr_ring_";
+
+/// A ring of records the tool declared: `ring` (a pointer tool global) is
+/// pointed at the ring's head by the runtime, which empties it while
+/// dispatches run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RingDeclaration {
+    pub ring: String,
+    pub record_bytes: u64,
+}
+
+/// The tool's `GPUINSTR_RING` declarations.
+pub fn ring_declarations(tool: &CodeObject) -> Result<Vec<RingDeclaration>, ToolProblem> {
+    let mut declarations = Vec::new();
+    for symbol in tool.symbols.iter().filter(|s| s.section.is_some()) {
+        let Some(ring) = symbol.name.strip_prefix(RING_PREFIX) else { continue };
+        let bad = |why: &str| ToolProblem::BadRingDeclaration { ring: ring.to_string(), why: why.to_string() };
+        let bytes = defined_bytes(tool, &symbol.name, 8)?.ok_or_else(|| bad("its declaration holds no data"))?;
+        let record_bytes = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
+        if record_bytes == 0 {
+            return Err(bad("its records have no bytes"));
+        }
+        declarations.push(RingDeclaration { ring: ring.to_string(), record_bytes });
+    }
+    Ok(declarations)
+}
+
 fn address_space_number(space: AddressSpace) -> u32 {
     (0u16..=8).find(|n| AddressSpace::from(*n) == space).map_or(u32::MAX, u32::from)
 }

@@ -1,6 +1,6 @@
 //! SOPP and program-counter instructions: branches, the end of the
 //! program, barriers, waits (memory completes at once here, so waits do
-//! nothing), calls and returns.
+//! nothing; `s_sleep` lets the host's threads run), calls and returns.
 
 use super::{Context, Handler};
 use crate::error::Fault;
@@ -15,6 +15,16 @@ fn branch_if(c: &mut Context<'_>, i: &Inst, taken: bool) -> Result<(), Fault> {
     if taken {
         c.jump(i.target.expect("branches have targets"));
     }
+    Ok(())
+}
+
+/// `s_sleep N`: about 64×N clocks on the hardware, where a wave waiting
+/// for something sleeps in a loop. Here the waited-for thing may be the
+/// host's (a ring of records it empties): the emulating thread sleeps N
+/// microseconds (at least one), so the host's threads run.
+fn sleep(_: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
+    let clocks_by_64 = (i.imm(0) & 0x7f).max(1) as u64;
+    std::thread::sleep(std::time::Duration::from_micros(clocks_by_64));
     Ok(())
 }
 
@@ -35,9 +45,8 @@ fn send_message(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
 
 pub fn handler(name: &str) -> Option<Handler> {
     Some(match name {
-        "S_NOP" | "S_WAITCNT" | "S_SETPRIO" | "S_SLEEP" | "S_ICACHE_INV" | "S_TTRACEDATA" | "S_SET_GPR_IDX_OFF" => {
-            nothing
-        }
+        "S_NOP" | "S_WAITCNT" | "S_SETPRIO" | "S_ICACHE_INV" | "S_TTRACEDATA" | "S_SET_GPR_IDX_OFF" => nothing,
+        "S_SLEEP" => sleep,
         "S_ENDPGM" => |c, _| {
             c.wave.state = WaveState::Ended;
             Ok(())

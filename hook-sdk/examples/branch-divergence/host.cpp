@@ -1,7 +1,8 @@
-// Branch divergence's host part (gpuinstr/host.h): per dispatch, each
-// executed branch's wavefront executions and divergent ones go into the
-// report, every record (wavefront, OLD MASK, IF MASK) into the file
-// `branch-records.tsv` beside it; at exit the run's totals per branch and
+// Branch divergence's host part (gpuinstr/host.h): every record (branch,
+// wavefront, OLD MASK, IF MASK), streamed from the ring while the dispatch
+// runs, goes into the file `branch-records.tsv` beside the report; per
+// dispatch, each executed branch's wavefront executions and divergent ones
+// go into the report; at exit the run's totals per branch and
 // how many of the instrumented branches never ran are reported, and the
 // most divergent branches are printed with their kernels and instructions.
 #include <gpuinstr/host.h>
@@ -17,8 +18,6 @@
 
 namespace {
 // As in tool.hip.
-constexpr size_t BranchSlots = 4096;
-constexpr uint64_t RecordCapacity = uint64_t(1) << 18;
 struct BranchRecord {
   uint32_t Branch;
   uint32_t Wavefront;
@@ -43,7 +42,10 @@ std::set<std::pair<std::string, uint64_t>> LeftOut;
 /// Every branch instrumented in the code objects the program loaded.
 std::set<std::pair<std::string, uint64_t>> Instrumented;
 bool HeaderWritten = false;
-
+/// Per dispatch whose records are arriving, per site: executions, divergent ones.
+std::map<uint64_t, std::map<uint32_t, std::pair<uint64_t, uint64_t>>> Dispatches;
+/// Records read per dispatch.
+std::map<uint64_t, uint64_t> Read;
 
 void write(const std::string &Line) { gpuinstr_write("branch-records.tsv", Line.data(), Line.size()); }
 } // namespace
@@ -56,13 +58,39 @@ extern "C" void gpuinstr_tool_load(const gpuinstr_code_object *CodeObject) {
       Instrumented.insert({Sites[Site].Function, Sites[Site].Address});
 }
 
+extern "C" void gpuinstr_tool_records(const gpuinstr_records *Batch) {
+  size_t Count = 0;
+  const BranchRecord *Records = gpuinstr::records<BranchRecord>(Batch, &Count);
+  if (!Records)
+    return; // another ring's (the dispatch call checks the counts)
+  size_t SiteCount = 0;
+  const gpuinstr_site *Sites = gpuinstr_code_object_sites(gpuinstr_records_code_object(Batch), &SiteCount);
+  const uint64_t Id = gpuinstr_records_dispatch_id(Batch);
+  auto &PerSite = Dispatches[Id];
+  if (!HeaderWritten) {
+    write("dispatch\tsite\taddress\twavefront\told_mask\tif_mask\n");
+    HeaderWritten = true;
+  }
+  std::string Lines;
+  for (size_t K = 0; K < Count; ++K) {
+    const BranchRecord &R = Records[K];
+    auto &[Executed, Divergent] = PerSite[R.Branch];
+    Executed += 1;
+    Divergent += R.IfMask != R.OldMask && R.IfMask != 0;
+    char Line[128];
+    const uint64_t Address = R.Branch < SiteCount ? Sites[R.Branch].Address : 0;
+    std::snprintf(Line, sizeof Line, "%" PRIu64 "\t%" PRIu32 "\t0x%" PRIx64 "\t%" PRIu32 "\t0x%016" PRIx64 "\t0x%016" PRIx64 "\n",
+                  Id, R.Branch, Address, R.Wavefront, R.OldMask, R.IfMask);
+    Lines += Line;
+  }
+  write(Lines);
+  Read[Id] += Count;
+}
+
 extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
-  const auto *Executions = gpuinstr::array<uint64_t>(Dispatch, "BranchExecutions", BranchSlots);
-  const auto *Divergences = gpuinstr::array<uint64_t>(Dispatch, "BranchDivergences", BranchSlots);
-  const auto *Records = gpuinstr::array<BranchRecord>(Dispatch, "BranchRecords", RecordCapacity);
-  uint64_t Count = 0;
-  if (!Executions || !Divergences || !Records || !gpuinstr::read(Dispatch, "BranchRecordCount", Count)) {
-    gpuinstr_report_warning(Dispatch, "the dispatch's code object lacks branch-divergence's globals");
+  size_t RingSize = 0;
+  if (!gpuinstr_global(Dispatch, "BranchRecords", &RingSize) || RingSize != 8) {
+    gpuinstr_report_warning(Dispatch, "the dispatch's code object lacks branch-divergence's ring");
     return;
   }
   size_t SiteCount = 0;
@@ -71,39 +99,15 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
     for (size_t Site = 0; Site < SiteCount; ++Site)
       if (Sites[Site].LeftOut)
         LeftOut.insert({Sites[Site].Function, Sites[Site].Address});
-
-  // Per branch: from the records when all were kept (exact for any number
-  // of branches), else from the counters (exact while no two executed
-  // branches share a slot).
-  const uint64_t Kept = std::min(Count, RecordCapacity);
-  std::map<uint32_t, std::pair<uint64_t, uint64_t>> PerSite; // executions, divergent
-  if (Kept == Count) {
-    for (uint64_t K = 0; K < Kept; ++K) {
-      const BranchRecord &R = Records[K];
-      auto &[Executed, Divergent] = PerSite[R.Branch];
-      Executed += 1;
-      Divergent += R.IfMask != R.OldMask && R.IfMask != 0;
-    }
-  } else {
-    std::map<size_t, std::vector<uint32_t>> SitesOfSlot;
-    for (size_t Site = 0; Site < SiteCount; ++Site)
-      SitesOfSlot[Site % BranchSlots].push_back(static_cast<uint32_t>(Site));
-    for (size_t Slot = 0; Slot < BranchSlots; ++Slot) {
-      if (!Executions[Slot])
-        continue;
-      const auto &Shared = SitesOfSlot[Slot];
-      if (Shared.size() != 1) {
-        gpuinstr_report_warning(Dispatch, ("counter slot " + std::to_string(Slot) + " counts " +
-                                           std::to_string(Shared.size()) + " branches together")
-                                              .c_str());
-        continue;
-      }
-      PerSite[Shared[0]] = {Executions[Slot], Divergences[Slot]};
-    }
-    gpuinstr_report_warning(Dispatch, (std::to_string(Count - Kept) + " branch records of " + std::to_string(Count) +
-                                       " dropped (the buffer holds " + std::to_string(RecordCapacity) + ")")
+  const uint64_t Id = gpuinstr_dispatch_id(Dispatch);
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> PerSite = std::move(Dispatches[Id]);
+  Dispatches.erase(Id);
+  const uint64_t Count = gpuinstr_dispatch_records(Dispatch, "BranchRecords");
+  if (Read[Id] != Count)
+    gpuinstr_report_warning(Dispatch, (std::to_string(Read[Id]) + " branch records read of the " +
+                                       std::to_string(Count) + " the dispatch appended")
                                           .c_str());
-  }
+  Read.erase(Id);
 
   std::string Json = "[";
   uint64_t Divergent = 0;
@@ -132,22 +136,6 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
   gpuinstr_report_json(Dispatch, "branches", (Json + "]").c_str());
   gpuinstr_report_u64(Dispatch, "records", Count);
   gpuinstr_report_u64(Dispatch, "divergent", Divergent);
-
-  if (!HeaderWritten) {
-    write("dispatch\tsite\taddress\twavefront\told_mask\tif_mask\n");
-    HeaderWritten = true;
-  }
-  const uint64_t Id = gpuinstr_dispatch_id(Dispatch);
-  std::string Lines;
-  for (uint64_t K = 0; K < Kept; ++K) {
-    const BranchRecord &R = Records[K];
-    char Line[128];
-    const uint64_t Address = R.Branch < SiteCount ? Sites[R.Branch].Address : 0;
-    std::snprintf(Line, sizeof Line, "%" PRIu64 "\t%" PRIu32 "\t0x%" PRIx64 "\t%" PRIu32 "\t0x%016" PRIx64 "\t0x%016" PRIx64 "\n",
-                  Id, R.Branch, Address, R.Wavefront, R.OldMask, R.IfMask);
-    Lines += Line;
-  }
-  write(Lines);
 }
 
 extern "C" void gpuinstr_tool_exit(void) {

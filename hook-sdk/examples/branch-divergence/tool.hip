@@ -6,27 +6,18 @@
 
 GPUINSTR_DEVICE_MODULE
 
-constexpr uint32_t BranchSlots = 4096;
-/// Per branch (the plan's site number): times reached, times divergent.
-__attribute__((managed)) uint64_t BranchExecutions[BranchSlots];
-__attribute__((managed)) uint64_t BranchDivergences[BranchSlots];
-
-/// Every execution, per wavefront, with its masks.
+/// Every execution, per wavefront, with its masks, streamed to the host
+/// part while the kernel runs (a ring: none is dropped).
 struct BranchRecord {
-  uint32_t Branch;
+  uint32_t Branch;    // the plan's site number
   uint32_t Wavefront; // global wavefront id: workgroup, then wavefront in it
   uint64_t OldMask;
   uint64_t IfMask;
 };
-constexpr uint64_t RecordCapacity = 1u << 18;
-__attribute__((managed)) BranchRecord BranchRecords[RecordCapacity];
-__attribute__((managed)) uint64_t BranchRecordCount = 0;
-// Records fill BranchRecords from its start: after a dispatch only they are copied.
-GPUINSTR_RECORDS(BranchRecords, BranchRecordCount)
+GPUINSTR_RING(BranchRecord, BranchRecords)
 
 GPUINSTR_HOOK recordBranch(uint32_t Branch, uint64_t OldMask, uint64_t Condition) {
   const uint64_t IfMask = OldMask & Condition;
-  const bool Divergent = IfMask != OldMask && IfMask != 0;
   // Seed 003's global wavefront id: workgroups in order, then the
   // wavefronts of a workgroup by flat work-item id.
   const uint32_t Group = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
@@ -41,13 +32,7 @@ GPUINSTR_HOOK recordBranch(uint32_t Branch, uint64_t OldMask, uint64_t Condition
   // nothing (it has no work-item to diverge).
   if (static_cast<int>(__lane_id()) != __ffsll(static_cast<unsigned long long>(OldMask)) - 1)
     return;
-  const uint32_t Slot = Branch % BranchSlots;
-  atomicAdd(reinterpret_cast<unsigned long long *>(&BranchExecutions[Slot]), 1ull);
-  if (Divergent)
-    atomicAdd(reinterpret_cast<unsigned long long *>(&BranchDivergences[Slot]), 1ull);
-  const uint64_t Index = atomicAdd(reinterpret_cast<unsigned long long *>(&BranchRecordCount), 1ull);
-  if (Index < RecordCapacity)
-    BranchRecords[Index] = BranchRecord{Branch, Wavefront, OldMask, IfMask};
+  gpuinstr::append(BranchRecords, BranchRecord{Branch, Wavefront, OldMask, IfMask});
 }
 
 GPUINSTR_EXPORT_HOOK_HANDLE(recordBranch);

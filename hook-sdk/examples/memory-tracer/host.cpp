@@ -1,6 +1,7 @@
-// The memory tracer's host part (gpuinstr/host.h): every record goes to the
-// file `memory-trace.tsv` beside the report (dispatch, instruction,
-// wavefront, lane, address); per dispatch the report gets, per memory
+// The memory tracer's host part (gpuinstr/host.h): every record, streamed
+// from the ring while the dispatch runs, goes to the file
+// `memory-trace.tsv` beside the report (dispatch, instruction, wavefront,
+// lane, address); per dispatch the report gets, per memory
 // instruction, its wavefront executions, lane accesses and the distinct
 // 64-byte lines they touched (summed over executions: lines per execution
 // near 1 is a coalesced access, near the active lanes a scattered one). At
@@ -19,7 +20,6 @@
 
 namespace {
 // As in tool.hip.
-constexpr uint64_t TraceCapacity = uint64_t(1) << 20;
 struct MemoryAccess {
   uint64_t Address;
   uint32_t Instruction;
@@ -45,6 +45,29 @@ std::set<std::pair<std::string, uint64_t>> LeftOut;
 std::set<std::pair<std::string, uint64_t>> Instrumented;
 bool HeaderWritten = false;
 
+/// Per instruction of a dispatch: executions, accesses, distinct lines per execution.
+struct Counts {
+  uint64_t Executions = 0, Accesses = 0, Lines = 0;
+};
+/// A dispatch whose records are arriving. A wavefront's execution of an
+/// instruction is consecutive records (the first flagged), and may span
+/// two batches.
+struct Streaming {
+  std::map<uint32_t, Counts> PerInstruction;
+  /// The 64-byte lines of the execution being read, and its instruction.
+  std::vector<uint64_t> Lines;
+  uint32_t Instruction = 0;
+  uint64_t Records = 0;
+
+  void endExecution() {
+    if (Lines.empty())
+      return;
+    std::sort(Lines.begin(), Lines.end());
+    PerInstruction[Instruction].Lines += std::unique(Lines.begin(), Lines.end()) - Lines.begin();
+    Lines.clear();
+  }
+};
+std::map<uint64_t, Streaming> Dispatches;
 
 void write(const std::string &Text) { gpuinstr_write("memory-trace.tsv", Text.data(), Text.size()); }
 } // namespace
@@ -57,18 +80,57 @@ extern "C" void gpuinstr_tool_load(const gpuinstr_code_object *CodeObject) {
       Instrumented.insert({Sites[Site].Function, Sites[Site].Address});
 }
 
+extern "C" void gpuinstr_tool_records(const gpuinstr_records *Records) {
+  size_t Count = 0;
+  const MemoryAccess *Trace = gpuinstr::records<MemoryAccess>(Records, &Count);
+  if (!Trace)
+    return; // another ring's (the dispatch call checks the counts)
+  if (!HeaderWritten) {
+    write("dispatch\tinstruction\twavefront\tlane\taddress\n");
+    HeaderWritten = true;
+  }
+  const uint64_t Id = gpuinstr_records_dispatch_id(Records);
+  Streaming &S = Dispatches[Id];
+  std::string Text;
+  for (size_t K = 0; K < Count; ++K) {
+    const MemoryAccess &R = Trace[K];
+    if (R.WavefrontLane & FirstOfExecution) {
+      S.endExecution();
+      S.Instruction = R.Instruction;
+      S.PerInstruction[R.Instruction].Executions += 1;
+    }
+    S.PerInstruction[R.Instruction].Accesses += 1;
+    S.Lines.push_back(R.Address / LineBytes);
+    char Line[96];
+    std::snprintf(Line, sizeof Line, "%" PRIu64 "\t0x%" PRIx32 "\t%" PRIu32 "\t%" PRIu32 "\t0x%" PRIx64 "\n", Id,
+                  R.Instruction, R.WavefrontLane >> WavefrontShift, R.WavefrontLane & LaneBits, R.Address);
+    Text += Line;
+    if (Text.size() > (1 << 20)) {
+      write(Text);
+      Text.clear();
+    }
+  }
+  write(Text);
+  S.Records += Count;
+}
+
 extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
-  const auto *Trace = gpuinstr::array<MemoryAccess>(Dispatch, "Trace", TraceCapacity);
-  uint64_t Count = 0;
-  if (!Trace || !gpuinstr::read(Dispatch, "TraceCount", Count)) {
-    gpuinstr_report_warning(Dispatch, "the dispatch's code object lacks the memory tracer's globals");
+  size_t RingSize = 0;
+  if (!gpuinstr_global(Dispatch, "Trace", &RingSize) || RingSize != 8) {
+    gpuinstr_report_warning(Dispatch, "the dispatch's code object lacks the memory tracer's ring");
     return;
   }
-  const uint64_t Kept = std::min(Count, TraceCapacity);
-  if (Kept < Count)
-    gpuinstr_report_warning(Dispatch, (std::to_string(Count - Kept) + " memory records of " + std::to_string(Count) +
-                                       " dropped (the buffer holds " + std::to_string(TraceCapacity) +
-                                       "); the summary counts the kept ones")
+  const uint64_t Id = gpuinstr_dispatch_id(Dispatch);
+  Streaming S;
+  if (auto Found = Dispatches.find(Id); Found != Dispatches.end()) {
+    S = std::move(Found->second);
+    Dispatches.erase(Found);
+  }
+  S.endExecution();
+  const uint64_t Appended = gpuinstr_dispatch_records(Dispatch, "Trace");
+  if (S.Records != Appended)
+    gpuinstr_report_warning(Dispatch, (std::to_string(S.Records) + " memory records read of the " +
+                                       std::to_string(Appended) + " the dispatch appended")
                                           .c_str());
   uint32_t Grid[3], Block[3];
   gpuinstr_dispatch_grid(Dispatch, Grid);
@@ -80,44 +142,6 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
   if (Wavefronts > (uint64_t(1) << 25))
     gpuinstr_report_warning(Dispatch, "more than 2^25 wavefronts: the trace's wavefront ids wrap");
 
-  // Per instruction: executions, accesses, distinct lines per execution.
-  struct Counts {
-    uint64_t Executions = 0, Accesses = 0, Lines = 0;
-  };
-  std::map<uint32_t, Counts> PerInstruction;
-  std::vector<uint64_t> Lines;
-  auto EndExecution = [&](uint32_t Instruction) {
-    std::sort(Lines.begin(), Lines.end());
-    PerInstruction[Instruction].Lines += std::unique(Lines.begin(), Lines.end()) - Lines.begin();
-    Lines.clear();
-  };
-  if (!HeaderWritten) {
-    write("dispatch\tinstruction\twavefront\tlane\taddress\n");
-    HeaderWritten = true;
-  }
-  const uint64_t Id = gpuinstr_dispatch_id(Dispatch);
-  std::string Text;
-  for (uint64_t K = 0; K < Kept; ++K) {
-    const MemoryAccess &R = Trace[K];
-    if ((R.WavefrontLane & FirstOfExecution) && K > 0)
-      EndExecution(Trace[K - 1].Instruction);
-    Counts &C = PerInstruction[R.Instruction];
-    C.Executions += (R.WavefrontLane & FirstOfExecution) != 0;
-    C.Accesses += 1;
-    Lines.push_back(R.Address / LineBytes);
-    char Line[96];
-    std::snprintf(Line, sizeof Line, "%" PRIu64 "\t0x%" PRIx32 "\t%" PRIu32 "\t%" PRIu32 "\t0x%" PRIx64 "\n", Id,
-                  R.Instruction, R.WavefrontLane >> WavefrontShift, R.WavefrontLane & LaneBits, R.Address);
-    Text += Line;
-    if (Text.size() > (1 << 20)) {
-      write(Text);
-      Text.clear();
-    }
-  }
-  if (Kept > 0)
-    EndExecution(Trace[Kept - 1].Instruction);
-  write(Text);
-
   // Sites name the instructions.
   size_t SiteCount = 0;
   const gpuinstr_site *Sites = gpuinstr_sites(Dispatch, &SiteCount);
@@ -126,7 +150,7 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
       if (Sites[K].LeftOut)
         LeftOut.insert({Sites[K].Function, Sites[K].Address});
   std::map<uint64_t, const gpuinstr_site *> SiteAt;
-  for (const auto &[Address, C] : PerInstruction)
+  for (const auto &[Address, C] : S.PerInstruction)
     SiteAt[Address] = nullptr;
   for (size_t K = 0; K < SiteCount; ++K) {
     auto Found = SiteAt.find(Sites[K].Address);
@@ -134,7 +158,7 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
       Found->second = &Sites[K];
   }
   std::string Json = "[";
-  for (const auto &[Address, C] : PerInstruction) {
+  for (const auto &[Address, C] : S.PerInstruction) {
     const gpuinstr_site *Site = SiteAt[Address];
     const std::string Function = Site ? Site->Function : "?";
     Instruction &Total = Totals[{Function, Address}];
@@ -154,7 +178,7 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
             ", \"lines\": " + std::to_string(C.Lines) + "}";
   }
   gpuinstr_report_json(Dispatch, "instructions", (Json + "]").c_str());
-  gpuinstr_report_u64(Dispatch, "records", Count);
+  gpuinstr_report_u64(Dispatch, "records", Appended);
 }
 
 extern "C" void gpuinstr_tool_exit(void) {

@@ -1,5 +1,6 @@
 // Memory address tracer: one record per active lane for every flat and
-// global memory instruction executed, appended to a managed buffer.
+// global memory instruction executed, streamed to the host part while the
+// kernel runs (a ring: nothing is dropped).
 #include <gpuinstr/gpuinstr.h>
 
 GPUINSTR_DEVICE_MODULE
@@ -14,34 +15,16 @@ struct MemoryAccess {
   uint32_t WavefrontLane;
 };
 
-constexpr uint64_t TraceCapacity = 1u << 20;
-__attribute__((managed)) MemoryAccess Trace[TraceCapacity];
-/// Records wanted so far; more than TraceCapacity means some were dropped.
-__attribute__((managed)) uint64_t TraceCount = 0;
-// Records fill Trace from its start: after a dispatch only they are copied.
-GPUINSTR_RECORDS(Trace, TraceCount)
+GPUINSTR_RING(MemoryAccess, Trace)
 
 GPUINSTR_HOOK traceMemory(uint32_t Instruction, uint64_t Address) {
-  const uint64_t ExecMask = __builtin_amdgcn_read_exec();
-  // This lane's rank among the active lanes.
-  const uint32_t Rank =
-      __builtin_amdgcn_mbcnt_hi(static_cast<uint32_t>(ExecMask >> 32),
-                                __builtin_amdgcn_mbcnt_lo(static_cast<uint32_t>(ExecMask), 0));
-  // The first active lane reserves room for the whole wavefront.
-  uint64_t First = 0;
-  if (Rank == 0)
-    First = atomicAdd(reinterpret_cast<unsigned long long *>(&TraceCount),
-                      static_cast<unsigned long long>(__popcll(ExecMask)));
-  const uint32_t Low = __builtin_amdgcn_readfirstlane(static_cast<uint32_t>(First));
-  const uint32_t High = __builtin_amdgcn_readfirstlane(static_cast<uint32_t>(First >> 32));
-  const uint64_t Slot = ((static_cast<uint64_t>(High) << 32) | Low) + Rank;
+  const uint32_t Rank = gpuinstr::activeLaneRank();
   const uint32_t Group = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
   const uint32_t GroupSize = blockDim.x * blockDim.y * blockDim.z;
   const uint32_t Flat = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
   const uint32_t Wavefront = Group * ((GroupSize + 63) / 64) + __builtin_amdgcn_readfirstlane(Flat) / 64;
   // A wavefront's records are consecutive, its lanes in ascending order.
-  if (Slot < TraceCapacity)
-    Trace[Slot] = MemoryAccess{Address, Instruction, (Wavefront << 7) | (Rank == 0 ? 64u : 0u) | __lane_id()};
+  gpuinstr::append(Trace, MemoryAccess{Address, Instruction, (Wavefront << 7) | (Rank == 0 ? 64u : 0u) | __lane_id()});
 }
 
 GPUINSTR_EXPORT_HOOK_HANDLE(traceMemory);

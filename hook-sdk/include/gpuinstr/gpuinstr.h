@@ -47,6 +47,52 @@ struct gpuinstr_records_declaration {
   const gpuinstr_records_declaration __gpuinstr_records_##Buffer = {           \
       sizeof((Buffer)[0]), #Count};
 
+/// What GPUINSTR_RING leaves in the tool's code object for gpuinstr-link.
+struct gpuinstr_ring_declaration {
+  uint64_t RecordBytes;
+};
+
+/// The head of a ring of records, in host memory the runtime allocates for
+/// each loaded code object (fine-grained: the host reads it while the
+/// kernel runs). The runtime sets `Mask`, `Records` and `Sequences` and
+/// moves `Read`; hooks move `Reserved` (through gpuinstr::append). Its
+/// layout is an interface with the runtime (runtime/src/rings.rs).
+struct gpuinstr_ring_head {
+  /// Records reserved so far in the run (hooks add, system scope).
+  uint64_t Reserved;
+  uint64_t Unused[7];
+  /// Records the runtime has taken (it alone writes; on its own 64 bytes).
+  uint64_t Read;
+  /// The capacity in records, a power of two, less one.
+  uint64_t Mask;
+  /// Where the capacity's records are.
+  uint64_t Records;
+  /// Where one 64-bit word per record is: record `I` is complete when
+  /// the word at `I & Mask` holds `I + 1`.
+  uint64_t Sequences;
+};
+
+namespace gpuinstr {
+/// A ring of `Record`s that the runtime empties while the dispatch runs
+/// (declare one with GPUINSTR_RING; append with gpuinstr::append).
+template <typename Record> struct Ring {
+  gpuinstr_ring_head Head;
+};
+} // namespace gpuinstr
+
+/// Declares `Name`, a ring of `Record`s streamed to the tool's host part
+/// while the dispatch runs (its `gpuinstr_tool_records`): nothing is
+/// dropped, memory is bounded by the ring, and a hook appending to a full
+/// ring waits until the host has taken enough. The tool global `Name`
+/// points at the ring's head (the runtime sets it before the first
+/// dispatch; without gpuinstr's runtime it stays null and appends do
+/// nothing).
+///   GPUINSTR_RING(MemoryAccess, Trace)
+#define GPUINSTR_RING(Record, Name)                                            \
+  __device__ gpuinstr::Ring<Record> *Name = nullptr;                           \
+  extern "C" __attribute__((device, used))                                     \
+  const gpuinstr_ring_declaration __gpuinstr_ring_##Name = {sizeof(Record)};
+
 /// Declares a hook: `GPUINSTR_HOOK count(bool WaveLevel) { ... }`.
 /// Hooks are C-linkage device functions returning void; they are inlined at
 /// every instrumentation point they are inserted at.
@@ -224,6 +270,41 @@ GPUINSTR_INTRINSIC uint32_t workitemIdY() {
 }
 GPUINSTR_INTRINSIC uint32_t workitemIdZ() {
   return detail::opaqueValue<uint32_t>();
+}
+
+/// This lane's rank among the wavefront's active lanes (0 for the first).
+__device__ inline uint32_t activeLaneRank() {
+  const uint64_t Exec = __builtin_amdgcn_read_exec();
+  return __builtin_amdgcn_mbcnt_hi(static_cast<uint32_t>(Exec >> 32),
+                                   __builtin_amdgcn_mbcnt_lo(static_cast<uint32_t>(Exec), 0));
+}
+
+/// Appends one record per active lane to `Into`, the wavefront's records
+/// consecutive and in lane order: the first active lane reserves room for
+/// all with one system-scope atomic, waits (s_sleep) while the ring has no
+/// room for them, then every lane writes its record and, last, its
+/// sequence word (a system-scope release), which tells the runtime the
+/// record is complete.
+template <typename Record> __device__ inline void append(Ring<Record> *Into, const Record &Value) {
+  if (Into == nullptr)
+    return;
+  gpuinstr_ring_head *Head = &Into->Head;
+  const uint32_t Rank = activeLaneRank();
+  uint64_t First = 0;
+  if (Rank == 0) {
+    const uint64_t Lanes = __popcll(__builtin_amdgcn_read_exec());
+    First = __hip_atomic_fetch_add(&Head->Reserved, Lanes, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+    const uint64_t Capacity = Head->Mask + 1;
+    while (First + Lanes > __hip_atomic_load(&Head->Read, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM) + Capacity)
+      __builtin_amdgcn_s_sleep(2);
+  }
+  const uint32_t Low = __builtin_amdgcn_readfirstlane(static_cast<uint32_t>(First));
+  const uint32_t High = __builtin_amdgcn_readfirstlane(static_cast<uint32_t>(First >> 32));
+  const uint64_t Index = ((static_cast<uint64_t>(High) << 32) | Low) + Rank;
+  const uint64_t Slot = Index & Head->Mask;
+  reinterpret_cast<Record *>(Head->Records)[Slot] = Value;
+  __hip_atomic_store(reinterpret_cast<uint64_t *>(Head->Sequences) + Slot, Index + 1, __ATOMIC_RELEASE,
+                     __HIP_MEMORY_SCOPE_SYSTEM);
 }
 
 } // namespace gpuinstr

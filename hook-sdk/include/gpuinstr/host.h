@@ -4,7 +4,9 @@
 // dispatch of an instrumented kernel, gpuinstr's runtime copies them out,
 // resets them to their initial values, and calls the tool's host part with
 // what the dispatch left (of a buffer of records declared with
-// GPUINSTR_RECORDS, the records written, and zeros past them). The host part is a shared library (built by
+// GPUINSTR_RECORDS, the records written, and zeros past them); records of
+// a ring (GPUINSTR_RING) come while the dispatch runs. The host part is a
+// shared library (built by
 // `gpuinstr_add_tool(... HOST host.cpp)`, or `c++ -shared -fPIC`) that the
 // runtime loads when `gpuinstr-run --tool-host LIB` (GPUINSTR_TOOL_HOST)
 // names it. It defines any of these entry points:
@@ -13,6 +15,10 @@
 //       when the program loads an instrumented code object, before any
 //       dispatch of its kernels is handed over: build per code object
 //       tables here (its sites, its kernels)
+//   extern "C" void gpuinstr_tool_records(const gpuinstr_records *Records);
+//       records of a ring (GPUINSTR_RING) in the order the hooks reserved
+//       them, in batches, while the dispatch runs and after it: every
+//       record a dispatch appended comes before its dispatch call
 //   extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch);
 //       after each dispatch of an instrumented kernel
 //   extern "C" void gpuinstr_tool_exit(void);
@@ -20,7 +26,8 @@
 //       the run's totals (gpuinstr_report_run_*) here
 //
 // The runtime calls them one at a time (loads come on the program's
-// threads, dispatches on a runtime thread), so a host part needs no locks;
+// threads, records and dispatches on runtime threads), so a host part
+// needs no locks;
 // do not call HIP or HSA from them. It calls the functions below, which
 // the runtime provides.
 #ifndef GPUINSTR_HOST_H
@@ -38,7 +45,7 @@ extern "C" {
 /// files include this header), and the runtime refuses a host part of
 /// another version: it would read the runtime's structs with the wrong
 /// layout.
-#define GPUINSTR_HOST_API 4
+#define GPUINSTR_HOST_API 5
 __attribute__((weak, visibility("default"))) extern const uint32_t gpuinstr_tool_host_api;
 const uint32_t gpuinstr_tool_host_api = GPUINSTR_HOST_API;
 
@@ -48,6 +55,8 @@ typedef struct gpuinstr_dispatch gpuinstr_dispatch;
 /// ends (the same pointer in its load call and with each of its dispatches).
 typedef struct gpuinstr_code_object gpuinstr_code_object;
 typedef struct gpuinstr_site gpuinstr_site;
+/// A batch of records of a ring; valid during the call.
+typedef struct gpuinstr_records gpuinstr_records;
 
 /// 0, 1, ... in load order: the index of the code object in the report's
 /// `code_objects` (and each dispatch record's `code_object`).
@@ -82,6 +91,24 @@ uint32_t gpuinstr_dispatch_points_left_out(const gpuinstr_dispatch *Dispatch);
 /// and its size in *Size; NULL if the dispatch's code object has no such
 /// global.
 const void *gpuinstr_global(const gpuinstr_dispatch *Dispatch, const char *Name, size_t *Size);
+
+/// Records of the ring `Ring` (its name in tool.hip) the dispatch appended:
+/// all of them reached gpuinstr_tool_records before this call.
+uint64_t gpuinstr_dispatch_records(const gpuinstr_dispatch *Dispatch, const char *Ring);
+
+/// The dispatch the records belong to (its gpuinstr_dispatch_id), its
+/// kernel and code object (the same pointer as its load call got).
+uint64_t gpuinstr_records_dispatch_id(const gpuinstr_records *Records);
+const char *gpuinstr_records_kernel(const gpuinstr_records *Records);
+const gpuinstr_code_object *gpuinstr_records_code_object(const gpuinstr_records *Records);
+/// The ring's name (`Trace` for GPUINSTR_RING(MemoryAccess, Trace)).
+const char *gpuinstr_records_ring(const gpuinstr_records *Records);
+/// The first record's index among the records the dispatch appended to
+/// the ring (0 for its first batch).
+uint64_t gpuinstr_records_first(const gpuinstr_records *Records);
+/// The records, their count in *Count and each one's size in *RecordBytes
+/// (the record type's size in tool.hip).
+const void *gpuinstr_records_data(const gpuinstr_records *Records, size_t *Count, size_t *RecordBytes);
 
 /// An instrumentation point of a code object.
 struct gpuinstr_site {
@@ -159,6 +186,14 @@ inline std::string jsonString(const std::string &Text) {
     }
   }
   return Out + "\"";
+}
+
+/// The records of a batch as `T`s and their count in *Count; NULL when
+/// the ring's records are not sizeof(T) bytes.
+template <typename T> const T *records(const gpuinstr_records *Records, size_t *Count) {
+  size_t RecordBytes = 0;
+  const void *Data = gpuinstr_records_data(Records, Count, &RecordBytes);
+  return RecordBytes == sizeof(T) ? static_cast<const T *>(Data) : nullptr;
 }
 
 /// The tool global `Name` as `Count` values of `T` (an array global): NULL

@@ -1,6 +1,7 @@
 // A tool declaring a buffer of records (GPUINSTR_RECORDS) with plain
 // __device__ globals: `logCounted` fills it as declared, `logUncounted`
-// writes records and never the count the declaration names.
+// writes records and never the count the declaration names; and a ring
+// (GPUINSTR_RING) that `stream` appends to.
 #include <gpuinstr/gpuinstr.h>
 
 GPUINSTR_DEVICE_MODULE
@@ -22,5 +23,10 @@ GPUINSTR_HOOK logCounted(uint32_t Value) {
 
 GPUINSTR_HOOK logUncounted(uint32_t Value) { Log[__lane_id()] = Entry{__lane_id(), Value}; }
 
+GPUINSTR_RING(Entry, Stream)
+
+GPUINSTR_HOOK stream(uint32_t Value) { gpuinstr::append(Stream, Entry{__lane_id(), Value}); }
+
 GPUINSTR_EXPORT_HOOK_HANDLE(logCounted);
 GPUINSTR_EXPORT_HOOK_HANDLE(logUncounted);
+GPUINSTR_EXPORT_HOOK_HANDLE(stream);

@@ -43,6 +43,12 @@ pub const GLOBAL_TABLE: &str = ".gpuinstr.globals";
 /// table, u32 its count's index, u64 bytes per record.
 pub const RECORDS_TABLE: &str = ".gpuinstr.records";
 
+/// Per ring of records among the tool globals (`GPUINSTR_RING`; no section
+/// when there is none): u32 the index in the tool-global table of the
+/// pointer the runtime points at the ring's head, u32 zero, u64 bytes per
+/// record.
+pub const RINGS_TABLE: &str = ".gpuinstr.rings";
+
 /// Per instrumentation point, in the plan's site order (the `site` a hook
 /// gets is the index): u32 count, u32 offset of the string pool from the
 /// section's start, then per point u64 original address, u32 opcode (LLVM
@@ -100,6 +106,10 @@ pub struct ToolGlobalEntry {
     /// A buffer of records (`GPUINSTR_RECORDS`; the table [`RECORDS_TABLE`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub records: Option<Records>,
+    /// A ring of records (`GPUINSTR_RING`; the table [`RINGS_TABLE`]): this
+    /// global points at its head; bytes per record.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ring: Option<u64>,
 }
 
 /// How a record buffer is filled: from its start, `count` (the tool name
@@ -248,7 +258,33 @@ pub fn tool_globals(code_object: &CodeObject) -> Result<Vec<ToolGlobalEntry>, Ta
     if let Some(bytes) = section_bytes(code_object, RECORDS_TABLE)? {
         attach_records(bytes, &mut globals)?;
     }
+    if let Some(bytes) = section_bytes(code_object, RINGS_TABLE)? {
+        attach_rings(bytes, &mut globals)?;
+    }
     Ok(globals)
+}
+
+/// The ring table's entries attached to the pointers they name.
+fn attach_rings(bytes: &[u8], globals: &mut [ToolGlobalEntry]) -> Result<(), TableError> {
+    let fail = |problem: String| TableError { table: RINGS_TABLE, problem };
+    if !bytes.len().is_multiple_of(16) {
+        return Err(fail(format!("{} bytes are not whole 16-byte entries", bytes.len())));
+    }
+    for (at, entry) in bytes.chunks_exact(16).enumerate() {
+        let index = u32::from_le_bytes(entry[0..4].try_into().expect("4 bytes")) as usize;
+        let record_bytes = u64::from_le_bytes(entry[8..16].try_into().expect("8 bytes"));
+        let Some(global) = globals.get_mut(index) else {
+            return Err(fail(format!("entry {at} names global {index} of {}", globals.len())));
+        };
+        if global.size != 8 || record_bytes == 0 || global.records.is_some() {
+            return Err(fail(format!(
+                "entry {at}: `{}` ({} bytes) cannot point at a ring of {record_bytes}-byte records",
+                global.tool_name, global.size
+            )));
+        }
+        global.ring = Some(record_bytes);
+    }
+    Ok(())
 }
 
 /// The record table's entries attached to the globals they name.
@@ -298,6 +334,7 @@ fn parse_tool_globals(mut bytes: &[u8]) -> Result<Vec<ToolGlobalEntry>, TableErr
             size,
             managed: flags & MANAGED != 0,
             records: None,
+            ring: None,
         });
         bytes = bytes.get(names_end.next_multiple_of(8)..).unwrap_or(&[]);
     }
@@ -426,6 +463,13 @@ pub fn global_table_assembly(entries: &[ToolGlobalEntry]) -> String {
             writeln!(out, "\t.long\t{buffer}, {count}\n\t.quad\t{bytes}").unwrap();
         }
     }
+    let rings: Vec<(usize, u64)> = entries.iter().enumerate().filter_map(|(k, e)| Some((k, e.ring?))).collect();
+    if !rings.is_empty() {
+        writeln!(out, "\n\t.section\t{RINGS_TABLE},\"\",@progbits\n\t.p2align\t3").unwrap();
+        for (pointer, bytes) in rings {
+            writeln!(out, "\t.long\t{pointer}, 0\n\t.quad\t{bytes}").unwrap();
+        }
+    }
     out
 }
 
@@ -532,8 +576,16 @@ mod tests {
                 size: 8,
                 managed: true,
                 records: None,
+                ring: None,
             },
-            ToolGlobalEntry { symbol: "T".into(), tool_name: "T".into(), size: 4096, managed: false, records: None },
+            ToolGlobalEntry {
+                symbol: "T".into(),
+                tool_name: "T".into(),
+                size: 4096,
+                managed: false,
+                records: None,
+                ring: None,
+            },
         ];
         let mut bytes = Vec::new();
         for e in &entries {
@@ -550,6 +602,7 @@ mod tests {
         let assembly = global_table_assembly(&entries);
         assert!(assembly.contains("\t.quad\t8\n\t.long\t1\n\t.short\t15, 7\n"), "{assembly}");
         assert!(!assembly.contains(RECORDS_TABLE), "no record buffer, no table");
+        assert!(!assembly.contains(RINGS_TABLE), "no ring, no table");
     }
 
     #[test]
@@ -560,6 +613,7 @@ mod tests {
             size,
             managed: false,
             records: None,
+            ring: None,
         };
         let records = Records { count: "TraceCount".into(), record_bytes: 16 };
         let written = [global("TraceCount", 8), ToolGlobalEntry { records: Some(records), ..global("Trace", 4096) }];
@@ -582,5 +636,35 @@ mod tests {
         assert!(problem(&entry, &mut wide_count).contains("counted by a global of 4 bytes"));
         let mut partial = [global("TraceCount", 8), global("Trace", 4100)];
         assert!(problem(&entry, &mut partial).contains("4100 bytes of records of 16 bytes"));
+    }
+
+    #[test]
+    fn rings_are_read_back_as_written() {
+        let global = |name: &str, size| ToolGlobalEntry {
+            symbol: name.into(),
+            tool_name: name.into(),
+            size,
+            managed: false,
+            records: None,
+            ring: None,
+        };
+        let written = [global("Count", 8), ToolGlobalEntry { ring: Some(16), ..global("Trace", 8) }];
+        let assembly = global_table_assembly(&written);
+        assert!(
+            assembly.ends_with(&format!(
+                "\t.section\t{RINGS_TABLE},\"\",@progbits\n\t.p2align\t3\n\t.long\t1, 0\n\t.quad\t16\n"
+            )),
+            "{assembly}"
+        );
+        let entry: Vec<u8> =
+            [1u32.to_le_bytes(), 0u32.to_le_bytes()].concat().into_iter().chain(16u64.to_le_bytes()).collect();
+        let mut read = [global("Count", 8), global("Trace", 8)];
+        attach_rings(&entry, &mut read).unwrap();
+        assert_eq!(read, written);
+        let problem = |bytes: &[u8], globals: &mut [ToolGlobalEntry]| attach_rings(bytes, globals).unwrap_err().problem;
+        assert!(problem(&entry[..8], &mut read.clone()).contains("not whole 16-byte entries"));
+        assert!(problem(&entry, &mut read[..1]).contains("entry 0 names global 1 of 1"));
+        let mut array = [global("Count", 8), global("Trace", 4096)];
+        assert!(problem(&entry, &mut array).contains("`Trace` (4096 bytes) cannot point at a ring of 16-byte records"));
     }
 }

@@ -287,8 +287,8 @@ fn global_table(globals: &[ToolGlobal]) -> Vec<ToolGlobalEntry> {
         .map(|g| {
             let (symbol, size, _) = g.data();
             let managed = g.managed_storage.is_some();
-            let records = g.records.clone();
-            ToolGlobalEntry { symbol: symbol.to_string(), tool_name: g.tool_name.clone(), size, managed, records }
+            let (records, ring) = (g.records.clone(), g.ring);
+            ToolGlobalEntry { symbol: symbol.to_string(), tool_name: g.tool_name.clone(), size, managed, records, ring }
         })
         .collect()
 }

@@ -651,6 +651,7 @@ fn tool_global(
         alignment: target_data.get_abi_alignment(&ty).max(global.get_alignment()),
         address_space: crate::tool::address_space_of(global),
         records: None,
+        ring: None,
     };
     let (data, size) = match &g.managed_storage {
         Some(storage) => (format!("{}.managed", g.tool_name), storage.size),
@@ -726,6 +727,24 @@ fn attach_records(tool: &CodeObject, globals: &mut [ToolGlobal]) -> Result<(), T
     Ok(())
 }
 
+/// The tool's rings (`GPUINSTR_RING`) among the globals the payloads use,
+/// each checked to be a plain 64-bit pointer.
+fn attach_rings(tool: &CodeObject, globals: &mut [ToolGlobal]) -> Result<(), ToolProblem> {
+    for declaration in crate::tool::ring_declarations(tool)? {
+        let Some(ring) = globals.iter_mut().find(|g| g.tool_name == declaration.ring) else {
+            continue; // no payload appends to it
+        };
+        if ring.managed_storage.is_some() || ring.size != 8 {
+            return Err(ToolProblem::BadRingDeclaration {
+                ring: declaration.ring,
+                why: "the ring is not the 64-bit __device__ pointer GPUINSTR_RING declares".into(),
+            });
+        }
+        ring.ring = Some(declaration.record_bytes);
+    }
+    Ok(())
+}
+
 /// Whether hooks reading `arguments` read SVA lanes (kernel arguments the
 /// preamble stored, or the kernarg pointer for hidden ones).
 fn reads_sva_lanes(arguments: &BTreeSet<KernelArgument>) -> bool {
@@ -776,6 +795,9 @@ pub struct ToolGlobal {
     /// A buffer of records (`GPUINSTR_RECORDS`): the runtime copies only
     /// the records its count says were written.
     pub records: Option<crate::stages::load::instrumented::Records>,
+    /// A ring of records (`GPUINSTR_RING`; this global points at its
+    /// head): bytes per record.
+    pub ring: Option<u64>,
 }
 
 impl ToolGlobal {
@@ -2421,6 +2443,7 @@ fn compile_each(
         .map(|g| tool_global(tool, g, &renamed, &managed, &machine))
         .collect::<Result<_, ToolProblem>>()?;
     attach_records(tool, &mut all_globals)?;
+    attach_rings(tool, &mut all_globals)?;
 
     // Stages 7 and 8, in chunks of the module run in parallel: LLVM's MIR
     // printer costs time proportional to the whole module for every

@@ -1,0 +1,348 @@
+//! Rings of records (`GPUINSTR_RING` in `gpuinstr/gpuinstr.h`): a tool's
+//! records streamed to its host part while the dispatch runs, so none is
+//! dropped and memory is bounded by the ring, not the trace.
+//!
+//! Each ring is host memory the runtime allocates when its code object
+//! loads (fine-grained: the host reads it while the kernel writes it):
+//! a head (`gpuinstr_ring_head`), `capacity` records and one sequence word
+//! per record. Hooks reserve records by adding to the head's `Reserved`,
+//! wait while the ring has no room past what the runtime has `Read`, write
+//! their records, then each record's sequence word (index + 1). The runtime
+//! takes complete records in order ([`Ring::drain`]: a thread of its own
+//! while dispatches run, and the dispatch's completion handler for the
+//! rest), hands them to the host part, and moves `Read`.
+//!
+//! Records belong to the oldest dispatch in flight on the ring's code
+//! object. A dispatch's end is known exactly: the collect kernel that runs
+//! after it copies the ring's `Reserved` out with the tool globals, before
+//! anything later in the queue can append.
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::CString;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::runtime::{Hsa, ToolCodeObject, ToolHost};
+
+/// Offsets in a ring's head (`gpuinstr_ring_head`).
+const RESERVED: u64 = 0;
+const READ: u64 = 64;
+const MASK: u64 = 72;
+const RECORDS: u64 = 80;
+const SEQUENCES: u64 = 88;
+/// The head's bytes: the records follow it.
+const HEAD_BYTES: u64 = 128;
+
+/// Host memory per ring unless `GPUINSTR_RING_BYTES` says otherwise.
+pub const DEFAULT_RING_BYTES: u64 = 64 << 20;
+
+/// A wavefront's records must fit at once.
+const MINIMUM_CAPACITY: u64 = 64;
+
+/// How long a dispatch's completion waits for records it reserved and has
+/// not finished writing (none should be left once its collect kernel ran).
+const STRAGGLER_WAIT: Duration = Duration::from_secs(2);
+
+/// `GPUINSTR_RING_BYTES`: host memory per ring (records and their sequence
+/// words), at least enough for a wavefront's records.
+pub fn ring_bytes_from_environment() -> Result<u64, String> {
+    match std::env::var("GPUINSTR_RING_BYTES") {
+        Ok(text) if !text.is_empty() => match text.parse::<u64>() {
+            Ok(bytes) if bytes > 0 => Ok(bytes),
+            _ => {
+                Err(format!("GPUINSTR_RING_BYTES={text}: a number of bytes is expected (default {DEFAULT_RING_BYTES})"))
+            }
+        },
+        _ => Ok(DEFAULT_RING_BYTES),
+    }
+}
+
+/// Records of `record_bytes` a ring of `bytes` holds: a power of two, at
+/// least a wavefront's.
+pub fn capacity_for(bytes: u64, record_bytes: u64) -> u64 {
+    let fits = bytes / (record_bytes + 8);
+    if fits < MINIMUM_CAPACITY {
+        MINIMUM_CAPACITY
+    } else {
+        1u64 << (63 - fits.leading_zeros())
+    }
+}
+
+/// A dispatch in flight that may append to a ring.
+#[derive(Clone, Debug)]
+pub struct Owner {
+    pub dispatch: u64,
+    pub kernel: Arc<CString>,
+    /// Its collect kernel's completion signal (0: the dispatch is over).
+    pub done: u64,
+    /// Where its collect kernel leaves the ring's `Reserved`.
+    pub end: u64,
+}
+
+/// Records handed to a tool's host part (`gpuinstr_records` of host.h).
+pub struct ToolRecords<'a> {
+    pub dispatch: u64,
+    pub kernel: &'a CString,
+    pub code_object: &'a Arc<ToolCodeObject>,
+    /// The ring's name (its tool global).
+    pub ring: &'a CString,
+    /// The first record's index among the dispatch's records.
+    pub first: u64,
+    pub record_bytes: u64,
+    pub bytes: &'a [u8],
+}
+
+/// What a drain found wrong; the runtime reports it.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Lost {
+    /// Records appended while no observed dispatch of the code object was
+    /// in flight (a dispatch the runtime could not observe ran it).
+    pub ownerless: u64,
+    /// Records a finished dispatch reserved and never completed.
+    pub incomplete: u64,
+}
+
+struct Cursor {
+    /// Records taken so far (the head's `Read`).
+    taken: u64,
+    /// Records handed over per dispatch.
+    per_dispatch: HashMap<u64, u64>,
+    lost: Lost,
+    batch: Vec<u8>,
+}
+
+/// One ring of a loaded code object.
+pub struct Ring {
+    pub name: CString,
+    pub record_bytes: u64,
+    pub capacity: u64,
+    /// The head's address (what the tool global points at).
+    pub head: u64,
+    code_object: Arc<ToolCodeObject>,
+    owners: Mutex<VecDeque<Owner>>,
+    cursor: Mutex<Cursor>,
+}
+
+impl Ring {
+    /// Host bytes of a ring of `capacity` records.
+    pub fn bytes(capacity: u64, record_bytes: u64) -> u64 {
+        HEAD_BYTES + capacity * (record_bytes + 8)
+    }
+
+    /// A ring over `bytes(capacity, record_bytes)` of host memory at
+    /// `head`, its head written.
+    pub fn new(
+        hsa: &dyn Hsa,
+        name: &str,
+        code_object: Arc<ToolCodeObject>,
+        head: u64,
+        capacity: u64,
+        record_bytes: u64,
+    ) -> Ring {
+        let records = head + HEAD_BYTES;
+        let sequences = records + capacity * record_bytes;
+        hsa.host_write(head, &[0u8; HEAD_BYTES as usize]);
+        hsa.host_write(head + MASK, &(capacity - 1).to_le_bytes());
+        hsa.host_write(head + RECORDS, &records.to_le_bytes());
+        hsa.host_write(head + SEQUENCES, &sequences.to_le_bytes());
+        // No sequence word may look complete before its record is.
+        hsa.host_write(sequences, &vec![0u8; (capacity * 8) as usize]);
+        Ring {
+            name: CString::new(name.replace('\0', " ")).expect("no NUL left"),
+            record_bytes,
+            capacity,
+            head,
+            code_object,
+            owners: Mutex::new(VecDeque::new()),
+            cursor: Mutex::new(Cursor {
+                taken: 0,
+                per_dispatch: HashMap::new(),
+                lost: Lost::default(),
+                batch: Vec::new(),
+            }),
+        }
+    }
+
+    fn records(&self) -> u64 {
+        self.head + HEAD_BYTES
+    }
+
+    fn sequence(&self, index: u64) -> u64 {
+        self.records() + self.capacity * self.record_bytes + (index & (self.capacity - 1)) * 8
+    }
+
+    /// Where the ring's `Reserved` is (the collect kernel copies it out).
+    pub fn reserved_address(&self) -> u64 {
+        self.head + RESERVED
+    }
+
+    /// A dispatch that may append is in flight (submission order).
+    pub fn owned_by(&self, owner: Owner) {
+        self.owners.lock().unwrap_or_else(|e| e.into_inner()).push_back(owner);
+    }
+
+    /// Records handed over for `dispatch` (once it is over and drained).
+    pub fn records_of(&self, dispatch: u64) -> u64 {
+        let mut cursor = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
+        cursor.per_dispatch.remove(&dispatch).unwrap_or(0)
+    }
+
+    /// What was lost since the last call.
+    pub fn take_lost(&self) -> Lost {
+        std::mem::take(&mut self.cursor.lock().unwrap_or_else(|e| e.into_inner()).lost)
+    }
+
+    /// Hands every complete record to the tool, in order, and moves `Read`
+    /// past them; dispatches that are over (their collect kernel ran) get
+    /// all of theirs and leave. Whether any record was taken.
+    pub fn drain(&self, hsa: &dyn Hsa, tool: Option<&dyn ToolHost>) -> bool {
+        let mut cursor = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
+        let mut took = false;
+        let mut waiting_since: Option<Instant> = None;
+        loop {
+            // `Reserved` before the owner's signal: if that dispatch is not
+            // over yet, no later one has appended.
+            let reserved = hsa.host_load_u64(self.head + RESERVED);
+            let owner = self.owners.lock().unwrap_or_else(|e| e.into_inner()).front().cloned();
+            let end = owner.as_ref().filter(|o| hsa.signal_load(o.done) == 0).map(|o| {
+                let mut end = [0u8; 8];
+                hsa.host_read(o.end, &mut end);
+                u64::from_le_bytes(end)
+            });
+            let limit = end.unwrap_or(reserved);
+            let start = cursor.taken;
+            let mut stop = start;
+            while stop < limit && stop - start < self.capacity && hsa.host_load_u64(self.sequence(stop)) == stop + 1 {
+                stop += 1;
+            }
+            if stop > start {
+                self.hand_over(hsa, tool, &mut cursor, owner.as_ref(), start, stop);
+                took = true;
+                waiting_since = None;
+            }
+            let Some((owner, end)) = owner.zip(end) else {
+                if stop == start {
+                    return took;
+                }
+                continue;
+            };
+            if cursor.taken >= end {
+                self.owners.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+                cursor.per_dispatch.entry(owner.dispatch).or_default();
+                continue;
+            }
+            if stop == start {
+                // The dispatch is over and a record it reserved is not
+                // complete: wait a little, then give it up, counted.
+                let since = *waiting_since.get_or_insert_with(Instant::now);
+                if since.elapsed() < STRAGGLER_WAIT {
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                }
+                cursor.lost.incomplete += end - cursor.taken;
+                cursor.taken = end;
+                hsa.host_store_u64(self.head + READ, end);
+            }
+        }
+    }
+
+    /// Hands records `start..stop` (all complete, fewer than a ring's) to
+    /// the tool as the owner's, and frees their room.
+    fn hand_over(
+        &self,
+        hsa: &dyn Hsa,
+        tool: Option<&dyn ToolHost>,
+        cursor: &mut Cursor,
+        owner: Option<&Owner>,
+        start: u64,
+        stop: u64,
+    ) {
+        let Some(owner) = owner else {
+            cursor.lost.ownerless += stop - start;
+            cursor.taken = stop;
+            hsa.host_store_u64(self.head + READ, stop);
+            return;
+        };
+        let handed = cursor.per_dispatch.entry(owner.dispatch).or_default();
+        let first = *handed;
+        *handed += stop - start;
+        if let Some(tool) = tool {
+            let mut batch = std::mem::take(&mut cursor.batch);
+            batch.resize(((stop - start) * self.record_bytes) as usize, 0);
+            // The records may wrap around the ring's end: two pieces.
+            let slot = start & (self.capacity - 1);
+            let before_end = ((self.capacity - slot).min(stop - start) * self.record_bytes) as usize;
+            hsa.host_read(self.records() + slot * self.record_bytes, &mut batch[..before_end]);
+            hsa.host_read(self.records(), &mut batch[before_end..]);
+            tool.records(&ToolRecords {
+                dispatch: owner.dispatch,
+                kernel: &owner.kernel,
+                code_object: &self.code_object,
+                ring: &self.name,
+                first,
+                record_bytes: self.record_bytes,
+                bytes: &batch,
+            });
+            cursor.batch = batch;
+        }
+        cursor.taken = stop;
+        hsa.host_store_u64(self.head + READ, stop);
+    }
+}
+
+/// Every ring of the run, for the thread that empties them.
+#[derive(Default)]
+pub struct Rings {
+    rings: Mutex<Vec<Arc<Ring>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    stop: std::sync::atomic::AtomicBool,
+}
+
+/// How long the draining thread rests when it found nothing.
+const IDLE: Duration = Duration::from_micros(500);
+
+impl Rings {
+    pub fn add(&self, ring: Arc<Ring>) {
+        self.rings.lock().unwrap_or_else(|e| e.into_inner()).push(ring);
+    }
+
+    pub fn all(&self) -> Vec<Arc<Ring>> {
+        self.rings.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Starts (once) the thread that empties every ring while the program
+    /// runs.
+    pub fn start_draining(
+        self: &Arc<Self>,
+        hsa: &'static (dyn Hsa + Sync),
+        tool: Option<&'static dyn ToolHost>,
+    ) -> std::io::Result<()> {
+        let mut thread = self.thread.lock().unwrap_or_else(|e| e.into_inner());
+        if thread.is_some() || self.stop.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(());
+        }
+        let rings = self.clone();
+        *thread = Some(std::thread::Builder::new().name("gpuinstr-rings".into()).spawn(move || {
+            while !rings.stop.load(std::sync::atomic::Ordering::Acquire) {
+                let mut took = false;
+                for ring in rings.all() {
+                    took |= ring.drain(hsa, tool);
+                }
+                if !took {
+                    std::thread::sleep(IDLE);
+                }
+            }
+        })?);
+        Ok(())
+    }
+
+    /// Stops the thread (at exit, before the tool's last call): what is
+    /// left goes with the dispatches' completions.
+    pub fn stop_draining(&self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
+    }
+}
