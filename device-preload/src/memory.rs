@@ -105,6 +105,7 @@ fn start_command_processor(kfd: &'static Kfd) {
                 }),
                 exec_history: exec_history.split(',').filter(|o| !o.is_empty()).map(str::to_string).collect(),
                 accesses: std::env::var_os("GPUINSTR_DEVICE_DISPATCH_LOG_ACCESSES").is_some_and(|v| v == "1"),
+                digests: std::env::var_os("GPUINSTR_DEVICE_DISPATCH_LOG_DIGESTS").is_some_and(|v| v == "1"),
             }
         });
         gpuinstr_device::command_processor::start(kfd, std::sync::Arc::new(Process), stop, trace, dispatch_log);

@@ -43,6 +43,8 @@ pub struct Run {
     pub report: Option<PathBuf>,
     /// The run's database (`GPUINSTR_DATABASE`).
     pub database: Option<PathBuf>,
+    /// Leave the rings' records out of the database (`GPUINSTR_DATABASE_RECORDS=0`).
+    pub no_database_records: bool,
     /// Host memory per ring of records (`GPUINSTR_RING_BYTES`).
     pub ring_bytes: Option<u64>,
     /// The device's per-dispatch counts (`GPUINSTR_DEVICE_DISPATCH_LOG`).
@@ -52,6 +54,9 @@ pub struct Run {
     /// Whether the dispatch log gives every lane's flat and global access
     /// (`GPUINSTR_DEVICE_DISPATCH_LOG_ACCESSES`).
     pub dispatch_log_accesses: bool,
+    /// Whether the dispatch log gives digests of the EXEC history and the
+    /// accesses instead of the lists (`GPUINSTR_DEVICE_DISPATCH_LOG_DIGESTS`).
+    pub dispatch_log_digests: bool,
     pub trace: bool,
     pub stats: bool,
 }
@@ -144,6 +149,9 @@ impl Run {
         if let Some(database) = &self.database {
             command.env("GPUINSTR_DATABASE", database);
         }
+        if self.no_database_records {
+            command.env("GPUINSTR_DATABASE_RECORDS", "0");
+        }
         if let Some(bytes) = self.ring_bytes {
             command.env("GPUINSTR_RING_BYTES", bytes.to_string());
         }
@@ -155,6 +163,9 @@ impl Run {
         }
         if self.dispatch_log_accesses {
             command.env("GPUINSTR_DEVICE_DISPATCH_LOG_ACCESSES", "1");
+        }
+        if self.dispatch_log_digests {
+            command.env("GPUINSTR_DEVICE_DISPATCH_LOG_DIGESTS", "1");
         }
         if self.trace {
             command.env("GPUINSTR_DEVICE_TRACE", "1");

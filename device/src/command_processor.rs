@@ -100,6 +100,10 @@ pub struct DispatchLogging {
     /// Also log every lane's flat and global access: the oracle for
     /// memory traces (large).
     pub accesses: bool,
+    /// Log digests of the accesses and the EXEC history instead of the
+    /// lists (`access_digest`, `exec_digest`: count and FNV-1a): for
+    /// dispatches of tens of millions of accesses.
+    pub digests: bool,
 }
 
 pub struct CommandProcessor {
@@ -363,6 +367,7 @@ impl CommandProcessor {
             lds_out_of_range: LdsOutOfRange::LikeHardware,
             exec_history: log.map(|l| l.exec_history.clone()).unwrap_or_default(),
             accesses: log.is_some_and(|l| l.accesses),
+            digest_from: log.filter(|l| l.digests).map(|_| base),
             ..Options::default()
         };
         let started = std::time::Instant::now();
@@ -451,6 +456,11 @@ fn dispatch_line(kernel: &str, packet: &DispatchPacket, code_base: u64, report: 
             .map(|a| format!("[{},{},{},{}]", relative(a.address), a.wave, a.lane, a.memory))
             .collect();
         line += &format!(",\"accesses\":[{}]", accesses.join(","));
+    }
+    for (name, digest) in [("exec_digest", report.exec_digest), ("access_digest", report.access_digest)] {
+        if digest.count > 0 {
+            line += &format!(",\"{name}\":{{\"count\":{},\"fnv1a\":\"{:#018x}\"}}", digest.count, digest.fnv1a);
+        }
     }
     line + "}"
 }
@@ -650,5 +660,10 @@ mod tests {
             ),
             "{line}"
         );
+        // Digests instead of lists: count and FNV-1a, after the lists' place.
+        let mut digested = RunReport { counts: report.counts.clone(), ..Default::default() };
+        digested.access_digest.add(&[1, 2]);
+        let line = dispatch_line("k", &packet, 0x5000, &digested);
+        assert!(line.ends_with(r#"[264,2,100]],"access_digest":{"count":1,"fnv1a":"0x7717980363c8e066"}}"#), "{line}");
     }
 }

@@ -131,6 +131,11 @@ pub struct Options {
     /// Record EXEC before and after each execution of these opcodes (the
     /// decoder's pseudo opcode names, `S_AND_SAVEEXEC_B64`).
     pub exec_history: Vec<String>,
+    /// With `accesses` or `exec_history`: fold them into digests
+    /// ([`RunReport::access_digest`], [`RunReport::exec_digest`]) instead of
+    /// listing them, instruction addresses taken from this base: runs of
+    /// tens of millions of accesses then cost no memory.
+    pub digest_from: Option<u64>,
     /// What an LDS access past the workgroup's allocation does (the
     /// `Device` stops by default; dispatch packets get the hardware's way).
     pub lds_out_of_range: LdsOutOfRange,
@@ -146,6 +151,7 @@ impl Default for Options {
             trace: false,
             accesses: false,
             exec_history: Vec::new(),
+            digest_from: None,
             lds_out_of_range: LdsOutOfRange::Stop,
             firmware_preloads_arguments: true,
         }
@@ -162,6 +168,38 @@ pub struct RunReport {
     /// With `Options::exec_history`: EXEC around each execution of the
     /// opcodes named, in execution order.
     pub exec_history: Vec<ExecChange>,
+    /// With `Options::digest_from`, what the lists would have held:
+    /// `[instruction, wave, lane, memory]` per access and `[instruction,
+    /// wave, before, after]` per EXEC change, in execution order.
+    pub access_digest: Digest,
+    pub exec_digest: Digest,
+}
+
+/// An order-sensitive digest of a list of records of numbers: how many,
+/// and FNV-1a (64-bit) over each number's eight little-endian bytes, record
+/// after record. Two lists with the same digest are, for any practical
+/// purpose, the same list in the same order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Digest {
+    pub count: u64,
+    pub fnv1a: u64,
+}
+
+impl Default for Digest {
+    fn default() -> Self {
+        Digest { count: 0, fnv1a: 0xcbf2_9ce4_8422_2325 }
+    }
+}
+
+impl Digest {
+    pub fn add(&mut self, record: &[u64]) {
+        for number in record {
+            for byte in number.to_le_bytes() {
+                self.fnv1a = (self.fnv1a ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        }
+        self.count += 1;
+    }
 }
 
 /// Bytes of scratch each lane gets (the private segment size, 16-aligned).
@@ -529,10 +567,26 @@ impl Runner<'_> {
         let next_pc = context.next_pc;
         if self.options.exec_history.contains(&inst.name) {
             let change = ExecChange { wave: wave.id.global, address, before: exec, after: wave.exec() };
-            self.report.exec_history.push(change);
+            match self.options.digest_from {
+                Some(base) => self.report.exec_digest.add(&[
+                    address.wrapping_sub(base),
+                    u64::from(change.wave),
+                    change.before,
+                    change.after,
+                ]),
+                None => self.report.exec_history.push(change),
+            }
         }
         for (lane, memory) in self.accessed.drain(..) {
-            self.report.accesses.push(Access { wave: wave.id.global, address, lane, memory });
+            match self.options.digest_from {
+                Some(base) => self.report.access_digest.add(&[
+                    address.wrapping_sub(base),
+                    u64::from(wave.id.global),
+                    u64::from(lane),
+                    memory,
+                ]),
+                None => self.report.accesses.push(Access { wave: wave.id.global, address, lane, memory }),
+            }
         }
         if let Err(fault) = outcome {
             let site = StopSite {

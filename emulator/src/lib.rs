@@ -26,6 +26,6 @@ pub mod semantics;
 pub mod wave;
 
 pub use device::Device;
-pub use dispatch::{Access, Counts, ExecChange, Launch, Options, RunReport, TraceEntry};
+pub use dispatch::{Access, Counts, Digest, ExecChange, Launch, Options, RunReport, TraceEntry};
 pub use error::{EmulatorError, Fault};
 pub use semantics::LdsOutOfRange;

@@ -13,7 +13,7 @@ pub enum ReadError {
     #[error("{path}: cannot open it as a gpuinstr database: {error}")]
     Open { path: String, error: String },
     #[error(
-        "{path}: database schema {found}, this gpuinstr-report reads schema 1 (write it again with this gpuinstr)"
+        "{path}: database schema {found}, this gpuinstr-report reads schemas 1 and 2 (write it again with this gpuinstr)"
     )]
     Schema { path: String, found: u32 },
     #[error("{path}: {error}")]
@@ -104,7 +104,8 @@ pub fn read(path: &Path) -> Result<Run, ReadError> {
     let schema: u32 = connection
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .map_err(|e| ReadError::Open { path: shown.clone(), error: e.to_string() })?;
-    if schema != 1 {
+    // 2 added the rings' records, which the page does not show.
+    if !(1..=2).contains(&schema) {
         return Err(ReadError::Schema { path: shown, found: schema });
     }
     let mut run = connection

@@ -14,8 +14,11 @@ use serde::Serialize;
 use crate::report::{DispatchRecord, LoadedRecord, Report, ToolValue, ToolValues};
 use gpuinstr::stages::load::instrumented::PointEntry;
 
-/// Version of the tables' layout (`PRAGMA user_version`).
-pub const SCHEMA: u32 = 1;
+/// Version of the tables' layout (`PRAGMA user_version`; 2: `records`).
+pub const SCHEMA: u32 = 2;
+
+/// Bytes of a ring's records kept before they are written as one row.
+const RECORDS_PER_ROW_BYTES: usize = 1 << 20;
 
 const TABLES: &str = "
 CREATE TABLE run (
@@ -86,6 +89,15 @@ CREATE TABLE files (
     path TEXT NOT NULL,
     bytes INTEGER NOT NULL
 );
+CREATE TABLE records (
+    dispatch INTEGER NOT NULL,
+    ring TEXT NOT NULL,
+    first INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    record_bytes INTEGER NOT NULL,
+    bytes BLOB NOT NULL,
+    PRIMARY KEY (dispatch, ring, first)
+);
 ";
 
 #[derive(Debug, thiserror::Error)]
@@ -100,6 +112,9 @@ pub struct Database {
     connection: Connection,
     /// Warnings of the report already written.
     warnings: usize,
+    /// Records of each (dispatch, ring) not written yet: the first's index
+    /// among the dispatch's, bytes per record, the records.
+    pending: std::collections::BTreeMap<(u64, String), (u64, u64, Vec<u8>)>,
 }
 
 /// Seconds since the epoch as SQLite's date functions read them back
@@ -148,7 +163,7 @@ impl Database {
                 ],
             )
             .map_err(|e| error(&e))?;
-        Ok(Database { path: path.to_path_buf(), connection, warnings: 0 })
+        Ok(Database { path: path.to_path_buf(), connection, warnings: 0, pending: Default::default() })
     }
 
     fn failed(&self, error: rusqlite::Error) -> DatabaseError {
@@ -201,8 +216,50 @@ impl Database {
         transaction.commit().map_err(|e| self.failed(e))
     }
 
-    /// A dispatch whose values were read.
-    pub fn dispatch(&self, record: &DispatchRecord) -> Result<(), DatabaseError> {
+    /// Records of ring `ring` that dispatch `dispatch` appended, the first
+    /// the `first`-th of its records; in order. Written in rows of about a
+    /// megabyte, and the rest with the dispatch.
+    pub fn records(
+        &mut self,
+        dispatch: u64,
+        ring: &str,
+        first: u64,
+        record_bytes: u64,
+        bytes: &[u8],
+    ) -> Result<(), DatabaseError> {
+        let key = (dispatch, ring.to_string());
+        let pending = self.pending.entry(key.clone()).or_insert_with(|| (first, record_bytes, Vec::new()));
+        pending.2.extend_from_slice(bytes);
+        if pending.2.len() >= RECORDS_PER_ROW_BYTES {
+            let (first, record_bytes, bytes) = self.pending.remove(&key).expect("just added");
+            Self::records_row(&self.connection, dispatch, ring, first, record_bytes, &bytes)
+                .map_err(|e| self.failed(e))?;
+            let next = first + bytes.len() as u64 / record_bytes;
+            self.pending.insert(key, (next, record_bytes, Vec::new()));
+        }
+        Ok(())
+    }
+
+    fn records_row(
+        connection: &Connection,
+        dispatch: u64,
+        ring: &str,
+        first: u64,
+        record_bytes: u64,
+        bytes: &[u8],
+    ) -> rusqlite::Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        connection.execute(
+            "INSERT INTO records (dispatch, ring, first, count, record_bytes, bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![dispatch, ring, first, bytes.len() as u64 / record_bytes, record_bytes, bytes],
+        )?;
+        Ok(())
+    }
+
+    /// A dispatch whose values were read (and the rest of its records).
+    pub fn dispatch(&mut self, record: &DispatchRecord) -> Result<(), DatabaseError> {
         // The tool's values are rows of `dispatch_values`, not stored twice
         // (a tracer's lists of instructions are most of a dispatch's bytes).
         let mut entry = serde_json::to_value(record).expect("report records serialise");
@@ -237,7 +294,25 @@ impl Database {
             )
             .map_err(|e| self.failed(e))?;
         Self::values(&transaction, record.id, &record.tool).map_err(|e| self.failed(e))?;
+        let mut pending = std::mem::take(&mut self.pending);
+        let flushed = Self::flush_pending(&mut pending, &transaction, Some(record.id));
+        self.pending = pending;
+        flushed.map_err(|e| self.failed(e))?;
         transaction.commit().map_err(|e| self.failed(e))
+    }
+
+    fn flush_pending(
+        pending: &mut std::collections::BTreeMap<(u64, String), (u64, u64, Vec<u8>)>,
+        connection: &Connection,
+        dispatch: Option<u64>,
+    ) -> rusqlite::Result<()> {
+        let keys: Vec<(u64, String)> =
+            pending.keys().filter(|(d, _)| dispatch.is_none_or(|wanted| *d == wanted)).cloned().collect();
+        for key in keys {
+            let (first, record_bytes, bytes) = pending.remove(&key).expect("listed");
+            Self::records_row(connection, key.0, &key.1, first, record_bytes, &bytes)?;
+        }
+        Ok(())
     }
 
     fn values(connection: &Connection, dispatch: u64, values: &ToolValues) -> rusqlite::Result<()> {
@@ -260,7 +335,10 @@ impl Database {
     pub fn finish(&mut self, report: &Report) -> Result<(), DatabaseError> {
         self.warnings(report)?;
         let transaction = self.connection.unchecked_transaction().map_err(|e| self.failed(e))?;
+        // Records of dispatches never read (still running at exit).
+        let mut pending = std::mem::take(&mut self.pending);
         let result = (|| {
+            Self::flush_pending(&mut pending, &transaction, None)?;
             for record in &report.dynamic {
                 transaction.execute(
                     "INSERT INTO dynamic (source, record) VALUES (?1, ?2)",

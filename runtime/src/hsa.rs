@@ -789,7 +789,7 @@ pub extern "C" fn gpuinstr_rt_on_code_object_loaded(
     // A code object with rings: a thread empties them while kernels run.
     let rings = runtime().lock().ok().filter(|r| !r.rings.all().is_empty()).map(|r| r.rings.clone());
     if let Some(rings) = rings {
-        if let Err(error) = rings.start_draining(&Rocr, tool()) {
+        if let Err(error) = rings.start_draining(&Rocr, tool(), runtime()) {
             eprintln!("gpuinstr: error: cannot start the thread that empties rings of records ({error}); a kernel appending to a full ring would wait for ever");
             // SAFETY: ends the process, as the user's program cannot go on.
             unsafe { libc::_exit(2) };

@@ -92,6 +92,11 @@ pub struct ToolRecords<'a> {
     pub bytes: &'a [u8],
 }
 
+/// Where records go besides the tool's host part: the run's database.
+pub trait RecordSink: Sync {
+    fn records(&self, records: &ToolRecords);
+}
+
 /// What a drain found wrong; the runtime reports it.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Lost {
@@ -195,7 +200,7 @@ impl Ring {
     /// Hands every complete record to the tool, in order, and moves `Read`
     /// past them; dispatches that are over (their collect kernel ran) get
     /// all of theirs and leave. Whether any record was taken.
-    pub fn drain(&self, hsa: &dyn Hsa, tool: Option<&dyn ToolHost>) -> bool {
+    pub fn drain(&self, hsa: &dyn Hsa, tool: Option<&dyn ToolHost>, sink: &dyn RecordSink) -> bool {
         let mut cursor = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
         let mut took = false;
         let mut waiting_since: Option<Instant> = None;
@@ -216,7 +221,7 @@ impl Ring {
                 stop += 1;
             }
             if stop > start {
-                self.hand_over(hsa, tool, &mut cursor, owner.as_ref(), start, stop);
+                self.hand_over(hsa, tool, sink, &mut cursor, owner.as_ref(), start, stop);
                 took = true;
                 waiting_since = None;
             }
@@ -247,11 +252,13 @@ impl Ring {
     }
 
     /// Hands records `start..stop` (all complete, fewer than a ring's) to
-    /// the tool as the owner's, and frees their room.
+    /// the tool and the sink as the owner's, and frees their room.
+    #[allow(clippy::too_many_arguments)]
     fn hand_over(
         &self,
         hsa: &dyn Hsa,
         tool: Option<&dyn ToolHost>,
+        sink: &dyn RecordSink,
         cursor: &mut Cursor,
         owner: Option<&Owner>,
         start: u64,
@@ -266,25 +273,27 @@ impl Ring {
         let handed = cursor.per_dispatch.entry(owner.dispatch).or_default();
         let first = *handed;
         *handed += stop - start;
+        let mut batch = std::mem::take(&mut cursor.batch);
+        batch.resize(((stop - start) * self.record_bytes) as usize, 0);
+        // The records may wrap around the ring's end: two pieces.
+        let slot = start & (self.capacity - 1);
+        let before_end = ((self.capacity - slot).min(stop - start) * self.record_bytes) as usize;
+        hsa.host_read(self.records() + slot * self.record_bytes, &mut batch[..before_end]);
+        hsa.host_read(self.records(), &mut batch[before_end..]);
+        let records = ToolRecords {
+            dispatch: owner.dispatch,
+            kernel: &owner.kernel,
+            code_object: &self.code_object,
+            ring: &self.name,
+            first,
+            record_bytes: self.record_bytes,
+            bytes: &batch,
+        };
         if let Some(tool) = tool {
-            let mut batch = std::mem::take(&mut cursor.batch);
-            batch.resize(((stop - start) * self.record_bytes) as usize, 0);
-            // The records may wrap around the ring's end: two pieces.
-            let slot = start & (self.capacity - 1);
-            let before_end = ((self.capacity - slot).min(stop - start) * self.record_bytes) as usize;
-            hsa.host_read(self.records() + slot * self.record_bytes, &mut batch[..before_end]);
-            hsa.host_read(self.records(), &mut batch[before_end..]);
-            tool.records(&ToolRecords {
-                dispatch: owner.dispatch,
-                kernel: &owner.kernel,
-                code_object: &self.code_object,
-                ring: &self.name,
-                first,
-                record_bytes: self.record_bytes,
-                bytes: &batch,
-            });
-            cursor.batch = batch;
+            tool.records(&records);
         }
+        sink.records(&records);
+        cursor.batch = batch;
         cursor.taken = stop;
         hsa.host_store_u64(self.head + READ, stop);
     }
@@ -316,6 +325,7 @@ impl Rings {
         self: &Arc<Self>,
         hsa: &'static (dyn Hsa + Sync),
         tool: Option<&'static dyn ToolHost>,
+        sink: &'static dyn RecordSink,
     ) -> std::io::Result<()> {
         let mut thread = self.thread.lock().unwrap_or_else(|e| e.into_inner());
         if thread.is_some() || self.stop.load(std::sync::atomic::Ordering::Acquire) {
@@ -326,7 +336,7 @@ impl Rings {
             while !rings.stop.load(std::sync::atomic::Ordering::Acquire) {
                 let mut took = false;
                 for ring in rings.all() {
-                    took |= ring.drain(hsa, tool);
+                    took |= ring.drain(hsa, tool, sink);
                 }
                 if !took {
                     std::thread::sleep(IDLE);

@@ -14,7 +14,7 @@ use crate::packets::{self, CollectKernel, Dispatch, Packet};
 use crate::report::{
     DispatchRecord, GlobalValue, LoadedRecord, Report, ToolValue, ToolValues, UninstrumentedRecord, SCHEMA,
 };
-use crate::rings::{Owner, Ring, Rings, ToolRecords};
+use crate::rings::{Owner, RecordSink, Ring, Rings, ToolRecords};
 use crate::selection::Selection;
 use crate::tool_files::ToolFiles;
 
@@ -267,6 +267,8 @@ pub struct Runtime {
     /// Every ring of the run, and the host memory each may have.
     pub rings: Arc<Rings>,
     pub ring_bytes: u64,
+    /// Whether the database keeps the rings' records (`records`).
+    pub database_records: bool,
 }
 
 enum DatabaseState {
@@ -322,6 +324,7 @@ impl Default for Runtime {
             queue_numbers: HashMap::new(),
             rings: Arc::default(),
             ring_bytes: crate::rings::DEFAULT_RING_BYTES,
+            database_records: std::env::var_os("GPUINSTR_DATABASE_RECORDS").is_none_or(|v| v != "0"),
         }
     }
 }
@@ -697,6 +700,21 @@ impl Runtime {
     }
 }
 
+/// Records of rings go to the run's database (`records`), unless
+/// `GPUINSTR_DATABASE_RECORDS=0`.
+impl RecordSink for Mutex<Runtime> {
+    fn records(&self, records: &ToolRecords) {
+        let Ok(mut runtime) = self.lock() else { return };
+        if !runtime.database_records {
+            return;
+        }
+        let ring = records.ring.to_string_lossy();
+        runtime.write_database(|database, _| {
+            database.records(records.dispatch, &ring, records.first, records.record_bytes, records.bytes)
+        });
+    }
+}
+
 /// The code object of `reader` was loaded into `executable` for `agent`,
 /// `delta` bytes from its addresses. When it is instrumented, the tool's
 /// host part is told (with the runtime unlocked), before any of its
@@ -727,7 +745,7 @@ pub fn dispatch_completed(runtime: &Mutex<Runtime>, hsa: &dyn Hsa, tool: Option<
     // dispatch does.
     let mut lost = Vec::new();
     for ring in std::mem::take(&mut dispatch.rings) {
-        ring.drain(hsa, tool);
+        ring.drain(hsa, tool, runtime);
         let records = ring.records_of(id);
         let name = ring.name.to_string_lossy().to_string();
         if let Some(global) = record.globals.iter_mut().find(|g| g.name == name) {

@@ -1097,6 +1097,51 @@ fn the_runtime_writes_the_memory_trace_the_emulator_logged() {
     let (report, stderr) = run_reported(&tool.program, target, Some(&tool.host), &original.output, &dir);
     original.oracle().check_memory_trace(&report, &dir.join("report.json"), &tool.plan);
     assert!(stderr.contains("memory tracer: "), "{stderr}");
+    // The database holds the same records, as the ring gave them.
+    let rows = records(&dir.join("report.json"), "memory-trace.tsv", "dispatch\tinstruction\twavefront\tlane\taddress");
+    let stored: Vec<Vec<u64>> = database_records(&dir.join("report.sqlite"), "Trace", 16)
+        .into_iter()
+        .map(|(dispatch, r)| {
+            let word = |at: usize, n: usize| r[at..at + n].iter().rev().fold(0u64, |v, b| (v << 8) | u64::from(*b));
+            vec![dispatch, word(8, 4), word(12, 4) >> 7, word(12, 4) & 0x3f, word(0, 8)]
+        })
+        .collect();
+    assert_eq!(stored, rows, "the database's records are the trace's");
+}
+
+/// The records of ring `ring` in the run's database, in order, with their
+/// dispatch: each dispatch's rows must follow one another (`first` and
+/// `count`) and hold whole records of `record_bytes`.
+fn database_records(database: &Path, ring: &str, record_bytes: usize) -> Vec<(u64, Vec<u8>)> {
+    let connection =
+        rusqlite::Connection::open_with_flags(database, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let mut statement = connection
+        .prepare(
+            "SELECT dispatch, first, count, record_bytes, bytes FROM records WHERE ring = ?1 ORDER BY dispatch, first",
+        )
+        .unwrap();
+    let rows = statement
+        .query_map([ring], |row| {
+            Ok((
+                row.get::<_, u64>(0)?,
+                row.get::<_, u64>(1)?,
+                row.get::<_, u64>(2)?,
+                row.get::<_, u64>(3)?,
+                row.get::<_, Vec<u8>>(4)?,
+            ))
+        })
+        .unwrap();
+    let mut records = Vec::new();
+    let mut next = (0, 0);
+    for row in rows {
+        let (dispatch, first, count, bytes_per_record, bytes) = row.unwrap();
+        assert_eq!(bytes_per_record as usize, record_bytes);
+        assert_eq!(bytes.len() as u64, count * bytes_per_record);
+        assert_eq!(first, if dispatch == next.0 { next.1 } else { 0 }, "dispatch {dispatch}'s rows follow one another");
+        next = (dispatch, first + count);
+        records.extend(bytes.chunks_exact(record_bytes).map(|r| (dispatch, r.to_vec())));
+    }
+    records
 }
 
 /// A ring of 64 records (`--ring-bytes 2048`), where dispatches append up
@@ -1155,6 +1200,298 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *D) {
         wrapped |= records > 64;
     }
     assert!(wrapped, "a dispatch appends more than the ring holds");
+}
+
+/// A dispatch log's digest (`access_digest`, `exec_digest`) as (count, FNV-1a).
+fn logged_digest(dispatch: &Value, name: &str) -> (u64, String) {
+    let digest = &dispatch[name];
+    (digest["count"].as_u64().unwrap_or(0), digest["fnv1a"].as_str().unwrap_or("").to_string())
+}
+
+/// The digest (as the device's dispatch log gives it) of the rows of a
+/// tool's file (`name` beside `report`) that belong to dispatch `id`, each
+/// row's numbers picked by `pick`; read a line at a time (a trace of 52
+/// million accesses is 1.7 GB).
+fn file_digest(report: &Path, name: &str, id: u64, pick: impl Fn(&[u64]) -> [u64; 4]) -> (u64, String) {
+    use std::io::BufRead;
+    let stem = report.file_stem().unwrap().to_string_lossy();
+    let path = report.with_file_name(format!("{stem}.{name}"));
+    let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let number = |field: &str| match field.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).unwrap(),
+        None => field.parse().unwrap(),
+    };
+    let mut digest = gpuinstr_emulator::Digest::default();
+    let mut row = Vec::new();
+    for line in std::io::BufReader::new(file).lines().skip(1) {
+        row.clear();
+        row.extend(line.unwrap().split('\t').map(number));
+        if row[0] == id {
+            digest.add(&pick(&row));
+        }
+    }
+    (digest.count, format!("{:#018x}", digest.fnv1a))
+}
+
+/// The buffers `many_accesses` says it allocated: (base, bytes) of its
+/// input and output, from its first line.
+fn buffers_of(output: &str, threads: u64) -> [(u64, u64); 2] {
+    let words: Vec<&str> = output.lines().next().unwrap().split_whitespace().collect();
+    let address = |word: &str| u64::from_str_radix(word.trim_start_matches("0x"), 16).unwrap();
+    [(address(words[2]), 4 << 20), (address(words[4]), 4 * threads)]
+}
+
+/// What `command` printed and its peak resident memory (KiB).
+fn output_and_peak(mut command: std::process::Command) -> (Output, i64) {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    // Reaped below by wait4, which also gives its peak memory.
+    #[allow(clippy::zombie_processes)]
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let read = |mut from: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            from.read_to_end(&mut bytes).unwrap();
+            bytes
+        })
+    };
+    let stdout = read(Box::new(child.stdout.take().unwrap()));
+    let stderr = read(Box::new(child.stderr.take().unwrap()));
+    let (mut status, mut usage) = (0, unsafe { std::mem::zeroed::<libc::rusage>() });
+    // SAFETY: waits for our own child, filling the two places given.
+    let waited = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(waited, child.id() as i32, "wait4: {}", std::io::Error::last_os_error());
+    let output = Output {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    };
+    (output, usage.ru_maxrss)
+}
+
+/// `many_accesses` (tests/inputs/runtime) built, and its runs.
+struct ManyRecords {
+    dir: PathBuf,
+    original: Original,
+    target: &'static str,
+}
+
+/// What one run of a tool on `many_accesses` gave and cost.
+struct RingRun {
+    /// Records the dispatch's file holds, and whether they are the
+    /// original's (digests agree).
+    delivered: u64,
+    expected: u64,
+    equal: bool,
+    /// The dispatch's report entry.
+    dispatch: Value,
+    seconds: f64,
+    /// The program's peak resident memory (KiB), host part and emulated
+    /// device included.
+    peak_kib: i64,
+}
+
+impl ManyRecords {
+    fn new(name: &str) -> Self {
+        let target = "gfx90a";
+        let dir = test_directory(name);
+        let program = hip_build("runtime/many_accesses.hip", target, &dir, "many_accesses", &[]);
+        let app = load::load_for_target(&program, Some(target)).unwrap().code_objects.remove(0);
+        let original = Original { app, program, output: String::new(), dispatches: Vec::new() };
+        ManyRecords { dir, original, target }
+    }
+
+    /// The original's run with digests of its accesses and EXEC history:
+    /// what it printed and the log of the kernel's dispatch.
+    fn original(&self, arguments: &[&str]) -> (String, Value) {
+        let log = self.dir.join("original.jsonl");
+        let _ = std::fs::remove_file(&log);
+        let run = Run {
+            dispatch_log: Some(log.clone()),
+            dispatch_log_exec: vec!["S_AND_SAVEEXEC_B64".into()],
+            dispatch_log_accesses: true,
+            dispatch_log_digests: true,
+            ..run_on(self.target)
+        };
+        let arguments: Vec<std::ffi::OsString> = arguments.iter().map(Into::into).collect();
+        let output = run.command(self.original.program.as_os_str(), &arguments).output().unwrap();
+        let printed = succeeded(output, "the original");
+        let kernel = arguments[0].to_str().unwrap();
+        let logged = dispatch_log(&log).into_iter().find(|d| d["kernel"].as_str().unwrap().contains(kernel));
+        (printed, logged.expect("the kernel's dispatch"))
+    }
+
+    /// `program arguments` with `host` and rings of `ring_bytes`, the
+    /// dispatch logged as `logged`; its file `file` compared with the
+    /// original's `digest`, each row's numbers picked by `pick` (given how
+    /// to move an address of this run's buffers to the original's).
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        program: &Path,
+        host: &Path,
+        arguments: &[&str],
+        ring_bytes: u64,
+        (printed, logged): &(String, Value),
+        (file, digest): (Option<&str>, &str),
+        pick: impl Fn(&[u64], &dyn Fn(u64) -> u64) -> [u64; 4],
+    ) -> RingRun {
+        let report_path = self.dir.join(format!("{}.json", host.file_stem().unwrap().to_string_lossy()));
+        let run = Run {
+            tool_host: Some(host.to_path_buf()),
+            ring_bytes: Some(ring_bytes),
+            report: Some(report_path.clone()),
+            ..run_on(self.target)
+        };
+        let arguments: Vec<std::ffi::OsString> = arguments.iter().map(Into::into).collect();
+        let started = std::time::Instant::now();
+        let (output, peak_kib) = output_and_peak(run.command(program.as_os_str(), &arguments));
+        let seconds = started.elapsed().as_secs_f64();
+        let traced = succeeded(output, "the instrumented program");
+        assert_eq!(printed.lines().nth(1), traced.lines().nth(1), "the program's result");
+        let threads: u64 = arguments.get(2).map_or(65536, |t| t.to_str().unwrap().parse().unwrap());
+        let (before, after) = (buffers_of(printed, threads), buffers_of(&traced, threads));
+        let moved = |address: u64| {
+            let k = after.iter().position(|(base, bytes)| (*base..base + bytes).contains(&address));
+            let k = k.unwrap_or_else(|| panic!("{address:#x} is in neither buffer {after:x?}"));
+            address - after[k].0 + before[k].0
+        };
+        let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+        let dispatch = report["dispatches"].as_array().unwrap().iter().find(|d| d["kernel"] == logged["kernel"]);
+        let dispatch = dispatch.expect("the kernel's dispatch in the report").clone();
+        let id = dispatch["id"].as_u64().unwrap();
+        let expected = logged_digest(logged, digest);
+        let (delivered, equal) = match file {
+            Some(file) => {
+                let delivered = file_digest(&report_path, file, id, |row| pick(row, &moved));
+                (delivered.0, delivered == expected)
+            }
+            // A host part that writes no file: its count only.
+            None => {
+                let counted = dispatch["tool"]["records"].as_u64().unwrap();
+                (counted, counted == expected.0)
+            }
+        };
+        RingRun { delivered, expected: expected.0, equal, dispatch, seconds, peak_kib }
+    }
+
+    /// The memory tracer (its ring, or `tool` for another) on `gather`.
+    fn memory_tracer(&self, tool: &Instrumented, rounds: &str, threads: &str, ring_bytes: u64) -> RingRun {
+        let arguments = ["gather", rounds, threads];
+        let original = self.original(&arguments);
+        let pick = |r: &[u64], moved: &dyn Fn(u64) -> u64| [r[1], r[2], r[3], moved(r[4])];
+        let file = (tool.host.to_string_lossy().contains("tracer").then_some("memory-trace.tsv"), "access_digest");
+        self.run(&tool.program, &tool.host, &arguments, ring_bytes, &original, file, pick)
+    }
+
+    /// Branch divergence on `diverge`.
+    fn branch_divergence(&self, rounds: &str, threads: &str, ring_bytes: u64) -> RingRun {
+        let arguments = ["diverge", rounds, threads];
+        let original = self.original(&arguments);
+        let tool = instrument_with("branch-divergence", &self.original, &self.dir);
+        let pick = |r: &[u64], _: &dyn Fn(u64) -> u64| [r[2], r[3], r[4], r[5]];
+        let file = (Some("branch-records.tsv"), "exec_digest");
+        self.run(&tool.program, &tool.host, &arguments, ring_bytes, &original, file, pick)
+    }
+}
+
+/// One dispatch of millions of lane accesses (the `gather` of
+/// tests/inputs/runtime/many_accesses.hip: 65,536 work-items of 80 loads
+/// and a store, 5,308,416 accesses) through a ring of 1 MiB (43,690
+/// records: the hooks wait for the runtime a hundred times over): the
+/// memory tracer's file holds every access the emulated device logged for
+/// the original, in its order (their count and order-sensitive digest
+/// agree, addresses moved by where each run's buffers lie), and the
+/// dispatch's report counts them. Then branch divergence on the `diverge`
+/// loop (16,384 work-items, 400 rounds of a branch whose side depends on
+/// the data: 102,400 wavefront executions, most of them divergent): its
+/// file holds the original's EXEC history around every branch, in order.
+/// The full-size run (52 million accesses) is `scripts/bench-rings.sh`.
+#[test]
+fn rings_deliver_every_one_of_millions_of_records_in_order() {
+    let many = ManyRecords::new("many-records");
+    let tracer = instrument_with("memory-tracer", &many.original, &many.dir);
+    let traced = many.memory_tracer(&tracer, "80", "65536", 1 << 20);
+    assert_eq!(traced.expected, 65536 * 81, "the original's accesses");
+    assert!(traced.equal, "the trace is the emulator's access log, in order");
+    assert_eq!(traced.delivered, traced.expected);
+    assert_eq!(traced.dispatch["tool"]["records"], traced.expected);
+    assert!(traced.dispatch["problems"].as_array().unwrap().is_empty(), "{}", traced.dispatch);
+
+    let branches = many.branch_divergence("400", "16384", 1 << 20);
+    assert!(branches.expected >= 16384 / 64 * 400, "a branch a round per wavefront: {}", branches.expected);
+    assert!(branches.equal, "the branch records are the emulator's EXEC history, in order");
+    let divergent = branches.dispatch["tool"]["divergent"].as_u64().unwrap();
+    assert!(divergent > branches.expected / 2, "{divergent} of {} executions divergent", branches.expected);
+}
+
+/// The full-size run `scripts/bench-rings.sh` makes (ignored by `cargo
+/// test`; minutes): one dispatch of ROUNDS (default 800) loads and a store
+/// by each of 65,536 work-items, 52,494,336 lane accesses, traced through
+/// the default ring (64 MiB) and through a 4 MiB one, then by the memory
+/// tracer as it was before rings (a 2^20-record buffer copied after the
+/// dispatch, tests/inputs/tools/buffered-tracer.hip); and branch
+/// divergence on `diverge` with BRANCH_ROUNDS (default 1,000) rounds.
+/// Prints a table of records delivered, seconds and peak memory.
+#[test]
+#[ignore]
+fn rings_at_full_size() {
+    let rounds = std::env::var("ROUNDS").unwrap_or_else(|_| "800".into());
+    let branch_rounds = std::env::var("BRANCH_ROUNDS").unwrap_or_else(|_| "1000".into());
+    let many = ManyRecords::new("rings-at-full-size");
+    let row = |what: &str, run: &RingRun| {
+        println!(
+            "| {what} | {} | {} | {} | {:.1} | {} |",
+            run.expected,
+            run.delivered,
+            if run.equal { "yes" } else { "no" },
+            run.seconds,
+            run.peak_kib / 1024
+        );
+    };
+    println!("| run | records made | delivered | equal to the emulator's | seconds | peak MiB |");
+    println!("|---|---:|---:|---|---:|---:|");
+    let tracer = instrument_with("memory-tracer", &many.original, &many.dir);
+    for (what, bytes) in [("memory tracer, 4 MiB ring", 4u64 << 20), ("memory tracer, 64 MiB ring", 64 << 20)] {
+        let run = many.memory_tracer(&tracer, &rounds, "65536", bytes);
+        assert!(run.equal, "{what}");
+        row(what, &run);
+    }
+    // The same ring with a host part that only counts: the streaming
+    // alone, without the tracer's file of 1.7 GB.
+    let counting = host_part_of(
+        "counting",
+        r#"#include <map>
+std::map<uint64_t, uint64_t> Seen;
+extern "C" void gpuinstr_tool_records(const gpuinstr_records *R) {
+  size_t Count = 0;
+  gpuinstr_records_data(R, &Count, nullptr);
+  Seen[gpuinstr_records_dispatch_id(R)] += Count;
+}
+extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *D) {
+  gpuinstr_report_u64(D, "records", Seen[gpuinstr_dispatch_id(D)]);
+}
+"#,
+        &many.dir,
+    );
+    let counted = Instrumented { host: counting, ..instrument_with("memory-tracer", &many.original, &many.dir) };
+    let run = many.memory_tracer(&counted, &rounds, "65536", 64 << 20);
+    assert!(run.equal, "the counting host part");
+    row("memory tracer, 64 MiB ring, a host part that only counts", &run);
+    let device = build_tool(Compiler::Hipcc, &input("tools/buffered-tracer.hip"), "-O3", &many.dir);
+    let plan = Plan::load(&repo().join("hook-sdk/examples/memory-tracer/plan.toml")).unwrap();
+    let buffered = Instrumented {
+        program: instrumented_with(&many.original.program, &device, &plan, &InstrumentOptions::default(), "buffered"),
+        host: compile_host_part(&input("tools/buffered-tracer-host.cpp"), many.dir.join("libbuffered-tracer-host.so")),
+        plan,
+        device,
+        plan_file: repo().join("hook-sdk/examples/memory-tracer/plan.toml"),
+    };
+    row("memory tracer before rings (2^20-record buffer)", &many.memory_tracer(&buffered, &rounds, "65536", 1));
+    let run = many.branch_divergence(&branch_rounds, "65536", 64 << 20);
+    assert!(run.equal, "branch divergence");
+    row("branch divergence, 64 MiB ring", &run);
 }
 
 /// A record buffer (`GPUINSTR_RECORDS(Trace, TraceCount)` in the memory

@@ -51,6 +51,12 @@ struct Arguments {
     /// `accesses` [address, wave, lane, memory] (large).
     #[arg(long, requires = "dispatch_log")]
     dispatch_log_accesses: bool,
+    /// With --dispatch-log: give the EXEC history and the accesses as
+    /// digests (`exec_digest`, `access_digest`: their count and FNV-1a over
+    /// each entry's numbers as little-endian u64s, in execution order)
+    /// instead of lists, for dispatches of tens of millions of them.
+    #[arg(long, requires = "dispatch_log")]
+    dispatch_log_digests: bool,
     /// Where the runtime writes its JSON report (default
     /// `gpuinstr-report.json`, written only when the program loads
     /// instrumented code).
@@ -61,6 +67,10 @@ struct Arguments {
     /// complete.
     #[arg(long, value_name = "FILE")]
     database: Option<PathBuf>,
+    /// Leave the records of tools' rings (a memory trace, branch records)
+    /// out of the database (its `records` table; they are kept by default).
+    #[arg(long)]
+    no_database_records: bool,
     /// Host memory for each ring of records a tool declares (GPUINSTR_RING;
     /// bytes, default 64 MiB): the runtime empties rings while kernels run,
     /// and a kernel finding its ring full waits, so a smaller ring costs
@@ -166,10 +176,12 @@ fn main() -> ExitCode {
         tool_host: arguments.tool_host,
         report: arguments.report,
         database: arguments.database,
+        no_database_records: arguments.no_database_records,
         ring_bytes: arguments.ring_bytes,
         dispatch_log: arguments.dispatch_log,
         dispatch_log_exec: arguments.dispatch_log_exec,
         dispatch_log_accesses: arguments.dispatch_log_accesses,
+        dispatch_log_digests: arguments.dispatch_log_digests,
         trace: arguments.trace,
         stats: arguments.stats,
     };
