@@ -78,6 +78,7 @@ fn start_command_processor(kfd: &'static Kfd) {
         let stop: gpuinstr_device::command_processor::Stop = Box::new(|message: &str| {
             eprintln!("gpuinstr-run: error: {message}");
             flush_program_output();
+            report_the_stop(message);
             // SAFETY: ends the process at once; the runtime's threads wait
             // on a device that will never answer.
             unsafe { libc::_exit(1) }
@@ -127,6 +128,30 @@ fn flush_program_output() {
     });
     if flushing.is_ok() {
         let _ = flushed.recv_timeout(std::time::Duration::from_secs(1));
+    }
+}
+
+/// Tells gpuinstr's runtime, when the program runs with it, that the
+/// program stops here: it writes its report and database with what
+/// completed. Waited for at most ten seconds, on a thread of its own (a
+/// tool's host part stuck in a call must not keep the process alive).
+fn report_the_stop(message: &str) {
+    // SAFETY: looks a symbol up in the libraries loaded globally.
+    let symbol = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"gpuinstr_rt_program_stopped".as_ptr()) };
+    if symbol.is_null() {
+        return;
+    }
+    // SAFETY: the runtime defines it with this signature (runtime/src/hsa.rs).
+    let stopped = unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*const std::ffi::c_char)>(symbol) };
+    let message = std::ffi::CString::new(message.replace('\0', " ")).expect("no NUL left");
+    let (done, reported) = std::sync::mpsc::channel();
+    let reporting = std::thread::Builder::new().name("gpuinstr-stop".into()).spawn(move || {
+        // SAFETY: a terminated message, valid for the call.
+        unsafe { stopped(message.as_ptr()) };
+        let _ = done.send(());
+    });
+    if reporting.is_ok() {
+        let _ = reported.recv_timeout(std::time::Duration::from_secs(10));
     }
 }
 

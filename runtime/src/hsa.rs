@@ -162,6 +162,15 @@ pub unsafe extern "C" fn OnLoad(
     _failed_tool_count: u64,
     _failed_tool_names: *const *const c_char,
 ) -> bool {
+    // ROCr opened this library in its own scope; a tool's calls into it
+    // (gpuinstr_global, ...) and the emulated device's stop
+    // (gpuinstr_rt_program_stopped) find it once it is global.
+    let mut info: libc::Dl_info = std::mem::zeroed();
+    // SAFETY: the address of one of our functions; `info` is ours.
+    if libc::dladdr(OnLoad as *const c_void, &mut info) != 0 && !info.dli_fname.is_null() {
+        // SAFETY: dladdr's name is a terminated path.
+        libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_GLOBAL);
+    }
     if api_table.is_null() || !gpuinstr_rt_install(api_table) {
         eprintln!("gpuinstr: error: this ROCr's API tables lack entries the gpuinstr runtime needs; it is not loaded");
         return false;
@@ -244,14 +253,6 @@ fn dl_error() -> String {
 impl HostLibrary {
     fn load(path: &std::ffi::OsStr) -> Result<HostLibrary, String> {
         use std::os::unix::ffi::OsStrExt;
-        // ROCr opened this library in its own scope; the tool's calls into
-        // it (gpuinstr_global, ...) resolve once it is global.
-        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-        // SAFETY: the address of one of our functions; `info` is ours.
-        if unsafe { libc::dladdr(OnLoad as *const c_void, &mut info) } != 0 && !info.dli_fname.is_null() {
-            // SAFETY: dladdr's name is a terminated path.
-            unsafe { libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_GLOBAL) };
-        }
         let name = std::ffi::CString::new(path.as_bytes()).map_err(|_| "the path has a NUL byte".to_string())?;
         // SAFETY: a terminated path; the library stays loaded for the process.
         let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
@@ -642,6 +643,21 @@ pub extern "C" fn OnUnload() {
 }
 
 extern "C" fn at_exit() {
+    crate::finish(runtime(), &Rocr, tool());
+}
+
+/// The emulated GPU stopped the program (an instruction it lacks, an
+/// access outside memory) and ends the process after this returns, without
+/// its exit handlers: the runtime says so in the report and writes it
+/// (and the database) with what completed before the stop.
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_rt_program_stopped(message: *const c_char) {
+    let message = if message.is_null() { "".into() } else { CStr::from_ptr(message).to_string_lossy() };
+    with_runtime(|r| {
+        r.report.warn(format!(
+            "the emulated GPU stopped the program ({message}): the dispatches in flight never completed, and the report holds what did"
+        ))
+    });
     crate::finish(runtime(), &Rocr, tool());
 }
 

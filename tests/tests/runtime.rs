@@ -2303,8 +2303,9 @@ fn a_killed_program_leaves_a_database_of_the_dispatches_it_completed() {
 }
 
 /// A program the emulated GPU stops keeps what it printed up to the stop,
-/// and the run's database holds every dispatch completed before it (the
-/// run not finished, and no JSON report: the process ends at the stop).
+/// and the runtime, told by the device before the process ends, writes a
+/// JSON report and a database holding every dispatch completed before it,
+/// the stop a warning and the faulting dispatch unread.
 #[test]
 fn a_program_the_gpu_stops_keeps_its_output_and_a_database_of_what_completed() {
     let dir = test_directory("stopped");
@@ -2315,14 +2316,20 @@ fn a_program_the_gpu_stops_keeps_its_output_and_a_database_of_what_completed() {
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("the emulated GPU stopped: kernel _Z4pokePi"), "{stderr}");
     assert_eq!(String::from_utf8_lossy(&output.stdout), "two dispatches done\n", "{stderr}");
-    assert!(!report_path.exists(), "no JSON report: the process ended at the stop");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).expect("a JSON report")).unwrap();
+    let warnings = report["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{report}");
+    let warning = warnings[0].as_str().unwrap();
+    assert!(
+        warning.starts_with("the emulated GPU stopped the program (the emulated GPU stopped: kernel _Z4pokePi"),
+        "{warning}"
+    );
+    assert_eq!(report["unread_dispatches"], 1, "the faulting dispatch");
+    let kernels: Vec<&str> =
+        report["dispatches"].as_array().unwrap().iter().map(|d| d["kernel"].as_str().unwrap()).collect();
+    assert_eq!(kernels, ["_Z4stepPii", "_Z4stepPii"]);
+    assert_database_holds(&dir.join("report.sqlite"), &report);
     let connection = rusqlite::Connection::open(dir.join("report.sqlite")).unwrap();
-    let (kernels, finished): (String, Option<f64>) = connection
-        .query_row("SELECT (SELECT group_concat(kernel, ' ') FROM dispatches), finished FROM run", [], |row| {
-            Ok((row.get(0)?, row.get(1)?))
-        })
-        .unwrap();
-    assert_eq!((kernels.as_str(), finished), ("_Z4stepPii _Z4stepPii", None), "{stderr}");
     let counted: u64 = connection
         .query_row("SELECT count(*) FROM dispatch_values WHERE name = 'instructions' AND value > 0", [], |row| {
             row.get(0)

@@ -290,9 +290,10 @@ template <typename Record> __device__ inline void append(Ring<Record> *Into, con
     return;
   gpuinstr_ring_head *Head = &Into->Head;
   const uint32_t Rank = activeLaneRank();
+  // EXEC before the branch below (inside it only the first lane is on).
+  const uint64_t Lanes = __popcll(__builtin_amdgcn_read_exec());
   uint64_t First = 0;
   if (Rank == 0) {
-    const uint64_t Lanes = __popcll(__builtin_amdgcn_read_exec());
     First = __hip_atomic_fetch_add(&Head->Reserved, Lanes, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
     const uint64_t Capacity = Head->Mask + 1;
     while (First + Lanes > __hip_atomic_load(&Head->Read, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM) + Capacity)
