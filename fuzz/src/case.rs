@@ -251,6 +251,15 @@ impl Run<'_> {
     }
 }
 
+/// The page's source files: none (a mutated database names any path).
+struct NoSources;
+
+impl gpuinstr_report::page::Sources for NoSources {
+    fn text(&self, _: &str) -> Option<String> {
+        None
+    }
+}
+
 /// Runs one case: `input` of `kind` (mutated from `seed`); `full` adds the
 /// steps that run llvm-mc, CoMGR and llc.
 pub fn run_case(context: &Context, kind: Kind, seed: &[u8], input: &[u8], full: bool) -> CaseResult {
@@ -273,6 +282,14 @@ pub fn run_case(context: &Context, kind: Kind, seed: &[u8], input: &[u8], full: 
                 if full {
                     run.instrument(&context.tool, &context.app_path, &context.app_bytes, &plan);
                 }
+            }
+        }
+        Kind::Database => {
+            // What `gpuinstr-report` does with it: read, the page, the trace.
+            let read = run.op("database", || gpuinstr_report::run::read(&path).map_err(|e| e.to_string()));
+            if let Some(read) = read {
+                run.op("page", || Ok(gpuinstr_report::page::page(&read, &NoSources).len()));
+                run.op("trace", || Ok(gpuinstr_report::trace::trace_events(&read).to_string().len()));
             }
         }
         Kind::Tool => {

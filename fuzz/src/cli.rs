@@ -33,6 +33,11 @@ fn commands(kind: Kind, context: &Context, input: &Path, seed: &Path) -> Vec<(Ve
             ]),
             Some(output),
         )],
+        // gpuinstr-report's (`program`): the page and the trace.
+        Kind::Database => vec![
+            (v(&[&input, "-o", &output]), Some(output.clone())),
+            (v(&[&input, "-o", &output, "--trace", &format!("{output}.trace")]), Some(output.clone())),
+        ],
         Kind::Tool => vec![
             (v(&["inspect", &input]), None),
             (
@@ -75,7 +80,7 @@ fn reports(arguments: &[String]) -> bool {
 pub fn command_count(kind: Kind) -> u64 {
     match kind {
         Kind::Plan => 1,
-        Kind::Tool => 2,
+        Kind::Tool | Kind::Database => 2,
         _ => 7,
     }
 }
@@ -89,8 +94,15 @@ pub fn check(link: &Path, kind: Kind, context: &Context, input: &Path, seed: &Pa
     let _ = std::fs::create_dir_all(&tmp);
     let output_path = context.work.join("cli-output");
     let _ = std::fs::remove_dir_all(&output_path).or_else(|_| std::fs::remove_file(&output_path));
+    let _ = std::fs::remove_file(output_path.with_extension("trace"));
     let command = arguments.join(" ");
-    let ran = Command::new(link).args(arguments).env("TMPDIR", &tmp).output();
+    // A database goes through gpuinstr-report, built beside gpuinstr-link.
+    let program = match kind {
+        Kind::Database => link.with_file_name("gpuinstr-report"),
+        _ => link.to_path_buf(),
+    };
+    let error_prefix = format!("{}: error: ", program.file_name().unwrap_or_default().to_string_lossy());
+    let ran = Command::new(&program).args(arguments).env("TMPDIR", &tmp).output();
     let mut findings = Vec::new();
     let ran = match ran {
         Ok(ran) => ran,
@@ -105,7 +117,7 @@ pub fn check(link: &Path, kind: Kind, context: &Context, input: &Path, seed: &Pa
         Some(0) => None,
         Some(1) => {
             let lines: Vec<&str> = stderr.lines().collect();
-            let one_line = lines.len() == 1 && lines[0].starts_with("gpuinstr-link: error: ");
+            let one_line = lines.len() == 1 && lines[0].starts_with(&error_prefix);
             // verify's findings and roundtrip --check's differences are
             // their answers (on stdout), not errors.
             let answer = reports(arguments) && stderr.is_empty();

@@ -24,10 +24,20 @@ pub enum Kind {
     Plan,
     /// A tool's code object (hooks in `.llvmbc`).
     Tool,
+    /// A run's database (SQLite) as `gpuinstr-report` reads it.
+    Database,
 }
 
-pub const ALL_KINDS: [Kind; 7] =
-    [Kind::CodeObject, Kind::Bundle, Kind::HostObject, Kind::HostLibrary, Kind::MetadataNote, Kind::Plan, Kind::Tool];
+pub const ALL_KINDS: [Kind; 8] = [
+    Kind::CodeObject,
+    Kind::Bundle,
+    Kind::HostObject,
+    Kind::HostLibrary,
+    Kind::MetadataNote,
+    Kind::Plan,
+    Kind::Tool,
+    Kind::Database,
+];
 
 impl Kind {
     pub fn name(self) -> &'static str {
@@ -39,6 +49,7 @@ impl Kind {
             Kind::MetadataNote => "metadata-note",
             Kind::Plan => "plan",
             Kind::Tool => "tool",
+            Kind::Database => "database",
         }
     }
 
@@ -64,6 +75,7 @@ impl Kind {
             Kind::HostLibrary => "libinput.so",
             Kind::Plan => "input.toml",
             Kind::Tool => "tool.hsaco",
+            Kind::Database => "report.sqlite",
         }
     }
 }
@@ -95,6 +107,7 @@ pub fn seeds(kind: Kind) -> std::io::Result<Vec<Seed>> {
                 None => continue,
             },
             Kind::Plan => Regions::default(),
+            Kind::Database => Regions { hot: sqlite_regions(&bytes), only: None },
             _ => Regions { hot: hot_regions(&bytes), only: None },
         };
         seeds.push(Seed { name: path.file_name().unwrap_or_default().to_string_lossy().into_owned(), bytes, regions });
@@ -166,6 +179,24 @@ pub fn case_input(kind: Kind, seeds: &[Seed], index: u64) -> (usize, Vec<u8>) {
         _ => mutate_binary(&seeds[seed].bytes, &seeds[seed].regions, &mut rng),
     };
     (seed, input)
+}
+
+/// Where an SQLite file's structure is: its 100-byte header and each
+/// page's b-tree header and cell pointers (the first 32 bytes of a page).
+pub fn sqlite_regions(bytes: &[u8]) -> Vec<Range<usize>> {
+    let page_size = match bytes.get(16..18).map(|b| u16::from_be_bytes([b[0], b[1]])) {
+        Some(1) => 65536,
+        Some(size) if size >= 512 => usize::from(size),
+        _ => return Vec::new(),
+    };
+    let mut regions = Vec::new();
+    regions.push(0..100.min(bytes.len()));
+    // Page 1's b-tree header follows the file header.
+    regions.extend((0..bytes.len()).step_by(page_size).map(|page| {
+        let start = if page == 0 { 100 } else { page };
+        start..(start + 32).min(bytes.len())
+    }));
+    regions
 }
 
 fn u16_at(bytes: &[u8], at: usize) -> Option<usize> {

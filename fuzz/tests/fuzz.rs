@@ -11,20 +11,25 @@ fn fuzz() -> Command {
     Command::new(env!("CARGO_BIN_EXE_gpuinstr-fuzz"))
 }
 
-/// `gpuinstr-link` of this tree, next to the fuzz binary (built here: a
-/// test run of this crate alone does not build other crates' binaries).
+/// `gpuinstr-link` of this tree, next to the fuzz binary, and
+/// `gpuinstr-report` beside it (built here, in the fuzz binary's profile:
+/// a test run of this crate alone does not build other crates' binaries).
 fn link() -> PathBuf {
     static BUILT: std::sync::Once = std::sync::Once::new();
+    let fuzz_binary = Path::new(env!("CARGO_BIN_EXE_gpuinstr-fuzz"));
     BUILT.call_once(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let release = fuzz_binary.parent().is_some_and(|p| p.ends_with("release"));
         let status = Command::new(cargo)
             .args(["build", "-p", "gpuinstr-driver", "--bin", "gpuinstr-link"])
+            .args(["-p", "gpuinstr-report", "--bin", "gpuinstr-report"])
+            .args(release.then_some("--release"))
             .args(gpuinstr::toolchain::cargo_feature_arguments())
             .status()
             .unwrap();
         assert!(status.success(), "building gpuinstr-link");
     });
-    Path::new(env!("CARGO_BIN_EXE_gpuinstr-fuzz")).with_file_name("gpuinstr-link")
+    fuzz_binary.with_file_name("gpuinstr-link")
 }
 
 fn run(command: &mut Command) -> String {
@@ -58,5 +63,6 @@ fn new_cases_of_every_kind_find_nothing() {
         .arg(crashes.path())
         .arg("--link")
         .arg(link()));
-    assert_eq!(stdout.lines().filter(|l| l.contains(" 0 panics, 0 aborts, 0 hangs")).count(), 7, "{stdout}");
+    let kinds = gpuinstr_fuzz::kinds::ALL_KINDS.len();
+    assert_eq!(stdout.lines().filter(|l| l.contains(" 0 panics, 0 aborts, 0 hangs")).count(), kinds, "{stdout}");
 }

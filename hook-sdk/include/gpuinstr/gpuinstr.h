@@ -279,33 +279,39 @@ __device__ inline uint32_t activeLaneRank() {
                                    __builtin_amdgcn_mbcnt_lo(static_cast<uint32_t>(Exec), 0));
 }
 
+/// The first active lane's `Value`, for the whole wavefront (in SGPRs).
+__device__ inline uint64_t uniform(uint64_t Value) {
+  const uint32_t Low = __builtin_amdgcn_readfirstlane(static_cast<uint32_t>(Value));
+  const uint32_t High = __builtin_amdgcn_readfirstlane(static_cast<uint32_t>(Value >> 32));
+  return (static_cast<uint64_t>(High) << 32) | Low;
+}
+
 /// Appends one record per active lane to `Into`, the wavefront's records
 /// consecutive and in lane order: the first active lane reserves room for
-/// all with one system-scope atomic, waits (s_sleep) while the ring has no
-/// room for them, then every lane writes its record and, last, its
-/// sequence word (a system-scope release), which tells the runtime the
-/// record is complete.
+/// all with one system-scope atomic, the wavefront waits (s_sleep, a
+/// uniform loop) while the ring has no room for them, then every lane
+/// writes its record and, last, its sequence word (a system-scope
+/// release), which tells the runtime the record is complete.
 template <typename Record> __device__ inline void append(Ring<Record> *Into, const Record &Value) {
   if (Into == nullptr)
     return;
   gpuinstr_ring_head *Head = &Into->Head;
+  const uint64_t Mask = Head->Mask;
+  Record *Records = reinterpret_cast<Record *>(Head->Records);
+  uint64_t *Sequences = reinterpret_cast<uint64_t *>(Head->Sequences);
   const uint32_t Rank = activeLaneRank();
   // EXEC before the branch below (inside it only the first lane is on).
   const uint64_t Lanes = __popcll(__builtin_amdgcn_read_exec());
   uint64_t First = 0;
-  if (Rank == 0) {
+  if (Rank == 0)
     First = __hip_atomic_fetch_add(&Head->Reserved, Lanes, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
-    const uint64_t Capacity = Head->Mask + 1;
-    while (First + Lanes > __hip_atomic_load(&Head->Read, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM) + Capacity)
-      __builtin_amdgcn_s_sleep(2);
-  }
-  const uint32_t Low = __builtin_amdgcn_readfirstlane(static_cast<uint32_t>(First));
-  const uint32_t High = __builtin_amdgcn_readfirstlane(static_cast<uint32_t>(First >> 32));
-  const uint64_t Index = ((static_cast<uint64_t>(High) << 32) | Low) + Rank;
-  const uint64_t Slot = Index & Head->Mask;
-  reinterpret_cast<Record *>(Head->Records)[Slot] = Value;
-  __hip_atomic_store(reinterpret_cast<uint64_t *>(Head->Sequences) + Slot, Index + 1, __ATOMIC_RELEASE,
-                     __HIP_MEMORY_SCOPE_SYSTEM);
+  First = uniform(First);
+  // The whole wavefront waits (a uniform loop) while the ring has no room.
+  while (First + Lanes > uniform(__hip_atomic_load(&Head->Read, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM)) + Mask + 1)
+    __builtin_amdgcn_s_sleep(2);
+  const uint64_t Index = First + Rank;
+  Records[Index & Mask] = Value;
+  __hip_atomic_store(Sequences + (Index & Mask), Index + 1, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
 }
 
 } // namespace gpuinstr
