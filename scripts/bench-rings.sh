@@ -8,7 +8,7 @@
 # branch divergence on a loop of 1,000 divergent rounds. Prints a table of
 # records made and delivered, seconds and peak memory.
 #
-#   scripts/bench-rings.sh                 # about 10 minutes here
+#   scripts/bench-rings.sh                 # about 10 minutes here (2 cores)
 #   ROUNDS=200 BRANCH_ROUNDS=250 scripts/bench-rings.sh   # a quarter
 set -euo pipefail
 cd "$(dirname "$0")/.."
