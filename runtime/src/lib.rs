@@ -11,7 +11,8 @@
 //! calls in, HSA calls out), [`dynamic`] (code objects instrumented as they
 //! load, in dynamic mode), [`code_objects`] (is it instrumented, where are
 //! its globals), [`packets`] (a dispatch rewritten), [`runtime`] (the
-//! state), [`selection`] (which dispatches run instrumented, when the
+//! state), [`rings`] (records streamed to the tool while kernels run),
+//! [`selection`] (which dispatches run instrumented, when the
 //! originals were kept), [`tool_files`] (what a tool's host part writes),
 //! [`report`].
 
