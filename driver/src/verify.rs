@@ -754,38 +754,114 @@ fn relaxed_branch(
 /// before): the value read would be stale, or the load would overwrite
 /// what the region wrote. And it must not end with a load of its own still
 /// writing a register live after it. Waits among the region's own loads
-/// are its compiler's business.
+/// are its compiler's business. What is in flight follows the region's
+/// own branches (a hook's loop waits at its head, not in address order).
 fn memory_waits(
     isa: &crate::stages::lift::Isa,
     units: &crate::stages::liveness::RegisterUnits,
     region: &[&Instruction],
-    mut pending: Pending,
+    pending: Pending,
     live: &UnitSet,
 ) -> Option<(u64, String)> {
-    let mut own = Pending::NONE;
-    let mut last_load = None;
-    for &instruction in region {
-        if let Some(counts) = waitcnt(instruction, isa) {
-            pending.after_wait(counts);
-            own.after_wait(counts);
-            continue;
+    /// In flight before an instruction: the application's loads, the
+    /// region's own, and the region's last load on some path here.
+    #[derive(Clone)]
+    struct State {
+        pending: Pending,
+        own: Pending,
+        last_load: Option<u64>,
+    }
+    impl State {
+        fn join(&mut self, other: &State) -> bool {
+            let grew = self.pending.join(&other.pending) | self.own.join(&other.own);
+            let last_load = self.last_load.max(other.last_load);
+            let moved = last_load != self.last_load;
+            self.last_load = last_load;
+            grew || moved
         }
-        let mut touched = UnitSet::EMPTY;
+    }
+    let defs_of = |instruction: &Instruction| {
         let mut defs = UnitSet::EMPTY;
         for reg in instruction.all_defs() {
             for unit in units.units(reg) {
                 defs.insert(*unit);
             }
         }
-        touched.union_with(&defs);
+        defs
+    };
+    let index_of: HashMap<u64, usize> = region.iter().enumerate().map(|(k, i)| (i.address, k)).collect();
+    // Where each instruction goes: its index in the region, or None for
+    // the region's end (falling off it, or a branch to it; branches out of
+    // the region are findings of their own).
+    let successors = |k: usize| -> Vec<Option<usize>> {
+        let next = (k + 1 < region.len()).then_some(k + 1);
+        match region[k].flow {
+            Flow::Branch { target } => vec![index_of.get(&target).copied()],
+            Flow::ConditionalBranch { target } => vec![next, index_of.get(&target).copied()],
+            Flow::EndProgram | Flow::IndirectBranch => Vec::new(),
+            Flow::Next | Flow::Call => vec![next],
+        }
+    };
+    let after = |k: usize, state: &State| -> State {
+        let mut state = state.clone();
+        let instruction = region[k];
+        if let Some(counts) = waitcnt(instruction, isa) {
+            state.pending.after_wait(counts);
+            state.own.after_wait(counts);
+            return state;
+        }
+        let counters = counters_of(instruction, isa);
+        if counters.vmcnt || counters.lgkmcnt {
+            state.last_load = Some(instruction.address);
+        }
+        // The region's own code calls nothing: `exports` is never used.
+        state.own.step(instruction, isa, &defs_of(instruction), true);
+        state
+    };
+    let mut before: Vec<Option<State>> = vec![None; region.len()];
+    let mut at_end: Option<State> = None;
+    let entry = State { pending, own: Pending::NONE, last_load: None };
+    if region.is_empty() {
+        at_end = Some(entry);
+    } else {
+        before[0] = Some(entry);
+    }
+    // Forward to a fixed point (sets only grow, ages saturate).
+    let mut work: Vec<usize> = if region.is_empty() { Vec::new() } else { vec![0] };
+    while let Some(k) = work.pop() {
+        let Some(state) = before[k].as_ref().map(|s| after(k, s)) else { continue };
+        for successor in successors(k) {
+            let slot = match successor {
+                Some(next) => &mut before[next],
+                None => &mut at_end,
+            };
+            let grew = match slot {
+                Some(existing) => existing.join(&state),
+                None => {
+                    *slot = Some(state.clone());
+                    true
+                }
+            };
+            if let (true, Some(next)) = (grew, successor) {
+                work.push(next);
+            }
+        }
+    }
+    for (k, state) in before.iter().enumerate() {
+        let Some(state) = state else { continue };
+        let instruction = region[k];
+        if waitcnt(instruction, isa).is_some() {
+            continue;
+        }
+        let mut touched = defs_of(instruction);
         for reg in instruction.all_uses() {
             for unit in units.units(reg) {
                 touched.insert(*unit);
             }
         }
-        let needed = pending.waits_for(&touched);
+        let needed = state.pending.waits_for(&touched);
         if needed.any() {
-            let in_flight = touched.intersection(&pending.vmcnt.units().union(&pending.lgkmcnt.units()));
+            let in_flight = touched.intersection(&state.pending.vmcnt.units().union(&state.pending.lgkmcnt.units()));
             let what = match in_flight.iter().next() {
                 Some(unit) => format!("{unit}, which a load in flight may still write"),
                 None => "registers while an export or GDS operation may still read its data".to_string(),
@@ -799,18 +875,13 @@ fn memory_waits(
                 ),
             ));
         }
-        let counters = counters_of(instruction, isa);
-        if counters.vmcnt || counters.lgkmcnt {
-            last_load = Some(instruction);
-        }
-        // The region's own code calls nothing: `exports` is never used.
-        own.step(instruction, isa, &defs, true);
     }
-    let landing = own.vmcnt.units().union(&own.lgkmcnt.units()).intersection(live);
+    let end = at_end?;
+    let landing = end.own.vmcnt.units().union(&end.own.lgkmcnt.units()).intersection(live);
     let unit = landing.iter().next()?;
-    let load = last_load?;
+    let load = end.last_load?;
     Some((
-        load.address,
+        load,
         format!(
             "the region ends with a load still writing {unit}, which is live after it (it needs an s_waitcnt before \
              its end)"

@@ -273,3 +273,50 @@ where = "opcode:V_SUB_U32_e32"
     assert_eq!(found.len(), 1, "{found:#?}");
     assert!(found[0].contains("touches v0, which a load in flight may still write"), "{found:#?}");
 }
+
+/// A hook with a loop (the memory tracer's ring: its wavefront waits while
+/// the ring is full) waits for its loads inside the loop, reached again by a branch back:
+/// what is in flight follows the region's branches, not its address order.
+/// The output verifies; that wait taken out, a load of the hook may still
+/// write a register live after the region, and `verify` says so.
+#[test]
+fn a_hooks_loop_waits_for_its_loads_where_its_branch_back_lands() {
+    let dir = scratch();
+    let tool = dir.path().join("memory-tracer.hsaco");
+    run_ok(&mut tool_compile_command(Compiler::Clang, &example("memory-tracer"), "-O3", &tool));
+    let tool = load::load(&tool).unwrap().code_objects.remove(0);
+    let plan = Plan::load(&repo().join("hook-sdk/examples/memory-tracer/plan.toml")).unwrap();
+    let app =
+        load::load_for_target(&test_kernels("no_register_anywhere"), Some("gfx90a")).unwrap().code_objects.remove(0);
+    let (bytes, _) =
+        instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &InstrumentOptions::default()).unwrap();
+    let output = CodeObject::parse(bytes.clone(), Vec::new()).unwrap();
+    let verified = verify(&app, &output).unwrap();
+    assert!(verified.ok(), "{}", verified.render_text());
+
+    let sites: Vec<Site> = site_table(&output).unwrap();
+    let instrumented = lift(&output).unwrap();
+    let instructions: Vec<_> = instrumented.functions.iter().flat_map(|f| f.instructions()).collect();
+    let in_a_region = |address: u64| sites.iter().any(|s| s.begin <= address && address < s.end);
+    // A branch back inside a region, and the first `s_waitcnt` for
+    // lgkmcnt (the flat loads' and atomics' results) in the loop it closes.
+    let lgkmcnt_wait = |i: &&&gpuinstr::stages::lift::Instruction| {
+        i.name(&instrumented.isa) == "S_WAITCNT"
+            && (u32::from_le_bytes(i.bytes[..4].try_into().unwrap()) >> 8) & 0xf == 0
+    };
+    let head = instructions
+        .iter()
+        .filter(|i| in_a_region(i.address))
+        .find_map(|i| match i.flow {
+            Flow::Branch { target } | Flow::ConditionalBranch { target } if target < i.address => {
+                instructions.iter().filter(|t| (target..i.address).contains(&t.address)).find(lgkmcnt_wait)
+            }
+            _ => None,
+        })
+        .expect("a hook's loop that waits for lgkmcnt");
+    let mut broken = bytes;
+    let at = file_offset(&output, head.address);
+    broken[at..at + 4].copy_from_slice(&0xbf80_0000u32.to_le_bytes());
+    let found = findings(&app, broken);
+    assert!(found.iter().any(|f| f.contains("the region ends with a load still writing")), "{found:#?}");
+}

@@ -204,7 +204,8 @@ impl Pending {
         }
     }
 
-    fn join(&mut self, other: &Pending) -> bool {
+    /// Joins what may be in flight on another path in; whether it grew.
+    pub fn join(&mut self, other: &Pending) -> bool {
         let vm = self.vmcnt.join(&other.vmcnt);
         let lgkm = self.lgkmcnt.join(&other.lgkmcnt);
         let exp = !self.expcnt && other.expcnt;
