@@ -32,6 +32,9 @@ pub enum Finding {
     PartialOutput { op: String, path: String },
     /// Files left in the temporary directory.
     Litter { files: Vec<String> },
+    /// A cache entry whose bytes changed was read back as trusted: the GPU
+    /// would run it.
+    Trusted { op: String },
     /// The command line ended other than with 0 or 1 and one error line
     /// naming the input (cli.rs).
     Command { command: String, status: String, stderr: String },
@@ -290,6 +293,22 @@ pub fn run_case(context: &Context, kind: Kind, seed: &[u8], input: &[u8], full: 
             if let Some(read) = read {
                 run.op("page", || Ok(gpuinstr_report::page::page(&read, &NoSources).len()));
                 run.op("trace", || Ok(gpuinstr_report::trace::trace_events(&read).to_string().len()));
+            }
+        }
+        Kind::CacheEntry => {
+            // What dynamic mode does with an entry it finds: check it, and
+            // read the code object only if it is the one the cache wrote.
+            let cache = context.work.join("cache");
+            let read = run.op("cache entry", || {
+                let cache = crate::kinds::fuzz_cache(&cache).map_err(|e| e.to_string())?;
+                std::fs::copy(&path, cache.path("entry")).map_err(|e| e.to_string())?;
+                cache.read("entry").map_err(|untrusted| untrusted.to_string())
+            });
+            if let Some(Some(bytes)) = read {
+                if input != seed {
+                    run.result.findings.push(Finding::Trusted { op: "cache entry".into() });
+                }
+                run.runtime_readers(&bytes);
             }
         }
         Kind::Tool => {

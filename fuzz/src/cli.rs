@@ -38,6 +38,7 @@ fn commands(kind: Kind, context: &Context, input: &Path, seed: &Path) -> Vec<(Ve
             (v(&[&input, "-o", &output]), Some(output.clone())),
             (v(&[&input, "-o", &output, "--trace", &format!("{output}.trace")]), Some(output.clone())),
         ],
+        Kind::CacheEntry => Vec::new(),
         Kind::Tool => vec![
             (v(&["inspect", &input]), None),
             (
@@ -81,6 +82,8 @@ pub fn command_count(kind: Kind) -> u64 {
     match kind {
         Kind::Plan => 1,
         Kind::Tool | Kind::Database => 2,
+        // Only the runtime reads cache entries, inside a program.
+        Kind::CacheEntry => 0,
         _ => 7,
     }
 }

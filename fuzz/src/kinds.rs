@@ -26,9 +26,12 @@ pub enum Kind {
     Tool,
     /// A run's database (SQLite) as `gpuinstr-report` reads it.
     Database,
+    /// An entry of dynamic mode's cache (a code object behind a keyed
+    /// digest) as the runtime reads it before the GPU runs it.
+    CacheEntry,
 }
 
-pub const ALL_KINDS: [Kind; 8] = [
+pub const ALL_KINDS: [Kind; 9] = [
     Kind::CodeObject,
     Kind::Bundle,
     Kind::HostObject,
@@ -37,6 +40,7 @@ pub const ALL_KINDS: [Kind; 8] = [
     Kind::Plan,
     Kind::Tool,
     Kind::Database,
+    Kind::CacheEntry,
 ];
 
 impl Kind {
@@ -50,6 +54,7 @@ impl Kind {
             Kind::Plan => "plan",
             Kind::Tool => "tool",
             Kind::Database => "database",
+            Kind::CacheEntry => "cache-entry",
         }
     }
 
@@ -57,10 +62,11 @@ impl Kind {
         ALL_KINDS.into_iter().find(|k| k.name() == name)
     }
 
-    /// The directory of fuzz/seeds/ its seeds come from.
-    fn seed_directory(self) -> &'static str {
+    /// The directory of fuzz/seeds/ its seeds come from (a cache entry's
+    /// are code objects, written into a cache of the fuzz key's).
+    pub fn seed_directory(self) -> &'static str {
         match self {
-            Kind::MetadataNote => "code-object",
+            Kind::MetadataNote | Kind::CacheEntry => "code-object",
             other => other.name(),
         }
     }
@@ -76,6 +82,7 @@ impl Kind {
             Kind::Plan => "input.toml",
             Kind::Tool => "tool.hsaco",
             Kind::Database => "report.sqlite",
+            Kind::CacheEntry => "cache-entry",
         }
     }
 }
@@ -110,9 +117,42 @@ pub fn seeds(kind: Kind) -> std::io::Result<Vec<Seed>> {
             Kind::Database => Regions { hot: sqlite_regions(&bytes), only: None },
             _ => Regions { hot: hot_regions(&bytes), only: None },
         };
+        let (bytes, regions) = match kind {
+            Kind::CacheEntry => cache_entry(&bytes, regions)?,
+            _ => (bytes, regions),
+        };
         seeds.push(Seed { name: path.file_name().unwrap_or_default().to_string_lossy().into_owned(), bytes, regions });
     }
     Ok(seeds)
+}
+
+/// The key of the caches cache-entry cases read (the runtime makes a
+/// random one per cache; a fixed one makes the seeds' entries valid).
+pub const CACHE_KEY: [u8; 32] = [0x5a; 32];
+
+/// A private cache in `directory` whose key is [`CACHE_KEY`].
+pub fn fuzz_cache(directory: &Path) -> std::io::Result<gpuinstr_rt::cache::Cache> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    if !directory.exists() {
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(directory)?;
+        let mut key =
+            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(directory.join("key"))?;
+        std::io::Write::write_all(&mut key, &CACHE_KEY)?;
+    }
+    gpuinstr_rt::cache::Cache::open(directory.to_path_buf()).map_err(std::io::Error::other)
+}
+
+/// A code object as the cache entry the runtime writes for it (format,
+/// digest, bytes), and its regions moved past the entry's header, which is
+/// hot too.
+fn cache_entry(code_object: &[u8], regions: Regions) -> std::io::Result<(Vec<u8>, Regions)> {
+    let directory = tempfile::tempdir()?;
+    let cache = fuzz_cache(&directory.path().join("cache"))?;
+    cache.write("seed", code_object)?;
+    let entry = std::fs::read(cache.path("seed"))?;
+    let header = entry.len() - code_object.len();
+    let hot = std::iter::once(0..header).chain(regions.hot.into_iter().map(|r| r.start + header..r.end + header));
+    Ok((entry, Regions { hot: hot.collect(), only: None }))
 }
 
 /// Words a plan mutation puts in: the plan reader's vocabulary and what

@@ -58,7 +58,7 @@ pub struct Summary {
     pub ops: u64,
     pub refused: u64,
     /// Cases by finding: panic, bad-error, tool-hang, partial-output, litter,
-    /// command, abort, hang.
+    /// trusted, command, abort, hang.
     pub findings: BTreeMap<String, u64>,
     /// Each case that found something: (case, finding, kept input).
     pub found: Vec<(u64, String, String)>,
@@ -263,9 +263,9 @@ pub fn work(
         let (seed, input) = case_input(kind, &seeds, case);
         let full = full_every > 0 && case % full_every == 0;
         let mut result: CaseResult = run_case(&context, kind, &seeds[seed].bytes, &input, full);
-        if cli_every > 0 && case % cli_every == 0 {
+        if cli_every > 0 && case % cli_every == 0 && crate::cli::command_count(kind) > 0 {
             let path = context.work.join(kind.file_name());
-            let seed_path = fuzz_directory().join("seeds").join(seed_directory(kind)).join(&seeds[seed].name);
+            let seed_path = fuzz_directory().join("seeds").join(kind.seed_directory()).join(&seeds[seed].name);
             result.findings.extend(crate::cli::check(link, kind, &context, &path, &seed_path, case / cli_every));
         }
         let findings = result.findings.iter().map(serde_json::to_value).collect::<Result<Vec<_>, _>>()?;
@@ -274,13 +274,6 @@ pub fn work(
         stdout.flush()?;
     }
     Ok(())
-}
-
-fn seed_directory(kind: Kind) -> &'static str {
-    match kind {
-        Kind::MetadataNote => "code-object",
-        other => other.name(),
-    }
 }
 
 /// Replays kept inputs (fuzz/regressions/KIND/...): each through every step,
@@ -302,7 +295,7 @@ pub fn replay(files: &[PathBuf], link: &Path) -> anyhow::Result<Vec<(PathBuf, Ve
         let seeds = seeds(kind)?;
         let mut result = run_case(&context, kind, &seeds[0].bytes, &input, true);
         let path = context.work.join(kind.file_name());
-        let seed_path = fuzz_directory().join("seeds").join(seed_directory(kind)).join(&seeds[0].name);
+        let seed_path = fuzz_directory().join("seeds").join(kind.seed_directory()).join(&seeds[0].name);
         for turn in 0..crate::cli::command_count(kind) {
             std::fs::write(&path, &input)?;
             result.findings.extend(crate::cli::check(link, kind, &context, &path, &seed_path, turn));
