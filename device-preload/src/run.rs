@@ -47,6 +47,9 @@ pub struct Run {
     pub no_database_records: bool,
     /// Host memory per ring of records (`GPUINSTR_RING_BYTES`).
     pub ring_bytes: Option<u64>,
+    /// Drop (counted) the records that do not fit a full ring instead of
+    /// waiting (`GPUINSTR_RING_FULL=drop`).
+    pub drop_when_ring_full: bool,
     /// The device's per-dispatch counts (`GPUINSTR_DEVICE_DISPATCH_LOG`).
     pub dispatch_log: Option<PathBuf>,
     /// Opcodes whose EXEC history the dispatch log gives (`GPUINSTR_DEVICE_DISPATCH_LOG_EXEC`).
@@ -154,6 +157,9 @@ impl Run {
         }
         if let Some(bytes) = self.ring_bytes {
             command.env("GPUINSTR_RING_BYTES", bytes.to_string());
+        }
+        if self.drop_when_ring_full {
+            command.env("GPUINSTR_RING_FULL", "drop");
         }
         if let Some(log) = &self.dispatch_log {
             command.env("GPUINSTR_DEVICE_DISPATCH_LOG", log);

@@ -63,7 +63,14 @@ fn a_program_for_gfx950_passes_where_the_hip_runtime_knows_gfx950() {
 fn an_access_outside_device_memory_stops_the_program_naming_the_kernel() {
     let scratch = tempfile::tempdir().unwrap();
     let program = build("out_of_bounds", "gfx90a", scratch.path());
-    let output = common::run(&program, "gfx90a");
+    // Run where a report would land: a program run for no tool gets none.
+    let output = common::gpuinstr_run()
+        .args(["--target", "gfx90a", "--"])
+        .arg(&program)
+        .current_dir(scratch.path())
+        .output()
+        .expect("gpuinstr-run runs");
+    assert!(!scratch.path().join("gpuinstr-report.json").exists(), "a report of a program run for no tool");
     assert_eq!(output.status.code(), Some(1));
     let message = String::from_utf8_lossy(&output.stderr);
     assert!(

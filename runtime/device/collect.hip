@@ -3,8 +3,9 @@
 // their initial bytes back, before anything later in the queue runs. A
 // buffer of records (GPUINSTR_RECORDS) is filled from its start and counted
 // by another global: only the records written are copied, and the buffer
-// is not reset (its count is). A ring's `Reserved` (in host memory) is
-// copied like a global and never reset: where the dispatch's records end.
+// is not reset (its count is). A ring's `Reserved` and `Dropped` (in host
+// memory) are copied like a global and never reset: where the dispatch's
+// records end, and how many were dropped so far.
 #include <hip/hip_runtime.h>
 #include <stdint.h>
 

@@ -182,6 +182,13 @@ pub unsafe extern "C" fn OnLoad(
             libc::_exit(2);
         }
     }
+    match crate::rings::WhenFull::from_environment() {
+        Ok(when_full) => with_runtime(|r| r.ring_full = when_full),
+        Err(message) => {
+            eprintln!("gpuinstr: error: {message}");
+            libc::_exit(2);
+        }
+    }
     match crate::selection::Selection::from_environment() {
         Ok(selection) => with_runtime(|r| r.selection = selection),
         Err(message) => {
@@ -379,7 +386,16 @@ pub unsafe extern "C" fn gpuinstr_dispatch_records(dispatch: *const c_void, ring
     if ring.is_null() {
         return 0;
     }
-    d.ring_records(&CStr::from_ptr(ring).to_string_lossy()).unwrap_or(0)
+    d.ring_records(&CStr::from_ptr(ring).to_string_lossy()).map_or(0, |a| a.records)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_dispatch_dropped(dispatch: *const c_void, ring: *const c_char) -> u64 {
+    let Some(d) = dispatch_of(dispatch) else { return 0 };
+    if ring.is_null() {
+        return 0;
+    }
+    d.ring_records(&CStr::from_ptr(ring).to_string_lossy()).map_or(0, |a| a.dropped)
 }
 
 /// The records a tool's pointer stands for.
@@ -653,10 +669,17 @@ extern "C" fn at_exit() {
 #[no_mangle]
 pub unsafe extern "C" fn gpuinstr_rt_program_stopped(message: *const c_char) {
     let message = if message.is_null() { "".into() } else { CStr::from_ptr(message).to_string_lossy() };
+    // A program run for no tool (nothing instrumented, no host part, no
+    // report asked for) gets no report at its stop, as at its exit: the
+    // device's own message says what happened.
+    let mut for_a_tool = tool().is_some() || crate::report_path().1;
     with_runtime(|r| {
-        r.report.warn(format!(
-            "the emulated GPU stopped the program ({message}): the dispatches in flight never completed, and the report holds what did"
-        ))
+        for_a_tool |= !r.report.is_empty() || !r.report.dynamic.is_empty();
+        if for_a_tool {
+            r.report.warn(format!(
+                "the emulated GPU stopped the program ({message}): the dispatches in flight never completed, and the report holds what did"
+            ))
+        }
     });
     crate::finish(runtime(), &Rocr, tool());
 }

@@ -206,6 +206,10 @@ pub struct GlobalValue {
     /// appended, every one handed to the tool's host part.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub records: Option<u64>,
+    /// A ring's pointer when the run drops records of full rings
+    /// (`--ring-full drop`): the records the dispatch's hooks dropped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dropped: Option<u64>,
 }
 
 /// Nonzero words of a large global listed in the generic form.
@@ -214,7 +218,15 @@ pub const LISTED_WORDS: usize = 256;
 impl GlobalValue {
     /// Name and size only (the tool's host part reads the bytes).
     pub fn named(name: &str, size: usize) -> Self {
-        GlobalValue { name: name.to_string(), size, value: None, nonzero: None, nonzero_words: None, records: None }
+        GlobalValue {
+            name: name.to_string(),
+            size,
+            value: None,
+            nonzero: None,
+            nonzero_words: None,
+            records: None,
+            dropped: None,
+        }
     }
 
     pub fn of(name: &str, bytes: &[u8]) -> Self {
@@ -232,6 +244,7 @@ impl GlobalValue {
                 nonzero: None,
                 nonzero_words: None,
                 records: None,
+                dropped: None,
             };
         }
         let mut words = bytes.chunks(8).enumerate().map(|(k, c)| (k * 8, word(c))).filter(|&(_, w)| w != 0);
@@ -244,12 +257,16 @@ impl GlobalValue {
             nonzero: Some(nonzero),
             nonzero_words: Some(listed),
             records: None,
+            dropped: None,
         }
     }
 
     fn text(&self) -> String {
         if let Some(records) = self.records {
-            return format!("{}: {records} records", self.name);
+            return match self.dropped {
+                Some(dropped) => format!("{}: {records} records, {dropped} dropped", self.name),
+                None => format!("{}: {records} records", self.name),
+            };
         }
         match (&self.value, &self.nonzero_words) {
             (Some(value), _) => format!("{}={value}", self.name),

@@ -16,6 +16,12 @@
 //! object. A dispatch's end is known exactly: the collect kernel that runs
 //! after it copies the ring's `Reserved` out with the tool globals, before
 //! anything later in the queue can append.
+//!
+//! By default a wavefront whose records do not fit waits for the runtime to
+//! take enough. With `GPUINSTR_RING_FULL=drop` (`gpuinstr-run --ring-full
+//! drop`) it drops them instead and counts them in the head's `Dropped`,
+//! which the collect kernel copies out with `Reserved`: each dispatch's
+//! drops are counted exactly and reported.
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::CString;
@@ -30,6 +36,10 @@ const READ: u64 = 64;
 const MASK: u64 = 72;
 const RECORDS: u64 = 80;
 const SEQUENCES: u64 = 88;
+const WHEN_FULL: u64 = 96;
+/// Bytes the collect kernel copies out from `Reserved`: `Reserved` and
+/// `Dropped`, its neighbour.
+pub const END_BYTES: u64 = 16;
 /// The head's bytes: the records follow it.
 const HEAD_BYTES: u64 = 128;
 
@@ -57,6 +67,35 @@ pub fn ring_bytes_from_environment() -> Result<u64, String> {
     }
 }
 
+/// What a wavefront does when a ring has no room for its records
+/// (`gpuinstr_ring_head::WhenFull`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WhenFull {
+    /// Wait until the runtime has taken enough: nothing is lost.
+    #[default]
+    Wait,
+    /// Drop them, counted per dispatch and reported.
+    Drop,
+}
+
+impl WhenFull {
+    fn word(self) -> u64 {
+        match self {
+            WhenFull::Wait => 0,
+            WhenFull::Drop => 1,
+        }
+    }
+
+    /// `GPUINSTR_RING_FULL`: `wait` (the default) or `drop`.
+    pub fn from_environment() -> Result<WhenFull, String> {
+        match std::env::var("GPUINSTR_RING_FULL").as_deref() {
+            Err(_) | Ok("") | Ok("wait") => Ok(WhenFull::Wait),
+            Ok("drop") => Ok(WhenFull::Drop),
+            Ok(other) => Err(format!("GPUINSTR_RING_FULL={other}: `wait` (the default) or `drop` is expected")),
+        }
+    }
+}
+
 /// Records of `record_bytes` a ring of `bytes` holds: a power of two, at
 /// least a wavefront's.
 pub fn capacity_for(bytes: u64, record_bytes: u64) -> u64 {
@@ -75,7 +114,8 @@ pub struct Owner {
     pub kernel: Arc<CString>,
     /// Its collect kernel's completion signal (0: the dispatch is over).
     pub done: u64,
-    /// Where its collect kernel leaves the ring's `Reserved`.
+    /// Where its collect kernel leaves the ring's `Reserved` and
+    /// `Dropped` ([`END_BYTES`]).
     pub end: u64,
 }
 
@@ -107,11 +147,23 @@ pub struct Lost {
     pub incomplete: u64,
 }
 
+/// What a dispatch appended to a ring.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Appended {
+    /// Records handed to the tool's host part.
+    pub records: u64,
+    /// Records its hooks dropped because the ring was full (always 0 when
+    /// wavefronts wait).
+    pub dropped: u64,
+}
+
 struct Cursor {
     /// Records taken so far (the head's `Read`).
     taken: u64,
-    /// Records handed over per dispatch.
-    per_dispatch: HashMap<u64, u64>,
+    /// What each dispatch appended, as far as handed over.
+    per_dispatch: HashMap<u64, Appended>,
+    /// The head's `Dropped` at the end of the last dispatch that left.
+    dropped: u64,
     lost: Lost,
     batch: Vec<u8>,
 }
@@ -121,6 +173,7 @@ pub struct Ring {
     pub name: CString,
     pub record_bytes: u64,
     pub capacity: u64,
+    pub when_full: WhenFull,
     /// The head's address (what the tool global points at).
     pub head: u64,
     code_object: Arc<ToolCodeObject>,
@@ -141,8 +194,8 @@ impl Ring {
         name: &str,
         code_object: Arc<ToolCodeObject>,
         head: u64,
-        capacity: u64,
-        record_bytes: u64,
+        (capacity, record_bytes): (u64, u64),
+        when_full: WhenFull,
     ) -> Ring {
         let records = head + HEAD_BYTES;
         let sequences = records + capacity * record_bytes;
@@ -150,18 +203,21 @@ impl Ring {
         hsa.host_write(head + MASK, &(capacity - 1).to_le_bytes());
         hsa.host_write(head + RECORDS, &records.to_le_bytes());
         hsa.host_write(head + SEQUENCES, &sequences.to_le_bytes());
+        hsa.host_write(head + WHEN_FULL, &when_full.word().to_le_bytes());
         // No sequence word may look complete before its record is.
         hsa.host_write(sequences, &vec![0u8; (capacity * 8) as usize]);
         Ring {
             name: CString::new(name.replace('\0', " ")).expect("no NUL left"),
             record_bytes,
             capacity,
+            when_full,
             head,
             code_object,
             owners: Mutex::new(VecDeque::new()),
             cursor: Mutex::new(Cursor {
                 taken: 0,
                 per_dispatch: HashMap::new(),
+                dropped: 0,
                 lost: Lost::default(),
                 batch: Vec::new(),
             }),
@@ -176,7 +232,8 @@ impl Ring {
         self.records() + self.capacity * self.record_bytes + (index & (self.capacity - 1)) * 8
     }
 
-    /// Where the ring's `Reserved` is (the collect kernel copies it out).
+    /// Where the ring's `Reserved` is (the collect kernel copies it and
+    /// `Dropped` out: [`END_BYTES`]).
     pub fn reserved_address(&self) -> u64 {
         self.head + RESERVED
     }
@@ -186,10 +243,10 @@ impl Ring {
         self.owners.lock().unwrap_or_else(|e| e.into_inner()).push_back(owner);
     }
 
-    /// Records handed over for `dispatch` (once it is over and drained).
-    pub fn records_of(&self, dispatch: u64) -> u64 {
+    /// What `dispatch` appended (once it is over and drained).
+    pub fn appended_by(&self, dispatch: u64) -> Appended {
         let mut cursor = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
-        cursor.per_dispatch.remove(&dispatch).unwrap_or(0)
+        cursor.per_dispatch.remove(&dispatch).unwrap_or_default()
     }
 
     /// What was lost since the last call.
@@ -209,11 +266,13 @@ impl Ring {
             // over yet, no later one has appended.
             let reserved = hsa.host_load_u64(self.head + RESERVED);
             let owner = self.owners.lock().unwrap_or_else(|e| e.into_inner()).front().cloned();
-            let end = owner.as_ref().filter(|o| hsa.signal_load(o.done) == 0).map(|o| {
-                let mut end = [0u8; 8];
-                hsa.host_read(o.end, &mut end);
-                u64::from_le_bytes(end)
+            let ends = owner.as_ref().filter(|o| hsa.signal_load(o.done) == 0).map(|o| {
+                let mut ends = [0u8; END_BYTES as usize];
+                hsa.host_read(o.end, &mut ends);
+                let word = |k: usize| u64::from_le_bytes(ends[8 * k..8 * k + 8].try_into().expect("8 bytes"));
+                (word(0), word(1))
             });
+            let end = ends.map(|(end, _)| end);
             let limit = end.unwrap_or(reserved);
             let start = cursor.taken;
             let mut stop = start;
@@ -225,7 +284,7 @@ impl Ring {
                 took = true;
                 waiting_since = None;
             }
-            let Some((owner, end)) = owner.zip(end) else {
+            let Some((owner, (end, dropped))) = owner.zip(ends) else {
                 if stop == start {
                     return took;
                 }
@@ -233,7 +292,10 @@ impl Ring {
             };
             if cursor.taken >= end {
                 self.owners.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
-                cursor.per_dispatch.entry(owner.dispatch).or_default();
+                // Drops since the previous dispatch's end are this one's.
+                let since = dropped.saturating_sub(cursor.dropped);
+                cursor.dropped = cursor.dropped.max(dropped);
+                cursor.per_dispatch.entry(owner.dispatch).or_default().dropped += since;
                 continue;
             }
             if stop == start {
@@ -270,7 +332,7 @@ impl Ring {
             hsa.host_store_u64(self.head + READ, stop);
             return;
         };
-        let handed = cursor.per_dispatch.entry(owner.dispatch).or_default();
+        let handed = &mut cursor.per_dispatch.entry(owner.dispatch).or_default().records;
         let first = *handed;
         *handed += stop - start;
         let mut batch = std::mem::take(&mut cursor.batch);

@@ -14,7 +14,7 @@ use crate::packets::{self, CollectKernel, Dispatch, Packet};
 use crate::report::{
     DispatchRecord, GlobalValue, LoadedRecord, Report, ToolValue, ToolValues, UninstrumentedRecord, SCHEMA,
 };
-use crate::rings::{Owner, RecordSink, Ring, Rings, ToolRecords};
+use crate::rings::{Appended, Owner, RecordSink, Ring, Rings, ToolRecords, WhenFull};
 use crate::selection::Selection;
 use crate::tool_files::ToolFiles;
 
@@ -71,9 +71,9 @@ pub struct ToolDispatch {
     /// Selected points the kernel may run that were left out (`--allow-partial`).
     pub points_left_out: u32,
     /// The rings of its code object (emptied before the tool sees the
-    /// dispatch), and how many records of each it appended.
+    /// dispatch), and what it appended to each.
     pub rings: Vec<Arc<Ring>>,
-    pub ring_records: Vec<(String, u64)>,
+    pub ring_records: Vec<(String, Appended)>,
 }
 
 /// An instrumented code object as a tool's host part sees it
@@ -107,10 +107,10 @@ impl ToolCodeObject {
 }
 
 impl ToolDispatch {
-    /// Records of the ring `name` the dispatch appended (all handed over
-    /// before the tool sees the dispatch).
-    pub fn ring_records(&self, name: &str) -> Option<u64> {
-        self.ring_records.iter().find(|(n, _)| n == name).map(|(_, records)| *records)
+    /// What the dispatch appended to the ring `name` (its records all
+    /// handed over before the tool sees the dispatch).
+    pub fn ring_records(&self, name: &str) -> Option<Appended> {
+        self.ring_records.iter().find(|(n, _)| n == name).map(|(_, appended)| *appended)
     }
 
     pub fn global(&self, name: &str) -> Option<&[u8]> {
@@ -143,8 +143,8 @@ pub trait ToolHost: Sync {
 struct Layout {
     /// Offset of each global's bytes.
     offsets: Vec<usize>,
-    /// Offset of each ring's `Reserved` after the dispatch (its end), in
-    /// the order of the code object's ring globals.
+    /// Offset of each ring's `Reserved` and `Dropped` after the dispatch
+    /// (its end), in the order of the code object's ring globals.
     ring_ends: Vec<usize>,
     size: usize,
 }
@@ -162,8 +162,9 @@ impl Layout {
             offsets.push(at);
             at = (at + global.size as usize).next_multiple_of(8);
         }
-        let ring_ends = (0..rings).map(|k| at + 8 * k).collect();
-        Layout { offsets, ring_ends, size: at + 8 * rings }
+        let end_bytes = crate::rings::END_BYTES as usize;
+        let ring_ends = (0..rings).map(|k| at + end_bytes * k).collect();
+        Layout { offsets, ring_ends, size: at + end_bytes * rings }
     }
 }
 
@@ -267,6 +268,8 @@ pub struct Runtime {
     /// Every ring of the run, and the host memory each may have.
     pub rings: Arc<Rings>,
     pub ring_bytes: u64,
+    /// What a wavefront does when a ring is full (`GPUINSTR_RING_FULL`).
+    pub ring_full: WhenFull,
     /// Whether the database keeps the rings' records (`records`).
     pub database_records: bool,
 }
@@ -324,6 +327,7 @@ impl Default for Runtime {
             queue_numbers: HashMap::new(),
             rings: Arc::default(),
             ring_bytes: crate::rings::DEFAULT_RING_BYTES,
+            ring_full: WhenFull::default(),
             database_records: std::env::var_os("GPUINSTR_DATABASE_RECORDS").is_none_or(|v| v != "0"),
         }
     }
@@ -494,7 +498,8 @@ impl Runtime {
             let Some(record_bytes) = global.ring else { continue };
             let capacity = crate::rings::capacity_for(self.ring_bytes, record_bytes);
             let head = hsa.host_allocate(agent, Ring::bytes(capacity, record_bytes) as usize)?;
-            let ring = Ring::new(hsa, &global.tool_name, tool_view.clone(), head, capacity, record_bytes);
+            let ring =
+                Ring::new(hsa, &global.tool_name, tool_view.clone(), head, (capacity, record_bytes), self.ring_full);
             hsa.host_write(initial + offset as u64, &head.to_le_bytes());
             rings.push(Arc::new(ring));
         }
@@ -626,13 +631,13 @@ impl Runtime {
             }
             hsa.host_write(buffer + (KERNARG_BYTES + ENTRY_BYTES * k) as u64, &entry);
         }
-        // Then each ring's `Reserved`, copied out (never reset): where the
-        // dispatch's records end.
+        // Then each ring's `Reserved` and `Dropped`, copied out (never
+        // reset): where the dispatch's records end, and the drops so far.
         for (k, (ring, &offset)) in loaded.rings.iter().zip(&loaded.layout.ring_ends).enumerate() {
             let mut entry = [0u8; ENTRY_BYTES];
             entry[0..8].copy_from_slice(&ring.reserved_address().to_le_bytes());
             entry[8..16].copy_from_slice(&(buffer + offset as u64).to_le_bytes());
-            entry[24..32].copy_from_slice(&8u64.to_le_bytes());
+            entry[24..32].copy_from_slice(&crate::rings::END_BYTES.to_le_bytes());
             hsa.host_write(buffer + (KERNARG_BYTES + ENTRY_BYTES * (globals.len() + k)) as u64, &entry);
         }
         Ok(buffer)
@@ -746,10 +751,19 @@ pub fn dispatch_completed(runtime: &Mutex<Runtime>, hsa: &dyn Hsa, tool: Option<
     let mut lost = Vec::new();
     for ring in std::mem::take(&mut dispatch.rings) {
         ring.drain(hsa, tool, runtime);
-        let records = ring.records_of(id);
+        let appended = ring.appended_by(id);
         let name = ring.name.to_string_lossy().to_string();
+        let dropping = ring.when_full == WhenFull::Drop;
         if let Some(global) = record.globals.iter_mut().find(|g| g.name == name) {
-            global.records = Some(records);
+            global.records = Some(appended.records);
+            global.dropped = dropping.then_some(appended.dropped);
+        }
+        if appended.dropped > 0 {
+            dispatch.warn(format!(
+                "ring {name} was full: its hooks dropped {} of {} records (--ring-full drop); without it they wait and none is lost",
+                appended.dropped,
+                appended.records + appended.dropped
+            ));
         }
         let taken = ring.take_lost();
         if taken.incomplete > 0 {
@@ -764,7 +778,7 @@ pub fn dispatch_completed(runtime: &Mutex<Runtime>, hsa: &dyn Hsa, tool: Option<
                 taken.ownerless
             ));
         }
-        dispatch.ring_records.push((name, records));
+        dispatch.ring_records.push((name, appended));
     }
     if let Some(tool) = tool {
         tool.dispatch(&mut dispatch);

@@ -205,13 +205,21 @@ struct RingSetUp<'a> {
     global: &'a str,
     capacity: u64,
     record_bytes: u64,
+    /// The head's `WhenFull`: [`RING_WAIT`] or [`RING_DROP`].
+    when_full: u64,
 }
 
 /// Offsets in a ring's head (`gpuinstr_ring_head` of gpuinstr.h).
 const RING_MASK: u64 = 72;
 const RING_RECORDS: u64 = 80;
 const RING_SEQUENCES: u64 = 88;
+const RING_WHEN_FULL: u64 = 96;
 const RING_HEAD_BYTES: u64 = 128;
+/// Offset of the head's `Dropped`.
+const RING_DROPPED: u64 = 8;
+/// Values of the head's `WhenFull` (GPUINSTR_RING_WAIT, GPUINSTR_RING_DROP).
+const RING_WAIT: u64 = 0;
+const RING_DROP: u64 = 1;
 
 /// `run_both`, and each ring of `rings` allocated with its head written
 /// and its global pointed at it (the cells after the managed globals' are
@@ -252,6 +260,7 @@ fn run_both_with_rings(
         instrumented.memory.write_u64(head + RING_MASK, ring.capacity - 1).unwrap();
         instrumented.memory.write_u64(head + RING_RECORDS, records).unwrap();
         instrumented.memory.write_u64(head + RING_SEQUENCES, records + ring.capacity * ring.record_bytes).unwrap();
+        instrumented.memory.write_u64(head + RING_WHEN_FULL, ring.when_full).unwrap();
         instrumented.memory.write_u64(pointer, head).unwrap();
         cells.push(head);
     }
@@ -427,7 +436,7 @@ fn check_opcode_histogram(app: &CodeObject, output: &CodeObject, case: &Case) {
 fn check_branch_divergence(app: &CodeObject, output: &CodeObject, case: &Case) -> u64 {
     let name = format!("{} {}", app.target.processor, case.kernel);
     let capacity = 1usize << 18;
-    let ring = RingSetUp { global: "BranchRecords", capacity: capacity as u64, record_bytes: 24 };
+    let ring = RingSetUp { global: "BranchRecords", capacity: capacity as u64, record_bytes: 24, when_full: RING_WAIT };
     let traced = Options { trace: true, ..Options::default() };
     let Runs { report, instrumented: device, cells, .. } = run_both_with_rings(app, output, case, &[], &[ring], traced);
     let lifted = lift(app).unwrap();
@@ -470,7 +479,7 @@ fn check_memory_tracer(app: &CodeObject, output: &CodeObject, plan: &Plan, case:
     let name = format!("{} {}", app.target.processor, case.kernel);
     let capacity = 1usize << 20;
     let lifted = lift(app).unwrap();
-    let ring = RingSetUp { global: "Trace", capacity: capacity as u64, record_bytes: 16 };
+    let ring = RingSetUp { global: "Trace", capacity: capacity as u64, record_bytes: 16, when_full: RING_WAIT };
     let recording = Options { accesses: true, ..Options::default() };
     let Runs { report, original, instrumented: device, cells, .. } =
         run_both_with_rings(app, output, case, &[], &[ring], recording);
@@ -512,6 +521,72 @@ fn check_memory_tracer(app: &CodeObject, output: &CodeObject, plan: &Plan, case:
             owner.as_deref().is_some_and(|o| readable.contains(&o)),
             "{name}: traced address {address:#x} in {owner:?}"
         );
+    }
+}
+
+/// A ring of 64 records that nobody empties (the standalone emulator has no
+/// runtime), in a run that drops records of full rings: the wavefronts
+/// whose records fit reserve them and write them whole, every other
+/// append is counted in `Dropped` and returns at once (a wait would never
+/// end here), and reserved plus dropped is every lane access of the
+/// instructions traced. A compiler that changed what the drop path means
+/// would fail here on its toolchain.
+#[test]
+fn the_memory_tracer_drops_what_a_full_ring_cannot_take_and_counts_it() {
+    let dir = scratch();
+    let tool = example_tool("memory-tracer", dir.path());
+    let plan = example_plan("memory-tracer");
+    let case = Case {
+        kernel: "_Z7stencilPfPKfii",
+        launch: Launch::linear(4, 64),
+        arguments: vec![
+            Argument::Buffer(words([0; 256])),
+            Argument::Buffer((0..1024).flat_map(|i| (i as f32).to_le_bytes()).collect()),
+            Argument::Value(200i32.to_le_bytes().to_vec()),
+            Argument::Value(2i32.to_le_bytes().to_vec()),
+        ],
+    };
+    for target in ["gfx90a", "gfx908"] {
+        let name = format!("{target} {}", case.kernel);
+        let app = load::load_for_target(&test_kernels("neighbours"), Some(target)).unwrap().code_objects.remove(0);
+        let (bytes, _) =
+            instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &InstrumentOptions::default())
+                .unwrap();
+        let output = CodeObject::parse(bytes, Vec::new()).unwrap();
+        let capacity = 64;
+        let ring = RingSetUp { global: "Trace", capacity, record_bytes: 16, when_full: RING_DROP };
+        let recording = Options { accesses: true, ..Options::default() };
+        let Runs { report, original, instrumented: device, cells, .. } =
+            run_both_with_rings(&app, &output, &case, &[], &[ring], recording);
+        let lifted = lift(&app).unwrap();
+        let mut expected = 0;
+        for point in plan.select(&lifted) {
+            let instruction = lifted.functions[point.function].instructions().nth(point.instruction).unwrap();
+            expected += report.counts.per_address.get(&instruction.address).map_or(0, |(_, lanes)| *lanes);
+        }
+        let reserved = device.memory.read_u64(cells[0]).unwrap();
+        let dropped = device.memory.read_u64(cells[0] + RING_DROPPED).unwrap();
+        assert!(expected > 2 * capacity, "{name}: {expected} accesses, more than the ring holds");
+        assert!(reserved <= capacity, "{name}: {reserved} records reserved in a ring of {capacity}");
+        assert!(reserved > 0 && dropped > 0, "{name}: {reserved} reserved, {dropped} dropped");
+        assert_eq!(reserved + dropped, expected, "{name}: every access reserved or counted as dropped");
+        let records = cells[0] + RING_HEAD_BYTES;
+        let sequences = u64s(&device, records + capacity * 16, reserved as usize);
+        assert!(sequences.iter().enumerate().all(|(k, s)| *s == k as u64 + 1), "{name}: the kept records complete");
+        // Each kept record is an access the original made (instruction,
+        // and the place: buffer and offset).
+        let accessed: std::collections::HashSet<_> =
+            report.accesses.iter().map(|a| (a.address, place_of(&original, a.memory))).collect();
+        let raw = device.memory.bytes(records, reserved as usize * 16).unwrap();
+        for record in raw.chunks_exact(16) {
+            let instruction = u64::from(u32::from_le_bytes(record[8..12].try_into().unwrap()));
+            let address = u64::from_le_bytes(record[..8].try_into().unwrap());
+            assert!(report.accesses.iter().any(|a| a.address == instruction), "{name}: a record of {instruction:#x}");
+            assert!(
+                accessed.contains(&(instruction, place_of(&device, address))),
+                "{name}: a kept record ({instruction:#x}, {address:#x}) the original did not access"
+            );
+        }
     }
 }
 

@@ -191,11 +191,17 @@ fn run_reported_with(run: Run, program: &Path, arguments: &[&Path], expected: &s
 /// program printed `expected`, and the runtime read every dispatch without
 /// a warning.
 fn reported(output: Output, report_path: &Path, expected: &str) -> (Value, String) {
+    let (report, stderr) = reported_warning(output, report_path, expected);
+    assert_eq!(report["warnings"].as_array().unwrap().len(), 0, "{stderr}");
+    (report, stderr)
+}
+
+/// [`reported`], where the report may warn.
+fn reported_warning(output: Output, report_path: &Path, expected: &str) -> (Value, String) {
     let stderr = String::from_utf8_lossy(&output.stderr).to_string();
     assert_eq!(succeeded(output, "the instrumented program"), expected, "{stderr}");
     let report: Value = serde_json::from_str(&std::fs::read_to_string(report_path).unwrap()).unwrap();
     assert_eq!(report["schema"], 1);
-    assert_eq!(report["warnings"].as_array().unwrap().len(), 0, "{stderr}");
     assert_eq!(report["unread_dispatches"], 0);
     assert!(stderr.contains(&format!("report written to {}", report_path.display())), "{stderr}");
     assert_database_holds(&report_path.with_extension("sqlite"), &report);
@@ -271,6 +277,15 @@ impl Original {
 /// The report's dispatches, checked against the device's log of the
 /// original (`logged`): same kernels, shapes and order, no problems.
 fn matched<'r>(report: &'r Value, logged: &[Value]) -> &'r [Value] {
+    let dispatches = matched_warning(report, logged);
+    for (k, reported) in dispatches.iter().enumerate() {
+        assert_eq!(reported["problems"].as_array().unwrap().len(), 0, "dispatch {k}: {reported}");
+    }
+    dispatches
+}
+
+/// [`matched`], where dispatches may have problems.
+fn matched_warning<'r>(report: &'r Value, logged: &[Value]) -> &'r [Value] {
     let dispatches = report["dispatches"].as_array().unwrap();
     assert_eq!(dispatches.len(), logged.len(), "dispatches reported and logged");
     for (k, (reported, logged)) in dispatches.iter().zip(logged).enumerate() {
@@ -278,7 +293,6 @@ fn matched<'r>(report: &'r Value, logged: &[Value]) -> &'r [Value] {
         assert_eq!(reported["kernel"], logged["kernel"], "dispatch {k}");
         assert_eq!(reported["grid_size"], logged["grid_size"], "dispatch {k}");
         assert_eq!(reported["workgroup_size"], logged["workgroup_size"], "dispatch {k}");
-        assert_eq!(reported["problems"].as_array().unwrap().len(), 0, "dispatch {k}: {reported}");
     }
     dispatches
 }
@@ -530,15 +544,11 @@ impl<'a> Oracle<'a> {
         divergent_total
     }
 
-    /// The memory tracer: its file holds exactly the accesses the emulator
-    /// logged for the original's instructions the plan selects
-    /// (instruction, wavefront, lane, address), and the report's
-    /// per-instruction accesses are the emulator's active lanes. The two
-    /// runs' buffers lie at different addresses (device memory is host
-    /// memory mapped where mmap puts it, and the runtime allocates its
-    /// own), so addresses compare as offsets from the lowest address each
-    /// instruction accessed in the dispatch, per region (below).
-    fn check_memory_trace(&self, report: &Value, report_path: &Path, plan: &Plan) {
+    /// For each dispatch of the log, the memory tracer's rows of its
+    /// matched dispatch in the report and the accesses the emulator logged
+    /// for the original's instructions the plan selects, both in the
+    /// tracer's terms and in order: (instruction, wavefront, lane, address).
+    fn memory_traces(&self, report: &Value, report_path: &Path, plan: &Plan) -> Vec<(Accesses, Accesses)> {
         let rows = records(report_path, "memory-trace.tsv", "dispatch\tinstruction\twavefront\tlane\taddress");
         let traced_instructions = self.per_dispatch(|app| {
             let lifted = lift(app).unwrap();
@@ -549,6 +559,36 @@ impl<'a> Oracle<'a> {
                 .collect();
             traced
         });
+        let field = |a: &Value, f: usize| a[f].as_u64().unwrap();
+        let dispatches = matched_warning(report, self.logged).iter().zip(self.logged).zip(traced_instructions.iter());
+        dispatches
+            .map(|((reported, logged), instructions)| {
+                let id = reported["id"].as_u64().unwrap();
+                let wavefronts = tool_wavefronts(logged);
+                let expected: Vec<[u64; 4]> = logged["accesses"]
+                    .as_array()
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                    .iter()
+                    .filter(|a| instructions.contains(&field(a, 0)))
+                    .map(|a| [field(a, 0), wavefronts[field(a, 1) as usize], field(a, 2), field(a, 3)])
+                    .collect();
+                let traced = rows.iter().filter(|r| r[0] == id).map(|r| [r[1], r[2], r[3], r[4]]).collect();
+                (traced, expected)
+            })
+            .collect()
+    }
+
+    /// The memory tracer: its file holds exactly the accesses the emulator
+    /// logged for the original's instructions the plan selects
+    /// (instruction, wavefront, lane, address), and the report's
+    /// per-instruction accesses are the emulator's active lanes. The two
+    /// runs' buffers lie at different addresses (device memory is host
+    /// memory mapped where mmap puts it, and the runtime allocates its
+    /// own), so addresses compare as offsets from the lowest address each
+    /// instruction accessed in the dispatch, per region (below).
+    fn check_memory_trace(&self, report: &Value, report_path: &Path, plan: &Plan) {
+        let traced_and_expected = self.memory_traces(report, report_path, plan);
         // An instruction may reach more than one region: a flat access to
         // LDS lands in the shared aperture, far from the buffers (rocSOLVER's
         // getf2 does so). Regions are runs of addresses with gaps under
@@ -581,19 +621,8 @@ impl<'a> Oracle<'a> {
             relative
         };
         let mut accessed = 0;
-        for (k, (reported, logged)) in matched(report, self.logged).iter().zip(self.logged).enumerate() {
-            let id = reported["id"].as_u64().unwrap();
-            let wavefronts = tool_wavefronts(logged);
-            let field = |a: &Value, f: usize| a[f].as_u64().unwrap();
-            let expected: Vec<[u64; 4]> = logged["accesses"]
-                .as_array()
-                .map(Vec::as_slice)
-                .unwrap_or_default()
-                .iter()
-                .filter(|a| traced_instructions[k].contains(&field(a, 0)))
-                .map(|a| [field(a, 0), wavefronts[field(a, 1) as usize], field(a, 2), field(a, 3)])
-                .collect();
-            let traced: Vec<[u64; 4]> = rows.iter().filter(|r| r[0] == id).map(|r| [r[1], r[2], r[3], r[4]]).collect();
+        let dispatches = matched(report, self.logged).iter().zip(self.logged).zip(traced_and_expected);
+        for (k, ((reported, logged), (traced, expected))) in dispatches.enumerate() {
             accessed += expected.len();
             assert_eq!(traced.len(), expected.len(), "dispatch {k}: records");
             // In the order the emulator made them (its waves run in the
@@ -608,6 +637,7 @@ impl<'a> Oracle<'a> {
             assert_eq!(reported["tool"]["records"], expected.len() as u64, "dispatch {k}");
             let ring = reported["globals"].as_array().unwrap().iter().find(|g| g["name"] == "Trace").unwrap();
             assert_eq!(ring["records"], expected.len() as u64, "dispatch {k}: the ring's records in the report");
+            assert!(ring.get("dropped").is_none(), "dispatch {k}: records are dropped only when asked: {ring}");
             let lanes: std::collections::HashMap<u64, (u64, u64)> = logged["per_address"]
                 .as_array()
                 .unwrap()
@@ -630,6 +660,10 @@ impl<'a> Oracle<'a> {
         assert!(accessed > 0, "the dispatches access memory");
     }
 }
+
+/// Lane accesses as the memory tracer writes them: (instruction,
+/// wavefront, lane, address).
+type Accesses = Vec<[u64; 4]>;
 
 /// An address a host part wrote as `0x` hex text.
 fn hex_address(value: &Value) -> u64 {
@@ -1202,6 +1236,58 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *D) {
     assert!(wrapped, "a dispatch appends more than the ring holds");
 }
 
+/// With `--ring-full drop`, a wavefront that finds the 64-record ring full
+/// drops its records instead of waiting: what arrives is the emulator's
+/// access log less whole appends, in order, and every dropped record is
+/// counted, per dispatch in the report (the ring's `dropped` and a
+/// warning) and by the tool. Without the option nothing is dropped (the
+/// test above, on the same ring).
+#[test]
+fn a_full_ring_drops_records_only_when_asked_and_counts_each() {
+    let target = "gfx90a";
+    let dir = test_directory("dropping-ring");
+    let original = original(target, &dir);
+    let tool = instrument_with("memory-tracer", &original, &dir);
+    let report_path = dir.join("report.json");
+    let run = Run {
+        tool_host: Some(tool.host.clone()),
+        report: Some(report_path.clone()),
+        ring_bytes: Some(2048),
+        drop_when_ring_full: true,
+        ..run_on(target)
+    };
+    let output = run.command(tool.program.as_os_str(), &[]).output().unwrap();
+    let (report, stderr) = reported_warning(output, &report_path, &original.output);
+    let traces = original.oracle().memory_traces(&report, &dir.join("report.json"), &tool.plan);
+    let (mut dropped_in_all, mut dispatches_dropping) = (0, 0);
+    let dispatches = matched_warning(&report, &original.dispatches);
+    for (k, (dispatch, (traced, expected))) in dispatches.iter().zip(traces).enumerate() {
+        let ring = dispatch["globals"].as_array().unwrap().iter().find(|g| g["name"] == "Trace").unwrap();
+        let dropped = ring["dropped"].as_u64().unwrap_or_else(|| panic!("dispatch {k}: the ring's drops in {ring}"));
+        assert_eq!(ring["records"], traced.len() as u64, "dispatch {k}: records delivered");
+        assert_eq!(traced.len() as u64 + dropped, expected.len() as u64, "dispatch {k}: delivered and dropped");
+        assert_eq!(dispatch["tool"]["dropped"].as_u64().unwrap_or(0), dropped, "dispatch {k}: the tool's count");
+        let mut rest = expected.iter();
+        for record in &traced {
+            assert!(
+                rest.any(|e| e[..3] == record[..3]),
+                "dispatch {k}: {record:?} is not next in the emulator's order"
+            );
+        }
+        let problems = dispatch["problems"].as_array().unwrap();
+        let warned = problems.iter().any(|p| p.as_str().unwrap().contains("dropped"));
+        assert_eq!(warned, dropped > 0, "dispatch {k}: a warning says so: {problems:?}");
+        dropped_in_all += dropped;
+        dispatches_dropping += u64::from(dropped > 0);
+    }
+    // The emulator runs a wavefront's next access sooner than the runtime
+    // takes 64 records: a 64-record ring overflows in every run.
+    assert!(dropped_in_all > 0, "the 64-record ring was never full");
+    assert_eq!(report["tool"]["dropped"], dropped_in_all, "the tool's total");
+    assert_eq!(report["warnings"].as_array().unwrap().len() as u64, dispatches_dropping, "{stderr}");
+    assert!(stderr.contains("lane accesses were dropped because the ring was full"), "{stderr}");
+}
+
 /// A dispatch log's digest (`access_digest`, `exec_digest`) as (count, FNV-1a).
 fn logged_digest(dispatch: &Value, name: &str) -> (u64, String) {
     let digest = &dispatch[name];
@@ -1322,7 +1408,7 @@ impl ManyRecords {
         (printed, logged.expect("the kernel's dispatch"))
     }
 
-    /// `program arguments` with `host` and rings of `ring_bytes`, the
+    /// `program arguments` with `host` and rings as `ring` says, the
     /// dispatch logged as `logged`; its file `file` compared with the
     /// original's `digest`, each row's numbers picked by `pick` (given how
     /// to move an address of this run's buffers to the original's).
@@ -1332,7 +1418,7 @@ impl ManyRecords {
         program: &Path,
         host: &Path,
         arguments: &[&str],
-        ring_bytes: u64,
+        ring: RingChoice,
         (printed, logged): &(String, Value),
         (file, digest): (Option<&str>, &str),
         pick: impl Fn(&[u64], &dyn Fn(u64) -> u64) -> [u64; 4],
@@ -1340,7 +1426,8 @@ impl ManyRecords {
         let report_path = self.dir.join(format!("{}.json", host.file_stem().unwrap().to_string_lossy()));
         let run = Run {
             tool_host: Some(host.to_path_buf()),
-            ring_bytes: Some(ring_bytes),
+            ring_bytes: Some(ring.bytes),
+            drop_when_ring_full: ring.drop_when_full,
             report: Some(report_path.clone()),
             ..run_on(self.target)
         };
@@ -1377,12 +1464,12 @@ impl ManyRecords {
     }
 
     /// The memory tracer (its ring, or `tool` for another) on `gather`.
-    fn memory_tracer(&self, tool: &Instrumented, rounds: &str, threads: &str, ring_bytes: u64) -> RingRun {
+    fn memory_tracer(&self, tool: &Instrumented, rounds: &str, threads: &str, ring: RingChoice) -> RingRun {
         let arguments = ["gather", rounds, threads];
         let original = self.original(&arguments);
         let pick = |r: &[u64], moved: &dyn Fn(u64) -> u64| [r[1], r[2], r[3], moved(r[4])];
         let file = (tool.host.to_string_lossy().contains("tracer").then_some("memory-trace.tsv"), "access_digest");
-        self.run(&tool.program, &tool.host, &arguments, ring_bytes, &original, file, pick)
+        self.run(&tool.program, &tool.host, &arguments, ring, &original, file, pick)
     }
 
     /// Branch divergence on `diverge`.
@@ -1392,7 +1479,20 @@ impl ManyRecords {
         let tool = instrument_with("branch-divergence", &self.original, &self.dir);
         let pick = |r: &[u64], _: &dyn Fn(u64) -> u64| [r[2], r[3], r[4], r[5]];
         let file = (Some("branch-records.tsv"), "exec_digest");
-        self.run(&tool.program, &tool.host, &arguments, ring_bytes, &original, file, pick)
+        self.run(&tool.program, &tool.host, &arguments, RingChoice::waiting(ring_bytes), &original, file, pick)
+    }
+}
+
+/// Host memory per ring, and whether a full ring drops records.
+#[derive(Clone, Copy)]
+struct RingChoice {
+    bytes: u64,
+    drop_when_full: bool,
+}
+
+impl RingChoice {
+    fn waiting(bytes: u64) -> Self {
+        RingChoice { bytes, drop_when_full: false }
     }
 }
 
@@ -1412,7 +1512,7 @@ impl ManyRecords {
 fn rings_deliver_every_one_of_millions_of_records_in_order() {
     let many = ManyRecords::new("many-records");
     let tracer = instrument_with("memory-tracer", &many.original, &many.dir);
-    let traced = many.memory_tracer(&tracer, "80", "65536", 1 << 20);
+    let traced = many.memory_tracer(&tracer, "80", "65536", RingChoice::waiting(1 << 20));
     assert_eq!(traced.expected, 65536 * 81, "the original's accesses");
     assert!(traced.equal, "the trace is the emulator's access log, in order");
     assert_eq!(traced.delivered, traced.expected);
@@ -1454,10 +1554,18 @@ fn rings_at_full_size() {
     println!("|---|---:|---:|---|---:|---:|");
     let tracer = instrument_with("memory-tracer", &many.original, &many.dir);
     for (what, bytes) in [("memory tracer, 4 MiB ring", 4u64 << 20), ("memory tracer, 64 MiB ring", 64 << 20)] {
-        let run = many.memory_tracer(&tracer, &rounds, "65536", bytes);
+        let run = many.memory_tracer(&tracer, &rounds, "65536", RingChoice::waiting(bytes));
         assert!(run.equal, "{what}");
         row(what, &run);
     }
+    // The 4 MiB ring again, dropping what does not fit instead of waiting:
+    // what arrives and what the report counts as dropped add up.
+    let dropping = RingChoice { bytes: 4 << 20, drop_when_full: true };
+    let run = many.memory_tracer(&tracer, &rounds, "65536", dropping);
+    let ring = run.dispatch["globals"].as_array().unwrap().iter().find(|g| g["name"] == "Trace").unwrap().clone();
+    let dropped = ring["dropped"].as_u64().unwrap();
+    assert_eq!(run.delivered + dropped, run.expected, "delivered and dropped: {ring}");
+    row(&format!("memory tracer, 4 MiB ring, `--ring-full drop` ({dropped} dropped, counted)"), &run);
     // The same ring with a host part that only counts: the streaming
     // alone, without the tracer's file of 1.7 GB.
     let counting = host_part_of(
@@ -1476,7 +1584,7 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *D) {
         &many.dir,
     );
     let counted = Instrumented { host: counting, ..instrument_with("memory-tracer", &many.original, &many.dir) };
-    let run = many.memory_tracer(&counted, &rounds, "65536", 64 << 20);
+    let run = many.memory_tracer(&counted, &rounds, "65536", RingChoice::waiting(64 << 20));
     assert!(run.equal, "the counting host part");
     row("memory tracer, 64 MiB ring, a host part that only counts", &run);
     let device = build_tool(Compiler::Hipcc, &input("tools/buffered-tracer.hip"), "-O3", &many.dir);
@@ -1488,7 +1596,8 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *D) {
         device,
         plan_file: repo().join("hook-sdk/examples/memory-tracer/plan.toml"),
     };
-    row("memory tracer before rings (2^20-record buffer)", &many.memory_tracer(&buffered, &rounds, "65536", 1));
+    let run = many.memory_tracer(&buffered, &rounds, "65536", RingChoice::waiting(1));
+    row("memory tracer before rings (2^20-record buffer)", &run);
     let run = many.branch_divergence(&branch_rounds, "65536", 64 << 20);
     assert!(run.equal, "branch divergence");
     row("branch divergence, 64 MiB ring", &run);

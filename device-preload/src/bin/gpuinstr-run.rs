@@ -18,6 +18,13 @@ use std::process::ExitCode;
 use clap::Parser;
 use gpuinstr_device_preload::run::{library, Run};
 
+/// `--ring-full`: what a kernel does when a ring of records is full.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum RingFull {
+    Wait,
+    Drop,
+}
+
 #[derive(Parser)]
 #[command(about = "Run a ROCm program on gpuinstr's emulated GPU")]
 struct Arguments {
@@ -77,6 +84,12 @@ struct Arguments {
     /// time, never records.
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
     ring_bytes: Option<u64>,
+    /// What a kernel does when a ring has no room for its records: `wait`
+    /// (the default: nothing is lost) or `drop` them, each dispatch's
+    /// drops counted in the report as a warning and by the tool (partial
+    /// traces that cost less time).
+    #[arg(long, value_name = "WHAT", value_enum, default_value_t = RingFull::Wait)]
+    ring_full: RingFull,
     /// Dynamic mode: instrument every code object the program loads with
     /// this tool (a file `gpuinstr-link instrument --tool` takes), in the
     /// program's process, cached on disk by content. Needs --plan.
@@ -178,6 +191,7 @@ fn main() -> ExitCode {
         database: arguments.database,
         no_database_records: arguments.no_database_records,
         ring_bytes: arguments.ring_bytes,
+        drop_when_ring_full: arguments.ring_full == RingFull::Drop,
         dispatch_log: arguments.dispatch_log,
         dispatch_log_exec: arguments.dispatch_log_exec,
         dispatch_log_accesses: arguments.dispatch_log_accesses,

@@ -87,6 +87,10 @@ extern "C" void gpuinstr_tool_records(const gpuinstr_records *Batch) {
   Read[Id] += Count;
 }
 
+/// Records the hooks dropped because the ring was full (only with
+/// `gpuinstr-run --ring-full drop`).
+uint64_t Dropped = 0;
+
 extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
   size_t RingSize = 0;
   if (!gpuinstr_global(Dispatch, "BranchRecords", &RingSize) || RingSize != 8) {
@@ -136,6 +140,10 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
   gpuinstr_report_json(Dispatch, "branches", (Json + "]").c_str());
   gpuinstr_report_u64(Dispatch, "records", Count);
   gpuinstr_report_u64(Dispatch, "divergent", Divergent);
+  if (const uint64_t DroppedHere = gpuinstr_dispatch_dropped(Dispatch, "BranchRecords")) {
+    gpuinstr_report_u64(Dispatch, "dropped", DroppedHere);
+    Dropped += DroppedHere;
+  }
 }
 
 extern "C" void gpuinstr_tool_exit(void) {
@@ -169,6 +177,8 @@ extern "C" void gpuinstr_tool_exit(void) {
   gpuinstr_report_run_u64("divergent", Divergent);
   if (!LeftOut.empty())
     gpuinstr_report_run_u64("left_out", LeftOut.size());
+  if (Dropped)
+    gpuinstr_report_run_u64("dropped", Dropped);
 
   std::fprintf(stderr, "branch divergence: %zu branches executed (%zu of %zu instrumented never ran), %llu of %llu "
                "wavefront executions divergent\n",
@@ -176,6 +186,10 @@ extern "C" void gpuinstr_tool_exit(void) {
                static_cast<unsigned long long>(Executions));
   if (!LeftOut.empty())
     std::fprintf(stderr, "  PARTIAL: %zu branches of the kernels run were left out, not recorded\n", LeftOut.size());
+  if (Dropped)
+    std::fprintf(stderr, "  PARTIAL: %llu branch records were dropped because the ring was full (--ring-full drop); "
+                 "the numbers above count only the rest\n",
+                 static_cast<unsigned long long>(Dropped));
   for (size_t K = 0; K < Sorted.size() && K < 10 && Sorted[K]->Divergent; ++K)
     std::fprintf(stderr, "  %10llu of %10llu divergent  %s%s%s at 0x%llx: %s\n",
                  static_cast<unsigned long long>(Sorted[K]->Divergent),

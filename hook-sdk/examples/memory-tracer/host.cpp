@@ -114,6 +114,10 @@ extern "C" void gpuinstr_tool_records(const gpuinstr_records *Records) {
   S.Records += Count;
 }
 
+/// Records the hooks dropped because the ring was full (only with
+/// `gpuinstr-run --ring-full drop`).
+uint64_t Dropped = 0;
+
 extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
   size_t RingSize = 0;
   if (!gpuinstr_global(Dispatch, "Trace", &RingSize) || RingSize != 8) {
@@ -179,6 +183,10 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
   }
   gpuinstr_report_json(Dispatch, "instructions", (Json + "]").c_str());
   gpuinstr_report_u64(Dispatch, "records", Appended);
+  if (const uint64_t DroppedHere = gpuinstr_dispatch_dropped(Dispatch, "Trace")) {
+    gpuinstr_report_u64(Dispatch, "dropped", DroppedHere);
+    Dropped += DroppedHere;
+  }
 }
 
 extern "C" void gpuinstr_tool_exit(void) {
@@ -209,6 +217,8 @@ extern "C" void gpuinstr_tool_exit(void) {
   gpuinstr_report_run_u64("accesses", Accesses);
   if (!LeftOut.empty())
     gpuinstr_report_run_u64("left_out", LeftOut.size());
+  if (Dropped)
+    gpuinstr_report_run_u64("dropped", Dropped);
 
   std::sort(Sorted.begin(), Sorted.end(), [](const auto *A, const auto *B) { return A->second.Lines > B->second.Lines; });
   std::fprintf(stderr, "memory tracer: %llu lane accesses by %zu instructions (%zu of %zu instrumented never ran); "
@@ -225,4 +235,8 @@ extern "C" void gpuinstr_tool_exit(void) {
   if (!LeftOut.empty())
     std::fprintf(stderr, "  PARTIAL: %zu memory instructions of the kernels run were left out, not traced\n",
                  LeftOut.size());
+  if (Dropped)
+    std::fprintf(stderr, "  PARTIAL: %llu lane accesses were dropped because the ring was full (--ring-full drop); "
+                 "the numbers above count only the rest\n",
+                 static_cast<unsigned long long>(Dropped));
 }

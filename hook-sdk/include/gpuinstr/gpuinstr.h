@@ -60,7 +60,10 @@ struct gpuinstr_ring_declaration {
 struct gpuinstr_ring_head {
   /// Records reserved so far in the run (hooks add, system scope).
   uint64_t Reserved;
-  uint64_t Unused[7];
+  /// Records dropped so far in the run because the ring was full (only
+  /// when `WhenFull` says drop; hooks add, system scope).
+  uint64_t Dropped;
+  uint64_t Unused[6];
   /// Records the runtime has taken (it alone writes; on its own 64 bytes).
   uint64_t Read;
   /// The capacity in records, a power of two, less one.
@@ -70,7 +73,15 @@ struct gpuinstr_ring_head {
   /// Where one 64-bit word per record is: record `I` is complete when
   /// the word at `I & Mask` holds `I + 1`.
   uint64_t Sequences;
+  /// What a wavefront does when the ring has no room for its records:
+  /// GPUINSTR_RING_WAIT (the default) or GPUINSTR_RING_DROP
+  /// (`gpuinstr-run --ring-full drop`).
+  uint64_t WhenFull;
 };
+
+/// Values of gpuinstr_ring_head::WhenFull.
+#define GPUINSTR_RING_WAIT 0
+#define GPUINSTR_RING_DROP 1
 
 namespace gpuinstr {
 /// A ring of `Record`s that the runtime empties while the dispatch runs
@@ -291,7 +302,11 @@ __device__ inline uint64_t uniform(uint64_t Value) {
 /// all with one system-scope atomic, the wavefront waits (s_sleep, a
 /// uniform loop) while the ring has no room for them, then every lane
 /// writes its record and, last, its sequence word (a system-scope
-/// release), which tells the runtime the record is complete.
+/// release), which tells the runtime the record is complete. When the run
+/// drops records of full rings (`gpuinstr-run --ring-full drop`), a
+/// wavefront that finds no room for its records before reserving counts
+/// them in the head's `Dropped` and goes on without them (one that found
+/// room may still wait a little, if others reserved it first).
 template <typename Record> __device__ inline void append(Ring<Record> *Into, const Record &Value) {
   if (Into == nullptr)
     return;
@@ -300,15 +315,29 @@ template <typename Record> __device__ inline void append(Ring<Record> *Into, con
   Record *Records = reinterpret_cast<Record *>(Head->Records);
   uint64_t *Sequences = reinterpret_cast<uint64_t *>(Head->Sequences);
   const uint32_t Rank = activeLaneRank();
-  // EXEC before the branch below (inside it only the first lane is on).
+  // EXEC before the branches below (inside them only the first lane is on).
   const uint64_t Lanes = __popcll(__builtin_amdgcn_read_exec());
+  // Where the ring's room ends: the records the runtime has taken, plus
+  // its capacity.
+  const auto RoomEnd = [Head, Mask] {
+    return uniform(__hip_atomic_load(&Head->Read, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM)) + Mask + 1;
+  };
+  uint64_t End = RoomEnd();
+  if (uniform(Head->WhenFull) == GPUINSTR_RING_DROP &&
+      uniform(__hip_atomic_load(&Head->Reserved, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM)) + Lanes > End) {
+    if (Rank == 0)
+      __hip_atomic_fetch_add(&Head->Dropped, Lanes, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+    return;
+  }
   uint64_t First = 0;
   if (Rank == 0)
     First = __hip_atomic_fetch_add(&Head->Reserved, Lanes, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
   First = uniform(First);
   // The whole wavefront waits (a uniform loop) while the ring has no room.
-  while (First + Lanes > uniform(__hip_atomic_load(&Head->Read, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM)) + Mask + 1)
+  while (First + Lanes > End) {
     __builtin_amdgcn_s_sleep(2);
+    End = RoomEnd();
+  }
   const uint64_t Index = First + Rank;
   Records[Index & Mask] = Value;
   __hip_atomic_store(Sequences + (Index & Mask), Index + 1, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);

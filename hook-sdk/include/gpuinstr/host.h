@@ -95,6 +95,10 @@ const void *gpuinstr_global(const gpuinstr_dispatch *Dispatch, const char *Name,
 /// Records of the ring `Ring` (its name in tool.hip) the dispatch appended:
 /// all of them reached gpuinstr_tool_records before this call.
 uint64_t gpuinstr_dispatch_records(const gpuinstr_dispatch *Dispatch, const char *Ring);
+/// Records of the ring `Ring` the dispatch's hooks dropped because it was
+/// full: 0 unless the run drops them (`gpuinstr-run --ring-full drop`), in
+/// which case the report counts them too. Say so with the tool's results.
+uint64_t gpuinstr_dispatch_dropped(const gpuinstr_dispatch *Dispatch, const char *Ring);
 
 /// The dispatch the records belong to (its gpuinstr_dispatch_id), its
 /// kernel and code object (the same pointer as its load call got).
