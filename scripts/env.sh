@@ -128,7 +128,8 @@ wanted="${packages[*]}"
 if [ "$(cat "$root/.packages" 2>/dev/null)" != "$wanted" ]; then
   echo "env $name: installing ${packages[*]}" >&2
   # sid's Release files may look expired by this machine's clock.
-  apt=(env DEBIAN_FRONTEND=noninteractive apt-get -o Acquire::Check-Valid-Until=false)
+  # The caller's TMPDIR may not exist inside the chroot (maintainer scripts use it).
+  apt=(env -u TMPDIR DEBIAN_FRONTEND=noninteractive apt-get -o Acquire::Check-Valid-Until=false)
   install=(install -y -q --no-install-recommends)
   [ -n "$from" ] && install+=(-t "$from")
   { chroot "$root" "${apt[@]}" update -q && chroot "$root" "${apt[@]}" "${install[@]}" "${packages[@]}"; } \
@@ -146,7 +147,7 @@ if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null \
   && ! diff -rq /usr/local/share/ca-certificates "$root/usr/local/share/ca-certificates" >/dev/null 2>&1; then
   mkdir -p "$root/usr/local/share/ca-certificates"
   cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
-  chroot "$root" update-ca-certificates >/dev/null 2>&1
+  chroot "$root" env -u TMPDIR update-ca-certificates >/dev/null 2>&1
 fi
 
 target_dir="$base/cargo"
