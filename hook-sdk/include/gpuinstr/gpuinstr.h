@@ -323,16 +323,22 @@ template <typename Record> __device__ inline void append(Ring<Record> *Into, con
     return uniform(__hip_atomic_load(&Head->Read, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM)) + Mask + 1;
   };
   uint64_t End = RoomEnd();
-  if (uniform(Head->WhenFull) == GPUINSTR_RING_DROP &&
-      uniform(__hip_atomic_load(&Head->Reserved, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM)) + Lanes > End) {
-    if (Rank == 0)
-      __hip_atomic_fetch_add(&Head->Dropped, Lanes, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
-    return;
-  }
+  const bool Dropping =
+      uniform(Head->WhenFull) == GPUINSTR_RING_DROP &&
+      uniform(__hip_atomic_load(&Head->Reserved, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM)) + Lanes > End;
+  // One atomic either way: the first lane adds the wavefront's lanes to
+  // `Dropped` when dropping them, else to `Reserved` (one shape for both:
+  // an early return of its own made LLVM reload a live register in
+  // rocRAND's mtgp32 kernel, and two points were left out).
   uint64_t First = 0;
   if (Rank == 0)
-    First = __hip_atomic_fetch_add(&Head->Reserved, Lanes, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+    First = __hip_atomic_fetch_add(Dropping ? &Head->Dropped : &Head->Reserved, Lanes, __ATOMIC_RELAXED,
+                                   __HIP_MEMORY_SCOPE_SYSTEM);
+  // Read before the branch: the atomic's result is waited for on both
+  // paths (none of it is in flight when the hook ends).
   First = uniform(First);
+  if (Dropping)
+    return;
   // The whole wavefront waits (a uniform loop) while the ring has no room.
   while (First + Lanes > End) {
     __builtin_amdgcn_s_sleep(2);
