@@ -380,22 +380,23 @@ pub unsafe extern "C" fn gpuinstr_dispatch_points_left_out(dispatch: *const c_vo
     dispatch_of(dispatch).map_or(0, |d| d.points_left_out)
 }
 
+/// What the dispatch appended to the ring a host part names (nothing for
+/// a null pointer or a ring it lacks).
+unsafe fn appended_to(dispatch: *const c_void, ring: *const c_char) -> crate::rings::Appended {
+    match dispatch_of(dispatch) {
+        Some(d) if !ring.is_null() => d.ring_records(&CStr::from_ptr(ring).to_string_lossy()).unwrap_or_default(),
+        _ => Default::default(),
+    }
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn gpuinstr_dispatch_records(dispatch: *const c_void, ring: *const c_char) -> u64 {
-    let Some(d) = dispatch_of(dispatch) else { return 0 };
-    if ring.is_null() {
-        return 0;
-    }
-    d.ring_records(&CStr::from_ptr(ring).to_string_lossy()).map_or(0, |a| a.records)
+    appended_to(dispatch, ring).records
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn gpuinstr_dispatch_dropped(dispatch: *const c_void, ring: *const c_char) -> u64 {
-    let Some(d) = dispatch_of(dispatch) else { return 0 };
-    if ring.is_null() {
-        return 0;
-    }
-    d.ring_records(&CStr::from_ptr(ring).to_string_lossy()).map_or(0, |a| a.dropped)
+    appended_to(dispatch, ring).dropped
 }
 
 /// The records a tool's pointer stands for.
