@@ -524,6 +524,21 @@ fn check_memory_tracer(app: &CodeObject, output: &CodeObject, plan: &Plan, case:
     }
 }
 
+/// tests/inputs/kernels/neighbours.hip's `stencil` over `n` of `groups`
+/// workgroups of 64, reading `inputs` floats (at least `4 * n + 5`).
+fn stencil_case(groups: u32, inputs: usize, n: i32) -> Case {
+    Case {
+        kernel: "_Z7stencilPfPKfii",
+        launch: Launch::linear(groups, 64),
+        arguments: vec![
+            Argument::Buffer(words(vec![0; groups as usize * 64])),
+            Argument::Buffer((0..inputs).flat_map(|i| (i as f32).to_le_bytes()).collect()),
+            Argument::Value(n.to_le_bytes().to_vec()),
+            Argument::Value(2i32.to_le_bytes().to_vec()),
+        ],
+    }
+}
+
 /// A ring of 64 records that nobody empties (the standalone emulator has no
 /// runtime), in a run that drops records of full rings: the wavefronts
 /// whose records fit reserve them and write them whole, every other
@@ -536,16 +551,7 @@ fn the_memory_tracer_drops_what_a_full_ring_cannot_take_and_counts_it() {
     let dir = scratch();
     let tool = example_tool("memory-tracer", dir.path());
     let plan = example_plan("memory-tracer");
-    let case = Case {
-        kernel: "_Z7stencilPfPKfii",
-        launch: Launch::linear(4, 64),
-        arguments: vec![
-            Argument::Buffer(words([0; 256])),
-            Argument::Buffer((0..1024).flat_map(|i| (i as f32).to_le_bytes()).collect()),
-            Argument::Value(200i32.to_le_bytes().to_vec()),
-            Argument::Value(2i32.to_le_bytes().to_vec()),
-        ],
-    };
+    let case = stencil_case(4, 1024, 200);
     for target in ["gfx90a", "gfx908"] {
         let name = format!("{target} {}", case.kernel);
         let app = load::load_for_target(&test_kernels("neighbours"), Some(target)).unwrap().code_objects.remove(0);
@@ -598,16 +604,7 @@ fn the_memory_tracer_traces_each_offset_of_a_shared_payload() {
     let dir = scratch();
     let tool = example_tool("memory-tracer", dir.path());
     let plan = example_plan("memory-tracer");
-    let case = Case {
-        kernel: "_Z7stencilPfPKfii",
-        launch: Launch::linear(2, 64),
-        arguments: vec![
-            Argument::Buffer(words([0; 128])),
-            Argument::Buffer((0..514).flat_map(|i| (i as f32).to_le_bytes()).collect()),
-            Argument::Value(100i32.to_le_bytes().to_vec()),
-            Argument::Value(2i32.to_le_bytes().to_vec()),
-        ],
-    };
+    let case = stencil_case(2, 514, 100);
     for target in ["gfx90a", "gfx908"] {
         let app = load::load_for_target(&test_kernels("neighbours"), Some(target)).unwrap().code_objects.remove(0);
         // The fact under test: two points read one base register at different offsets.
