@@ -87,32 +87,39 @@ fn an_access_outside_device_memory_stops_the_program_naming_the_kernel() {
 
 /// Device memory is the host's: a program asking for more than the model
 /// has gets hipErrorOutOfMemory, piece by piece or all at once, never the
-/// kernel's OOM killer (a 512 MiB device here, so the test costs little).
+/// kernel's OOM killer, on every model (a 512 MiB device here, so the test
+/// costs little).
 #[test]
 fn memory_past_the_device_is_out_of_memory_not_the_oom_killer() {
     let scratch = tempfile::tempdir().unwrap();
-    let program = build("out_of_memory", "gfx90a", scratch.path());
-    let output = common::gpuinstr_run()
-        .args(["--target", "gfx90a", "--device-memory", "512M", "--"])
-        .arg(&program)
-        .output()
-        .expect("gpuinstr-run runs");
-    let printed = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{printed}{}", String::from_utf8_lossy(&output.stderr));
-    assert!(printed.contains("device memory: 512 MiB\n"), "{printed}");
-    // Eight 64 MiB pieces, less what the runtime keeps of its own.
-    let pieces = printed.lines().find_map(|l| l.strip_prefix("pieces allocated: ")).expect("pieces");
-    let (count, then) = pieces.split_once(", then ").expect("a count and an error");
-    let count = count.parse::<u32>().unwrap();
-    assert!((6..=8).contains(&count), "{printed}");
-    assert_eq!(then, "hipErrorOutOfMemory", "{printed}");
-    assert!(printed.contains("larger than the device: hipErrorOutOfMemory\n"), "{printed}");
-    // All but the one given back for the runtime's own buffers.
-    assert!(printed.contains(&format!("pieces written: {}\n", count - 1)), "{printed}");
-    assert!(printed.contains("after freeing: hipSuccess\n"), "{printed}");
-    // Asked for more than the host can back, the device has what it backs.
-    let refused = common::gpuinstr_run().args(["--device-memory", "lots", "--"]).arg(&program).output().unwrap();
-    assert_eq!(refused.status.code(), Some(2), "{}", String::from_utf8_lossy(&refused.stderr));
+    for target in every_model() {
+        let program = build("out_of_memory", target, scratch.path());
+        let output = common::gpuinstr_run()
+            .args(["--target", target, "--device-memory", "512M", "--"])
+            .arg(&program)
+            .output()
+            .expect("gpuinstr-run runs");
+        let printed = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{target}: {printed}{}", String::from_utf8_lossy(&output.stderr));
+        assert!(printed.contains("device memory: 512 MiB\n"), "{target}: {printed}");
+        // Eight 64 MiB pieces, less what the runtime keeps of its own.
+        let pieces = printed.lines().find_map(|l| l.strip_prefix("pieces allocated: ")).expect("pieces");
+        let (count, then) = pieces.split_once(", then ").expect("a count and an error");
+        let count = count.parse::<u32>().unwrap();
+        assert!((6..=8).contains(&count), "{target}: {printed}");
+        assert_eq!(then, "hipErrorOutOfMemory", "{target}: {printed}");
+        assert!(printed.contains("larger than the device: hipErrorOutOfMemory\n"), "{target}: {printed}");
+        // All but the one given back for the runtime's own buffers.
+        assert!(printed.contains(&format!("pieces written: {}\n", count - 1)), "{target}: {printed}");
+        assert!(printed.contains("after freeing: hipSuccess\n"), "{target}: {printed}");
+        // Asked for more than the host can back, the device has what it backs.
+        let refused = common::gpuinstr_run()
+            .args(["--target", target, "--device-memory", "lots", "--"])
+            .arg(&program)
+            .output()
+            .unwrap();
+        assert_eq!(refused.status.code(), Some(2), "{target}: {}", String::from_utf8_lossy(&refused.stderr));
+    }
 }
 
 #[test]
