@@ -43,12 +43,56 @@ pub const STARVED_PAYLOAD_VGPRS: usize = 2 * PAYLOAD_VGPRS;
 
 /// How many VGPRs a payload gets at least (parking live ones in dead AGPRs
 /// where fewer are dead).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PayloadRoom {
     /// This many dead VGPRs.
     Vgprs(usize),
     /// This many dead VGPRs in dead even-odd pairs.
     AlignedPairs(usize),
+    /// Dead VGPRs in runs of these lengths, each run contiguous (a run of
+    /// two or more starting at an even register): what a template's
+    /// renamed copy needs, whose tuples overlap into runs longer than a
+    /// pair.
+    Runs(VgprRuns),
+}
+
+impl PayloadRoom {
+    /// Rooms of the starved retry's kind (a second try, which may spill
+    /// live VGPRs to scratch memory).
+    fn is_roomy(self) -> bool {
+        matches!(self, PayloadRoom::AlignedPairs(_) | PayloadRoom::Runs(_))
+    }
+}
+
+/// The lengths of the VGPR runs a payload needs, longest first (at most
+/// [`VgprRuns::MAX`]; unused entries are 0).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct VgprRuns([u8; VgprRuns::MAX]);
+
+impl VgprRuns {
+    pub const MAX: usize = 8;
+
+    /// The runs of `lengths`, or `None` when there are more than
+    /// [`VgprRuns::MAX`] or one is longer than 255.
+    pub fn new(lengths: impl IntoIterator<Item = usize>) -> Option<VgprRuns> {
+        let mut sorted: Vec<u8> = lengths.into_iter().map(u8::try_from).collect::<Result<_, _>>().ok()?;
+        if sorted.len() > Self::MAX {
+            return None;
+        }
+        sorted.sort_unstable_by(|a, b| b.cmp(a));
+        let mut runs = [0; Self::MAX];
+        runs[..sorted.len()].copy_from_slice(&sorted);
+        Some(VgprRuns(runs))
+    }
+
+    /// Each run's length, longest first.
+    pub fn lengths(self) -> impl Iterator<Item = u16> {
+        self.0.into_iter().take_while(|l| *l > 0).map(u16::from)
+    }
+
+    pub fn total(self) -> usize {
+        self.lengths().map(usize::from).sum()
+    }
 }
 
 /// How a rejection for want of registers begins.
@@ -114,16 +158,25 @@ fn plan_parking(
     let homes: Vec<u16> = registers.sva.iter().chain(&registers.work_item_ids).copied().collect();
     let dead = |v: &u16| !live.contains(Unit::vgpr(*v)) && !homes.contains(v);
     let limit = registers.vgpr_limit.min(wave_vgprs);
-    let dead_vgprs: Vec<u16> = (0..limit).rev().filter(dead).chain((limit..wave_vgprs).filter(dead)).collect();
+    let mut dead_vgprs: Vec<u16> = (0..limit).rev().filter(dead).chain((limit..wave_vgprs).filter(dead)).collect();
     let loads_wanted = registers.values_loaded();
     let short = match room {
         PayloadRoom::Vgprs(wanted) => (wanted + loads_wanted).saturating_sub(dead_vgprs.len()),
+        PayloadRoom::Runs(runs) => (runs.total() + loads_wanted).saturating_sub(dead_vgprs.len()),
         PayloadRoom::AlignedPairs(wanted) => {
             let paired = dead_vgprs.iter().filter(|v| dead_vgprs.contains(&(*v ^ 1))).count();
             (wanted + 2 * loads_wanted).saturating_sub(paired)
         }
     };
-    if loads_wanted == 0 && short == 0 {
+    // Runs need their windows dead too, not only as many dead VGPRs.
+    let runs_fit = match room {
+        PayloadRoom::Runs(runs) => {
+            let dead: BTreeSet<u16> = dead_vgprs.iter().copied().collect();
+            run_windows(runs, wave_vgprs, &dead, |_| false).len() == runs.total()
+        }
+        _ => true,
+    };
+    if loads_wanted == 0 && short == 0 && runs_fit {
         return Ok(None);
     }
     let agpr_homes: Vec<u16> = registers.in_agprs.iter().flat_map(AgprHomes::agprs).collect();
@@ -173,6 +226,27 @@ fn plan_parking(
             moved.push((keep ^ 1, fill));
             free.insert(keep ^ 1);
             free.remove(&fill);
+        }
+    }
+    if let PayloadRoom::Runs(runs) = room {
+        let free: BTreeSet<u16> =
+            dead_vgprs.iter().copied().chain(borrowed.iter().map(|(v, _)| *v)).chain(spilled.iter().copied()).collect();
+        let movable =
+            |v: u16| v < wave_vgprs && !homes.contains(&v) && !read.contains(Unit::vgpr(v)) && Some(v) != rescued;
+        let windows = run_windows(runs, wave_vgprs, &free, movable);
+        // Loads take free VGPRs outside the windows first; the live ones
+        // in the windows move into the free ones loads leave.
+        dead_vgprs.sort_by_key(|v| windows.contains(v));
+        let mut spare: Vec<u16> = dead_vgprs
+            .iter()
+            .chain(borrowed.iter().map(|(v, _)| v))
+            .chain(&spilled)
+            .copied()
+            .filter(|v| !windows.contains(v))
+            .collect();
+        for from in windows.iter().copied().filter(|v| !free.contains(v)) {
+            let Some(to) = spare.pop() else { break };
+            moved.push((from, to));
         }
     }
     // Loads take dead VGPRs first, then borrowed ones.
@@ -300,6 +374,26 @@ fn plan_parking(
         work_item_ids,
         parking: Parking { exec_pair, loads, borrowed, moved, spilled, spill_frame, slot_loads, rescue },
     }))
+}
+
+/// Where runs of `runs`' lengths go among `wave_vgprs` VGPRs: for each
+/// run, longest first, the window (a run of two or more starts at an even
+/// register) of `free` or `movable` VGPRs in no earlier window that holds
+/// the fewest live ones (not `free`), the lowest on ties. A run no window
+/// takes is left out: the renaming then finds no room, as before.
+fn run_windows(runs: VgprRuns, wave_vgprs: u16, free: &BTreeSet<u16>, movable: impl Fn(u16) -> bool) -> BTreeSet<u16> {
+    let mut windows = BTreeSet::new();
+    for length in runs.lengths() {
+        let align = if length >= 2 { 2 } else { 1 };
+        let best = (0..wave_vgprs.saturating_sub(length - 1))
+            .step_by(align)
+            .filter(|base| (*base..base + length).all(|v| (free.contains(&v) || movable(v)) && !windows.contains(&v)))
+            .min_by_key(|base| (*base..base + length).filter(|v| !free.contains(v)).count());
+        if let Some(base) = best {
+            windows.extend(base..base + length);
+        }
+    }
+    windows
 }
 
 #[derive(Clone, Debug)]
@@ -1315,7 +1409,7 @@ pub fn payload_sites(
         // Spilling to scratch is the last resort (the starved retry), and
         // reaches the instrumentation frame through an SVA in a VGPR (its
         // home, or a copy loaded from its AGPR or its wave's slot).
-        let spill_frame = (matches!(options.payload_room, PayloadRoom::AlignedPairs(_))
+        let spill_frame = (options.payload_room.is_roomy()
             && options.spill_to_scratch
             && (registers.sva.is_some() || registers.in_wave_slot.is_some() || registers.in_agprs.is_some()))
         .then(|| Frame::new(lifted.code_object.target.has_architected_flat_scratch()));
@@ -1520,7 +1614,7 @@ fn compile_hook_payloads(
             })
         })
         .collect();
-    if !starved.is_empty() && !matches!(options.payload_room, PayloadRoom::AlignedPairs(_)) {
+    if !starved.is_empty() && !options.payload_room.is_roomy() {
         let roomier =
             PayloadOptions { payload_room: PayloadRoom::AlignedPairs(STARVED_PAYLOAD_VGPRS), ..options.clone() };
         let starved_points: Vec<PayloadPoint> = starved.iter().map(|i| points[*i].clone()).collect();
@@ -1895,7 +1989,7 @@ fn compile_templates(
         add_globals(&mut globals, tight.globals);
         timings.extend(tight.timings);
         let mut next_round = Vec::new();
-        let mut by_room: BTreeMap<usize, Vec<(usize, usize, usize)>> = BTreeMap::new();
+        let mut by_room: BTreeMap<PayloadRoom, Vec<(usize, usize, usize)>> = BTreeMap::new();
         for (member, group) in pending {
             let Some(&variant_index) = variant_of.get(&group) else {
                 next_round.push((member, group));
@@ -1923,11 +2017,21 @@ fn compile_templates(
                     }
                 }
             }
-            let room = placement::vgprs_needed(&variant.payload.code, &variant.site, &reads[group]);
+            // Parked for: the tight variant, unless it took AGPRs the
+            // site may not have (LLVM's spills on gfx90a) and the group's
+            // own template took none.
+            let variant_index = match placement::agprs_used(&variant.payload.code) > site.max_agprs
+                && placement::agprs_used(&variants[group].payload.code) == 0
+            {
+                true => group,
+                false => variant_index,
+            };
+            let variant = &variants[variant_index];
+            let room = placement::room_needed(&variant.payload.code, &variant.site, &reads[group]);
             by_room.entry(room).or_default().push((member, group, variant_index));
         }
         for (room, members) in by_room {
-            let roomy = PayloadOptions { payload_room: PayloadRoom::AlignedPairs(room), ..options.clone() };
+            let roomy = PayloadOptions { payload_room: room, ..options.clone() };
             let member_points: Vec<PayloadPoint> = members.iter().map(|(m, _, _)| points[*m].clone()).collect();
             let roomy_sites = payload_sites(compiler.lifted, liveness, &member_points, &roomy)?;
             for ((member, group, variant_index), parked) in members.into_iter().zip(roomy_sites) {
@@ -2845,6 +2949,48 @@ mod tests {
         live.insert(Unit::vgpr(11));
         let starved = plan_parking(&registers, &live, &read, 64, 8, PayloadRoom::AlignedPairs(6), frame);
         assert!(starved.map_or(true, |p| p.is_none_or(|p| p.parking.spilled.is_empty())));
+    }
+
+    #[test]
+    fn runs_a_template_needs_are_made_by_moving_live_vgprs_out_of_one_window() {
+        use crate::stages::liveness::RegisterFile;
+        let registers = FunctionRegisters { vgpr_limit: 32, ..FunctionRegisters::default() };
+        // Every other VGPR dead (v1, v3, ..., v31): sixteen dead, no two
+        // side by side; the hook reads v[10:11].
+        let mut live = UnitSet::EMPTY;
+        for v in (0..32).step_by(2) {
+            live.insert(Unit::vgpr(v));
+        }
+        live.insert(Unit::vgpr(11));
+        let read = UnitSet::range(RegisterFile::Vgpr, 10, 12);
+        let runs = VgprRuns::new([6, 4]).unwrap();
+        let planned = plan_parking(&registers, &live, &read, 32, 0, PayloadRoom::Runs(runs), None)
+            .expect("a parking")
+            .expect("moves");
+        let moved = &planned.parking.moved;
+        assert!(planned.parking.borrowed.is_empty() && planned.parking.spilled.is_empty());
+        // Live ones move out of two windows into dead ones elsewhere.
+        let mut after = live;
+        for (from, to) in moved {
+            assert!(live.contains(Unit::vgpr(*from)) && !live.contains(Unit::vgpr(*to)), "{moved:?}");
+            assert!(!read.contains(Unit::vgpr(*from)), "{moved:?}");
+            after.remove(Unit::vgpr(*from));
+            after.insert(Unit::vgpr(*to));
+        }
+        let free_run = |length: u16, taken: &UnitSet| {
+            (0..=32 - length).step_by(2).find(|b| (*b..b + length).all(|v| !taken.contains(Unit::vgpr(v))))
+        };
+        let six = free_run(6, &after).expect("a window of six");
+        for v in six..six + 6 {
+            after.insert(Unit::vgpr(v));
+        }
+        assert!(free_run(4, &after).is_some(), "{moved:?}");
+        assert_eq!(moved.len(), 5, "three live in the six, two in the four: {moved:?}");
+        // Too few dead VGPRs for both runs, and nothing to park them in: no
+        // moves that could not make them.
+        let crowded = UnitSet::range(RegisterFile::Vgpr, 0, 28);
+        let planned = plan_parking(&registers, &crowded, &read, 32, 0, PayloadRoom::Runs(runs), None).unwrap();
+        assert!(planned.is_none_or(|p| p.parking.moved.len() <= 4));
     }
 
     #[test]

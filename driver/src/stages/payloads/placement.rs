@@ -19,7 +19,7 @@ use crate::stages::lower_mir::PayloadSite;
 use crate::stages::payload::{HookArgument, HookCall, PayloadPoint};
 use gpuinstr_intrinsics::Register;
 
-use super::{CodeLine, CompiledPayload};
+use super::{CodeLine, CompiledPayload, PayloadRoom, VgprRuns};
 
 /// SGPRs a renamed payload may use: those GFX9 code addresses (s0-s101),
 /// but the payload calling convention's frame (s0-s3 scratch V#, s32 stack
@@ -286,18 +286,28 @@ pub fn renameable(template: &CompiledPayload, site: &PayloadSite, read: &UnitSet
         && template.pinned.iter().all(allowed)
 }
 
-/// VGPRs a template's code needs besides those its hooks read and the
-/// SVA's and work-item ids' stand-ins, counted in whole aligned pairs:
-/// the room to park for where too few are dead.
-pub fn vgprs_needed(code: &[CodeLine], template: &PayloadSite, read: &UnitSet) -> usize {
+/// The room a template's code needs at a site where too few VGPRs are dead
+/// for it: its VGPR runs besides those its hooks read and the SVA's and
+/// work-item ids' stand-ins, each contiguous (else, past
+/// [`VgprRuns::MAX`] runs, as many VGPRs in whole aligned pairs).
+pub fn room_needed(code: &[CodeLine], template: &PayloadSite, read: &UnitSet) -> PayloadRoom {
     let stand_ins: Vec<u16> = template.sva.iter().chain(&template.work_item_ids).copied().collect();
-    let needed: usize = runs(code)
+    let lengths: Vec<usize> = runs(code)
         .iter()
         .filter(|run| run.file == RegisterFile::Vgpr)
         .filter(|run| !(run.first..=run.last).any(|v| read.contains(Unit::vgpr(v)) || stand_ins.contains(&v)))
         .map(|run| usize::from(run.last - run.first + 1))
-        .sum();
-    needed.div_ceil(2) * 2
+        .collect();
+    match VgprRuns::new(lengths.iter().copied()) {
+        Some(runs) => PayloadRoom::Runs(runs),
+        None => PayloadRoom::AlignedPairs(lengths.iter().sum::<usize>().div_ceil(2) * 2),
+    }
+}
+
+/// How many AGPRs a template's code names (one past the highest), which a
+/// site must have for its copy.
+pub fn agprs_used(code: &[CodeLine]) -> u16 {
+    runs(code).iter().filter(|run| run.file == RegisterFile::Agpr).map(|run| run.last + 1).max().unwrap_or(0)
 }
 
 /// A register a line of assembly names: where (bytes), its file, and its
@@ -894,15 +904,25 @@ mod tests {
     }
 
     #[test]
-    fn the_room_a_template_needs_is_its_own_vgprs_in_pairs() {
+    fn the_room_a_template_needs_is_its_own_vgpr_runs() {
         let mut read = UnitSet::EMPTY;
         read.insert(Unit::vgpr(0));
         read.insert(Unit::vgpr(1));
         let template = PayloadSite { sva: Some(2), ..PayloadSite::default() };
-        // v[0:1] read and the SVA's stand-in v2 stay; v[4:5] and v3 are its own.
-        let code = lines("v_readlane_b32 s4, v2, 3\nv_mov_b32_e32 v3, s4\nglobal_atomic_add_x2 v[4:5], v[0:1], off");
-        assert_eq!(vgprs_needed(&code, &template, &read), 4);
-        assert_eq!(vgprs_needed(&lines("s_mov_b64 s[4:5], exec"), &template, &read), 0);
+        // v[0:1] read and the SVA's stand-in v2 stay; v[4:5] and v3 are its
+        // own, and v[6:9] and v[8:11] overlap into one run of six.
+        let code = lines(
+            "v_readlane_b32 s4, v2, 3\nv_mov_b32_e32 v3, s4\nglobal_atomic_add_x2 v[4:5], v[0:1], off\n\
+             global_store_dwordx4 v[0:1], v[6:9], off\nglobal_store_dwordx4 v[0:1], v[8:11], off",
+        );
+        let runs = |lengths: &[usize]| PayloadRoom::Runs(VgprRuns::new(lengths.iter().copied()).unwrap());
+        assert_eq!(room_needed(&code, &template, &read), runs(&[6, 2, 1]));
+        assert_eq!(room_needed(&lines("s_mov_b64 s[4:5], exec"), &template, &read), runs(&[]));
+        // Past VgprRuns::MAX runs: as many VGPRs in aligned pairs.
+        let singles: Vec<String> = (10..20).map(|v| format!("v_mov_b32_e32 v{}, 0", 2 * v)).collect();
+        assert_eq!(room_needed(&lines(&singles.join("\n")), &template, &read), PayloadRoom::AlignedPairs(10));
+        assert_eq!(agprs_used(&lines("v_accvgpr_write_b32 a3, v4")), 4);
+        assert_eq!(agprs_used(&code), 0);
     }
 
     #[test]
