@@ -47,7 +47,8 @@ done
 # Each environment's LLVM major, Debian suite and packages.
 common=(hipcc rocminfo kmod cmake g++ make pkg-config ca-certificates libhsa-runtime-dev
   libamd-comgr-dev librocrand-dev librocsparse-dev librocprim-dev
-  zlib1g-dev libzstd-dev)  # what LLVM's static archives link with (the opcode table generator)
+  zlib1g-dev libzstd-dev  # what LLVM's static archives link with (the opcode table generator)
+  chromium)  # what renders the run's page in the whole suite's test of it (docs/runtime.md, "The page")
 # suite: what debootstrap installs; from: the suite apt prefers (Debian's
 # experimental holds ROCm 7.2, built with sid's LLVM 22).
 suite="$name"
