@@ -773,7 +773,10 @@ fn payloads_the_check_refuses_are_compiled_again_with_the_pins_through_the_termi
     let path = dir.path().join("branch-divergence.hsaco");
     // Branch divergence as it was before rings: these payloads met the reload.
     let source = repo().join("tests/inputs/tools/buffered-branch-divergence.hip");
-    run_ok(&mut tool_compile_command(Compiler::Clang, &source, "-O3", &path));
+    // For the library's code object version (v4): a newer clang's default
+    // lays out the hidden arguments its hook reads otherwise.
+    let mut command = tool_compile_command(Compiler::Clang, &source, "-O3", &path);
+    run_ok(command.arg(format!("-mcode-object-version={}", app.code_object_version)));
     let tool = load::load(&path).unwrap().code_objects.remove(0);
     let plan_text = std::fs::read_to_string(repo().join("hook-sdk/examples/branch-divergence/plan.toml")).unwrap();
     let plan_text = plan_text.replace("[[insert]]", &format!("[[insert]]\nkernels = \"{kernels}*\""));
