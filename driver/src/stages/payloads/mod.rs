@@ -2020,11 +2020,12 @@ fn compile_templates(
             // Parked for: the tight variant, unless it took AGPRs the
             // site may not have (LLVM's spills on gfx90a) and the group's
             // own template took none.
-            let variant_index = match placement::agprs_used(&variant.payload.code) > site.max_agprs
+            let variant_index = if placement::agprs_used(&variant.payload.code) > site.max_agprs
                 && placement::agprs_used(&variants[group].payload.code) == 0
             {
-                true => group,
-                false => variant_index,
+                group
+            } else {
+                variant_index
             };
             let variant = &variants[variant_index];
             let room = placement::room_needed(&variant.payload.code, &variant.site, &reads[group]);
