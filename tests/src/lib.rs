@@ -449,6 +449,104 @@ pub fn environment_packages(packages: &[&str]) -> PathBuf {
     root
 }
 
+/// One kernel of [`kernels_from_assembly`]: its name, its code, its
+/// explicit arguments (name and size in bytes, each a global pointer when
+/// 8 bytes, else a value, laid out one after another at 8-byte alignment)
+/// and its LDS.
+pub struct AssemblyKernel {
+    pub name: String,
+    pub body: String,
+    pub arguments: Vec<(&'static str, u64)>,
+    pub group_segment: u32,
+}
+
+/// A code object of several hand-written kernels, each taking its
+/// arguments through the kernarg segment pointer in `s[0:1]` and the
+/// work-item X id in `v0`. Assembled by llvm-mc and linked by ld.lld, so
+/// the emulator runs a real linked code object.
+pub fn kernels_from_assembly(processor: &str, kernels: &[AssemblyKernel]) -> gpuinstr::stages::load::CodeObject {
+    use std::fmt::Write as _;
+    let accum = if processor == "gfx90a" || processor.starts_with("gfx94") || processor == "gfx950" {
+        "\t.amdhsa_accum_offset 64\n"
+    } else {
+        ""
+    };
+    let mut text = format!("\t.amdgcn_target \"amdgcn-amd-amdhsa--{processor}\"\n\t.text\n");
+    let mut descriptors = String::new();
+    let mut metadata = String::from("amdhsa.kernels:\n");
+    for kernel in kernels {
+        let name = &kernel.name;
+        let mut offset = 0u64;
+        let mut arguments = String::new();
+        for (argument, size) in &kernel.arguments {
+            offset = offset.next_multiple_of(8.min(*size));
+            let kind = if *size == 8 { "global_buffer\n        .address_space: global" } else { "by_value" };
+            write!(
+                arguments,
+                "      - .name: {argument}\n        .offset: {offset}\n        .size: {size}\n        .value_kind: {kind}\n"
+            )
+            .unwrap();
+            offset += size;
+        }
+        let kernarg_size = offset.next_multiple_of(8);
+        write!(
+            text,
+            "\t.globl {name}\n\t.p2align 8\n\t.type {name},@function\n{name}:\n{}\n\ts_endpgm\n\t.size {name}, .-{name}\n",
+            kernel.body
+        )
+        .unwrap();
+        write!(
+            descriptors,
+            "\t.p2align 6\n\t.amdhsa_kernel {name}\n\t.amdhsa_user_sgpr_kernarg_segment_ptr 1\n\
+             \t.amdhsa_next_free_vgpr 64\n\t.amdhsa_next_free_sgpr 48\n\t.amdhsa_kernarg_size {kernarg_size}\n\
+             \t.amdhsa_group_segment_fixed_size {}\n{accum}\t.end_amdhsa_kernel\n",
+            kernel.group_segment
+        )
+        .unwrap();
+        write!(
+            metadata,
+            "  - .name: {name}\n    .symbol: {name}.kd\n    .kernarg_segment_size: {kernarg_size}\n\
+             \x20   .kernarg_segment_align: 8\n    .group_segment_fixed_size: {}\n\
+             \x20   .private_segment_fixed_size: 0\n    .wavefront_size: 64\n    .sgpr_count: 48\n    .vgpr_count: 64\n\
+             \x20   .max_flat_workgroup_size: 256\n    .args:\n{arguments}",
+            kernel.group_segment
+        )
+        .unwrap();
+    }
+    write!(
+        text,
+        "\t.section .rodata,\"a\",@progbits\n{descriptors}\t.amdgpu_metadata\n---\n{metadata}\
+         amdhsa.target: amdgcn-amd-amdhsa--{processor}\namdhsa.version:\n  - 1\n  - 1\n...\n\t.end_amdgpu_metadata\n"
+    )
+    .unwrap();
+    link_assembly(processor, &text)
+}
+
+/// `text` assembled for `processor` by llvm-mc and linked by ld.lld.
+fn link_assembly(processor: &str, text: &str) -> gpuinstr::stages::load::CodeObject {
+    let dir = scratch();
+    let source = dir.path().join("test.s");
+    std::fs::write(&source, text).unwrap();
+    let object = dir.path().join("test.o");
+    let linked = dir.path().join("test.hsaco");
+    run_ok(
+        gpuinstr::toolchain::llvm_tool("llvm-mc")
+            .args(["-triple=amdgcn-amd-amdhsa", &format!("-mcpu={processor}"), "-filetype=obj"])
+            .arg(&source)
+            .arg("-o")
+            .arg(&object),
+    );
+    run_ok(
+        gpuinstr::toolchain::llvm_tool("ld.lld")
+            .args(["-shared", "--no-undefined"])
+            .arg(&object)
+            .arg("-o")
+            .arg(&linked),
+    );
+    let bytes = std::fs::read(&linked).unwrap();
+    gpuinstr::stages::load::CodeObject::parse(bytes, Vec::new()).unwrap()
+}
+
 /// A code object built from hand-written assembly: one kernel `test_kernel`
 /// with `body` as its code, then `functions` (device functions, with their
 /// own labels, `.type` and `.size`). Assembled by llvm-mc and linked by
@@ -469,25 +567,5 @@ pub fn kernel_from_assembly(processor: &str, body: &str, functions: &str) -> gpu
          \x20   .max_flat_workgroup_size: 256\namdhsa.target: amdgcn-amd-amdhsa--{processor}\namdhsa.version:\n  - 1\n  - 1\n...\n\
          \t.end_amdgpu_metadata\n"
     );
-    let dir = scratch();
-    let source = dir.path().join("test.s");
-    std::fs::write(&source, &text).unwrap();
-    let object = dir.path().join("test.o");
-    let linked = dir.path().join("test.hsaco");
-    run_ok(
-        gpuinstr::toolchain::llvm_tool("llvm-mc")
-            .args(["-triple=amdgcn-amd-amdhsa", &format!("-mcpu={processor}"), "-filetype=obj"])
-            .arg(&source)
-            .arg("-o")
-            .arg(&object),
-    );
-    run_ok(
-        gpuinstr::toolchain::llvm_tool("ld.lld")
-            .args(["-shared", "--no-undefined"])
-            .arg(&object)
-            .arg("-o")
-            .arg(&linked),
-    );
-    let bytes = std::fs::read(&linked).unwrap();
-    gpuinstr::stages::load::CodeObject::parse(bytes, Vec::new()).unwrap()
+    link_assembly(processor, &text)
 }

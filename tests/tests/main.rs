@@ -7,6 +7,7 @@ mod custom_intrinsic;
 mod differential;
 mod emulator;
 mod emulator_rocrand;
+mod emulator_widths;
 mod inspect;
 mod instrument;
 mod lift_emit;

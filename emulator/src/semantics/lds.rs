@@ -39,8 +39,23 @@ pub(super) fn lds_write(c: &mut Context<'_>, offset: u64, data: &[u8]) -> Result
     Ok(())
 }
 
-fn address(c: &Context<'_>, i: &Inst, lane: usize) -> u64 {
-    u64::from(c.wave.lane32(&i.srcs[0].operand, lane)) + (i.imm(0) as u64 & 0xffff)
+/// A lane's LDS address: the address VGPR plus the instruction's 16-bit
+/// offset, added in 32 bits as the hardware adds them (LLVM folds offsets
+/// onto bases that may be negative: `-16` plus `offset:32` is byte 16).
+fn address(c: &Context<'_>, i: &Inst, lane: usize) -> u32 {
+    c.wave.lane32(&i.srcs[0].operand, lane).wrapping_add(i.imm(0) as u32 & 0xffff)
+}
+
+/// The `k`-th dword of an access at `at`, in the same 32 bits.
+fn dword(at: u32, k: usize) -> u64 {
+    u64::from(at.wrapping_add(4 * k as u32))
+}
+
+/// The two addresses of a two-address form: the 8-bit `offset0` and
+/// `offset1` in units of `unit` bytes (the element size, x64 for ST64).
+fn two_addresses(c: &Context<'_>, i: &Inst, lane: usize, unit: u32) -> [u32; 2] {
+    let base = c.wave.lane32(&i.srcs[0].operand, lane);
+    [i.imm(0), i.imm(1)].map(|offset| base.wrapping_add((offset as u32 & 0xff) * unit))
 }
 
 /// Reads of 1-4 dwords into consecutive registers.
@@ -49,7 +64,7 @@ fn read_dwords(c: &mut Context<'_>, i: &Inst, n: usize) -> Result<(), Fault> {
         let at = address(c, i, lane);
         for k in 0..n {
             let mut b = [0u8; 4];
-            lds_read(c, at + 4 * k as u64, &mut b)?;
+            lds_read(c, dword(at, k), &mut b)?;
             c.wave.write_lane32_at(&i.defs[0], lane, k, u32::from_le_bytes(b));
         }
     }
@@ -61,7 +76,7 @@ fn write_dwords(c: &mut Context<'_>, i: &Inst, n: usize) -> Result<(), Fault> {
         let at = address(c, i, lane);
         for k in 0..n {
             let v = c.wave.lane32_at(&i.srcs[1].operand, lane, k);
-            lds_write(c, at + 4 * k as u64, &v.to_le_bytes())?;
+            lds_write(c, dword(at, k), &v.to_le_bytes())?;
         }
     }
     Ok(())
@@ -72,7 +87,7 @@ fn read_small(c: &mut Context<'_>, i: &Inst, bytes: usize, signed: bool, half: O
     for lane in active_lanes(c.wave.exec()) {
         let at = address(c, i, lane);
         let mut b = [0u8; 2];
-        lds_read(c, at, &mut b[..bytes])?;
+        lds_read(c, u64::from(at), &mut b[..bytes])?;
         let raw = if bytes == 1 { u32::from(b[0]) } else { u32::from(u16::from_le_bytes(b)) };
         let value = match (signed, bytes) {
             (true, 1) => raw as u8 as i8 as i32 as u32,
@@ -100,20 +115,18 @@ fn write_small(c: &mut Context<'_>, i: &Inst, bytes: usize, high: bool) -> Resul
         let at = address(c, i, lane);
         let v = c.wave.lane32(&i.srcs[1].operand, lane);
         let v = if high { v >> 16 } else { v };
-        lds_write(c, at, &v.to_le_bytes()[..bytes])?;
+        lds_write(c, u64::from(at), &v.to_le_bytes()[..bytes])?;
     }
     Ok(())
 }
 
 /// Two-address forms: offsets in units of the element size (x64 for ST64).
-fn read2(c: &mut Context<'_>, i: &Inst, dwords: usize, unit: u64) -> Result<(), Fault> {
+fn read2(c: &mut Context<'_>, i: &Inst, dwords: usize, unit: u32) -> Result<(), Fault> {
     for lane in active_lanes(c.wave.exec()) {
-        let base = u64::from(c.wave.lane32(&i.srcs[0].operand, lane));
-        for (slot, offset) in [(0, i.imm(0)), (1, i.imm(1))] {
-            let at = base + (offset as u64 & 0xff) * unit;
+        for (slot, at) in two_addresses(c, i, lane, unit).into_iter().enumerate() {
             for k in 0..dwords {
                 let mut b = [0u8; 4];
-                lds_read(c, at + 4 * k as u64, &mut b)?;
+                lds_read(c, dword(at, k), &mut b)?;
                 c.wave.write_lane32_at(&i.defs[0], lane, slot * dwords + k, u32::from_le_bytes(b));
             }
         }
@@ -121,14 +134,12 @@ fn read2(c: &mut Context<'_>, i: &Inst, dwords: usize, unit: u64) -> Result<(), 
     Ok(())
 }
 
-fn write2(c: &mut Context<'_>, i: &Inst, dwords: usize, unit: u64) -> Result<(), Fault> {
+fn write2(c: &mut Context<'_>, i: &Inst, dwords: usize, unit: u32) -> Result<(), Fault> {
     for lane in active_lanes(c.wave.exec()) {
-        let base = u64::from(c.wave.lane32(&i.srcs[0].operand, lane));
-        for (slot, offset) in [(0, i.imm(0)), (1, i.imm(1))] {
-            let at = base + (offset as u64 & 0xff) * unit;
+        for (slot, at) in two_addresses(c, i, lane, unit).into_iter().enumerate() {
             for k in 0..dwords {
                 let v = c.wave.lane32_at(&i.srcs[1 + slot].operand, lane, k);
-                lds_write(c, at + 4 * k as u64, &v.to_le_bytes())?;
+                lds_write(c, dword(at, k), &v.to_le_bytes())?;
             }
         }
     }
@@ -209,7 +220,7 @@ fn atomic(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let (op, wide, returns) = atomic_kind(base_name(&i.name)).ok_or(Fault::Unimplemented)?;
     let size = if wide { 8 } else { 4 };
     for lane in active_lanes(c.wave.exec()) {
-        let at = address(c, i, lane);
+        let at = u64::from(address(c, i, lane));
         let data = |k: usize| -> u64 {
             match i.srcs.get(1 + k) {
                 Some(s) if wide => c.wave.lane64(&s.operand, lane),

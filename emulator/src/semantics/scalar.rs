@@ -527,8 +527,10 @@ pub fn handler(name: &str) -> Option<Handler> {
             let value = s32(c, i, 0);
             set_hwreg(c, i.imm(0), value)
         },
+        // MC operand order: the 32-bit literal, then the register field
+        // (the assembly writes them the other way round).
         "S_SETREG_IMM32_B32" => |c, i| {
-            let (hw, value) = (i.imm(0), i.imm(1) as u32);
+            let (value, hw) = (i.imm(0) as u32, i.imm(1));
             set_hwreg(c, hw, value)
         },
         _ => return None,

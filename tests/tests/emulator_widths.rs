@@ -1,0 +1,446 @@
+//! Address and operand arithmetic that has a width, generated: every form
+//! of an instruction family is assembled into a kernel of its own, run in
+//! the emulator over addresses chosen to cross the width's edges
+//! (negative bases, offsets that wrap, accesses that run past the end),
+//! and compared with a CPU model of what the ISA says, written here
+//! without the emulator's code.
+//!
+//! LDS (`ds_*`): the address is the address VGPR plus the instruction's
+//! offset (16 bits; two 8-bit offsets in element units for the
+//! two-address forms, x64 for `ST64`), added in 32 bits. LLVM folds
+//! offsets onto bases that can be negative, so `-65280 + 65520` must be
+//! byte 240, not an address 4 GiB past the end. Each dword of an access
+//! is checked against the workgroup's LDS on its own: out of range, a
+//! read gives 0 and a write is dropped.
+
+use gpuinstr_emulator::{Device, Launch, LdsOutOfRange};
+use gpuinstr_tests::{every_target, kernels_from_assembly, AssemblyKernel};
+
+/// The workgroup's LDS in these kernels.
+const LDS_BYTES: u32 = 4096;
+/// Result registers written per lane (v20..v27).
+const RESULT_DWORDS: usize = 8;
+
+/// What an LDS instruction does, for the CPU model.
+#[derive(Clone, Copy, Debug)]
+enum DsForm {
+    /// `n` dwords read into v20...
+    Read(u32),
+    /// `n` dwords of v10... written.
+    Write(u32),
+    /// 1 or 2 bytes read, sign-extended or not, into all of v20 or into
+    /// one half of it (`Some(high)`), the other half kept.
+    ReadSmall { bytes: u32, signed: bool, half: Option<bool> },
+    /// 1 or 2 bytes of v10 (its high half for `_D16_HI`) written.
+    WriteSmall { bytes: u32, high: bool },
+    /// Two addresses `offset0 * unit` and `offset1 * unit` from the base,
+    /// `dwords` each, into v20...
+    Read2 { dwords: u32, unit: u32 },
+    /// The same, writing v10... at the first and v14... at the second.
+    Write2 { dwords: u32, unit: u32 },
+    /// An atomic on one dword or two: the new value from the old and the
+    /// data (v10..., and v14... for compare-and-store), the old returned
+    /// into v20... when `returns`.
+    Atomic { dwords: u32, op: AtomicOp, returns: bool },
+}
+
+#[derive(Clone, Copy, Debug)]
+enum AtomicOp {
+    Add,
+    Exchange,
+    /// Memory becomes data2 where it equals data.
+    CompareStore,
+}
+
+/// Every form, with its assembly (`{addr}` and `{offset}` filled in).
+fn ds_forms() -> Vec<(&'static str, DsForm, &'static str)> {
+    use DsForm::*;
+    let small = |bytes, signed, half| ReadSmall { bytes, signed, half };
+    vec![
+        ("read_b32", Read(1), "ds_read_b32 v20, {addr}{offset}"),
+        ("read_b64", Read(2), "ds_read_b64 v[20:21], {addr}{offset}"),
+        ("read_b96", Read(3), "ds_read_b96 v[20:22], {addr}{offset}"),
+        ("read_b128", Read(4), "ds_read_b128 v[20:23], {addr}{offset}"),
+        ("read_u8", small(1, false, None), "ds_read_u8 v20, {addr}{offset}"),
+        ("read_i8", small(1, true, None), "ds_read_i8 v20, {addr}{offset}"),
+        ("read_u16", small(2, false, None), "ds_read_u16 v20, {addr}{offset}"),
+        ("read_i16", small(2, true, None), "ds_read_i16 v20, {addr}{offset}"),
+        ("read_u8_d16", small(1, false, Some(false)), "ds_read_u8_d16 v20, {addr}{offset}"),
+        ("read_u8_d16_hi", small(1, false, Some(true)), "ds_read_u8_d16_hi v20, {addr}{offset}"),
+        ("read_i8_d16", small(1, true, Some(false)), "ds_read_i8_d16 v20, {addr}{offset}"),
+        ("read_i8_d16_hi", small(1, true, Some(true)), "ds_read_i8_d16_hi v20, {addr}{offset}"),
+        ("read_u16_d16", small(2, false, Some(false)), "ds_read_u16_d16 v20, {addr}{offset}"),
+        ("read_u16_d16_hi", small(2, false, Some(true)), "ds_read_u16_d16_hi v20, {addr}{offset}"),
+        ("write_b32", Write(1), "ds_write_b32 {addr}, v10{offset}"),
+        ("write_b64", Write(2), "ds_write_b64 {addr}, v[10:11]{offset}"),
+        ("write_b96", Write(3), "ds_write_b96 {addr}, v[10:12]{offset}"),
+        ("write_b128", Write(4), "ds_write_b128 {addr}, v[10:13]{offset}"),
+        ("write_b8", WriteSmall { bytes: 1, high: false }, "ds_write_b8 {addr}, v10{offset}"),
+        ("write_b16", WriteSmall { bytes: 2, high: false }, "ds_write_b16 {addr}, v10{offset}"),
+        ("write_b8_d16_hi", WriteSmall { bytes: 1, high: true }, "ds_write_b8_d16_hi {addr}, v10{offset}"),
+        ("write_b16_d16_hi", WriteSmall { bytes: 2, high: true }, "ds_write_b16_d16_hi {addr}, v10{offset}"),
+        ("read2_b32", Read2 { dwords: 1, unit: 4 }, "ds_read2_b32 v[20:21], {addr}{offsets}"),
+        ("read2st64_b32", Read2 { dwords: 1, unit: 256 }, "ds_read2st64_b32 v[20:21], {addr}{offsets}"),
+        ("read2_b64", Read2 { dwords: 2, unit: 8 }, "ds_read2_b64 v[20:23], {addr}{offsets}"),
+        ("read2st64_b64", Read2 { dwords: 2, unit: 512 }, "ds_read2st64_b64 v[20:23], {addr}{offsets}"),
+        ("write2_b32", Write2 { dwords: 1, unit: 4 }, "ds_write2_b32 {addr}, v10, v14{offsets}"),
+        ("write2st64_b32", Write2 { dwords: 1, unit: 256 }, "ds_write2st64_b32 {addr}, v10, v14{offsets}"),
+        ("write2_b64", Write2 { dwords: 2, unit: 8 }, "ds_write2_b64 {addr}, v[10:11], v[14:15]{offsets}"),
+        ("write2st64_b64", Write2 { dwords: 2, unit: 512 }, "ds_write2st64_b64 {addr}, v[10:11], v[14:15]{offsets}"),
+        ("add_u32", Atomic { dwords: 1, op: AtomicOp::Add, returns: false }, "ds_add_u32 {addr}, v10{offset}"),
+        (
+            "add_rtn_u32",
+            Atomic { dwords: 1, op: AtomicOp::Add, returns: true },
+            "ds_add_rtn_u32 v20, {addr}, v10{offset}",
+        ),
+        (
+            "add_rtn_u64",
+            Atomic { dwords: 2, op: AtomicOp::Add, returns: true },
+            "ds_add_rtn_u64 v[20:21], {addr}, v[10:11]{offset}",
+        ),
+        (
+            "wrxchg_rtn_b32",
+            Atomic { dwords: 1, op: AtomicOp::Exchange, returns: true },
+            "ds_wrxchg_rtn_b32 v20, {addr}, v10{offset}",
+        ),
+        (
+            "cmpst_rtn_b32",
+            Atomic { dwords: 1, op: AtomicOp::CompareStore, returns: true },
+            "ds_cmpst_rtn_b32 v20, {addr}, v10, v14{offset}",
+        ),
+    ]
+}
+
+/// Offsets tried: small, and the largest the field holds (which wraps a
+/// negative base back into the LDS). Two-address forms: both 8-bit fields
+/// near their ends, each way round.
+const OFFSETS: [u32; 2] = [0x100, 0xfff0];
+const TWO_OFFSETS: [(u32, u32); 2] = [(0, 255), (255, 4)];
+
+/// Bases (lane 0's address VGPR; each lane 16 bytes on): inside, so
+/// negative that only the 16-bit offset brings it back, just below 4 GiB
+/// (wrapping to 0 on the way), and running past the end.
+const BASES: [u32; 4] = [0x100, 0xffff_0100, 0xffff_ff00, LDS_BYTES - 512];
+const LANE_STRIDE: u32 = 16;
+
+/// The two-address forms' second offset keeps lanes apart; with ST64 or
+/// b32 units some pairs would land on a neighbour: those are left to the
+/// other pair.
+fn offsets_text(form: DsForm, index: usize) -> Option<String> {
+    match form {
+        DsForm::Read2 { unit, .. } | DsForm::Write2 { unit, .. } => {
+            let (o0, o1) = TWO_OFFSETS[index];
+            let apart = o0.abs_diff(o1) * unit;
+            // Lanes are 16 bytes apart and 64 of them: a gap that is a
+            // multiple of 16 under 1024 would land a lane on another's.
+            (apart >= 64 * LANE_STRIDE || apart % LANE_STRIDE != 0).then(|| format!(" offset0:{o0} offset1:{o1}"))
+        }
+        _ => Some(format!(" offset:{}", OFFSETS[index])),
+    }
+}
+
+/// The kernel for one form and offset: LDS filled from `input`, the
+/// address VGPR `base + lane * 16`, data registers lane-dependent, the
+/// instruction, then the result registers and all of LDS written to `out`.
+fn ds_kernel(name: String, instruction: &str) -> AssemblyKernel {
+    let mut body = String::from(
+        "\ts_load_dwordx4 s[4:7], s[0:1], 0x0\n\
+         \ts_load_dword s8, s[0:1], 0x10\n\
+         \tv_lshlrev_b32_e32 v1, 2, v0\n\
+         \ts_waitcnt lgkmcnt(0)\n",
+    );
+    for k in 0..LDS_BYTES / 256 {
+        body += &format!(
+            "\tv_add_u32_e32 v4, {}, v1\n\tglobal_load_dword v2, v4, s[4:5]\n\ts_waitcnt vmcnt(0)\n\tds_write_b32 v4, v2\n",
+            k * 256
+        );
+    }
+    body += "\ts_waitcnt lgkmcnt(0)\n\
+             \tv_lshlrev_b32_e32 v3, 4, v0\n\
+             \tv_add_u32_e32 v3, s8, v3\n";
+    // Data: v10..v17 = lane * 0x01030507 + k * 0x11111111 (distinct per
+    // lane and register, every byte moving); results v20..v27 start as a
+    // marker, so a kept half or an untouched register shows.
+    body += "\ts_mov_b32 s9, 0x1030507\n\tv_mul_lo_u32 v10, v0, s9\n";
+    for k in 1..8 {
+        body += &format!("\tv_add_u32_e32 v{}, 0x{:x}, v10\n", 10 + k, 0x1111_1111u32.wrapping_mul(k));
+    }
+    for k in 0..RESULT_DWORDS {
+        body += &format!("\tv_xor_b32_e32 v{}, 0x{:x}, v0\n", 20 + k, 0xdead_0000u32 + k as u32 * 0x100);
+    }
+    body += &format!("\t{instruction}\n\ts_waitcnt lgkmcnt(0)\n");
+    body += "\tv_lshlrev_b32_e32 v5, 5, v0\n\
+             \tglobal_store_dwordx4 v5, v[20:23], s[6:7]\n\
+             \tglobal_store_dwordx4 v5, v[24:27], s[6:7] offset:16\n";
+    for k in 0..LDS_BYTES / 256 {
+        body += &format!(
+            "\tv_add_u32_e32 v4, {}, v1\n\tds_read_b32 v2, v4\n\tv_add_u32_e32 v6, 0x800, v4\n\ts_waitcnt lgkmcnt(0)\n\
+             \tglobal_store_dword v6, v2, s[6:7]\n",
+            k * 256
+        );
+    }
+    body += "\ts_waitcnt vmcnt(0)\n";
+    AssemblyKernel { name, body, arguments: vec![("input", 8), ("out", 8), ("base", 4)], group_segment: LDS_BYTES }
+}
+
+/// The CPU model: LDS bytes and each lane's result registers after one
+/// instruction, lanes in order. Panics when two lanes write one byte (a
+/// case whose result depends on lane order is the generator's mistake).
+struct Model {
+    lds: Vec<u8>,
+    results: Vec<[u32; RESULT_DWORDS]>,
+    writer: Vec<Option<usize>>,
+}
+
+impl Model {
+    fn in_range(at: u32, size: u32) -> bool {
+        u64::from(at) + u64::from(size) <= u64::from(LDS_BYTES)
+    }
+
+    fn read(&self, at: u32, size: u32) -> u64 {
+        if !Self::in_range(at, size) {
+            return 0;
+        }
+        (0..size).rev().fold(0, |v, k| (v << 8) | u64::from(self.lds[(at + k) as usize]))
+    }
+
+    fn write(&mut self, lane: usize, at: u32, size: u32, value: u64) {
+        if !Self::in_range(at, size) {
+            return;
+        }
+        for k in 0..size {
+            let byte = (at + k) as usize;
+            if let Some(other) = self.writer[byte].filter(|&o| o != lane) {
+                panic!("lanes {other} and {lane} both write LDS byte {byte}");
+            }
+            self.writer[byte] = Some(lane);
+            self.lds[byte] = (value >> (8 * k)) as u8;
+        }
+    }
+}
+
+fn data(lane: u32, k: u32) -> u32 {
+    lane.wrapping_mul(0x0103_0507).wrapping_add(0x1111_1111u32.wrapping_mul(k))
+}
+
+fn marker(lane: u32, k: usize) -> u32 {
+    (0xdead_0000u32 + k as u32 * 0x100) ^ lane
+}
+
+fn model(form: DsForm, offsets: (u32, u32), base: u32, initial: &[u8]) -> Model {
+    let mut m = Model {
+        lds: initial.to_vec(),
+        results: (0..64).map(|lane| std::array::from_fn(|k| marker(lane, k))).collect(),
+        writer: vec![None; LDS_BYTES as usize],
+    };
+    for lane in 0..64u32 {
+        let l = lane as usize;
+        let vaddr = base.wrapping_add(lane * LANE_STRIDE);
+        let at = vaddr.wrapping_add(offsets.0);
+        let dword = |at: u32, k: u32| at.wrapping_add(4 * k);
+        match form {
+            DsForm::Read(n) => {
+                for k in 0..n {
+                    m.results[l][k as usize] = m.read(dword(at, k), 4) as u32;
+                }
+            }
+            DsForm::Write(n) => {
+                for k in 0..n {
+                    m.write(l, dword(at, k), 4, u64::from(data(lane, k)));
+                }
+            }
+            DsForm::ReadSmall { bytes, signed, half } => {
+                let raw = m.read(at, bytes) as u32;
+                let value = match (signed, bytes) {
+                    (true, 1) => raw as u8 as i8 as i32 as u32,
+                    (true, _) => raw as u16 as i16 as i32 as u32,
+                    _ => raw,
+                };
+                let old = m.results[l][0];
+                m.results[l][0] = match half {
+                    None => value,
+                    Some(true) => (old & 0xffff) | (value << 16),
+                    Some(false) => (old & 0xffff_0000) | (value & 0xffff),
+                };
+            }
+            DsForm::WriteSmall { bytes, high } => {
+                let v = data(lane, 0);
+                m.write(l, at, bytes, u64::from(if high { v >> 16 } else { v }));
+            }
+            DsForm::Read2 { dwords, unit } | DsForm::Write2 { dwords, unit } => {
+                let write = matches!(form, DsForm::Write2 { .. });
+                for (slot, offset) in [offsets.0, offsets.1].into_iter().enumerate() {
+                    let at = vaddr.wrapping_add(offset * unit);
+                    for k in 0..dwords {
+                        if write {
+                            m.write(l, dword(at, k), 4, u64::from(data(lane, 4 * slot as u32 + k)));
+                        } else {
+                            m.results[l][slot * dwords as usize + k as usize] = m.read(dword(at, k), 4) as u32;
+                        }
+                    }
+                }
+            }
+            DsForm::Atomic { dwords, op, returns } => {
+                let size = 4 * dwords;
+                let wide = |k0: u32| {
+                    let low = u64::from(data(lane, k0));
+                    if dwords == 2 {
+                        low | u64::from(data(lane, k0 + 1)) << 32
+                    } else {
+                        low
+                    }
+                };
+                let mask = if dwords == 2 { u64::MAX } else { u64::from(u32::MAX) };
+                // Out of range the hardware neither reads nor writes: the
+                // old value returned is 0.
+                let old = m.read(at, size);
+                let new = match op {
+                    AtomicOp::Add => old.wrapping_add(wide(0)) & mask,
+                    AtomicOp::Exchange => wide(0),
+                    AtomicOp::CompareStore => {
+                        if old == wide(0) {
+                            wide(4)
+                        } else {
+                            old
+                        }
+                    }
+                };
+                m.write(l, at, size, new);
+                if returns {
+                    m.results[l][0] = old as u32;
+                    if dwords == 2 {
+                        m.results[l][1] = (old >> 32) as u32;
+                    }
+                }
+            }
+        }
+    }
+    m
+}
+
+fn run_ds_case(device: &mut Device, kernel: &str, base: u32, initial: &[u8]) -> (Vec<[u32; RESULT_DWORDS]>, Vec<u8>) {
+    let input = device.allocate("input", initial);
+    let out = device.allocate("out", &vec![0u8; 0x800 + LDS_BYTES as usize]);
+    let args = [out.to_le_bytes().to_vec(), base.to_le_bytes().to_vec()];
+    let arguments = [input.to_le_bytes().to_vec(), args[0].clone(), args[1].clone()];
+    device.launch(kernel, Launch::linear(1, 64), &arguments).unwrap_or_else(|e| panic!("{kernel} at {base:#x}: {e}"));
+    let bytes = device.memory.bytes(out, 0x800 + LDS_BYTES as usize).unwrap();
+    let results = (0..64)
+        .map(|lane| {
+            std::array::from_fn(|k| {
+                let at = lane * 32 + 4 * k;
+                u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap())
+            })
+        })
+        .collect();
+    (results, bytes[0x800..].to_vec())
+}
+
+/// Every `ds_*` form, at every offset and base, does to LDS and its
+/// registers what the CPU model says, on every processor we emulate.
+#[test]
+fn lds_addresses_are_32_bit_sums_for_every_ds_form() {
+    let initial: Vec<u8> = (0..LDS_BYTES).map(|i| (i.wrapping_mul(151) ^ (i >> 8)) as u8).collect();
+    let mut cases = Vec::new();
+    let mut kernels = Vec::new();
+    for (name, form, template) in ds_forms() {
+        for index in 0..2 {
+            let Some(offsets) = offsets_text(form, index) else { continue };
+            let offset_values = match form {
+                DsForm::Read2 { .. } | DsForm::Write2 { .. } => TWO_OFFSETS[index],
+                _ => (OFFSETS[index], 0),
+            };
+            let instruction =
+                template.replace("{addr}", "v3").replace("{offsets}", &offsets).replace("{offset}", &offsets);
+            let kernel = format!("ds_{name}_{index}");
+            kernels.push(ds_kernel(kernel.clone(), &instruction));
+            cases.push((kernel, instruction, form, offset_values));
+        }
+    }
+    assert!(cases.len() >= 60, "{} cases", cases.len());
+    let mut wrapped = 0;
+    for target in every_target() {
+        let code_object = kernels_from_assembly(target, &kernels);
+        let mut device = Device::new(code_object, format!("ds forms for {target}")).unwrap();
+        device.options.lds_out_of_range = LdsOutOfRange::LikeHardware;
+        for (kernel, instruction, form, offsets) in &cases {
+            for base in BASES {
+                let expected = model(*form, *offsets, base, &initial);
+                let (results, lds) = run_ds_case(&mut device, kernel, base, &initial);
+                for (lane, (got, want)) in results.iter().zip(&expected.results).enumerate() {
+                    assert_eq!(
+                        got, want,
+                        "{target}: `{instruction}` with v3 = {base:#x} + 16 * lane: lane {lane}'s registers"
+                    );
+                }
+                if let Some(byte) = (0..lds.len()).find(|&b| lds[b] != expected.lds[b]) {
+                    panic!(
+                        "{target}: `{instruction}` with v3 = {base:#x} + 16 * lane: LDS byte {byte} is {:#04x}, \
+                         the model's {:#04x}",
+                        lds[byte], expected.lds[byte]
+                    );
+                }
+                // The cases that only 32-bit sums get right: a base past
+                // 2^31 whose sum with the offset lands inside the LDS.
+                let lane0 = base.wrapping_add(offsets.0);
+                wrapped += usize::from(base >= 0x8000_0000 && lane0 < LDS_BYTES);
+            }
+        }
+    }
+    assert!(wrapped >= 40, "{wrapped} cases wrap into the LDS");
+}
+
+/// `s_setreg_b32`, `s_setreg_imm32_b32` and `s_getreg_b32` on fields of
+/// MODE (the only register a kernel writes): the field is
+/// `hwreg(id, offset, size)` whatever the form, and only its bits change.
+/// The assembly names the field first; in the encoding of
+/// `s_setreg_imm32_b32` the field is the SOPK immediate and the value the
+/// literal that follows (Triton's softmax writes the denormal mode so).
+#[test]
+fn hardware_register_fields_are_read_and_written_as_the_isa_orders_them() {
+    let fields = [(0u32, 4u32), (4, 2), (4, 4), (8, 1), (2, 5)];
+    let values = [3u32, 0xffff_fff5, 0];
+    let mut cases = Vec::new();
+    let mut kernels = Vec::new();
+    for (f, &(offset, size)) in fields.iter().enumerate() {
+        for (v, &value) in values.iter().enumerate() {
+            let field = format!("hwreg(HW_REG_MODE, {offset}, {size})");
+            for (form, write) in [
+                ("setreg", format!("\ts_mov_b32 s11, 0x{value:x}\n\ts_setreg_b32 {field}, s11\n")),
+                ("setreg_imm32", format!("\ts_setreg_imm32_b32 {field}, 0x{value:x}\n")),
+            ] {
+                let name = format!("{form}_{f}_{v}");
+                let body = format!(
+                    "\ts_load_dwordx2 s[4:5], s[0:1], 0x0\n\
+                     \ts_getreg_b32 s10, hwreg(HW_REG_MODE, 0, 32)\n{write}\
+                     \ts_getreg_b32 s12, hwreg(HW_REG_MODE, 0, 32)\n\
+                     \ts_getreg_b32 s13, {field}\n\
+                     \tv_mov_b32_e32 v2, 0\n\tv_mov_b32_e32 v4, s10\n\tv_mov_b32_e32 v5, s12\n\tv_mov_b32_e32 v6, s13\n\
+                     \ts_waitcnt lgkmcnt(0)\n\tglobal_store_dwordx3 v2, v[4:6], s[4:5]\n\ts_waitcnt vmcnt(0)\n"
+                );
+                kernels.push(AssemblyKernel {
+                    name: name.clone(),
+                    body,
+                    arguments: vec![("out", 8)],
+                    group_segment: 0,
+                });
+                cases.push((name, write, offset, size, value));
+            }
+        }
+    }
+    for target in every_target() {
+        let code_object = kernels_from_assembly(target, &kernels);
+        let mut device = Device::new(code_object, format!("hwreg forms for {target}")).unwrap();
+        for (kernel, write, offset, size, value) in &cases {
+            let out = device.allocate("out", &[0u8; 12]);
+            device
+                .launch(kernel, Launch::linear(1, 64), &[out.to_le_bytes().to_vec()])
+                .unwrap_or_else(|e| panic!("{target}: {write}: {e}"));
+            let got: Vec<u32> = (0..3).map(|k| device.memory.read_u32(out + 4 * k).unwrap()).collect();
+            let mask = ((1u32 << size) - 1) << offset;
+            let after = (got[0] & !mask) | ((value << offset) & mask);
+            assert_eq!(got[1], after, "{target}:\n{write}MODE {:#x} before", got[0]);
+            assert_eq!(got[2], (after & mask) >> offset, "{target}:\n{write}the field read back");
+        }
+    }
+}
