@@ -228,6 +228,15 @@ unsafe fn open_virtual(path: *const c_char, flags: c_int) -> Option<c_int> {
     Some(fd)
 }
 
+/// gpuinstr's runtime says that the kernel whose descriptor is at
+/// `kernel_object` runs instrumented code (`instrumented` 1) or no longer
+/// (0): its waves may run more instructions before the device takes them
+/// for an endless loop. Looked up by the runtime; absent on a real GPU.
+#[no_mangle]
+pub extern "C" fn gpuinstr_device_kernel_instrumented(kernel_object: u64, instrumented: c_int) {
+    gpuinstr_device::command_processor::kernel_instrumented(kernel_object, instrumented != 0);
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int {
     open_virtual(path, flags).unwrap_or_else(|| real::open(path, flags, mode))

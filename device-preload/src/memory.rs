@@ -109,8 +109,30 @@ fn start_command_processor(kfd: &'static Kfd) {
                 digests: std::env::var_os("GPUINSTR_DEVICE_DISPATCH_LOG_DIGESTS").is_some_and(|v| v == "1"),
             }
         });
-        gpuinstr_device::command_processor::start(kfd, std::sync::Arc::new(Process), stop, trace, dispatch_log);
+        let limit = instruction_limit();
+        gpuinstr_device::command_processor::start(kfd, std::sync::Arc::new(Process), stop, trace, dispatch_log, limit);
     });
+}
+
+/// `GPUINSTR_DEVICE_MAX_INSTRUCTIONS` (`gpuinstr-run --max-instructions`),
+/// else the emulator's default.
+fn instruction_limit() -> gpuinstr_device::command_processor::InstructionLimit {
+    let default = gpuinstr_device::command_processor::DEFAULT_MAX_INSTRUCTIONS;
+    let given = std::env::var("GPUINSTR_DEVICE_MAX_INSTRUCTIONS").ok().filter(|v| !v.is_empty());
+    let per_wave = match given.as_deref().map(str::parse::<u64>) {
+        None => default,
+        Some(Ok(limit)) if limit > 0 => limit,
+        Some(_) => {
+            eprintln!(
+                "gpuinstr-run: error: GPUINSTR_DEVICE_MAX_INSTRUCTIONS={} is not a positive number of instructions",
+                given.unwrap_or_default()
+            );
+            // SAFETY: nothing has run on the device yet; the process cannot run as asked.
+            unsafe { libc::_exit(2) }
+        }
+    };
+    let how_to_raise = format!("raise the limit of {per_wave} with gpuinstr-run --max-instructions N");
+    gpuinstr_device::command_processor::InstructionLimit { per_wave, how_to_raise }
 }
 
 /// Writes out what the program printed and its C library still buffers

@@ -25,10 +25,11 @@ pub struct Run {
     pub cache: Option<PathBuf>,
     /// Accept code objects with points left out, or left uninstrumented (`GPUINSTR_ALLOW_PARTIAL`).
     pub allow_partial: bool,
-    /// Where dynamic mode's runtime writes a line for each code object it
-    /// could not instrument and loaded as it is, without `allow_partial`
-    /// (`GPUINSTR_NOT_INSTRUMENTED`; [`not_instrumented`] reads it back).
-    pub not_instrumented: Option<PathBuf>,
+    /// Where the runtime writes a line for each thing that fails the run
+    /// after the program: a code object dynamic mode could not instrument
+    /// and loaded as it is (without `allow_partial`), a result it could not
+    /// write (`GPUINSTR_RUN_FAILURES`; [`failures`] reads it back).
+    pub failures: Option<PathBuf>,
     /// Dynamic mode's register growth: `free`, `never` or `always` (`GPUINSTR_GROW_REGISTERS`).
     pub grow_registers: Option<String>,
     /// Selective instrumentation: kernels whose name contains one of these
@@ -60,6 +61,9 @@ pub struct Run {
     /// Whether the dispatch log gives digests of the EXEC history and the
     /// accesses instead of the lists (`GPUINSTR_DEVICE_DISPATCH_LOG_DIGESTS`).
     pub dispatch_log_digests: bool,
+    /// Instructions a wave may run before the device stops it
+    /// (`GPUINSTR_DEVICE_MAX_INSTRUCTIONS`; the emulator's default if none).
+    pub max_instructions: Option<u64>,
     pub trace: bool,
     pub stats: bool,
 }
@@ -128,8 +132,8 @@ impl Run {
         if self.allow_partial {
             command.env("GPUINSTR_ALLOW_PARTIAL", "1");
         }
-        if let Some(path) = &self.not_instrumented {
-            command.env("GPUINSTR_NOT_INSTRUMENTED", path);
+        if let Some(path) = &self.failures {
+            command.env("GPUINSTR_RUN_FAILURES", path);
         }
         if let Some(growth) = &self.grow_registers {
             command.env("GPUINSTR_GROW_REGISTERS", growth);
@@ -173,6 +177,9 @@ impl Run {
         if self.dispatch_log_digests {
             command.env("GPUINSTR_DEVICE_DISPATCH_LOG_DIGESTS", "1");
         }
+        if let Some(limit) = self.max_instructions {
+            command.env("GPUINSTR_DEVICE_MAX_INSTRUCTIONS", limit.to_string());
+        }
         if self.trace {
             command.env("GPUINSTR_DEVICE_TRACE", "1");
         }
@@ -183,18 +190,33 @@ impl Run {
     }
 }
 
-/// The code objects a run's runtime could not instrument and loaded as
-/// they were (the file [`Run::not_instrumented`] names; none when the file
-/// does not exist).
-pub fn not_instrumented(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path).map(|text| text.lines().map(String::from).collect()).unwrap_or_default()
+/// What failed a run after the program, as the runtime noted it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunFailure {
+    /// A code object dynamic mode could not instrument ran as it was.
+    NotInstrumented(String),
+    /// A result the user asked for could not be written.
+    NotWritten(String),
+}
+
+/// What the runtime noted in the file [`Run::failures`] names (lines
+/// `KIND<TAB>message`; nothing when the file does not exist).
+pub fn failures(path: &Path) -> Vec<RunFailure> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .map(|line| match line.split_once('\t') {
+            Some(("not-instrumented", message)) => RunFailure::NotInstrumented(message.into()),
+            Some((_, message)) => RunFailure::NotWritten(message.into()),
+            None => RunFailure::NotWritten(line.into()),
+        })
+        .collect()
 }
 
 /// The exit status of `gpuinstr-run` for a program that exited with `code`
-/// while `failed` code objects ran uninstrumented: a tool that saw less
-/// than ran must not look like a success, so 0 becomes 1; a failure of the
+/// when `failed`: a tool that saw less than ran, or results that were not
+/// written, must not look like a success, so 0 becomes 1; a failure of the
 /// program's own stays its status.
-pub fn exit_code_after(code: i32, failed: &[String]) -> i32 {
+pub fn exit_code_after(code: i32, failed: &[RunFailure]) -> i32 {
     if code == 0 && !failed.is_empty() {
         1
     } else {
@@ -207,11 +229,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_run_whose_code_objects_went_uninstrumented_fails() {
-        let failed = vec!["a code object ... could not be instrumented".to_string()];
+    fn a_run_whose_code_objects_went_uninstrumented_or_results_unwritten_fails() {
+        let failed = vec![RunFailure::NotInstrumented("a code object ... could not be instrumented".into())];
         assert_eq!(exit_code_after(0, &failed), 1);
         assert_eq!(exit_code_after(3, &failed), 3);
         assert_eq!(exit_code_after(0, &[]), 0);
+        let dir = std::env::temp_dir().join(format!("gpuinstr-failures-test-{}", std::process::id()));
+        std::fs::write(&dir, "not-instrumented\tone\nnot-written\tcannot write the report r.json\n").unwrap();
+        let read = failures(&dir);
+        std::fs::remove_file(&dir).unwrap();
+        assert_eq!(
+            read,
+            [
+                RunFailure::NotInstrumented("one".into()),
+                RunFailure::NotWritten("cannot write the report r.json".into())
+            ]
+        );
+        assert_eq!(exit_code_after(0, &read), 1);
     }
 
     #[test]

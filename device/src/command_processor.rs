@@ -87,6 +87,45 @@ pub type Stop = Box<dyn Fn(&str) + Send + Sync>;
 /// Where the packets it carries out are told, when the front end traces.
 pub type Trace = Option<Box<dyn Fn(&str) + Send + Sync>>;
 
+/// How many instructions a wave may run before the device takes it for an
+/// endless loop (`gpuinstr-run --max-instructions`).
+#[derive(Clone, Debug)]
+pub struct InstructionLimit {
+    pub per_wave: u64,
+    /// How the user raises it, for the message.
+    pub how_to_raise: String,
+}
+
+/// The emulator's own limit, when the user sets none.
+pub const DEFAULT_MAX_INSTRUCTIONS: u64 = gpuinstr_emulator::dispatch::DEFAULT_MAX_INSTRUCTIONS;
+
+/// How many times as many instructions a wave of an instrumented kernel
+/// may run: instrumentation multiplies a wave's instructions 25 to 30
+/// times (a hook on every instruction), and the limit is meant for the
+/// program's own loops.
+pub const INSTRUMENTED_FACTOR: u64 = 32;
+
+/// Kernel objects (descriptor addresses) of kernels that run instrumented
+/// code, as gpuinstr's runtime says when it loads them.
+static INSTRUMENTED: std::sync::Mutex<Option<std::collections::HashSet<u64>>> = std::sync::Mutex::new(None);
+
+/// gpuinstr's runtime says that `kernel_object` runs instrumented code
+/// (or, when its executable is destroyed, no longer): its waves get
+/// [`INSTRUMENTED_FACTOR`] times the limit.
+pub fn kernel_instrumented(kernel_object: u64, instrumented: bool) {
+    let mut set = INSTRUMENTED.lock().unwrap_or_else(|e| e.into_inner());
+    let set = set.get_or_insert_with(Default::default);
+    if instrumented {
+        set.insert(kernel_object);
+    } else {
+        set.remove(&kernel_object);
+    }
+}
+
+fn is_instrumented(kernel_object: u64) -> bool {
+    INSTRUMENTED.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_some_and(|s| s.contains(&kernel_object))
+}
+
 /// Where each dispatch's counts go, as one JSON line, when the front end
 /// asks (`GPUINSTR_DEVICE_DISPATCH_LOG`): the oracle for tools' numbers.
 pub type DispatchLog = Option<DispatchLogging>;
@@ -112,6 +151,7 @@ pub struct CommandProcessor {
     stop: Stop,
     trace: Trace,
     dispatch_log: DispatchLog,
+    limit: InstructionLimit,
     /// Decoded code and kernel names, per loaded code buffer (its handle:
     /// a runtime that frees code and loads other code at the same address
     /// gets a new buffer, and the old decoding must not run it).
@@ -119,10 +159,19 @@ pub struct CommandProcessor {
 }
 
 /// Starts the command processor's thread (once per process).
-pub fn start(kfd: &'static Kfd, memory: SharedMemory, stop: Stop, trace: Trace, dispatch_log: DispatchLog) {
+pub fn start(
+    kfd: &'static Kfd,
+    memory: SharedMemory,
+    stop: Stop,
+    trace: Trace,
+    dispatch_log: DispatchLog,
+    limit: InstructionLimit,
+) {
     std::thread::Builder::new()
         .name("gpuinstr-cp".into())
-        .spawn(move || CommandProcessor { kfd, memory, stop, trace, dispatch_log, programs: HashMap::new() }.serve())
+        .spawn(move || {
+            CommandProcessor { kfd, memory, stop, trace, dispatch_log, limit, programs: HashMap::new() }.serve()
+        })
         .expect("the command processor's thread starts");
 }
 
@@ -363,7 +412,18 @@ impl CommandProcessor {
         // A program's kernels get the hardware's behaviour for LDS accesses
         // past the allocation (rocPRIM relies on it), counted and reported.
         let log = self.dispatch_log.as_ref();
+        let (max_instructions, how_to_raise_the_limit) = if is_instrumented(packet.kernel_object) {
+            let limit = self.limit.per_wave.saturating_mul(INSTRUMENTED_FACTOR);
+            (
+                limit,
+                format!("{}; instrumented kernels get {INSTRUMENTED_FACTOR} times as many", self.limit.how_to_raise),
+            )
+        } else {
+            (self.limit.per_wave, self.limit.how_to_raise.clone())
+        };
         let options = Options {
+            max_instructions,
+            how_to_raise_the_limit,
             lds_out_of_range: LdsOutOfRange::LikeHardware,
             exec_history: log.map(|l| l.exec_history.clone()).unwrap_or_default(),
             accesses: log.is_some_and(|l| l.accesses),
@@ -570,6 +630,7 @@ mod tests {
             stop,
             trace: None,
             dispatch_log: None,
+            limit: InstructionLimit { per_wave: DEFAULT_MAX_INSTRUCTIONS, how_to_raise: String::new() },
             programs: HashMap::new(),
         };
         let queue = Queue {

@@ -120,10 +120,16 @@ pub struct Access {
     pub memory: u64,
 }
 
+/// Instructions a wave may run before it is taken for an endless loop.
+pub const DEFAULT_MAX_INSTRUCTIONS: u64 = 50_000_000;
+
 #[derive(Clone, Debug)]
 pub struct Options {
     /// Stop a wave after this many instructions (a hung kernel).
     pub max_instructions: u64,
+    /// How the user raises that limit, for the message (the front end's
+    /// option).
+    pub how_to_raise_the_limit: String,
     /// Record every executed instruction (large).
     pub trace: bool,
     /// Record every lane's FLAT and GLOBAL access address.
@@ -147,7 +153,8 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            max_instructions: 50_000_000,
+            max_instructions: DEFAULT_MAX_INSTRUCTIONS,
+            how_to_raise_the_limit: "raise the limit with Options::max_instructions".into(),
             trace: false,
             accesses: false,
             exec_history: Vec::new(),
@@ -548,8 +555,13 @@ impl Runner<'_> {
             return Err(EmulatorError::Undecodable { kernel: kernel.into(), wave: wave.id.to_string(), address });
         };
         if wave.instructions >= self.options.max_instructions {
-            let limit = self.options.max_instructions;
-            return Err(EmulatorError::InstructionLimit { kernel: kernel.into(), wave: wave.id.to_string(), limit });
+            let (limit, how_to_raise) = (self.options.max_instructions, self.options.how_to_raise_the_limit.clone());
+            return Err(EmulatorError::InstructionLimit {
+                kernel: kernel.into(),
+                wave: wave.id.to_string(),
+                limit,
+                how_to_raise,
+            });
         }
         let exec = wave.exec();
         if self.options.trace {

@@ -43,10 +43,8 @@ pub enum EmulatorError {
     Stopped { site: Box<StopSite>, fault: Fault },
     #[error("kernel {kernel}, {wave}: cannot decode the instruction at {address:#x}")]
     Undecodable { kernel: String, wave: String, address: u64 },
-    #[error(
-        "kernel {kernel}: stopped after {limit} instructions in {wave} (an endless loop? raise the limit with --max-instructions)"
-    )]
-    InstructionLimit { kernel: String, wave: String, limit: u64 },
+    #[error("kernel {kernel}: stopped after {limit} instructions in {wave} (an endless loop? {how_to_raise})")]
+    InstructionLimit { kernel: String, wave: String, limit: u64, how_to_raise: String },
     #[error("kernel {kernel}: every live wave of workgroup {workgroup:?} waits, but not all at a barrier")]
     Deadlock { kernel: String, workgroup: [u32; 3] },
 }

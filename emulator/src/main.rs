@@ -148,6 +148,7 @@ fn main() -> Result<()> {
     }
     let kernel = cli.kernel.clone().unwrap_or_default();
     device.options.max_instructions = cli.max_instructions;
+    device.options.how_to_raise_the_limit = "raise the limit with --max-instructions".into();
     device.options.trace = cli.trace;
     device.options.firmware_preloads_arguments = !cli.firmware_without_preload;
     let mut values = Vec::new();

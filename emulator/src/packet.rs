@@ -115,6 +115,29 @@ pub fn run(
     if size.contains(&0) || packet.grid_size.contains(&0) {
         return Err(EmulatorError::Dispatch { kernel: name, message: "an empty grid or workgroup".into() });
     }
+    // The command processor sizes scratch and LDS from the packet alone: a
+    // packet giving less than the kernel's descriptor says it needs would
+    // have its waves write into each other's scratch (or past the LDS) on
+    // a GPU, quietly. Whoever wrote the packet (the program, its runtime,
+    // a tool that swapped the kernel) is wrong; say so and stop.
+    let descriptor = &kernel.descriptor;
+    let needs = [
+        ("scratch", "private", packet.private_segment_size, descriptor.private_segment_fixed_size, "per work-item"),
+        ("LDS", "group", packet.group_segment_size, descriptor.group_segment_fixed_size, "per workgroup"),
+    ];
+    for (what, segment, given, needed, per) in needs {
+        if given < needed {
+            return Err(EmulatorError::Dispatch {
+                kernel: name,
+                message: format!(
+                    "the dispatch packet gives {given} bytes of {what} {per} (its {segment}_segment_size), \
+                     but the kernel's descriptor says it needs {needed} ({}_SEGMENT_FIXED_SIZE): whoever wrote \
+                     the packet gave the kernel too little",
+                    segment.to_uppercase()
+                ),
+            });
+        }
+    }
     let launch = launch_of(packet);
     let scratch_per_wave = u64::from(packet.private_segment_size).next_multiple_of(16) * LANES as u64;
     let places = DispatchMemory {

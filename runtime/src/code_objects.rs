@@ -36,9 +36,20 @@ pub struct KernelInfo {
     pub group_segment: u32,
     pub private_segment: u32,
     pub kernarg_size: u32,
+    /// In dynamic mode, what the program was handed for this kernel (the
+    /// original's sizes, which it puts in its dispatch packets) where they
+    /// differ from this kernel's; `None` when it was handed these bytes.
+    pub program_sees: Option<Segments>,
     /// With originals kept (`instrument --keep-originals`): the index in
     /// `kernels` of this original's instrumented copy.
     pub copy: Option<usize>,
+}
+
+impl KernelInfo {
+    /// Its own descriptor's sizes.
+    pub fn segments(&self) -> Segments {
+        Segments { group: self.group_segment, private: self.private_segment, kernarg: self.kernarg_size }
+    }
 }
 
 /// A tool global: where its data is in the code object and what it holds
@@ -78,6 +89,16 @@ pub struct InstrumentedCodeObject {
 }
 
 impl InstrumentedCodeObject {
+    /// In dynamic mode: the program was handed `original` (each kernel's
+    /// sizes by name) and ROCr these bytes instead. Notes, per kernel,
+    /// what the program sees where it differs.
+    pub fn replaced(&mut self, original: &HashMap<String, Segments>) {
+        for kernel in &mut self.kernels {
+            let sees = original.get(&kernel.name).copied();
+            kernel.program_sees = sees.filter(|s| *s != kernel.segments());
+        }
+    }
+
     /// Selected points that dispatches of `kernel` may run and that were
     /// left out when it was instrumented (0: none).
     pub fn points_left_out(&self, kernel: &str) -> u32 {
@@ -100,6 +121,37 @@ pub fn kernel_descriptors(bytes: &[u8]) -> Vec<(String, u64)> {
         .filter(|s| s.kind() == SymbolKind::Data)
         .filter_map(|s| Some((s.name().ok()?.strip_suffix(".kd")?.to_string(), s.address())))
         .collect()
+}
+
+/// The sizes a kernel's descriptor gives the dispatch packet's writer:
+/// fixed LDS and scratch bytes per work-item, and kernel argument bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Segments {
+    pub group: u32,
+    pub private: u32,
+    pub kernarg: u32,
+}
+
+/// Each kernel's [`Segments`] as the descriptors of `bytes` give them (the
+/// `.kd` symbols' first 12 bytes; HIP's metadata says the same): what a
+/// program that was handed these bytes puts in its dispatch packets. Empty
+/// for bytes that are no 64-bit ELF.
+pub fn kernel_segments(bytes: &[u8]) -> HashMap<String, Segments> {
+    use object::{ObjectSection, ObjectSymbol, SymbolKind};
+    let Ok(elf) = ElfFile64::<object::Endianness>::parse(bytes) else { return HashMap::new() };
+    let mut segments = HashMap::new();
+    for symbol in elf.symbols().filter(|s| s.kind() == SymbolKind::Data) {
+        let Some(name) = symbol.name().ok().and_then(|n| n.strip_suffix(".kd")) else { continue };
+        let Some(section) = symbol.section_index().and_then(|i| elf.section_by_index(i).ok()) else { continue };
+        let Some(offset) = symbol.address().checked_sub(section.address()) else { continue };
+        let Ok(data) = section.data() else { continue };
+        let Some(descriptor) = usize::try_from(offset).ok().and_then(|o| data.get(o..o.checked_add(12)?)) else {
+            continue;
+        };
+        let word = |at: usize| u32::from_le_bytes(descriptor[at..at + 4].try_into().expect("4 bytes"));
+        segments.insert(name.to_string(), Segments { group: word(0), private: word(4), kernarg: word(8) });
+    }
+    segments
 }
 
 /// Cheap look at the section headers: is this an instrumented code object?
@@ -157,6 +209,7 @@ pub fn recognise(bytes: &[u8]) -> Result<Option<InstrumentedCodeObject>, Recogni
             group_segment: k.descriptor.group_segment_fixed_size,
             private_segment: k.descriptor.private_segment_fixed_size,
             kernarg_size: k.descriptor.kernarg_size,
+            program_sees: None,
             copy: None,
         })
         .collect();

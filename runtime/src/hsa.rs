@@ -152,6 +152,21 @@ impl Hsa for Rocr {
         // loaded code object's global of at least `size` bytes.
         check("hsa_memory_copy", unsafe { gpuinstr_rt_memory_copy(to, from, size) })
     }
+
+    fn kernel_instrumented(&self, kernel_object: u64, instrumented: bool) {
+        type Tell = unsafe extern "C" fn(u64, c_int);
+        static TELL: OnceLock<Option<Tell>> = OnceLock::new();
+        let tell = TELL.get_or_init(|| {
+            // SAFETY: looks a symbol up in the libraries loaded globally;
+            // gpuinstr's device library defines it with this signature.
+            let symbol = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"gpuinstr_device_kernel_instrumented".as_ptr()) };
+            (!symbol.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, Tell>(symbol) })
+        });
+        if let Some(tell) = tell {
+            // SAFETY: the device library's function, taking plain values.
+            unsafe { tell(kernel_object, c_int::from(instrumented)) };
+        }
+    }
 }
 
 /// ROCr calls this when it loads the library named in `HSA_TOOLS_LIB`.
@@ -707,21 +722,18 @@ fn replacement_for(bytes: &[u8]) -> Option<(*const u8, usize)> {
             bytes.len()
         );
         if !dynamic.allows_partial() {
-            if let Some(path) = std::env::var_os("GPUINSTR_NOT_INSTRUMENTED").filter(|p| !p.is_empty()) {
-                use std::io::Write;
-                let line = format!("{}\n", message.replace('\n', " "));
-                let _ = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)
-                    .and_then(|mut file| file.write_all(line.as_bytes()));
-            }
+            crate::note_run_failure(crate::RunFailure::NotInstrumented, &message);
         }
         with_runtime(|r| r.report.warn(message));
     }
     // `dynamic` keeps the bytes for the rest of the process.
     let place = replacement.bytes.as_ref().map(|b| (b.as_ptr(), b.len()));
-    with_runtime(|r| r.report.dynamic.push(replacement.record));
+    with_runtime(|r| {
+        if let Some((pointer, _)) = place {
+            r.code_object_replaced(pointer, bytes);
+        }
+        r.report.dynamic.push(replacement.record)
+    });
     place
 }
 
@@ -844,7 +856,7 @@ pub extern "C" fn gpuinstr_rt_on_executable_frozen(executable: u64) {
 
 #[no_mangle]
 pub extern "C" fn gpuinstr_rt_on_executable_destroyed(executable: u64) {
-    with_runtime(|r| r.executable_destroyed(executable));
+    with_runtime(|r| r.executable_destroyed(&Rocr, executable));
 }
 
 #[no_mangle]

@@ -40,8 +40,36 @@ pub fn report_path() -> (PathBuf, bool) {
     }
 }
 
+/// What makes a run fail after the program although the program ran as it
+/// would: the lines of the file `GPUINSTR_RUN_FAILURES` names
+/// (`gpuinstr-run` reads it and exits non-zero; the format is
+/// `gpuinstr_device_preload::run::RunFailure`'s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunFailure {
+    /// A code object ran as it was: the tool saw none of its kernels.
+    NotInstrumented,
+    /// A result the user asked for (the report, the database, a tool's
+    /// file) could not be written.
+    NotWritten,
+}
+
+/// Notes `failure` (one line, `KIND<TAB>message`) where `gpuinstr-run`
+/// reads it; a runtime loaded without it has only said so.
+pub fn note_run_failure(failure: RunFailure, message: &str) {
+    let Some(path) = std::env::var_os("GPUINSTR_RUN_FAILURES").filter(|p| !p.is_empty()) else { return };
+    use std::io::Write;
+    let kind = match failure {
+        RunFailure::NotInstrumented => "not-instrumented",
+        RunFailure::NotWritten => "not-written",
+    };
+    let line = format!("{kind}\t{}\n", message.replace('\n', " "));
+    let _ =
+        std::fs::OpenOptions::new().create(true).append(true).open(path).and_then(|mut f| f.write_all(line.as_bytes()));
+}
+
 /// At exit (or `hsa_shut_down`): records what finished, prints the summary
-/// and writes the report, once.
+/// and writes the report, once. Results that cannot be written are errors
+/// and fail the run.
 pub fn finish(state: &Mutex<runtime::Runtime>, hsa: &dyn runtime::Hsa, tool: Option<&dyn runtime::ToolHost>) {
     static DONE: std::sync::Once = std::sync::Once::new();
     DONE.call_once(|| {
@@ -66,7 +94,11 @@ pub fn finish(state: &Mutex<runtime::Runtime>, hsa: &dyn runtime::Hsa, tool: Opt
         }
         match state.report.write(&path) {
             Ok(()) => eprintln!("gpuinstr: report written to {}", path.display()),
-            Err(error) => eprintln!("gpuinstr: error: cannot write the report {}: {error}", path.display()),
+            Err(error) => state.lost_outputs.push(format!("cannot write the report {}: {error}", path.display())),
+        }
+        for lost in &state.lost_outputs {
+            eprintln!("gpuinstr: error: {lost}");
+            note_run_failure(RunFailure::NotWritten, lost);
         }
     });
 }

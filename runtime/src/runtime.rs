@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use thiserror::Error;
 
-use crate::code_objects::{self, InstrumentedCodeObject};
+use crate::code_objects::{self, InstrumentedCodeObject, Segments};
 use crate::database::{Database, DatabaseError};
 use crate::packets::{self, CollectKernel, Dispatch, Packet};
 use crate::report::{
@@ -52,6 +52,10 @@ pub trait Hsa {
     /// memory of the device (a loaded code object's global); returns when
     /// they are there.
     fn copy_to_device(&self, to: u64, from: u64, size: usize) -> Result<(), HsaError>;
+    /// Tells the device, when it is gpuinstr's emulated GPU, that the
+    /// kernel at `kernel_object` runs instrumented code (or no longer): its
+    /// waves may run longer before it takes them for endless loops.
+    fn kernel_instrumented(&self, _kernel_object: u64, _instrumented: bool) {}
 }
 
 /// A completed dispatch as a tool's host part sees it (`gpuinstr/host.h`).
@@ -186,6 +190,17 @@ struct Retarget {
     private_segment: (u32, u32),
 }
 
+/// A kernel that runs with other sizes than the program was handed (in
+/// dynamic mode, the instrumented copy of what the program loaded): its
+/// dispatch packets are given the sizes of what runs.
+#[derive(Clone, Copy, Debug)]
+struct Resize {
+    executable: u64,
+    /// What the program's packets are written from, and what runs.
+    seen: Segments,
+    running: Segments,
+}
+
 /// An instrumented code object as loaded.
 struct Loaded {
     executable: u64,
@@ -241,6 +256,16 @@ pub struct Runtime {
     loaded: Vec<Loaded>,
     /// Kernel object (descriptor address) → the kernel as loaded.
     kernels: HashMap<u64, LoadedKernel>,
+    /// Dynamic mode's replacements (the address of the bytes ROCr gets
+    /// instead) → each kernel's sizes in what the program was handed.
+    replacements: HashMap<usize, HashMap<String, Segments>>,
+    /// Kernel object → sizes to move its dispatch packets to, for every
+    /// kernel that runs with others than the program was handed, observed
+    /// or not.
+    resized: HashMap<u64, Resize>,
+    /// Per executable, the kernel objects of its instrumented code objects
+    /// (the device was told of them).
+    instrumented_kernels: Vec<(u64, Vec<u64>)>,
     /// Dispatches so far of each kernel (by name) of instrumented code objects.
     ordinals: HashMap<String, u64>,
     pub selection: Selection,
@@ -272,6 +297,9 @@ pub struct Runtime {
     pub ring_full: WhenFull,
     /// Whether the database keeps the rings' records (`records`).
     pub database_records: bool,
+    /// Results the user asked for that could not be written (the
+    /// database, a tool's file, the report): each fails the run at exit.
+    pub lost_outputs: Vec<String>,
 }
 
 enum DatabaseState {
@@ -312,6 +340,9 @@ impl Default for Runtime {
             uninstrumented: Default::default(),
             loaded: Vec::new(),
             kernels: HashMap::new(),
+            replacements: HashMap::new(),
+            resized: HashMap::new(),
+            instrumented_kernels: Vec::new(),
             ordinals: HashMap::new(),
             selection: Selection::default(),
             collect_kernels: HashMap::new(),
@@ -329,15 +360,25 @@ impl Default for Runtime {
             ring_bytes: crate::rings::DEFAULT_RING_BYTES,
             ring_full: WhenFull::default(),
             database_records: std::env::var_os("GPUINSTR_DATABASE_RECORDS").is_none_or(|v| v != "0"),
+            lost_outputs: Vec::new(),
         }
     }
 }
 
 impl Runtime {
+    /// Dynamic mode hands ROCr the bytes at `replacement` instead of
+    /// `original`, which the program (HIP) read its kernels' sizes from.
+    pub fn code_object_replaced(&mut self, replacement: *const u8, original: &[u8]) {
+        self.replacements.insert(replacement as usize, code_objects::kernel_segments(original));
+    }
+
     /// A code object reader was created over `bytes`.
     pub fn reader_created(&mut self, reader: u64, bytes: &[u8]) {
         match code_objects::recognise(bytes) {
-            Ok(Some(code_object)) => {
+            Ok(Some(mut code_object)) => {
+                if let Some(original) = self.replacements.get(&(bytes.as_ptr() as usize)) {
+                    code_object.replaced(original);
+                }
                 self.readers.insert(reader, Arc::new(code_object));
             }
             Ok(None) => {
@@ -387,9 +428,28 @@ impl Runtime {
             )
         };
         let Some(delta) = delta else {
-            self.report.warn(not_observed("ROCr's loader extension did not say where".into()));
+            let resized = code_object.kernels.iter().filter(|k| k.program_sees.is_some()).count();
+            let also = if resized > 0 {
+                format!(
+                    " (and {resized} of its kernels run with more scratch, LDS or kernel arguments than the program \
+                     gives them: their results may be wrong)"
+                )
+            } else {
+                String::new()
+            };
+            self.report.warn(not_observed(format!("ROCr's loader extension did not say where{also}")));
             return None;
         };
+        // Before anything can fail: every dispatch of a kernel that runs
+        // with other sizes than the program was handed gets them, and the
+        // device learns which kernels run instrumented code, whether or
+        // not the tool sees them.
+        self.resize_dispatches_of(&code_object, executable, delta);
+        for kernel in &code_object.kernels {
+            hsa.kernel_instrumented(located(kernel.descriptor, delta), true);
+        }
+        self.instrumented_kernels
+            .push((executable, code_object.kernels.iter().map(|k| located(k.descriptor, delta)).collect()));
         let layout = Layout::of(&code_object);
         let initial = match hsa.host_allocate(agent, layout.size) {
             Ok(initial) => initial,
@@ -479,6 +539,24 @@ impl Runtime {
         Some(tool_view)
     }
 
+    /// Notes the kernels of `code_object` whose dispatch packets must be
+    /// moved to their own sizes, and warns of any that reads more kernel
+    /// arguments than the program passes (which no packet can fix).
+    fn resize_dispatches_of(&mut self, code_object: &InstrumentedCodeObject, executable: u64, delta: i64) {
+        for kernel in &code_object.kernels {
+            let Some(seen) = kernel.program_sees else { continue };
+            let running = kernel.segments();
+            if running.kernarg > seen.kernarg {
+                self.report.warn(format!(
+                    "the instrumented {} reads {} bytes of kernel arguments where the program passes {}: the bytes \
+                     past those are not its arguments",
+                    kernel.name, running.kernarg, seen.kernarg
+                ));
+            }
+            self.resized.insert(located(kernel.descriptor, delta), Resize { executable, seen, running });
+        }
+    }
+
     /// The code object's rings (`GPUINSTR_RING`), each in host memory of
     /// its own, and each ring global's initial bytes (which the collect
     /// kernel puts back) pointing at its ring; the globals themselves are
@@ -534,8 +612,15 @@ impl Runtime {
     }
 
     /// Its kernels' addresses may be reused by the next code object loaded.
-    pub fn executable_destroyed(&mut self, executable: u64) {
+    pub fn executable_destroyed(&mut self, hsa: &dyn Hsa, executable: u64) {
+        for (_, kernels) in self.instrumented_kernels.iter().filter(|(e, _)| *e == executable) {
+            for kernel in kernels {
+                hsa.kernel_instrumented(*kernel, false);
+            }
+        }
+        self.instrumented_kernels.retain(|(e, _)| *e != executable);
         self.kernels.retain(|_, kernel| self.loaded[kernel.slot].executable != executable);
+        self.resized.retain(|_, resize| resize.executable != executable);
         self.plain_kernels.retain(|_, (_, loaded_into)| *loaded_into != executable);
     }
 
@@ -554,7 +639,8 @@ impl Runtime {
     /// The packets that go to the device for `packets`, submitted to `queue`.
     pub fn packets(&mut self, hsa: &dyn Hsa, queue: u64, packets: &[Packet]) -> Vec<Packet> {
         let mut out = Vec::with_capacity(packets.len());
-        for packet in packets {
+        for given in packets {
+            let packet = &self.resized_packet(given);
             let instrumented = packets::dispatch_of(packet)
                 .and_then(|dispatch| Some((dispatch, self.kernels.get(&dispatch.kernel_object)?.clone())));
             let Some((mut dispatch, kernel)) = instrumented else {
@@ -587,6 +673,21 @@ impl Runtime {
             }
         }
         out
+    }
+
+    /// `packet`, with the LDS and scratch sizes of the kernel that runs
+    /// where the program wrote another's (dynamic mode's instrumented
+    /// copies: HIP writes the original's from the code object it was
+    /// handed; what the program added, dynamic LDS or stack, is kept).
+    fn resized_packet(&self, packet: &Packet) -> Packet {
+        let mut packet = *packet;
+        let resize =
+            packets::dispatch_of(&packet).and_then(|d| Some((d.kernel_object, self.resized.get(&d.kernel_object)?)));
+        if let Some((kernel_object, r)) = resize {
+            let (group, private) = ((r.seen.group, r.running.group), (r.seen.private, r.running.private));
+            packets::retarget(&mut packet, kernel_object, group, private);
+        }
+        packet
     }
 
     fn collect_kernel(&mut self, hsa: &dyn Hsa, agent: u64) -> Result<CollectKernel, HsaError> {
@@ -892,7 +993,9 @@ impl Runtime {
     /// file that cannot be written is a warning (once).
     pub fn write_tool_file(&mut self, report: &std::path::Path, name: &str, bytes: &[u8]) {
         if let Err(message) = self.tool_files.write(report, name, bytes) {
-            self.report.warn(format!("{message}; the tool's later records for it are lost"));
+            let message = format!("{message}; the tool's later records for it are lost");
+            self.lost_outputs.push(message.clone());
+            self.report.warn(message);
         }
     }
 
@@ -901,6 +1004,7 @@ impl Runtime {
         let (files, errors) = self.tool_files.close();
         self.report.files = files;
         for error in errors {
+            self.lost_outputs.push(error.clone());
             self.report.warn(error);
         }
     }
@@ -955,8 +1059,9 @@ impl Runtime {
                     match Database::create(&path, &program, &arguments, self.started) {
                         Ok(database) => DatabaseState::Open(database),
                         Err(error) => {
-                            self.report
-                                .warn(format!("{error}: no database is written (the JSON report holds the run)"));
+                            let message = format!("{error}: no database is written (the JSON report holds the run)");
+                            self.lost_outputs.push(message.clone());
+                            self.report.warn(message);
                             DatabaseState::Off
                         }
                     }
@@ -966,7 +1071,9 @@ impl Runtime {
         let DatabaseState::Open(database) = &mut self.database else { return };
         if let Err(error) = database.warnings(&self.report).and_then(|()| write(database, &self.report)) {
             self.database = DatabaseState::Off;
-            self.report.warn(format!("{error}: the database ends here (the JSON report holds the run)"));
+            let message = format!("{error}: the database ends here (the JSON report holds the run)");
+            self.lost_outputs.push(message.clone());
+            self.report.warn(message);
         }
     }
 

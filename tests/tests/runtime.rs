@@ -133,6 +133,12 @@ fn original(target: &str, dir: &Path) -> Original {
 
 /// `program` (the `counted` program, however built) run on `target`.
 fn original_of(program: PathBuf, target: &str, dir: &Path) -> Original {
+    original_dispatching(program, target, dir, 4)
+}
+
+/// `program` run on `target`: it prints PASSED and dispatches its own
+/// kernels `dispatches` times.
+fn original_dispatching(program: PathBuf, target: &str, dir: &Path, expected_dispatches: usize) -> Original {
     let app = load::load_for_target(&program, Some(target)).unwrap().code_objects.remove(0);
     let log = dir.join("original.jsonl");
     let _ = std::fs::remove_file(&log);
@@ -149,7 +155,7 @@ fn original_of(program: PathBuf, target: &str, dir: &Path) -> Original {
     let kernels: Vec<&str> = app.kernels.iter().map(|k| k.name()).collect();
     let dispatches: Vec<Value> =
         dispatch_log(&log).into_iter().filter(|d| kernels.contains(&d["kernel"].as_str().unwrap())).collect();
-    assert_eq!(dispatches.len(), 4, "the program's four dispatches");
+    assert_eq!(dispatches.len(), expected_dispatches, "the program's dispatches");
     Original { program, app, output, dispatches }
 }
 
@@ -713,6 +719,45 @@ fn the_runtime_reports_each_dispatchs_instruction_count() {
     }
 }
 
+/// The device's limit on a wave's instructions (taken for an endless
+/// loop past it) is the user's (`gpuinstr-run --max-instructions`), and
+/// waves of kernels the runtime says run instrumented code get 32 times as
+/// many: at the smallest power of two the original program runs under,
+/// the program instrumented with the instruction counter (whose waves run
+/// many times as many) runs to the end and reports; without the runtime to
+/// say so it stops, and the message names the option that raises it.
+#[test]
+fn waves_of_instrumented_kernels_may_run_longer_than_the_programs_own() {
+    let target = "gfx90a";
+    let dir = test_directory("instruction-limit");
+    let original = original(target, &dir);
+    let tool = instrument_with("instruction-counter", &original, &dir);
+    let limited = |limit: u64| Run { max_instructions: Some(limit), ..run_on(target) };
+    let stopped = |output: &Output, limit: u64| {
+        let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+        let message = format!("(an endless loop? raise the limit of {limit} with gpuinstr-run --max-instructions N");
+        !output.status.success()
+            && stderr.contains(&format!("stopped after {limit} instructions"))
+            && stderr.contains(&message)
+    };
+    let mut limit = 16;
+    loop {
+        let output = limited(limit).command(original.program.as_os_str(), &[]).output().unwrap();
+        if output.status.success() {
+            break;
+        }
+        assert!(stopped(&output, limit), "{limit}: {}", String::from_utf8_lossy(&output.stderr));
+        limit *= 2;
+        assert!(limit < 1 << 20, "the original never ran under a limit");
+    }
+    let run = Run { tool_host: Some(tool.host.clone()), ..limited(limit) };
+    let (report, _) = run_reported_with(run, &tool.program, &[], &original.output, &dir);
+    original.oracle().check("instruction-counter", &tool.plan, &report, &dir.join("report.json"));
+    let alone = Run { runtime: None, ..limited(limit) };
+    let output = alone.command(tool.program.as_os_str(), &[]).output().unwrap();
+    assert!(stopped(&output, limit), "{limit}: {}", String::from_utf8_lossy(&output.stderr));
+}
+
 /// The same on gfx908 (its own collect kernel, no packed FP32, AGPRs
 /// apart): every example tool's report is what the emulator gives.
 #[test]
@@ -871,7 +916,7 @@ fn dispatches_of_kernels_with_points_left_out_are_marked_partial() {
 /// cache remembers the reason.
 #[test]
 fn dynamic_mode_runs_a_code_object_it_cannot_instrument_as_it_is_and_fails_after() {
-    use gpuinstr_device_preload::run::{exit_code_after, not_instrumented};
+    use gpuinstr_device_preload::run::{exit_code_after, failures, RunFailure};
     let target = "gfx908";
     let dir = test_directory("not-instrumented");
     let original = original(target, &dir);
@@ -887,7 +932,7 @@ fn dynamic_mode_runs_a_code_object_it_cannot_instrument_as_it_is_and_fails_after
             dynamic: Some((device.clone(), plan_file.clone())),
             cache: Some(cache.clone()),
             grow_registers: Some("never".into()),
-            not_instrumented: Some(notes.clone()),
+            failures: Some(notes.clone()),
             report: Some(report_path.clone()),
             ..run_on(target)
         };
@@ -907,8 +952,8 @@ fn dynamic_mode_runs_a_code_object_it_cannot_instrument_as_it_is_and_fails_after
         assert!(why.contains("1 of 2 selected points") && why.contains("left out"), "{why}");
         assert_eq!(report["warnings"].as_array().unwrap().len(), 1, "{stderr}");
         assert!(report["code_objects"].as_array().unwrap().is_empty(), "nothing instrumented was loaded");
-        let noted = not_instrumented(&notes);
-        assert_eq!(noted.len(), 1, "{noted:?}");
+        let noted = failures(&notes);
+        assert!(matches!(noted[..], [RunFailure::NotInstrumented(_)]), "{noted:?}");
         assert_eq!(exit_code_after(code, &noted), 1, "the run fails after the program");
     }
 }
@@ -1971,6 +2016,66 @@ fn dynamic_mode_instruments_a_code_object_loaded_with_hip_module_load() {
     let total: u64 = module_kernels.values().sum();
     let line = format!("gpuinstr: {total} dispatches of {} kernels ran no instrumented code", module_kernels.len());
     assert!(stderr.contains(&line) && stderr.contains("or in dynamic mode)"), "{stderr}");
+}
+
+/// Dynamic mode gives an instrumented kernel the scratch its own
+/// descriptor needs, not the original's that HIP writes into the packet
+/// (it read the code object the program handed it): with default flags,
+/// a kernel with no scratch and one with scratch of its own, each holding
+/// every VGPR across a load (tests/inputs/runtime/held_across_a_load.hip),
+/// get payloads that save live VGPRs in scratch memory, and over four
+/// workgroups of four waves every example tool reports what the emulator
+/// gives and the program's results stay. (Given the original's scratch,
+/// each wave would write into the next one's, and the emulated device
+/// stops a dispatch whose packet gives less than its descriptor needs.)
+#[test]
+fn dynamic_mode_gives_each_instrumented_kernel_the_scratch_it_needs() {
+    let mut targets = vec!["gfx90a"];
+    if gpuinstr::toolchain::LLVM_MAJOR >= 17 {
+        targets.push("gfx942");
+    }
+    for target in targets {
+        let dir = test_directory(&format!("held-across-a-load-{target}"));
+        let program = hip_build("runtime/held_across_a_load.hip", target, &dir, "held", &[]);
+        let original = original_dispatching(program, target, &dir, 2);
+        for tool in EXAMPLE_TOOLS {
+            let device = build_tool(Compiler::Hipcc, &example(tool), "-O3", &dir);
+            let plan_file = repo().join("hook-sdk/examples").join(tool).join("plan.toml");
+            let plan = Plan::load(&plan_file).unwrap();
+            if tool == "memory-tracer" {
+                // The case the test is for: payloads that save VGPRs in
+                // scratch, in both kernels, one of which had scratch.
+                let bytes = std::fs::read(&original.program).unwrap();
+                let (_, file) = instrument_file(
+                    &Tool::load(&device).unwrap(),
+                    &original.program,
+                    &bytes,
+                    &plan,
+                    &Registry::with_builtins(),
+                    &InstrumentOptions::default(),
+                    Some(target),
+                )
+                .unwrap();
+                let report = &file.code_objects[0];
+                assert!(report.spills.points >= 2, "{target}: {:?}", report.spills);
+                let stacks: Vec<(u32, u32)> = ["_Z15heldAcrossALoadPiPKi", "_Z26heldAcrossALoadWithScratchPiPKii"]
+                    .iter()
+                    .map(|name| report.kernels.iter().find(|k| k.name == *name).unwrap().stack_bytes)
+                    .collect();
+                assert!(stacks[0].0 == 0 && stacks[0].1 > 0, "{target}: {stacks:?}");
+                assert!(stacks[1].0 > 0 && stacks[1].1 > stacks[1].0, "{target}: {stacks:?}");
+            }
+            let run = Run {
+                dynamic: Some((device, plan_file)),
+                cache: Some(PathBuf::from("none")),
+                tool_host: Some(host_part(tool, &dir)),
+                ..run_on(target)
+            };
+            let (report, stderr) = run_reported_with(run, &original.program, &[], &original.output, &dir);
+            assert!(stderr.contains("1 code objects instrumented as they loaded"), "{tool}: {stderr}");
+            original.oracle().check(tool, &plan, &report, &dir.join("report.json"));
+        }
+    }
 }
 
 /// The CMake flow end to end: a HIP project builds its program and the

@@ -38,6 +38,11 @@ struct Arguments {
     /// own, within that). Allocations past it get hipErrorOutOfMemory.
     #[arg(long, value_name = "SIZE", value_parser = device_memory)]
     device_memory: Option<String>,
+    /// Stop a wave after this many instructions, taking it for an endless
+    /// loop (default 50,000,000; waves of instrumented kernels get 32 times
+    /// as many, since instrumentation multiplies what a wave runs).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_instructions: Option<u64>,
     /// Print every call the device answers (to standard error).
     #[arg(long)]
     trace: bool,
@@ -168,11 +173,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Dynamic mode without --allow-partial waits for the program to learn
-    // whether every code object it loaded was instrumented.
-    let checked = arguments.tool.is_some() && !arguments.allow_partial && !arguments.no_runtime;
-    let notes =
-        checked.then(|| std::env::temp_dir().join(format!("gpuinstr-run-{}.not-instrumented", std::process::id())));
+    // What the run writes must be writable before the program starts: a
+    // run of hours that cannot keep its results is refused at once.
+    if let Err(message) = check_outputs(&arguments) {
+        eprintln!("gpuinstr-run: error: {message}");
+        return ExitCode::from(2);
+    }
+    // With the runtime, gpuinstr-run waits for the program to learn
+    // whether the run failed after it: a code object dynamic mode could not
+    // instrument, results that could not be written.
+    let notes = (!arguments.no_runtime)
+        .then(|| std::env::temp_dir().join(format!("gpuinstr-run-{}.failures", std::process::id())));
     let run = Run {
         target: arguments.target,
         device_memory: arguments.device_memory,
@@ -181,7 +192,7 @@ fn main() -> ExitCode {
         dynamic: arguments.tool.zip(arguments.plan),
         cache: arguments.cache,
         allow_partial: arguments.allow_partial,
-        not_instrumented: notes.clone(),
+        failures: notes.clone(),
         grow_registers: arguments.grow_registers,
         select_kernel: arguments.select_kernel,
         select_first: arguments.select_first,
@@ -196,6 +207,7 @@ fn main() -> ExitCode {
         dispatch_log_exec: arguments.dispatch_log_exec,
         dispatch_log_accesses: arguments.dispatch_log_accesses,
         dispatch_log_digests: arguments.dispatch_log_digests,
+        max_instructions: arguments.max_instructions,
         trace: arguments.trace,
         stats: arguments.stats,
     };
@@ -208,8 +220,61 @@ fn main() -> ExitCode {
     ExitCode::from(127)
 }
 
+/// Every file the run will write (the report, the database, the dispatch
+/// log) can be: its directory exists and takes a new file. Where a tool is
+/// asked for (`--tool`, `--tool-host`), also the default report's and
+/// database's directory, the current one.
+fn check_outputs(arguments: &Arguments) -> Result<(), String> {
+    use std::path::Path;
+    let for_a_tool = !arguments.no_runtime && (arguments.tool.is_some() || arguments.tool_host.is_some());
+    let report = match &arguments.report {
+        Some(report) => Some(("--report", report.clone())),
+        None => for_a_tool.then(|| ("the report (no --report)", PathBuf::from("gpuinstr-report.json"))),
+    };
+    let database = match &arguments.database {
+        Some(database) if database.as_os_str() == "none" => None,
+        Some(database) => Some(("--database", database.clone())),
+        None => report.as_ref().map(|(_, r)| ("the database (no --database)", r.with_extension("sqlite"))),
+    };
+    let log = arguments.dispatch_log.as_ref().map(|log| ("--dispatch-log", log.clone()));
+    for (option, path) in [report, database, log].into_iter().flatten() {
+        let shown = path.display();
+        if path.is_dir() {
+            return Err(format!("{option} {shown} is a directory: give a file path"));
+        }
+        let directory = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if !directory.is_dir() {
+            return Err(format!(
+                "{option} {shown}: the directory {} does not exist: create it, or give a path in one that does",
+                directory.display()
+            ));
+        }
+        // The runtime writes a temporary file beside it and renames it.
+        let probe = directory.join(format!(".gpuinstr-run-{}.probe", std::process::id()));
+        match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
+            Ok(_) => {
+                let _ = std::fs::remove_file(&probe);
+            }
+            Err(error) => {
+                return Err(format!(
+                    "{option} {shown}: cannot write in {} ({error}): give a path in a directory you can write",
+                    directory.display()
+                ))
+            }
+        }
+        // The dispatch log is appended to.
+        if option == "--dispatch-log" && path.exists() {
+            if let Err(error) = std::fs::OpenOptions::new().append(true).open(&path) {
+                return Err(format!("{option} {shown}: cannot append to it ({error})"));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Runs the program as a child and waits: its status, or 1 if it succeeded
-/// while code objects it loaded ran uninstrumented. Interrupts reach the
+/// while code objects it loaded ran uninstrumented or results could not be
+/// written. Interrupts reach the
 /// program (same process group); this process ignores them meanwhile, and
 /// a program killed by a signal is reported by dying of it too.
 fn run_and_check(run: &Run, program: &[OsString], notes: &std::path::Path) -> ExitCode {
@@ -224,7 +289,7 @@ fn run_and_check(run: &Run, program: &[OsString], notes: &std::path::Path) -> Ex
     // SAFETY: setting a signal disposition; restored below before raising.
     let previous = unsafe { [libc::signal(libc::SIGINT, libc::SIG_IGN), libc::signal(libc::SIGQUIT, libc::SIG_IGN)] };
     let status = child.wait();
-    let failed = gpuinstr_device_preload::run::not_instrumented(notes);
+    let failed = gpuinstr_device_preload::run::failures(notes);
     let _ = std::fs::remove_file(notes);
     // SAFETY: as above.
     unsafe {
@@ -238,11 +303,27 @@ fn run_and_check(run: &Run, program: &[OsString], notes: &std::path::Path) -> Ex
             return ExitCode::from(2);
         }
     };
-    if !failed.is_empty() {
+    use gpuinstr_device_preload::run::RunFailure;
+    let uninstrumented = failed.iter().filter(|f| matches!(f, RunFailure::NotInstrumented(_))).count();
+    if uninstrumented > 0 {
         eprintln!(
-            "gpuinstr-run: error: {} code objects the program loaded could not be instrumented and ran as they were \
-             (the tool's results miss their kernels; the report says why); --allow-partial accepts that",
-            failed.len()
+            "gpuinstr-run: error: {uninstrumented} code objects the program loaded could not be instrumented and ran \
+             as they were (the tool's results miss their kernels; the report says why); --allow-partial accepts that",
+        );
+    }
+    let unwritten: Vec<&str> = failed
+        .iter()
+        .filter_map(|f| match f {
+            RunFailure::NotWritten(message) => Some(message.as_str()),
+            RunFailure::NotInstrumented(_) => None,
+        })
+        .collect();
+    if !unwritten.is_empty() {
+        eprintln!(
+            "gpuinstr-run: error: {} of the run's results could not be written, so the run failed although the \
+             program ran: {}",
+            unwritten.len(),
+            unwritten.join("; ")
         );
     }
     use std::os::unix::process::ExitStatusExt;
