@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 target="${1:-gfx90a}"
 scripts/setup.sh >/dev/null
-cargo build --release -q -p gpuinstr-device-preload -p gpuinstr-runtime
+cargo build --release -q -p gpuinstr-device-preload -p gpuinstr-device-kfd -p gpuinstr-runtime
 target_dir="$(realpath -m "${CARGO_TARGET_DIR:-target}")"
 work="$target_dir/bench-device"
 mkdir -p "$work"

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 
 target="${1:-gfx90a}"
 scripts/setup.sh >/dev/null
-cargo build --release -q -p gpuinstr-device-preload -p gpuinstr-runtime -p gpuinstr-driver -p gpuinstr-llvm-plugin
+cargo build --release -q -p gpuinstr-device-preload -p gpuinstr-device-kfd -p gpuinstr-runtime -p gpuinstr-driver -p gpuinstr-llvm-plugin
 target_dir="$(realpath -m "${CARGO_TARGET_DIR:-target}")"
 release="$target_dir/release"
 work="$target_dir/bench-runtime"

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 scripts/setup.sh
 cargo build --release -p gpuinstr-llvm-plugin -p gpuinstr-driver -p gpuinstr-emulator \
-  -p gpuinstr-device-preload -p gpuinstr-runtime -p gpuinstr-report
+  -p gpuinstr-device-preload -p gpuinstr-device-kfd -p gpuinstr-runtime -p gpuinstr-report
 
 target_dir="$(realpath -m "${CARGO_TARGET_DIR:-target}")"
 out="$target_dir/demo"

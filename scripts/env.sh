@@ -67,7 +67,7 @@ features="--no-default-features --features llvm$llvm"
 build_gpuinstr() {
   # shellcheck disable=SC2086
   cargo build --release -q $features -p gpuinstr-llvm-plugin -p gpuinstr-driver -p gpuinstr-emulator \
-    -p gpuinstr-device-preload -p gpuinstr-runtime
+    -p gpuinstr-device-preload -p gpuinstr-device-kfd -p gpuinstr-runtime
 }
 
 if [ "$name" = bookworm ]; then

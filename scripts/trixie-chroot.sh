@@ -35,7 +35,7 @@ if [ ! -e "$root/.packages-done" ]; then
   touch "$root/.packages-done"
 fi
 # The device library, built here (Debian 12's glibc is older than trixie's, so it loads there).
-cargo build --release -q -p gpuinstr-device-preload
+cargo build --release -q -p gpuinstr-device-preload -p gpuinstr-device-kfd
 mkdir -p "$root/gpuinstr/lib"
 # A changed file is replaced by a new one, never rewritten in place: a
 # program still running from the old one (another run in the chroot) would
@@ -46,9 +46,11 @@ replace() {
   cp -L "$1" "$2.new" && mv -f "$2.new" "$2"
 }
 replace target/release/libgpuinstr_device_preload.so "$root/gpuinstr/libgpuinstr_device_preload.so"
-# Its LLVM 15 (the emulator decodes with it) and what that needs, from this
-# system: run with LD_LIBRARY_PATH=/gpuinstr/lib.
-ldd target/release/libgpuinstr_device_preload.so | awk '$3 ~ /^\// {print $3}' \
+# The emulated GPU, which the preload loads from beside itself; its LLVM 15
+# (the emulator decodes with it) and what that needs, from this system: run
+# with LD_LIBRARY_PATH=/gpuinstr/lib.
+replace target/release/libgpuinstr_device_kfd.so "$root/gpuinstr/libgpuinstr_device_kfd.so"
+ldd target/release/libgpuinstr_device_kfd.so | awk '$3 ~ /^\// {print $3}' \
   | grep -v -e '/libc.so' -e '/libm.so' -e '/libstdc++' -e '/libgcc_s' \
   | while read -r library; do replace "$library" "$root/gpuinstr/lib/$(basename "$library")"; done
 if [ $# -gt 0 ]; then

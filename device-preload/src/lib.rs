@@ -1,231 +1,190 @@
-//! `libgpuinstr_device_preload.so`: loaded with `LD_PRELOAD`, it stands in for the
-//! kernel driver. Calls on virtual paths (the KFD topology, `/dev/kfd`, the
-//! render node, the module list) and on the file descriptors they return
-//! are answered by `gpuinstr-device`; every other call goes to libc. This
-//! crate is the FFI boundary: all of gpuinstr's unsafe code for the device
-//! lives here.
+//! `libgpuinstr_device_preload.so`: loaded with `LD_PRELOAD` (by
+//! `gpuinstr-run`), it interposes the libc calls through which the ROCm
+//! user space reaches the kernel driver, and links nothing but libc: the
+//! processes a program starts inherit `LD_PRELOAD` (a compiler's `ld.lld`,
+//! a shell, Python), and an LLVM of gpuinstr's in them would clash with
+//! theirs. The emulated GPU itself, which links LLVM, is
+//! `libgpuinstr_device_kfd.so`: loaded (`RTLD_LOCAL`) the first time the
+//! process opens one of the device's paths (its topology in sysfs,
+//! `/dev/kfd`, the render node, the module list), then handed every call
+//! this library interposes. Until then every call goes to libc.
 //!
-//! `GPUINSTR_DEVICE_TARGET` picks the GPU (gfx90a, the default, or
-//! gfx908); `GPUINSTR_DEVICE_TRACE=1` prints every call it answers;
+//! `GPUINSTR_DEVICE_KFD_LIBRARY` names the device library (gpuinstr-run
+//! sets it); else it is the one beside this library. `GPUINSTR_DEVICE_TARGET`
+//! picks the GPU (gfx90a, the default, or gfx908...);
+//! `GPUINSTR_DEVICE_TRACE=1` prints every call the device answers;
 //! `GPUINSTR_DEVICE_STATS=1` prints at exit what the emulated GPU ran.
+//!
+//! With the device library, this crate is the FFI boundary: all of
+//! gpuinstr's unsafe code for the device lives in the two.
 
 #![allow(clippy::missing_safety_doc)]
 
-mod files;
-mod memory;
 mod real;
 pub mod run;
 
-use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_ulong, c_void, CStr};
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::Mutex;
 
-use gpuinstr_device::{DeviceNode, EmulatedSystem, Entry, Host, Target};
+#[path = "../../device/src/virtual_roots.rs"]
+mod virtual_roots;
 
-static SYSTEM: OnceLock<EmulatedSystem> = OnceLock::new();
+/// The device library's file name.
+pub const KFD_LIBRARY: &str = "libgpuinstr_device_kfd.so";
 
-/// File descriptors that are the device's, or virtual directories (for
-/// `openat` relative to them).
-static VIRTUAL_FDS: Mutex<Option<HashMap<c_int, VirtualFd>>> = Mutex::new(None);
+/// The device library once loaded (null before).
+static KFD: AtomicPtr<Kfd> = AtomicPtr::new(std::ptr::null_mut());
+/// Held while it is being loaded.
+static LOADING: Mutex<()> = Mutex::new(());
 
-#[derive(Clone, Debug)]
-enum VirtualFd {
-    Device(DeviceNode),
-    Directory(String),
+fn loaded() -> Option<&'static Kfd> {
+    // SAFETY: set once, to a leaked table that lives as long as the process.
+    unsafe { KFD.load(Ordering::Acquire).as_ref() }
 }
 
-fn remember(fd: c_int, what: VirtualFd) {
-    if let Ok(mut fds) = VIRTUAL_FDS.lock() {
-        fds.get_or_insert_with(HashMap::new).insert(fd, what);
+/// The device library, for a call on `path`: when it is loaded, or when
+/// `path` is one of the device's (then it is loaded now).
+unsafe fn for_path(path: *const c_char) -> Option<&'static Kfd> {
+    if let Some(kfd) = loaded() {
+        return Some(kfd);
     }
+    if path.is_null() || !virtual_roots::under_a_virtual_root(CStr::from_ptr(path).to_bytes()) {
+        return None;
+    }
+    Some(load())
 }
 
-fn tracing() -> bool {
-    static TRACE: OnceLock<bool> = OnceLock::new();
-    *TRACE.get_or_init(|| std::env::var_os("GPUINSTR_DEVICE_TRACE").is_some_and(|v| v != "0"))
-}
-
-macro_rules! trace {
-    ($($arg:tt)*) => {
-        if $crate::tracing() {
-            eprintln!("gpuinstr-device: {}", format!($($arg)*));
-        }
+/// Where the device library is: `GPUINSTR_DEVICE_KFD_LIBRARY`, else beside
+/// this library.
+fn kfd_library() -> std::path::PathBuf {
+    if let Some(path) = std::env::var_os("GPUINSTR_DEVICE_KFD_LIBRARY").filter(|p| !p.is_empty()) {
+        return path.into();
+    }
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr fills `info` for an address of this library.
+    let found = unsafe { libc::dladdr(load as *const c_void, &mut info) } != 0 && !info.dli_fname.is_null();
+    let this = if found {
+        // SAFETY: dladdr's file name is a NUL-terminated string it owns.
+        std::path::PathBuf::from(unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy().to_string())
+    } else {
+        std::path::PathBuf::new()
     };
-}
-pub(crate) use trace;
-
-fn system() -> &'static EmulatedSystem {
-    SYSTEM.get_or_init(|| {
-        let target = match std::env::var("GPUINSTR_DEVICE_TARGET") {
-            Ok(name) => Target::parse(&name).unwrap_or_else(|| {
-                eprintln!(
-                    "gpuinstr-device: GPUINSTR_DEVICE_TARGET={name} is not a GPU the device models ({})",
-                    Target::ALL.map(Target::name).join(", ")
-                );
-                std::process::exit(1)
-            }),
-            Err(_) => Target::Gfx90a,
-        };
-        // SAFETY: sysconf has no preconditions.
-        let (cpus, pages, page_size) = unsafe {
-            (
-                libc::sysconf(libc::_SC_NPROCESSORS_ONLN),
-                libc::sysconf(libc::_SC_PHYS_PAGES),
-                libc::sysconf(libc::_SC_PAGESIZE),
-            )
-        };
-        let memory_bytes = (pages.max(1) as u64) * (page_size.max(4096) as u64);
-        let available_bytes = host_available_bytes().unwrap_or(memory_bytes / 2);
-        let host = Host { cpu_count: cpus.max(1) as u32, memory_bytes, available_bytes };
-        let device_memory = std::env::var("GPUINSTR_DEVICE_MEMORY").ok().filter(|v| !v.is_empty()).map(|text| {
-            gpuinstr_device::model::parse_bytes(&text).unwrap_or_else(|| {
-                eprintln!(
-                    "gpuinstr-device: GPUINSTR_DEVICE_MEMORY={text} is not a size (bytes, or with K, M or G: 512M, 4G)"
-                );
-                std::process::exit(1)
-            })
-        });
-        trace!("emulating one {target} GPU");
-        if std::env::var_os("GPUINSTR_DEVICE_STATS").is_some_and(|v| v != "0") {
-            // SAFETY: registers a plain function to run at exit.
-            unsafe { libc::atexit(print_stats) };
-        }
-        // SAFETY: as above; what the hardware would have hidden is said.
-        unsafe { libc::atexit(print_warnings) };
-        let system = EmulatedSystem::new(target, &host, device_memory);
-        trace!(
-            "{} MiB of device memory, {} MiB of host-backed buffers in all ({} MiB available on the host)",
-            system.kfd.model.memory_bytes >> 20,
-            system.kfd.model.backable_bytes >> 20,
-            host.available_bytes >> 20
-        );
-        system
-    })
+    this.with_file_name(KFD_LIBRARY)
 }
 
-/// `MemAvailable` of /proc/meminfo, read past this library's own `open`
-/// (the emulated system is being made).
-fn host_available_bytes() -> Option<u64> {
-    // SAFETY: a NUL-terminated path; reads go into a buffer of their length.
-    unsafe {
-        let fd = real::open(c"/proc/meminfo".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0);
-        if fd < 0 {
-            return None;
-        }
-        let mut text = Vec::new();
-        let mut buffer = [0u8; 4096];
-        loop {
-            let read = libc::read(fd, buffer.as_mut_ptr().cast(), buffer.len());
-            if read <= 0 {
-                break;
-            }
-            text.extend_from_slice(&buffer[..read as usize]);
-        }
-        real::close(fd);
-        Host::available_in_meminfo(&String::from_utf8_lossy(&text))
+/// Loads the device library (once); a process that reached for the device
+/// and cannot have it stops, saying why.
+unsafe fn load() -> &'static Kfd {
+    let _loading = LOADING.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(kfd) = loaded() {
+        return kfd;
     }
-}
-
-/// `GPUINSTR_DEVICE_STATS=1`: what the emulated GPU ran, at exit.
-extern "C" fn print_stats() {
-    let stats = gpuinstr_device::command_processor::stats();
-    if stats.dispatches == 0 {
-        // A process that never dispatched (rocminfo's lsmod, say).
-        return;
-    }
-    let seconds = stats.busy.as_secs_f64();
-    let rate = if seconds > 0.0 { stats.instructions as f64 / seconds } else { 0.0 };
-    eprintln!(
-        "gpuinstr-device: {} dispatches, {} wave instructions in {:.3} s of emulation ({:.2} million per second)",
-        stats.dispatches,
-        stats.instructions,
-        seconds,
-        rate / 1e6
-    );
-}
-
-/// At exit, always: what ran as the hardware does it but may be a bug.
-extern "C" fn print_warnings() {
-    let stats = gpuinstr_device::command_processor::stats();
-    if let Some(kernel) = &stats.lds_out_of_range_kernel {
+    let path = kfd_library();
+    let fail = |why: String| -> ! {
         eprintln!(
-            "gpuinstr-device: warning: {} LDS accesses (per lane and dword) in {} dispatches went past their \
-             workgroup's LDS allocation; as the hardware does, writes were dropped and reads gave 0 (first \
-             kernel: {kernel})",
-            stats.lds_out_of_range, stats.lds_out_of_range_dispatches
+            "gpuinstr-device: error: cannot load the emulated GPU ({}): {why}; it is built beside \
+             libgpuinstr_device_preload.so (cargo build -p gpuinstr-device-kfd), or GPUINSTR_DEVICE_KFD_LIBRARY names it",
+            path.display()
         );
-    }
-}
-
-/// The virtual entry at `path`, if the path is one of the device's.
-unsafe fn virtual_entry(path: *const c_char) -> Option<&'static Entry> {
-    if path.is_null() {
-        return None;
-    }
-    let bytes = CStr::from_ptr(path).to_bytes();
-    if !(bytes.starts_with(b"/sys/") || bytes.starts_with(b"/dev/") || bytes.starts_with(b"/proc/")) {
-        return None;
-    }
-    let path = std::str::from_utf8(bytes).ok()?;
-    system().files.get(path)
-}
-
-fn device_fd(fd: c_int) -> Option<DeviceNode> {
-    match VIRTUAL_FDS.lock().ok()?.as_ref()?.get(&fd)? {
-        VirtualFd::Device(node) => Some(*node),
-        VirtualFd::Directory(_) => None,
-    }
-}
-
-/// `path` relative to `dirfd` when that is a virtual directory.
-unsafe fn under_virtual_directory(dirfd: c_int, path: *const c_char) -> Option<std::ffi::CString> {
-    if path.is_null() || *path == b'/' as c_char {
-        return None;
-    }
-    let fds = VIRTUAL_FDS.lock().ok()?;
-    let VirtualFd::Directory(directory) = fds.as_ref()?.get(&dirfd)? else { return None };
-    let relative = CStr::from_ptr(path).to_str().ok()?;
-    std::ffi::CString::new(format!("{directory}/{relative}")).ok()
-}
-
-fn set_errno(value: c_int) {
-    // SAFETY: errno is thread-local and always valid.
-    unsafe { *libc::__errno_location() = value };
-}
-
-// ---- open ----
-
-fn no_such_file() -> c_int {
-    set_errno(libc::ENOENT);
-    -1
-}
-
-unsafe fn open_virtual(path: *const c_char, flags: c_int) -> Option<c_int> {
-    let entry = virtual_entry(path)?;
-    let name = CStr::from_ptr(path).to_string_lossy();
-    let fd = match entry {
-        Entry::File(contents) => files::file_descriptor(contents, flags),
-        Entry::Directory(_) if flags & (libc::O_WRONLY | libc::O_RDWR) != 0 => {
-            set_errno(libc::EISDIR);
-            -1
-        }
-        Entry::Directory(_) => {
-            let fd = files::file_descriptor(b"", flags);
-            if fd >= 0 {
-                remember(fd, VirtualFd::Directory(name.trim_end_matches('/').to_string()));
-            }
-            fd
-        }
-        Entry::Device(node) => {
-            let fd = files::file_descriptor(b"", flags);
-            if fd >= 0 {
-                remember(fd, VirtualFd::Device(*node));
-            }
-            fd
-        }
+        libc::_exit(1)
     };
-    trace!("open {name} -> {fd}");
-    Some(fd)
+    let Ok(name) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+        fail("a path with a NUL".into())
+    };
+    let handle = libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
+    if handle.is_null() {
+        fail(dl_error());
+    }
+    let kfd = Kfd::resolve(handle).unwrap_or_else(|missing| fail(format!("it has no `{missing}`")));
+    let kfd: &'static Kfd = Box::leak(Box::new(kfd));
+    KFD.store((kfd as *const Kfd).cast_mut(), Ordering::Release);
+    kfd
+}
+
+fn dl_error() -> String {
+    // SAFETY: dlerror returns null or a NUL-terminated string.
+    let error = unsafe { libc::dlerror() };
+    if error.is_null() {
+        "unknown error".into()
+    } else {
+        // SAFETY: as above.
+        unsafe { CStr::from_ptr(error) }.to_string_lossy().to_string()
+    }
+}
+
+/// A function of the device library, by name (NUL-terminated).
+unsafe fn symbol<F: Copy>(handle: *mut c_void, name: &'static str) -> Result<F, &'static str> {
+    let address = libc::dlsym(handle, name.as_ptr().cast());
+    if address.is_null() {
+        return Err(name.trim_end_matches('\0'));
+    }
+    debug_assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
+    Ok(std::mem::transmute_copy(&address))
+}
+
+/// Each interposed function: its signature, which calls can load the
+/// device (`path`: those naming a path; `fd`: none, a descriptor of the
+/// device's exists only once it is loaded), and libc's call. The device
+/// library's entry for it is `gpuinstr_kfd_` and its name.
+macro_rules! interposed {
+    ($( $name:ident ( $($argument:ident : $type:ty),* ) -> $result:ty, $when:ident, $real:expr; )*) => {
+        /// The device library's entry points.
+        struct Kfd {
+            $( $name: unsafe extern "C" fn($($type),*) -> $result, )*
+            kernel_instrumented: unsafe extern "C" fn(u64, c_int),
+        }
+
+        impl Kfd {
+            unsafe fn resolve(handle: *mut c_void) -> Result<Kfd, &'static str> {
+                Ok(Kfd {
+                    $( $name: symbol(handle, concat!("gpuinstr_kfd_", stringify!($name), "\0"))?, )*
+                    kernel_instrumented: symbol(handle, "gpuinstr_device_kernel_instrumented\0")?,
+                })
+            }
+        }
+
+        $(
+            #[no_mangle]
+            pub unsafe extern "C" fn $name($($argument: $type),*) -> $result {
+                match interposed!(@kfd $when $($argument),*) {
+                    Some(kfd) => (kfd.$name)($($argument),*),
+                    None => $real,
+                }
+            }
+        )*
+    };
+    (@kfd path $path:ident $(, $rest:ident)*) => { for_path($path) };
+    (@kfd at $dirfd:ident, $path:ident $(, $rest:ident)*) => { for_path($path) };
+    (@kfd fd $($rest:ident),*) => { loaded() };
+}
+
+interposed! {
+    open(path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int, path, real::open(path, flags, mode);
+    open64(path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int, path, real::open64(path, flags, mode);
+    __open_2(path: *const c_char, flags: c_int) -> c_int, path, real::open(path, flags, 0);
+    __open64_2(path: *const c_char, flags: c_int) -> c_int, path, real::open64(path, flags, 0);
+    openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int, at,
+        real::openat(dirfd, path, flags, mode);
+    openat64(dirfd: c_int, path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int, at,
+        real::openat64(dirfd, path, flags, mode);
+    fopen(path: *const c_char, mode: *const c_char) -> *mut libc::FILE, path, real::fopen(path, mode);
+    fopen64(path: *const c_char, mode: *const c_char) -> *mut libc::FILE, path, real::fopen64(path, mode);
+    opendir(path: *const c_char) -> *mut libc::DIR, path, real::opendir(path);
+    close(fd: c_int) -> c_int, fd, real::close(fd);
+    fcntl(fd: c_int, command: c_int, argument: c_ulong) -> c_int, fd, real::fcntl(fd, command, argument);
+    fcntl64(fd: c_int, command: c_int, argument: c_ulong) -> c_int, fd, real::fcntl(fd, command, argument);
+    dup(fd: c_int) -> c_int, fd, real::dup(fd);
+    dup2(fd: c_int, new: c_int) -> c_int, fd, real::dup2(fd, new);
+    dup3(fd: c_int, new: c_int, flags: c_int) -> c_int, fd, real::dup3(fd, new, flags);
+    readdir(directory: *mut libc::DIR) -> *mut libc::dirent, fd, real::readdir(directory);
+    readdir64(directory: *mut libc::DIR) -> *mut libc::dirent64, fd, real::readdir64(directory);
+    closedir(directory: *mut libc::DIR) -> c_int, fd, real::closedir(directory);
+    ioctl(fd: c_int, request: c_ulong, argument: *mut c_void) -> c_int, fd, real::ioctl(fd, request, argument);
+    mmap(address: *mut c_void, length: libc::size_t, protection: c_int, flags: c_int, fd: c_int, offset: libc::off_t)
+        -> *mut c_void, fd, real::mmap(address, length, protection, flags, fd, offset);
+    mmap64(address: *mut c_void, length: libc::size_t, protection: c_int, flags: c_int, fd: c_int, offset: libc::off64_t)
+        -> *mut c_void, fd, real::mmap(address, length, protection, flags, fd, offset);
 }
 
 /// gpuinstr's runtime says that the kernel whose descriptor is at
@@ -234,207 +193,8 @@ unsafe fn open_virtual(path: *const c_char, flags: c_int) -> Option<c_int> {
 /// for an endless loop. Looked up by the runtime; absent on a real GPU.
 #[no_mangle]
 pub extern "C" fn gpuinstr_device_kernel_instrumented(kernel_object: u64, instrumented: c_int) {
-    gpuinstr_device::command_processor::kernel_instrumented(kernel_object, instrumented != 0);
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int {
-    open_virtual(path, flags).unwrap_or_else(|| real::open(path, flags, mode))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int {
-    open_virtual(path, flags).unwrap_or_else(|| real::open64(path, flags, mode))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
-    open_virtual(path, flags).unwrap_or_else(|| real::open(path, flags, 0))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
-    open_virtual(path, flags).unwrap_or_else(|| real::open64(path, flags, 0))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int {
-    if let Some(joined) = under_virtual_directory(dirfd, path) {
-        return open_virtual(joined.as_ptr(), flags).unwrap_or_else(no_such_file);
+    if let Some(kfd) = loaded() {
+        // SAFETY: the device library's function, taking plain values.
+        unsafe { (kfd.kernel_instrumented)(kernel_object, instrumented) };
     }
-    open_virtual(path, flags).unwrap_or_else(|| real::openat(dirfd, path, flags, mode))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn openat64(dirfd: c_int, path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int {
-    if let Some(joined) = under_virtual_directory(dirfd, path) {
-        return open_virtual(joined.as_ptr(), flags).unwrap_or_else(no_such_file);
-    }
-    open_virtual(path, flags).unwrap_or_else(|| real::openat64(dirfd, path, flags, mode))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
-    match virtual_entry(path) {
-        Some(entry) => files::open_stream(entry, path, mode),
-        None => real::fopen(path, mode),
-    }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
-    match virtual_entry(path) {
-        Some(entry) => files::open_stream(entry, path, mode),
-        None => real::fopen64(path, mode),
-    }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn close(fd: c_int) -> c_int {
-    if let Ok(mut fds) = VIRTUAL_FDS.lock() {
-        if let Some(what) = fds.as_mut().and_then(|fds| fds.remove(&fd)) {
-            trace!("close {what:?} {fd}");
-        }
-    }
-    real::close(fd)
-}
-
-// ---- duplicates: libdrm keeps its own copy of the render node's descriptor ----
-
-/// `new` (a duplicate of `fd`) is whatever `fd` is.
-fn duplicated(fd: c_int, new: c_int) -> c_int {
-    if new >= 0 {
-        let what = VIRTUAL_FDS.lock().ok().and_then(|fds| fds.as_ref().and_then(|f| f.get(&fd).cloned()));
-        if let Some(what) = what {
-            trace!("duplicate {what:?} {fd} -> {new}");
-            remember(new, what);
-        }
-    }
-    new
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fcntl(fd: c_int, command: c_int, argument: c_ulong) -> c_int {
-    let result = real::fcntl(fd, command, argument);
-    if command == libc::F_DUPFD || command == libc::F_DUPFD_CLOEXEC {
-        return duplicated(fd, result);
-    }
-    result
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fcntl64(fd: c_int, command: c_int, argument: c_ulong) -> c_int {
-    fcntl(fd, command, argument)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
-    duplicated(fd, real::dup(fd))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn dup2(fd: c_int, new: c_int) -> c_int {
-    duplicated(fd, real::dup2(fd, new))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn dup3(fd: c_int, new: c_int, flags: c_int) -> c_int {
-    duplicated(fd, real::dup3(fd, new, flags))
-}
-
-// ---- directories ----
-
-#[no_mangle]
-pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
-    match virtual_entry(path) {
-        Some(entry) => files::open_directory(entry, path),
-        None => real::opendir(path),
-    }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn readdir(directory: *mut libc::DIR) -> *mut libc::dirent {
-    match files::read_directory(directory) {
-        Some(entry) => entry,
-        None => real::readdir(directory),
-    }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn readdir64(directory: *mut libc::DIR) -> *mut libc::dirent64 {
-    match files::read_directory(directory) {
-        Some(entry) => entry.cast(),
-        None => real::readdir64(directory),
-    }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn closedir(directory: *mut libc::DIR) -> c_int {
-    if files::close_directory(directory) {
-        0
-    } else {
-        real::closedir(directory)
-    }
-}
-
-// ---- the device ----
-
-#[no_mangle]
-pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, argument: *mut c_void) -> c_int {
-    let Some(node) = device_fd(fd) else { return real::ioctl(fd, request, argument) };
-    let size = ((request >> 16) & 0x3fff) as usize;
-    let mut bytes = vec![0u8; size];
-    if size > 0 {
-        if argument.is_null() {
-            set_errno(libc::EFAULT);
-            return -1;
-        }
-        std::ptr::copy_nonoverlapping(argument.cast::<u8>(), bytes.as_mut_ptr(), size);
-    }
-    let result = match node {
-        DeviceNode::Kfd => memory::kfd_ioctl(&system().kfd, request, &mut bytes),
-        DeviceNode::Render { .. } => {
-            gpuinstr_device::render::ioctl(&system().kfd.model, request, &mut bytes, &memory::Process)
-        }
-    };
-    trace!("ioctl {node:?} nr {:#x} -> {result:?}", request & 0xff);
-    match result {
-        Ok(()) => {
-            if size > 0 {
-                std::ptr::copy_nonoverlapping(bytes.as_ptr(), argument.cast::<u8>(), size);
-            }
-            0
-        }
-        Err(errno) => {
-            set_errno(errno.0);
-            -1
-        }
-    }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn mmap(
-    address: *mut c_void,
-    length: libc::size_t,
-    protection: c_int,
-    flags: c_int,
-    fd: c_int,
-    offset: libc::off_t,
-) -> *mut c_void {
-    match device_fd(fd) {
-        Some(node) => memory::map(&system().kfd, node, address, length, protection, flags, offset as u64),
-        None => real::mmap(address, length, protection, flags, fd, offset),
-    }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn mmap64(
-    address: *mut c_void,
-    length: libc::size_t,
-    protection: c_int,
-    flags: c_int,
-    fd: c_int,
-    offset: libc::off64_t,
-) -> *mut c_void {
-    mmap(address, length, protection, flags, fd, offset)
 }

@@ -1,4 +1,7 @@
-//! libc's own functions, found past this library with `dlsym(RTLD_NEXT)`.
+//! libc's own functions, found past this library with `dlsym(RTLD_NEXT)`,
+//! and exported as `gpuinstr_real_*` for `libgpuinstr_device_kfd.so`
+//! (loaded after libc with `RTLD_LOCAL`, where `RTLD_NEXT` would not find
+//! them).
 
 use std::ffi::{c_char, c_int, c_ulong, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,30 +21,35 @@ unsafe fn next(slot: &AtomicUsize, name: &'static [u8]) -> usize {
 }
 
 macro_rules! real {
-    ($name:ident ( $($argument:ident : $type:ty),* ) -> $result:ty) => {
+    ($name:ident, $exported:ident ( $($argument:ident : $type:ty),* ) -> $result:ty) => {
         pub unsafe fn $name($($argument: $type),*) -> $result {
             static SLOT: AtomicUsize = AtomicUsize::new(0);
             let address = next(&SLOT, concat!(stringify!($name), "\0").as_bytes());
             let function: unsafe extern "C" fn($($type),*) -> $result = std::mem::transmute(address);
             function($($argument),*)
         }
+
+        #[no_mangle]
+        pub unsafe extern "C" fn $exported($($argument: $type),*) -> $result {
+            $name($($argument),*)
+        }
     };
 }
 
-real!(open(path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int);
-real!(open64(path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int);
-real!(openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int);
-real!(openat64(dirfd: c_int, path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int);
-real!(fopen(path: *const c_char, mode: *const c_char) -> *mut libc::FILE);
-real!(fopen64(path: *const c_char, mode: *const c_char) -> *mut libc::FILE);
-real!(close(fd: c_int) -> c_int);
-real!(opendir(path: *const c_char) -> *mut libc::DIR);
-real!(readdir(directory: *mut libc::DIR) -> *mut libc::dirent);
-real!(readdir64(directory: *mut libc::DIR) -> *mut libc::dirent64);
-real!(closedir(directory: *mut libc::DIR) -> c_int);
-real!(ioctl(fd: c_int, request: c_ulong, argument: *mut c_void) -> c_int);
-real!(mmap(address: *mut c_void, length: libc::size_t, protection: c_int, flags: c_int, fd: c_int, offset: libc::off_t) -> *mut c_void);
-real!(fcntl(fd: c_int, command: c_int, argument: libc::c_ulong) -> c_int);
-real!(dup(fd: c_int) -> c_int);
-real!(dup2(fd: c_int, new: c_int) -> c_int);
-real!(dup3(fd: c_int, new: c_int, flags: c_int) -> c_int);
+real!(open, gpuinstr_real_open(path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int);
+real!(open64, gpuinstr_real_open64(path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int);
+real!(openat, gpuinstr_real_openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int);
+real!(openat64, gpuinstr_real_openat64(dirfd: c_int, path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int);
+real!(fopen, gpuinstr_real_fopen(path: *const c_char, mode: *const c_char) -> *mut libc::FILE);
+real!(fopen64, gpuinstr_real_fopen64(path: *const c_char, mode: *const c_char) -> *mut libc::FILE);
+real!(close, gpuinstr_real_close(fd: c_int) -> c_int);
+real!(opendir, gpuinstr_real_opendir(path: *const c_char) -> *mut libc::DIR);
+real!(readdir, gpuinstr_real_readdir(directory: *mut libc::DIR) -> *mut libc::dirent);
+real!(readdir64, gpuinstr_real_readdir64(directory: *mut libc::DIR) -> *mut libc::dirent64);
+real!(closedir, gpuinstr_real_closedir(directory: *mut libc::DIR) -> c_int);
+real!(ioctl, gpuinstr_real_ioctl(fd: c_int, request: c_ulong, argument: *mut c_void) -> c_int);
+real!(mmap, gpuinstr_real_mmap(address: *mut c_void, length: libc::size_t, protection: c_int, flags: c_int, fd: c_int, offset: libc::off_t) -> *mut c_void);
+real!(fcntl, gpuinstr_real_fcntl(fd: c_int, command: c_int, argument: libc::c_ulong) -> c_int);
+real!(dup, gpuinstr_real_dup(fd: c_int) -> c_int);
+real!(dup2, gpuinstr_real_dup2(fd: c_int, new: c_int) -> c_int);
+real!(dup3, gpuinstr_real_dup3(fd: c_int, new: c_int, flags: c_int) -> c_int);

@@ -16,6 +16,10 @@ pub struct Run {
     pub device_memory: Option<String>,
     /// `libgpuinstr_device_preload.so`.
     pub device: PathBuf,
+    /// `libgpuinstr_device_kfd.so` (`GPUINSTR_DEVICE_KFD_LIBRARY`), which the
+    /// preload loads when the program opens the device; none: the one
+    /// beside the preload.
+    pub device_kfd: Option<PathBuf>,
     /// `libgpuinstr_rt.so`, or none to leave the runtime out.
     pub runtime: Option<PathBuf>,
     /// Dynamic mode: the tool and plan to instrument code objects with as
@@ -120,6 +124,9 @@ impl Run {
             .env("GPUINSTR_DEVICE_MEMORY", self.device_memory.as_deref().unwrap_or(""))
             // The emulated GPU has no SDMA engines: ROCr copies with blit kernels.
             .env("HSA_ENABLE_SDMA", "0");
+        if let Some(kfd) = &self.device_kfd {
+            command.env("GPUINSTR_DEVICE_KFD_LIBRARY", kfd);
+        }
         if let Some(runtime) = &self.runtime {
             command.env("HSA_TOOLS_LIB", joined(std::env::var_os("HSA_TOOLS_LIB"), tools_entry(runtime).into()));
         }

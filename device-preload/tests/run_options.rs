@@ -96,3 +96,28 @@ fn the_instruction_limit_is_the_users() {
     let output = gpuinstr_run().args(["--max-instructions", "0", "--"]).arg(&program).output().unwrap();
     assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
 }
+
+/// Processes the program starts inherit `LD_PRELOAD`, so the preload is in
+/// them, but nothing of gpuinstr's that links LLVM is (a compiler's own
+/// `ld.lld` with LLVM inside aborted on a second LLVM's options): the
+/// emulated GPU is loaded only into a process that opens it. Here a shell
+/// is the program; the `cat` it starts maps its own memory, then the shell
+/// becomes a HIP program, which gets the GPU.
+#[test]
+fn processes_the_program_starts_get_no_llvm_of_gpuinstrs() {
+    let scratch = tempfile::tempdir().unwrap();
+    let program = build("vector_add", "gfx90a", scratch.path());
+    let output = gpuinstr_run()
+        .args(["--", "sh", "-c", "cat /proc/self/maps > child-maps && exec \"$0\""])
+        .arg(&program)
+        .current_dir(scratch.path())
+        .output()
+        .expect("gpuinstr-run runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "PASSED\n", "{stderr}");
+    let maps = std::fs::read_to_string(scratch.path().join("child-maps")).unwrap();
+    assert!(maps.contains("libgpuinstr_device_preload.so"), "the child has the preload:\n{maps}");
+    for linked in ["libLLVM", "libgpuinstr_device_kfd.so", "libgpuinstr_rt.so", "libamd_comgr"] {
+        assert!(!maps.contains(linked), "{linked} in a process the program started:\n{maps}");
+    }
+}

@@ -1,7 +1,8 @@
 //! gpuinstr's emulated GPU as the ROCm user space sees it: the kernel
 //! driver's interface (the KFD topology in sysfs, `/dev/kfd` ioctls and
 //! mmaps, the render node), the one layer every ROCm release shares. The
-//! front end (`device-preload`, an `LD_PRELOAD` library) answers the
+//! front end (`device-kfd`, loaded by the `LD_PRELOAD` library of
+//! `device-preload` when a process opens the device) answers the
 //! process's `open`/`ioctl`/`mmap` calls from here; ROCr, its thunk, its
 //! loader and HIP's runtime stay real.
 //!
@@ -15,9 +16,11 @@ pub mod kfd;
 pub mod loaded_image;
 pub mod model;
 pub mod render;
+pub mod sizes;
 #[cfg(test)]
 mod test_memory;
 pub mod topology;
+pub mod virtual_roots;
 
 pub use files::{DeviceNode, Entry, VirtualFiles};
 pub use kfd::{Errno, Kfd, MmapTarget, ProcessMemory};

@@ -253,6 +253,15 @@ mod tests {
         insta::assert_snapshot!(String::from_utf8_lossy(properties));
         assert_eq!(files.get("/dev/kfd"), Some(&Entry::Device(DeviceNode::Kfd)));
         assert_eq!(files.get("/sys/class"), None, "the host's own");
+        // The preload loads the device when a path under these is opened
+        // (every path the device answers for).
+        for (path, _) in files.paths().filter(|(path, _)| files.get(path).is_some()) {
+            assert!(crate::virtual_roots::under_a_virtual_root(path.as_bytes()), "{path}");
+        }
+        for outside in ["/sys/class", "/dev/null", "/proc/self/maps", "/sys/devices/system/cpu", "kfd"] {
+            assert!(!crate::virtual_roots::under_a_virtual_root(outside.as_bytes()), "{outside}");
+        }
+        assert!(crate::virtual_roots::under_a_virtual_root(b"/sys//class/./kfd/kfd/topology/nodes"));
         assert_eq!(files.get("/sys/devices/virtual/kfd/kfd/topology/nodes/0/caches"), Some(&Entry::Directory(vec![])));
     }
 }

@@ -32,6 +32,7 @@ fn run_on(target: &str) -> Run {
     Run {
         target: target.into(),
         device: built_library("libgpuinstr_device_preload.so"),
+        device_kfd: Some(built_library("libgpuinstr_device_kfd.so")),
         runtime: Some(built_library("libgpuinstr_rt.so")),
         ..Run::default()
     }

@@ -16,6 +16,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+
+#[path = "../../../device/src/sizes.rs"]
+mod sizes;
 use gpuinstr_device_preload::run::{library, Run};
 
 /// `--ring-full`: what a kernel does when a ring of records is full.
@@ -146,7 +149,7 @@ struct Arguments {
 }
 
 fn device_memory(text: &str) -> Result<String, String> {
-    match gpuinstr_device::model::parse_bytes(text) {
+    match sizes::parse_bytes(text) {
         Some(bytes) if bytes > 0 => Ok(text.to_string()),
         _ => Err("a size: bytes, or with K, M or G (512M, 4G)".into()),
     }
@@ -156,6 +159,8 @@ fn main() -> ExitCode {
     let arguments = Arguments::parse();
     let here = std::env::current_exe().ok().and_then(|exe| exe.parent().map(PathBuf::from)).unwrap_or_default();
     let device = library("GPUINSTR_DEVICE_LIBRARY", &here, "libgpuinstr_device_preload.so", "gpuinstr-device-preload");
+    let kfd =
+        library("GPUINSTR_DEVICE_KFD_LIBRARY", &here, gpuinstr_device_preload::KFD_LIBRARY, "gpuinstr-device-kfd");
     let runtime = match arguments.no_runtime {
         true => Ok(None),
         false => library("GPUINSTR_RUNTIME_LIBRARY", &here, "libgpuinstr_rt.so", "gpuinstr-runtime").map(Some),
@@ -166,9 +171,9 @@ fn main() -> ExitCode {
         eprintln!("gpuinstr-run: error: --tool-host, --tool and --select-* need the runtime; drop --no-runtime");
         return ExitCode::from(2);
     }
-    let (device, runtime) = match (device, runtime) {
-        (Ok(device), Ok(runtime)) => (device, runtime),
-        (Err(message), _) | (_, Err(message)) => {
+    let (device, kfd, runtime) = match (device, kfd, runtime) {
+        (Ok(device), Ok(kfd), Ok(runtime)) => (device, kfd, runtime),
+        (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
             eprintln!("gpuinstr-run: error: {message}");
             return ExitCode::from(2);
         }
@@ -188,6 +193,7 @@ fn main() -> ExitCode {
         target: arguments.target,
         device_memory: arguments.device_memory,
         device,
+        device_kfd: Some(kfd),
         runtime,
         dynamic: arguments.tool.zip(arguments.plan),
         cache: arguments.cache,

@@ -22,6 +22,7 @@ pub fn gpuinstr_run() -> Command {
     };
     let mut command = Command::new(&run);
     command.env("GPUINSTR_DEVICE_LIBRARY", built("libgpuinstr_device_preload.so"));
+    command.env("GPUINSTR_DEVICE_KFD_LIBRARY", built("libgpuinstr_device_kfd.so"));
     command.env("GPUINSTR_RUNTIME_LIBRARY", built("libgpuinstr_rt.so"));
     command
 }
