@@ -96,7 +96,15 @@ fn system() -> &'static EmulatedSystem {
         }
         // SAFETY: as above; what the hardware would have hidden is said.
         unsafe { libc::atexit(print_warnings) };
-        let system = EmulatedSystem::new(target, &host, device_memory);
+        let sramecc = match std::env::var("GPUINSTR_DEVICE_SRAMECC").as_deref() {
+            Err(_) | Ok("") | Ok("on") => true,
+            Ok("off") => false,
+            Ok(other) => {
+                eprintln!("gpuinstr-device: GPUINSTR_DEVICE_SRAMECC={other}: give on (the boards' default) or off");
+                std::process::exit(1)
+            }
+        };
+        let system = EmulatedSystem::new(target, &host, device_memory, sramecc);
         trace!(
             "{} MiB of device memory, {} MiB of host-backed buffers in all ({} MiB available on the host)",
             system.kfd.model.memory_bytes >> 20,

@@ -14,6 +14,9 @@ pub struct Run {
     pub target: String,
     /// `GPUINSTR_DEVICE_MEMORY`: the device memory asked for.
     pub device_memory: Option<String>,
+    /// `GPUINSTR_DEVICE_SRAMECC`: the board's ECC off (`Some(false)`); on
+    /// by default, as on the boards.
+    pub sramecc: Option<bool>,
     /// `libgpuinstr_device_preload.so`.
     pub device: PathBuf,
     /// `libgpuinstr_device_kfd.so` (`GPUINSTR_DEVICE_KFD_LIBRARY`), which the
@@ -124,6 +127,9 @@ impl Run {
             .env("GPUINSTR_DEVICE_MEMORY", self.device_memory.as_deref().unwrap_or(""))
             // The emulated GPU has no SDMA engines: ROCr copies with blit kernels.
             .env("HSA_ENABLE_SDMA", "0");
+        if let Some(on) = self.sramecc {
+            command.env("GPUINSTR_DEVICE_SRAMECC", if on { "on" } else { "off" });
+        }
         if let Some(kfd) = &self.device_kfd {
             command.env("GPUINSTR_DEVICE_KFD_LIBRARY", kfd);
         }

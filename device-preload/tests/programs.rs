@@ -59,6 +59,31 @@ fn a_program_for_gfx950_passes_where_the_hip_runtime_knows_gfx950() {
     }
 }
 
+/// Code built for an Instinct board's default, ECC on (`sramecc+`), runs on
+/// the emulated boards as they come; code built for `sramecc-` is refused
+/// there, as on the board, and runs where ECC is turned off
+/// (`--sramecc off`). Code for either (`gfx90a`) runs on both.
+#[test]
+fn code_for_the_boards_ecc_setting_runs_and_code_for_the_other_is_refused() {
+    let scratch = tempfile::tempdir().unwrap();
+    for target in ["gfx90a", "gfx908"] {
+        let program = |setting: &str| {
+            let directory = scratch.path().join(setting);
+            std::fs::create_dir_all(&directory).unwrap();
+            build_with("vector_add.hip", &format!("{target}:sramecc{setting}"), &directory, &[])
+        };
+        let (on, off) = (program("+"), program("-"));
+        let run = |program: &std::path::Path, options: &[&str]| {
+            common::gpuinstr_run().args(["--target", target]).args(options).arg("--").arg(program).output().unwrap()
+        };
+        assert_eq!(String::from_utf8_lossy(&run(&on, &[]).stdout), "PASSED\n", "{target}:sramecc+");
+        let refused = run(&off, &[]);
+        assert!(!refused.status.success(), "{target}: sramecc- code on an sramecc+ board");
+        assert_eq!(String::from_utf8_lossy(&run(&off, &["--sramecc", "off"]).stdout), "PASSED\n", "{target}");
+        assert!(!run(&on, &["--sramecc", "off"]).status.success(), "{target}: sramecc+ code with ECC off");
+    }
+}
+
 #[test]
 fn an_access_outside_device_memory_stops_the_program_naming_the_kernel() {
     let scratch = tempfile::tempdir().unwrap();

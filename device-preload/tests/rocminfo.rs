@@ -9,8 +9,15 @@ use common::gpuinstr_run;
 /// default the board's, within half of what the host has available: it
 /// would change with the machine).
 fn rocminfo(target: &str) -> String {
+    rocminfo_with(target, &[])
+}
+
+/// The same with more of gpuinstr-run's options.
+fn rocminfo_with(target: &str, options: &[&str]) -> String {
     let output = gpuinstr_run()
-        .args(["--target", target, "--device-memory", "4G", "--", "rocminfo"])
+        .args(["--target", target, "--device-memory", "4G"])
+        .args(options)
+        .args(["--", "rocminfo"])
         .output()
         .expect("gpuinstr-run runs");
     let stdout = String::from_utf8_lossy(&output.stdout).to_string();
@@ -35,7 +42,8 @@ fn rocminfo_lists_the_emulated_gfx90a() {
         "Size: 4194304(0x400000) KB",
         "Segment: GROUP",
         "L2: 8192(0x2000) KB",
-        "Name: amdgcn-amd-amdhsa--gfx90a:sramecc-:xnack-",
+        // ECC on, as on the boards.
+        "Name: amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-",
         "*** Done ***",
     ];
     common::assert_lines(&printed, &expected, "rocminfo, gfx90a");
@@ -49,9 +57,19 @@ fn rocminfo_lists_the_emulated_gfx908() {
         "Marketing Name: AMD Instinct MI100",
         "Compute Unit: 120",
         "Max Waves Per CU: 40(0x28)",
-        "Name: amdgcn-amd-amdhsa--gfx908:sramecc-:xnack-",
+        "Name: amdgcn-amd-amdhsa--gfx908:sramecc+:xnack-",
     ];
     common::assert_lines(&rocminfo("gfx908"), &expected, "rocminfo, gfx908");
+}
+
+/// A board whose owner turned ECC off (`--sramecc off`) is `sramecc-`.
+#[test]
+fn rocminfo_lists_a_board_with_ecc_off_as_sramecc_minus() {
+    for target in ["gfx90a", "gfx908"] {
+        let expected = [format!("Name: amdgcn-amd-amdhsa--{target}:sramecc-:xnack-")];
+        let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
+        common::assert_lines(&rocminfo_with(target, &["--sramecc", "off"]), &expected, target);
+    }
 }
 
 /// An MI300X: ROCr 6.1 (trixie) and newer list it; Debian 12's ROCr 5.2

@@ -35,9 +35,10 @@ pub struct EmulatedSystem {
 
 impl EmulatedSystem {
     /// `device_memory`: the device memory asked for (`GPUINSTR_DEVICE_MEMORY`);
-    /// the model reports at most what the host can back.
-    pub fn new(target: Target, host: &Host, device_memory: Option<u64>) -> EmulatedSystem {
-        let model = Model::new(target).backed_by(host, device_memory);
+    /// the model reports at most what the host can back. `sramecc`: ECC on
+    /// (`GPUINSTR_DEVICE_SRAMECC`, on unless `off`).
+    pub fn new(target: Target, host: &Host, device_memory: Option<u64>, sramecc: bool) -> EmulatedSystem {
+        let model = Model::new(target).with_sramecc(sramecc).backed_by(host, device_memory);
         let mut files = VirtualFiles::default();
         topology::add_files(&mut files, &model, host);
         EmulatedSystem { files, kfd: Kfd::new(model) }

@@ -6,8 +6,9 @@ use std::fmt;
 
 use crate::topology::Host;
 
-/// `HSA_CAP_SRAM_EDCSUPPORTED`: memory with error correction.
-const CAPABILITY_SRAM_ECC: u32 = 0x0400_0000;
+/// `HSA_CAP_SRAM_EDCSUPPORTED`: memory with error correction (ROCr's agent
+/// is then `sramecc+`).
+pub const CAPABILITY_SRAM_ECC: u32 = 0x0400_0000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
@@ -58,8 +59,7 @@ pub struct Model {
     pub harvested_compute_units: u32,
     /// Accelerator complex dies (`num_xcc`): 8 on an MI300X.
     pub xccs: u32,
-    /// Extra `capability` bits (SRAM ECC on MI300, which makes ROCr's
-    /// agent `sramecc+`).
+    /// Extra `capability` bits (SRAM ECC, [`Model::with_sramecc`]).
     pub capability: u32,
     /// L1 per compute unit and L2 per XCC, in KiB, and the cache line.
     pub l1_kib: u32,
@@ -100,7 +100,10 @@ impl Model {
             compute_units_per_engine: 0,
             harvested_compute_units: 0,
             xccs: 1,
-            capability: 0,
+            // Instinct boards run with ECC on unless their owner turns it
+            // off: ROCr's agent is `sramecc+`, and code built for
+            // `sramecc+` (the boards' default) loads.
+            capability: CAPABILITY_SRAM_ECC,
             l1_kib: 16,
             l2_kib: 8192,
             cache_line: 64,
@@ -131,7 +134,6 @@ impl Model {
                 compute_units_per_engine: 10,
                 harvested_compute_units: 16,
                 xccs: 8,
-                capability: CAPABILITY_SRAM_ECC,
                 max_engine_clock_mhz: 2100,
                 memory_clock_mhz: 1300,
                 memory_bytes: 192 << 30,
@@ -147,7 +149,6 @@ impl Model {
                 shader_engines: 32,
                 compute_units_per_engine: 8,
                 xccs: 8,
-                capability: CAPABILITY_SRAM_ECC,
                 max_engine_clock_mhz: 2400,
                 memory_clock_mhz: 1300,
                 memory_bytes: 288 << 30,
@@ -185,6 +186,14 @@ impl Model {
         // Whole megabytes, as a board reports.
         let memory = memory & !((1 << 20) - 1);
         Model { memory_bytes: memory, backable_bytes: backable.max(memory), ..self }
+    }
+
+    /// The model with ECC on (`sramecc+`, every board's default) or off
+    /// (`GPUINSTR_DEVICE_SRAMECC=off`, `gpuinstr-run --sramecc off`).
+    pub fn with_sramecc(self, on: bool) -> Model {
+        let capability =
+            if on { self.capability | CAPABILITY_SRAM_ECC } else { self.capability & !CAPABILITY_SRAM_ECC };
+        Model { capability, ..self }
     }
 
     pub fn compute_units(&self) -> u32 {

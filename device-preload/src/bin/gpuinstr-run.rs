@@ -41,6 +41,11 @@ struct Arguments {
     /// own, within that). Allocations past it get hipErrorOutOfMemory.
     #[arg(long, value_name = "SIZE", value_parser = device_memory)]
     device_memory: Option<String>,
+    /// The board's memory error correction: `on` (every Instinct board's
+    /// default: the GPU is `sramecc+`, and code built for `sramecc-` is
+    /// refused, as on such a board) or `off`.
+    #[arg(long, value_name = "ON_OFF", value_parser = ["on", "off"])]
+    sramecc: Option<String>,
     /// Stop a wave after this many instructions, taking it for an endless
     /// loop (default 50,000,000; waves of instrumented kernels get 32 times
     /// as many, since instrumentation multiplies what a wave runs).
@@ -192,6 +197,7 @@ fn main() -> ExitCode {
     let run = Run {
         target: arguments.target,
         device_memory: arguments.device_memory,
+        sramecc: arguments.sramecc.map(|s| s == "on"),
         device,
         device_kfd: Some(kfd),
         runtime,
