@@ -47,6 +47,10 @@ pub struct Run {
     pub select_every: Option<u64>,
     /// A tool's host part for the runtime to load (`GPUINSTR_TOOL_HOST`).
     pub tool_host: Option<PathBuf>,
+    /// The tool's files the user asks for, by name or `all`
+    /// (`GPUINSTR_TOOL_FILES`): a tool whose records the database keeps
+    /// writes its text copy of them only on request.
+    pub tool_files: Vec<String>,
     /// The runtime's JSON report (`GPUINSTR_REPORT`).
     pub report: Option<PathBuf>,
     /// The run's database (`GPUINSTR_DATABASE`).
@@ -159,6 +163,9 @@ impl Run {
         }
         if let Some(every) = self.select_every {
             command.env("GPUINSTR_SELECT_EVERY", every.to_string());
+        }
+        if !self.tool_files.is_empty() {
+            command.env("GPUINSTR_TOOL_FILES", self.tool_files.join(","));
         }
         if let Some(tool_host) = &self.tool_host {
             command.env("GPUINSTR_TOOL_HOST", tool_host);

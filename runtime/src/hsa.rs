@@ -240,8 +240,9 @@ pub unsafe extern "C" fn OnLoad(
 /// `GPUINSTR_HOST_API` of the `gpuinstr/host.h` this runtime implements
 /// (2: `gpuinstr_site` has `Location`; 3: and `LeftOut`, and
 /// `gpuinstr_dispatch_points_left_out`; 4: `gpuinstr_tool_load`, code
-/// objects, run-level reports; 5: rings, `gpuinstr_tool_records`).
-const HOST_API: u32 = 5;
+/// objects, run-level reports; 5: rings, `gpuinstr_tool_records`; 6:
+/// `gpuinstr_file_requested`).
+const HOST_API: u32 = 6;
 
 /// A tool's host part (`gpuinstr/host.h`), loaded with dlopen.
 struct HostLibrary {
@@ -652,6 +653,16 @@ pub unsafe extern "C" fn gpuinstr_report_run_warning(text: *const c_char) {
         let text = CStr::from_ptr(text).to_string_lossy().to_string();
         with_runtime(|r| r.report.warn(format!("the tool: {text}")));
     }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_file_requested(name: *const c_char) -> c_int {
+    if name.is_null() {
+        return 0;
+    }
+    let name = CStr::from_ptr(name).to_string_lossy();
+    let keeps_records = runtime().lock().ok().is_some_and(|r| r.database_keeps_records());
+    c_int::from(crate::tool_files::requested(&name) || !keeps_records)
 }
 
 #[no_mangle]

@@ -372,6 +372,12 @@ impl Runtime {
         self.replacements.insert(replacement as usize, code_objects::kernel_segments(original));
     }
 
+    /// Whether the run's database keeps the rings' records (the one store
+    /// of a tool's records unless the user asks for its files too).
+    pub fn database_keeps_records(&self) -> bool {
+        self.database_records && database_path().is_some()
+    }
+
     /// A code object reader was created over `bytes`.
     pub fn reader_created(&mut self, reader: u64, bytes: &[u8]) {
         match code_objects::recognise(bytes) {

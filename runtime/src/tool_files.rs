@@ -33,6 +33,13 @@ pub struct ToolFiles {
     open: BTreeMap<String, Result<Open, String>>,
 }
 
+/// Whether the user asked for the tool file `name`: `GPUINSTR_TOOL_FILES`
+/// lists names (comma-separated), or says `all`.
+pub fn requested(name: &str) -> bool {
+    let asked = std::env::var("GPUINSTR_TOOL_FILES").unwrap_or_default();
+    asked.split(',').map(str::trim).any(|asked| asked == "all" || asked == name)
+}
+
 /// Where a tool file named `name` goes beside `report`.
 pub fn path_beside(report: &Path, name: &str) -> PathBuf {
     let stem = report.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| "gpuinstr".into());

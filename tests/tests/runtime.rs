@@ -34,6 +34,9 @@ fn run_on(target: &str) -> Run {
         device: built_library("libgpuinstr_device_preload.so"),
         device_kfd: Some(built_library("libgpuinstr_device_kfd.so")),
         runtime: Some(built_library("libgpuinstr_rt.so")),
+        // The oracle reads the tools' text copies of their records, which
+        // they write only on request (the database keeps the records).
+        tool_files: vec!["all".into()],
         ..Run::default()
     }
 }
@@ -1167,7 +1170,10 @@ fn the_runtime_reports_each_branchs_divergence_as_the_exec_history_gives_it() {
 }
 
 /// The memory tracer: its file holds exactly the accesses the emulator
-/// logged (`Oracle::check_memory_trace`).
+/// logged (`Oracle::check_memory_trace`), and the run's database the same
+/// records. A run stores its records once: by default only the database
+/// keeps them (no text copy is written), and with `--no-database-records`
+/// the text copy is their one store.
 #[test]
 fn the_runtime_writes_the_memory_trace_the_emulator_logged() {
     let target = "gfx90a";
@@ -1178,15 +1184,36 @@ fn the_runtime_writes_the_memory_trace_the_emulator_logged() {
     original.oracle().check_memory_trace(&report, &dir.join("report.json"), &tool.plan);
     assert!(stderr.contains("memory tracer: "), "{stderr}");
     // The database holds the same records, as the ring gave them.
-    let rows = records(&dir.join("report.json"), "memory-trace.tsv", "dispatch\tinstruction\twavefront\tlane\taddress");
-    let stored: Vec<Vec<u64>> = database_records(&dir.join("report.sqlite"), "Trace", 16)
-        .into_iter()
-        .map(|(dispatch, r)| {
-            let word = |at: usize, n: usize| r[at..at + n].iter().rev().fold(0u64, |v, b| (v << 8) | u64::from(*b));
-            vec![dispatch, word(8, 4), word(12, 4) >> 7, word(12, 4) & 0x3f, word(0, 8)]
-        })
-        .collect();
-    assert_eq!(stored, rows, "the database's records are the trace's");
+    let header = "dispatch\tinstruction\twavefront\tlane\taddress";
+    let rows = records(&dir.join("report.json"), "memory-trace.tsv", header);
+    let stored = |database: &Path| -> Vec<Vec<u64>> {
+        database_records(database, "Trace", 16)
+            .into_iter()
+            .map(|(dispatch, r)| {
+                let word = |at: usize, n: usize| r[at..at + n].iter().rev().fold(0u64, |v, b| (v << 8) | u64::from(*b));
+                vec![dispatch, word(8, 4), word(12, 4) >> 7, word(12, 4) & 0x3f, word(0, 8)]
+            })
+            .collect()
+    };
+    assert_eq!(stored(&dir.join("report.sqlite")), rows, "the database's records are the trace's");
+
+    // By default: the database only.
+    let once = dir.join("once");
+    std::fs::create_dir_all(&once).unwrap();
+    let run = Run { tool_host: Some(tool.host.clone()), tool_files: Vec::new(), ..run_on(target) };
+    let (report, _) = run_reported_with(run, &tool.program, &[], &original.output, &once);
+    assert!(report.get("files").is_none(), "no text copy unasked: {report}");
+    assert!(!once.join("report.memory-trace.tsv").exists());
+    let without_addresses = |rows: Vec<Vec<u64>>| rows.into_iter().map(|r| r[..4].to_vec()).collect::<Vec<_>>();
+    assert_eq!(without_addresses(stored(&once.join("report.sqlite"))), without_addresses(rows.clone()));
+    // Without the database's records, the text copy is their store.
+    let run =
+        Run { tool_host: Some(tool.host.clone()), tool_files: Vec::new(), no_database_records: true, ..run_on(target) };
+    run_reported_with(run, &tool.program, &[], &original.output, &once);
+    assert_eq!(
+        without_addresses(records(&once.join("report.json"), "memory-trace.tsv", header)),
+        without_addresses(rows)
+    );
 }
 
 /// The records of ring `ring` in the run's database, in order, with their

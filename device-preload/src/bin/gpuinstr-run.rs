@@ -144,6 +144,12 @@ struct Arguments {
     /// runtime to hand each dispatch's tool data to.
     #[arg(long, value_name = "LIBRARY")]
     tool_host: Option<PathBuf>,
+    /// A file of the tool's to write beside the report (its name, e.g.
+    /// memory-trace.tsv, or `all`; repeatable): the example tools keep
+    /// their records in the run's database and write these text copies only
+    /// when asked.
+    #[arg(long, value_name = "NAME")]
+    tool_file: Vec<String>,
     /// Leave gpuinstr's runtime out (instrumented code then runs, but nobody
     /// reads its tools' results).
     #[arg(long)]
@@ -210,6 +216,7 @@ fn main() -> ExitCode {
         select_first: arguments.select_first,
         select_every: arguments.select_every,
         tool_host: arguments.tool_host,
+        tool_files: arguments.tool_file,
         report: arguments.report,
         database: arguments.database,
         no_database_records: arguments.no_database_records,

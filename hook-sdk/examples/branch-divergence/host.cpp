@@ -1,6 +1,9 @@
 // Branch divergence's host part (gpuinstr/host.h): every record (branch,
 // wavefront, OLD MASK, IF MASK), streamed from the ring while the dispatch
-// runs, goes into the file `branch-records.tsv` beside the report; per
+// runs, is kept by the run's database (its `records` table), and on
+// request (`gpuinstr-run --tool-file branch-records.tsv`, or where the
+// database keeps no records) also goes into the file `branch-records.tsv`
+// beside the report; per
 // dispatch, each executed branch's wavefront executions and divergent ones
 // go into the report; at exit the run's totals per branch and
 // how many of the instrumented branches never ran are reported, and the
@@ -47,6 +50,12 @@ std::map<uint64_t, std::map<uint32_t, std::pair<uint64_t, uint64_t>>> Dispatches
 /// Records read per dispatch.
 std::map<uint64_t, uint64_t> Read;
 
+/// Whether the records' text copy is wanted (else the database is their
+/// one store).
+bool textWanted() {
+  static const bool Wanted = gpuinstr_file_requested("branch-records.tsv");
+  return Wanted;
+}
 void write(const std::string &Line) { gpuinstr_write("branch-records.tsv", Line.data(), Line.size()); }
 } // namespace
 
@@ -67,7 +76,8 @@ extern "C" void gpuinstr_tool_records(const gpuinstr_records *Batch) {
   const gpuinstr_site *Sites = gpuinstr_code_object_sites(gpuinstr_records_code_object(Batch), &SiteCount);
   const uint64_t Id = gpuinstr_records_dispatch_id(Batch);
   auto &PerSite = Dispatches[Id];
-  if (!HeaderWritten) {
+  const bool Text = textWanted();
+  if (Text && !HeaderWritten) {
     write("dispatch\tsite\taddress\twavefront\told_mask\tif_mask\n");
     HeaderWritten = true;
   }
@@ -77,13 +87,16 @@ extern "C" void gpuinstr_tool_records(const gpuinstr_records *Batch) {
     auto &[Executed, Divergent] = PerSite[R.Branch];
     Executed += 1;
     Divergent += R.IfMask != R.OldMask && R.IfMask != 0;
+    if (!Text)
+      continue;
     char Line[128];
     const uint64_t Address = R.Branch < SiteCount ? Sites[R.Branch].Address : 0;
     std::snprintf(Line, sizeof Line, "%" PRIu64 "\t%" PRIu32 "\t0x%" PRIx64 "\t%" PRIu32 "\t0x%016" PRIx64 "\t0x%016" PRIx64 "\n",
                   Id, R.Branch, Address, R.Wavefront, R.OldMask, R.IfMask);
     Lines += Line;
   }
-  write(Lines);
+  if (Text)
+    write(Lines);
   Read[Id] += Count;
 }
 

@@ -1,7 +1,9 @@
 // The memory tracer's host part (gpuinstr/host.h): every record, streamed
-// from the ring while the dispatch runs, goes to the file
-// `memory-trace.tsv` beside the report (dispatch, instruction, wavefront,
-// lane, address); per dispatch the report gets, per memory
+// from the ring while the dispatch runs, is kept by the run's database
+// (its `records` table), and on request (`gpuinstr-run --tool-file
+// memory-trace.tsv`, or where the database keeps no records) also goes to
+// the file `memory-trace.tsv` beside the report (dispatch, instruction,
+// wavefront, lane, address); per dispatch the report gets, per memory
 // instruction, its wavefront executions, lane accesses and the distinct
 // 64-byte lines they touched (summed over executions: lines per execution
 // near 1 is a coalesced access, near the active lanes a scattered one). At
@@ -69,6 +71,12 @@ struct Streaming {
 };
 std::map<uint64_t, Streaming> Dispatches;
 
+/// Whether the records' text copy is wanted (else the database is their
+/// one store).
+bool textWanted() {
+  static const bool Wanted = gpuinstr_file_requested("memory-trace.tsv");
+  return Wanted;
+}
 void write(const std::string &Text) { gpuinstr_write("memory-trace.tsv", Text.data(), Text.size()); }
 } // namespace
 
@@ -85,13 +93,14 @@ extern "C" void gpuinstr_tool_records(const gpuinstr_records *Records) {
   const MemoryAccess *Trace = gpuinstr::records<MemoryAccess>(Records, &Count);
   if (!Trace)
     return; // another ring's (the dispatch call checks the counts)
-  if (!HeaderWritten) {
+  const bool Text = textWanted();
+  if (Text && !HeaderWritten) {
     write("dispatch\tinstruction\twavefront\tlane\taddress\n");
     HeaderWritten = true;
   }
   const uint64_t Id = gpuinstr_records_dispatch_id(Records);
   Streaming &S = Dispatches[Id];
-  std::string Text;
+  std::string Lines;
   for (size_t K = 0; K < Count; ++K) {
     const MemoryAccess &R = Trace[K];
     if (R.WavefrontLane & FirstOfExecution) {
@@ -101,16 +110,19 @@ extern "C" void gpuinstr_tool_records(const gpuinstr_records *Records) {
     }
     S.PerInstruction[R.Instruction].Accesses += 1;
     S.Lines.push_back(R.Address / LineBytes);
+    if (!Text)
+      continue;
     char Line[96];
     std::snprintf(Line, sizeof Line, "%" PRIu64 "\t0x%" PRIx32 "\t%" PRIu32 "\t%" PRIu32 "\t0x%" PRIx64 "\n", Id,
                   R.Instruction, R.WavefrontLane >> WavefrontShift, R.WavefrontLane & LaneBits, R.Address);
-    Text += Line;
-    if (Text.size() > (1 << 20)) {
-      write(Text);
-      Text.clear();
+    Lines += Line;
+    if (Lines.size() > (1 << 20)) {
+      write(Lines);
+      Lines.clear();
     }
   }
-  write(Text);
+  if (Text)
+    write(Lines);
   S.Records += Count;
 }
 

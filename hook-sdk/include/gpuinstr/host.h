@@ -45,7 +45,7 @@ extern "C" {
 /// files include this header), and the runtime refuses a host part of
 /// another version: it would read the runtime's structs with the wrong
 /// layout.
-#define GPUINSTR_HOST_API 5
+#define GPUINSTR_HOST_API 6
 __attribute__((weak, visibility("default"))) extern const uint32_t gpuinstr_tool_host_api;
 const uint32_t gpuinstr_tool_host_api = GPUINSTR_HOST_API;
 
@@ -165,6 +165,14 @@ void gpuinstr_report_run_warning(const char *Text);
 /// written beside the JSON report as `<report stem>.<Name>`, appears there
 /// when the program ends (never partial) and is listed in the report.
 void gpuinstr_write(const char *Name, const void *Bytes, size_t Size);
+
+/// Whether the user asked for the tool's file `Name` (`gpuinstr-run
+/// --tool-file Name`, or `--tool-file all`; `GPUINSTR_TOOL_FILES`), or the
+/// run's database keeps no records (`--no-database-records`, `--database
+/// none`): a tool whose rings' records the database holds writes its text
+/// copy of them only then, so a run stores its records once. A file a tool
+/// writes unasked is written all the same.
+int gpuinstr_file_requested(const char *Name);
 
 #ifdef __cplusplus
 }
