@@ -59,6 +59,19 @@ fn a_program_for_gfx950_passes_where_the_hip_runtime_knows_gfx950() {
     }
 }
 
+/// Streams destroyed while the GPU runs another stream's kernel, as
+/// HeCBench's lfib4 does: the long kernel's results arrive and nothing
+/// reads a destroyed queue's ring (the ordering itself is held by
+/// `kfd::tests::a_queue_is_destroyed_only_when_the_command_processor_lets_go`).
+#[test]
+fn streams_destroyed_while_the_gpu_is_busy() {
+    let scratch = tempfile::tempdir().unwrap();
+    let program = build("streams_destroyed", "gfx90a", scratch.path());
+    for _ in 0..3 {
+        assert_eq!(run_ok(&program, "gfx90a", &[]), "PASSED: 0 wrong\n");
+    }
+}
+
 /// Code built for an Instinct board's default, ECC on (`sramecc+`), runs on
 /// the emulated boards as they come; code built for `sramecc-` is refused
 /// there, as on the board, and runs where ECC is turned off

@@ -179,10 +179,14 @@ impl CommandProcessor {
     fn serve(mut self) {
         let mut idle = Duration::from_micros(20);
         loop {
-            let queues: Vec<Queue> = self.kfd.state().queues().cloned().collect();
+            let queues: Vec<u32> = self.kfd.state().queues().map(|q| q.id).collect();
             let mut worked = false;
-            for queue in &queues {
-                match self.step(queue) {
+            for id in queues {
+                // Destroyed since listed: its ring may be gone already.
+                let Some(queue) = self.kfd.take_queue(id) else { continue };
+                let stepped = self.step(&queue);
+                self.kfd.release_queue();
+                match stepped {
                     Ok(did) => worked |= did,
                     Err(message) => {
                         (self.stop)(&message);
@@ -211,8 +215,9 @@ impl CommandProcessor {
 
     /// Carries out the next packet of `queue` if there is one ready; true if it did.
     fn step(&mut self, queue: &Queue) -> Result<bool, String> {
-        let read = self.u64_at(queue.read_pointer)?;
-        let write = self.u64_at(queue.write_pointer)?;
+        let index = |what: &str, e: String| format!("queue {}: its {what} index: {e}", queue.id);
+        let read = self.u64_at(queue.read_pointer).map_err(|e| index("read", e))?;
+        let write = self.u64_at(queue.write_pointer).map_err(|e| index("write", e))?;
         if read >= write || queue.ring_bytes < 64 {
             return Ok(false);
         }

@@ -124,6 +124,9 @@ pub struct State {
     /// The events page (a buffer the thunk allocated): slot i is event i's.
     events_page: Option<u64>,
     queues: BTreeMap<u32, Queue>,
+    /// The queue the command processor is working on ([`Kfd::take_queue`]):
+    /// destroying or moving it waits until it lets go.
+    serving: Option<u32>,
     /// Where the doorbell page is mapped, once it is.
     pub doorbell_page: Option<u64>,
     pub scratch_backing: Option<u64>,
@@ -171,6 +174,8 @@ pub struct Kfd {
     state: Mutex<State>,
     /// Woken whenever an event is signalled.
     signalled: Condvar,
+    /// Woken whenever the command processor lets go of a queue.
+    queue_released: Condvar,
     started: Instant,
 }
 
@@ -192,6 +197,7 @@ impl Kfd {
             model,
             state: Mutex::new(State { next_handle: 1, ..State::default() }),
             signalled: Condvar::new(),
+            queue_released: Condvar::new(),
             started: Instant::now(),
         }
     }
@@ -203,6 +209,34 @@ impl Kfd {
 
     pub fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The command processor takes queue `id` to work on: the queue as it
+    /// is now (its ring may have moved since the command processor listed
+    /// the queues), or none once the runtime destroyed it. Until
+    /// [`Kfd::release_queue`], destroying or moving it waits, as the
+    /// kernel driver unmaps a queue from the hardware before it returns:
+    /// the runtime frees a destroyed queue's ring at once.
+    pub fn take_queue(&self, id: u32) -> Option<Queue> {
+        let mut state = self.state();
+        let queue = state.queues.get(&id).cloned()?;
+        state.serving = Some(id);
+        Some(queue)
+    }
+
+    /// The command processor is done with the queue it took.
+    pub fn release_queue(&self) {
+        self.state().serving = None;
+        self.queue_released.notify_all();
+    }
+
+    /// The state, once the command processor is not working on queue `id`.
+    fn state_without_serving(&self, id: u32) -> MutexGuard<'_, State> {
+        let mut state = self.state();
+        while state.serving == Some(id) {
+            state = self.queue_released.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        state
     }
 
     /// Runs one ioctl on `/dev/kfd`: `args` holds the argument structure's
@@ -314,11 +348,15 @@ impl Kfd {
             abi::CREATE_QUEUE => self.create_queue(args),
             abi::DESTROY_QUEUE => {
                 let queue: abi::QueueId = read(args)?;
-                self.state().queues.remove(&queue.queue_id).map(|_| ()).ok_or(Errno::INVAL)
+                self.state_without_serving(queue.queue_id)
+                    .queues
+                    .remove(&queue.queue_id)
+                    .map(|_| ())
+                    .ok_or(Errno::INVAL)
             }
             abi::UPDATE_QUEUE => {
                 let update: abi::UpdateQueue = read(args)?;
-                let mut state = self.state();
+                let mut state = self.state_without_serving(update.queue_id);
                 let queue = state.queues.get_mut(&update.queue_id).ok_or(Errno::INVAL)?;
                 queue.ring_base = update.ring_base_address;
                 queue.ring_bytes = update.ring_size;
@@ -760,5 +798,37 @@ mod tests {
         let sdma = abi::CreateQueue { queue_type: 1, ..create };
         assert_eq!(call(&kfd, abi::CREATE_QUEUE, sdma, &memory).err(), Some(Errno::INVAL));
         assert_eq!(kfd.state().queues().count(), 2);
+    }
+
+    /// A queue destroyed while the command processor works on it (a
+    /// program destroying a stream while the GPU is busy, as HeCBench's
+    /// lfib4 does) goes only once the command processor lets go, and a
+    /// queue destroyed after it listed the queues is not handed to it: it
+    /// never reads a ring the runtime has freed.
+    #[test]
+    fn a_queue_is_destroyed_only_when_the_command_processor_lets_go() {
+        let kfd: &'static Kfd = Box::leak(Box::new(Kfd::new(Model::new(Target::Gfx90a))));
+        let memory = Scratch::new(BASE, 16);
+        let create = abi::CreateQueue {
+            ring_base_address: 0x10_0000,
+            ring_size: 4096,
+            gpu_id: GPU_ID,
+            queue_type: abi::QUEUE_TYPE_COMPUTE_AQL,
+            ..Default::default()
+        };
+        let queue = call(kfd, abi::CREATE_QUEUE, create, &memory).unwrap().queue_id;
+        let taken = kfd.take_queue(queue).expect("the queue");
+        assert_eq!(taken.ring_base, 0x10_0000);
+        let destroying = std::thread::spawn(move || {
+            let memory = Scratch::new(BASE, 16);
+            call(kfd, abi::DESTROY_QUEUE, abi::QueueId { queue_id: queue, ..Default::default() }, &memory).unwrap();
+        });
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(!destroying.is_finished(), "the destroy waits for the command processor");
+        assert_eq!(kfd.state().queues().count(), 1);
+        kfd.release_queue();
+        destroying.join().unwrap();
+        assert_eq!(kfd.state().queues().count(), 0);
+        assert!(kfd.take_queue(queue).is_none(), "a destroyed queue is not handed out");
     }
 }
