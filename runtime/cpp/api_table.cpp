@@ -249,7 +249,8 @@ uint32_t gpuinstr_rt_memory_copy(uint64_t to, uint64_t from, size_t size) {
 // Loads a code object of the runtime's own into an executable of its own
 // for `agent`; the kernel object and private segment size of `kernel`.
 uint32_t gpuinstr_rt_load_kernel(uint64_t agent, const void* bytes, size_t size, const char* kernel,
-                                 uint64_t* kernel_object, uint32_t* private_segment_size) {
+                                 uint64_t* kernel_object, uint32_t* private_segment_size,
+                                 uint32_t* group_segment_size) {
   hsa_agent_t gpu = {agent};
   hsa_code_object_reader_t reader;
   hsa_status_t status =
@@ -272,6 +273,9 @@ uint32_t gpuinstr_rt_load_kernel(uint64_t agent, const void* bytes, size_t size,
   if (status == HSA_STATUS_SUCCESS)
     status = original_core.hsa_executable_symbol_get_info_fn(
         symbol, HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_PRIVATE_SEGMENT_SIZE, private_segment_size);
+  if (status == HSA_STATUS_SUCCESS)
+    status = original_core.hsa_executable_symbol_get_info_fn(
+        symbol, HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_GROUP_SEGMENT_SIZE, group_segment_size);
   original_core.hsa_code_object_reader_destroy_fn(reader);
   return status;
 }

@@ -18,7 +18,20 @@ struct Entry {
   // A record buffer's count (NULL for any other global), and bytes per record.
   const uint64_t* count;
   uint64_t record_bytes;
+  // Bits: `global` (1) or `count` (2) is the address of a pointer to the
+  // data (a managed global, which HIP may have moved), not the data.
+  uint64_t through;
 };
+
+constexpr uint64_t GlobalThroughPointer = 1, CountThroughPointer = 2;
+
+__device__ uint8_t* data_of(uint8_t* global, uint64_t through) {
+  return (through & GlobalThroughPointer) ? *reinterpret_cast<uint8_t* const*>(global) : global;
+}
+
+__device__ const uint64_t* count_of(const uint64_t* count, uint64_t through) {
+  return (through & CountThroughPointer) ? *reinterpret_cast<const uint64_t* const*>(count) : count;
+}
 
 constexpr uint32_t Lanes = 64;
 
@@ -54,13 +67,14 @@ extern "C" __global__ void __launch_bounds__(Lanes)
     if (!entry.count)
       continue;
     const uint64_t capacity = entry.bytes / entry.record_bytes;
-    const uint64_t written = *entry.count < capacity ? *entry.count : capacity;
-    copy(entry.global, entry.out, nullptr, written * entry.record_bytes, lane);
+    const uint64_t count = *count_of(entry.count, entry.through);
+    const uint64_t written = count < capacity ? count : capacity;
+    copy(data_of(entry.global, entry.through), entry.out, nullptr, written * entry.record_bytes, lane);
   }
   __syncthreads();
   for (uint32_t e = 0; e < count; ++e) {
     const Entry entry = entries[e];
     if (!entry.count)
-      copy(entry.global, entry.out, entry.initial, entry.bytes, lane);
+      copy(data_of(entry.global, entry.through), entry.out, entry.initial, entry.bytes, lane);
   }
 }

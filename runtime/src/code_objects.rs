@@ -63,6 +63,11 @@ pub struct GlobalInfo {
     pub address: u64,
     pub size: u64,
     pub managed: bool,
+    /// A managed global: the address of the pointer of the tool's name,
+    /// which holds where the data is. Payloads reach the data through it,
+    /// and so must the runtime: HIP points it at memory of its own where it
+    /// loads a module (`hipModuleLoad*`) that defines managed variables.
+    pub pointer: Option<u64>,
     pub initial: Vec<u8>,
     /// A buffer of records (`GPUINSTR_RECORDS`): the index among the
     /// globals of its count, and bytes per record.
@@ -189,12 +194,17 @@ pub fn recognise(bytes: &[u8]) -> Result<Option<InstrumentedCodeObject>, Recogni
         } else {
             code_object.bytes_at(address, entry.size).ok_or_else(outside)?.to_vec()
         };
+        let pointer = match entry.symbol.strip_suffix(".managed").filter(|_| entry.managed) {
+            Some(name) => Some(*symbols.get(name).ok_or_else(|| RecogniseError::MissingSymbol(name.to_string()))?),
+            None => None,
+        };
         globals.push(GlobalInfo {
             tool_name: entry.tool_name.clone(),
             symbol: entry.symbol.clone(),
             address,
             size: entry.size,
             managed: entry.managed,
+            pointer,
             initial,
             records: records_of(entry),
             ring: entry.ring,

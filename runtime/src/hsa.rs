@@ -32,6 +32,7 @@ extern "C" {
         kernel: *const c_char,
         kernel_object: *mut u64,
         private_segment_size: *mut u32,
+        group_segment_size: *mut u32,
     ) -> u32;
     fn gpuinstr_rt_status_string(status: u32) -> *const c_char;
 }
@@ -101,7 +102,7 @@ impl Hsa for Rocr {
     }
 
     fn load_collect_kernel(&self, agent: u64, code_object: &[u8]) -> Result<CollectKernel, HsaError> {
-        let (mut kernel_object, mut private_segment_size) = (0, 0);
+        let (mut kernel_object, mut private_segment_size, mut group_segment_size) = (0, 0, 0);
         // SAFETY: the bytes outlive the call (ROCr copies what it loads).
         let status = unsafe {
             gpuinstr_rt_load_kernel(
@@ -111,10 +112,11 @@ impl Hsa for Rocr {
                 c"gpuinstr_collect.kd".as_ptr(),
                 &mut kernel_object,
                 &mut private_segment_size,
+                &mut group_segment_size,
             )
         };
         check("loading the collect kernel", status)?;
-        Ok(CollectKernel { kernel_object, private_segment_size })
+        Ok(CollectKernel { kernel_object, private_segment_size, group_segment_size })
     }
 
     fn host_allocate(&self, agent: u64, size: usize) -> Result<u64, HsaError> {

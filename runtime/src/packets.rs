@@ -79,7 +79,9 @@ pub fn retarget(packet: &mut Packet, kernel_object: u64, group: (u32, u32), priv
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CollectKernel {
     pub kernel_object: u64,
+    /// Its descriptor's sizes, which its packets must give it.
     pub private_segment_size: u32,
+    pub group_segment_size: u32,
 }
 
 /// Work-items of the collect kernel (one wave; device/collect.hip).
@@ -104,6 +106,7 @@ pub fn observed(packet: &Packet, collect: CollectKernel, kernarg: u64, done: u64
         kernel[at..at + 4].copy_from_slice(&size.to_le_bytes());
     }
     kernel[24..28].copy_from_slice(&collect.private_segment_size.to_le_bytes());
+    kernel[28..32].copy_from_slice(&collect.group_segment_size.to_le_bytes());
     kernel[32..40].copy_from_slice(&collect.kernel_object.to_le_bytes());
     kernel[40..48].copy_from_slice(&kernarg.to_le_bytes());
     kernel[56..64].copy_from_slice(&done.to_le_bytes());
@@ -158,7 +161,7 @@ mod tests {
     #[test]
     fn an_observed_dispatch_is_followed_by_the_collect_kernel_then_the_program_signal() {
         let original = a_dispatch();
-        let collect = CollectKernel { kernel_object: 0xc000, private_segment_size: 16 };
+        let collect = CollectKernel { kernel_object: 0xc000, private_segment_size: 16, group_segment_size: 512 };
         let packets = observed(&original, collect, 0x4000, 0xd0);
         let [dispatch, kernel, barrier] = packets.try_into().expect("three packets");
         // The program's dispatch, with the barrier bit and no signal.
@@ -171,7 +174,7 @@ mod tests {
         assert_eq!(collected.kernel_object, 0xc000);
         assert_eq!(collected.kernarg_address, 0x4000);
         assert_eq!((collected.workgroup_size, collected.grid_size), ([64, 1, 1], [64, 1, 1]));
-        assert_eq!(collected.private_segment_size, 16);
+        assert_eq!((collected.private_segment_size, collected.group_segment_size), (16, 512));
         assert_eq!(u64_at(&kernel, 56), 0xd0);
         // Then the program's signal, from a barrier with nothing to wait for.
         assert_eq!(u16_at(&barrier, 0) & 0xff, TYPE_BARRIER_AND);
@@ -196,7 +199,7 @@ mod tests {
     fn a_dispatch_without_a_signal_needs_no_barrier() {
         let mut original = a_dispatch();
         original[56..64].fill(0);
-        let collect = CollectKernel { kernel_object: 0xc000, private_segment_size: 0 };
+        let collect = CollectKernel { kernel_object: 0xc000, private_segment_size: 0, group_segment_size: 0 };
         assert_eq!(observed(&original, collect, 0x4000, 0xd0).len(), 2);
     }
 }

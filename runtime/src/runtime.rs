@@ -155,7 +155,11 @@ struct Layout {
 
 const KERNARG_BYTES: usize = 64;
 /// `Entry` of device/collect.hip.
-const ENTRY_BYTES: usize = 48;
+const ENTRY_BYTES: usize = 56;
+/// `Entry::through` bits: the global's data, or its count's, is where a
+/// pointer at the address given points (a managed global).
+const GLOBAL_THROUGH_POINTER: u64 = 1;
+const COUNT_THROUGH_POINTER: u64 = 2;
 
 impl Layout {
     fn of(code_object: &InstrumentedCodeObject) -> Self {
@@ -728,14 +732,29 @@ impl Runtime {
         hsa.host_write(buffer, &kernarg);
         for (k, (global, &offset)) in globals.iter().zip(&loaded.layout.offsets).enumerate() {
             let mut entry = [0u8; ENTRY_BYTES];
-            entry[0..8].copy_from_slice(&located(global.address, loaded.delta).to_le_bytes());
+            // A managed global's data is where its pointer says when the
+            // collect kernel runs (HIP may have moved it), as for payloads.
+            let (at, mut through) = match global.pointer {
+                Some(pointer) => (pointer, GLOBAL_THROUGH_POINTER),
+                None => (global.address, 0),
+            };
+            entry[0..8].copy_from_slice(&located(at, loaded.delta).to_le_bytes());
             entry[8..16].copy_from_slice(&(buffer + offset as u64).to_le_bytes());
             entry[16..24].copy_from_slice(&(loaded.initial + offset as u64).to_le_bytes());
             entry[24..32].copy_from_slice(&global.size.to_le_bytes());
             if let Some((count, record_bytes)) = global.records {
-                entry[32..40].copy_from_slice(&located(globals[count].address, loaded.delta).to_le_bytes());
+                let count = &globals[count];
+                let at = match count.pointer {
+                    Some(pointer) => {
+                        through |= COUNT_THROUGH_POINTER;
+                        pointer
+                    }
+                    None => count.address,
+                };
+                entry[32..40].copy_from_slice(&located(at, loaded.delta).to_le_bytes());
                 entry[40..48].copy_from_slice(&record_bytes.to_le_bytes());
             }
+            entry[48..56].copy_from_slice(&through.to_le_bytes());
             hsa.host_write(buffer + (KERNARG_BYTES + ENTRY_BYTES * k) as u64, &entry);
         }
         // Then each ring's `Reserved` and `Dropped`, copied out (never

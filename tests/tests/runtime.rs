@@ -2046,6 +2046,71 @@ fn dynamic_mode_instruments_a_code_object_loaded_with_hip_module_load() {
     assert!(stderr.contains(&line) && stderr.contains("or in dynamic mode)"), "{stderr}");
 }
 
+/// Every way HIP loads code, statically instrumented: a module file loaded
+/// with `hipModuleLoad`, its bytes with `hipModuleLoadData` and
+/// `hipModuleLoadDataEx`, and the program's own fat binary, with HIP
+/// loading code objects at start and lazily (`HIP_ENABLE_DEFERRED_LOADING`):
+/// every dispatch reports the instruction counter's count the emulator
+/// gives. (The counter's `Counter` is `__managed__`: where HIP loads a
+/// module that defines a managed variable it points the variable at memory
+/// of its own, and the runtime read the storage the code object holds, 0,
+/// while the payloads counted in HIP's.)
+#[test]
+fn every_way_hip_loads_code_reports_what_the_emulator_counts() {
+    let target = "gfx90a";
+    let dir = test_directory("module-load-ways");
+    let module = hip_build(
+        "device/module_kernels.hip",
+        target,
+        &dir,
+        &format!("module_kernels-{target}.co"),
+        &[&["--genco"][..], gpuinstr::toolchain::hipcc_non_uniform_workgroups()].concat(),
+    );
+    let program = hip_build("device/module_load_ways.hip", target, &dir, &format!("module_load_ways-{target}"), &[]);
+    let code_objects: Vec<CodeObject> = [&module, &program]
+        .iter()
+        .map(|file| load::load_for_target(file, Some(target)).unwrap().code_objects.remove(0))
+        .collect();
+    let log = dir.join("original.jsonl");
+    let _ = std::fs::remove_file(&log);
+    let run = Run { dispatch_log: Some(log.clone()), ..run_on(target) };
+    let expected_output =
+        succeeded(run.command(program.as_os_str(), &[module.as_os_str().to_owned()]).output().unwrap(), "the original");
+    assert_eq!(expected_output, "PASSED: 0 wrong\n");
+    let known: Vec<&str> = code_objects.iter().flat_map(|c| c.kernels.iter().map(|k| k.name())).collect();
+    let logged: Vec<Value> =
+        dispatch_log(&log).into_iter().filter(|d| known.contains(&d["kernel"].as_str().unwrap())).collect();
+    assert_eq!(logged.len(), 4, "three modules' iota and the program's add_one: {logged:?}");
+
+    let tool = build_tool(Compiler::Hipcc, &example("instruction-counter"), "-O3", &dir);
+    let plan = Plan::load(&repo().join("hook-sdk/examples/instruction-counter/plan.toml")).unwrap();
+    let instrumented_module = instrumented(&module, &tool, &plan);
+    let instrumented_program = instrumented(&program, &tool, &plan);
+    let host = host_part("instruction-counter", &dir);
+    for deferred in ["0", "1"] {
+        let report_path = dir.join(format!("report-deferred-{deferred}.json"));
+        let run = Run { tool_host: Some(host.clone()), report: Some(report_path.clone()), ..run_on(target) };
+        let mut command = run.command(instrumented_program.as_os_str(), &[instrumented_module.as_os_str().to_owned()]);
+        let output = command.env("HIP_ENABLE_DEFERRED_LOADING", deferred).output().unwrap();
+        let (report, stderr) = reported(output, &report_path, &expected_output);
+        let dispatches = report["dispatches"].as_array().unwrap();
+        assert_eq!(dispatches.len(), logged.len(), "deferred {deferred}: {stderr}");
+        for (k, (reported, logged)) in dispatches.iter().zip(&logged).enumerate() {
+            let kernel = logged["kernel"].as_str().unwrap();
+            assert_eq!(reported["kernel"], kernel, "dispatch {k}");
+            let app = code_objects.iter().find(|c| c.kernels.iter().any(|k| k.name() == kernel)).unwrap();
+            let expected = expected_count(app, &plan, logged);
+            assert!(expected > 0);
+            assert_eq!(
+                reported["tool"],
+                serde_json::json!({ "instructions": expected }),
+                "deferred {deferred}, dispatch {k} ({kernel})"
+            );
+        }
+        assert!(uninstrumented_dispatches(&report).is_empty(), "{stderr}");
+    }
+}
+
 /// Dynamic mode gives an instrumented kernel the scratch its own
 /// descriptor needs, not the original's that HIP writes into the packet
 /// (it read the code object the program handed it): with default flags,
