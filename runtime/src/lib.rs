@@ -21,6 +21,7 @@ pub mod code_objects;
 pub mod database;
 pub mod dynamic;
 pub mod hsa;
+pub mod ordering;
 pub mod packets;
 pub mod report;
 pub mod rings;

@@ -62,6 +62,16 @@ pub fn dispatch_of(packet: &Packet) -> Option<Dispatch> {
     })
 }
 
+/// The signals a barrier-AND packet waits on (none for other packets).
+pub fn barrier_and_dependencies(packet: &Packet) -> Option<[u64; 5]> {
+    (u16_at(packet, 0) & 0xff == TYPE_BARRIER_AND).then(|| std::array::from_fn(|k| u64_at(packet, 8 + 8 * k)))
+}
+
+/// The signal a packet completes (0: none).
+pub fn completion_signal(packet: &Packet) -> u64 {
+    u64_at(packet, 56)
+}
+
 /// Points the dispatch in `packet` at another kernel (an original's
 /// instrumented copy): its descriptor, and the packet's LDS and scratch
 /// sizes moved from the original's fixed sizes to the other's (`(original,

@@ -267,6 +267,9 @@ pub struct Runtime {
     /// kernel that runs with others than the program was handed, observed
     /// or not.
     resized: HashMap<u64, Resize>,
+    /// What orders dispatches of different queues (barriers the program
+    /// put between them).
+    ordering: crate::ordering::Ordering,
     /// Per executable, the kernel objects of its instrumented code objects
     /// (the device was told of them).
     instrumented_kernels: Vec<(u64, Vec<u64>)>,
@@ -347,6 +350,7 @@ impl Default for Runtime {
             replacements: HashMap::new(),
             resized: HashMap::new(),
             instrumented_kernels: Vec::new(),
+            ordering: Default::default(),
             ordinals: HashMap::new(),
             selection: Selection::default(),
             collect_kernels: HashMap::new(),
@@ -651,38 +655,49 @@ impl Runtime {
         let mut out = Vec::with_capacity(packets.len());
         for given in packets {
             let packet = &self.resized_packet(given);
-            let instrumented = packets::dispatch_of(packet)
-                .and_then(|dispatch| Some((dispatch, self.kernels.get(&dispatch.kernel_object)?.clone())));
-            let Some((mut dispatch, kernel)) = instrumented else {
-                if let Some(dispatch) = packets::dispatch_of(packet) {
-                    self.dispatch_not_instrumented(dispatch.kernel_object);
-                }
-                out.push(*packet);
-                continue;
-            };
-            let ordinal = self.ordinals.entry(kernel.name.clone()).or_default();
-            *ordinal += 1;
-            let ordinal = *ordinal;
-            let mut instrumented = *packet;
-            if let Some(copy) = kernel.copy {
-                if !self.selection.choose(&kernel.name, ordinal) {
-                    out.push(*packet);
-                    continue;
-                }
-                packets::retarget(&mut instrumented, copy.kernel_object, copy.group_segment, copy.private_segment);
-                dispatch = packets::dispatch_of(&instrumented).expect("still a dispatch");
+            if let Some(signals) = packets::barrier_and_dependencies(packet) {
+                self.ordering.waits(queue, &signals);
             }
-            match self.observe(hsa, queue, dispatch, kernel.slot, kernel.name.clone(), ordinal) {
-                Ok((collect, kernarg, done)) => out.extend(packets::observed(&instrumented, collect, kernarg, done)),
-                Err(error) => {
-                    // With its original kept, the dispatch runs that instead:
-                    // no tool data is left behind for the next dispatch.
-                    self.report.warn(format!("a dispatch of {} is not observed: {error}", kernel.name));
-                    out.push(if kernel.copy.is_some() { *packet } else { instrumented });
-                }
-            }
+            self.forward(hsa, queue, packet, &mut out);
+            // Its signal now says that this queue's dispatches so far are done.
+            self.ordering.completes(queue, packets::completion_signal(packet));
         }
         out
+    }
+
+    /// Puts what stands for `packet` of `queue` in `out`: the packet, or an
+    /// observed dispatch's packets.
+    fn forward(&mut self, hsa: &dyn Hsa, queue: u64, packet: &Packet, out: &mut Vec<Packet>) {
+        let instrumented = packets::dispatch_of(packet)
+            .and_then(|dispatch| Some((dispatch, self.kernels.get(&dispatch.kernel_object)?.clone())));
+        let Some((mut dispatch, kernel)) = instrumented else {
+            if let Some(dispatch) = packets::dispatch_of(packet) {
+                self.dispatch_not_instrumented(dispatch.kernel_object);
+            }
+            out.push(*packet);
+            return;
+        };
+        let ordinal = self.ordinals.entry(kernel.name.clone()).or_default();
+        *ordinal += 1;
+        let ordinal = *ordinal;
+        let mut instrumented = *packet;
+        if let Some(copy) = kernel.copy {
+            if !self.selection.choose(&kernel.name, ordinal) {
+                out.push(*packet);
+                return;
+            }
+            packets::retarget(&mut instrumented, copy.kernel_object, copy.group_segment, copy.private_segment);
+            dispatch = packets::dispatch_of(&instrumented).expect("still a dispatch");
+        }
+        match self.observe(hsa, queue, dispatch, kernel.slot, kernel.name.clone(), ordinal) {
+            Ok((collect, kernarg, done)) => out.extend(packets::observed(&instrumented, collect, kernarg, done)),
+            Err(error) => {
+                // With its original kept, the dispatch runs that instead:
+                // no tool data is left behind for the next dispatch.
+                self.report.warn(format!("a dispatch of {} is not observed: {error}", kernel.name));
+                out.push(if kernel.copy.is_some() { *packet } else { instrumented });
+            }
+        }
     }
 
     /// `packet`, with the LDS and scratch sizes of the kernel that runs
@@ -802,11 +817,24 @@ impl Runtime {
             give_back(self);
             return Err(error);
         }
+        // Dispatches of the code object on other queues that may run at the
+        // same time: not finished (their collect kernel has not), and not
+        // ordered before this one by a barrier the program put on its queue.
         let mut overlapping = Vec::new();
-        for (other, flight) in self.in_flight.iter_mut().filter(|(_, f)| f.slot == slot && f.queue != queue) {
-            flight.overlapping.push(id);
-            overlapping.push(*other);
+        let ordering = &self.ordering;
+        let concurrent = |other: u64, flight: &InFlight| {
+            flight.slot == slot
+                && flight.queue != queue
+                && !ordering.after(queue, flight.queue, other)
+                && hsa.signal_load(flight.done) != 0
+        };
+        for (other, flight) in self.in_flight.iter_mut() {
+            if concurrent(*other, flight) {
+                flight.overlapping.push(id);
+                overlapping.push(*other);
+            }
         }
+        self.ordering.dispatched(queue, id);
         let next_number = self.queue_numbers.len() as u32 + 1;
         let queue_number = *self.queue_numbers.entry(queue).or_insert(next_number);
         let submitted = self.clock.elapsed().as_secs_f64();

@@ -2111,6 +2111,43 @@ fn every_way_hip_loads_code_reports_what_the_emulator_counts() {
     }
 }
 
+/// Dispatches of one code object on two streams with nothing between them
+/// may run at the same time, and mix their tool data: each is flagged with
+/// the other. A launch on the legacy default stream, which HIP makes wait
+/// for both (a barrier on their signals), is not flagged, though it was
+/// submitted while theirs were still in flight, and its count is the
+/// emulator's (tests/inputs/runtime/streams.hip).
+#[test]
+fn only_dispatches_nothing_orders_are_flagged_as_overlapping() {
+    let target = "gfx90a";
+    let dir = test_directory("streams");
+    let program = hip_build("runtime/streams.hip", target, &dir, "streams", &[]);
+    let app = load::load_for_target(&program, Some(target)).unwrap().code_objects.remove(0);
+    let log = dir.join("original.jsonl");
+    let _ = std::fs::remove_file(&log);
+    let run = Run { dispatch_log: Some(log.clone()), ..run_on(target) };
+    let expected_output = succeeded(run.command(program.as_os_str(), &[]).output().unwrap(), "the original");
+    let logged: Vec<Value> = dispatch_log(&log).into_iter().filter(|d| d["kernel"] == "_Z4fillPjji").collect();
+    assert_eq!(logged.len(), 3);
+    let tool = build_tool(Compiler::Hipcc, &example("instruction-counter"), "-O3", &dir);
+    let plan = Plan::load(&repo().join("hook-sdk/examples/instruction-counter/plan.toml")).unwrap();
+    let instrumented_program = instrumented(&program, &tool, &plan);
+    let (report, stderr) = run_reported(&instrumented_program, target, None, &expected_output, &dir);
+    let dispatches = report["dispatches"].as_array().unwrap();
+    assert_eq!(dispatches.len(), 3, "{stderr}");
+    let flagged = |k: usize, other: u64| {
+        let problems = dispatches[k]["problems"].as_array().unwrap();
+        problems.len() == 1
+            && problems[0]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("dispatches [{other}] of the same code object ran at the same time"))
+    };
+    assert!(flagged(0, 2) && flagged(1, 1), "the two streams' dispatches: {dispatches:?}");
+    assert_eq!(dispatches[2]["problems"], serde_json::json!([]), "the default stream's waited for both");
+    assert_eq!(dispatches[2]["globals"][0]["value"].as_u64(), Some(expected_count(&app, &plan, &logged[2])));
+}
+
 /// Dynamic mode gives an instrumented kernel the scratch its own
 /// descriptor needs, not the original's that HIP writes into the packet
 /// (it read the code object the program handed it): with default flags,
