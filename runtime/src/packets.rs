@@ -17,6 +17,12 @@ pub type Packet = [u8; 64];
 
 const TYPE_KERNEL_DISPATCH: u16 = 2;
 const TYPE_BARRIER_AND: u16 = 3;
+const TYPE_VENDOR: u16 = 0;
+/// AMD's vendor packet formats (`hsa_amd_packet_type`) and barrier-value
+/// conditions (`hsa_signal_condition_t`).
+const AMD_BARRIER_VALUE: u8 = 2;
+const CONDITION_EQUAL: u32 = 0;
+const CONDITION_LESS: u32 = 2;
 const BARRIER_BIT: u16 = 1 << 8;
 const ACQUIRE_SCOPE_SHIFT: u16 = 9;
 const RELEASE_SCOPE_SHIFT: u16 = 11;
@@ -62,9 +68,24 @@ pub fn dispatch_of(packet: &Packet) -> Option<Dispatch> {
     })
 }
 
-/// The signals a barrier-AND packet waits on (none for other packets).
-pub fn barrier_and_dependencies(packet: &Packet) -> Option<[u64; 5]> {
-    (u16_at(packet, 0) & 0xff == TYPE_BARRIER_AND).then(|| std::array::from_fn(|k| u64_at(packet, 8 + 8 * k)))
+/// The signals a packet waits to complete (reach 0) before what follows
+/// it runs: a barrier-AND's, or an AMD barrier-value packet's when it waits
+/// for its signal to be 0 (equal to 0, or less than 1, under a mask that
+/// keeps every bit: what HIP 5.7 and newer put between streams).
+pub fn waits_for(packet: &Packet) -> Vec<u64> {
+    let kind = u16_at(packet, 0) & 0xff;
+    if kind == TYPE_BARRIER_AND {
+        return (0..5).map(|k| u64_at(packet, 8 + 8 * k)).filter(|&s| s != 0).collect();
+    }
+    if kind == TYPE_VENDOR && packet[2] == AMD_BARRIER_VALUE {
+        let (signal, value, mask) = (u64_at(packet, 8), u64_at(packet, 16) as i64, u64_at(packet, 24));
+        let condition = u32_at(packet, 32);
+        let until_zero = (condition == CONDITION_EQUAL && value == 0) || (condition == CONDITION_LESS && value == 1);
+        if signal != 0 && mask == u64::MAX && until_zero {
+            return vec![signal];
+        }
+    }
+    Vec::new()
 }
 
 /// The signal a packet completes (0: none).
@@ -203,6 +224,29 @@ mod tests {
         assert_eq!(d.kernel_object, 0x7000_2000);
         assert_eq!((d.group_segment_size, d.private_segment_size), (640, 48));
         assert_eq!((d.grid_size, d.workgroup_size, d.kernarg_address), ([1000, 1, 1], [256, 1, 1], 0x5000));
+    }
+
+    #[test]
+    fn what_a_packet_waits_for_is_a_barrier_ands_signals_or_a_barrier_value_for_zero() {
+        let mut and = [0u8; 64];
+        and[0] = 3;
+        and[8..16].copy_from_slice(&0xa0u64.to_le_bytes());
+        and[24..32].copy_from_slice(&0xb0u64.to_le_bytes());
+        assert_eq!(waits_for(&and), [0xa0, 0xb0]);
+        let value = |value: i64, mask: u64, condition: u32| {
+            let mut p = [0u8; 64];
+            p[2] = AMD_BARRIER_VALUE;
+            p[8..16].copy_from_slice(&0xc0u64.to_le_bytes());
+            p[16..24].copy_from_slice(&value.to_le_bytes());
+            p[24..32].copy_from_slice(&mask.to_le_bytes());
+            p[32..36].copy_from_slice(&condition.to_le_bytes());
+            waits_for(&p)
+        };
+        assert_eq!(value(0, u64::MAX, CONDITION_EQUAL), [0xc0]);
+        assert_eq!(value(1, u64::MAX, CONDITION_LESS), [0xc0]);
+        assert!(value(5, u64::MAX, CONDITION_EQUAL).is_empty(), "not completion");
+        assert!(value(0, 0, CONDITION_EQUAL).is_empty(), "HIP's markers: mask 0");
+        assert!(waits_for(&a_dispatch()).is_empty());
     }
 
     #[test]

@@ -655,9 +655,7 @@ impl Runtime {
         let mut out = Vec::with_capacity(packets.len());
         for given in packets {
             let packet = &self.resized_packet(given);
-            if let Some(signals) = packets::barrier_and_dependencies(packet) {
-                self.ordering.waits(queue, &signals);
-            }
+            self.ordering.waits(queue, &packets::waits_for(packet));
             self.forward(hsa, queue, packet, &mut out);
             // Its signal now says that this queue's dispatches so far are done.
             self.ordering.completes(queue, packets::completion_signal(packet));
