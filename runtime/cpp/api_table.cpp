@@ -226,6 +226,12 @@ uint32_t gpuinstr_rt_agent_name(uint64_t agent, char* name) {
 }
 
 // `size` bytes of host memory that `agent` can read and write.
+uint32_t gpuinstr_rt_host_free(void* memory) { return original_amd.hsa_amd_memory_pool_free_fn(memory); }
+
+uint32_t gpuinstr_rt_executable_destroy(uint64_t executable) {
+  return original_core.hsa_executable_destroy_fn(hsa_executable_t{executable});
+}
+
 uint32_t gpuinstr_rt_host_allocate(uint64_t agent, size_t size, void** memory) {
   if (host_pool.handle == 0) {
     original_core.hsa_iterate_agents_fn(find_host_agent_pool, nullptr);
@@ -249,7 +255,7 @@ uint32_t gpuinstr_rt_memory_copy(uint64_t to, uint64_t from, size_t size) {
 // Loads a code object of the runtime's own into an executable of its own
 // for `agent`; the kernel object and private segment size of `kernel`.
 uint32_t gpuinstr_rt_load_kernel(uint64_t agent, const void* bytes, size_t size, const char* kernel,
-                                 uint64_t* kernel_object, uint32_t* private_segment_size,
+                                 uint64_t* executable_handle, uint64_t* kernel_object, uint32_t* private_segment_size,
                                  uint32_t* group_segment_size) {
   hsa_agent_t gpu = {agent};
   hsa_code_object_reader_t reader;
@@ -259,6 +265,7 @@ uint32_t gpuinstr_rt_load_kernel(uint64_t agent, const void* bytes, size_t size,
   hsa_executable_t executable;
   status = original_core.hsa_executable_create_alt_fn(
       HSA_PROFILE_FULL, HSA_DEFAULT_FLOAT_ROUNDING_MODE_DEFAULT, nullptr, &executable);
+  if (status == HSA_STATUS_SUCCESS) *executable_handle = executable.handle;
   if (status == HSA_STATUS_SUCCESS)
     status = original_core.hsa_executable_load_agent_code_object_fn(executable, gpu, reader, nullptr,
                                                                      nullptr);

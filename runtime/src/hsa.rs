@@ -24,12 +24,15 @@ extern "C" {
     fn gpuinstr_rt_signal_load(signal: u64) -> i64;
     fn gpuinstr_rt_agent_name(agent: u64, name: *mut c_char) -> u32;
     fn gpuinstr_rt_host_allocate(agent: u64, size: usize, memory: *mut *mut c_void) -> u32;
+    fn gpuinstr_rt_host_free(memory: *mut c_void) -> u32;
+    fn gpuinstr_rt_executable_destroy(executable: u64) -> u32;
     fn gpuinstr_rt_memory_copy(to: u64, from: u64, size: usize) -> u32;
     fn gpuinstr_rt_load_kernel(
         agent: u64,
         bytes: *const c_void,
         size: usize,
         kernel: *const c_char,
+        executable: *mut u64,
         kernel_object: *mut u64,
         private_segment_size: *mut u32,
         group_segment_size: *mut u32,
@@ -102,7 +105,7 @@ impl Hsa for Rocr {
     }
 
     fn load_collect_kernel(&self, agent: u64, code_object: &[u8]) -> Result<CollectKernel, HsaError> {
-        let (mut kernel_object, mut private_segment_size, mut group_segment_size) = (0, 0, 0);
+        let (mut executable, mut kernel_object, mut private_segment_size, mut group_segment_size) = (0, 0, 0, 0);
         // SAFETY: the bytes outlive the call (ROCr copies what it loads).
         let status = unsafe {
             gpuinstr_rt_load_kernel(
@@ -110,13 +113,14 @@ impl Hsa for Rocr {
                 code_object.as_ptr().cast(),
                 code_object.len(),
                 c"gpuinstr_collect.kd".as_ptr(),
+                &mut executable,
                 &mut kernel_object,
                 &mut private_segment_size,
                 &mut group_segment_size,
             )
         };
         check("loading the collect kernel", status)?;
-        Ok(CollectKernel { kernel_object, private_segment_size, group_segment_size })
+        Ok(CollectKernel { executable, kernel_object, private_segment_size, group_segment_size })
     }
 
     fn host_allocate(&self, agent: u64, size: usize) -> Result<u64, HsaError> {
@@ -124,6 +128,16 @@ impl Hsa for Rocr {
         // SAFETY: `memory` is a valid place for the pointer.
         check("hsa_amd_memory_pool_allocate", unsafe { gpuinstr_rt_host_allocate(agent, size, &mut memory) })?;
         Ok(memory as u64)
+    }
+
+    fn host_free(&self, address: u64) {
+        // SAFETY: memory the runtime allocated and no longer uses.
+        unsafe { gpuinstr_rt_host_free(address as *mut c_void) };
+    }
+
+    fn executable_destroy(&self, executable: u64) {
+        // SAFETY: an executable the runtime loaded; nothing dispatches it any more.
+        unsafe { gpuinstr_rt_executable_destroy(executable) };
     }
 
     fn host_read(&self, address: u64, into: &mut [u8]) {

@@ -101,5 +101,6 @@ pub fn finish(state: &Mutex<runtime::Runtime>, hsa: &dyn runtime::Hsa, tool: Opt
             eprintln!("gpuinstr: error: {lost}");
             note_run_failure(RunFailure::NotWritten, lost);
         }
+        state.release(hsa);
     });
 }

@@ -109,6 +109,8 @@ pub fn retarget(packet: &mut Packet, kernel_object: u64, group: (u32, u32), priv
 /// The runtime's collect kernel, ready to dispatch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CollectKernel {
+    /// The executable the runtime loaded it into (destroyed at exit).
+    pub executable: u64,
     pub kernel_object: u64,
     /// Its descriptor's sizes, which its packets must give it.
     pub private_segment_size: u32,
@@ -192,7 +194,12 @@ mod tests {
     #[test]
     fn an_observed_dispatch_is_followed_by_the_collect_kernel_then_the_program_signal() {
         let original = a_dispatch();
-        let collect = CollectKernel { kernel_object: 0xc000, private_segment_size: 16, group_segment_size: 512 };
+        let collect = CollectKernel {
+            executable: 0xe000,
+            kernel_object: 0xc000,
+            private_segment_size: 16,
+            group_segment_size: 512,
+        };
         let packets = observed(&original, collect, 0x4000, 0xd0);
         let [dispatch, kernel, barrier] = packets.try_into().expect("three packets");
         // The program's dispatch, with the barrier bit and no signal.
@@ -253,7 +260,8 @@ mod tests {
     fn a_dispatch_without_a_signal_needs_no_barrier() {
         let mut original = a_dispatch();
         original[56..64].fill(0);
-        let collect = CollectKernel { kernel_object: 0xc000, private_segment_size: 0, group_segment_size: 0 };
+        let collect =
+            CollectKernel { executable: 0xe000, kernel_object: 0xc000, private_segment_size: 0, group_segment_size: 0 };
         assert_eq!(observed(&original, collect, 0x4000, 0xd0).len(), 2);
     }
 }

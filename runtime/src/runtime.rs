@@ -40,6 +40,10 @@ pub trait Hsa {
     /// Host memory `agent` can read and write; its address. (Kept for the
     /// process: buffers are reused from dispatch to dispatch.)
     fn host_allocate(&self, agent: u64, size: usize) -> Result<u64, HsaError>;
+    /// Frees memory from [`Hsa::host_allocate`].
+    fn host_free(&self, address: u64);
+    /// Destroys an executable the runtime made (its collect kernel's).
+    fn executable_destroy(&self, executable: u64);
     /// Reads host memory from [`Hsa::host_allocate`].
     fn host_read(&self, address: u64, into: &mut [u8]);
     fn host_write(&self, address: u64, bytes: &[u8]);
@@ -225,6 +229,8 @@ struct Loaded {
     /// Whether its ring globals point at its rings on the device yet (set
     /// once its executable is frozen: the loader writes its data then).
     rings_pointed: bool,
+    /// Its host memory was freed at exit ([`Runtime::release`]).
+    released: bool,
 }
 
 /// A dispatch submitted and not yet read.
@@ -549,6 +555,7 @@ impl Runtime {
             free_buffers: Vec::new(),
             rings_pointed: rings.is_empty(),
             rings,
+            released: false,
         });
         Some(tool_view)
     }
@@ -1128,6 +1135,38 @@ impl Runtime {
         }
     }
 
+    /// At exit, once every record is in: releases what the runtime made
+    /// for the run, before ROCr shuts down (which reports what is left,
+    /// ROCr 6's `Resource leak detected by SharedSignalPool`): the signals
+    /// of completed dispatches, host buffers and rings, the collect
+    /// kernels' executables. What a dispatch still running on the GPU may
+    /// use (its signal, buffer, its code object's initial values and rings,
+    /// the collect kernel) is left to it.
+    pub fn release(&mut self, hsa: &dyn Hsa) {
+        for signal in std::mem::take(&mut self.retired_signals) {
+            hsa.signal_destroy(signal);
+        }
+        let busy: std::collections::HashSet<usize> = self.in_flight.values().map(|f| f.slot).collect();
+        for (slot, loaded) in self.loaded.iter_mut().enumerate() {
+            for buffer in std::mem::take(&mut loaded.free_buffers) {
+                hsa.host_free(buffer);
+            }
+            if busy.contains(&slot) || loaded.released {
+                continue;
+            }
+            hsa.host_free(loaded.initial);
+            for ring in &loaded.rings {
+                hsa.host_free(ring.head);
+            }
+            loaded.released = true;
+        }
+        if self.in_flight.is_empty() {
+            for (_, collect) in std::mem::take(&mut self.collect_kernels) {
+                hsa.executable_destroy(collect.executable);
+            }
+        }
+    }
+
     /// At exit, after the report is complete: the database's last writes;
     /// where it is, if there is one.
     pub fn finish_database(&mut self) -> Option<std::path::PathBuf> {
@@ -1136,5 +1175,118 @@ impl Runtime {
         }
         self.write_database(|database, report| database.finish(report));
         matches!(self.database, DatabaseState::Open(_)).then(database_path).flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::code_objects::KernelInfo;
+    use std::cell::RefCell;
+    use std::collections::BTreeSet;
+
+    /// ROCr as far as the runtime's calls go, keeping what was made and
+    /// what was released. Every dispatch has finished when asked.
+    #[derive(Default)]
+    struct Recording {
+        next: std::cell::Cell<u64>,
+        signals: RefCell<BTreeSet<u64>>,
+        memory: RefCell<BTreeSet<u64>>,
+        executables: RefCell<BTreeSet<u64>>,
+    }
+
+    impl Recording {
+        fn make(&self, set: &RefCell<BTreeSet<u64>>) -> u64 {
+            self.next.set(self.next.get() + 0x1000);
+            set.borrow_mut().insert(self.next.get());
+            self.next.get()
+        }
+    }
+
+    impl Hsa for Recording {
+        fn signal_create(&self, _initial: i64) -> Result<u64, HsaError> {
+            Ok(self.make(&self.signals))
+        }
+        fn signal_destroy(&self, signal: u64) {
+            assert!(self.signals.borrow_mut().remove(&signal), "signal {signal:#x} destroyed twice");
+        }
+        fn signal_load(&self, _signal: u64) -> i64 {
+            0
+        }
+        fn when_zero(&self, _signal: u64, _dispatch: u64) -> Result<(), HsaError> {
+            Ok(())
+        }
+        fn agent_name(&self, _agent: u64) -> Result<String, HsaError> {
+            Ok("gfx90a".into())
+        }
+        fn load_collect_kernel(&self, _agent: u64, _code_object: &[u8]) -> Result<CollectKernel, HsaError> {
+            let executable = self.make(&self.executables);
+            Ok(CollectKernel { executable, kernel_object: 0xc0, private_segment_size: 0, group_segment_size: 0 })
+        }
+        fn host_allocate(&self, _agent: u64, _size: usize) -> Result<u64, HsaError> {
+            Ok(self.make(&self.memory))
+        }
+        fn host_free(&self, address: u64) {
+            assert!(self.memory.borrow_mut().remove(&address), "memory {address:#x} freed twice");
+        }
+        fn executable_destroy(&self, executable: u64) {
+            assert!(self.executables.borrow_mut().remove(&executable));
+        }
+        fn host_read(&self, _address: u64, into: &mut [u8]) {
+            into.fill(0);
+        }
+        fn host_write(&self, _address: u64, _bytes: &[u8]) {}
+        fn host_load_u64(&self, _address: u64) -> u64 {
+            0
+        }
+        fn host_store_u64(&self, _address: u64, _value: u64) {}
+        fn copy_to_device(&self, _to: u64, _from: u64, _size: usize) -> Result<(), HsaError> {
+            Ok(())
+        }
+    }
+
+    /// Everything the runtime makes for a run (dispatches' signals and
+    /// buffers, the code object's initial values, the collect kernel's
+    /// executable) is released at exit, before ROCr shuts down: ROCr 6
+    /// reports signals left over as a leak the program did not make.
+    #[test]
+    fn what_the_runtime_makes_is_released_at_exit() {
+        let hsa = Recording::default();
+        let mut runtime = Runtime { database: DatabaseState::Off, ..Runtime::default() };
+        let kernel = KernelInfo {
+            name: "k".into(),
+            descriptor: 0x1000,
+            group_segment: 0,
+            private_segment: 0,
+            kernarg_size: 8,
+            program_sees: None,
+            copy: None,
+        };
+        let code_object = InstrumentedCodeObject {
+            processor: "gfx90a".into(),
+            kernels: vec![kernel],
+            globals: Vec::new(),
+            sites: 1,
+            points: Vec::new(),
+            partial: Vec::new(),
+        };
+        runtime.readers.insert(7, Arc::new(code_object));
+        assert!(runtime.code_object_loaded(&hsa, 0xe0, 0xa0, 7, Some(0)).is_some());
+        let mut dispatch = [0u8; 64];
+        dispatch[0] = 2;
+        dispatch[4] = 64;
+        dispatch[12] = 64;
+        dispatch[32..40].copy_from_slice(&0x1000u64.to_le_bytes());
+        let state = Mutex::new(runtime);
+        for id in 1..=3 {
+            let out = state.lock().unwrap().packets(&hsa, 0x9, &[dispatch]);
+            assert_eq!(out.len(), 2, "the dispatch and the collect kernel");
+            dispatch_completed(&state, &hsa, None, id);
+        }
+        assert!(!hsa.signals.borrow().is_empty() && !hsa.memory.borrow().is_empty());
+        state.lock().unwrap().release(&hsa);
+        assert_eq!(*hsa.signals.borrow(), BTreeSet::new(), "signals left");
+        assert_eq!(*hsa.memory.borrow(), BTreeSet::new(), "host memory left");
+        assert_eq!(*hsa.executables.borrow(), BTreeSet::new(), "executables left");
     }
 }
