@@ -28,6 +28,9 @@ pub struct Run {
     /// Dynamic mode: the tool and plan to instrument code objects with as
     /// the program loads them (`GPUINSTR_DYNAMIC_TOOL`, `_PLAN`).
     pub dynamic: Option<(PathBuf, PathBuf)>,
+    /// Dynamic mode's worker, `gpuinstr-dynamic-worker`
+    /// (`GPUINSTR_DYNAMIC_WORKER`; none: the one beside the runtime).
+    pub dynamic_worker: Option<PathBuf>,
     /// Dynamic mode's cache directory (`GPUINSTR_CACHE`; `none` for no cache).
     pub cache: Option<PathBuf>,
     /// Accept code objects with points left out, or left uninstrumented (`GPUINSTR_ALLOW_PARTIAL`).
@@ -142,6 +145,9 @@ impl Run {
         }
         if let Some((tool, plan)) = &self.dynamic {
             command.env("GPUINSTR_DYNAMIC_TOOL", tool).env("GPUINSTR_DYNAMIC_PLAN", plan);
+        }
+        if let Some(worker) = &self.dynamic_worker {
+            command.env("GPUINSTR_DYNAMIC_WORKER", worker);
         }
         if let Some(cache) = &self.cache {
             command.env("GPUINSTR_CACHE", cache);

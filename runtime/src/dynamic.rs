@@ -1,37 +1,44 @@
-//! Dynamic mode: code objects instrumented as the program loads them, in
-//! the program's process, by the driver library (`gpuinstr-run --tool T
-//! --plan P`). What `gpuinstr-link instrument` would write for a code
-//! object is what ROCr gets instead; results are cached on disk by content
-//! (the code object, the tool, the plan, gpuinstr's version), so a second
-//! run starts as fast as an uninstrumented one.
+//! Dynamic mode: code objects instrumented as the program loads them
+//! (`gpuinstr-run --tool T --plan P`), each by the driver library in a
+//! worker process of its own (`worker.rs`), so that nothing that goes wrong
+//! there (an LLVM fatal error on a full disk, a crash) takes the program
+//! with it: the code object then runs as it is, said loudly. What
+//! `gpuinstr-link instrument` would write for a code object is what ROCr
+//! gets instead; results are cached on disk by content (the code object,
+//! the tool, the plan, gpuinstr's version), so a second run starts as fast
+//! as an uninstrumented one.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use gpuinstr::instrument::{instrument_code_object, InstrumentError, InstrumentOptions};
+use gpuinstr::instrument::InstrumentOptions;
 use gpuinstr::plan::Plan;
 use gpuinstr::stages::load::code_object::CodeObject;
 use gpuinstr::stages::sva::RegisterGrowth;
 use gpuinstr::tool::Tool;
-use gpuinstr_intrinsics::Registry;
 use sha2::{Digest, Sha256};
 
 use crate::cache::Cache;
 use crate::code_objects::{is_instrumented, HIP_RUNTIME_KERNELS};
 use crate::report::DynamicRecord;
+use crate::worker::{Outcome, Request};
 
 /// What the user asked for (`GPUINSTR_DYNAMIC_TOOL`, `_PLAN`, `GPUINSTR_CACHE`,
 /// `GPUINSTR_ALLOW_PARTIAL`).
 pub struct Dynamic {
+    /// The tool and plan as the user named them (the worker reads them),
+    /// the tool checked once here.
     tool: Tool,
+    tool_path: PathBuf,
+    plan_path: PathBuf,
     tool_bytes_hash: [u8; 32],
-    plan: Plan,
     plan_text: String,
     cache: Option<Cache>,
     options: InstrumentOptions,
-    registry: Registry,
+    /// `gpuinstr-dynamic-worker`.
+    worker: PathBuf,
     /// Code objects already made in this process, by content key.
     made: HashMap<[u8; 32], Arc<[u8]>>,
 }
@@ -41,7 +48,13 @@ pub struct Dynamic {
 pub const NOT_INSTRUMENTED: &str = "not instrumented";
 
 /// A code object to load instead (none: the program's own) and its record.
-type Made = (Option<Arc<[u8]>>, DynamicRecord);
+type Loaded = (Option<Arc<[u8]>>, DynamicRecord);
+
+/// What the worker made of a code object.
+enum Made {
+    Instrumented { out: Vec<u8>, selected: usize, left_out: usize, steps: Vec<(String, f64)> },
+    NothingSelected,
+}
 
 /// A code object for ROCr to load instead (none: the program's own), and
 /// what making it took or why there is none.
@@ -75,7 +88,9 @@ fn default_cache() -> Option<PathBuf> {
 
 impl Dynamic {
     /// Dynamic mode as the environment asks for it; `None` when it does not.
-    pub fn from_env() -> Result<Option<Dynamic>, String> {
+    /// The worker is `GPUINSTR_DYNAMIC_WORKER`, else `beside` (the one next
+    /// to the runtime library).
+    pub fn from_env(beside: Option<PathBuf>) -> Result<Option<Dynamic>, String> {
         let tool = std::env::var_os("GPUINSTR_DYNAMIC_TOOL").filter(|v| !v.is_empty());
         let plan = std::env::var_os("GPUINSTR_DYNAMIC_PLAN").filter(|v| !v.is_empty());
         let (tool, plan) = match (tool, plan) {
@@ -101,7 +116,17 @@ impl Dynamic {
             .any(|variable| std::env::var_os(variable).is_some_and(|v| !v.is_empty()));
         let options =
             InstrumentOptions { allow_partial, grow_registers, keep_originals, ..InstrumentOptions::default() };
-        Dynamic::new(&tool, &plan, cache, options).map(Some)
+        let worker = match std::env::var_os("GPUINSTR_DYNAMIC_WORKER").filter(|w| !w.is_empty()) {
+            Some(worker) => PathBuf::from(worker),
+            None => beside.ok_or("cannot tell where gpuinstr-dynamic-worker is: name it in GPUINSTR_DYNAMIC_WORKER")?,
+        };
+        if !worker.is_file() {
+            return Err(format!(
+                "{} is missing: build it with `cargo build --release -p gpuinstr-runtime` (or name it in GPUINSTR_DYNAMIC_WORKER)",
+                worker.display()
+            ));
+        }
+        Dynamic::new(&tool, &plan, cache, options, worker).map(Some)
     }
 
     pub fn allows_partial(&self) -> bool {
@@ -113,20 +138,24 @@ impl Dynamic {
         plan_path: &Path,
         cache: Option<PathBuf>,
         options: InstrumentOptions,
+        worker: PathBuf,
     ) -> Result<Dynamic, String> {
         let cache = cache.map(Cache::open).transpose()?;
         let tool = Tool::load(tool_path).map_err(|e| e.to_string())?;
         let tool_bytes = std::fs::read(tool_path).map_err(|e| format!("{}: {e}", tool_path.display()))?;
         let plan_text = std::fs::read_to_string(plan_path).map_err(|e| format!("{}: {e}", plan_path.display()))?;
-        let plan = Plan::parse(&plan_text, &plan_path.display().to_string()).map_err(|e| e.to_string())?;
+        // Checked here, so that a plan that cannot be read stops the run
+        // before the program starts.
+        Plan::parse(&plan_text, &plan_path.display().to_string()).map_err(|e| e.to_string())?;
         Ok(Dynamic {
             tool,
+            tool_path: tool_path.to_path_buf(),
+            plan_path: plan_path.to_path_buf(),
             tool_bytes_hash: sha256(&[&tool_bytes]),
-            plan,
             plan_text,
             cache,
             options,
-            registry: Registry::with_builtins(),
+            worker,
             made: HashMap::new(),
         })
     }
@@ -198,7 +227,7 @@ impl Dynamic {
         key: &[u8; 32],
         started: Instant,
         warnings: &mut Vec<String>,
-    ) -> Result<Option<Made>, String> {
+    ) -> Result<Option<Loaded>, String> {
         let key = *key;
         if let Some(made) = self.made.get(&key) {
             let record = DynamicRecord::new(bytes, &key, "this run", started.elapsed().as_secs_f64(), None);
@@ -229,16 +258,18 @@ impl Dynamic {
         if !app.kernels.is_empty() && app.kernels.iter().all(|k| k.name().starts_with(HIP_RUNTIME_KERNELS)) {
             return decided_as_it_is("HIP's own kernels (fills and copies)");
         }
-        let tool = self.tool.for_target(&app.target).map_err(|e| e.to_string())?;
+        self.tool.for_target(&app.target).map_err(|e| e.to_string())?;
         let mut steps = vec![("read and key".to_string(), started.elapsed().as_secs_f64())];
-        let (out, report) = match instrument_code_object(tool, &app, &self.plan, &self.registry, &self.options) {
-            Ok(made) => made,
-            Err(InstrumentError::NothingSelected(_)) => return decided_as_it_is("the plan selects nothing in it"),
-            Err(error) => return Err(error.to_string()),
+        let worked = Instant::now();
+        let (out, selected, left_out, worker_steps) = match self.instrument_elsewhere(bytes)? {
+            Made::Instrumented { out, selected, left_out, steps } => (out, selected, left_out, steps),
+            Made::NothingSelected => return decided_as_it_is("the plan selects nothing in it"),
         };
-        let partial = (!report.left_out.is_empty())
-            .then(|| format!("{} of {} selected points left out", report.left_out.len(), report.selected));
-        steps.extend(report.steps.iter().map(|(name, seconds)| (format!("instrument/{name}"), *seconds)));
+        let partial = (left_out > 0).then(|| format!("{left_out} of {selected} selected points left out"));
+        // Nested steps (`payloads/...`) are within their parent's time.
+        let in_worker: f64 = worker_steps.iter().filter(|(name, _)| !name.contains('/')).map(|(_, s)| s).sum();
+        steps.push(("start the worker".to_string(), (worked.elapsed().as_secs_f64() - in_worker).max(0.0)));
+        steps.extend(worker_steps.into_iter().map(|(name, seconds)| (format!("instrument/{name}"), seconds)));
         let written = Instant::now();
         if partial.is_none() {
             self.remember(&cached, &out);
@@ -249,5 +280,55 @@ impl Dynamic {
         let mut record = DynamicRecord::new(bytes, &key, "instrumented", started.elapsed().as_secs_f64(), partial);
         record.steps = steps;
         Ok(Some((Some(made), record)))
+    }
+
+    /// `bytes` instrumented by the worker, in a process of its own: its
+    /// outcome, or why there is none (it could not start, it died, it said
+    /// it could not).
+    fn instrument_elsewhere(&self, bytes: &[u8]) -> Result<Made, String> {
+        let directory = tempfile::Builder::new()
+            .prefix("gpuinstr-dynamic-")
+            .tempdir()
+            .map_err(|e| format!("no temporary directory for the worker: {e}"))?;
+        let request = Request {
+            tool: self.tool_path.clone(),
+            plan: self.plan_path.clone(),
+            input: directory.path().join("in.hsaco"),
+            output: directory.path().join("out.hsaco"),
+            allow_partial: self.options.allow_partial,
+            grow_registers: crate::worker::growth_name(self.options.grow_registers).into(),
+            keep_originals: self.options.keep_originals,
+        };
+        let request_path = directory.path().join("request.json");
+        let written = std::fs::write(&request.input, bytes)
+            .and_then(|()| std::fs::write(&request_path, serde_json::to_vec(&request).map_err(std::io::Error::other)?));
+        written.map_err(|e| format!("cannot hand it to the worker ({}): {e}", directory.path().display()))?;
+        let output = std::process::Command::new(&self.worker)
+            .arg(&request_path)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot start {}: {e}", self.worker.display()))?;
+        let said = String::from_utf8_lossy(&output.stderr);
+        let last_words: Vec<&str> = said.lines().filter(|l| !l.trim().is_empty()).collect();
+        let last_words = last_words[last_words.len().saturating_sub(3)..].join(" / ");
+        if !output.status.success() {
+            use std::os::unix::process::ExitStatusExt;
+            let how = match output.status.signal() {
+                Some(signal) => format!("died of signal {signal}"),
+                None => format!("exited with status {}", output.status.code().unwrap_or(-1)),
+            };
+            return Err(format!("the instrumenting process {how}: {last_words}"));
+        }
+        match serde_json::from_slice::<Outcome>(&output.stdout) {
+            Ok(Outcome::Instrumented { selected, left_out, steps }) => {
+                let out = std::fs::read(&request.output).map_err(|e| format!("the worker's output: {e}"))?;
+                Ok(Made::Instrumented { out, selected, left_out, steps })
+            }
+            Ok(Outcome::NothingSelected) => Ok(Made::NothingSelected),
+            Ok(Outcome::Failed(why)) => Err(why),
+            Err(error) => {
+                Err(format!("the instrumenting process answered what cannot be read ({error}): {last_words}"))
+            }
+        }
     }
 }

@@ -227,7 +227,7 @@ pub unsafe extern "C" fn OnLoad(
             libc::_exit(2);
         }
     }
-    match crate::dynamic::Dynamic::from_env() {
+    match crate::dynamic::Dynamic::from_env(beside_this_library("gpuinstr-dynamic-worker")) {
         Ok(dynamic) => {
             let _ = DYNAMIC.set(dynamic.map(Mutex::new));
         }
@@ -729,12 +729,45 @@ pub unsafe extern "C" fn gpuinstr_rt_program_stopped(message: *const c_char) {
 
 static DYNAMIC: OnceLock<Option<Mutex<crate::dynamic::Dynamic>>> = OnceLock::new();
 
+/// `file` in the directory this library was loaded from.
+fn beside_this_library(file: &str) -> Option<std::path::PathBuf> {
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr fills `info` for an address of this library.
+    let found = unsafe { libc::dladdr(beside_this_library as *const c_void, &mut info) } != 0;
+    if !found || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: dladdr's file name is a NUL-terminated string it owns.
+    let library = unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy().to_string();
+    Some(std::path::Path::new(&library).with_file_name(file))
+}
+
 /// Dynamic mode's answer for a code object about to be read: 0 and a
 /// replacement (or none), or an HSA status refusing it.
 fn replacement_for(bytes: &[u8]) -> Option<(*const u8, usize)> {
     let Some(Some(dynamic)) = DYNAMIC.get() else { return None };
     let Ok(mut dynamic) = dynamic.lock() else { return None };
-    let replacement = dynamic.replace(bytes)?;
+    // A bug of ours in the part that runs here loads the code object as it
+    // is, said as loudly as any other failure.
+    let replaced = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dynamic.replace(bytes)));
+    let replacement = match replaced {
+        Ok(replacement) => replacement?,
+        Err(panic) => {
+            let why =
+                panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+            let message = format!(
+                "a code object the program loads ({} bytes) could not be instrumented and runs as it is, so the tool \
+                 sees none of its kernels: gpuinstr failed inside ({})",
+                bytes.len(),
+                why.unwrap_or_else(|| "a panic".into())
+            );
+            if !dynamic.allows_partial() {
+                crate::note_run_failure(crate::RunFailure::NotInstrumented, &message);
+            }
+            with_runtime(|r| r.report.warn(message));
+            return None;
+        }
+    };
     for warning in &replacement.warnings {
         with_runtime(|r| r.report.warn(warning.clone()));
     }

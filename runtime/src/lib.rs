@@ -28,6 +28,7 @@ pub mod rings;
 pub mod runtime;
 pub mod selection;
 pub mod tool_files;
+pub mod worker;
 
 use std::path::PathBuf;
 use std::sync::Mutex;

@@ -190,6 +190,33 @@ pub fn gpuinstr_link() -> PathBuf {
     link
 }
 
+/// Dynamic mode's worker (`gpuinstr-dynamic-worker`, a binary of the
+/// runtime's) of this build, built first when this test run did not build
+/// it (`cargo test -p gpuinstr-tests` alone does not build its
+/// dependencies' binaries).
+pub fn dynamic_worker() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().expect("the test binary");
+            let profile = exe.parent().and_then(Path::parent).expect("target/<profile>/deps");
+            let worker = profile.join("gpuinstr-dynamic-worker");
+            if !worker.exists() {
+                let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+                let release = profile.file_name().is_some_and(|name| name == "release");
+                run_ok(
+                    Command::new(cargo)
+                        .args(["build", "-p", "gpuinstr-runtime", "--bin", "gpuinstr-dynamic-worker"])
+                        .args(release.then_some("--release"))
+                        .args(gpuinstr::toolchain::cargo_feature_arguments())
+                        .current_dir(repo()),
+                );
+            }
+            worker
+        })
+        .clone()
+}
+
 /// A scratch directory removed at the end of the test.
 pub fn scratch() -> tempfile::TempDir {
     tempfile::Builder::new().prefix("gpuinstr-test-").tempdir().expect("temporary directory")

@@ -34,6 +34,7 @@ fn run_on(target: &str) -> Run {
         device: built_library("libgpuinstr_device_preload.so"),
         device_kfd: Some(built_library("libgpuinstr_device_kfd.so")),
         runtime: Some(built_library("libgpuinstr_rt.so")),
+        dynamic_worker: Some(gpuinstr_tests::dynamic_worker()),
         // The oracle reads the tools' text copies of their records, which
         // they write only on request (the database keeps the records).
         tool_files: vec!["all".into()],
@@ -960,6 +961,70 @@ fn dynamic_mode_runs_a_code_object_it_cannot_instrument_as_it_is_and_fails_after
         assert!(matches!(noted[..], [RunFailure::NotInstrumented(_)]), "{noted:?}");
         assert_eq!(exit_code_after(code, &noted), 1, "the run fails after the program");
     }
+}
+
+/// Dynamic mode instruments in a worker process: whatever goes wrong there
+/// leaves the program running its original code, with a warning, the code
+/// object listed as not instrumented with why, and the run failed after
+/// the program. Here the worker dies of a signal (as LLVM's fatal errors
+/// abort a process) and runs out of room to write (a file size limit, as
+/// on a full disk). A temporary directory that does not exist, where the
+/// tool is read when the program starts, stops the run there (status 2).
+#[test]
+fn a_failure_inside_dynamic_instrumentation_leaves_the_program_its_own_code() {
+    use gpuinstr_device_preload::run::{exit_code_after, failures, RunFailure};
+    let target = "gfx90a";
+    let dir = test_directory("worker-failures");
+    let original = original(target, &dir);
+    let device = build_tool(Compiler::Hipcc, &example("instruction-counter"), "-O3", &dir);
+    let plan_file = repo().join("hook-sdk/examples/instruction-counter/plan.toml");
+    let script = |name: &str, body: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        run_ok(std::process::Command::new("chmod").arg("755").arg(&path));
+        path
+    };
+    let worker = gpuinstr_tests::dynamic_worker();
+    let cases = [
+        ("dies", script("dies.sh", "kill -ABRT $$"), "the instrumenting process died of signal 6"),
+        (
+            "full",
+            script("full.sh", &format!("exec prlimit --fsize=2048 -- '{}' \"$@\"", worker.display())),
+            "the instrumenting process",
+        ),
+    ];
+    let notes = dir.join("failures");
+    let report_path = dir.join("report.json");
+    let run_with = |worker: PathBuf| Run {
+        dynamic: Some((device.clone(), plan_file.clone())),
+        dynamic_worker: Some(worker),
+        cache: Some(PathBuf::from("none")),
+        failures: Some(notes.clone()),
+        report: Some(report_path.clone()),
+        ..run_on(target)
+    };
+    for (case, worker, why) in cases {
+        let _ = std::fs::remove_file(&notes);
+        let output = run_with(worker).command(original.program.as_os_str(), &[]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+        let code = output.status.code().unwrap();
+        assert_eq!(succeeded(output, case), original.output, "{case}: the program's own code ran: {stderr}");
+        assert!(stderr.contains("could not be instrumented and runs as it is"), "{case}: {stderr}");
+        let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+        let failed: Vec<&Value> =
+            report["dynamic"].as_array().unwrap().iter().filter(|d| d["source"] == "not instrumented").collect();
+        assert_eq!(failed.len(), 1, "{case}: {report}");
+        assert!(failed[0]["note"].as_str().unwrap().contains(why), "{case}: {}", failed[0]["note"]);
+        let noted = failures(&notes);
+        assert!(matches!(noted[..], [RunFailure::NotInstrumented(_)]), "{case}: {noted:?}");
+        assert_eq!(exit_code_after(code, &noted), 1, "{case}: the run fails after the program");
+    }
+    let mut command = run_with(worker).command(original.program.as_os_str(), &[]);
+    let output = command.env("TMPDIR", "/nonexistent/tmp").output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.starts_with("gpuinstr: error: dynamic mode: ") && stderr.contains("/nonexistent/tmp"), "{stderr}");
+    assert!(output.stdout.is_empty(), "the program did not run");
 }
 
 /// A host part still busy with the last dispatch when the program exits

@@ -182,9 +182,14 @@ fn main() -> ExitCode {
         eprintln!("gpuinstr-run: error: --tool-host, --tool and --select-* need the runtime; drop --no-runtime");
         return ExitCode::from(2);
     }
-    let (device, kfd, runtime) = match (device, kfd, runtime) {
-        (Ok(device), Ok(kfd), Ok(runtime)) => (device, kfd, runtime),
-        (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
+    // Dynamic mode instruments in a worker process beside the runtime.
+    let worker = match arguments.tool.is_some() {
+        true => library("GPUINSTR_DYNAMIC_WORKER", &here, "gpuinstr-dynamic-worker", "gpuinstr-runtime").map(Some),
+        false => Ok(None),
+    };
+    let (device, kfd, runtime, worker) = match (device, kfd, runtime, worker) {
+        (Ok(device), Ok(kfd), Ok(runtime), Ok(worker)) => (device, kfd, runtime, worker),
+        (Err(message), _, _, _) | (_, Err(message), _, _) | (_, _, Err(message), _) | (_, _, _, Err(message)) => {
             eprintln!("gpuinstr-run: error: {message}");
             return ExitCode::from(2);
         }
@@ -208,6 +213,7 @@ fn main() -> ExitCode {
         device_kfd: Some(kfd),
         runtime,
         dynamic: arguments.tool.zip(arguments.plan),
+        dynamic_worker: worker,
         cache: arguments.cache,
         allow_partial: arguments.allow_partial,
         failures: notes.clone(),
