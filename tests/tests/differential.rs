@@ -1224,6 +1224,42 @@ fn spilling_on(app: &CodeObject, spills: bool) {
     every_example_tool_growing(app, &case, &["buffer"], RegisterGrowth::FreeOfOccupancy, true);
 }
 
+/// The classes of width arithmetic the emulator once got wrong, in one
+/// compiled kernel (tests/inputs/kernels/widths.hip): LDS reads from bases
+/// negative for a quarter of the lanes plus folded offsets, and a MODE
+/// field written with `s_setreg_imm32_b32` (and loops, one diverging, that
+/// give it some length). The original computes what the CPU does, and
+/// every example tool reports what the emulator saw while the original's
+/// results stay.
+#[test]
+fn every_example_tool_on_the_width_classes() {
+    let object = object_for_every_target("kernels/widths.hip");
+    let input: Vec<i32> = (0..128).map(|i| i * 7 - 100).collect();
+    let mixed = |t: usize| {
+        (0..128).fold(input[t + 1] + input[t + 9], |sum: i32, j| {
+            (sum.wrapping_mul(3).wrapping_add(input[j % 64]) ^ (sum >> 7)).wrapping_add(sum.wrapping_shl(5))
+        })
+    };
+    let diverged = |t: usize| (0..t % 4).map(|j| input[64 + j]).sum::<i32>();
+    let expected = words((0..64).map(|t| mixed(t).wrapping_add(diverged(t)) + 1));
+    for target in every_target() {
+        let app = load::load_for_target(&object, Some(target)).unwrap().code_objects.remove(0);
+        let case = Case {
+            kernel: "_Z13negativeBasesPiPKii",
+            launch: Launch::linear(1, 64),
+            arguments: vec![
+                Argument::Buffer(words([0; 64])),
+                Argument::Buffer(words(input.iter().copied())),
+                Argument::Value(16i32.to_le_bytes().to_vec()),
+            ],
+        };
+        let mut device = Device::new(app.clone(), target.to_string()).unwrap();
+        let (memory, _) = run_case(&mut device, &case);
+        assert_eq!(memory[0], expected, "{target}: the original's results");
+        every_example_tool_growing(&app, &case, &["buffer"], RegisterGrowth::FreeOfOccupancy, true);
+    }
+}
+
 /// A compiled kernel squeezed into 24 VGPRs (`registerSpills` in
 /// tests/inputs/kernels/calls_and_scratch.hip: 64 values, unrolled loops,
 /// scratch spills on gfx90a): no VGPR is free for the whole kernel, and
