@@ -215,6 +215,8 @@ fn reported_warning(output: Output, report_path: &Path, expected: &str) -> (Valu
     assert_eq!(report["schema"], 1);
     assert_eq!(report["unread_dispatches"], 0);
     assert!(stderr.contains(&format!("report written to {}", report_path.display())), "{stderr}");
+    // ROCr 6 reports signals left at its shutdown: the runtime leaves none.
+    assert!(!stderr.contains("Resource leak detected"), "{stderr}");
     assert_database_holds(&report_path.with_extension("sqlite"), &report);
     (report, stderr)
 }
