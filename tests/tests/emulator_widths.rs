@@ -444,3 +444,202 @@ fn hardware_register_fields_are_read_and_written_as_the_isa_orders_them() {
         }
     }
 }
+
+/// A deterministic stream of 32-bit values (xorshift) for operands.
+fn operands(seed: u32, count: usize) -> Vec<u32> {
+    let mut x = seed | 1;
+    (0..count)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x
+        })
+        .collect()
+}
+
+/// A bit field of a `bits`-wide value: `width` bits from `offset`; the
+/// signed forms shift the value arithmetically and sign-extend the field
+/// (a field running past the value's top is the value's sign).
+fn bfe(value: u64, offset: u32, width: u32, bits: u32, signed: bool) -> u64 {
+    if width == 0 {
+        return 0;
+    }
+    let mask = |x: u64| if bits == 64 { x } else { x & 0xffff_ffff };
+    if !signed {
+        let shifted = value >> offset;
+        return mask(if width >= 64 { shifted } else { shifted & ((1u64 << width) - 1) });
+    }
+    let as_signed = if bits == 64 { value as i64 } else { i64::from(value as u32 as i32) };
+    if offset + width >= bits {
+        return mask((as_signed >> offset) as u64);
+    }
+    let field = (as_signed >> offset) as u64 & ((1u64 << width) - 1);
+    mask(if field >> (width - 1) & 1 == 1 { field | !((1u64 << width) - 1) } else { field })
+}
+
+/// A VALU operation on each lane's four operand dwords (w0..w3: the first
+/// is mostly a shift amount or offset past its field's width), and the
+/// result (one or two dwords) the ISA gives.
+type LaneModel = fn([u32; 4]) -> u64;
+
+fn valu_forms() -> Vec<(&'static str, LaneModel)> {
+    vec![
+        ("v_lshlrev_b32 v20, v10, v11", |w| u64::from(w[1] << (w[0] & 31))),
+        ("v_lshrrev_b32 v20, v10, v11", |w| u64::from(w[1] >> (w[0] & 31))),
+        ("v_ashrrev_i32 v20, v10, v11", |w| u64::from(((w[1] as i32) >> (w[0] & 31)) as u32)),
+        ("v_lshlrev_b64 v[20:21], v10, v[12:13]", |w| (u64::from(w[2]) | u64::from(w[3]) << 32) << (w[0] & 63)),
+        ("v_lshrrev_b64 v[20:21], v10, v[12:13]", |w| (u64::from(w[2]) | u64::from(w[3]) << 32) >> (w[0] & 63)),
+        ("v_ashrrev_i64 v[20:21], v10, v[12:13]", |w| {
+            ((u64::from(w[2]) | u64::from(w[3]) << 32) as i64 >> (w[0] & 63)) as u64
+        }),
+        ("v_bfe_u32 v20, v11, v10, v12", |w| bfe(u64::from(w[1]), w[0] & 31, w[2] & 31, 32, false)),
+        ("v_bfe_i32 v20, v11, v10, v12", |w| bfe(u64::from(w[1]), w[0] & 31, w[2] & 31, 32, true)),
+        ("v_alignbit_b32 v20, v11, v12, v10", |w| {
+            ((u64::from(w[1]) << 32 | u64::from(w[2])) >> (w[0] & 31)) & 0xffff_ffff
+        }),
+        ("v_alignbyte_b32 v20, v11, v12, v10", |w| {
+            ((u64::from(w[1]) << 32 | u64::from(w[2])) >> ((w[0] & 3) * 8)) & 0xffff_ffff
+        }),
+        ("v_bfm_b32 v20, v10, v11", |w| u64::from((((1u64 << (w[0] & 31)) - 1) as u32) << (w[1] & 31))),
+        ("v_lshl_add_u32 v20, v11, v10, v12", |w| u64::from((w[1] << (w[0] & 31)).wrapping_add(w[2]))),
+        ("v_add_lshl_u32 v20, v11, v12, v10", |w| u64::from(w[1].wrapping_add(w[2]) << (w[0] & 31))),
+        ("v_lshl_or_b32 v20, v11, v10, v12", |w| u64::from((w[1] << (w[0] & 31)) | w[2])),
+        ("v_mad_u32_u24 v20, v11, v12, v13", |w| {
+            u64::from((w[1] & 0xff_ffff).wrapping_mul(w[2] & 0xff_ffff).wrapping_add(w[3]))
+        }),
+        ("v_mad_i32_i24 v20, v11, v12, v13", |w| {
+            let s24 = |x: u32| ((x << 8) as i32) >> 8;
+            u64::from(s24(w[1]).wrapping_mul(s24(w[2])).wrapping_add(w[3] as i32) as u32)
+        }),
+        ("v_mul_hi_u32_u24_e32 v20, v11, v12", |w| (u64::from(w[1] & 0xff_ffff) * u64::from(w[2] & 0xff_ffff)) >> 32),
+        ("v_bcnt_u32_b32 v20, v11, v12", |w| u64::from(w[1].count_ones().wrapping_add(w[2]))),
+    ]
+}
+
+/// Each VALU operation with a width (shift amounts, bit fields, 24-bit
+/// multiplies) on 64 lanes of operands, whose shift amounts and offsets
+/// run past the field's width, is what the ISA says.
+#[test]
+fn vector_operand_widths_are_the_isas() {
+    let mut inputs = Vec::new();
+    let mut values = operands(0x1234_5678, 64 * 4).into_iter();
+    for lane in 0..64u32 {
+        let mut w: [u32; 4] = std::array::from_fn(|_| values.next().unwrap());
+        // Lanes 0-31: small amounts 0..95 (past 32 and 64); the others
+        // keep random high bits above their amounts.
+        if lane < 32 {
+            w[0] = lane * 3;
+        }
+        inputs.push(w);
+    }
+    let kernels: Vec<AssemblyKernel> = valu_forms()
+        .iter()
+        .enumerate()
+        .map(|(k, (instruction, _))| AssemblyKernel {
+            name: format!("valu_{k}"),
+            body: format!(
+                "\ts_load_dwordx4 s[4:7], s[0:1], 0x0\n\tv_lshlrev_b32_e32 v1, 4, v0\n\ts_waitcnt lgkmcnt(0)\n\
+                 \tglobal_load_dwordx4 v[10:13], v1, s[4:5]\n\tv_mov_b32_e32 v20, 0\n\tv_mov_b32_e32 v21, 0\n\
+                 \ts_waitcnt vmcnt(0)\n\t{instruction}\n\tv_lshlrev_b32_e32 v1, 3, v0\n\
+                 \tglobal_store_dwordx2 v1, v[20:21], s[6:7]\n\ts_waitcnt vmcnt(0)\n"
+            ),
+            arguments: vec![("input", 8), ("out", 8)],
+            group_segment: 0,
+        })
+        .collect();
+    let input_bytes: Vec<u8> = inputs.iter().flat_map(|w| w.iter().flat_map(|d| d.to_le_bytes())).collect();
+    for target in every_target() {
+        let code_object = kernels_from_assembly(target, &kernels);
+        let mut device = Device::new(code_object, format!("valu forms for {target}")).unwrap();
+        for (k, (instruction, model)) in valu_forms().iter().enumerate() {
+            let input = device.allocate("input", &input_bytes);
+            let out = device.allocate("out", &[0u8; 64 * 8]);
+            let args = [input.to_le_bytes().to_vec(), out.to_le_bytes().to_vec()];
+            device.launch(&format!("valu_{k}"), Launch::linear(1, 64), &args).unwrap_or_else(|e| panic!("{e}"));
+            for (lane, w) in inputs.iter().enumerate() {
+                let got = device.memory.read_u64(out + 8 * lane as u64).unwrap();
+                let want = model(*w);
+                assert_eq!(
+                    got, want,
+                    "{target}: `{instruction}` lane {lane}: operands {w:08x?}: {got:#x}, not {want:#x}"
+                );
+            }
+        }
+    }
+}
+
+/// A SALU operation with a width, its two operands (the second a shift
+/// amount, offset or bit-field control, past its field's width in some
+/// cases; 64-bit first operands in s[10:11]) and the result the ISA gives.
+type ScalarModel = fn(u64, u32) -> u64;
+
+fn salu_forms() -> Vec<(&'static str, bool, ScalarModel)> {
+    vec![
+        ("s_lshl_b32 s20, s10, s12", false, |a, b| u64::from((a as u32) << (b & 31))),
+        ("s_lshr_b32 s20, s10, s12", false, |a, b| u64::from((a as u32) >> (b & 31))),
+        ("s_ashr_i32 s20, s10, s12", false, |a, b| u64::from(((a as i32) >> (b & 31)) as u32)),
+        ("s_lshl_b64 s[20:21], s[10:11], s12", true, |a, b| a << (b & 63)),
+        ("s_lshr_b64 s[20:21], s[10:11], s12", true, |a, b| a >> (b & 63)),
+        ("s_ashr_i64 s[20:21], s[10:11], s12", true, |a, b| ((a as i64) >> (b & 63)) as u64),
+        ("s_bfe_u32 s20, s10, s12", false, |a, b| bfe(a & 0xffff_ffff, b & 31, (b >> 16) & 0x7f, 32, false)),
+        ("s_bfe_i32 s20, s10, s12", false, |a, b| bfe(a & 0xffff_ffff, b & 31, (b >> 16) & 0x7f, 32, true)),
+        ("s_bfe_u64 s[20:21], s[10:11], s12", true, |a, b| bfe(a, b & 63, (b >> 16) & 0x7f, 64, false)),
+        ("s_bfe_i64 s[20:21], s[10:11], s12", true, |a, b| bfe(a, b & 63, (b >> 16) & 0x7f, 64, true)),
+        ("s_bfm_b32 s20, s10, s12", false, |a, b| u64::from((((1u64 << (a & 31)) - 1) as u32) << (b & 31))),
+        ("s_lshl1_add_u32 s20, s10, s12", false, |a, b| u64::from(((a as u32) << 1).wrapping_add(b))),
+        ("s_lshl4_add_u32 s20, s10, s12", false, |a, b| u64::from(((a as u32) << 4).wrapping_add(b))),
+    ]
+}
+
+/// Each SALU operation with a width on operand pairs whose amounts and
+/// bit-field controls run past their fields (widths up to the operand's,
+/// offsets with garbage above them) is what the ISA says.
+#[test]
+fn scalar_operand_widths_are_the_isas() {
+    let values = operands(0x9e37_79b9, 48 * 3);
+    let cases: Vec<(u64, u32)> = (0..48)
+        .map(|k| {
+            let a = u64::from(values[3 * k]) | u64::from(values[3 * k + 1]) << 32;
+            // Offsets 0..47 with high garbage; bit-field widths 0..=32 in
+            // bits 22:16 (0..=64 for the 64-bit forms, clamped below).
+            let width = (k as u32 * 7) % 33;
+            let b = (k as u32 + (values[3 * k + 2] & 0xffe0_0000 & !0x007f_0000)) | width << 16;
+            (a, b)
+        })
+        .collect();
+    let kernels: Vec<AssemblyKernel> = salu_forms()
+        .iter()
+        .enumerate()
+        .map(|(k, (instruction, _, _))| {
+            let mut body =
+                String::from("\ts_load_dwordx2 s[4:5], s[0:1], 0x0\n\tv_mov_b32_e32 v1, 0\n\ts_waitcnt lgkmcnt(0)\n");
+            for (c, (a, b)) in cases.iter().enumerate() {
+                body += &format!(
+                    "\ts_mov_b32 s10, 0x{:x}\n\ts_mov_b32 s11, 0x{:x}\n\ts_mov_b32 s12, 0x{b:x}\n\ts_mov_b32 s21, 0\n\
+                     \t{instruction}\n\tv_mov_b32_e32 v2, s20\n\tv_mov_b32_e32 v3, s21\n\
+                     \tglobal_store_dwordx2 v1, v[2:3], s[4:5] offset:{}\n",
+                    *a as u32,
+                    (a >> 32) as u32,
+                    8 * c
+                );
+            }
+            body += "\ts_waitcnt vmcnt(0)\n";
+            AssemblyKernel { name: format!("salu_{k}"), body, arguments: vec![("out", 8)], group_segment: 0 }
+        })
+        .collect();
+    for target in every_target() {
+        let code_object = kernels_from_assembly(target, &kernels);
+        let mut device = Device::new(code_object, format!("salu forms for {target}")).unwrap();
+        for (k, (instruction, wide, model)) in salu_forms().iter().enumerate() {
+            let out = device.allocate("out", &vec![0u8; 8 * cases.len()]);
+            device.launch(&format!("salu_{k}"), Launch::linear(1, 64), &[out.to_le_bytes().to_vec()]).unwrap();
+            for (c, &(a, b)) in cases.iter().enumerate() {
+                let a = if *wide { a } else { a & 0xffff_ffff };
+                let got = device.memory.read_u64(out + 8 * c as u64).unwrap();
+                let want = model(a, b);
+                assert_eq!(got, want, "{target}: `{instruction}` with {a:#x}, {b:#x}: {got:#x}, not {want:#x}");
+            }
+        }
+    }
+}

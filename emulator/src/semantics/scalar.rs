@@ -157,7 +157,9 @@ fn bfe32(value: u32, control: u32, signed: bool) -> u32 {
         return 0;
     }
     let width = width.min(32);
-    let shifted = value >> offset;
+    // The signed form shifts arithmetically: a field running past bit 31
+    // is the value's sign (as V_BFE_I32 and LLVM's constant folding).
+    let shifted = if signed { ((value as i32) >> offset) as u32 } else { value >> offset };
     if width >= 32 {
         return shifted;
     }
@@ -176,7 +178,7 @@ fn bfe64(value: u64, control: u32, signed: bool) -> u64 {
         return 0;
     }
     let width = width.min(64);
-    let shifted = value >> offset;
+    let shifted = if signed { ((value as i64) >> offset) as u64 } else { value >> offset };
     if width >= 64 {
         return shifted;
     }
