@@ -643,3 +643,105 @@ fn scalar_operand_widths_are_the_isas() {
         }
     }
 }
+
+/// Bytes of the memory the addressing forms read and write, and where
+/// their base points: its middle, so that negative offsets stay inside.
+const MEMORY_BYTES: usize = 0x10000;
+const BASE_OFFSET: u64 = 0x8000;
+
+/// A memory addressing form: its name, the instructions that load into
+/// v20 (or s20) from `memory + BASE_OFFSET` with lane `l`'s offset VGPR v2
+/// = 4 * l (and v[4:5] the 64-bit address `memory + BASE_OFFSET + 4 * l`,
+/// s[6:7] the base, s8 a byte offset of 16), and the byte offset from the
+/// base each lane reads.
+fn memory_forms() -> Vec<(String, String, Box<dyn Fn(i64) -> i64>)> {
+    let mut forms: Vec<(String, String, Box<dyn Fn(i64) -> i64>)> = Vec::new();
+    // GLOBAL: a 13-bit signed instruction offset, on a 64-bit VGPR address
+    // or an SGPR base plus a zero-extended 32-bit VGPR offset.
+    for offset in [-4096i64, -4, 0, 4092] {
+        forms.push((
+            format!("global vaddr offset {offset}"),
+            format!("global_load_dword v20, v[4:5], off offset:{offset}"),
+            Box::new(move |lane| 4 * lane + offset),
+        ));
+        forms.push((
+            format!("global saddr offset {offset}"),
+            format!("global_load_dword v20, v2, s[6:7] offset:{offset}"),
+            Box::new(move |lane| 4 * lane + offset),
+        ));
+    }
+    // SMEM: an immediate byte offset (signed on GFX9, 21 bits) or an SGPR.
+    for offset in [-0x8000i64, -4, 0, 0x7ffc] {
+        let immediate = if offset < 0 { format!("-0x{:x}", -offset) } else { format!("0x{offset:x}") };
+        forms.push((
+            format!("smem offset {offset}"),
+            format!("s_load_dword s20, s[6:7], {immediate}\n\ts_waitcnt lgkmcnt(0)\n\tv_mov_b32_e32 v20, s20"),
+            Box::new(move |_| offset),
+        ));
+    }
+    forms.push((
+        "smem soffset".into(),
+        "s_load_dword s20, s[6:7], s8\n\ts_waitcnt lgkmcnt(0)\n\tv_mov_b32_e32 v20, s20".into(),
+        Box::new(|_| 16),
+    ));
+    // MUBUF through a raw buffer resource over the memory from the base: a
+    // VGPR offset (offen), an SGPR offset and a 12-bit instruction offset.
+    for offset in [0i64, 4092] {
+        forms.push((
+            format!("buffer offen offset {offset}"),
+            format!("buffer_load_dword v20, v2, s[12:15], s8 offen offset:{offset}"),
+            Box::new(move |lane| 4 * lane + 16 + offset),
+        ));
+    }
+    forms
+}
+
+/// Each memory addressing form of GLOBAL, SMEM and MUBUF loads reads where
+/// the ISA's arithmetic says (sign-extended instruction offsets, a 32-bit
+/// VGPR offset added to an SGPR base, SGPR offsets), on every processor.
+#[test]
+fn memory_addresses_are_the_isas_sums() {
+    let setup = format!(
+        "\ts_load_dwordx4 s[16:19], s[0:1], 0x0\n\ts_waitcnt lgkmcnt(0)\n\
+         \ts_add_u32 s6, s16, 0x{BASE_OFFSET:x}\n\ts_addc_u32 s7, s17, 0\n\ts_mov_b32 s8, 16\n\
+         \tv_lshlrev_b32_e32 v2, 2, v0\n\tv_mov_b32_e32 v5, s7\n\tv_add_co_u32_e32 v4, vcc, s6, v2\n\
+         \tv_addc_co_u32_e32 v5, vcc, 0, v5, vcc\n\
+         \ts_mov_b32 s12, s6\n\ts_and_b32 s13, s7, 0xffff\n\ts_mov_b32 s14, 0x{:x}\n\ts_mov_b32 s15, 0x00027000\n",
+        MEMORY_BYTES as u64 - BASE_OFFSET
+    );
+    let kernels: Vec<AssemblyKernel> = memory_forms()
+        .iter()
+        .enumerate()
+        .map(|(k, (_, load, _))| AssemblyKernel {
+            name: format!("memory_{k}"),
+            body: format!(
+                "{setup}\t{load}\n\ts_waitcnt vmcnt(0) lgkmcnt(0)\n\tglobal_store_dword v2, v20, s[18:19]\n\ts_waitcnt vmcnt(0)\n"
+            ),
+            arguments: vec![("memory", 8), ("out", 8)],
+            group_segment: 0,
+        })
+        .collect();
+    let memory: Vec<u8> =
+        (0..MEMORY_BYTES as u32 / 4).flat_map(|i| (i.wrapping_mul(0x0101_0101) ^ i).to_le_bytes()).collect();
+    let word_at = |byte: i64| {
+        let at = (BASE_OFFSET as i64 + byte) as usize;
+        u32::from_le_bytes(memory[at..at + 4].try_into().unwrap())
+    };
+    for target in every_target() {
+        let code_object = kernels_from_assembly(target, &kernels);
+        let mut device = Device::new(code_object, format!("memory forms for {target}")).unwrap();
+        for (k, (name, load, offset_of)) in memory_forms().iter().enumerate() {
+            let base = device.allocate("memory", &memory);
+            let out = device.allocate("out", &[0u8; 64 * 4]);
+            let args = [base.to_le_bytes().to_vec(), out.to_le_bytes().to_vec()];
+            device
+                .launch(&format!("memory_{k}"), Launch::linear(1, 64), &args)
+                .unwrap_or_else(|e| panic!("{target}: {name}: {e}"));
+            for lane in 0..64i64 {
+                let got = device.memory.read_u32(out + 4 * lane as u64).unwrap();
+                let want = word_at(offset_of(lane));
+                assert_eq!(got, want, "{target}: {name} (`{load}`), lane {lane}: read {got:#x}, not {want:#x}");
+            }
+        }
+    }
+}
