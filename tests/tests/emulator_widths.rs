@@ -654,8 +654,11 @@ const BASE_OFFSET: u64 = 0x8000;
 /// = 4 * l (and v[4:5] the 64-bit address `memory + BASE_OFFSET + 4 * l`,
 /// s[6:7] the base, s8 a byte offset of 16), and the byte offset from the
 /// base each lane reads.
-fn memory_forms() -> Vec<(String, String, Box<dyn Fn(i64) -> i64>)> {
-    let mut forms: Vec<(String, String, Box<dyn Fn(i64) -> i64>)> = Vec::new();
+/// The byte offset from the base a lane reads.
+type LaneOffset = Box<dyn Fn(i64) -> i64>;
+
+fn memory_forms() -> Vec<(String, String, LaneOffset)> {
+    let mut forms: Vec<(String, String, LaneOffset)> = Vec::new();
     // GLOBAL: a 13-bit signed instruction offset, on a 64-bit VGPR address
     // or an SGPR base plus a zero-extended 32-bit VGPR offset.
     for offset in [-4096i64, -4, 0, 4092] {
