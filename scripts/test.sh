@@ -33,7 +33,7 @@ if [ $slice = 1 ]; then
   # shellcheck disable=SC2086
   cargo test --release $features -p gpuinstr-driver -p gpuinstr-emulator -p gpuinstr-device-preload
   # shellcheck disable=SC2086
-  cargo test --release $features -p gpuinstr-tests --test gpuinstr -- differential:: lift_emit:: emulator:: \
+  cargo test --release $features -p gpuinstr-tests --test gpuinstr -- differential:: lift_emit:: emulator:: emulator_widths:: \
     runtime::every_example_tool_reports_what_the_emulator_gives_on_mi300x
   exit 0
 fi

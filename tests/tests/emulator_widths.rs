@@ -687,6 +687,19 @@ fn memory_forms() -> Vec<(String, String, LaneOffset)> {
         "s_load_dword s20, s[6:7], s8\n\ts_waitcnt lgkmcnt(0)\n\tv_mov_b32_e32 v20, s20".into(),
         Box::new(|_| 16),
     ));
+    // Both (LLVM 16 and newer assemble and emit it on GFX9).
+    if gpuinstr::toolchain::LLVM_MAJOR >= 17 {
+        for offset in [-0x1000i64, 0x40] {
+            let immediate = if offset < 0 { format!("-0x{:x}", -offset) } else { format!("0x{offset:x}") };
+            forms.push((
+                format!("smem soffset and offset {offset}"),
+                format!(
+                    "s_load_dword s20, s[6:7], s8 offset:{immediate}\n\ts_waitcnt lgkmcnt(0)\n\tv_mov_b32_e32 v20, s20"
+                ),
+                Box::new(move |_| 16 + offset),
+            ));
+        }
+    }
     // MUBUF through a raw buffer resource over the memory from the base: a
     // VGPR offset (offen), an SGPR offset and a 12-bit instruction offset.
     for offset in [0i64, 4092] {

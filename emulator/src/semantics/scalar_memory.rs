@@ -17,10 +17,15 @@ fn dwords(name: &str) -> u32 {
     1
 }
 
-/// The byte offset: an immediate (`_IMM`) or a register (`_SGPR`).
+/// The byte offset: an immediate (`_IMM`), a register (`_SGPR`), or both
+/// added (`_SGPR_IMM`, GFX9's encoding with SOE set, which LLVM 16 and
+/// newer emit).
 fn offset(c: &Context<'_>, i: &Inst, register_source: usize) -> u64 {
-    if i.name.ends_with("_SGPR") {
-        u64::from(c.wave.scalar32(&i.srcs[register_source].operand))
+    let register = || u64::from(c.wave.scalar32(&i.srcs[register_source].operand));
+    if i.name.ends_with("_SGPR_IMM") {
+        register().wrapping_add(i.imm(0) as u64)
+    } else if i.name.ends_with("_SGPR") {
+        register()
     } else {
         i.imm(0) as u64
     }
@@ -79,7 +84,7 @@ fn atomic_kind(name: &str) -> Option<(&str, bool, bool, bool)> {
         Some(rest) => (rest, true),
         None => (rest, false),
     };
-    let op = rest.strip_suffix("_IMM").or_else(|| rest.strip_suffix("_SGPR"))?;
+    let op = ["_SGPR_IMM", "_IMM", "_SGPR"].iter().find_map(|form| rest.strip_suffix(form))?;
     let (op, wide) = match op.strip_suffix("_X2") {
         Some(op) => (op, true),
         None => (op, false),
@@ -140,7 +145,7 @@ pub fn handler(name: &str) -> Option<Handler> {
         return Some(atomic);
     }
     let base = name.trim_end_matches("_ci");
-    let base = base.strip_suffix("_IMM").or_else(|| base.strip_suffix("_SGPR")).unwrap_or(base);
+    let base = ["_SGPR_IMM", "_IMM", "_SGPR"].iter().find_map(|form| base.strip_suffix(form)).unwrap_or(base);
     Some(match base {
         "S_LOAD_DWORD" | "S_LOAD_DWORDX2" | "S_LOAD_DWORDX4" | "S_LOAD_DWORDX8" | "S_LOAD_DWORDX16" => load,
         "S_SCRATCH_LOAD_DWORD" | "S_SCRATCH_LOAD_DWORDX2" | "S_SCRATCH_LOAD_DWORDX4" => return None,
@@ -173,5 +178,6 @@ mod tests {
         assert_eq!(atomic_kind("S_BUFFER_ATOMIC_SUB_IMM_RTN"), Some(("SUB", false, true, true)));
         assert_eq!(atomic_kind("S_ATOMIC_NAND_IMM"), None);
         assert_eq!(atomic_kind("S_LOAD_DWORD_IMM"), None);
+        assert_eq!(atomic_kind("S_ATOMIC_ADD_SGPR_IMM_RTN"), Some(("ADD", false, false, true)));
     }
 }
