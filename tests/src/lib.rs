@@ -485,6 +485,9 @@ pub struct AssemblyKernel {
     pub body: String,
     pub arguments: Vec<(&'static str, u64)>,
     pub group_segment: u32,
+    /// Bytes of scratch per work-item (the emulator starts FLAT_SCRATCH at
+    /// the wave's part of it, with or without architected flat scratch).
+    pub private_segment: u32,
 }
 
 /// A code object of several hand-written kernels, each taking its
@@ -526,17 +529,17 @@ pub fn kernels_from_assembly(processor: &str, kernels: &[AssemblyKernel]) -> gpu
             descriptors,
             "\t.p2align 6\n\t.amdhsa_kernel {name}\n\t.amdhsa_user_sgpr_kernarg_segment_ptr 1\n\
              \t.amdhsa_next_free_vgpr 64\n\t.amdhsa_next_free_sgpr 48\n\t.amdhsa_kernarg_size {kernarg_size}\n\
-             \t.amdhsa_group_segment_fixed_size {}\n{accum}\t.end_amdhsa_kernel\n",
-            kernel.group_segment
+             \t.amdhsa_group_segment_fixed_size {}\n\t.amdhsa_private_segment_fixed_size {}\n{accum}\t.end_amdhsa_kernel\n",
+            kernel.group_segment, kernel.private_segment
         )
         .unwrap();
         write!(
             metadata,
             "  - .name: {name}\n    .symbol: {name}.kd\n    .kernarg_segment_size: {kernarg_size}\n\
              \x20   .kernarg_segment_align: 8\n    .group_segment_fixed_size: {}\n\
-             \x20   .private_segment_fixed_size: 0\n    .wavefront_size: 64\n    .sgpr_count: 48\n    .vgpr_count: 64\n\
+             \x20   .private_segment_fixed_size: {}\n    .wavefront_size: 64\n    .sgpr_count: 48\n    .vgpr_count: 64\n\
              \x20   .max_flat_workgroup_size: 256\n    .args:\n{arguments}",
-            kernel.group_segment
+            kernel.group_segment, kernel.private_segment
         )
         .unwrap();
     }

@@ -180,7 +180,13 @@ fn ds_kernel(name: String, instruction: &str) -> AssemblyKernel {
         );
     }
     body += "\ts_waitcnt vmcnt(0)\n";
-    AssemblyKernel { name, body, arguments: vec![("input", 8), ("out", 8), ("base", 4)], group_segment: LDS_BYTES }
+    AssemblyKernel {
+        name,
+        body,
+        arguments: vec![("input", 8), ("out", 8), ("base", 4)],
+        group_segment: LDS_BYTES,
+        private_segment: 0,
+    }
 }
 
 /// The CPU model: LDS bytes and each lane's result registers after one
@@ -423,6 +429,7 @@ fn hardware_register_fields_are_read_and_written_as_the_isa_orders_them() {
                     body,
                     arguments: vec![("out", 8)],
                     group_segment: 0,
+                    private_segment: 0,
                 });
                 cases.push((name, write, offset, size, value));
             }
@@ -546,6 +553,7 @@ fn vector_operand_widths_are_the_isas() {
             ),
             arguments: vec![("input", 8), ("out", 8)],
             group_segment: 0,
+            private_segment: 0,
         })
         .collect();
     let input_bytes: Vec<u8> = inputs.iter().flat_map(|w| w.iter().flat_map(|d| d.to_le_bytes())).collect();
@@ -625,7 +633,13 @@ fn scalar_operand_widths_are_the_isas() {
                 );
             }
             body += "\ts_waitcnt vmcnt(0)\n";
-            AssemblyKernel { name: format!("salu_{k}"), body, arguments: vec![("out", 8)], group_segment: 0 }
+            AssemblyKernel {
+                name: format!("salu_{k}"),
+                body,
+                arguments: vec![("out", 8)],
+                group_segment: 0,
+                private_segment: 0,
+            }
         })
         .collect();
     for target in every_target() {
@@ -709,12 +723,70 @@ fn memory_forms() -> Vec<(String, String, LaneOffset)> {
             Box::new(move |lane| 4 * lane + 16 + offset),
         ));
     }
+    // FLAT on a global address: a 12-bit unsigned instruction offset.
+    for offset in [0i64, 4092] {
+        forms.push((
+            format!("flat offset {offset}"),
+            format!("flat_load_dword v20, v[4:5] offset:{offset}"),
+            Box::new(move |lane| 4 * lane + offset),
+        ));
+    }
+    // Atomics returning the old value (an add of 1) address as their loads.
+    for offset in [-4096i64, 0, 4092] {
+        forms.push((
+            format!("global atomic vaddr offset {offset}"),
+            format!("v_mov_b32_e32 v30, 1\n\tglobal_atomic_add v20, v[4:5], v30, off offset:{offset} GLC"),
+            Box::new(move |lane| 4 * lane + offset),
+        ));
+        forms.push((
+            format!("global atomic saddr offset {offset}"),
+            format!("v_mov_b32_e32 v30, 1\n\tglobal_atomic_add v20, v2, v30, s[6:7] offset:{offset} GLC"),
+            Box::new(move |lane| 4 * lane + offset),
+        ));
+    }
+    for offset in [0i64, 4092] {
+        forms.push((
+            format!("flat atomic offset {offset}"),
+            format!("v_mov_b32_e32 v30, 1\n\tflat_atomic_add v20, v[4:5], v30 offset:{offset} GLC"),
+            Box::new(move |lane| 4 * lane + offset),
+        ));
+        forms.push((
+            format!("buffer atomic offen offset {offset}"),
+            format!("v_mov_b32_e32 v20, 1\n\tbuffer_atomic_add v20, v2, s[12:15], s8 offen offset:{offset} GLC"),
+            Box::new(move |lane| 4 * lane + 16 + offset),
+        ));
+    }
+    // A raw buffer's range check covers the VGPR and instruction offsets,
+    // never the SGPR offset (Tensile's edge tiles read zeros so): s[24:27]
+    // holds 0x80 bytes from the base, and lanes past them read 0.
+    forms.push((
+        "buffer past its records".into(),
+        "s_mov_b64 s[24:25], s[12:13]\n\ts_mov_b32 s26, 0x80\n\ts_mov_b32 s27, s15\n\t\
+         buffer_load_dword v20, v2, s[24:27], s8 offen offset:4"
+            .into(),
+        Box::new(|lane| if 4 * lane + 4 + 4 <= 0x80 { 4 * lane + 16 + 4 } else { OUT_OF_RANGE }),
+    ));
     forms
 }
 
-/// Each memory addressing form of GLOBAL, SMEM and MUBUF loads reads where
-/// the ISA's arithmetic says (sign-extended instruction offsets, a 32-bit
-/// VGPR offset added to an SGPR base, SGPR offsets), on every processor.
+/// A lane's byte offset that names no byte: the access reads 0.
+const OUT_OF_RANGE: i64 = i64::MIN;
+
+/// GFX940 and later write the cache bits `sc0`... where the others write
+/// `glc` (an atomic returns the old value with either).
+fn glc(target: &str) -> &'static str {
+    if target.starts_with("gfx94") || target == "gfx950" {
+        "sc0"
+    } else {
+        "glc"
+    }
+}
+
+/// Each memory addressing form of GLOBAL, SMEM, MUBUF and FLAT loads and
+/// returning atomics reads where the ISA's arithmetic says (sign-extended
+/// instruction offsets, a 32-bit VGPR offset added to an SGPR base, SGPR
+/// offsets, a raw buffer's range check without its SGPR offset), on every
+/// processor.
 #[test]
 fn memory_addresses_are_the_isas_sums() {
     let setup = format!(
@@ -725,26 +797,33 @@ fn memory_addresses_are_the_isas_sums() {
          \ts_mov_b32 s12, s6\n\ts_and_b32 s13, s7, 0xffff\n\ts_mov_b32 s14, 0x{:x}\n\ts_mov_b32 s15, 0x00027000\n",
         MEMORY_BYTES as u64 - BASE_OFFSET
     );
-    let kernels: Vec<AssemblyKernel> = memory_forms()
-        .iter()
-        .enumerate()
-        .map(|(k, (_, load, _))| AssemblyKernel {
-            name: format!("memory_{k}"),
-            body: format!(
-                "{setup}\t{load}\n\ts_waitcnt vmcnt(0) lgkmcnt(0)\n\tglobal_store_dword v2, v20, s[18:19]\n\ts_waitcnt vmcnt(0)\n"
-            ),
-            arguments: vec![("memory", 8), ("out", 8)],
-            group_segment: 0,
-        })
-        .collect();
+    let kernels = |target: &str| -> Vec<AssemblyKernel> {
+        memory_forms()
+            .iter()
+            .enumerate()
+            .map(|(k, (_, load, _))| AssemblyKernel {
+                name: format!("memory_{k}"),
+                body: format!(
+                    "{setup}\t{}\n\ts_waitcnt vmcnt(0) lgkmcnt(0)\n\tglobal_store_dword v2, v20, s[18:19]\n\ts_waitcnt vmcnt(0)\n",
+                    load.replace("GLC", glc(target))
+                ),
+                arguments: vec![("memory", 8), ("out", 8)],
+                group_segment: 0,
+                private_segment: 0,
+            })
+            .collect()
+    };
     let memory: Vec<u8> =
         (0..MEMORY_BYTES as u32 / 4).flat_map(|i| (i.wrapping_mul(0x0101_0101) ^ i).to_le_bytes()).collect();
     let word_at = |byte: i64| {
+        if byte == OUT_OF_RANGE {
+            return 0;
+        }
         let at = (BASE_OFFSET as i64 + byte) as usize;
         u32::from_le_bytes(memory[at..at + 4].try_into().unwrap())
     };
     for target in every_target() {
-        let code_object = kernels_from_assembly(target, &kernels);
+        let code_object = kernels_from_assembly(target, &kernels(target));
         let mut device = Device::new(code_object, format!("memory forms for {target}")).unwrap();
         for (k, (name, load, offset_of)) in memory_forms().iter().enumerate() {
             let base = device.allocate("memory", &memory);
@@ -757,6 +836,137 @@ fn memory_addresses_are_the_isas_sums() {
                 let got = device.memory.read_u32(out + 4 * lane as u64).unwrap();
                 let want = word_at(offset_of(lane));
                 assert_eq!(got, want, "{target}: {name} (`{load}`), lane {lane}: read {got:#x}, not {want:#x}");
+            }
+        }
+    }
+}
+
+/// Bytes of scratch per lane and of LDS in the aperture kernels.
+const PRIVATE_BYTES: u32 = 512;
+const APERTURE_LDS_BYTES: u32 = 1024;
+
+/// What lane `lane` finds at a private byte address (the fill stores it).
+fn private_word(lane: i64, address: i64) -> u32 {
+    ((lane as u32) << 16) | address as u32
+}
+
+/// What every lane finds at an LDS byte address.
+fn lds_word(address: i64) -> u32 {
+    (address as u32 / 4).wrapping_mul(0x0101_0101) ^ 0x00c0_ffee
+}
+
+/// Scratch and LDS reached by their own instructions and through FLAT's
+/// apertures: a form, its instructions loading into v20 (with v6 = lane
+/// `l`'s private address 0x80 + 4 * (l % 16), s9 = 0x80, v7 = the LDS
+/// address 0x100 + 4 * (l % 16)), and the word lane `l` reads.
+type ApertureForm = (String, String, Box<dyn Fn(i64) -> u32>);
+
+fn aperture_forms(target: &str) -> Vec<ApertureForm> {
+    let private_address = |lane: i64| 0x80 + 4 * (lane % 16);
+    let mut forms: Vec<ApertureForm> = Vec::new();
+    // SCRATCH: a 13-bit signed offset on a VGPR or an SGPR address.
+    for offset in [-0x80i64, -4, 0, 0x7c] {
+        forms.push((
+            format!("scratch vaddr offset {offset}"),
+            format!("scratch_load_dword v20, v6, off offset:{offset}"),
+            Box::new(move |lane| private_word(lane, private_address(lane) + offset)),
+        ));
+        forms.push((
+            format!("scratch saddr offset {offset}"),
+            format!("scratch_load_dword v20, off, s9 offset:{offset}"),
+            Box::new(move |lane| private_word(lane, 0x80 + offset)),
+        ));
+        // Both at once: GFX940's SVS mode.
+        if target.starts_with("gfx94") || target == "gfx950" {
+            forms.push((
+                format!("scratch vaddr and saddr offset {offset}"),
+                format!("s_mov_b32 s9, 0x40\n\tscratch_load_dword v20, v6, s9 offset:{offset}"),
+                Box::new(move |lane| private_word(lane, private_address(lane) + 0x40 + offset)),
+            ));
+        }
+    }
+    // FLAT in the private and shared apertures: a 12-bit unsigned offset
+    // on the aperture's base plus the segment address.
+    for offset in [0i64, 4, 0x7c] {
+        forms.push((
+            format!("flat private offset {offset}"),
+            format!(
+                "s_mov_b64 s[20:21], src_private_base\n\tv_mov_b32_e32 v5, s21\n\tv_add_u32_e32 v4, s20, v6\n\t\
+                 flat_load_dword v20, v[4:5] offset:{offset}"
+            ),
+            Box::new(move |lane| private_word(lane, private_address(lane) + offset)),
+        ));
+    }
+    for offset in [0i64, 0x100, 0x2c0] {
+        forms.push((
+            format!("flat shared offset {offset}"),
+            format!(
+                "s_mov_b64 s[20:21], src_shared_base\n\tv_mov_b32_e32 v5, s21\n\tv_add_u32_e32 v4, s20, v7\n\t\
+                 flat_load_dword v20, v[4:5] offset:{offset}"
+            ),
+            Box::new(move |lane| lds_word(0x100 + 4 * (lane % 16) + offset)),
+        ));
+    }
+    forms
+}
+
+/// The aperture kernel for one form: each lane's private bytes
+/// filled with [`private_word`]s by plain scratch stores, LDS with
+/// [`lds_word`]s by DS writes, then the form, then v20 stored to `out`.
+fn aperture_kernel(name: String, form: &str) -> AssemblyKernel {
+    let mut body = format!(
+        "\ts_load_dwordx2 s[18:19], s[0:1], 0x0\n\
+         \tv_lshlrev_b32_e32 v1, 16, v0\n\tv_mov_b32_e32 v3, 0\n\ts_mov_b32 s10, {}\n",
+        PRIVATE_BYTES / 4
+    );
+    body += &format!(
+        ".Lfill_{name}:\n\tv_or_b32_e32 v2, v1, v3\n\tscratch_store_dword v3, v2, off\n\t\
+         v_add_u32_e32 v3, 4, v3\n\ts_sub_u32 s10, s10, 1\n\ts_cmp_lg_u32 s10, 0\n\ts_cbranch_scc1 .Lfill_{name}\n"
+    );
+    for round in 0..APERTURE_LDS_BYTES / 256 {
+        body += &format!(
+            "\tv_add_u32_e32 v3, {}, v0\n\ts_mov_b32 s11, 0x1010101\n\tv_mul_lo_u32 v2, v3, s11\n\t\
+             v_xor_b32_e32 v2, 0xc0ffee, v2\n\tv_lshlrev_b32_e32 v3, 2, v3\n\tds_write_b32 v3, v2\n",
+            64 * round
+        );
+    }
+    body += "\ts_waitcnt vmcnt(0) lgkmcnt(0)\n\
+             \tv_and_b32_e32 v6, 15, v0\n\tv_lshlrev_b32_e32 v6, 2, v6\n\tv_add_u32_e32 v7, 0x100, v6\n\
+             \tv_add_u32_e32 v6, 0x80, v6\n\ts_mov_b32 s9, 0x80\n";
+    body += &format!(
+        "\t{form}\n\ts_waitcnt vmcnt(0) lgkmcnt(0)\n\tv_lshlrev_b32_e32 v2, 2, v0\n\t\
+         global_store_dword v2, v20, s[18:19]\n\ts_waitcnt vmcnt(0)\n"
+    );
+    AssemblyKernel {
+        name,
+        body,
+        arguments: vec![("out", 8)],
+        group_segment: APERTURE_LDS_BYTES,
+        private_segment: PRIVATE_BYTES,
+    }
+}
+
+/// Scratch through SCRATCH instructions and FLAT's private aperture, and
+/// LDS through FLAT's shared aperture, read what the instruction's offset
+/// arithmetic names (negative scratch offsets included), each lane its
+/// own private bytes, on every processor.
+#[test]
+fn scratch_and_flat_apertures_address_as_the_isa_says() {
+    for target in every_target() {
+        let forms = aperture_forms(target);
+        let kernels: Vec<AssemblyKernel> =
+            forms.iter().enumerate().map(|(k, (_, form, _))| aperture_kernel(format!("aperture_{k}"), form)).collect();
+        let code_object = kernels_from_assembly(target, &kernels);
+        let mut device = Device::new(code_object, format!("aperture forms for {target}")).unwrap();
+        for (k, (name, form, expected)) in forms.iter().enumerate() {
+            let out = device.allocate("out", &[0u8; 64 * 4]);
+            device
+                .launch(&format!("aperture_{k}"), Launch::linear(1, 64), &[out.to_le_bytes().to_vec()])
+                .unwrap_or_else(|e| panic!("{target}: {name}: {e}"));
+            for lane in 0..64i64 {
+                let got = device.memory.read_u32(out + 4 * lane as u64).unwrap();
+                let want = expected(lane);
+                assert_eq!(got, want, "{target}: {name} (`{form}`), lane {lane}: read {got:#x}, not {want:#x}");
             }
         }
     }

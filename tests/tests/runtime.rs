@@ -2593,6 +2593,86 @@ fn library_tools() -> Vec<&'static str> {
     }
 }
 
+/// Lines of a program's output that say how long something took (they
+/// differ between any two runs).
+fn timing_line(line: &str) -> bool {
+    let lower = line.to_lowercase();
+    ["time", "second", "ms", "/s", "gflops", "gf/s", "(us)", "elapsed", "speedup"].iter().any(|t| lower.contains(t))
+}
+
+/// Programs nobody here wrote, built by the user (long: run by
+/// `scripts/runtime-programs.sh`, never by `cargo test`): each line of the
+/// file `GPUINSTR_PROGRAMS` names a program and its arguments (`DIR PROGRAM
+/// ARGS...`, run in DIR; `#` starts a comment). Each runs on the emulated
+/// MI210 as it is, then with each of the example tools in dynamic mode and
+/// default flags: it exits as the original did and prints what it printed
+/// (lines of timings aside), nothing warns, and every dispatch of its code
+/// object reports what the device's log of the original run gives
+/// (`Oracle::check`).
+#[test]
+#[ignore = "minutes per program: scripts/runtime-programs.sh runs it in release"]
+fn programs_nobody_here_wrote_report_what_the_emulator_gives() {
+    let target = "gfx90a";
+    let list = std::env::var("GPUINSTR_PROGRAMS").expect("GPUINSTR_PROGRAMS names a file of programs to run");
+    let list = std::fs::read_to_string(&list).unwrap_or_else(|e| panic!("{list}: {e}"));
+    let tools: Vec<&str> = match std::env::var("GPUINSTR_PROGRAM_TOOLS") {
+        Ok(tools) if !tools.is_empty() => {
+            tools.split(',').map(|t| &*Box::leak(t.to_string().into_boxed_str())).collect()
+        }
+        _ => EXAMPLE_TOOLS.to_vec(),
+    };
+    for line in list.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (directory, program, arguments) = (PathBuf::from(fields[0]), fields[1], &fields[2..]);
+        let program = directory.join(program);
+        let name = program.display().to_string();
+        let dir = test_directory(&format!("program-{}", name.replace('/', "_")));
+        let arguments: Vec<std::ffi::OsString> = arguments.iter().map(Into::into).collect();
+        let app = load::load_for_target(&program, Some(target)).unwrap().code_objects.remove(0);
+        let log = dir.join("original.jsonl");
+        let _ = std::fs::remove_file(&log);
+        let run = Run {
+            dispatch_log: Some(log.clone()),
+            dispatch_log_exec: vec!["S_AND_SAVEEXEC_B64".into()],
+            dispatch_log_accesses: true,
+            ..run_on(target)
+        };
+        let mut command = run.command(program.as_os_str(), &arguments);
+        let original = command.current_dir(&directory).output().unwrap();
+        let printed = |output: &Output| -> Vec<String> {
+            String::from_utf8_lossy(&output.stdout).lines().filter(|l| !timing_line(l)).map(String::from).collect()
+        };
+        let kernels: Vec<&str> = app.kernels.iter().map(|k| k.name()).collect();
+        let logged: Vec<Value> =
+            dispatch_log(&log).into_iter().filter(|d| kernels.contains(&d["kernel"].as_str().unwrap())).collect();
+        assert!(!logged.is_empty(), "{name}: no dispatch of its kernels");
+        eprintln!("{name}: {} dispatches of its kernels", logged.len());
+        for tool in &tools {
+            let device = build_tool(Compiler::Hipcc, &example(tool), "-O3", &dir);
+            let plan_file = repo().join("hook-sdk/examples").join(tool).join("plan.toml");
+            let plan = Plan::load(&plan_file).unwrap();
+            let report_path = dir.join("report.json");
+            let run = Run {
+                dynamic: Some((device, plan_file)),
+                cache: Some(PathBuf::from("none")),
+                tool_host: Some(host_part(tool, &dir)),
+                report: Some(report_path.clone()),
+                ..run_on(target)
+            };
+            let started = std::time::Instant::now();
+            let mut command = run.command(program.as_os_str(), &arguments);
+            let output = command.current_dir(&directory).output().unwrap();
+            let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+            assert_eq!(output.status.code(), original.status.code(), "{name} with {tool}: {stderr}");
+            assert_eq!(printed(&output), printed(&original), "{name} with {tool}: {stderr}");
+            let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+            assert_eq!(report["warnings"], serde_json::json!([]), "{name} with {tool}: {stderr}");
+            Oracle::of(&app, &logged).check(tool, &plan, &report, &report_path);
+            eprintln!("{name} with {tool}: as the emulator gives, {:.0} s", started.elapsed().as_secs_f64());
+        }
+    }
+}
+
 #[test]
 #[ignore = "minutes: scripts/runtime-libraries.sh runs it in release"]
 fn rocrand_under_the_runtime_reports_what_the_emulator_gives() {

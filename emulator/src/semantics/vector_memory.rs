@@ -439,7 +439,9 @@ fn flat_atomic(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
 /// The operands of a SCRATCH instruction: `(vaddr, vdata, saddr)`. LLVM's
 /// forms: plain (a VGPR offset), `_SADDR` (an SGPR), `_SVS` (gfx940+: a VGPR
 /// plus an SGPR) and `_ST` (the instruction offset alone). Loads have
-/// `srcs` = [vaddr?, saddr?]; stores [vaddr?, vdata, saddr?].
+/// `srcs` = [vaddr?, saddr?]; stores [vdata, vaddr?, saddr?] (MC puts a
+/// scratch store's data first, unlike a global store's, though the
+/// assembly writes `vaddr, vdata`).
 fn scratch_operands(i: &Inst, load: bool) -> (Option<Operand>, Option<Operand>, Option<Operand>) {
     let (vaddr, saddr) = if i.name.ends_with("_SADDR") {
         (false, true)
@@ -451,8 +453,8 @@ fn scratch_operands(i: &Inst, load: bool) -> (Option<Operand>, Option<Operand>, 
         (true, false)
     };
     let mut srcs = i.srcs.iter().map(|s| s.operand);
-    let vaddr = if vaddr { srcs.next() } else { None };
     let data = if load { None } else { srcs.next() };
+    let vaddr = if vaddr { srcs.next() } else { None };
     let saddr = if saddr { srcs.next() } else { None };
     (vaddr, data, saddr)
 }
