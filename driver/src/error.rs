@@ -108,8 +108,12 @@ pub enum LoadProblem {
     Kernel { kernel: String, problem: String },
     #[error("the offload bundle is malformed or truncated: {}", printable(.0))]
     MalformedBundle(String),
-    #[error("the offload bundle is compressed (CCOB); this LLVM 15 toolchain cannot decompress it, rebuild without --offload-compress")]
-    CompressedBundle,
+    #[error(
+        "the compressed offload bundle (CCOB) cannot be read: {}; clang-offload-bundler writes versions 1 to 3, \
+         zlib (method 0) or zstd (method 1)",
+        printable(.0)
+    )]
+    CompressedBundle(String),
     #[error("the .hip_fatbin section holds no offload bundle")]
     EmptyFatbin,
     #[error("{0} (gpuinstr-link writes it into instrumented code objects; this one is damaged)")]

@@ -495,16 +495,34 @@ pub struct AssemblyKernel {
 /// work-item X id in `v0`. Assembled by llvm-mc and linked by ld.lld, so
 /// the emulator runs a real linked code object.
 pub fn kernels_from_assembly(processor: &str, kernels: &[AssemblyKernel]) -> gpuinstr::stages::load::CodeObject {
+    link_assemblies(processor, &[kernel_assembly(processor, kernels, false).concat()])
+}
+
+/// The same kernels assembled each in a file of its own and linked
+/// together, as Tensile builds its code objects: local labels of one
+/// kernel's file (`label_AlphaNonZero`) may be defined in the others too.
+pub fn kernels_from_separate_assembly(
+    processor: &str,
+    kernels: &[AssemblyKernel],
+) -> gpuinstr::stages::load::CodeObject {
+    link_assemblies(processor, &kernel_assembly(processor, kernels, true))
+}
+
+/// The assembly of `kernels`: one text, or (`separate`) one per kernel,
+/// the first holding every descriptor and the metadata.
+fn kernel_assembly(processor: &str, kernels: &[AssemblyKernel], separate: bool) -> Vec<String> {
     use std::fmt::Write as _;
+    let header = format!("\t.amdgcn_target \"amdgcn-amd-amdhsa--{processor}\"\n\t.text\n");
+    let mut others = Vec::new();
     let accum = if processor == "gfx90a" || processor.starts_with("gfx94") || processor == "gfx950" {
         "\t.amdhsa_accum_offset 64\n"
     } else {
         ""
     };
-    let mut text = format!("\t.amdgcn_target \"amdgcn-amd-amdhsa--{processor}\"\n\t.text\n");
+    let mut text = header.clone();
     let mut descriptors = String::new();
     let mut metadata = String::from("amdhsa.kernels:\n");
-    for kernel in kernels {
+    for (k, kernel) in kernels.iter().enumerate() {
         let name = &kernel.name;
         let mut offset = 0u64;
         let mut arguments = String::new();
@@ -519,12 +537,15 @@ pub fn kernels_from_assembly(processor: &str, kernels: &[AssemblyKernel]) -> gpu
             offset += size;
         }
         let kernarg_size = offset.next_multiple_of(8);
-        write!(
-            text,
+        let code = format!(
             "\t.globl {name}\n\t.p2align 8\n\t.type {name},@function\n{name}:\n{}\n\ts_endpgm\n\t.size {name}, .-{name}\n",
             kernel.body
-        )
-        .unwrap();
+        );
+        if separate && k > 0 {
+            others.push(format!("{header}{code}"));
+        } else {
+            text.push_str(&code);
+        }
         write!(
             descriptors,
             "\t.p2align 6\n\t.amdhsa_kernel {name}\n\t.amdhsa_user_sgpr_kernarg_segment_ptr 1\n\
@@ -549,27 +570,39 @@ pub fn kernels_from_assembly(processor: &str, kernels: &[AssemblyKernel]) -> gpu
          amdhsa.target: amdgcn-amd-amdhsa--{processor}\namdhsa.version:\n  - 1\n  - 1\n...\n\t.end_amdgpu_metadata\n"
     )
     .unwrap();
-    link_assembly(processor, &text)
+    let mut texts = vec![text];
+    texts.extend(others);
+    texts
 }
 
 /// `text` assembled for `processor` by llvm-mc and linked by ld.lld.
 fn link_assembly(processor: &str, text: &str) -> gpuinstr::stages::load::CodeObject {
+    link_assemblies(processor, &[text.to_string()])
+}
+
+/// Each text assembled for `processor` by llvm-mc into an object of its
+/// own, and the objects linked by ld.lld.
+fn link_assemblies(processor: &str, texts: &[String]) -> gpuinstr::stages::load::CodeObject {
     let dir = scratch();
-    let source = dir.path().join("test.s");
-    std::fs::write(&source, text).unwrap();
-    let object = dir.path().join("test.o");
     let linked = dir.path().join("test.hsaco");
-    run_ok(
-        gpuinstr::toolchain::llvm_tool("llvm-mc")
-            .args(["-triple=amdgcn-amd-amdhsa", &format!("-mcpu={processor}"), "-filetype=obj"])
-            .arg(&source)
-            .arg("-o")
-            .arg(&object),
-    );
+    let mut objects = Vec::new();
+    for (k, text) in texts.iter().enumerate() {
+        let source = dir.path().join(format!("test{k}.s"));
+        std::fs::write(&source, text).unwrap();
+        let object = dir.path().join(format!("test{k}.o"));
+        run_ok(
+            gpuinstr::toolchain::llvm_tool("llvm-mc")
+                .args(["-triple=amdgcn-amd-amdhsa", &format!("-mcpu={processor}"), "-filetype=obj"])
+                .arg(&source)
+                .arg("-o")
+                .arg(&object),
+        );
+        objects.push(object);
+    }
     run_ok(
         gpuinstr::toolchain::llvm_tool("ld.lld")
             .args(["-shared", "--no-undefined"])
-            .arg(&object)
+            .args(&objects)
             .arg("-o")
             .arg(&linked),
     );

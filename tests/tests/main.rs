@@ -2,6 +2,7 @@
 //! toolchain, and the driver on the code objects it produces.
 
 mod cmake;
+mod compressed_bundles;
 mod corpus;
 mod custom_intrinsic;
 mod differential;

@@ -488,3 +488,65 @@ fn intrinsic_bindings_survive_every_optimisation_level_and_build_path() {
         .to_string();
     assert!(error.contains("calls intrinsic `mytool::") && error.contains("which has no lowering"), "{error}");
 }
+
+/// Issue 59: Tensile assembles each kernel in a file of its own, with the
+/// same local labels (`label_AlphaNonZero`, `label_skip_c_buffer_deref_...`),
+/// and links them into one code object. Such a code object round-trips
+/// exactly, and the counter instruments it and counts what the emulator
+/// runs (it was refused: "defines `label_AlphaNonZero` twice").
+#[test]
+fn kernels_sharing_local_label_names_round_trip_and_instrument() {
+    let dir = scratch();
+    let kernel = |name: &str, step: u32| AssemblyKernel {
+        name: name.into(),
+        body: format!(
+            "\ts_load_dwordx2 s[4:5], s[0:1], 0x0\n\ts_load_dword s6, s[0:1], 0x8\n\
+             \tv_lshlrev_b32_e32 v1, 2, v0\n\tv_mov_b32_e32 v2, 0\n\ts_waitcnt lgkmcnt(0)\n\
+             \ts_cmp_eq_u32 s6, 0\n\ts_cbranch_scc1 label_AlphaNonZero\n\
+             \tv_add_u32_e32 v2, {step}, v0\n\
+             label_AlphaNonZero:\n\tglobal_store_dword v1, v2, s[4:5]\n\ts_waitcnt vmcnt(0)"
+        ),
+        arguments: vec![("out", 8), ("alpha", 4)],
+        group_segment: 0,
+        private_segment: 0,
+    };
+    let tool = counter_tool(dir.path());
+    for target in ["gfx90a", "gfx908"] {
+        let app = kernels_from_separate_assembly(target, &[kernel("first", 3), kernel("second", 5)]);
+        let labels = app.symbols.iter().filter(|s| s.name == "label_AlphaNonZero").count();
+        assert_eq!(labels, 2, "{target}: the test's code object defines the label in each kernel");
+        let (_, report) = roundtrip(&app, Linker::Comgr).unwrap_or_else(|e| panic!("{target}: {e}"));
+        assert!(report.identical(), "{target}:\n{}", report.render_text());
+        let (bytes, instrumented) =
+            instrument_code_object(&tool, &app, &counter_plan(), &Registry::with_builtins(), &Default::default())
+                .unwrap_or_else(|e| panic!("{target}: {e}"));
+        assert!(instrumented.left_out.is_empty(), "{target}: {:#?}", instrumented.left_out);
+        let output = CodeObject::parse(bytes, Vec::new()).unwrap();
+        let verified = gpuinstr::verify::verify(&app, &output).unwrap();
+        assert!(verified.ok(), "{target}: {}", verified.render_text());
+        for (name, step) in [("first", 3u32), ("second", 5)] {
+            for alpha in [0u32, 1] {
+                let run = |code_object: &CodeObject, instrumented: bool| {
+                    let mut device = Device::new(code_object.clone(), target.into()).unwrap();
+                    let counter = instrumented.then(|| device.bind_managed("Counter", 8).unwrap());
+                    let out = device.allocate("out", &[0; 256]);
+                    let arguments = [out.to_le_bytes().to_vec(), alpha.to_le_bytes().to_vec()];
+                    let run = device.launch(name, Launch::linear(1, 64), &arguments).unwrap();
+                    let counted = counter.map(|c| device.memory.read_u64(c).unwrap());
+                    (device.memory.bytes(out, 256).unwrap(), run, counted)
+                };
+                let (expected, original, _) = run(&app, false);
+                let (computed, _, counted) = run(&output, true);
+                let want: Vec<u8> =
+                    (0..64u32).flat_map(|l| if alpha == 0 { 0 } else { l + step }.to_le_bytes()).collect();
+                assert_eq!(expected, want, "{target} {name} alpha {alpha}: the original");
+                assert_eq!(computed, expected, "{target} {name} alpha {alpha}: the instrumented kernel's results");
+                assert_eq!(
+                    counted,
+                    Some(expected_count(&app, &original)),
+                    "{target} {name} alpha {alpha}: the counter"
+                );
+            }
+        }
+    }
+}

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use thiserror::Error;
 
-use crate::stages::load::bundle::{fatbin_bundles, parse_bundle, BUNDLE_MAGIC};
+use crate::stages::load::bundle::{fatbin_bundles, parse_bundle, Bundle, BUNDLE_MAGIC};
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum ContainerError {
@@ -172,14 +172,28 @@ impl<'a> Pieces<'a> {
 
 /// A bundle with some entries replaced: `replacements` by entry index.
 /// Entries keep their order and triples; each starts on the alignment the
-/// original entries shared (4,096 bytes for hipcc's), at most 4,096.
+/// original entries shared (4,096 bytes for hipcc's), at most 4,096. A
+/// compressed bundle is compressed again, as it was.
 pub fn rewrite_bundle<'a>(
     bundle: &'a [u8],
     replacements: &HashMap<usize, &'a Stored>,
 ) -> Result<Pieces<'a>, ContainerError> {
     let parsed = parse_bundle(bundle).map_err(|e| ContainerError::Bundle(e.to_string()))?;
-    let base = bundle.as_ptr() as usize;
-    let offsets: Vec<usize> = parsed.entries.iter().map(|e| e.bytes.as_ptr() as usize - base).collect();
+    let rewritten = rewrite_entries(&parsed, replacements);
+    match parsed.compression {
+        None => Ok(rewritten),
+        Some(compression) => {
+            let plain = rewritten.to_vec().map_err(|e| ContainerError::Bundle(format!("reading back: {e}")))?;
+            let mut out = Pieces::default();
+            out.push(Piece::Bytes(crate::stages::load::compressed_bundle::compress(&plain, compression)));
+            Ok(out)
+        }
+    }
+}
+
+/// The plain bundle of `parsed`'s entries with `replacements`.
+fn rewrite_entries<'a>(parsed: &Bundle<'a>, replacements: &HashMap<usize, &'a Stored>) -> Pieces<'a> {
+    let offsets: Vec<usize> = parsed.entries.iter().map(|e| e.offset).collect();
     let alignment = offsets
         .iter()
         .zip(&parsed.entries)
@@ -194,9 +208,10 @@ pub fn rewrite_bundle<'a>(
         .entries
         .iter()
         .enumerate()
-        .map(|(index, entry)| match replacements.get(&index) {
-            Some(stored) => Piece::Stored(stored),
-            None => Piece::Borrowed(entry.bytes),
+        .map(|(index, entry)| match (replacements.get(&index), &entry.bytes) {
+            (Some(stored), _) => Piece::Stored(stored),
+            (None, std::borrow::Cow::Borrowed(bytes)) => Piece::Borrowed(bytes),
+            (None, std::borrow::Cow::Owned(bytes)) => Piece::Bytes(bytes.clone()),
         })
         .collect();
     let length = |piece: &Piece<'_>| match piece {
@@ -225,7 +240,7 @@ pub fn rewrite_bundle<'a>(
         out.pad_to(*offset);
         out.push(content);
     }
-    Ok(out)
+    out
 }
 
 fn u16_at(data: &[u8], at: usize) -> Result<u16, ContainerError> {

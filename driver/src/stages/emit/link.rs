@@ -109,17 +109,25 @@ pub fn link(relocatable: &[u8], isa: &str, linker: Linker, directory: &Path) -> 
 
 /// Every name the assembly defines (functions, symbols of loaded sections)
 /// is defined at one address: llvm-mc refuses a second definition (and
-/// LLVM 15's went on forever after saying so).
+/// LLVM 15's went on forever after saying so). Local labels inside code
+/// are not among them: the emitter names code by function and block, and
+/// drops them (Tensile assembles each kernel with the same labels,
+/// `label_AlphaNonZero`, and links them into one code object).
 fn defined_once(lifted: &LiftedCodeObject<'_>) -> Result<(), EmitError> {
-    use crate::stages::load::SymbolKind;
+    use crate::stages::load::{Binding, SymbolKind};
     let code_object = lifted.code_object;
     let mut defined: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
-    let loaded = |index: Option<usize>| index.and_then(|i| code_object.sections.get(i)).is_some_and(|s| s.loadable);
+    let section = |index: Option<usize>| index.and_then(|i| code_object.sections.get(i)).filter(|s| s.loadable);
+    let code_label = |s: &crate::stages::load::Symbol| {
+        s.binding == Binding::Local
+            && section(s.section).is_some_and(|section| section.executable())
+            && !(s.kind == SymbolKind::Function && s.size > 0)
+    };
     let names = lifted.functions.iter().map(|f| (f.name.as_str(), f.address)).chain(
         code_object
             .symbols
             .iter()
-            .filter(|s| !s.name.is_empty() && loaded(s.section))
+            .filter(|s| !s.name.is_empty() && section(s.section).is_some() && !code_label(s))
             .filter(|s| !matches!(s.kind, SymbolKind::Section | SymbolKind::File))
             .map(|s| (s.name.as_str(), s.value)),
     );

@@ -5,23 +5,30 @@
 //! the bundle start), u64 size, u64 triple length and the triple
 //! (`hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-`). All little-endian.
 
+use std::borrow::Cow;
+
+use super::compressed_bundle::{self, Compression};
 use crate::error::LoadProblem;
 
 pub const BUNDLE_MAGIC: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
 /// Compressed bundles (clang 17+ `--offload-compress`).
-pub const COMPRESSED_BUNDLE_MAGIC: &[u8] = b"CCOB";
+pub const COMPRESSED_BUNDLE_MAGIC: &[u8] = compressed_bundle::MAGIC;
 
-/// One entry of a bundle.
+/// One entry of a bundle: its bytes (borrowed from the input, or owned
+/// when the bundle was compressed) and where they start in the bundle.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BundleEntry<'a> {
     pub triple: String,
-    pub bytes: &'a [u8],
+    pub bytes: Cow<'a, [u8]>,
+    pub offset: usize,
 }
 
-/// A parsed bundle and its total size in bytes.
+/// A parsed bundle, its size in bytes in the input, and how it was
+/// compressed (None for a plain bundle).
 pub struct Bundle<'a> {
     pub entries: Vec<BundleEntry<'a>>,
     pub size: usize,
+    pub compression: Option<Compression>,
 }
 
 fn read_u64(data: &[u8], at: usize) -> Result<u64, LoadProblem> {
@@ -30,11 +37,24 @@ fn read_u64(data: &[u8], at: usize) -> Result<u64, LoadProblem> {
         .ok_or_else(|| LoadProblem::MalformedBundle(format!("header ends at byte {at}")))
 }
 
-/// Parses the bundle at the start of `data`.
+/// Parses the bundle at the start of `data`, decompressing it first if it
+/// is compressed.
 pub fn parse_bundle(data: &[u8]) -> Result<Bundle<'_>, LoadProblem> {
     if data.starts_with(COMPRESSED_BUNDLE_MAGIC) {
-        return Err(LoadProblem::CompressedBundle);
+        let decompressed = compressed_bundle::decompress(data)?;
+        let inner = parse_plain_bundle(&decompressed.bundle)?;
+        let entries = inner
+            .entries
+            .into_iter()
+            .map(|e| BundleEntry { triple: e.triple, bytes: Cow::Owned(e.bytes.into_owned()), offset: e.offset })
+            .collect();
+        return Ok(Bundle { entries, size: decompressed.size, compression: Some(decompressed.compression) });
     }
+    parse_plain_bundle(data)
+}
+
+/// Parses the uncompressed bundle at the start of `data`.
+fn parse_plain_bundle(data: &[u8]) -> Result<Bundle<'_>, LoadProblem> {
     if !data.starts_with(BUNDLE_MAGIC) {
         return Err(LoadProblem::MalformedBundle("missing __CLANG_OFFLOAD_BUNDLE__ magic".into()));
     }
@@ -61,9 +81,9 @@ pub fn parse_bundle(data: &[u8]) -> Result<Bundle<'_>, LoadProblem> {
             .filter(|end| *end <= data.len())
             .ok_or_else(|| LoadProblem::MalformedBundle(format!("entry {index} ({triple}) runs past the end")))?;
         size = size.max(end).max(at);
-        entries.push(BundleEntry { triple, bytes: &data[offset..end] });
+        entries.push(BundleEntry { triple, bytes: Cow::Borrowed(&data[offset..end]), offset });
     }
-    Ok(Bundle { entries, size })
+    Ok(Bundle { entries, size, compression: None })
 }
 
 /// Splits a `.hip_fatbin` section into its bundles: each starts with the
@@ -124,7 +144,7 @@ mod tests {
         let parsed = parse_bundle(&data).unwrap();
         assert_eq!(parsed.entries.len(), 2);
         assert_eq!(parsed.entries[1].triple, "hipv4-amdgcn-amd-amdhsa--gfx90a");
-        assert_eq!(parsed.entries[1].bytes, b"ELFDATA");
+        assert_eq!(&*parsed.entries[1].bytes, b"ELFDATA");
         assert_eq!(parsed.size, data.len());
     }
 
@@ -135,7 +155,7 @@ mod tests {
         section.extend(bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx90a", b"two")]));
         let bundles = split_fatbin(&section).unwrap();
         assert_eq!(bundles.len(), 2);
-        assert_eq!(bundles[1].entries[0].bytes, b"two");
+        assert_eq!(&*bundles[1].entries[0].bytes, b"two");
     }
 
     #[test]
@@ -146,6 +166,6 @@ mod tests {
             assert!(result.is_err(), "cut at {cut} parsed");
         }
         assert_eq!(split_fatbin(b"nothing here").err(), Some(LoadProblem::EmptyFatbin));
-        assert_eq!(parse_bundle(b"CCOB....").err(), Some(LoadProblem::CompressedBundle));
+        assert!(matches!(parse_bundle(b"CCOB....").err(), Some(LoadProblem::CompressedBundle(_))));
     }
 }

@@ -6,6 +6,7 @@
 pub mod allocation;
 pub mod bundle;
 pub mod code_object;
+pub mod compressed_bundle;
 pub mod descriptor;
 pub mod hidden_arguments;
 pub mod instrumented;
