@@ -160,11 +160,17 @@ extern "C" fn print_stats() {
 extern "C" fn print_warnings() {
     let stats = gpuinstr_device::command_processor::stats();
     if let Some(kernel) = &stats.lds_out_of_range_kernel {
+        // Reads past the end give 0, which Tensile's kernels use to zero
+        // accumulation registers (`ds_read_b32 a0, v` with v = 0xf00000);
+        // dropped writes are what a bug looks like.
+        let writes = stats.lds_writes_out_of_range;
         eprintln!(
             "gpuinstr-device: warning: {} LDS accesses (per lane and dword) in {} dispatches went past their \
-             workgroup's LDS allocation; as the hardware does, writes were dropped and reads gave 0 (first \
-             kernel: {kernel})",
-            stats.lds_out_of_range, stats.lds_out_of_range_dispatches
+             workgroup's LDS allocation, {} reads (which gave 0, as the hardware's do) and {writes} writes or \
+             atomics (dropped, as the hardware drops them) (first kernel: {kernel})",
+            stats.lds_out_of_range,
+            stats.lds_out_of_range_dispatches,
+            stats.lds_out_of_range - writes
         );
     }
 }

@@ -59,6 +59,7 @@ pub struct Stats {
     /// LDS accesses past a workgroup's allocation, done as the hardware
     /// does them (writes dropped, reads 0), and the dispatches with any.
     pub lds_out_of_range: u64,
+    pub lds_writes_out_of_range: u64,
     pub lds_out_of_range_dispatches: u64,
     /// The first kernel that made one.
     pub lds_out_of_range_kernel: Option<String>,
@@ -69,6 +70,7 @@ static STATS: std::sync::Mutex<Stats> = std::sync::Mutex::new(Stats {
     instructions: 0,
     busy: Duration::ZERO,
     lds_out_of_range: 0,
+    lds_writes_out_of_range: 0,
     lds_out_of_range_dispatches: 0,
     lds_out_of_range_kernel: None,
 });
@@ -448,6 +450,7 @@ impl CommandProcessor {
         stats.busy += started.elapsed();
         if report.counts.lds_out_of_range > 0 {
             stats.lds_out_of_range += report.counts.lds_out_of_range;
+            stats.lds_writes_out_of_range += report.counts.lds_writes_out_of_range;
             stats.lds_out_of_range_dispatches += 1;
             stats.lds_out_of_range_kernel.get_or_insert_with(|| kernel.metadata.name.clone());
         }

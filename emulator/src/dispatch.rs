@@ -78,8 +78,10 @@ pub struct Counts {
     /// summed over those executions).
     pub per_address: HashMap<u64, (u64, u64)>,
     /// LDS accesses (per lane and dword) past the workgroup's allocation,
-    /// dropped or read as 0 (`LdsOutOfRange::LikeHardware`).
+    /// dropped or read as 0 (`LdsOutOfRange::LikeHardware`), and how many
+    /// of them were writes.
     pub lds_out_of_range: u64,
+    pub lds_writes_out_of_range: u64,
 }
 
 impl Counts {
@@ -504,6 +506,8 @@ pub fn run(
                 }
                 runner.report.counts.per_wave.extend(waves.iter().map(|w| w.instructions));
                 runner.report.counts.lds_out_of_range += waves.iter().map(|w| w.lds_out_of_range).sum::<u64>();
+                runner.report.counts.lds_writes_out_of_range +=
+                    waves.iter().map(|w| w.lds_writes_out_of_range).sum::<u64>();
             }
         }
     }

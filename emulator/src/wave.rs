@@ -50,8 +50,10 @@ pub struct Wave {
     pub scratch_base: u64,
     pub instructions: u64,
     /// LDS accesses (per lane and dword) past the workgroup's allocation
-    /// that were dropped or read as 0 (`LdsOutOfRange::LikeHardware`).
+    /// that were dropped or read as 0 (`LdsOutOfRange::LikeHardware`), and
+    /// how many of them were writes (or atomics).
     pub lds_out_of_range: u64,
+    pub lds_writes_out_of_range: u64,
 }
 
 impl Wave {
@@ -69,6 +71,7 @@ impl Wave {
             scratch_base: 0,
             instructions: 0,
             lds_out_of_range: 0,
+            lds_writes_out_of_range: 0,
         }
     }
 

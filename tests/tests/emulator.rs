@@ -389,6 +389,7 @@ fn lds_accesses_past_the_allocation_stop_or_do_what_the_hardware_does() {
         d.options.lds_out_of_range = gpuinstr_emulator::LdsOutOfRange::LikeHardware;
         let report = d.launch(kernel, Launch::linear(1, 128), &args).unwrap();
         assert_eq!(report.counts.lds_out_of_range, 128, "{target}");
+        assert_eq!(report.counts.lds_writes_out_of_range, 64, "{target}: the writes among them");
         let seen = read_i32(&d, out, 128);
         for t in 0..128 {
             let expected = if t < 64 { t + 1 - 100 } else { -1 };

@@ -10,7 +10,7 @@ use crate::wave::{active_lanes, LANES};
 
 /// Whether `size` bytes at `offset` lie in the workgroup's LDS; when not,
 /// either a fault or (like the hardware) false after counting it.
-fn lds_in_range(c: &mut Context<'_>, offset: u64, size: u64) -> Result<bool, Fault> {
+fn lds_in_range(c: &mut Context<'_>, offset: u64, size: u64, write: bool) -> Result<bool, Fault> {
     if offset + size <= c.lds.len() as u64 {
         return Ok(true);
     }
@@ -18,13 +18,14 @@ fn lds_in_range(c: &mut Context<'_>, offset: u64, size: u64) -> Result<bool, Fau
         LdsOutOfRange::Stop => Err(Fault::Lds { offset, size, limit: c.lds.len() as u64 }),
         LdsOutOfRange::LikeHardware => {
             c.wave.lds_out_of_range += 1;
+            c.wave.lds_writes_out_of_range += u64::from(write);
             Ok(false)
         }
     }
 }
 
 pub(super) fn lds_read(c: &mut Context<'_>, offset: u64, out: &mut [u8]) -> Result<(), Fault> {
-    if !lds_in_range(c, offset, out.len() as u64)? {
+    if !lds_in_range(c, offset, out.len() as u64, false)? {
         out.fill(0);
         return Ok(());
     }
@@ -33,7 +34,7 @@ pub(super) fn lds_read(c: &mut Context<'_>, offset: u64, out: &mut [u8]) -> Resu
 }
 
 pub(super) fn lds_write(c: &mut Context<'_>, offset: u64, data: &[u8]) -> Result<(), Fault> {
-    if lds_in_range(c, offset, data.len() as u64)? {
+    if lds_in_range(c, offset, data.len() as u64, true)? {
         c.lds[offset as usize..offset as usize + data.len()].copy_from_slice(data);
     }
     Ok(())
