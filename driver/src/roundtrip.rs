@@ -65,7 +65,7 @@ pub struct RoundTripReport {
     pub target: String,
     pub lift: LiftStatistics,
     pub functions: Vec<FunctionVerdict>,
-    /// The whole metadata note, byte for byte.
+    /// The metadata notes, byte for byte, as many as there were.
     pub metadata_note: Verdict,
     /// Loadable sections at the same addresses with the same sizes.
     pub layout: Verdict,
@@ -281,7 +281,15 @@ pub fn check(lifted: &LiftedCodeObject<'_>, rebuilt: &CodeObject, notes: &EmitNo
         sections,
         lift: lifted.statistics(),
         functions,
-        metadata_note: Verdict::compare_bytes(&original.metadata_note, Some(&rebuilt.metadata_note)),
+        metadata_note: if original.metadata_notes.len() == rebuilt.metadata_notes.len() {
+            Verdict::compare_bytes(&original.metadata_notes.concat(), Some(&rebuilt.metadata_notes.concat()))
+        } else {
+            Verdict::Different(format!(
+                "{} metadata notes, {} in the original",
+                rebuilt.metadata_notes.len(),
+                original.metadata_notes.len()
+            ))
+        },
         layout,
         raw_instructions: notes.raw_instructions.len(),
         raw_descriptors: notes

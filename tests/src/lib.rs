@@ -509,70 +509,67 @@ pub fn kernels_from_separate_assembly(
 }
 
 /// The assembly of `kernels`: one text, or (`separate`) one per kernel,
-/// the first holding every descriptor and the metadata.
+/// each with its own descriptor and metadata note, as Tensile's are.
 fn kernel_assembly(processor: &str, kernels: &[AssemblyKernel], separate: bool) -> Vec<String> {
     use std::fmt::Write as _;
-    let header = format!("\t.amdgcn_target \"amdgcn-amd-amdhsa--{processor}\"\n\t.text\n");
-    let mut others = Vec::new();
     let accum = if processor == "gfx90a" || processor.starts_with("gfx94") || processor == "gfx950" {
         "\t.amdhsa_accum_offset 64\n"
     } else {
         ""
     };
-    let mut text = header.clone();
-    let mut descriptors = String::new();
-    let mut metadata = String::from("amdhsa.kernels:\n");
-    for (k, kernel) in kernels.iter().enumerate() {
-        let name = &kernel.name;
-        let mut offset = 0u64;
-        let mut arguments = String::new();
-        for (argument, size) in &kernel.arguments {
-            offset = offset.next_multiple_of(8.min(*size));
-            let kind = if *size == 8 { "global_buffer\n        .address_space: global" } else { "by_value" };
-            write!(
-                arguments,
-                "      - .name: {argument}\n        .offset: {offset}\n        .size: {size}\n        .value_kind: {kind}\n"
-            )
-            .unwrap();
-            offset += size;
-        }
-        let kernarg_size = offset.next_multiple_of(8);
-        let code = format!(
-            "\t.globl {name}\n\t.p2align 8\n\t.type {name},@function\n{name}:\n{}\n\ts_endpgm\n\t.size {name}, .-{name}\n",
-            kernel.body
-        );
-        if separate && k > 0 {
-            others.push(format!("{header}{code}"));
-        } else {
-            text.push_str(&code);
-        }
-        write!(
-            descriptors,
-            "\t.p2align 6\n\t.amdhsa_kernel {name}\n\t.amdhsa_user_sgpr_kernarg_segment_ptr 1\n\
-             \t.amdhsa_next_free_vgpr 64\n\t.amdhsa_next_free_sgpr 48\n\t.amdhsa_kernarg_size {kernarg_size}\n\
-             \t.amdhsa_group_segment_fixed_size {}\n\t.amdhsa_private_segment_fixed_size {}\n{accum}\t.end_amdhsa_kernel\n",
-            kernel.group_segment, kernel.private_segment
+    // Per kernel: its code, its descriptor and its metadata entry.
+    let parts: Vec<(String, String, String)> = kernels
+        .iter()
+        .map(|kernel| {
+            let name = &kernel.name;
+            let mut offset = 0u64;
+            let mut arguments = String::new();
+            for (argument, size) in &kernel.arguments {
+                offset = offset.next_multiple_of(8.min(*size));
+                let kind = if *size == 8 { "global_buffer\n        .address_space: global" } else { "by_value" };
+                write!(
+                    arguments,
+                    "      - .name: {argument}\n        .offset: {offset}\n        .size: {size}\n        .value_kind: {kind}\n"
+                )
+                .unwrap();
+                offset += size;
+            }
+            let kernarg_size = offset.next_multiple_of(8);
+            let code = format!(
+                "\t.globl {name}\n\t.p2align 8\n\t.type {name},@function\n{name}:\n{}\n\ts_endpgm\n\t.size {name}, .-{name}\n",
+                kernel.body
+            );
+            let descriptor = format!(
+                "\t.p2align 6\n\t.amdhsa_kernel {name}\n\t.amdhsa_user_sgpr_kernarg_segment_ptr 1\n\
+                 \t.amdhsa_next_free_vgpr 64\n\t.amdhsa_next_free_sgpr 48\n\t.amdhsa_kernarg_size {kernarg_size}\n\
+                 \t.amdhsa_group_segment_fixed_size {}\n\t.amdhsa_private_segment_fixed_size {}\n{accum}\t.end_amdhsa_kernel\n",
+                kernel.group_segment, kernel.private_segment
+            );
+            let metadata = format!(
+                "  - .name: {name}\n    .symbol: {name}.kd\n    .kernarg_segment_size: {kernarg_size}\n\
+                 \x20   .kernarg_segment_align: 8\n    .group_segment_fixed_size: {}\n\
+                 \x20   .private_segment_fixed_size: {}\n    .wavefront_size: 64\n    .sgpr_count: 48\n    .vgpr_count: 64\n\
+                 \x20   .max_flat_workgroup_size: 256\n    .args:\n{arguments}",
+                kernel.group_segment, kernel.private_segment
+            );
+            (code, descriptor, metadata)
+        })
+        .collect();
+    let file = |parts: &[(String, String, String)]| -> String {
+        let code: String = parts.iter().map(|p| p.0.as_str()).collect();
+        let descriptors: String = parts.iter().map(|p| p.1.as_str()).collect();
+        let metadata: String = parts.iter().map(|p| p.2.as_str()).collect();
+        format!(
+            "\t.amdgcn_target \"amdgcn-amd-amdhsa--{processor}\"\n\t.text\n{code}\
+             \t.section .rodata,\"a\",@progbits\n{descriptors}\t.amdgpu_metadata\n---\namdhsa.kernels:\n{metadata}\
+             amdhsa.target: amdgcn-amd-amdhsa--{processor}\namdhsa.version:\n  - 1\n  - 1\n...\n\t.end_amdgpu_metadata\n"
         )
-        .unwrap();
-        write!(
-            metadata,
-            "  - .name: {name}\n    .symbol: {name}.kd\n    .kernarg_segment_size: {kernarg_size}\n\
-             \x20   .kernarg_segment_align: 8\n    .group_segment_fixed_size: {}\n\
-             \x20   .private_segment_fixed_size: {}\n    .wavefront_size: 64\n    .sgpr_count: 48\n    .vgpr_count: 64\n\
-             \x20   .max_flat_workgroup_size: 256\n    .args:\n{arguments}",
-            kernel.group_segment, kernel.private_segment
-        )
-        .unwrap();
+    };
+    if separate {
+        parts.chunks(1).map(file).collect()
+    } else {
+        vec![file(&parts)]
     }
-    write!(
-        text,
-        "\t.section .rodata,\"a\",@progbits\n{descriptors}\t.amdgpu_metadata\n---\n{metadata}\
-         amdhsa.target: amdgcn-amd-amdhsa--{processor}\namdhsa.version:\n  - 1\n  - 1\n...\n\t.end_amdgpu_metadata\n"
-    )
-    .unwrap();
-    let mut texts = vec![text];
-    texts.extend(others);
-    texts
 }
 
 /// `text` assembled for `processor` by llvm-mc and linked by ld.lld.

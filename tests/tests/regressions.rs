@@ -490,10 +490,12 @@ fn intrinsic_bindings_survive_every_optimisation_level_and_build_path() {
 }
 
 /// Issue 59: Tensile assembles each kernel in a file of its own, with the
-/// same local labels (`label_AlphaNonZero`, `label_skip_c_buffer_deref_...`),
-/// and links them into one code object. Such a code object round-trips
-/// exactly, and the counter instruments it and counts what the emulator
-/// runs (it was refused: "defines `label_AlphaNonZero` twice").
+/// same local labels (`label_AlphaNonZero`, `label_skip_c_buffer_deref_...`)
+/// and a metadata note of its own, and links them into one code object.
+/// Such a code object round-trips exactly (its notes too), and the counter
+/// instruments it and counts what the emulator runs (it was refused:
+/// "defines `label_AlphaNonZero` twice"; and only the last note's kernel
+/// was seen).
 #[test]
 fn kernels_sharing_local_label_names_round_trip_and_instrument() {
     let dir = scratch();
@@ -515,6 +517,8 @@ fn kernels_sharing_local_label_names_round_trip_and_instrument() {
         let app = kernels_from_separate_assembly(target, &[kernel("first", 3), kernel("second", 5)]);
         let labels = app.symbols.iter().filter(|s| s.name == "label_AlphaNonZero").count();
         assert_eq!(labels, 2, "{target}: the test's code object defines the label in each kernel");
+        assert_eq!(app.metadata_notes.len(), 2, "{target}: a metadata note per object linked");
+        assert_eq!(app.kernels.len(), 2, "{target}: both notes' kernels");
         let (_, report) = roundtrip(&app, Linker::Comgr).unwrap_or_else(|e| panic!("{target}: {e}"));
         assert!(report.identical(), "{target}:\n{}", report.render_text());
         let (bytes, instrumented) =

@@ -853,7 +853,10 @@ impl LiftedCodeObject<'_> {
             Some(patched) => patched,
             None => &code_object.metadata.document,
         };
-        out.push_str(&metadata_yaml::amdgpu_metadata_block(metadata));
+        // One block per note the input had (each assembles into a note).
+        for note in code_object.metadata.split_into_notes(metadata) {
+            out.push_str(&metadata_yaml::amdgpu_metadata_block(&note));
+        }
         let (code, listing) = laid_out.map_or((Vec::new(), None), |c| (c.blob, c.listing));
         Assembly { text: out, code, listing, notes, deferred: deferred.unwrap_or_default(), timings: Vec::new() }
     }

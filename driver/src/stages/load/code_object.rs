@@ -135,8 +135,9 @@ pub struct CodeObject {
     pub symbols: Vec<Symbol>,
     pub relocations: Vec<Relocation>,
     pub metadata: Metadata,
-    /// The metadata note's bytes as stored (MessagePack).
-    pub metadata_note: Vec<u8>,
+    /// The metadata notes' bytes as stored (MessagePack), in order: one,
+    /// or one per object the code object was linked from (Tensile's).
+    pub metadata_notes: Vec<Vec<u8>>,
     pub kernels: Vec<Kernel>,
 }
 
@@ -180,7 +181,7 @@ impl CodeObject {
         check_segment_geometry(header, endian, &bytes)?;
         let section_table = header.sections(endian, &*bytes).map_err(malformed)?;
         let mut sections = Vec::new();
-        let mut note = None;
+        let mut metadata_notes = Vec::new();
         for (index, section) in section_table.iter().enumerate() {
             let name = section_table.section_name(endian, section).map_err(malformed)?;
             sections.push(Section {
@@ -197,14 +198,13 @@ impl CodeObject {
             if let Some(mut notes) = section.notes(endian, &*bytes).map_err(malformed)? {
                 while let Some(entry) = notes.next().map_err(malformed)? {
                     if entry.name() == b"AMDGPU" && entry.n_type(endian) == NT_AMDGPU_METADATA {
-                        note = Some(entry.desc().to_vec());
+                        metadata_notes.push(entry.desc().to_vec());
                     }
                 }
             }
         }
         check_section_geometry(&sections, bytes.len())?;
-        let metadata_note = note.ok_or(LoadProblem::MissingMetadata)?;
-        let metadata = Metadata::parse(&metadata_note)?;
+        let metadata = Metadata::parse_notes(&metadata_notes)?;
         let symbols = read_symbols(header, endian, &bytes, &section_table)?;
         check_symbol_geometry(&symbols, &sections)?;
         let relocations = read_relocations(endian, &bytes, &section_table, &sections)?;
@@ -258,7 +258,7 @@ impl CodeObject {
             symbols,
             relocations,
             metadata,
-            metadata_note,
+            metadata_notes,
             kernels,
         })
     }

@@ -45,7 +45,13 @@ pub struct KernelMetadata {
 /// The whole metadata note.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Metadata {
+    /// The document: with several notes, the first note's with every
+    /// note's kernels in `amdhsa.kernels`, in order.
     pub document: rmpv::Value,
+    /// Each note's document and how many kernels it holds: a code object
+    /// linked from several objects (Tensile's, one object per kernel) has a
+    /// note per object, which CoMGR reads as one list of kernels.
+    pub notes: Vec<(rmpv::Value, usize)>,
     /// `amdhsa.version`.
     pub version: Option<(u64, u64)>,
     /// `amdhsa.target`, e.g. `amdgcn-amd-amdhsa--gfx90a:xnack-`.
@@ -117,7 +123,71 @@ impl Metadata {
                 });
             }
         }
-        Ok(Metadata { document, version, target, kernels })
+        let notes = vec![(document.clone(), kernels.len())];
+        Ok(Metadata { document, notes, version, target, kernels })
+    }
+
+    /// The metadata of every note of a code object, merged: kernels in
+    /// order; the notes must agree on the version and the target.
+    pub fn parse_notes(notes: &[Vec<u8>]) -> Result<Self, LoadProblem> {
+        let mut parsed = notes.iter().map(|note| Metadata::parse(note));
+        let mut merged = parsed.next().ok_or(LoadProblem::MissingMetadata)??;
+        for (index, note) in parsed.enumerate() {
+            let note = note?;
+            if (note.version, &note.target) != (merged.version, &merged.target) {
+                return Err(LoadProblem::MalformedMetadata(format!(
+                    "metadata note {} says version {:?} and target {:?}, the first {:?} and {:?}",
+                    index + 2,
+                    note.version,
+                    note.target,
+                    merged.version,
+                    merged.target
+                )));
+            }
+            merged.notes.push((note.document, note.kernels.len()));
+            merged.kernels.extend(note.kernels);
+        }
+        if merged.notes.len() > 1 {
+            let all: Vec<rmpv::Value> = merged.notes.iter().flat_map(|(document, _)| kernel_list(document)).collect();
+            set_kernel_list(&mut merged.document, all);
+        }
+        Ok(merged)
+    }
+
+    /// `document` (this metadata's, patched) as the notes it came from:
+    /// each note's own fields and its share of the kernels, in order; any
+    /// kernels past the originals (instrumented copies) go in the last.
+    pub fn split_into_notes(&self, document: &rmpv::Value) -> Vec<rmpv::Value> {
+        if self.notes.len() <= 1 {
+            return vec![document.clone()];
+        }
+        let mut kernels = kernel_list(document).into_iter();
+        let last = self.notes.len() - 1;
+        self.notes
+            .iter()
+            .enumerate()
+            .map(|(index, (note, count))| {
+                let mut note = note.clone();
+                let share: Vec<rmpv::Value> =
+                    if index == last { kernels.by_ref().collect() } else { kernels.by_ref().take(*count).collect() };
+                set_kernel_list(&mut note, share);
+                note
+            })
+            .collect()
+    }
+}
+
+/// A document's `amdhsa.kernels` list.
+fn kernel_list(document: &rmpv::Value) -> Vec<rmpv::Value> {
+    field(document, "amdhsa.kernels").and_then(|v| v.as_array()).cloned().unwrap_or_default()
+}
+
+fn set_kernel_list(document: &mut rmpv::Value, kernels: Vec<rmpv::Value>) {
+    if let rmpv::Value::Map(entries) = document {
+        match entries.iter_mut().find(|(k, _)| k.as_str() == Some("amdhsa.kernels")) {
+            Some((_, value)) => *value = rmpv::Value::Array(kernels),
+            None => entries.push(("amdhsa.kernels".into(), rmpv::Value::Array(kernels))),
+        }
     }
 }
 
