@@ -231,6 +231,19 @@ int gpuinstr_mc_decode(gpuinstr_mc *MC, const uint8_t *Bytes, size_t Length, uin
   // re-buffer themselves, and threads decoding at once would share it.
   raw_null_ostream Comments;
   auto Status = MC->Disassembler->getInstruction(Inst, Size, ArrayRef<uint8_t>(Bytes, Length), Address, Comments);
+  // SoftFail: decoded, but with bits LLVM calls potentially undefined
+  // (LLVM 21 says so of GFX9's v_cmpx_*_e64 with an SGPR destination, which
+  // LLVM 15 decodes cleanly and Tensile's kernels use). Taken only when
+  // the instruction encodes back to exactly its bytes.
+  if (Status == MCDisassembler::SoftFail) {
+    SmallString<32> Encoded;
+    SmallVector<MCFixup, 4> Fixups;
+    compat::encode(*MC->Emitter, Inst, Encoded, Fixups, *MC->STI);
+    bool Same = Fixups.empty() && Encoded.size() == Size && Size <= Length &&
+                std::memcmp(Encoded.data(), Bytes, Size) == 0;
+    if (Same)
+      Status = MCDisassembler::Success;
+  }
   if (Status != MCDisassembler::Success) {
     Out->opcode = 0;
     Out->size = static_cast<uint32_t>(Size);

@@ -637,7 +637,7 @@ pub fn interpret(isa: &Isa, units: &RegisterUnits, code: &[Instruction], entry: 
         let mut successors = Vec::new();
         match instruction.flow {
             Flow::Next | Flow::Call => successors.push(instruction.end()),
-            Flow::Branch { target } => successors.push(target),
+            Flow::Branch { target } | Flow::Jump { target } => successors.push(target),
             Flow::ConditionalBranch { target } => {
                 successors.push(instruction.end());
                 successors.push(target);

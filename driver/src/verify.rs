@@ -382,7 +382,8 @@ pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<Verify
                     }
                 }
                 (Flow::Branch { target: t }, Flow::Branch { target: u }, None)
-                | (Flow::ConditionalBranch { target: t }, Flow::ConditionalBranch { target: u }, None) => {
+                | (Flow::ConditionalBranch { target: t }, Flow::ConditionalBranch { target: u }, None)
+                | (Flow::Jump { target: t }, Flow::Jump { target: u }, None) => {
                     report.branches += 1;
                     (!map.lands_on(t, u))
                         .then(|| format!("`{}` lands at {u:#x}, not on the original's target {t:#x}", text(&after, i)))
@@ -796,7 +797,7 @@ fn memory_waits(
     let successors = |k: usize| -> Vec<Option<usize>> {
         let next = (k + 1 < region.len()).then_some(k + 1);
         match region[k].flow {
-            Flow::Branch { target } => vec![index_of.get(&target).copied()],
+            Flow::Branch { target } | Flow::Jump { target } => vec![index_of.get(&target).copied()],
             Flow::ConditionalBranch { target } => vec![next, index_of.get(&target).copied()],
             Flow::EndProgram | Flow::IndirectBranch => Vec::new(),
             Flow::Next | Flow::Call => vec![next],
@@ -894,7 +895,7 @@ fn memory_waits(
 fn leaves_region(instruction: &Instruction, site: &Site) -> Option<(u64, String)> {
     let inside = |target: u64| target >= site.begin && target <= site.end;
     match instruction.flow {
-        Flow::Branch { target } | Flow::ConditionalBranch { target } if !inside(target) => {
+        Flow::Branch { target } | Flow::ConditionalBranch { target } | Flow::Jump { target } if !inside(target) => {
             Some((instruction.address, format!("inserted code branches out of its region, to {target:#x}")))
         }
         Flow::EndProgram => Some((instruction.address, "inserted code ends the program".into())),

@@ -480,6 +480,7 @@ pub fn environment_packages(packages: &[&str]) -> PathBuf {
 /// explicit arguments (name and size in bytes, each a global pointer when
 /// 8 bytes, else a value, laid out one after another at 8-byte alignment)
 /// and its LDS.
+#[derive(Clone)]
 pub struct AssemblyKernel {
     pub name: String,
     pub body: String,

@@ -495,7 +495,8 @@ fn intrinsic_bindings_survive_every_optimisation_level_and_build_path() {
 /// Such a code object round-trips exactly (its notes too), and the counter
 /// instruments it and counts what the emulator runs (it was refused:
 /// "defines `label_AlphaNonZero` twice"; and only the last note's kernel
-/// was seen).
+/// was seen). Its long branches (`s_setpc_b64` to a label a pc-relative
+/// `s_add_i32` gives) are jumps to known targets, so the code can move.
 #[test]
 fn kernels_sharing_local_label_names_round_trip_and_instrument() {
     let dir = scratch();
@@ -512,13 +513,39 @@ fn kernels_sharing_local_label_names_round_trip_and_instrument() {
         group_segment: 0,
         private_segment: 0,
     };
+    // Tensile's long branches: s_setpc_b64 to a pc-relative label, a loop
+    // back three times and a jump over a store of 99.
+    let jumps = AssemblyKernel {
+        name: "jumps".into(),
+        body: "\ts_load_dwordx2 s[4:5], s[0:1], 0x0\n\tv_lshlrev_b32_e32 v1, 2, v0\n\tv_mov_b32_e32 v2, 0\n\
+               \ts_mov_b32 s7, 3\n\ts_waitcnt lgkmcnt(0)\n\
+               label_LoopTop:\n\tv_add_u32_e32 v2, 1, v2\n\ts_sub_u32 s7, s7, 1\n\ts_cmp_eq_u32 s7, 0\n\
+               \ts_cbranch_scc1 label_LoopDone\n\
+               \ts_getpc_b64 s[20:21]\n\ts_add_i32 s22, label_LoopTop, 4\n\ts_add_u32 s20, s20, s22\n\
+               \ts_addc_u32 s21, s21, -1\n\ts_setpc_b64 s[20:21]\n\
+               label_LoopDone:\n\
+               \ts_getpc_b64 s[20:21]\n\ts_add_i32 s22, label_Store, 4\n\ts_add_u32 s20, s20, s22\n\
+               \ts_addc_u32 s21, s21, 0\n\ts_setpc_b64 s[20:21]\n\
+               \tv_mov_b32_e32 v2, 99\n\
+               label_Store:\n\tglobal_store_dword v1, v2, s[4:5]\n\ts_waitcnt vmcnt(0)"
+            .into(),
+        arguments: vec![("out", 8), ("alpha", 4)],
+        group_segment: 0,
+        private_segment: 0,
+    };
     let tool = counter_tool(dir.path());
     for target in ["gfx90a", "gfx908"] {
-        let app = kernels_from_separate_assembly(target, &[kernel("first", 3), kernel("second", 5)]);
+        let app = kernels_from_separate_assembly(target, &[kernel("first", 3), kernel("second", 5), jumps.clone()]);
+        let lifted = lift(&app).unwrap();
+        let function = lifted.functions.iter().find(|f| f.name == "jumps").unwrap();
+        let jumps_found =
+            function.instructions().filter(|i| matches!(i.flow, gpuinstr::stages::lift::Flow::Jump { .. })).count();
+        assert_eq!(jumps_found, 2, "{target}: both long branches are jumps to known targets");
+        assert!(function.relocatable(), "{target}: the function can move");
         let labels = app.symbols.iter().filter(|s| s.name == "label_AlphaNonZero").count();
         assert_eq!(labels, 2, "{target}: the test's code object defines the label in each kernel");
-        assert_eq!(app.metadata_notes.len(), 2, "{target}: a metadata note per object linked");
-        assert_eq!(app.kernels.len(), 2, "{target}: both notes' kernels");
+        assert_eq!(app.metadata_notes.len(), 3, "{target}: a metadata note per object linked");
+        assert_eq!(app.kernels.len(), 3, "{target}: every note's kernels");
         let (_, report) = roundtrip(&app, Linker::Comgr).unwrap_or_else(|e| panic!("{target}: {e}"));
         assert!(report.identical(), "{target}:\n{}", report.render_text());
         let (bytes, instrumented) =
@@ -528,7 +555,7 @@ fn kernels_sharing_local_label_names_round_trip_and_instrument() {
         let output = CodeObject::parse(bytes, Vec::new()).unwrap();
         let verified = gpuinstr::verify::verify(&app, &output).unwrap();
         assert!(verified.ok(), "{target}: {}", verified.render_text());
-        for (name, step) in [("first", 3u32), ("second", 5)] {
+        for (name, step) in [("first", 3u32), ("second", 5), ("jumps", 0)] {
             for alpha in [0u32, 1] {
                 let run = |code_object: &CodeObject, instrumented: bool| {
                     let mut device = Device::new(code_object.clone(), target.into()).unwrap();
@@ -541,8 +568,14 @@ fn kernels_sharing_local_label_names_round_trip_and_instrument() {
                 };
                 let (expected, original, _) = run(&app, false);
                 let (computed, _, counted) = run(&output, true);
-                let want: Vec<u8> =
-                    (0..64u32).flat_map(|l| if alpha == 0 { 0 } else { l + step }.to_le_bytes()).collect();
+                let want: Vec<u8> = (0..64u32)
+                    .map(|l| match (name, alpha) {
+                        ("jumps", _) => 3u32,
+                        (_, 0) => 0,
+                        _ => l + step,
+                    })
+                    .flat_map(u32::to_le_bytes)
+                    .collect();
                 assert_eq!(expected, want, "{target} {name} alpha {alpha}: the original");
                 assert_eq!(computed, expected, "{target} {name} alpha {alpha}: the instrumented kernel's results");
                 assert_eq!(

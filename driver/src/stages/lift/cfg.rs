@@ -12,6 +12,9 @@ pub enum BlockExit {
     FallThrough,
     Branch,
     ConditionalBranch,
+    /// `s_setpc_b64` to a target a pc-relative computation gives (Tensile's
+    /// long branches): one successor, like a branch.
+    Jump,
     EndProgram,
     /// `s_setpc_b64 s[30:31]` in a device function: a return (s[30:31]
     /// holds the return address in the AMDGPU calling convention).
@@ -51,7 +54,7 @@ pub fn build(instructions: Vec<Instruction>, start: u64, end: u64, problems: &mu
     let mut leaders = BTreeSet::from([start]);
     for instruction in &instructions {
         match instruction.flow {
-            Flow::Branch { target } | Flow::ConditionalBranch { target } => {
+            Flow::Branch { target } | Flow::ConditionalBranch { target } | Flow::Jump { target } => {
                 if (start..end).contains(&target) {
                     if boundaries.contains(&target) {
                         leaders.insert(target);
@@ -104,6 +107,10 @@ pub fn build(instructions: Vec<Instruction>, start: u64, end: u64, problems: &mu
         match last.flow {
             Flow::Branch { target } => {
                 exit = BlockExit::Branch;
+                successors.extend(to(target, &mut exit));
+            }
+            Flow::Jump { target } => {
+                exit = BlockExit::Jump;
                 successors.extend(to(target, &mut exit));
             }
             Flow::ConditionalBranch { target } => {

@@ -20,6 +20,10 @@ pub enum Flow {
     /// `s_setpc_b64`: to an address in registers (a return from a device
     /// function, or an indirect jump).
     IndirectBranch,
+    /// `s_setpc_b64` to the address a pc-relative computation just before
+    /// it gives (Tensile's long branches): always to `target`, which
+    /// travels in the computation's literal, not in this instruction.
+    Jump { target: u64 },
     /// `s_swappc_b64`: a call; comes back to the next instruction.
     Call,
 }

@@ -9,7 +9,15 @@
 //!
 //! Linked code objects keep only the resolved literals; this pass recovers
 //! the target address so the emitter can write the relocations again and
-//! the code can move.
+//! the code can move. Tensile's long branches are the other idiom:
+//!
+//! ```text
+//! s_getpc_b64 s[82:83]
+//! s_add_i32   s84, label, 4        ; the literal is label - (its own address)
+//! s_add_u32   s82, s82, s84
+//! s_addc_u32  s83, s83, 0          ; -1 for a backward branch
+//! s_setpc_b64 s[82:83]             ; to label
+//! ```
 
 use super::instruction::{Half, Instruction, PcRelative};
 use super::isa::Isa;
@@ -42,6 +50,69 @@ fn adds_literal(instruction: &Instruction, reg: u32) -> Option<usize> {
         (Operand::Immediate(_), Operand::Register(r)) if r == reg => Some(1),
         _ => None,
     }
+}
+
+/// Tensile's long branch after the `s_getpc_b64` at `getpc` (its pair's
+/// halves `lo`, `hi`): the `s_add_i32`'s index, its literal's operand, the
+/// target and the `s_setpc_b64`'s index. The `s_add_i32` follows the
+/// `s_getpc_b64`; instrumented code may stand between the rest, if it
+/// writes none of the registers the computation holds.
+fn long_branch(
+    isa: &Isa,
+    instructions: &[Instruction],
+    getpc: usize,
+    (lo, hi): (u32, u32),
+) -> Option<(usize, usize, u64, usize)> {
+    let named = |i: &Instruction, name: &str| i.decoded && isa.opcode_name(i.opcode) == name;
+    // s_add_i32 sT, literal, constant
+    let add = instructions.get(getpc + 1)?;
+    if !named(add, "S_ADD_I32") || add.size() != 8 {
+        return None;
+    }
+    let offset_reg = *add.defs.first()?;
+    let (operand, constant) = match (add.raw.operands.get(1)?, add.raw.operands.get(2)?) {
+        (Operand::Immediate(_), Operand::Immediate(c)) => (1, *c),
+        _ => return None,
+    };
+    // s_add_u32 lo, lo, sT; s_addc_u32 hi, hi, 0 or -1; s_setpc_b64 lo:hi.
+    let pair = *instructions[getpc].defs.first()?;
+    let mut high = None;
+    let mut added = false;
+    for (index, candidate) in instructions.iter().enumerate().skip(getpc + 2) {
+        let operands = &candidate.raw.operands;
+        if !added && named(candidate, "S_ADD_U32") && candidate.defs == [lo] {
+            let sources = (operands.get(1), operands.get(2));
+            if matches!(sources, (Some(Operand::Register(a)), Some(Operand::Register(b)))
+                if (*a, *b) == (lo, offset_reg) || (*a, *b) == (offset_reg, lo))
+            {
+                added = true;
+                continue;
+            }
+        }
+        if added && high.is_none() && named(candidate, "S_ADDC_U32") && candidate.defs == [hi] {
+            match (operands.get(1), operands.get(2)) {
+                (Some(Operand::Register(r)), Some(Operand::Immediate(c)))
+                | (Some(Operand::Immediate(c)), Some(Operand::Register(r)))
+                    if *r == hi =>
+                {
+                    high = Some(*c);
+                    continue;
+                }
+                _ => return None,
+            }
+        }
+        if let Some(high) = high.filter(|_| named(candidate, "S_SETPC_B64") && candidate.uses.first() == Some(&pair)) {
+            let low = (literal(add, operand) as i64).wrapping_add(constant) as u32;
+            let result = instructions[getpc].address + 4;
+            let target = result.wrapping_add((u64::from(high as u32) << 32) | u64::from(low));
+            return Some((getpc + 1, operand, target, index));
+        }
+        let writes = |r: u32| r == pair || r == lo || r == hi || r == offset_reg;
+        if candidate.all_defs().any(writes) || !matches!(candidate.flow, super::instruction::Flow::Next) {
+            return None;
+        }
+    }
+    None
 }
 
 fn literal(instruction: &Instruction, operand: usize) -> u32 {
@@ -83,6 +154,23 @@ pub fn symbolize(isa: &Isa, instructions: &mut [Instruction]) -> Vec<Unsymbolize
             // Anything else touching the pair ends the search.
             if candidate.all_defs().chain(candidate.all_uses()).any(|r| r == pair || r == lo_reg || r == hi_reg) {
                 break;
+            }
+        }
+        if low.is_none() {
+            if let Some(jump) = long_branch(isa, instructions, getpc, (lo_reg, hi_reg)) {
+                let (add, operand, target, setpc) = jump;
+                let literal_field = instructions[add].address + 4;
+                let value = i64::from(literal(&instructions[add], operand) as i32);
+                instructions[add].pc_relative = Some(PcRelative {
+                    half: Half::Low,
+                    operand,
+                    target,
+                    // The literal is target + addend - (its own address).
+                    addend: value - (target as i64 - literal_field as i64),
+                    getpc: address,
+                });
+                instructions[setpc].flow = super::instruction::Flow::Jump { target };
+                continue;
             }
         }
         let (Some((lo_index, lo_operand)), Some((hi_index, hi_operand))) = (low, high) else {

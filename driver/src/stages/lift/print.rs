@@ -312,6 +312,7 @@ pub fn cfg(lifted: &LiftedCodeObject<'_>, only: Option<&str>) -> String {
             let exit = match block.exit {
                 BlockExit::FallThrough => "falls through",
                 BlockExit::Branch => "branch",
+                BlockExit::Jump => "jump",
                 BlockExit::ConditionalBranch => "conditional branch",
                 BlockExit::EndProgram => "end of program",
                 BlockExit::Return => "return",

@@ -230,7 +230,9 @@ impl<'a> Analysis<'a> {
             BlockExit::EndProgram => UnitSet::EMPTY,
             BlockExit::Return => self.return_live[index],
             BlockExit::Indirect | BlockExit::OutsideFunction | BlockExit::FallsOffTheEnd => UnitSet::all(),
-            BlockExit::FallThrough | BlockExit::Branch | BlockExit::ConditionalBranch => UnitSet::EMPTY,
+            BlockExit::FallThrough | BlockExit::Branch | BlockExit::ConditionalBranch | BlockExit::Jump => {
+                UnitSet::EMPTY
+            }
         };
         let block_out_of = |block: &crate::stages::lift::Block, block_in: &[Live]| {
             let mut out = Live::whole(exit_live(block.exit));
