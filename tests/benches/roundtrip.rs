@@ -38,7 +38,7 @@ fn main() {
         let emit_seconds = t.elapsed().as_secs_f64();
         let t = Instant::now();
         let relocatable = assemble(&lifted, &assembly.text, scratch.path(), None).expect("assembles");
-        link(&relocatable, "amdgcn-amd-amdhsa--gfx90a:xnack-", Linker::Comgr, scratch.path()).expect("links");
+        link(&relocatable, "amdgcn-amd-amdhsa--gfx90a:xnack-", Linker::Comgr, None, scratch.path()).expect("links");
         let assemble_link_seconds = t.elapsed().as_secs_f64();
         samples.push(Sample {
             instructions,

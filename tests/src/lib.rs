@@ -496,17 +496,18 @@ pub struct AssemblyKernel {
 /// work-item X id in `v0`. Assembled by llvm-mc and linked by ld.lld, so
 /// the emulator runs a real linked code object.
 pub fn kernels_from_assembly(processor: &str, kernels: &[AssemblyKernel]) -> gpuinstr::stages::load::CodeObject {
-    link_assemblies(processor, &[kernel_assembly(processor, kernels, false).concat()])
+    link_assemblies(processor, &[kernel_assembly(processor, kernels, false).concat()], &[])
 }
 
 /// The same kernels assembled each in a file of its own and linked
-/// together, as Tensile builds its code objects: local labels of one
-/// kernel's file (`label_AlphaNonZero`) may be defined in the others too.
+/// together with a GNU build id, as Tensile builds its code objects
+/// (Debian's clang asks for the id): local labels of one kernel's file
+/// (`label_AlphaNonZero`) may be defined in the others too.
 pub fn kernels_from_separate_assembly(
     processor: &str,
     kernels: &[AssemblyKernel],
 ) -> gpuinstr::stages::load::CodeObject {
-    link_assemblies(processor, &kernel_assembly(processor, kernels, true))
+    link_assemblies(processor, &kernel_assembly(processor, kernels, true), &["--build-id=sha1"])
 }
 
 /// The assembly of `kernels`: one text, or (`separate`) one per kernel,
@@ -575,12 +576,12 @@ fn kernel_assembly(processor: &str, kernels: &[AssemblyKernel], separate: bool) 
 
 /// `text` assembled for `processor` by llvm-mc and linked by ld.lld.
 fn link_assembly(processor: &str, text: &str) -> gpuinstr::stages::load::CodeObject {
-    link_assemblies(processor, &[text.to_string()])
+    link_assemblies(processor, &[text.to_string()], &[])
 }
 
 /// Each text assembled for `processor` by llvm-mc into an object of its
 /// own, and the objects linked by ld.lld.
-fn link_assemblies(processor: &str, texts: &[String]) -> gpuinstr::stages::load::CodeObject {
+fn link_assemblies(processor: &str, texts: &[String], linker_options: &[&str]) -> gpuinstr::stages::load::CodeObject {
     let dir = scratch();
     let linked = dir.path().join("test.hsaco");
     let mut objects = Vec::new();
@@ -600,6 +601,7 @@ fn link_assemblies(processor: &str, texts: &[String]) -> gpuinstr::stages::load:
     run_ok(
         gpuinstr::toolchain::llvm_tool("ld.lld")
             .args(["-shared", "--no-undefined"])
+            .args(linker_options)
             .args(&objects)
             .arg("-o")
             .arg(&linked),

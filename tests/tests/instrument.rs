@@ -1039,12 +1039,12 @@ fn links_from_several_threads_at_once_are_each_whole() {
     assert!(status.success());
     let relocatable = std::fs::read(&relocatable).unwrap();
     let isa = "amdgcn-amd-amdhsa--gfx90a";
-    let alone = gpuinstr::native::link_relocatable(&relocatable, isa).unwrap();
+    let alone = gpuinstr::native::link_relocatable(&relocatable, isa, &[]).unwrap();
     std::thread::scope(|scope| {
         for _ in 0..4 {
             scope.spawn(|| {
                 for _ in 0..25 {
-                    assert!(gpuinstr::native::link_relocatable(&relocatable, isa).unwrap() == alone);
+                    assert!(gpuinstr::native::link_relocatable(&relocatable, isa, &[]).unwrap() == alone);
                 }
             });
         }

@@ -546,8 +546,13 @@ fn kernels_sharing_local_label_names_round_trip_and_instrument() {
         assert_eq!(labels, 2, "{target}: the test's code object defines the label in each kernel");
         assert_eq!(app.metadata_notes.len(), 3, "{target}: a metadata note per object linked");
         assert_eq!(app.kernels.len(), 3, "{target}: every note's kernels");
-        let (_, report) = roundtrip(&app, Linker::Comgr).unwrap_or_else(|e| panic!("{target}: {e}"));
-        assert!(report.identical(), "{target}:\n{}", report.render_text());
+        assert_eq!(app.build_id().map(|id| id.len()), Some(20), "{target}: linked with a build id");
+        for linker in [Linker::Comgr, Linker::Lld] {
+            let (bytes, report) = roundtrip(&app, linker).unwrap_or_else(|e| panic!("{target}: {e}"));
+            assert!(report.identical() && report.layout.is_identical(), "{target}:\n{}", report.render_text());
+            let rebuilt = CodeObject::parse(bytes, Vec::new()).unwrap();
+            assert_eq!(rebuilt.build_id(), app.build_id(), "{target} {linker:?}: the build id kept");
+        }
         let (bytes, instrumented) =
             instrument_code_object(&tool, &app, &counter_plan(), &Registry::with_builtins(), &Default::default())
                 .unwrap_or_else(|e| panic!("{target}: {e}"));

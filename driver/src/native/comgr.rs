@@ -50,6 +50,7 @@ mod ffi {
         pub fn amd_comgr_destroy_action_info(info: Handle) -> u32;
         pub fn amd_comgr_action_info_set_isa_name(info: Handle, isa: *const c_char) -> u32;
         pub fn amd_comgr_action_info_set_logging(info: Handle, logging: bool) -> u32;
+        pub fn amd_comgr_action_info_set_option_list(info: Handle, options: *const *const c_char, count: usize) -> u32;
         pub fn amd_comgr_do_action(kind: u32, info: Handle, input: Handle, result: Handle) -> u32;
         pub fn amd_comgr_get_data_metadata(data: Handle, metadata: *mut Handle) -> u32;
         pub fn amd_comgr_destroy_metadata(metadata: Handle) -> u32;
@@ -233,8 +234,14 @@ pub fn knows_processor(processor: &str) -> bool {
 
 /// Links a relocatable code object into an executable one for `isa`
 /// (`amdgcn-amd-amdhsa--gfx90a:xnack-`).
-pub fn link_relocatable(relocatable: &[u8], isa: &str) -> Result<Vec<u8>, ComgrError> {
+pub fn link_relocatable(relocatable: &[u8], isa: &str, options: &[String]) -> Result<Vec<u8>, ComgrError> {
     let c_isa = CString::new(isa).map_err(|_| ComgrError { step: "isa name", status: 0, log: String::new() })?;
+    let c_options = options
+        .iter()
+        .map(|o| CString::new(o.as_str()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| ComgrError { step: "link options", status: 0, log: String::new() })?;
+    let option_pointers: Vec<*const c_char> = c_options.iter().map(|o| o.as_ptr()).collect();
     let _one = one_action_at_a_time();
     // SAFETY: every handle is created here and released by its owner's Drop;
     // byte buffers outlive the calls that read them.
@@ -253,6 +260,12 @@ pub fn link_relocatable(relocatable: &[u8], isa: &str) -> Result<Vec<u8>, ComgrE
         let info = ActionInfo(handle);
         check("set isa", ffi::amd_comgr_action_info_set_isa_name(info.0, c_isa.as_ptr()))?;
         check("set logging", ffi::amd_comgr_action_info_set_logging(info.0, true))?;
+        if !option_pointers.is_empty() {
+            check(
+                "set options",
+                ffi::amd_comgr_action_info_set_option_list(info.0, option_pointers.as_ptr(), option_pointers.len()),
+            )?;
+        }
         let status = ffi::amd_comgr_do_action(ffi::ACTION_LINK_RELOCATABLE_TO_EXECUTABLE, info.0, inputs.0, outputs.0);
         if status != ffi::STATUS_SUCCESS {
             let log = match first_of_kind(&outputs, ffi::DATA_KIND_LOG)? {

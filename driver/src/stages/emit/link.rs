@@ -77,13 +77,29 @@ pub enum EmitError {
     Io(#[from] std::io::Error),
 }
 
-/// Links a relocatable into an executable code object.
-pub fn link(relocatable: &[u8], isa: &str, linker: Linker, directory: &Path) -> Result<Vec<u8>, EmitError> {
+/// Links a relocatable into an executable code object, with `build_id` as
+/// its `.note.gnu.build-id` when given (a linker makes that note itself and
+/// drops one in its input).
+pub fn link(
+    relocatable: &[u8],
+    isa: &str,
+    linker: Linker,
+    build_id: Option<&[u8]>,
+    directory: &Path,
+) -> Result<Vec<u8>, EmitError> {
+    let build_id = build_id.map(|id| {
+        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        format!("--build-id=0x{hex}")
+    });
     match linker {
-        Linker::Comgr => link_relocatable(relocatable, isa).map_err(|error| match error.step {
-            "set isa" => EmitError::ComgrUnknownIsa { isa: isa.to_string() },
-            _ => error.into(),
-        }),
+        Linker::Comgr => {
+            // CoMGR links through clang's driver: linker flags go by -Wl.
+            let options: Vec<String> = build_id.iter().map(|o| format!("-Wl,{o}")).collect();
+            link_relocatable(relocatable, isa, &options).map_err(|error| match error.step {
+                "set isa" => EmitError::ComgrUnknownIsa { isa: isa.to_string() },
+                _ => error.into(),
+            })
+        }
         Linker::Lld | Linker::LldLeavingUndefined => {
             let object = directory.join("link-input.o");
             let executable = directory.join("linked.hsaco");
@@ -92,6 +108,7 @@ pub fn link(relocatable: &[u8], isa: &str, linker: Linker, directory: &Path) -> 
             let output = crate::process::output_within(
                 crate::toolchain::llvm_tool("ld.lld")
                     .args(if linker == Linker::Lld { &["--no-undefined", "-shared"][..] } else { &["-shared"][..] })
+                    .args(&build_id)
                     .arg(&object)
                     .arg("-o")
                     .arg(&executable),
@@ -269,7 +286,8 @@ pub fn build(
     }
     relocations_name_symbols(&relocatable)?;
     lap("relocations");
-    let executable = link(&relocatable, &lifted.isa_name(), linker, directory.path())?;
+    let build_id = lifted.code_object.build_id();
+    let executable = link(&relocatable, &lifted.isa_name(), linker, build_id.as_deref(), directory.path())?;
     lap("link");
     assembly.timings = timings;
     Ok((executable, assembly))

@@ -213,7 +213,15 @@ fn section_header(out: &mut String, section: &Section) {
     if section.executable() {
         flags.push('x');
     }
-    let kind = if section.no_bits() { "@nobits" } else { "@progbits" };
+    // Notes stay notes (a linker drops a `.note.gnu.build-id` of another
+    // type, and every section after it moves).
+    let kind = if section.no_bits() {
+        "@nobits"
+    } else if section.kind == object::elf::SHT_NOTE {
+        "@note"
+    } else {
+        "@progbits"
+    };
     writeln!(out, "\n\t.section\t{},\"{flags}\",{kind}", section.name).unwrap();
     if section.alignment > 1 {
         writeln!(out, "\t.p2align\t{}", section.alignment.trailing_zeros()).unwrap();
@@ -662,6 +670,10 @@ impl LiftedCodeObject<'_> {
         sections.sort_by_key(|s| s.address);
         for section in sections {
             if LINKER_SECTIONS.contains(&section.name.as_str()) {
+                continue;
+            }
+            // The linker writes the build id again (`link`'s `--build-id`).
+            if section.name == ".note.gnu.build-id" && code_object.build_id().is_some() {
                 continue;
             }
             if section.name == ".got" {

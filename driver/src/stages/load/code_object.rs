@@ -288,6 +288,17 @@ impl CodeObject {
         self.sections.iter().find(|s| s.loadable && s.contains(address))
     }
 
+    /// The GNU build id (`.note.gnu.build-id`'s NT_GNU_BUILD_ID note), if
+    /// the linker gave the code object one.
+    pub fn build_id(&self) -> Option<Vec<u8>> {
+        let data = self.section_data(".note.gnu.build-id")?;
+        let word = |at: usize| Some(u32::from_le_bytes(data.get(at..at + 4)?.try_into().ok()?) as usize);
+        let (name_size, desc_size, kind) = (word(0)?, word(4)?, word(8)?);
+        let name = data.get(12..12 + name_size)?;
+        let desc_at = 12 + name_size.next_multiple_of(4);
+        (kind == 3 && name == b"GNU\0").then(|| data.get(desc_at..desc_at + desc_size).map(<[u8]>::to_vec))?
+    }
+
     pub fn has_section(&self, name: &str) -> bool {
         self.sections.iter().any(|s| s.name == name)
     }
