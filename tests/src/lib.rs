@@ -502,7 +502,8 @@ pub fn kernels_from_assembly(processor: &str, kernels: &[AssemblyKernel]) -> gpu
 /// The same kernels assembled each in a file of its own and linked
 /// together with a GNU build id, as Tensile builds its code objects
 /// (Debian's clang asks for the id): local labels of one kernel's file
-/// (`label_AlphaNonZero`) may be defined in the others too.
+/// (`label_AlphaNonZero`) may be defined in the others too, and kernel
+/// symbols have no size (the linker's padding follows each kernel).
 pub fn kernels_from_separate_assembly(
     processor: &str,
     kernels: &[AssemblyKernel],
@@ -537,8 +538,10 @@ fn kernel_assembly(processor: &str, kernels: &[AssemblyKernel], separate: bool) 
                 offset += size;
             }
             let kernarg_size = offset.next_multiple_of(8);
+            // Tensile's kernel symbols have no size.
+            let size = if separate { String::new() } else { format!("\t.size {name}, .-{name}\n") };
             let code = format!(
-                "\t.globl {name}\n\t.p2align 8\n\t.type {name},@function\n{name}:\n{}\n\ts_endpgm\n\t.size {name}, .-{name}\n",
+                "\t.globl {name}\n\t.p2align 8\n\t.type {name},@function\n{name}:\n{}\n\ts_endpgm\n{size}",
                 kernel.body
             );
             let descriptor = format!(

@@ -542,6 +542,11 @@ fn kernels_sharing_local_label_names_round_trip_and_instrument() {
             function.instructions().filter(|i| matches!(i.flow, gpuinstr::stages::lift::Flow::Jump { .. })).count();
         assert_eq!(jumps_found, 2, "{target}: both long branches are jumps to known targets");
         assert!(function.relocatable(), "{target}: the function can move");
+        for function in &lifted.functions {
+            let last = function.instructions().last().unwrap();
+            let name = lifted.isa.opcode_name(last.opcode);
+            assert_eq!(name, "S_ENDPGM", "{target}: {} ends at its s_endpgm, not in the padding", function.name);
+        }
         let labels = app.symbols.iter().filter(|s| s.name == "label_AlphaNonZero").count();
         assert_eq!(labels, 2, "{target}: the test's code object defines the label in each kernel");
         assert_eq!(app.metadata_notes.len(), 3, "{target}: a metadata note per object linked");

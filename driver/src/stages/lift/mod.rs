@@ -257,6 +257,15 @@ fn function_extents(code_object: &CodeObject, problems: &mut Vec<Problem>) -> Ve
         let section_end = in_code(start).map_or(start, |s| s.address + s.size);
         let next = starts.get(position + 1).copied().unwrap_or(section_end);
         let mut end = if size > 0 { start + size } else { next.min(section_end) };
+        if size == 0 {
+            // A function symbol without a size (Tensile's kernels) runs to
+            // the next function: the zero words the linker aligned that one
+            // with are padding after its last terminator, not code.
+            let zero_word = |at: u64| code_object.bytes_at(at, 4) == Some(&[0u8; 4][..]);
+            while end >= start + 8 && zero_word(end - 4) {
+                end -= 4;
+            }
+        }
         if end > next {
             problems.push(Problem {
                 address: start,

@@ -109,10 +109,14 @@ pub struct UnitSet([u64; WORDS]);
 impl UnitSet {
     pub const EMPTY: UnitSet = UnitSet([0; WORDS]);
 
+    /// Every unit a register can be: SGPRs up to s105 (no processor has
+    /// more, and LLVM names none past it).
     pub fn all() -> UnitSet {
         let mut set = UnitSet::EMPTY;
         for unit in 0..UNIT_COUNT as u16 {
-            set.insert(Unit(unit));
+            if !(SGPR_BASE + 106..SGPR_BASE + SGPR_COUNT).contains(&unit) {
+                set.insert(Unit(unit));
+            }
         }
         set
     }
@@ -382,6 +386,7 @@ mod tests {
         assert_eq!(set.to_string(), "s[0:2], s5, v0, scc");
         assert_eq!(set.len(), 6);
         assert_eq!(set.count_in(RegisterFile::Sgpr), 4);
-        assert_eq!(UnitSet::all().len(), UNIT_COUNT);
+        assert_eq!(UnitSet::all().len(), UNIT_COUNT - (SGPR_COUNT as usize - 106));
+        assert!(UnitSet::all().contains(Unit::sgpr(105)) && !UnitSet::all().contains(Unit::sgpr(106)));
     }
 }
