@@ -514,7 +514,8 @@ fn kernels_sharing_local_label_names_round_trip_and_instrument() {
         private_segment: 0,
     };
     // Tensile's long branches: s_setpc_b64 to a pc-relative label, a loop
-    // back three times and a jump over a store of 99.
+    // back three times (adding 1), one back twice in newer Tensile's way
+    // (s_abs_i32, s_sub_u32; adding 10) and a jump over a store of 99.
     let jumps = AssemblyKernel {
         name: "jumps".into(),
         body: "\ts_load_dwordx2 s[4:5], s[0:1], 0x0\n\tv_lshlrev_b32_e32 v1, 2, v0\n\tv_mov_b32_e32 v2, 0\n\
@@ -523,7 +524,12 @@ fn kernels_sharing_local_label_names_round_trip_and_instrument() {
                \ts_cbranch_scc1 label_LoopDone\n\
                \ts_getpc_b64 s[20:21]\n\ts_add_i32 s22, label_LoopTop, 4\n\ts_add_u32 s20, s20, s22\n\
                \ts_addc_u32 s21, s21, -1\n\ts_setpc_b64 s[20:21]\n\
-               label_LoopDone:\n\
+               label_LoopDone:\n\ts_mov_b32 s7, 2\n\
+               label_SecondTop:\n\tv_add_u32_e32 v2, 10, v2\n\ts_sub_u32 s7, s7, 1\n\ts_cmp_eq_u32 s7, 0\n\
+               \ts_cbranch_scc1 label_SecondDone\n\
+               \ts_getpc_b64 s[20:21]\n\ts_add_i32 s22, label_SecondTop, 4\n\ts_abs_i32 s22, s22\n\
+               \ts_sub_u32 s20, s20, s22\n\ts_subb_u32 s21, s21, 0\n\ts_setpc_b64 s[20:21]\n\
+               label_SecondDone:\n\
                \ts_getpc_b64 s[20:21]\n\ts_add_i32 s22, label_Store, 4\n\ts_add_u32 s20, s20, s22\n\
                \ts_addc_u32 s21, s21, 0\n\ts_setpc_b64 s[20:21]\n\
                \tv_mov_b32_e32 v2, 99\n\
@@ -540,7 +546,7 @@ fn kernels_sharing_local_label_names_round_trip_and_instrument() {
         let function = lifted.functions.iter().find(|f| f.name == "jumps").unwrap();
         let jumps_found =
             function.instructions().filter(|i| matches!(i.flow, gpuinstr::stages::lift::Flow::Jump { .. })).count();
-        assert_eq!(jumps_found, 2, "{target}: both long branches are jumps to known targets");
+        assert_eq!(jumps_found, 3, "{target}: every long branch is a jump to a known target");
         assert!(function.relocatable(), "{target}: the function can move");
         for function in &lifted.functions {
             let last = function.instructions().last().unwrap();
@@ -580,7 +586,7 @@ fn kernels_sharing_local_label_names_round_trip_and_instrument() {
                 let (computed, _, counted) = run(&output, true);
                 let want: Vec<u8> = (0..64u32)
                     .map(|l| match (name, alpha) {
-                        ("jumps", _) => 3u32,
+                        ("jumps", _) => 23u32,
                         (_, 0) => 0,
                         _ => l + step,
                     })

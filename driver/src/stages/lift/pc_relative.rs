@@ -18,6 +18,9 @@
 //! s_addc_u32  s83, s83, 0          ; -1 for a backward branch
 //! s_setpc_b64 s[82:83]             ; to label
 //! ```
+//!
+//! (newer Tensile branches backward with `s_abs_i32 s84, s84`,
+//! `s_sub_u32` and `s_subb_u32` instead).
 
 use super::instruction::{Half, Instruction, PcRelative};
 use super::isa::Isa;
@@ -74,38 +77,58 @@ fn long_branch(
         (Operand::Immediate(_), Operand::Immediate(c)) => (1, *c),
         _ => return None,
     };
-    // s_add_u32 lo, lo, sT; s_addc_u32 hi, hi, 0 or -1; s_setpc_b64 lo:hi.
+    // s_add_u32 lo, lo, sT; s_addc_u32 hi, hi, 0 or -1; s_setpc_b64 lo:hi;
+    // or backward: s_abs_i32 sT, sT; s_sub_u32 lo, lo, sT; s_subb_u32 hi,
+    // hi, 0; s_setpc_b64 lo:hi.
     let pair = *instructions[getpc].defs.first()?;
+    let mut absolute = false;
+    let mut subtract = None;
     let mut high = None;
-    let mut added = false;
     for (index, candidate) in instructions.iter().enumerate().skip(getpc + 2) {
         let operands = &candidate.raw.operands;
-        if !added && named(candidate, "S_ADD_U32") && candidate.defs == [lo] {
-            let sources = (operands.get(1), operands.get(2));
-            if matches!(sources, (Some(Operand::Register(a)), Some(Operand::Register(b)))
-                if (*a, *b) == (lo, offset_reg) || (*a, *b) == (offset_reg, lo))
-            {
-                added = true;
+        let sources = (operands.get(1), operands.get(2));
+        if subtract.is_none() && !absolute && named(candidate, "S_ABS_I32") && candidate.defs == [offset_reg] {
+            if !matches!(sources.0, Some(Operand::Register(r)) if *r == offset_reg) {
+                return None;
+            }
+            absolute = true;
+            continue;
+        }
+        if subtract.is_none() && candidate.defs == [lo] {
+            let adds = named(candidate, "S_ADD_U32")
+                && matches!(sources, (Some(Operand::Register(a)), Some(Operand::Register(b)))
+                    if (*a, *b) == (lo, offset_reg) || (*a, *b) == (offset_reg, lo));
+            let subtracts = named(candidate, "S_SUB_U32")
+                && matches!(sources, (Some(Operand::Register(a)), Some(Operand::Register(b))) if (*a, *b) == (lo, offset_reg));
+            if adds || subtracts {
+                subtract = Some(subtracts);
                 continue;
             }
         }
-        if added && high.is_none() && named(candidate, "S_ADDC_U32") && candidate.defs == [hi] {
-            match (operands.get(1), operands.get(2)) {
-                (Some(Operand::Register(r)), Some(Operand::Immediate(c)))
-                | (Some(Operand::Immediate(c)), Some(Operand::Register(r)))
-                    if *r == hi =>
-                {
-                    high = Some(*c);
-                    continue;
+        if let (Some(subtracts), None) = (subtract, high) {
+            let carry = if subtracts { "S_SUBB_U32" } else { "S_ADDC_U32" };
+            if named(candidate, carry) && candidate.defs == [hi] {
+                match sources {
+                    (Some(Operand::Register(r)), Some(Operand::Immediate(c))) if *r == hi => high = Some(*c),
+                    (Some(Operand::Immediate(c)), Some(Operand::Register(r))) if *r == hi && !subtracts => {
+                        high = Some(*c)
+                    }
+                    _ => return None,
                 }
-                _ => return None,
+                continue;
             }
         }
-        if let Some(high) = high.filter(|_| named(candidate, "S_SETPC_B64") && candidate.uses.first() == Some(&pair)) {
-            let low = (literal(add, operand) as i64).wrapping_add(constant) as u32;
-            let result = instructions[getpc].address + 4;
-            let target = result.wrapping_add((u64::from(high as u32) << 32) | u64::from(low));
-            return Some((getpc + 1, operand, target, index));
+        if let (Some(subtracts), Some(high)) = (subtract, high) {
+            if named(candidate, "S_SETPC_B64") && candidate.uses.first() == Some(&pair) {
+                let mut low = (literal(add, operand) as i32).wrapping_add(constant as i32);
+                if absolute {
+                    low = low.wrapping_abs();
+                }
+                let amount = (u64::from(high as u32) << 32) | u64::from(low as u32);
+                let result = instructions[getpc].address + 4;
+                let target = if subtracts { result.wrapping_sub(amount) } else { result.wrapping_add(amount) };
+                return Some((getpc + 1, operand, target, index));
+            }
         }
         let writes = |r: u32| r == pair || r == lo || r == hi || r == offset_reg;
         if candidate.all_defs().any(writes) || !matches!(candidate.flow, super::instruction::Flow::Next) {
