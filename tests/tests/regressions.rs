@@ -603,3 +603,56 @@ fn kernels_sharing_local_label_names_round_trip_and_instrument() {
         }
     }
 }
+
+/// Issue 59: code that reaches a preemptible global through the GOT
+/// (`s_getpc_b64`, `sym@gotpcrel32@lo+4`, a load of the slot; rocBLAS's
+/// `Kernels.so` reads `hip_f8_bias_mode_bit_device` so) is written back
+/// through the GOT, which the linker makes again: the round trip is exact
+/// and the instrumented kernel reads the global (it was refused: the
+/// literal pointed into `.got`, which the emitter does not write, as
+/// "Undefined temporary symbol .Lgpuinstr_5e0e0").
+#[test]
+fn globals_reached_through_the_got_round_trip_and_instrument() {
+    let dir = scratch();
+    let kernel = AssemblyKernel {
+        name: "through_got".into(),
+        body: "\t.pushsection .data\n\t.globl gvar\n\t.p2align 2\ngvar:\n\t.long 0x1234\n\t.popsection\n\
+               \ts_getpc_b64 s[4:5]\n\ts_add_u32 s4, s4, gvar@gotpcrel32@lo+4\n\
+               \ts_addc_u32 s5, s5, gvar@gotpcrel32@hi+12\n\ts_load_dwordx2 s[4:5], s[4:5], 0x0\n\
+               \ts_load_dwordx2 s[8:9], s[0:1], 0x0\n\ts_waitcnt lgkmcnt(0)\n\ts_load_dword s6, s[4:5], 0x0\n\
+               \ts_waitcnt lgkmcnt(0)\n\tv_mov_b32_e32 v1, s6\n\tv_lshlrev_b32_e32 v2, 2, v0\n\
+               \tglobal_store_dword v2, v1, s[8:9]\n\ts_waitcnt vmcnt(0)"
+            .into(),
+        arguments: vec![("out", 8)],
+        group_segment: 0,
+        private_segment: 0,
+    };
+    let tool = counter_tool(dir.path());
+    for target in ["gfx90a", "gfx908"] {
+        let app = kernels_from_assembly(target, std::slice::from_ref(&kernel));
+        assert!(app.has_section(".got"), "{target}: the test's code goes through the GOT");
+        for linker in [Linker::Comgr, Linker::Lld] {
+            let (_, report) = roundtrip(&app, linker).unwrap_or_else(|e| panic!("{target}: {e}"));
+            assert!(report.identical() && report.layout.is_identical(), "{target}:\n{}", report.render_text());
+        }
+        let (bytes, _) =
+            instrument_code_object(&tool, &app, &counter_plan(), &Registry::with_builtins(), &Default::default())
+                .unwrap_or_else(|e| panic!("{target}: {e}"));
+        let output = CodeObject::parse(bytes, Vec::new()).unwrap();
+        let verified = gpuinstr::verify::verify(&app, &output).unwrap();
+        assert!(verified.ok(), "{target}: {}", verified.render_text());
+        let run = |code_object: &CodeObject, instrumented: bool| {
+            let mut device = Device::new(code_object.clone(), target.into()).unwrap();
+            let counter = instrumented.then(|| device.bind_managed("Counter", 8).unwrap());
+            let out = device.allocate("out", &[0; 256]);
+            let run = device.launch("through_got", Launch::linear(1, 64), &[out.to_le_bytes().to_vec()]).unwrap();
+            let counted = counter.map(|c| device.memory.read_u64(c).unwrap());
+            (device.memory.bytes(out, 256).unwrap(), run, counted)
+        };
+        let (expected, original, _) = run(&app, false);
+        assert_eq!(expected, 0x1234u32.to_le_bytes().repeat(64), "{target}: the original reads the global");
+        let (computed, _, counted) = run(&output, true);
+        assert_eq!(computed, expected, "{target}: the instrumented kernel reads it too");
+        assert_eq!(counted, Some(expected_count(&app, &original)), "{target}: the counter");
+    }
+}

@@ -201,6 +201,9 @@ fn pc_relative_targets_bind_locally(lifted: &LiftedCodeObject<'_>) -> Result<(),
     use crate::stages::load::{Binding, Visibility};
     for instruction in lifted.functions.iter().flat_map(|f| f.instructions()) {
         let Some(pc) = &instruction.pc_relative else { continue };
+        if lifted.got_slot_symbol(pc.target).is_some() {
+            continue; // through the GOT, as the original went
+        }
         // The symbol the emitted relocation will name.
         if let Some(symbol) = lifted.symbol_containing(pc.target) {
             if symbol.binding != Binding::Local && symbol.visibility == Visibility::Default {

@@ -346,7 +346,10 @@ impl LiftedCodeObject<'_> {
                 }
                 let kind = if pc.half == Half::Low { "R_AMDGPU_REL32_LO" } else { "R_AMDGPU_REL32_HI" };
                 let is_code = self.functions.iter().any(|f| f.address <= pc.target && pc.target < f.end());
-                if is_code {
+                if let Some(symbol) = self.got_slot_symbol(pc.target) {
+                    let kind = if pc.half == Half::Low { "R_AMDGPU_GOTPCREL32_LO" } else { "R_AMDGPU_GOTPCREL32_HI" };
+                    out.relocations.push(Relocation { offset: at + 4, kind, symbol: symbol.into(), addend: pc.addend });
+                } else if is_code {
                     pending.push(Pending::CodeRelative { at: at + 4, kind, target: pc.target, addend: pc.addend });
                 } else {
                     let (name, offset) = self.data_reference(pc.target);

@@ -658,7 +658,9 @@ impl LiftedCodeObject<'_> {
         for function in &self.functions {
             for instruction in function.instructions() {
                 if let Some(pc) = &instruction.pc_relative {
-                    if !names.code_labels.contains_key(&pc.target) && self.data_reference(pc.target).0.starts_with(".L")
+                    if !names.code_labels.contains_key(&pc.target)
+                        && self.got_slot_symbol(pc.target).is_none()
+                        && self.data_reference(pc.target).0.starts_with(".L")
                     {
                         data_labels.insert(pc.target);
                     }

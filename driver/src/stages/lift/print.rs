@@ -57,6 +57,24 @@ impl LiftedCodeObject<'_> {
             .min_by_key(|s| s.size)
     }
 
+    /// The symbol whose GOT slot is at `address`: code that reaches a
+    /// preemptible global loads its address from the GOT, and the linked
+    /// code's literal counts to the slot (`sym@gotpcrel32@lo`), which the
+    /// linker makes again from the relocation naming the symbol.
+    pub fn got_slot_symbol(&self, address: u64) -> Option<&str> {
+        let code_object = self.code_object;
+        let in_got = code_object.sections.iter().any(|s| s.name == ".got" && s.contains(address));
+        if !in_got {
+            return None;
+        }
+        // R_AMDGPU_ABS64 (3) of the symbol into the slot.
+        code_object
+            .relocations
+            .iter()
+            .find(|r| r.offset == address && r.kind == 3 && r.addend == 0)
+            .and_then(|r| r.symbol.as_deref())
+    }
+
     /// An address as the innermost named object or function containing it
     /// and the offset into it, or a section and the offset, or the number
     /// itself with offset 0.
@@ -100,12 +118,16 @@ impl LiftedCodeObject<'_> {
             let half = if pc.half == Half::Low { "lo" } else { "hi" };
             // `symbol@rel32@lo+addend`: an offset into the symbol belongs in
             // the addend (llvm-mc rejects `symbol+4@rel32@lo`).
-            let (target, offset) = match names.code_labels.get(&pc.target) {
-                Some(label) => (label.clone(), 0),
-                None => data_name(pc.target),
+            let (target, offset, kind) = match (names.code_labels.get(&pc.target), self.got_slot_symbol(pc.target)) {
+                (Some(label), _) => (label.clone(), 0, "rel32"),
+                (None, Some(symbol)) => (symbol.to_string(), 0, "gotpcrel32"),
+                (None, None) => {
+                    let (name, offset) = data_name(pc.target);
+                    (name, offset, "rel32")
+                }
             };
             let addend = pc.addend + offset as i64;
-            replacement = Some((format!("{SENTINEL_LITERAL:#x}"), format!("{target}@rel32@{half}+{addend}")));
+            replacement = Some((format!("{SENTINEL_LITERAL:#x}"), format!("{target}@{kind}@{half}+{addend}")));
         }
         let text = self.isa.mc.print(&raw, instruction.address)?;
         match replacement {
