@@ -2687,6 +2687,116 @@ fn rocsparse_under_the_runtime_reports_what_the_emulator_gives() {
     library_under_the_runtime(call, &library_tools());
 }
 
+/// sid's rocBLAS 6.4: a program's single and double GEMMs (Tensile's
+/// kernels, from code objects rocBLAS reads from its library directory as
+/// it runs) on the emulated MI210, with each example tool in dynamic mode
+/// and default flags: the program prints what it printed, nothing warns,
+/// and every dispatch of the code objects instrumented reports what the
+/// device's log of the original run gives. The packages (3 GB unpacked)
+/// are fetched by the test.
+#[test]
+#[ignore = "minutes, and sid's packages: scripts/env.sh sid -- scripts/runtime-libraries.sh rocblas"]
+fn rocblas_gemms_under_the_runtime_report_what_the_emulator_gives() {
+    if gpuinstr::toolchain::LLVM_MAJOR < 21 {
+        panic!("sid's rocBLAS 6.4 needs sid's HIP: run it inside scripts/env.sh sid");
+    }
+    let target = "gfx90a";
+    let root = environment_packages(&["librocblas4", "librocblas-dev", "libroctx64-4"]);
+    let directory = root.join("usr/lib/x86_64-linux-gnu");
+    let dir = test_directory("library-rocblas");
+    let build = [
+        format!("-I{}", root.join("usr/include").display()),
+        format!("-L{}", directory.display()),
+        format!("-Wl,-rpath-link,{}", directory.display()),
+        "-lrocblas".to_string(),
+    ];
+    let build: Vec<&str> = build.iter().map(String::as_str).collect();
+    let program = hip_build("device/rocblas_gemm.cpp", target, &dir, "rocblas_gemm", &build);
+    let log = dir.join("original.jsonl");
+    let _ = std::fs::remove_file(&log);
+    let run = Run {
+        dispatch_log: Some(log.clone()),
+        dispatch_log_exec: vec!["S_AND_SAVEEXEC_B64".into()],
+        dispatch_log_accesses: true,
+        ..run_on(target)
+    };
+    let original = run.command(program.as_os_str(), &[]).env("LD_LIBRARY_PATH", &directory).output().unwrap();
+    let expected_output = succeeded(original, "the original");
+    let all_logged = dispatch_log(&log);
+    let names: std::collections::BTreeSet<String> =
+        all_logged.iter().map(|d| d["kernel"].as_str().unwrap().to_string()).collect();
+    // The library's files that may hold the kernels that ran: its gfx90a
+    // code objects (xnack- or any) naming one of them.
+    let library = std::fs::read_dir(directory.join("rocblas"))
+        .unwrap()
+        .map(|e| e.unwrap().path().join("library"))
+        .find(|p| p.is_dir())
+        .expect("rocBLAS's library directory");
+    let candidates: Vec<PathBuf> = std::fs::read_dir(&library)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            name.contains("gfx90a") && !name.contains("xnack+") && (name.ends_with(".co") || name.ends_with(".hsaco"))
+        })
+        .filter(|p| {
+            let bytes = std::fs::read(p).unwrap();
+            names.iter().any(|n| bytes.windows(n.len()).any(|w| w == n.as_bytes()))
+        })
+        .collect();
+    eprintln!("rocBLAS: {} dispatches; {} library files name their kernels", all_logged.len(), candidates.len());
+
+    for tool in library_tools() {
+        let device = build_tool(Compiler::Hipcc, &example(tool), "-O3", &dir);
+        let plan_file = repo().join("hook-sdk/examples").join(tool).join("plan.toml");
+        let plan = Plan::load(&plan_file).unwrap();
+        let tool_dir = test_directory(&format!("library-rocblas/{tool}"));
+        let report_path = tool_dir.join("report.json");
+        let run = Run {
+            dynamic: Some((device, plan_file)),
+            cache: Some(PathBuf::from("none")),
+            tool_host: Some(host_part(tool, &tool_dir)),
+            report: Some(report_path.clone()),
+            ..run_on(target)
+        };
+        let started = std::time::Instant::now();
+        let output = run.command(program.as_os_str(), &[]).env("LD_LIBRARY_PATH", &directory).output().unwrap();
+        let (report, _) = reported(output, &report_path, &expected_output);
+        // The code objects instrumented, found among the files by size.
+        let sizes: Vec<u64> = report["dynamic"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["source"] == "instrumented")
+            .map(|d| d["size"].as_u64().unwrap())
+            .collect();
+        let mut code_objects = Vec::new();
+        for path in &candidates {
+            if sizes.contains(&std::fs::metadata(path).unwrap().len()) {
+                code_objects.extend(load::load_for_target(path, Some(target)).unwrap().code_objects);
+            }
+        }
+        for code_object in load::load_for_target(&directory.join("librocblas.so.4"), Some(target)).unwrap().code_objects
+        {
+            if sizes.contains(&(code_object.bytes.len() as u64)) {
+                code_objects.push(code_object);
+            }
+        }
+        let kernels: std::collections::HashSet<&str> =
+            code_objects.iter().flat_map(|c| c.kernels.iter().map(|k| k.name())).collect();
+        let logged: Vec<Value> =
+            all_logged.iter().filter(|d| kernels.contains(&d["kernel"].as_str().unwrap())).cloned().collect();
+        assert!(!logged.is_empty(), "rocBLAS with {tool}: no dispatch of an instrumented code object");
+        Oracle::among(&code_objects, &logged).check(tool, &plan, &report, &report_path);
+        eprintln!(
+            "rocBLAS with {tool}: {} code objects instrumented, {} dispatches as the emulator gives, {:.0} s",
+            code_objects.len(),
+            logged.len(),
+            started.elapsed().as_secs_f64()
+        );
+    }
+}
+
 /// sid's rocSOLVER 6.4 on the MI300X model: it carries no gfx942 code
 /// objects but gfx9-4-generic ones, which HIP 6.4 loads for gfx942. sid's
 /// rocBLAS carries neither, so the program calls routines whose kernels are
