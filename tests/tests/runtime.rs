@@ -2746,7 +2746,16 @@ fn rocblas_gemms_under_the_runtime_report_what_the_emulator_gives() {
         .collect();
     eprintln!("rocBLAS: {} dispatches; {} library files name their kernels", all_logged.len(), candidates.len());
 
-    for tool in library_tools() {
+    // Not yet the tools whose hooks read hidden arguments (the kernel
+    // arguments tool, the memory tracer): Tensile's code objects are v4
+    // with no hidden arguments, which a tool built as v6 cannot read
+    // (refused, with a warning), and rocBLAS launches its own kernels with
+    // exactly their explicit arguments (the runtime warns that the
+    // instrumented kernel would read past them).
+    let named = std::env::var("GPUINSTR_LIBRARY_TOOLS").is_ok();
+    let reads_hidden = ["kernel-arguments", "memory-tracer"];
+    let tools: Vec<&str> = library_tools().into_iter().filter(|t| named || !reads_hidden.contains(t)).collect();
+    for tool in tools {
         let device = build_tool(Compiler::Hipcc, &example(tool), "-O3", &dir);
         let plan_file = repo().join("hook-sdk/examples").join(tool).join("plan.toml");
         let plan = Plan::load(&plan_file).unwrap();
@@ -2786,7 +2795,13 @@ fn rocblas_gemms_under_the_runtime_report_what_the_emulator_gives() {
             code_objects.iter().flat_map(|c| c.kernels.iter().map(|k| k.name())).collect();
         let logged: Vec<Value> =
             all_logged.iter().filter(|d| kernels.contains(&d["kernel"].as_str().unwrap())).cloned().collect();
-        assert!(!logged.is_empty(), "rocBLAS with {tool}: no dispatch of an instrumented code object");
+        if logged.is_empty() {
+            // The plan selects nothing in the kernels that ran (branch
+            // divergence's s_and_saveexec_b64: Tensile's GEMMs have none).
+            assert_eq!(report["dispatches"], serde_json::json!([]), "rocBLAS with {tool}");
+            eprintln!("rocBLAS with {tool}: its plan selects nothing in the kernels that ran");
+            continue;
+        }
         Oracle::among(&code_objects, &logged).check(tool, &plan, &report, &report_path);
         eprintln!(
             "rocBLAS with {tool}: {} code objects instrumented, {} dispatches as the emulator gives, {:.0} s",
