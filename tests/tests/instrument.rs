@@ -229,9 +229,9 @@ fn mi300_matrix_code_is_refused_where_llvm_misreads_it() {
 }
 
 /// A hook reading hidden arguments through `implicitArgPtr` reads them
-/// where its tool's code object version lays them out: refused on an
-/// application laid out otherwise and on a v4 kernel that has none; a v5
-/// kernel that declares none is given them.
+/// where its tool's code object version lays them out: a v4 tool's is
+/// refused on a v5 application and on a v4 kernel that has none; a kernel
+/// that declares none is given them for a v5 tool, v4 or v5.
 #[test]
 fn hooks_reading_hidden_arguments_get_them_or_are_refused() {
     let dir = scratch();
@@ -286,6 +286,17 @@ fn hooks_reading_hidden_arguments_get_them_or_are_refused() {
     assert_eq!(hidden.first(), Some(&("hidden_block_count_x", 16)));
     assert_eq!(hidden.last(), Some(&("hidden_grid_dims", 80)));
     assert!(gpuinstr::verify::verify(&v5_app, &output).unwrap().ok());
+
+    // A v4 kernel that declares no hidden argument (Tensile's) gets the
+    // launch shape a v5 tool reads, in the v5 layout, as a v5 kernel does.
+    let (bytes, report) = instrument_code_object(&v5_tool, &v4_app, &plan, &registry, &options).unwrap();
+    assert_eq!(report.hidden_arguments_declared.len(), 1, "{:?}", report.hidden_arguments_declared);
+    let output = CodeObject::parse(bytes, Vec::new()).unwrap();
+    assert_eq!(output.code_object_version, 4);
+    let instrumented = output.kernels.iter().find(|k| k.name() == kernel).unwrap();
+    let first = instrumented.metadata.arguments.iter().find(|a| a.is_hidden()).unwrap();
+    assert_eq!((first.value_kind.as_str(), first.offset), ("hidden_block_count_x", 16));
+    assert!(gpuinstr::verify::verify(&v4_app, &output).unwrap().ok());
 }
 
 /// Hooks reading kernel arguments (seed 004's gridDim/blockDim tool) and

@@ -475,8 +475,11 @@ impl InstrumentReport {
 /// find them where their tool's code object version put them, and the
 /// kernel must have them. From v5 a kernel declares only the hidden
 /// arguments its own code reads; one that declares none is given the launch
-/// shape (the kernels returned, indices into `app.kernels`). Up to v4, or
-/// with some hidden arguments but not the launch shape, it is refused.
+/// shape (the kernels returned, indices into `app.kernels`), and so is a v4
+/// kernel that declares none for a v5+ tool (Tensile's kernels: CLR fills
+/// hidden arguments by the kinds the metadata lists, whatever the version).
+/// A kernel with hidden arguments laid out otherwise, or a v4 tool's hook
+/// in a kernel without them, is refused.
 pub(crate) fn kernels_lacking_hidden_arguments(
     tool: &CodeObject,
     app: &CodeObject,
@@ -493,15 +496,17 @@ pub(crate) fn kernels_lacking_hidden_arguments(
         if v5_layout(app.code_object_version) { "hidden_block_count_x" } else { "hidden_global_offset_x" };
     let mut may_run = None;
     let mut lacking = std::collections::BTreeSet::new();
+    let (tool_v5, app_v5) = (v5_layout(tool.code_object_version), v5_layout(app.code_object_version));
+    let layout_error = |hook: &str| InstrumentError::HiddenArgumentLayout {
+        hook: hook.to_string(),
+        tool: tool.code_object_version,
+        app: app.code_object_version,
+        app_layout: if app_v5 { "from v5 on" } else { "up to v4" },
+    };
     for point in points {
         let Some(hook) = point.calls.iter().map(|c| c.hook.as_str()).find(|hook| reads_hidden(hook)) else { continue };
-        if v5_layout(tool.code_object_version) != v5_layout(app.code_object_version) {
-            return Err(InstrumentError::HiddenArgumentLayout {
-                hook: hook.to_string(),
-                tool: tool.code_object_version,
-                app: app.code_object_version,
-                app_layout: if v5_layout(app.code_object_version) { "from v5 on" } else { "up to v4" },
-            });
+        if !tool_v5 && app_v5 {
+            return Err(layout_error(hook));
         }
         // A device function's hook runs in whichever kernel may call it.
         let may_run = may_run.get_or_insert_with(|| crate::stages::lift::kernels_that_may_run(lifted));
@@ -509,12 +514,15 @@ pub(crate) fn kernels_lacking_hidden_arguments(
             let FunctionKind::Kernel(index) = lifted.functions[*function].kind else { continue };
             let kernel = &app.kernels[index];
             let arguments = &kernel.metadata.arguments;
-            if arguments.iter().any(|a| a.value_kind == first_hidden) {
+            if tool_v5 == app_v5 && arguments.iter().any(|a| a.value_kind == first_hidden) {
                 continue;
             }
-            if v5_layout(app.code_object_version) && !arguments.iter().any(|a| a.is_hidden()) {
+            if tool_v5 && !arguments.iter().any(|a| a.is_hidden()) {
                 lacking.insert(index);
                 continue;
+            }
+            if tool_v5 != app_v5 {
+                return Err(layout_error(hook));
             }
             return Err(InstrumentError::HiddenArgumentsAbsent {
                 hook: hook.to_string(),
