@@ -43,6 +43,9 @@ pub struct KernelInfo {
     /// With originals kept (`instrument --keep-originals`): the index in
     /// `kernels` of this original's instrumented copy.
     pub copy: Option<usize>,
+    /// Where its metadata declares the launch shape (`hidden_block_count_x`,
+    /// clang's v5 block of hidden arguments), if it does.
+    pub launch_shape: Option<u32>,
 }
 
 impl KernelInfo {
@@ -138,10 +141,25 @@ pub struct Segments {
 }
 
 /// Each kernel's [`Segments`] as the descriptors of `bytes` give them (the
-/// `.kd` symbols' first 12 bytes; HIP's metadata says the same): what a
-/// program that was handed these bytes puts in its dispatch packets. Empty
-/// for bytes that are no 64-bit ELF.
+/// `.kd` symbols' first 12 bytes), its kernel argument bytes as the
+/// metadata gives them where it says more (HIP sizes the arguments it
+/// passes by the metadata; Tensile's v4 descriptors say 0): what a program
+/// that was handed these bytes puts in its dispatch packets. Empty for
+/// bytes that are no 64-bit ELF.
 pub fn kernel_segments(bytes: &[u8]) -> HashMap<String, Segments> {
+    let mut segments = descriptor_segments(bytes);
+    if let Ok(code_object) = CodeObject::parse(bytes.to_vec(), Vec::new()) {
+        for kernel in &code_object.kernels {
+            if let Some(s) = segments.get_mut(kernel.name()) {
+                let declared = u32::try_from(kernel.metadata.kernarg_segment_size).unwrap_or(u32::MAX);
+                s.kernarg = s.kernarg.max(declared);
+            }
+        }
+    }
+    segments
+}
+
+fn descriptor_segments(bytes: &[u8]) -> HashMap<String, Segments> {
     use object::{ObjectSection, ObjectSymbol, SymbolKind};
     let Ok(elf) = ElfFile64::<object::Endianness>::parse(bytes) else { return HashMap::new() };
     let mut segments = HashMap::new();
@@ -218,9 +236,19 @@ pub fn recognise(bytes: &[u8]) -> Result<Option<InstrumentedCodeObject>, Recogni
             descriptor: k.descriptor_address,
             group_segment: k.descriptor.group_segment_fixed_size,
             private_segment: k.descriptor.private_segment_fixed_size,
-            kernarg_size: k.descriptor.kernarg_size,
+            // As `kernel_segments` reads the original's.
+            kernarg_size: k
+                .descriptor
+                .kernarg_size
+                .max(u32::try_from(k.metadata.kernarg_segment_size).unwrap_or(u32::MAX)),
             program_sees: None,
             copy: None,
+            launch_shape: k
+                .metadata
+                .arguments
+                .iter()
+                .find(|a| a.value_kind == "hidden_block_count_x")
+                .and_then(|a| u32::try_from(a.offset).ok()),
         })
         .collect();
     let index: HashMap<String, usize> =

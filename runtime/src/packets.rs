@@ -93,6 +93,16 @@ pub fn completion_signal(packet: &Packet) -> u64 {
     u64_at(packet, 56)
 }
 
+/// The grid's dimensions (1 to 3) a dispatch packet's setup field gives.
+pub fn dimensions(packet: &Packet) -> u16 {
+    u16_at(packet, 2) & 3
+}
+
+/// Points the dispatch in `packet` at other kernel arguments.
+pub fn set_kernarg(packet: &mut Packet, kernarg_address: u64) {
+    packet[40..48].copy_from_slice(&kernarg_address.to_le_bytes());
+}
+
 /// Points the dispatch in `packet` at another kernel (an original's
 /// instrumented copy): its descriptor, and the packet's LDS and scratch
 /// sizes moved from the original's fixed sizes to the other's (`(original,

@@ -8,6 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use thiserror::Error;
 
+use gpuinstr::stages::load::hidden_arguments::V5_LAUNCH_SHAPE;
+
 use crate::code_objects::{self, InstrumentedCodeObject, Segments};
 use crate::database::{Database, DatabaseError};
 use crate::packets::{self, CollectKernel, Dispatch, Packet};
@@ -158,6 +160,20 @@ struct Layout {
 }
 
 const KERNARG_BYTES: usize = 64;
+/// The launch shape's bytes in clang's v5 hidden block (the declared one,
+/// `V5_LAUNCH_SHAPE`).
+const LAUNCH_SHAPE_BYTES: u64 = {
+    let mut end = 0;
+    let mut k = 0;
+    while k < V5_LAUNCH_SHAPE.len() {
+        let (_, offset, size) = V5_LAUNCH_SHAPE[k];
+        if offset + size > end {
+            end = offset + size;
+        }
+        k += 1;
+    }
+    end
+};
 /// `Entry` of device/collect.hip.
 const ENTRY_BYTES: usize = 56;
 /// `Entry::through` bits: the global's data, or its count's, is where a
@@ -204,9 +220,14 @@ struct Retarget {
 #[derive(Clone, Copy, Debug)]
 struct Resize {
     executable: u64,
+    agent: u64,
     /// What the program's packets are written from, and what runs.
     seen: Segments,
     running: Segments,
+    /// Where the running kernel reads the launch shape the program passes
+    /// no room for (gpuinstr declared it for hooks that read it): the
+    /// runtime gives its dispatches kernel arguments with it filled in.
+    launch_shape: Option<u32>,
 }
 
 /// An instrumented code object as loaded.
@@ -273,6 +294,9 @@ pub struct Runtime {
     /// kernel that runs with others than the program was handed, observed
     /// or not.
     resized: HashMap<u64, Resize>,
+    /// Kernel arguments given the launch shape, and their dispatch's
+    /// completion signal.
+    launch_kernargs: Vec<(u64, u64)>,
     /// What orders dispatches of different queues (barriers the program
     /// put between them).
     ordering: crate::ordering::Ordering,
@@ -355,6 +379,7 @@ impl Default for Runtime {
             kernels: HashMap::new(),
             replacements: HashMap::new(),
             resized: HashMap::new(),
+            launch_kernargs: Vec::new(),
             instrumented_kernels: Vec::new(),
             ordering: Default::default(),
             ordinals: HashMap::new(),
@@ -464,7 +489,7 @@ impl Runtime {
         // with other sizes than the program was handed gets them, and the
         // device learns which kernels run instrumented code, whether or
         // not the tool sees them.
-        self.resize_dispatches_of(&code_object, executable, delta);
+        self.resize_dispatches_of(&code_object, executable, agent, delta);
         for kernel in &code_object.kernels {
             hsa.kernel_instrumented(located(kernel.descriptor, delta), true);
         }
@@ -563,18 +588,24 @@ impl Runtime {
     /// Notes the kernels of `code_object` whose dispatch packets must be
     /// moved to their own sizes, and warns of any that reads more kernel
     /// arguments than the program passes (which no packet can fix).
-    fn resize_dispatches_of(&mut self, code_object: &InstrumentedCodeObject, executable: u64, delta: i64) {
+    fn resize_dispatches_of(&mut self, code_object: &InstrumentedCodeObject, executable: u64, agent: u64, delta: i64) {
         for kernel in &code_object.kernels {
             let Some(seen) = kernel.program_sees else { continue };
             let running = kernel.segments();
-            if running.kernarg > seen.kernarg {
+            // The launch shape gpuinstr declared past what the program
+            // passes: the runtime writes it (`with_launch_shape`).
+            let launch_shape = kernel
+                .launch_shape
+                .filter(|at| *at >= seen.kernarg && u64::from(*at) + LAUNCH_SHAPE_BYTES <= u64::from(running.kernarg));
+            if running.kernarg > seen.kernarg && launch_shape.is_none() {
                 self.report.warn(format!(
                     "the instrumented {} reads {} bytes of kernel arguments where the program passes {}: the bytes \
                      past those are not its arguments",
                     kernel.name, running.kernarg, seen.kernarg
                 ));
             }
-            self.resized.insert(located(kernel.descriptor, delta), Resize { executable, seen, running });
+            let resize = Resize { executable, agent, seen, running, launch_shape };
+            self.resized.insert(located(kernel.descriptor, delta), resize);
         }
     }
 
@@ -661,7 +692,7 @@ impl Runtime {
     pub fn packets(&mut self, hsa: &dyn Hsa, queue: u64, packets: &[Packet]) -> Vec<Packet> {
         let mut out = Vec::with_capacity(packets.len());
         for given in packets {
-            let packet = &self.resized_packet(given);
+            let packet = &self.resized_packet(hsa, given);
             self.ordering.waits(queue, &packets::waits_for(packet));
             self.forward(hsa, queue, packet, &mut out);
             // Its signal now says that this queue's dispatches so far are done.
@@ -709,15 +740,65 @@ impl Runtime {
     /// where the program wrote another's (dynamic mode's instrumented
     /// copies: HIP writes the original's from the code object it was
     /// handed; what the program added, dynamic LDS or stack, is kept).
-    fn resized_packet(&self, packet: &Packet) -> Packet {
+    fn resized_packet(&mut self, hsa: &dyn Hsa, packet: &Packet) -> Packet {
         let mut packet = *packet;
         let resize =
-            packets::dispatch_of(&packet).and_then(|d| Some((d.kernel_object, self.resized.get(&d.kernel_object)?)));
+            packets::dispatch_of(&packet).and_then(|d| Some((d.kernel_object, *self.resized.get(&d.kernel_object)?)));
         if let Some((kernel_object, r)) = resize {
             let (group, private) = ((r.seen.group, r.running.group), (r.seen.private, r.running.private));
             packets::retarget(&mut packet, kernel_object, group, private);
+            if let Some(at) = r.launch_shape {
+                if let Err(error) = self.with_launch_shape(hsa, &mut packet, &r, at) {
+                    self.report
+                        .warn(format!("a dispatch's kernel arguments could not be given its launch shape: {error}"));
+                }
+            }
         }
         packet
+    }
+
+    /// Points `packet` at kernel arguments of the running kernel's size:
+    /// the program's, then the launch shape at `at` in clang's v5 layout
+    /// (block counts, group sizes, remainders, zero global offsets, the
+    /// grid's dimensions), as CLR would fill them had it been handed the
+    /// instrumented code object. Buffers are freed once their dispatch's
+    /// completion signal says it is done.
+    fn with_launch_shape(&mut self, hsa: &dyn Hsa, packet: &mut Packet, r: &Resize, at: u32) -> Result<(), HsaError> {
+        let dispatch = packets::dispatch_of(packet).expect("a dispatch");
+        self.free_finished_kernargs(hsa);
+        let size = r.running.kernarg as usize;
+        let buffer = hsa.host_allocate(r.agent, size)?;
+        let mut bytes = vec![0u8; size];
+        hsa.host_read(dispatch.kernarg_address, &mut bytes[..r.seen.kernarg as usize]);
+        let axis = |kind: &str| usize::from(kind.as_bytes()[kind.len() - 1] - b'x');
+        let (grid, group) = (dispatch.grid_size, dispatch.workgroup_size.map(|g| g.max(1)));
+        for (kind, offset, width) in V5_LAUNCH_SHAPE {
+            let value = match *kind {
+                "hidden_grid_dims" => u64::from(packets::dimensions(packet)),
+                k if k.starts_with("hidden_block_count_") => u64::from(grid[axis(k)].div_ceil(group[axis(k)])),
+                k if k.starts_with("hidden_group_size_") => u64::from(group[axis(k)]),
+                k if k.starts_with("hidden_remainder_") => u64::from(grid[axis(k)] % group[axis(k)]),
+                _ => 0, // the global offsets: HIP launches have none
+            };
+            let place = at as usize + *offset as usize;
+            bytes[place..place + *width as usize].copy_from_slice(&value.to_le_bytes()[..*width as usize]);
+        }
+        hsa.host_write(buffer, &bytes);
+        packets::set_kernarg(packet, buffer);
+        self.launch_kernargs.push((buffer, packets::completion_signal(packet)));
+        Ok(())
+    }
+
+    /// Frees the launch-shape kernel arguments of dispatches whose
+    /// completion signal has reached 0 (one without a signal: at exit).
+    fn free_finished_kernargs(&mut self, hsa: &dyn Hsa) {
+        let (done, running): (Vec<_>, Vec<_>) = std::mem::take(&mut self.launch_kernargs)
+            .into_iter()
+            .partition(|(_, signal)| *signal != 0 && hsa.signal_load(*signal) == 0);
+        for (buffer, _) in done {
+            hsa.host_free(buffer);
+        }
+        self.launch_kernargs = running;
     }
 
     fn collect_kernel(&mut self, hsa: &dyn Hsa, agent: u64) -> Result<CollectKernel, HsaError> {
@@ -1146,6 +1227,9 @@ impl Runtime {
         for signal in std::mem::take(&mut self.retired_signals) {
             hsa.signal_destroy(signal);
         }
+        for (buffer, _) in std::mem::take(&mut self.launch_kernargs) {
+            hsa.host_free(buffer);
+        }
         let busy: std::collections::HashSet<usize> = self.in_flight.values().map(|f| f.slot).collect();
         for (slot, loaded) in self.loaded.iter_mut().enumerate() {
             for buffer in std::mem::take(&mut loaded.free_buffers) {
@@ -1261,6 +1345,7 @@ mod tests {
             kernarg_size: 8,
             program_sees: None,
             copy: None,
+            launch_shape: None,
         };
         let code_object = InstrumentedCodeObject {
             processor: "gfx90a".into(),

@@ -202,6 +202,11 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
 }
 
 extern "C" void gpuinstr_tool_exit(void) {
+  // A file asked for is written even when nothing was traced: its header.
+  if (textWanted() && !HeaderWritten) {
+    write("dispatch\tinstruction\twavefront\tlane\taddress\n");
+    HeaderWritten = true;
+  }
   std::vector<std::pair<const std::pair<std::string, uint64_t>, Instruction> *> Sorted;
   uint64_t Accesses = 0;
   for (auto &Entry : Totals) {
