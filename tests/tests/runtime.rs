@@ -2797,6 +2797,14 @@ fn rocblas_gemms_under_the_runtime_report_what_the_emulator_gives() {
             eprintln!("rocBLAS with {tool}: its plan selects nothing in the kernels that ran");
             continue;
         }
+        let flat_accesses: usize = logged.iter().map(|d| d["accesses"].as_array().map_or(0, Vec::len)).sum();
+        if tool == "memory-tracer" && flat_accesses == 0 {
+            // Tensile's memory is buffer and LDS, which the tracer does not
+            // trace yet: nothing to hold it to but nothing traced.
+            assert_eq!(report["tool"]["accesses"], 0, "rocBLAS with {tool}");
+            eprintln!("rocBLAS with {tool}: its dispatches make no flat or global access, and it traced none");
+            continue;
+        }
         Oracle::among(&code_objects, &logged).check(tool, &plan, &report, &report_path);
         eprintln!(
             "rocBLAS with {tool}: {} code objects instrumented, {} dispatches as the emulator gives, {:.0} s",
