@@ -316,6 +316,15 @@ pub fn hot_regions(bytes: &[u8]) -> Vec<Range<usize>> {
         regions.push(found..(found + 256).min(bytes.len()));
         at = found + magic.len();
     }
+    // A compressed bundle's header fields (version and method, sizes, the
+    // hash) and the start of its compressed data.
+    let mut at = 0;
+    while let Some(found) = find(&bytes[at..], b"CCOB").map(|f| f + at) {
+        for (start, end) in [(4, 8), (8, 16), (16, 24), (24, 88)] {
+            regions.push(found + start..(found + end).min(bytes.len()));
+        }
+        at = found + 4;
+    }
     regions.retain(|r| r.start < r.end && r.end <= bytes.len());
     regions
 }
