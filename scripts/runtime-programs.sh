@@ -6,6 +6,9 @@
 # it printed (timing lines aside) and report, dispatch by dispatch, what
 # the device's log of the original run gives (docs/runtime.md, "Programs
 # nobody here wrote").
+# A program that compiles its kernels as it runs (Triton) says where they
+# go: GPUINSTR_PROGRAM_CODE_OBJECTS=DIR (every .hsaco under DIR, after the
+# original run; for Triton, also its TRITON_CACHE_DIR).
 #   scripts/runtime-programs.sh FILE [-- TOOL,...]
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: scripts/runtime-programs.sh FILE [-- TOOL,...]" >&2; exit 2; }
