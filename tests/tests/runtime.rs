@@ -2611,7 +2611,8 @@ fn timing_line(line: &str) -> bool {
 /// (`Oracle::check`). A program that compiles its kernels as it runs
 /// (Triton's) names where they go in `GPUINSTR_PROGRAM_CODE_OBJECTS` (for
 /// Triton, its `TRITON_CACHE_DIR`).
-/// Every `.hsaco` file under `directory`, in name order.
+/// Every `.hsaco` file under `directory` (and those its `.hsaco_path`
+/// files name), in name order.
 fn hsaco_files(directory: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut pending = vec![directory.to_path_buf()];
@@ -2622,6 +2623,12 @@ fn hsaco_files(directory: &Path) -> Vec<PathBuf> {
                 pending.push(path);
             } else if path.extension().is_some_and(|e| e == "hsaco") {
                 found.push(path);
+            } else if path.extension().is_some_and(|e| e == "hsaco_path") {
+                // Triton 2.1 keeps the path of its code object, not the code.
+                let named = PathBuf::from(std::fs::read_to_string(&path).unwrap().trim());
+                if named.exists() {
+                    found.push(named);
+                }
             }
         }
     }
