@@ -16,7 +16,24 @@ pub fn deadline_for(input_bytes: usize) -> Duration {
 
 /// Runs `command` to completion, or kills it at `deadline`: `Ok(None)` then.
 pub fn output_within(command: &mut Command, deadline: Duration) -> std::io::Result<Option<Output>> {
-    let mut child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    output_within_given(command, None, deadline)
+}
+
+/// [`output_within`], with `input` on the command's standard input (no
+/// temporary file to leave behind if this process is killed).
+pub fn output_within_given(
+    command: &mut Command,
+    input: Option<Vec<u8>>,
+    deadline: Duration,
+) -> std::io::Result<Option<Output>> {
+    let stdin = if input.is_some() { Stdio::piped() } else { Stdio::null() };
+    let mut child = command.stdin(stdin).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    if let (Some(input), Some(mut pipe)) = (input, child.stdin.take()) {
+        // Written beside the wait: a reader that stops early closes the pipe.
+        std::thread::spawn(move || {
+            let _ = std::io::Write::write_all(&mut pipe, &input);
+        });
+    }
     // The pipes are drained while waiting, or a chatty tool would block.
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");

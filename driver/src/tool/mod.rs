@@ -91,18 +91,16 @@ fn check_bitcode_in_child(index: usize, file: &[u8]) -> Result<(), ToolProblem> 
         return Ok(());
     }
     let unreadable = |message: String| ToolProblem::UnreadableModule { index, message };
-    let directory =
-        tempfile::Builder::new().prefix("gpuinstr-bitcode-").tempdir().map_err(|e| unreadable(e.to_string()))?;
-    let path = directory.path().join("module.bc");
-    std::fs::write(&path, file).map_err(|e| unreadable(e.to_string()))?;
     // A bounded address space: a damaged size field makes the reader ask
-    // for terabytes.
-    let output = crate::process::output_within(
+    // for terabytes. The bitcode goes on standard input: a temporary file
+    // stays behind when this process is killed (dynamic mode's worker is,
+    // with the program it serves).
+    let output = crate::process::output_within_given(
         std::process::Command::new("sh")
             .arg("-c")
-            .arg("ulimit -v 4194304; exec \"$0\" -passes=verify -disable-output \"$1\"")
-            .arg(crate::toolchain::llvm_tool_path("opt"))
-            .arg(&path),
+            .arg("ulimit -v 4194304; exec \"$0\" -passes=verify -disable-output -")
+            .arg(crate::toolchain::llvm_tool_path("opt")),
+        Some(file.to_vec()),
         crate::process::deadline_for(file.len()),
     )
     .map_err(|e| unreadable(format!("cannot run opt: {e}; is it installed (scripts/setup.sh)?")))?
