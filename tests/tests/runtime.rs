@@ -2445,13 +2445,7 @@ fn library_under_the_runtime(call: LibraryCall, tools: &[&str]) {
     let search_path = |first: &Path| std::env::join_paths([first, directory.as_path()]).unwrap();
     let code_objects = load::load_for_target(&installed, Some(device_target)).unwrap().code_objects;
     let log = dir.join("original.jsonl");
-    let _ = std::fs::remove_file(&log);
-    let run = Run {
-        dispatch_log: Some(log.clone()),
-        dispatch_log_exec: vec!["S_AND_SAVEEXEC_B64".into()],
-        dispatch_log_accesses: true,
-        ..run_on(target)
-    };
+    let run = logging_the_original(target, &log);
     let original = run.command(program.as_os_str(), &[]).env("LD_LIBRARY_PATH", &directory).output().unwrap();
     let expected_output = succeeded(original, "the original");
     let kernels: std::collections::HashSet<&str> =
@@ -2593,6 +2587,19 @@ fn library_tools() -> Vec<&'static str> {
     }
 }
 
+/// A run on `target` whose device logs to `log` (emptied first) what the
+/// oracle needs: counts, EXEC around `s_and_saveexec_b64`, every lane's
+/// flat and global access.
+fn logging_the_original(target: &str, log: &Path) -> Run {
+    let _ = std::fs::remove_file(log);
+    Run {
+        dispatch_log: Some(log.to_path_buf()),
+        dispatch_log_exec: vec!["S_AND_SAVEEXEC_B64".into()],
+        dispatch_log_accesses: true,
+        ..run_on(target)
+    }
+}
+
 /// Lines of a program's output that say how long something took (they
 /// differ between any two runs).
 fn timing_line(line: &str) -> bool {
@@ -2656,13 +2663,7 @@ fn programs_nobody_here_wrote_report_what_the_emulator_gives() {
         let dir = test_directory(&format!("program-{}", name.replace('/', "_")));
         let arguments: Vec<std::ffi::OsString> = arguments.iter().map(Into::into).collect();
         let log = dir.join("original.jsonl");
-        let _ = std::fs::remove_file(&log);
-        let run = Run {
-            dispatch_log: Some(log.clone()),
-            dispatch_log_exec: vec!["S_AND_SAVEEXEC_B64".into()],
-            dispatch_log_accesses: true,
-            ..run_on(target)
-        };
+        let run = logging_the_original(target, &log);
         let mut command = run.command(program.as_os_str(), &arguments);
         let original = command.current_dir(&directory).output().unwrap();
         let printed = |output: &Output| -> Vec<String> {
@@ -2749,13 +2750,7 @@ fn rocblas_gemms_under_the_runtime_report_what_the_emulator_gives() {
     let build: Vec<&str> = build.iter().map(String::as_str).collect();
     let program = hip_build("device/rocblas_gemm.cpp", target, &dir, "rocblas_gemm", &build);
     let log = dir.join("original.jsonl");
-    let _ = std::fs::remove_file(&log);
-    let run = Run {
-        dispatch_log: Some(log.clone()),
-        dispatch_log_exec: vec!["S_AND_SAVEEXEC_B64".into()],
-        dispatch_log_accesses: true,
-        ..run_on(target)
-    };
+    let run = logging_the_original(target, &log);
     let original = run.command(program.as_os_str(), &[]).env("LD_LIBRARY_PATH", &directory).output().unwrap();
     let expected_output = succeeded(original, "the original");
     let all_logged = dispatch_log(&log);
