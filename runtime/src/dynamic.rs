@@ -65,6 +65,15 @@ pub struct Replacement {
     pub warnings: Vec<String>,
 }
 
+/// A temporary directory to hand a code object to the worker in (removed
+/// when dropped).
+fn worker_directory() -> Result<tempfile::TempDir, String> {
+    tempfile::Builder::new()
+        .prefix("gpuinstr-dynamic-")
+        .tempdir()
+        .map_err(|e| format!("no temporary directory for the worker: {e}"))
+}
+
 fn sha256(parts: &[&[u8]]) -> [u8; 32] {
     let mut hasher = Sha256::new();
     for part in parts {
@@ -147,6 +156,10 @@ impl Dynamic {
         // Checked here, so that a plan that cannot be read stops the run
         // before the program starts.
         Plan::parse(&plan_text, &plan_path.display().to_string()).map_err(|e| e.to_string())?;
+        // The worker is handed each code object in a temporary directory:
+        // one that cannot be made would leave every code object
+        // uninstrumented, so it stops the run before the program starts.
+        worker_directory().map_err(|e| format!("{e} (TMPDIR={})", std::env::temp_dir().display()))?;
         Ok(Dynamic {
             tool,
             tool_path: tool_path.to_path_buf(),
@@ -286,10 +299,7 @@ impl Dynamic {
     /// outcome, or why there is none (it could not start, it died, it said
     /// it could not).
     fn instrument_elsewhere(&self, bytes: &[u8]) -> Result<Made, String> {
-        let directory = tempfile::Builder::new()
-            .prefix("gpuinstr-dynamic-")
-            .tempdir()
-            .map_err(|e| format!("no temporary directory for the worker: {e}"))?;
+        let directory = worker_directory()?;
         let request = Request {
             tool: self.tool_path.clone(),
             plan: self.plan_path.clone(),

@@ -970,8 +970,9 @@ fn dynamic_mode_runs_a_code_object_it_cannot_instrument_as_it_is_and_fails_after
 /// object listed as not instrumented with why, and the run failed after
 /// the program. Here the worker dies of a signal (as LLVM's fatal errors
 /// abort a process) and runs out of room to write (a file size limit, as
-/// on a full disk). A temporary directory that does not exist, where the
-/// tool is read when the program starts, stops the run there (status 2).
+/// on a full disk). A temporary directory that does not exist (where the
+/// worker is handed each code object) stops the run before the program
+/// starts (status 2).
 #[test]
 fn a_failure_inside_dynamic_instrumentation_leaves_the_program_its_own_code() {
     use gpuinstr_device_preload::run::{exit_code_after, failures, RunFailure};
