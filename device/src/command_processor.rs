@@ -485,7 +485,8 @@ impl CommandProcessor {
 /// instructions run, and per instruction (its address in the code object,
 /// from the start of the loaded code) the wave executions and active lanes;
 /// when recorded, the EXEC history (`[address, wave, before, after]` in
-/// execution order) and the accesses (`[address, wave, lane, memory]`).
+/// execution order) and the accesses (`[address, wave, lane, memory,
+/// space]`, space 0 flat, 1 global, 2 buffer, 3 LDS).
 fn dispatch_line(kernel: &str, packet: &DispatchPacket, code_base: u64, report: &RunReport) -> String {
     let counts = &report.counts;
     let mut per_address: Vec<(u64, (u64, u64))> =
@@ -521,7 +522,7 @@ fn dispatch_line(kernel: &str, packet: &DispatchPacket, code_base: u64, report: 
         let accesses: Vec<String> = report
             .accesses
             .iter()
-            .map(|a| format!("[{},{},{},{}]", relative(a.address), a.wave, a.lane, a.memory))
+            .map(|a| format!("[{},{},{},{},{}]", relative(a.address), a.wave, a.lane, a.memory, a.space.code()))
             .collect();
         line += &format!(",\"accesses\":[{}]", accesses.join(","));
     }
@@ -721,11 +722,17 @@ mod tests {
         );
         // With the EXEC history and the accesses recorded, they follow.
         report.exec_history.push(gpuinstr_emulator::ExecChange { wave: 1, address: 0x5104, before: 3, after: 1 });
-        report.accesses.push(gpuinstr_emulator::Access { wave: 0, address: 0x5108, lane: 2, memory: 0x9000 });
+        report.accesses.push(gpuinstr_emulator::Access {
+            wave: 0,
+            address: 0x5108,
+            lane: 2,
+            memory: 0x9000,
+            space: gpuinstr_emulator::Space::Global,
+        });
         let line = dispatch_line("k", &packet, 0x5000, &report);
         assert!(
             line.ends_with(
-                r#""per_address":[[256,2,128],[264,2,100]],"exec_history":[[260,1,3,1]],"accesses":[[264,0,2,36864]]}"#
+                r#""per_address":[[256,2,128],[264,2,100]],"exec_history":[[260,1,3,1]],"accesses":[[264,0,2,36864,1]]}"#
             ),
             "{line}"
         );

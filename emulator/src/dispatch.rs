@@ -111,16 +111,7 @@ pub struct ExecChange {
     pub after: u64,
 }
 
-/// One lane's FLAT or GLOBAL access, for checking address traces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Access {
-    pub wave: u32,
-    /// Code object address of the instruction.
-    pub address: u64,
-    pub lane: u8,
-    /// The address the lane accessed.
-    pub memory: u64,
-}
+pub use crate::access::{Access, Space};
 
 /// Instructions a wave may run before it is taken for an endless loop.
 pub const DEFAULT_MAX_INSTRUCTIONS: u64 = 50_000_000;
@@ -172,7 +163,7 @@ impl Default for Options {
 pub struct RunReport {
     pub counts: Counts,
     pub trace: Vec<TraceEntry>,
-    /// With `Options::accesses`: every lane's FLAT and GLOBAL access.
+    /// With `Options::accesses`: every lane's FLAT, GLOBAL, buffer and LDS access.
     pub accesses: Vec<Access>,
     /// With `Options::exec_history`: EXEC around each execution of the
     /// opcodes named, in execution order.
@@ -530,7 +521,7 @@ struct Runner<'a> {
     options: &'a Options,
     report: RunReport,
     /// The current instruction's accesses (reused).
-    accessed: Vec<(u8, u64)>,
+    accessed: Vec<(u8, u64, Space)>,
     tally: Vec<(u64, u64)>,
 }
 
@@ -593,7 +584,7 @@ impl Runner<'_> {
                 None => self.report.exec_history.push(change),
             }
         }
-        for (lane, memory) in self.accessed.drain(..) {
+        for (lane, memory, space) in self.accessed.drain(..) {
             match self.options.digest_from {
                 Some(base) => self.report.access_digest.add(&[
                     address.wrapping_sub(base),
@@ -601,7 +592,7 @@ impl Runner<'_> {
                     u64::from(lane),
                     memory,
                 ]),
-                None => self.report.accesses.push(Access { wave: wave.id.global, address, lane, memory }),
+                None => self.report.accesses.push(Access { wave: wave.id.global, address, lane, memory, space }),
             }
         }
         if let Err(fault) = outcome {

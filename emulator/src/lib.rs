@@ -11,6 +11,7 @@
 //! -> `program` (decode on first execution) -> `semantics` (one file per
 //! instruction family) over `wave` (registers) and `memory`.
 
+pub mod access;
 pub mod arguments;
 pub mod device;
 pub mod dispatch;
@@ -25,7 +26,8 @@ pub mod program;
 pub mod semantics;
 pub mod wave;
 
+pub use access::{Access, Space};
 pub use device::Device;
-pub use dispatch::{Access, Counts, Digest, ExecChange, Launch, Options, RunReport, TraceEntry};
+pub use dispatch::{Counts, Digest, ExecChange, Launch, Options, RunReport, TraceEntry};
 pub use error::{EmulatorError, Fault};
 pub use semantics::LdsOutOfRange;

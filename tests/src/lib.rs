@@ -173,48 +173,37 @@ pub fn opt_command(passes: &str, input: &Path) -> Command {
     command
 }
 
-/// The gpuinstr-link binary of this build, built first when this test run
-/// did not build it (`cargo test -p gpuinstr-tests` alone does not).
+/// The gpuinstr-link binary of this build.
 pub fn gpuinstr_link() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary");
-    let link = exe.parent().and_then(Path::parent).expect("target/<profile>/deps").join("gpuinstr-link");
-    if !link.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        run_ok(
-            Command::new(cargo)
-                .args(["build", "-p", "gpuinstr-driver", "--bin", "gpuinstr-link"])
-                .args(gpuinstr::toolchain::cargo_feature_arguments())
-                .current_dir(repo()),
-        );
-    }
-    link
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| built_binary("gpuinstr-driver", "gpuinstr-link")).clone()
 }
 
 /// Dynamic mode's worker (`gpuinstr-dynamic-worker`, a binary of the
-/// runtime's) of this build, built first when this test run did not build
-/// it (`cargo test -p gpuinstr-tests` alone does not build its
-/// dependencies' binaries).
+/// runtime's) of this build.
 pub fn dynamic_worker() -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let exe = std::env::current_exe().expect("the test binary");
-            let profile = exe.parent().and_then(Path::parent).expect("target/<profile>/deps");
-            let worker = profile.join("gpuinstr-dynamic-worker");
-            if !worker.exists() {
-                let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-                let release = profile.file_name().is_some_and(|name| name == "release");
-                run_ok(
-                    Command::new(cargo)
-                        .args(["build", "-p", "gpuinstr-runtime", "--bin", "gpuinstr-dynamic-worker"])
-                        .args(release.then_some("--release"))
-                        .args(gpuinstr::toolchain::cargo_feature_arguments())
-                        .current_dir(repo()),
-                );
-            }
-            worker
-        })
-        .clone()
+    BUILT.get_or_init(|| built_binary("gpuinstr-runtime", "gpuinstr-dynamic-worker")).clone()
+}
+
+/// A binary of `package` in this test run's profile, built first (`cargo
+/// test -p gpuinstr-tests` alone does not build its dependencies'
+/// binaries). Built every run, not only when missing: one left from an
+/// older build would run older code (cargo does nothing when it is up to
+/// date).
+fn built_binary(package: &str, binary: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary");
+    let profile = exe.parent().and_then(Path::parent).expect("target/<profile>/deps");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let release = profile.file_name().is_some_and(|name| name == "release");
+    run_ok(
+        Command::new(cargo)
+            .args(["build", "-p", package, "--bin", binary])
+            .args(release.then_some("--release"))
+            .args(gpuinstr::toolchain::cargo_feature_arguments())
+            .current_dir(repo()),
+    );
+    profile.join(binary)
 }
 
 /// A scratch directory removed at the end of the test.

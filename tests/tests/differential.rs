@@ -472,9 +472,12 @@ fn check_branch_divergence(app: &CodeObject, output: &CodeObject, case: &Case) -
     expected.iter().filter(|(_, old, new)| new != old && *new != 0).count() as u64
 }
 
-/// The memory tracer writes one record per active lane of each executed
-/// memory instruction, each address inside an allocation named in
-/// `readable` (the launch's buffers, the code object's constants...).
+/// The memory tracer writes one record per lane access the emulator
+/// logged for the instructions the plan selects (active lanes, but those a
+/// buffer's range check leaves out): the same (instruction, space,
+/// address) pairs, each flat, global or buffer address inside an
+/// allocation named in `readable` (the launch's buffers, the code object's
+/// constants...), each LDS address inside the workgroup's LDS.
 fn check_memory_tracer(app: &CodeObject, output: &CodeObject, plan: &Plan, case: &Case, readable: &[&str]) {
     let name = format!("{} {}", app.target.processor, case.kernel);
     let capacity = 1usize << 20;
@@ -483,44 +486,58 @@ fn check_memory_tracer(app: &CodeObject, output: &CodeObject, plan: &Plan, case:
     let recording = Options { accesses: true, ..Options::default() };
     let Runs { report, original, instrumented: device, cells, .. } =
         run_both_with_rings(app, output, case, &[], &[ring], recording);
-    let mut expected = 0;
-    for point in plan.select(&lifted) {
-        let instruction = lifted.functions[point.function].instructions().nth(point.instruction).unwrap();
-        expected += report.counts.per_address.get(&instruction.address).map_or(0, |(_, lanes)| *lanes);
-    }
+    let selected: std::collections::HashSet<u64> = plan
+        .select(&lifted)
+        .iter()
+        .map(|point| lifted.functions[point.function].instructions().nth(point.instruction).unwrap().address)
+        .collect();
+    let expected = report.accesses.iter().filter(|a| selected.contains(&a.address)).count() as u64;
     // The ring's `Reserved`, its records from the head's end, and each
     // record's sequence word (index + 1: complete).
     let count = u64s(&device, cells[0], 1)[0];
-    assert_eq!(count, expected, "{name}: one record per active lane of each memory instruction");
+    assert_eq!(count, expected, "{name}: one record per lane access of each memory instruction");
     assert!(count > 0 && count as usize <= capacity, "{name}: {count} records");
     let records = cells[0] + RING_HEAD_BYTES;
     let raw = device.memory.bytes(records, count as usize * 16).unwrap();
     let sequences = u64s(&device, records + capacity as u64 * 16, count as usize);
     assert!(sequences.iter().enumerate().all(|(k, s)| *s == k as u64 + 1), "{name}: every record complete");
-    // Flat and global accesses: exactly the (instruction, address) pairs the
-    // emulator saw the original's lanes access.
-    // Addresses compare as places (buffer k, offset): the devices lay out
-    // memory differently.
+    // Exactly the (instruction, space, address) triples the emulator saw
+    // the original's lanes access. Addresses compare as places (buffer k,
+    // offset): the devices lay out memory differently; LDS addresses as
+    // they are.
+    const LDS: u8 = 3;
+    let place = |device: &Device, space: u8, address: u64| match space {
+        LDS => Some(("LDS".to_string(), 0, address)),
+        _ => place_of(device, address),
+    };
     let mut traced: Vec<_> = raw
         .chunks_exact(16)
         .map(|r| {
             let instruction = u64::from(u32::from_le_bytes(r[8..12].try_into().unwrap()));
-            (instruction, place_of(&device, u64::from_le_bytes(r[..8].try_into().unwrap())))
+            let space = ((u32::from_le_bytes(r[12..16].try_into().unwrap()) >> 7) & 3) as u8;
+            (instruction, space, place(&device, space, u64::from_le_bytes(r[..8].try_into().unwrap())))
         })
-        .filter(|(instruction, _)| report.accesses.iter().any(|a| a.address == *instruction))
         .collect();
-    let mut accessed: Vec<_> = report.accesses.iter().map(|a| (a.address, place_of(&original, a.memory))).collect();
+    let mut accessed: Vec<_> = report
+        .accesses
+        .iter()
+        .filter(|a| selected.contains(&a.address))
+        .map(|a| (a.address, a.space.code(), place(&original, a.space.code(), a.memory)))
+        .collect();
     traced.sort();
     accessed.sort();
-    assert!(!accessed.is_empty(), "{name}: flat or global accesses");
-    assert_eq!(traced, accessed, "{name}: traced (instruction, address) pairs");
-    for record in raw.chunks_exact(16) {
-        let address = u64::from_le_bytes(record[..8].try_into().unwrap());
-        let owner = device.memory.allocation(address).map(|(_, a)| a.name.clone());
-        assert!(
-            owner.as_deref().is_some_and(|o| readable.contains(&o)),
-            "{name}: traced address {address:#x} in {owner:?}"
-        );
+    assert!(!accessed.is_empty(), "{name}: memory accesses");
+    assert_eq!(traced, accessed, "{name}: traced (instruction, space, address)");
+    // The largest LDS of a GFX9 workgroup (gfx950's 160 KiB).
+    let lds_bytes = 160 << 10;
+    for (_, space, place) in &traced {
+        match (space, place) {
+            (&LDS, Some((_, _, address))) => assert!(*address < lds_bytes, "{name}: LDS address {address:#x}"),
+            (_, Some((owner, _, _))) => {
+                assert!(readable.contains(&owner.as_str()), "{name}: traced address in {owner}")
+            }
+            (_, None) => panic!("{name}: a traced address in no allocation"),
+        }
     }
 }
 

@@ -480,17 +480,28 @@ fn the_examples_instrument_our_kernels() {
                     let opcode = instruction.name(&lifted.isa);
                     let arguments = &point.calls[0].arguments;
                     match example {
-                        "memory-tracer" => {
-                            assert!(opcode.starts_with("GLOBAL_") || opcode.starts_with("FLAT_"), "{name}: {opcode}");
-                            let HookArgument::MemoryAddress { base, index, .. } = arguments[1] else {
-                                panic!("{name}: {opcode}: {arguments:?}")
-                            };
-                            if opcode.contains("_SADDR") {
-                                assert!(matches!((base, index), (Register::Sgpr(_), Some(Register::Vgpr(_)))));
-                            } else {
-                                assert!(matches!((base, index), (Register::Vgpr(_), None)), "{name}: {opcode}");
+                        "memory-tracer" => match (&arguments[1], &arguments[2]) {
+                            (HookArgument::MemoryAddress { base, index, .. }, HookArgument::Int(space)) => {
+                                assert!(
+                                    opcode.starts_with("GLOBAL_") || opcode.starts_with("FLAT_"),
+                                    "{name}: {opcode}"
+                                );
+                                assert_eq!(*space, i64::from(opcode.starts_with("GLOBAL_")), "{name}: {opcode}");
+                                if opcode.contains("_SADDR") {
+                                    assert!(matches!((base, index), (Register::Sgpr(_), Some(Register::Vgpr(_)))));
+                                } else {
+                                    assert!(matches!((base, index), (Register::Vgpr(_), None)), "{name}: {opcode}");
+                                }
                             }
-                        }
+                            (HookArgument::BufferAddress(buffer), HookArgument::Int(2)) => {
+                                assert!(opcode.starts_with("BUFFER_"), "{name}: {opcode}");
+                                assert!(buffer.resource.iter().all(|r| matches!(r, Register::Sgpr(_))), "{name}");
+                            }
+                            (HookArgument::LdsAddress { address: Register::Vgpr(_), .. }, HookArgument::Int(3)) => {
+                                assert!(opcode.starts_with("DS_"), "{name}: {opcode}");
+                            }
+                            other => panic!("{name}: {opcode}: {other:?}"),
+                        },
                         "branch-divergence" => {
                             assert_eq!(opcode, "S_AND_SAVEEXEC_B64", "{name}");
                             assert!(

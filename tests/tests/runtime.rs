@@ -562,7 +562,7 @@ impl<'a> Oracle<'a> {
     /// for the original's instructions the plan selects, both in the
     /// tracer's terms and in order: (instruction, wavefront, lane, address).
     fn memory_traces(&self, report: &Value, report_path: &Path, plan: &Plan) -> Vec<(Accesses, Accesses)> {
-        let rows = records(report_path, "memory-trace.tsv", "dispatch\tinstruction\twavefront\tlane\taddress");
+        let rows = records(report_path, "memory-trace.tsv", MEMORY_TRACE_HEADER);
         let traced_instructions = self.per_dispatch(|app| {
             let lifted = lift(app).unwrap();
             let traced: std::collections::HashSet<u64> = plan
@@ -578,15 +578,15 @@ impl<'a> Oracle<'a> {
             .map(|((reported, logged), instructions)| {
                 let id = reported["id"].as_u64().unwrap();
                 let wavefronts = tool_wavefronts(logged);
-                let expected: Vec<[u64; 4]> = logged["accesses"]
+                let expected: Accesses = logged["accesses"]
                     .as_array()
                     .map(Vec::as_slice)
                     .unwrap_or_default()
                     .iter()
                     .filter(|a| instructions.contains(&field(a, 0)))
-                    .map(|a| [field(a, 0), wavefronts[field(a, 1) as usize], field(a, 2), field(a, 3)])
+                    .map(|a| [field(a, 0), wavefronts[field(a, 1) as usize], field(a, 2), field(a, 3), field(a, 4)])
                     .collect();
-                let traced = rows.iter().filter(|r| r[0] == id).map(|r| [r[1], r[2], r[3], r[4]]).collect();
+                let traced = rows.iter().filter(|r| r[0] == id).map(|r| [r[1], r[2], r[3], r[4], r[5]]).collect();
                 (traced, expected)
             })
             .collect()
@@ -606,9 +606,9 @@ impl<'a> Oracle<'a> {
         // LDS lands in the shared aperture, far from the buffers (rocSOLVER's
         // getf2 does so). Regions are runs of addresses with gaps under
         // 4 GiB; each access compares as (region, offset in its region).
-        let relative = |accesses: Vec<[u64; 4]>| {
+        let relative = |accesses: Accesses| {
             let mut addresses = std::collections::BTreeMap::<u64, Vec<u64>>::new();
-            for [instruction, _, _, address] in &accesses {
+            for [instruction, _, _, address, _] in &accesses {
                 addresses.entry(*instruction).or_default().push(*address);
             }
             let mut regions = std::collections::HashMap::<(u64, u64), (u64, u64)>::new();
@@ -623,11 +623,11 @@ impl<'a> Oracle<'a> {
                     previous = address;
                 }
             }
-            let mut relative: Vec<[u64; 5]> = accesses
+            let mut relative: Vec<[u64; 6]> = accesses
                 .iter()
-                .map(|&[instruction, wavefront, lane, address]| {
+                .map(|&[instruction, wavefront, lane, address, space]| {
                     let (region, offset) = regions[&(instruction, address)];
-                    [instruction, wavefront, lane, region, offset]
+                    [instruction, wavefront, lane, space, region, offset]
                 })
                 .collect();
             relative.sort_unstable();
@@ -640,12 +640,12 @@ impl<'a> Oracle<'a> {
             assert_eq!(traced.len(), expected.len(), "dispatch {k}: records");
             // In the order the emulator made them (its waves run in the
             // same order in both runs, and the ring delivers in order).
-            let order = |accesses: &[[u64; 4]]| accesses.iter().map(|a| [a[0], a[1], a[2]]).collect::<Vec<_>>();
+            let order = |accesses: &[[u64; 5]]| accesses.iter().map(|a| [a[0], a[1], a[2]]).collect::<Vec<_>>();
             assert!(order(&traced) == order(&expected), "dispatch {k}: records out of the emulator's order");
             assert_eq!(
                 relative(traced),
                 relative(expected.clone()),
-                "dispatch {k}: (instruction, wavefront, lane, offset)"
+                "dispatch {k}: (instruction, wavefront, lane, space, offset)"
             );
             assert_eq!(reported["tool"]["records"], expected.len() as u64, "dispatch {k}");
             let ring = reported["globals"].as_array().unwrap().iter().find(|g| g["name"] == "Trace").unwrap();
@@ -657,12 +657,18 @@ impl<'a> Oracle<'a> {
                 .iter()
                 .map(|e| (e[0].as_u64().unwrap(), (e[1].as_u64().unwrap(), e[2].as_u64().unwrap())))
                 .collect();
+            // Lanes a buffer's range check leaves out access nothing.
+            let mut accesses = std::collections::HashMap::<u64, u64>::new();
+            for access in &expected {
+                *accesses.entry(access[0]).or_default() += 1;
+            }
             for instruction in reported["tool"]["instructions"].as_array().unwrap() {
                 let address = hex_address(&instruction["address"]);
                 let (waves, active) = lanes[&address];
                 let executions = instruction["executions"].as_u64().unwrap();
                 let lines = instruction["lines"].as_u64().unwrap();
-                assert_eq!(instruction["accesses"], active, "dispatch {k} at {address:#x}");
+                assert_eq!(instruction["accesses"], accesses[&address], "dispatch {k} at {address:#x}");
+                assert!(accesses[&address] <= active, "dispatch {k} at {address:#x}");
                 assert!(
                     executions >= 1 && executions <= waves,
                     "dispatch {k} at {address:#x}: {executions} of {waves}"
@@ -675,8 +681,11 @@ impl<'a> Oracle<'a> {
 }
 
 /// Lane accesses as the memory tracer writes them: (instruction,
-/// wavefront, lane, address).
-type Accesses = Vec<[u64; 4]>;
+/// wavefront, lane, address, space).
+type Accesses = Vec<[u64; 5]>;
+
+/// The memory tracer's file's columns.
+const MEMORY_TRACE_HEADER: &str = "dispatch\tinstruction\twavefront\tlane\taddress\tspace";
 
 /// An address a host part wrote as `0x` hex text.
 fn hex_address(value: &Value) -> u64 {
@@ -1252,14 +1261,14 @@ fn the_runtime_writes_the_memory_trace_the_emulator_logged() {
     original.oracle().check_memory_trace(&report, &dir.join("report.json"), &tool.plan);
     assert!(stderr.contains("memory tracer: "), "{stderr}");
     // The database holds the same records, as the ring gave them.
-    let header = "dispatch\tinstruction\twavefront\tlane\taddress";
+    let header = MEMORY_TRACE_HEADER;
     let rows = records(&dir.join("report.json"), "memory-trace.tsv", header);
     let stored = |database: &Path| -> Vec<Vec<u64>> {
         database_records(database, "Trace", 16)
             .into_iter()
             .map(|(dispatch, r)| {
                 let word = |at: usize, n: usize| r[at..at + n].iter().rev().fold(0u64, |v, b| (v << 8) | u64::from(*b));
-                vec![dispatch, word(8, 4), word(12, 4) >> 7, word(12, 4) & 0x3f, word(0, 8)]
+                vec![dispatch, word(8, 4), word(12, 4) >> 9, word(12, 4) & 0x3f, word(0, 8), (word(12, 4) >> 7) & 3]
             })
             .collect()
     };
@@ -1282,6 +1291,56 @@ fn the_runtime_writes_the_memory_trace_the_emulator_logged() {
         without_addresses(records(&once.join("report.json"), "memory-trace.tsv", header)),
         without_addresses(rows)
     );
+}
+
+/// The memory tracer on LDS and buffer accesses (`memory_spaces.hip`):
+/// every lane's LDS address (single, two-address ST64 and atomic forms)
+/// and buffer address (raw with `offen`, structured with `idxen`) is the
+/// emulator's, each record names its space, and the lanes a buffer's range
+/// check leaves out (past the program's 1,000 elements in a grid of 1,024
+/// lanes) are not in the trace, statically and in dynamic mode.
+#[test]
+fn the_memory_tracer_follows_lds_and_buffer_accesses() {
+    let target = "gfx90a";
+    let dir = test_directory("memory-spaces");
+    let program = hip_build("runtime/memory_spaces.hip", target, &dir, "memory-spaces", &[]);
+    let original = original_dispatching(program, target, &dir, 2);
+    let tool = instrument_with("memory-tracer", &original, &dir);
+    let report_path = dir.join("report.json");
+    let (report, stderr) = run_reported(&tool.program, target, Some(&tool.host), &original.output, &dir);
+    original.oracle().check_memory_trace(&report, &report_path, &tool.plan);
+    let rows = records(&report_path, "memory-trace.tsv", MEMORY_TRACE_HEADER);
+    // Per instruction: (space, records).
+    let mut per_instruction = std::collections::BTreeMap::<u64, (u64, u64)>::new();
+    for row in &rows {
+        let entry = per_instruction.entry(row[1]).or_insert((row[5], 0));
+        assert_eq!(entry.0, row[5], "one space per instruction");
+        entry.1 += 1;
+    }
+    let buffer: Vec<u64> = per_instruction.values().filter(|(space, _)| *space == 2).map(|(_, n)| *n).collect();
+    // The raw load at offset 4 reaches 999 elements, the stores 1,000.
+    assert_eq!(buffer, vec![999, 1000, 1000], "buffer records per instruction: {per_instruction:?}");
+    let mut lds: Vec<u64> = per_instruction.values().filter(|(space, _)| *space == 3).map(|(_, n)| *n).collect();
+    lds.dedup();
+    lds.sort_unstable();
+    lds.dedup();
+    // In 4 workgroups of 256: the counter's write and read (1 lane each),
+    // the atomic (86 lanes), the tile's writes and reads (every lane).
+    assert_eq!(lds, vec![4, 4 * 86, 4 * 256], "LDS records per instruction: {per_instruction:?}");
+    assert!(per_instruction.values().any(|(space, _)| *space == 1), "global accesses too");
+    assert!(stderr.contains("memory tracer: "), "{stderr}");
+
+    // Dynamic mode gives the same trace.
+    let dynamic = dir.join("dynamic");
+    std::fs::create_dir_all(&dynamic).unwrap();
+    let run = Run {
+        dynamic: Some((tool.device.clone(), tool.plan_file.clone())),
+        cache: Some(PathBuf::from("none")),
+        tool_host: Some(tool.host.clone()),
+        ..run_on(target)
+    };
+    let (report, _) = run_reported_with(run, &original.program, &[], &original.output, &dynamic);
+    original.oracle().check_memory_trace(&report, &dynamic.join("report.json"), &tool.plan);
 }
 
 /// The records of ring `ring` in the run's database, in order, with their

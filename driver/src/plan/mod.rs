@@ -51,9 +51,13 @@ pub enum PointValue {
     Block,
     /// A number unique to the point in this plan run (0, 1, 2, ... in code order).
     Site,
-    /// The address a flat or global instruction accesses, per lane, read at
-    /// the point; an insert using it selects only such instructions.
+    /// The address a flat, global, buffer or LDS instruction accesses, per
+    /// lane, read at the point; an insert using it selects only such
+    /// instructions.
     MemoryAddress,
+    /// The space of that address (0 flat, 1 global, 2 buffer, 3 LDS): a
+    /// constant; selects the same instructions.
+    MemorySpace,
     /// The value of the instruction's Nth source register at the point; an
     /// insert using it selects instructions whose Nth source is a register.
     Source(usize),
@@ -85,10 +89,20 @@ pub const POINT_VALUES: &[(&str, &str)] = &[
     ),
     (
         "memory-address",
-        "the 64-bit address a flat or global instruction accesses, per lane, computed at the point from the \
-         instruction's own operands: `vaddr` (64-bit), or `saddr` + the 32-bit `vaddr`, plus the offset (13-bit signed for global \
-         instructions: LLVM 15 decodes `offset:-8` as 8184, which the plan sign-extends; unsigned for flat); a 64-bit \
-         integer parameter",
+        "the address a memory instruction accesses, per lane, computed at the point from the instruction's own \
+         operands; a 64-bit integer parameter. Flat and global: `vaddr` (64-bit), or `saddr` + the 32-bit `vaddr`, \
+         plus the offset (13-bit signed for global instructions: LLVM 15 decodes `offset:-8` as 8184, which the plan \
+         sign-extends; unsigned for flat). Buffer (MUBUF but format conversions): the resource's base + `soffset` + \
+         `index * stride + offset` (`idxen`, `offen`, the instruction's offset; swizzled resources as the hardware \
+         computes them); the hook runs only on the lanes whose access is in the buffer's range, and not on accesses \
+         through an `add_tid` resource (the private segment buffer's: scratch). LDS (`ds_*` \
+         but GDS, swizzles, permutes, append/consume): the 32-bit `vaddr + offset` (of a two-address form, the first \
+         address), zero-extended. Scratch and scalar memory instructions have none",
+    ),
+    (
+        "memory-space",
+        "the space of the instruction's `memory-address`: 0 flat, 1 global, 2 buffer, 3 LDS (constant; selects the \
+         instructions `memory-address` does)",
     ),
 ];
 
@@ -260,6 +274,7 @@ impl PlanArgument {
                         "region-scalar" => Ok(PlanArgument::Value(PointValue::RegionScalar)),
                         "region-vector" => Ok(PlanArgument::Value(PointValue::RegionVector)),
                         "memory-address" => Ok(PlanArgument::Value(PointValue::MemoryAddress)),
+                        "memory-space" => Ok(PlanArgument::Value(PointValue::MemorySpace)),
                         _ => {
                             let names: Vec<&str> = POINT_VALUES.iter().map(|(n, _)| *n).collect();
                             Err(format!("unknown value `{}` (values: {})", name.escape_debug(), names.join(", ")))
@@ -467,6 +482,7 @@ impl Plan {
                         PlanArgument::Fixed(argument) => Some(argument.clone()),
                         PlanArgument::Value(value) => match value {
                             PointValue::MemoryAddress => operands::memory_address(&lifted.isa, point.instruction),
+                            PointValue::MemorySpace => operands::memory_space(&lifted.isa, point.instruction),
                             PointValue::Source(n) => operands::source_register(&lifted.isa, point.instruction, *n),
                             PointValue::Address => Some(HookArgument::Int(point.instruction.address as i64)),
                             PointValue::Opcode => Some(HookArgument::Int(i64::from(point.instruction.opcode))),

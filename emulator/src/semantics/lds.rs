@@ -4,6 +4,7 @@
 //! what the hardware does (`LdsOutOfRange`).
 
 use super::{base_name, Context, Handler, LdsOutOfRange};
+use crate::access::Space;
 use crate::error::Fault;
 use crate::program::Inst;
 use crate::wave::{active_lanes, LANES};
@@ -63,6 +64,7 @@ fn two_addresses(c: &Context<'_>, i: &Inst, lane: usize, unit: u32) -> [u32; 2] 
 fn read_dwords(c: &mut Context<'_>, i: &Inst, n: usize) -> Result<(), Fault> {
     for lane in active_lanes(c.wave.exec()) {
         let at = address(c, i, lane);
+        c.log_access(lane, u64::from(at), Space::Lds);
         for k in 0..n {
             let mut b = [0u8; 4];
             lds_read(c, dword(at, k), &mut b)?;
@@ -75,6 +77,7 @@ fn read_dwords(c: &mut Context<'_>, i: &Inst, n: usize) -> Result<(), Fault> {
 fn write_dwords(c: &mut Context<'_>, i: &Inst, n: usize) -> Result<(), Fault> {
     for lane in active_lanes(c.wave.exec()) {
         let at = address(c, i, lane);
+        c.log_access(lane, u64::from(at), Space::Lds);
         for k in 0..n {
             let v = c.wave.lane32_at(&i.srcs[1].operand, lane, k);
             lds_write(c, dword(at, k), &v.to_le_bytes())?;
@@ -87,6 +90,7 @@ fn write_dwords(c: &mut Context<'_>, i: &Inst, n: usize) -> Result<(), Fault> {
 fn read_small(c: &mut Context<'_>, i: &Inst, bytes: usize, signed: bool, half: Option<bool>) -> Result<(), Fault> {
     for lane in active_lanes(c.wave.exec()) {
         let at = address(c, i, lane);
+        c.log_access(lane, u64::from(at), Space::Lds);
         let mut b = [0u8; 2];
         lds_read(c, u64::from(at), &mut b[..bytes])?;
         let raw = if bytes == 1 { u32::from(b[0]) } else { u32::from(u16::from_le_bytes(b)) };
@@ -114,6 +118,7 @@ fn read_small(c: &mut Context<'_>, i: &Inst, bytes: usize, signed: bool, half: O
 fn write_small(c: &mut Context<'_>, i: &Inst, bytes: usize, high: bool) -> Result<(), Fault> {
     for lane in active_lanes(c.wave.exec()) {
         let at = address(c, i, lane);
+        c.log_access(lane, u64::from(at), Space::Lds);
         let v = c.wave.lane32(&i.srcs[1].operand, lane);
         let v = if high { v >> 16 } else { v };
         lds_write(c, u64::from(at), &v.to_le_bytes()[..bytes])?;
@@ -124,7 +129,9 @@ fn write_small(c: &mut Context<'_>, i: &Inst, bytes: usize, high: bool) -> Resul
 /// Two-address forms: offsets in units of the element size (x64 for ST64).
 fn read2(c: &mut Context<'_>, i: &Inst, dwords: usize, unit: u32) -> Result<(), Fault> {
     for lane in active_lanes(c.wave.exec()) {
-        for (slot, at) in two_addresses(c, i, lane, unit).into_iter().enumerate() {
+        let addresses = two_addresses(c, i, lane, unit);
+        c.log_access(lane, u64::from(addresses[0]), Space::Lds);
+        for (slot, at) in addresses.into_iter().enumerate() {
             for k in 0..dwords {
                 let mut b = [0u8; 4];
                 lds_read(c, dword(at, k), &mut b)?;
@@ -137,7 +144,9 @@ fn read2(c: &mut Context<'_>, i: &Inst, dwords: usize, unit: u32) -> Result<(), 
 
 fn write2(c: &mut Context<'_>, i: &Inst, dwords: usize, unit: u32) -> Result<(), Fault> {
     for lane in active_lanes(c.wave.exec()) {
-        for (slot, at) in two_addresses(c, i, lane, unit).into_iter().enumerate() {
+        let addresses = two_addresses(c, i, lane, unit);
+        c.log_access(lane, u64::from(addresses[0]), Space::Lds);
+        for (slot, at) in addresses.into_iter().enumerate() {
             for k in 0..dwords {
                 let v = c.wave.lane32_at(&i.srcs[1 + slot].operand, lane, k);
                 lds_write(c, dword(at, k), &v.to_le_bytes())?;
@@ -222,6 +231,7 @@ fn atomic(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let size = if wide { 8 } else { 4 };
     for lane in active_lanes(c.wave.exec()) {
         let at = u64::from(address(c, i, lane));
+        c.log_access(lane, at, Space::Lds);
         let data = |k: usize| -> u64 {
             match i.srcs.get(1 + k) {
                 Some(s) if wide => c.wave.lane64(&s.operand, lane),

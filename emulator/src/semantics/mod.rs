@@ -19,6 +19,7 @@ pub mod sdwa;
 mod vector;
 mod vector_memory;
 
+use crate::access::Space;
 use crate::error::Fault;
 use crate::memory::Memory;
 use crate::processor::Processor;
@@ -72,12 +73,19 @@ pub struct Context<'a> {
     pub machine: &'a Machine,
     /// Device address of the next instruction; branches change it.
     pub next_pc: u64,
-    /// When recording accesses: (lane, address) of each lane's FLAT or
-    /// GLOBAL access by this instruction.
-    pub accessed: Option<&'a mut Vec<(u8, u64)>>,
+    /// When recording accesses: (lane, address, space) of each lane's
+    /// FLAT, GLOBAL, buffer or LDS access by this instruction.
+    pub accessed: Option<&'a mut Vec<(u8, u64, Space)>>,
 }
 
 impl Context<'_> {
+    /// Logs one lane's access when accesses are recorded.
+    pub fn log_access(&mut self, lane: usize, address: u64, space: Space) {
+        if let Some(log) = self.accessed.as_mut() {
+            log.push((lane as u8, address, space));
+        }
+    }
+
     /// Makes a code object address the next instruction.
     pub fn jump(&mut self, address: u64) {
         self.next_pc = self.machine.load_base + address;

@@ -4,6 +4,7 @@
 //! once; lanes access memory in lane order.
 
 use super::{Context, Handler};
+use crate::access::Space;
 use crate::error::Fault;
 use crate::memory::{APERTURE_SIZE, PRIVATE_APERTURE, SHARED_APERTURE};
 use crate::operands::{Operand, FLAT_SCRATCH};
@@ -251,9 +252,25 @@ fn flat_lane_address(c: &Context<'_>, a: &FlatAddressing, lane: usize) -> u64 {
 fn record_access(c: &mut Context<'_>, a: &FlatAddressing, lane: usize) {
     if c.accessed.is_some() {
         let address = flat_lane_address(c, a, lane);
-        if let Some(log) = c.accessed.as_mut() {
-            log.push((lane as u8, address));
-        }
+        c.log_access(lane, address, if a.flat { Space::Flat } else { Space::Global });
+    }
+}
+
+/// Logs a buffer access by where its first dword goes (a lane out of the
+/// buffer's range accesses nothing); not one through the private segment
+/// buffer (a resource with `add_tid`: scratch, as SCRATCH instructions'
+/// accesses are not logged).
+fn record_buffer_access(c: &mut Context<'_>, i: &Inst, first: usize, lane: usize, places: &[Place]) {
+    if c.accessed.is_none() {
+        return;
+    }
+    let name = i.name.as_str();
+    let has_vaddr = ["_OFFEN", "_IDXEN", "_BOTHEN"].iter().any(|form| name.contains(form));
+    if resource(c, &i.srcs[first + usize::from(has_vaddr)].operand).add_tid {
+        return;
+    }
+    if let Some(Place::Global(address)) = places.first() {
+        c.log_access(lane, *address, Space::Buffer);
     }
 }
 
@@ -580,6 +597,7 @@ fn buffer_load(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let size = width_bytes(width).min(4);
     for lane in active_lanes(c.wave.exec()) {
         let places = dword_places(width, |extra| buffer_place(c, i, 0, lane, extra, size));
+        record_buffer_access(c, i, 0, lane, &places);
         load_lane(c, i, lane, &places, width).map_err(|f| f.in_lane(lane))?;
     }
     Ok(())
@@ -591,6 +609,7 @@ fn buffer_store(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let size = width_bytes(width).min(4);
     for lane in active_lanes(c.wave.exec()) {
         let places = dword_places(width, |extra| buffer_place(c, i, 1, lane, extra, size));
+        record_buffer_access(c, i, 1, lane, &places);
         store_lane(c, &data, lane, &places, width).map_err(|f| f.in_lane(lane))?;
     }
     Ok(())
@@ -601,6 +620,7 @@ fn buffer_atomic(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let (_, wide, _) = atomic_kind(&i.name).ok_or(Fault::Unimplemented)?;
     for lane in active_lanes(c.wave.exec()) {
         let place = buffer_place(c, i, 1, lane, 0, if wide { 8 } else { 4 });
+        record_buffer_access(c, i, 1, lane, &[place]);
         atomic_lane(c, i, &data, lane, place).map_err(|f| f.in_lane(lane))?;
     }
     Ok(())

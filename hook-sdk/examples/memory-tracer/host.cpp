@@ -3,7 +3,7 @@
 // (its `records` table), and on request (`gpuinstr-run --tool-file
 // memory-trace.tsv`, or where the database keeps no records) also goes to
 // the file `memory-trace.tsv` beside the report (dispatch, instruction,
-// wavefront, lane, address); per dispatch the report gets, per memory
+// wavefront, lane, address, space: 0 flat, 1 global, 2 buffer, 3 LDS); per dispatch the report gets, per memory
 // instruction, its wavefront executions, lane accesses and the distinct
 // 64-byte lines they touched (summed over executions: lines per execution
 // near 1 is a coalesced access, near the active lanes a scattered one). At
@@ -27,7 +27,7 @@ struct MemoryAccess {
   uint32_t Instruction;
   uint32_t WavefrontLane;
 };
-constexpr uint32_t LaneBits = 0x3f, FirstOfExecution = 0x40, WavefrontShift = 7;
+constexpr uint32_t LaneBits = 0x3f, FirstOfExecution = 0x40, SpaceShift = 7, SpaceBits = 3, WavefrontShift = 9;
 constexpr uint64_t LineBytes = 64;
 
 struct Instruction {
@@ -95,7 +95,7 @@ extern "C" void gpuinstr_tool_records(const gpuinstr_records *Records) {
     return; // another ring's (the dispatch call checks the counts)
   const bool Text = textWanted();
   if (Text && !HeaderWritten) {
-    write("dispatch\tinstruction\twavefront\tlane\taddress\n");
+    write("dispatch\tinstruction\twavefront\tlane\taddress\tspace\n");
     HeaderWritten = true;
   }
   const uint64_t Id = gpuinstr_records_dispatch_id(Records);
@@ -113,8 +113,9 @@ extern "C" void gpuinstr_tool_records(const gpuinstr_records *Records) {
     if (!Text)
       continue;
     char Line[96];
-    std::snprintf(Line, sizeof Line, "%" PRIu64 "\t0x%" PRIx32 "\t%" PRIu32 "\t%" PRIu32 "\t0x%" PRIx64 "\n", Id,
-                  R.Instruction, R.WavefrontLane >> WavefrontShift, R.WavefrontLane & LaneBits, R.Address);
+    std::snprintf(Line, sizeof Line, "%" PRIu64 "\t0x%" PRIx32 "\t%" PRIu32 "\t%" PRIu32 "\t0x%" PRIx64 "\t%" PRIu32 "\n",
+                  Id, R.Instruction, R.WavefrontLane >> WavefrontShift, R.WavefrontLane & LaneBits, R.Address,
+                  (R.WavefrontLane >> SpaceShift) & SpaceBits);
     Lines += Line;
     if (Lines.size() > (1 << 20)) {
       write(Lines);
@@ -155,8 +156,8 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
   for (int D = 0; D < 3; ++D)
     Wavefronts *= (Grid[D] + Block[D] - 1) / Block[D];
   Wavefronts *= (uint64_t(Block[0]) * Block[1] * Block[2] + 63) / 64;
-  if (Wavefronts > (uint64_t(1) << 25))
-    gpuinstr_report_warning(Dispatch, "more than 2^25 wavefronts: the trace's wavefront ids wrap");
+  if (Wavefronts > (uint64_t(1) << 23))
+    gpuinstr_report_warning(Dispatch, "more than 2^23 wavefronts: the trace's wavefront ids wrap");
 
   // Sites name the instructions.
   size_t SiteCount = 0;
@@ -204,7 +205,7 @@ extern "C" void gpuinstr_tool_dispatch(gpuinstr_dispatch *Dispatch) {
 extern "C" void gpuinstr_tool_exit(void) {
   // A file asked for is written even when nothing was traced: its header.
   if (textWanted() && !HeaderWritten) {
-    write("dispatch\tinstruction\twavefront\tlane\taddress\n");
+    write("dispatch\tinstruction\twavefront\tlane\taddress\tspace\n");
     HeaderWritten = true;
   }
   std::vector<std::pair<const std::pair<std::string, uint64_t>, Instruction> *> Sorted;

@@ -24,7 +24,7 @@ __attribute__((managed)) uint64_t TraceCount = 0;
 // Records fill Trace from its start: after a dispatch only they are copied.
 GPUINSTR_RECORDS(Trace, TraceCount)
 
-GPUINSTR_HOOK traceMemory(uint32_t Instruction, uint64_t Address) {
+GPUINSTR_HOOK traceMemory(uint32_t Instruction, uint64_t Address, uint32_t) {
   const uint64_t ExecMask = __builtin_amdgcn_read_exec();
   // This lane's rank among the active lanes.
   const uint32_t Rank =

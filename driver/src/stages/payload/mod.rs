@@ -25,6 +25,10 @@ use inkwell::values::AnyValue;
 use inkwell::values::{BasicMetadataValueEnum, CallSiteValue, FunctionValue, InstructionOpcode};
 use thiserror::Error;
 
+use addresses::AddressBuilder;
+
+mod addresses;
+
 /// Name of the payload function of point `index`.
 pub fn payload_name(index: usize) -> String {
     format!("gpuinstr.payload.{index}")
@@ -46,6 +50,65 @@ pub enum HookArgument {
         index: Option<Register>,
         offset: i64,
     },
+    /// A `ds_*` instruction's LDS address: the 32-bit `address` register
+    /// plus `offset`, added in 32 bits (as the hardware adds them),
+    /// zero-extended to 64.
+    LdsAddress {
+        address: Register,
+        offset: i64,
+    },
+    /// A buffer instruction's address: a hook given one runs only on the
+    /// lanes whose access is in the buffer's range (the others access
+    /// nothing) and not scratch.
+    BufferAddress(BufferAddress),
+}
+
+/// A buffer (MUBUF) instruction's address operands. A lane accesses the
+/// resource's base, plus the SGPR offset, plus its offset in the buffer:
+/// `index * stride + offset` (a swizzled resource interleaves elements of
+/// `index_stride` indices), where `offset` is the instruction's offset
+/// plus (`offen`) its VGPR offset and `index` (`idxen`) its VGPR index
+/// (plus its lane with `add_tid`). Out of range (raw buffers: the first
+/// dword's end past `num_records`, the SGPR offset not counted;
+/// structured buffers: an index from `num_records` on) it accesses
+/// nothing; swizzled resources are not range-checked. The hook does not
+/// run on lanes out of range, nor on accesses through an `add_tid`
+/// resource (the private segment buffer's: scratch, whose addresses move
+/// with the scratch instrumentation adds).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BufferAddress {
+    /// The resource's four SGPRs (its V#).
+    pub resource: [Register; 4],
+    /// The VGPR index (`idxen`).
+    pub index: Option<Register>,
+    /// The VGPR offset (`offen`).
+    pub voffset: Option<Register>,
+    /// The SGPR offset: a register, else an inline constant.
+    pub soffset: Option<Register>,
+    pub soffset_constant: i64,
+    /// The instruction's offset.
+    pub offset: i64,
+    /// Bytes the range check covers: the first dword's (1, 2 or 4), or a
+    /// 64-bit atomic's 8.
+    pub checked_bytes: u8,
+}
+
+impl BufferAddress {
+    /// Every register it reads.
+    pub fn registers(&self) -> impl Iterator<Item = Register> + '_ {
+        self.resource.iter().copied().chain(self.index).chain(self.voffset).chain(self.soffset)
+    }
+
+    /// What it is but for the instruction's offset (which points sharing a
+    /// payload may have apart).
+    pub fn shape(&self) -> String {
+        let [r0, r1, r2, r3] = &self.resource;
+        let soffset = self.soffset.map_or(self.soffset_constant.to_string(), |r| r.to_string());
+        format!(
+            "buffer({r0},{r1},{r2},{r3}) index {:?} offset {:?} + {soffset} + int, {} bytes checked",
+            self.index, self.voffset, self.checked_bytes
+        )
+    }
 }
 
 impl fmt::Display for HookArgument {
@@ -60,6 +123,22 @@ impl fmt::Display for HookArgument {
                     write!(f, " + {index}")?;
                 }
                 write!(f, " + {offset}")
+            }
+            HookArgument::LdsAddress { address, offset } => write!(f, "lds({address} + {offset})"),
+            HookArgument::BufferAddress(buffer) => {
+                let [r0, _, _, r3] = &buffer.resource;
+                write!(f, "buffer({r0}..{r3})")?;
+                if let Some(index) = buffer.index {
+                    write!(f, " index {index}")?;
+                }
+                if let Some(voffset) = buffer.voffset {
+                    write!(f, " + {voffset}")?;
+                }
+                match buffer.soffset {
+                    Some(soffset) => write!(f, " + {soffset}")?,
+                    None => write!(f, " + {}", buffer.soffset_constant)?,
+                }
+                write!(f, " + {}", buffer.offset)
             }
         }
     }
@@ -390,6 +469,8 @@ pub fn build_payload_module<'ctx>(
                 });
             }
             let mut values: Vec<BasicMetadataValueEnum> = Vec::new();
+            let addresses = AddressBuilder { context, module, builder: &builder };
+            let mut guard = None;
             for (position, (parameter, argument)) in parameters.iter().zip(&call.arguments).enumerate() {
                 let mismatch = || PayloadError::ArgumentType {
                     point: request.label.clone(),
@@ -398,7 +479,9 @@ pub fn build_payload_module<'ctx>(
                     expected: parameter.print_to_string().to_string(),
                     given: match argument {
                         HookArgument::Register(r) => format!("register {r}"),
-                        HookArgument::MemoryAddress { .. } => format!("the memory address {argument}"),
+                        HookArgument::MemoryAddress { .. }
+                        | HookArgument::LdsAddress { .. }
+                        | HookArgument::BufferAddress(_) => format!("the memory address {argument}"),
                         other => format!("constant {other}"),
                     },
                 };
@@ -449,43 +532,42 @@ pub fn build_payload_module<'ctx>(
                         BasicMetadataTypeEnum::IntType(ty),
                         HookArgument::MemoryAddress { base, index, offset },
                         opaque,
-                    ) if ty.get_bit_width() == 64 => {
-                        let read = |register: &Register, bits: u32| {
-                            let function = read_reg_function(context, module, bits);
-                            let code = context.i32_type().const_int(u64::from(register.encode()), false);
-                            let call = builder.build_call(function, &[code.into()], "").expect("builder is positioned");
-                            call.try_as_basic_value().basic().expect("readReg returns a value").into_int_value()
-                        };
-                        let mut address = read(base, 64);
-                        if let Some(index) = index {
-                            let index = builder
-                                .build_int_z_extend(read(index, 32), context.i64_type(), "")
-                                .expect("builder is positioned");
-                            address = builder.build_int_add(address, index, "").expect("builder is positioned");
-                        }
-                        // Offsets are 13-bit at most: a 32-bit point constant, extended.
-                        let offset = match opaque {
-                            Some((slot, range))
-                                if i32::try_from(range.min).is_ok() && i32::try_from(range.max).is_ok() =>
-                            {
-                                let value = point_constant(context, module, &builder, slot, range, 32);
-                                if range.min >= 0 {
-                                    builder.build_int_z_extend(value, context.i64_type(), "")
-                                } else {
-                                    builder.build_int_s_extend(value, context.i64_type(), "")
-                                }
-                                .expect("builder is positioned")
-                            }
-                            Some((slot, range)) => point_constant(context, module, &builder, slot, range, 64),
-                            None => context.i64_type().const_int(*offset as u64, true),
-                        };
-                        builder.build_int_add(address, offset, "").expect("builder is positioned").into()
+                    ) if ty.get_bit_width() == 64 => addresses.flat(*base, *index, *offset, opaque).into(),
+                    (BasicMetadataTypeEnum::IntType(ty), HookArgument::LdsAddress { address, offset }, opaque)
+                        if ty.get_bit_width() == 64 =>
+                    {
+                        addresses.lds(*address, *offset, opaque).into()
+                    }
+                    (BasicMetadataTypeEnum::IntType(ty), HookArgument::BufferAddress(buffer), opaque)
+                        if ty.get_bit_width() == 64 =>
+                    {
+                        let (address, in_range) = addresses.buffer(buffer, opaque);
+                        guard = Some(match guard {
+                            Some(earlier) => builder.build_and(earlier, in_range, "").expect("builder is positioned"),
+                            None => in_range,
+                        });
+                        address.into()
                     }
                     _ => return Err(mismatch()),
                 };
                 values.push(value);
             }
-            builder.build_call(*hook, &values, "").expect("builder is positioned");
+            match guard {
+                // A buffer access out of range accesses nothing: the hook
+                // runs on the lanes whose access is in range.
+                Some(in_range) => {
+                    let call_block = context.append_basic_block(payload, "in_range");
+                    let after = context.append_basic_block(payload, "after");
+                    builder.build_conditional_branch(in_range, call_block, after).expect("builder is positioned");
+                    builder.position_at_end(call_block);
+                    builder.build_call(*hook, &values, "").expect("builder is positioned");
+                    builder.build_unconditional_branch(after).expect("builder is positioned");
+                    builder.position_at_end(after);
+                }
+                None => {
+                    builder.build_call(*hook, &values, "").expect("builder is positioned");
+                }
+            }
         }
         builder.build_return(None).expect("builder is positioned");
     }

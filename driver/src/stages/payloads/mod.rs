@@ -125,6 +125,8 @@ fn vgprs_read(point: &PayloadPoint) -> UnitSet {
                     add(*index, 1);
                 }
             }
+            HookArgument::LdsAddress { address, .. } => add(*address, 1),
+            HookArgument::BufferAddress(buffer) => buffer.registers().for_each(|register| add(register, 1)),
             HookArgument::Int(_) | HookArgument::Float(_) => {}
         }
     }

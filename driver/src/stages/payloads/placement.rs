@@ -16,7 +16,7 @@ use crate::stages::lift::{FunctionKind, LiftedCodeObject};
 use crate::stages::liveness::{allocation, Liveness, RegisterFile, Unit, UnitSet};
 use crate::stages::lower_mir::physical::{mir_register, units_of_mir_name};
 use crate::stages::lower_mir::PayloadSite;
-use crate::stages::payload::{HookArgument, HookCall, PayloadPoint};
+use crate::stages::payload::{BufferAddress, HookArgument, HookCall, PayloadPoint};
 use gpuinstr_intrinsics::Register;
 
 use super::{CodeLine, CompiledPayload, PayloadRoom, VgprRuns};
@@ -197,6 +197,29 @@ fn key_with(point: &PayloadPoint, site: &PayloadSite, hidden_arguments: &str) ->
                     };
                     shape.push(format!("{base}[64] + {index:?} + int"));
                     HookArgument::MemoryAddress { base, index, offset: *offset }
+                }
+                HookArgument::LdsAddress { address, offset } => {
+                    let address = template_register(*address, false, &mut read)?;
+                    shape.push(format!("lds({address} + int)"));
+                    HookArgument::LdsAddress { address, offset: *offset }
+                }
+                HookArgument::BufferAddress(buffer) => {
+                    let mut stand_in = |register: Option<Register>| match register {
+                        Some(register) => template_register(register, false, &mut read).map(Some),
+                        None => Some(None),
+                    };
+                    let [r0, r1, r2, r3] = buffer.resource;
+                    let resource = [stand_in(Some(r0))?, stand_in(Some(r1))?, stand_in(Some(r2))?, stand_in(Some(r3))?]
+                        .map(|register| register.expect("a register"));
+                    let buffer = BufferAddress {
+                        resource,
+                        index: stand_in(buffer.index)?,
+                        voffset: stand_in(buffer.voffset)?,
+                        soffset: stand_in(buffer.soffset)?,
+                        ..buffer.clone()
+                    };
+                    shape.push(buffer.shape());
+                    HookArgument::BufferAddress(buffer)
                 }
             };
             arguments.push(argument);

@@ -70,6 +70,8 @@ fn sharing_key(point: &PayloadPoint, site: &PayloadSite) -> String {
                 .map(|argument| match argument {
                     HookArgument::Int(_) => "int".to_string(),
                     HookArgument::MemoryAddress { base, index, .. } => format!("{base}[64] + {index:?} + int"),
+                    HookArgument::LdsAddress { address, .. } => format!("lds({address} + int)"),
+                    HookArgument::BufferAddress(buffer) => buffer.shape(),
                     other => format!("{other:?}"),
                 })
                 .collect();
@@ -131,7 +133,8 @@ pub fn group_points(points: &[PayloadPoint], sites: &[PayloadSite], slack: Slack
 pub fn constant_part(argument: &HookArgument) -> Option<i64> {
     match argument {
         HookArgument::Int(value) => Some(*value),
-        HookArgument::MemoryAddress { offset, .. } => Some(*offset),
+        HookArgument::MemoryAddress { offset, .. } | HookArgument::LdsAddress { offset, .. } => Some(*offset),
+        HookArgument::BufferAddress(buffer) => Some(buffer.offset),
         _ => None,
     }
 }
