@@ -3,7 +3,7 @@
 # `cargo test`): each line of FILE is `DIR PROGRAM ARGS...` (a program the
 # user built, run in DIR); each runs on the emulated MI210 as it is and with
 # each example tool in dynamic mode and default flags, and must print what
-# it printed (timing lines aside) and report, dispatch by dispatch, what
+# it printed (lines measuring time or memory aside) and report, dispatch by dispatch, what
 # the device's log of the original run gives (docs/runtime.md, "Programs
 # nobody here wrote").
 # A program that compiles its kernels as it runs (Triton) says where they

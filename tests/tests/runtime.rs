@@ -2660,11 +2660,14 @@ fn logging_the_original(target: &str, log: &Path) -> Run {
     }
 }
 
-/// Lines of a program's output that say how long something took (they
-/// differ between any two runs).
-fn timing_line(line: &str) -> bool {
+/// Lines of a program's output that measure the run: how long something
+/// took, or how much memory the process holds (they differ between any
+/// two runs, and a tool's runtime adds to the process's memory).
+fn measurement_line(line: &str) -> bool {
     let lower = line.to_lowercase();
-    ["time", "second", "ms", "/s", "gflops", "gf/s", "(us)", "elapsed", "speedup"].iter().any(|t| lower.contains(t))
+    ["time", "second", "ms", "/s", "gflops", "gf/s", "(us)", "elapsed", "speedup", "memory usage"]
+        .iter()
+        .any(|t| lower.contains(t))
 }
 
 /// Programs nobody here wrote, built by the user (long: run by
@@ -2727,7 +2730,7 @@ fn programs_nobody_here_wrote_report_what_the_emulator_gives() {
         let mut command = run.command(program.as_os_str(), &arguments);
         let original = command.current_dir(&directory).output().unwrap();
         let printed = |output: &Output| -> Vec<String> {
-            String::from_utf8_lossy(&output.stdout).lines().filter(|l| !timing_line(l)).map(String::from).collect()
+            String::from_utf8_lossy(&output.stdout).lines().filter(|l| !measurement_line(l)).map(String::from).collect()
         };
         // The program's code objects: its own, or (a program that compiles
         // its kernels as it runs, Triton's) those under the directory
