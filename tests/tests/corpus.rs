@@ -44,3 +44,19 @@ fn rocsparse_sample_round_trips_exactly() {
     assert_eq!(report.code_objects, 19, "{}", report.render_text());
     assert_clean(&report, 1500);
 }
+
+/// A file of the corpus that cannot be read (a host library with no
+/// device code, as hipBLASLt's is) is a failure of its own, named, and the
+/// others are still checked.
+#[test]
+fn a_file_that_cannot_be_read_is_named_and_the_rest_checked() {
+    let library = debian_package_file("librocrand1", ROCRAND);
+    let host_only = std::path::PathBuf::from("/bin/true");
+    let report = check_corpus(&[host_only, library], "gfx908", Sample::All, Linker::Comgr, 2).unwrap();
+    let text = report.render_text();
+    assert_eq!((report.files, report.files_not_loaded, report.code_objects), (2, 1, 1), "{text}");
+    let failure = &report.failures["not loaded"];
+    assert!(failure.example.starts_with("/bin/true: "), "{text}");
+    assert!(text.contains("files not loaded       1"), "{text}");
+    assert_eq!(report.identical_code_objects, 1, "{text}");
+}

@@ -191,18 +191,27 @@ fn set_kernel_list(document: &mut rmpv::Value, kernels: Vec<rmpv::Value>) {
     }
 }
 
-/// What the metadata note may hold: maps with string keys, arrays, strings,
+/// What the metadata note may hold: maps with string, integer or boolean
+/// keys (Tensile writes `AssertSizeMultiple: {3: 1}`), arrays, strings,
 /// numbers, booleans (LLVM writes nothing else, and the emitter writes it
-/// back as YAML, which has no binary data and no container keys).
+/// back as YAML, whose plain scalars LLVM reads back as the same integers
+/// and booleans, and which has no binary data and no container keys).
 fn check_types(value: &rmpv::Value, at: &str) -> Result<(), LoadProblem> {
     use rmpv::Value;
     match value {
         Value::Map(entries) => {
             for (key, value) in entries {
-                let Some(key) = key.as_str() else {
-                    return Err(LoadProblem::MalformedMetadata(format!("{at} has a key that is not a string: {key}")));
+                let key = match key {
+                    Value::String(text) => text.as_str().map(str::to_string),
+                    Value::Integer(_) | Value::Boolean(_) => Some(key.to_string()),
+                    _ => None,
                 };
-                check_types(value, key)?;
+                let Some(key) = key else {
+                    return Err(LoadProblem::MalformedMetadata(format!(
+                        "{at} has a key that is not a string, an integer or a boolean"
+                    )));
+                };
+                check_types(value, &key)?;
             }
             Ok(())
         }
@@ -265,6 +274,25 @@ mod tests {
         assert!(!metadata.kernels[0].arguments[0].is_hidden());
         assert!(metadata.kernels[0].arguments[1].is_hidden());
         assert_eq!(metadata.document, document);
+    }
+
+    /// Tensile's kernels carry maps keyed by integers; a container as a
+    /// key is refused.
+    #[test]
+    fn integer_keys_are_read_and_container_keys_refused() {
+        let with_keys = |key: Value| {
+            let document = map(vec![
+                ("amdhsa.version", Value::Array(vec![1.into(), 1.into()])),
+                ("amdhsa.kernels", Value::Array(vec![])),
+                ("custom", Value::Map(vec![(key, 1.into())])),
+            ]);
+            let mut bytes = Vec::new();
+            rmpv::encode::write_value(&mut bytes, &document).unwrap();
+            Metadata::parse(&bytes)
+        };
+        assert_eq!(with_keys(3.into()).unwrap().document["custom"], Value::Map(vec![(3.into(), 1.into())]));
+        let error = with_keys(Value::Array(vec![])).unwrap_err().to_string();
+        assert!(error.contains("custom has a key that is not a string, an integer or a boolean"), "{error}");
     }
 
     #[test]
