@@ -134,7 +134,13 @@ impl Metadata {
         let mut merged = parsed.next().ok_or(LoadProblem::MissingMetadata)??;
         for (index, note) in parsed.enumerate() {
             let note = note?;
-            if (note.version, &note.target) != (merged.version, &merged.target) {
+            // A note may leave the version or the target out (Tensile's
+            // code objects have such notes among hundreds): it agrees.
+            merged.version = merged.version.or(note.version);
+            merged.target = merged.target.clone().or_else(|| note.target.clone());
+            let version_agrees = note.version.is_none() || note.version == merged.version;
+            let target_agrees = note.target.is_none() || note.target == merged.target;
+            if !(version_agrees && target_agrees) {
                 return Err(LoadProblem::MalformedMetadata(format!(
                     "metadata note {} says version {:?} and target {:?}, the first {:?} and {:?}",
                     index + 2,
@@ -293,6 +299,30 @@ mod tests {
         assert_eq!(with_keys(3.into()).unwrap().document["custom"], Value::Map(vec![(3.into(), 1.into())]));
         let error = with_keys(Value::Array(vec![])).unwrap_err().to_string();
         assert!(error.contains("custom has a key that is not a string, an integer or a boolean"), "{error}");
+    }
+
+    /// Notes merge when each leaves the version or target out or agrees
+    /// (Tensile's); one naming another target is refused.
+    #[test]
+    fn notes_without_a_target_agree_with_the_others() {
+        let note = |target: Option<&str>, kernel: &str| {
+            let mut entries = vec![("amdhsa.version", Value::Array(vec![1.into(), 1.into()]))];
+            if let Some(target) = target {
+                entries.push(("amdhsa.target", target.into()));
+            }
+            let kernels =
+                Value::Array(vec![map(vec![(".name", kernel.into()), (".symbol", format!("{kernel}.kd").into())])]);
+            entries.push(("amdhsa.kernels", kernels));
+            let mut bytes = Vec::new();
+            rmpv::encode::write_value(&mut bytes, &map(entries)).unwrap();
+            bytes
+        };
+        let gfx90a = Some("amdgcn-amd-amdhsa--gfx90a");
+        let merged = Metadata::parse_notes(&[note(gfx90a, "a"), note(None, "b"), note(gfx90a, "c")]).unwrap();
+        assert_eq!(merged.target.as_deref(), gfx90a);
+        assert_eq!(merged.kernels.len(), 3);
+        let error = Metadata::parse_notes(&[note(gfx90a, "a"), note(Some("amdgcn-amd-amdhsa--gfx908"), "b")]);
+        assert!(error.unwrap_err().to_string().contains("metadata note 2 says"));
     }
 
     #[test]
