@@ -157,14 +157,22 @@ fn lds_address(isa: &Isa, instruction: &Instruction) -> Option<HookArgument> {
     let immediates: Vec<i64> =
         sources.filter_map(|s| if let Source::Immediate(value) = s { Some(value) } else { None }).collect();
     let two_addresses = ["READ2", "WRITE2", "WRXCHG2"].iter().any(|form| name.contains(form));
-    let (offset, gds) = if two_addresses {
+    let offset = if two_addresses {
         let element = if name.contains("B64") { 8 } else { 4 };
         let unit = if name.contains("ST64") { element * 64 } else { element };
-        ((immediates.first()? & 0xff) * unit, *immediates.get(2)?)
+        (immediates.first()? & 0xff) * unit
     } else {
-        (immediates.first()? & 0xffff, *immediates.get(1)?)
+        immediates.first()? & 0xffff
     };
-    (gds == 0).then_some(HookArgument::LdsAddress { address, offset })
+    (!accesses_gds(isa, instruction)).then_some(HookArgument::LdsAddress { address, offset })
+}
+
+/// Whether a DS instruction's `gds` bit is set, read from its encoding
+/// (LLVM 18 and later no longer decode it as an operand): bit 16 on GFX9,
+/// 17 on RDNA.
+fn accesses_gds(isa: &Isa, instruction: &Instruction) -> bool {
+    let bit = if isa.generation.is_gfx9() { 16 } else { 17 };
+    instruction.bytes.get(bit / 8).is_some_and(|byte| byte & (1 << (bit % 8)) != 0)
 }
 
 /// Bytes a buffer access's range check covers: its first dword's (1, 2 or
