@@ -98,16 +98,26 @@ impl BufferAddress {
     pub fn registers(&self) -> impl Iterator<Item = Register> + '_ {
         self.resource.iter().copied().chain(self.index).chain(self.voffset).chain(self.soffset)
     }
+}
 
-    /// What it is but for the instruction's offset (which points sharing a
-    /// payload may have apart).
-    pub fn shape(&self) -> String {
-        let [r0, r1, r2, r3] = &self.resource;
-        let soffset = self.soffset.map_or(self.soffset_constant.to_string(), |r| r.to_string());
-        format!(
-            "buffer({r0},{r1},{r2},{r3}) index {:?} offset {:?} + {soffset} + int, {} bytes checked",
-            self.index, self.voffset, self.checked_bytes
-        )
+impl HookArgument {
+    /// An address argument as it is but for the instruction's offset
+    /// (which points sharing a payload may have apart: it becomes a point
+    /// constant); `None` for other arguments.
+    pub fn address_shape(&self) -> Option<String> {
+        Some(match self {
+            HookArgument::MemoryAddress { base, index, .. } => format!("{base}[64] + {index:?} + int"),
+            HookArgument::LdsAddress { address, .. } => format!("lds({address} + int)"),
+            HookArgument::BufferAddress(buffer) => {
+                let [r0, r1, r2, r3] = &buffer.resource;
+                let soffset = buffer.soffset.map_or(buffer.soffset_constant.to_string(), |r| r.to_string());
+                format!(
+                    "buffer({r0},{r1},{r2},{r3}) index {:?} offset {:?} + {soffset} + int, {} bytes checked",
+                    buffer.index, buffer.voffset, buffer.checked_bytes
+                )
+            }
+            _ => return None,
+        })
     }
 }
 

@@ -195,12 +195,10 @@ fn key_with(point: &PayloadPoint, site: &PayloadSite, hidden_arguments: &str) ->
                         Some(index) => Some(template_register(*index, false, &mut read)?),
                         None => None,
                     };
-                    shape.push(format!("{base}[64] + {index:?} + int"));
                     HookArgument::MemoryAddress { base, index, offset: *offset }
                 }
                 HookArgument::LdsAddress { address, offset } => {
                     let address = template_register(*address, false, &mut read)?;
-                    shape.push(format!("lds({address} + int)"));
                     HookArgument::LdsAddress { address, offset: *offset }
                 }
                 HookArgument::BufferAddress(buffer) => {
@@ -218,10 +216,12 @@ fn key_with(point: &PayloadPoint, site: &PayloadSite, hidden_arguments: &str) ->
                         soffset: stand_in(buffer.soffset)?,
                         ..buffer.clone()
                     };
-                    shape.push(buffer.shape());
                     HookArgument::BufferAddress(buffer)
                 }
             };
+            if let Some(address) = argument.address_shape() {
+                shape.push(address);
+            }
             arguments.push(argument);
         }
         shapes.push(format!("{}({})", call.hook, shape.join(", ")));

@@ -69,10 +69,7 @@ fn sharing_key(point: &PayloadPoint, site: &PayloadSite) -> String {
                 .iter()
                 .map(|argument| match argument {
                     HookArgument::Int(_) => "int".to_string(),
-                    HookArgument::MemoryAddress { base, index, .. } => format!("{base}[64] + {index:?} + int"),
-                    HookArgument::LdsAddress { address, .. } => format!("lds({address} + int)"),
-                    HookArgument::BufferAddress(buffer) => buffer.shape(),
-                    other => format!("{other:?}"),
+                    other => other.address_shape().unwrap_or_else(|| format!("{other:?}")),
                 })
                 .collect();
             format!("{}({})", call.hook, arguments.join(", "))
