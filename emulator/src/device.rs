@@ -20,6 +20,31 @@ const R_AMDGPU_ABS64: u32 = 3;
 const R_AMDGPU_ABS32: u32 = 6;
 const R_AMDGPU_RELATIVE64: u32 = 13;
 
+/// Which of a file's code objects to load: those for `target` (all when
+/// None), then the `index`-th of them (in the file's order) or else the one
+/// defining `kernel`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Selection<'a> {
+    pub target: Option<&'a str>,
+    pub kernel: Option<&'a str>,
+    pub index: Option<usize>,
+}
+
+/// The code objects of `path` for `target` (all when None), in the file's
+/// order; an error when there are none.
+pub fn code_objects(path: &Path, target: Option<&str>) -> Result<Vec<CodeObject>, EmulatorError> {
+    let input = load::load_for_target(path, target)?;
+    if input.code_objects.is_empty() {
+        let file = path.display();
+        return Err(EmulatorError::Isa(format!("{file}: no code object for {}", target.unwrap_or("any target"))));
+    }
+    Ok(input.code_objects)
+}
+
+fn defines(code_object: &CodeObject, kernel: &str) -> bool {
+    code_object.kernels.iter().any(|k| k.name() == kernel || k.metadata.symbol == kernel)
+}
+
 pub struct Device {
     pub memory: Memory,
     pub code_object: CodeObject,
@@ -38,18 +63,48 @@ impl Device {
     /// file with `.hip_fatbin`) for `target` (e.g. `gfx90a`; needed when the
     /// file holds several).
     pub fn open(path: &Path, target: Option<&str>) -> Result<Self, EmulatorError> {
-        let input = load::load_for_target(path, target)?;
+        Self::open_selected(path, &Selection { target, ..Selection::default() })
+    }
+
+    /// Loads the code object of `path` that `selection` picks: a library's
+    /// fat binary holds many code objects of one target (rocBLAS's 66 for
+    /// gfx90a), told apart by the kernel they define or their number.
+    pub fn open_selected(path: &Path, selection: &Selection<'_>) -> Result<Self, EmulatorError> {
         let file = path.display().to_string();
-        let count = input.code_objects.len();
-        let Some(code_object) = input.code_objects.into_iter().next() else {
-            return Err(EmulatorError::Isa(format!("{file}: no code object for {}", target.unwrap_or("any target"))));
-        };
-        if count > 1 {
-            return Err(EmulatorError::Isa(format!(
-                "{file} holds {count} code objects; pick one with a target (e.g. --target gfx90a:xnack-)"
-            )));
+        let mut candidates = code_objects(path, selection.target)?;
+        let count = candidates.len();
+        let for_target = selection.target.map(|t| format!(" for {t}")).unwrap_or_default();
+        if let Some(index) = selection.index {
+            if index >= count {
+                return Err(EmulatorError::Isa(format!(
+                    "{file} holds {count} code objects{for_target}; there is no code object {index} (0 to {})",
+                    count.saturating_sub(1)
+                )));
+            }
+            return Self::new(candidates.swap_remove(index), file);
         }
-        Self::new(code_object, file)
+        if count == 1 {
+            return Self::new(candidates.swap_remove(0), file);
+        }
+        let Some(kernel) = selection.kernel else {
+            return Err(EmulatorError::Isa(format!(
+                "{file} holds {count} code objects{for_target}; pick one with a target (e.g. --target gfx90a:xnack-), \
+                 a kernel, or its number (--code-object 0 to {})",
+                count - 1
+            )));
+        };
+        let defining: Vec<usize> = (0..count).filter(|&k| defines(&candidates[k], kernel)).collect();
+        match defining[..] {
+            [] => Err(EmulatorError::Isa(format!(
+                "{file}: none of its {count} code objects{for_target} defines a kernel named {kernel}"
+            ))),
+            [one] => Self::new(candidates.swap_remove(one), file),
+            ref several => Err(EmulatorError::Isa(format!(
+                "{file}: {} of its code objects{for_target} define {kernel}; pick one with --code-object (one of {})",
+                several.len(),
+                several.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
+            ))),
+        }
     }
 
     pub fn new(code_object: CodeObject, file: String) -> Result<Self, EmulatorError> {

@@ -1,5 +1,6 @@
 //! `gpuinstr-emulate`: runs one kernel of a code object on the CPU.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -7,6 +8,8 @@ use std::path::PathBuf;
 use anyhow::{bail, Context as _, Result};
 use clap::Parser;
 use gpuinstr_emulator::arguments::{self, Argument, Element};
+use gpuinstr_emulator::device::{self, Selection};
+use gpuinstr_emulator::program::{Coverage, Program};
 use gpuinstr_emulator::{opcode_coverage, Device, Launch};
 
 /// Runs an AMDGPU kernel (GFX9: gfx900 to gfx942) on the CPU and prints its buffers.
@@ -22,6 +25,11 @@ struct Cli {
     /// Which code object of a bundle or host file (e.g. gfx90a).
     #[arg(long)]
     target: Option<String>,
+    /// Which of the file's code objects for the target, counted from 0 in
+    /// the file's order, where several define the kernel (or to look at one
+    /// with --unimplemented).
+    #[arg(long)]
+    code_object: Option<usize>,
     /// Workgroups: X or X,Y or X,Y,Z.
     #[arg(long, default_value = "1")]
     grid: String,
@@ -49,7 +57,9 @@ struct Cli {
     #[arg(long = "managed")]
     managed: Vec<String>,
     /// Run nothing: list the opcodes of the code object's functions that
-    /// the emulator does not implement, with how often they occur.
+    /// the emulator does not implement, with how often they occur (summed
+    /// over all the file's code objects for the target, unless
+    /// --code-object picks one).
     #[arg(long)]
     unimplemented: bool,
     /// After the run, the executed opcodes: wave executions and active
@@ -90,7 +100,7 @@ fn dims(text: &str) -> Result<[u32; 3]> {
 
 /// `--mix`: executions per opcode (wave executions, active lanes).
 fn write_mix(text: &mut String, device: &mut Device, report: &gpuinstr_emulator::RunReport) -> Result<()> {
-    let mut mix: std::collections::BTreeMap<String, (u64, u64)> = std::collections::BTreeMap::new();
+    let mut mix: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for (address, (waves, lanes)) in &report.counts.per_address {
         let name = device.program.fetch(*address).map_or_else(|| "<undecodable>".to_string(), |i| i.name.clone());
         let entry = mix.entry(name).or_default();
@@ -106,15 +116,26 @@ fn write_mix(text: &mut String, device: &mut Device, report: &gpuinstr_emulator:
     Ok(())
 }
 
-/// `--unimplemented`: what the emulator cannot run in the code object.
-fn print_coverage(device: &mut Device) -> Result<()> {
-    let coverage = device.program.coverage()?;
+/// `--unimplemented`: what the emulator cannot run in the code objects,
+/// summed.
+fn print_coverage(programs: &mut [Program]) -> Result<()> {
+    let mut instructions = 0;
+    let mut opcodes: BTreeMap<String, (usize, bool)> = BTreeMap::new();
+    for program in programs.iter_mut() {
+        let coverage = program.coverage()?;
+        instructions += coverage.instructions;
+        for (name, (count, ok)) in coverage.opcodes {
+            opcodes.entry(name).or_insert((0, ok)).0 += count;
+        }
+    }
+    let coverage = Coverage { instructions, opcodes };
     let mut text = String::new();
     let missing: Vec<_> = coverage.opcodes.iter().filter(|(_, (_, ok))| !ok).collect();
     let implemented = coverage.implemented_instructions();
+    let objects = if programs.len() > 1 { format!(" in {} code objects", programs.len()) } else { String::new() };
     writeln!(
         text,
-        "{} of {} instructions ({:.2}%), {} of {} opcodes implemented",
+        "{} of {} instructions ({:.2}%), {} of {} opcodes implemented{objects}",
         implemented,
         coverage.instructions,
         100.0 * implemented as f64 / coverage.instructions.max(1) as f64,
@@ -142,10 +163,19 @@ fn main() -> Result<()> {
         let content = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
         texts.extend(content.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from));
     }
-    let mut device = Device::open(&file, cli.target.as_deref())?;
     if cli.unimplemented {
-        return print_coverage(&mut device);
+        let mut objects = device::code_objects(&file, cli.target.as_deref())?;
+        if let Some(index) = cli.code_object {
+            if index >= objects.len() {
+                bail!("{} holds {} code objects; there is no code object {index}", file.display(), objects.len());
+            }
+            objects = vec![objects.swap_remove(index)];
+        }
+        let mut programs = objects.into_iter().map(Program::new).collect::<Result<Vec<_>, _>>()?;
+        return print_coverage(&mut programs);
     }
+    let selection = Selection { target: cli.target.as_deref(), kernel: cli.kernel.as_deref(), index: cli.code_object };
+    let mut device = Device::open_selected(&file, &selection)?;
     let kernel = cli.kernel.clone().unwrap_or_default();
     device.options.max_instructions = cli.max_instructions;
     device.options.how_to_raise_the_limit = "raise the limit with --max-instructions".into();

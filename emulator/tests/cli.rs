@@ -188,3 +188,107 @@ fn the_opcode_coverage_in_docs_is_this_builds() {
          `scripts/env.sh <environment> -- sh -c 'gpuinstr-emulate --opcode-coverage > docs/emulator-opcodes/llvm{major}.md'`"
     );
 }
+
+/// A host library of two translation units, each with its own gfx90a code
+/// object (as a library's fat binary holds hundreds): both define `scale`,
+/// the second also `shift`.
+fn library_of_two(dir: &Path) -> PathBuf {
+    let shift = format!("{KERNEL}\n__global__ void shift(float *Out, float By) {{ Out[threadIdx.x] += By; }}\n");
+    let mut objects = Vec::new();
+    for (name, source) in [("first", KERNEL.to_string()), ("second", shift)] {
+        let path = dir.join(format!("{name}.hip"));
+        std::fs::write(&path, source).unwrap();
+        let object = dir.join(format!("{name}.o"));
+        let status = gpuinstr::toolchain::llvm_tool("clang++")
+            .env("TMPDIR", dir)
+            .args(["-x", "hip", "--offload-arch=gfx90a", "--rocm-path=/usr", "-fPIC", "-O3", "-c"])
+            .arg(format!("--rocm-device-lib-path={}", gpuinstr::toolchain::rocm_device_library_dir().display()))
+            .arg(&path)
+            .arg("-o")
+            .arg(&object)
+            .status()
+            .expect("clang++ runs");
+        assert!(status.success());
+        objects.push(object);
+    }
+    let library = dir.join("libtwo.so");
+    let status = gpuinstr::toolchain::llvm_tool("clang++")
+        // Both host sides define `scale`'s stub; the device sides stay apart.
+        .args(["-shared", "-fuse-ld=lld", "-Wl,--allow-multiple-definition"])
+        .args(&objects)
+        .arg("-o")
+        .arg(&library)
+        .status()
+        .expect("clang++ links");
+    assert!(status.success());
+    library
+}
+
+#[test]
+fn the_kernel_or_its_number_picks_among_a_librarys_code_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let library = library_of_two(dir.path());
+    let stderr = |o: &Output| String::from_utf8_lossy(&o.stderr).to_string();
+    let stdout = |o: &Output| String::from_utf8_lossy(&o.stdout).to_string();
+    // The only code object defining `shift` is chosen.
+    let shift = emulate(
+        &library,
+        &[
+            "--target",
+            "gfx90a",
+            "--kernel",
+            "_Z5shiftPff",
+            "--arg",
+            "buffer:f32:1,2",
+            "--arg",
+            "f32:0.5",
+            "--block",
+            "2",
+        ],
+    );
+    assert!(shift.status.success(), "{}", stderr(&shift));
+    assert!(stdout(&shift).contains("argument 0: 1.5 2.5"), "{}", stdout(&shift));
+    // Two define `scale`: the error names their numbers, once each.
+    let scale = [
+        "--target",
+        "gfx90a",
+        "--kernel",
+        "_Z5scalePfPKffi",
+        "--arg",
+        "zeros:f32:1",
+        "--arg",
+        "buffer:f32:3",
+        "--arg",
+        "f32:2",
+        "--arg",
+        "i32:1",
+        "--block",
+        "1",
+    ];
+    let ambiguous = emulate(&library, &scale);
+    assert!(!ambiguous.status.success());
+    assert!(
+        stderr(&ambiguous).contains(
+            "2 of its code objects for gfx90a define _Z5scalePfPKffi; pick one with --code-object (one of 0, 1)"
+        ),
+        "{}",
+        stderr(&ambiguous)
+    );
+    let picked = emulate(&library, &[&scale[..], &["--code-object", "1"]].concat());
+    assert!(picked.status.success(), "{}", stderr(&picked));
+    assert!(stdout(&picked).contains("argument 0: 6"), "{}", stdout(&picked));
+    let missing = emulate(&library, &["--target", "gfx90a", "--kernel", "nothing"]);
+    assert!(
+        stderr(&missing).contains("none of its 2 code objects for gfx90a defines a kernel named nothing"),
+        "{}",
+        stderr(&missing)
+    );
+    let beyond = emulate(&library, &[&scale[..], &["--code-object", "2"]].concat());
+    assert!(stderr(&beyond).contains("there is no code object 2 (0 to 1)"), "{}", stderr(&beyond));
+    // --unimplemented looks at both, or at the one picked.
+    let both = emulate(&library, &["--target", "gfx90a", "--unimplemented"]);
+    assert!(both.status.success(), "{}", stderr(&both));
+    assert!(stdout(&both).lines().next().unwrap().ends_with("implemented in 2 code objects"), "{}", stdout(&both));
+    let one = emulate(&library, &["--target", "gfx90a", "--unimplemented", "--code-object", "0"]);
+    assert!(stdout(&one).lines().next().unwrap().ends_with("opcodes implemented"), "{}", stdout(&one));
+}

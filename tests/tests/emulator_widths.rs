@@ -723,6 +723,20 @@ fn memory_forms() -> Vec<(String, String, LaneOffset)> {
             Box::new(move |lane| 4 * lane + 16 + offset),
         ));
     }
+    // MUBUF into LDS (`lds`, Tensile's DirectToLds): the dword goes to LDS
+    // at M0 + the instruction offset + 4 * lane, read back from there. The
+    // instruction offset counts in the memory address and the LDS address.
+    for offset in [0i64, 4092] {
+        forms.push((
+            format!("buffer to LDS offset {offset}"),
+            format!(
+                "s_mov_b32 m0, 0x{LDS_M0:x}\n\tbuffer_load_dword v2, s[12:15], s8 offen offset:{offset} lds\n\t\
+                 s_waitcnt vmcnt(0)\n\tv_add_u32_e32 v6, 0x{:x}, v2\n\tds_read_b32 v20, v6",
+                LDS_M0 + offset as u32
+            ),
+            Box::new(move |lane| 4 * lane + 16 + offset),
+        ));
+    }
     // FLAT on a global address: a 12-bit unsigned instruction offset.
     for offset in [0i64, 4092] {
         forms.push((
@@ -766,11 +780,27 @@ fn memory_forms() -> Vec<(String, String, LaneOffset)> {
             .into(),
         Box::new(|lane| if 4 * lane + 4 + 4 <= 0x80 { 4 * lane + 16 + 4 } else { OUT_OF_RANGE }),
     ));
+    // Into LDS, the lanes past the records write 0 (the LDS held a marker).
+    forms.push((
+        "buffer to LDS past its records".into(),
+        format!(
+            "s_mov_b64 s[24:25], s[12:13]\n\ts_mov_b32 s26, 0x80\n\ts_mov_b32 s27, s15\n\t\
+             v_mov_b32_e32 v7, -1\n\tv_add_u32_e32 v6, 0x{:x}, v2\n\tds_write_b32 v6, v7\n\ts_waitcnt lgkmcnt(0)\n\t\
+             s_mov_b32 m0, 0x{LDS_M0:x}\n\tbuffer_load_dword v2, s[24:27], s8 offen offset:4 lds\n\t\
+             s_waitcnt vmcnt(0)\n\tds_read_b32 v20, v6",
+            LDS_M0 + 4
+        ),
+        Box::new(|lane| if 4 * lane + 4 + 4 <= 0x80 { 4 * lane + 16 + 4 } else { OUT_OF_RANGE }),
+    ));
     forms
 }
 
 /// A lane's byte offset that names no byte: the access reads 0.
 const OUT_OF_RANGE: i64 = i64::MIN;
+
+/// M0 in the buffer-to-LDS forms, and the LDS those kernels have.
+const LDS_M0: u32 = 0x100;
+const MEMORY_LDS_BYTES: u32 = 0x2000;
 
 /// GFX940 and later write the cache bits `sc0`... where the others write
 /// `glc` (an atomic returns the old value with either).
@@ -782,11 +812,11 @@ fn glc(target: &str) -> &'static str {
     }
 }
 
-/// Each memory addressing form of GLOBAL, SMEM, MUBUF and FLAT loads and
-/// returning atomics reads where the ISA's arithmetic says (sign-extended
-/// instruction offsets, a 32-bit VGPR offset added to an SGPR base, SGPR
-/// offsets, a raw buffer's range check without its SGPR offset), on every
-/// processor.
+/// Each memory addressing form of GLOBAL, SMEM, MUBUF (into registers and
+/// into LDS) and FLAT loads and returning atomics reads where the ISA's
+/// arithmetic says (sign-extended instruction offsets, a 32-bit VGPR
+/// offset added to an SGPR base, SGPR offsets, a raw buffer's range check
+/// without its SGPR offset), on every processor.
 #[test]
 fn memory_addresses_are_the_isas_sums() {
     let setup = format!(
@@ -808,7 +838,7 @@ fn memory_addresses_are_the_isas_sums() {
                     load.replace("GLC", glc(target))
                 ),
                 arguments: vec![("memory", 8), ("out", 8)],
-                group_segment: 0,
+                group_segment: MEMORY_LDS_BYTES,
                 private_segment: 0,
             })
             .collect()

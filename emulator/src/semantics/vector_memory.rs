@@ -3,11 +3,12 @@
 //! scratch goes through) loads, stores and atomics. Memory completes at
 //! once; lanes access memory in lane order.
 
+use super::lds::lds_write;
 use super::{Context, Handler};
 use crate::access::Space;
 use crate::error::Fault;
 use crate::memory::{APERTURE_SIZE, PRIVATE_APERTURE, SHARED_APERTURE};
-use crate::operands::{Operand, FLAT_SCRATCH};
+use crate::operands::{Operand, FLAT_SCRATCH, M0};
 use crate::program::Inst;
 use crate::wave::active_lanes;
 
@@ -78,12 +79,10 @@ fn width(name: &str) -> Option<Width> {
     // Address forms: _SADDR (an SGPR base), and for scratch _SVS (gfx940+:
     // a VGPR and an SGPR) and _ST (the offset alone).
     let op = ["_SADDR", "_SVS", "_ST"].iter().find_map(|s| op.strip_suffix(s)).unwrap_or(op);
-    for suffix in ["_OFFEN", "_OFFSET", "_IDXEN", "_BOTHEN", "_ADDR64"] {
-        if let Some(stripped) = op.strip_suffix(suffix) {
-            return width_of(stripped);
-        }
-    }
-    width_of(op)
+    let op =
+        ["_OFFEN", "_OFFSET", "_IDXEN", "_BOTHEN", "_ADDR64"].iter().find_map(|s| op.strip_suffix(s)).unwrap_or(op);
+    // Buffer loads into LDS (`lds`) move the same widths.
+    width_of(op.strip_suffix("_LDS").unwrap_or(op))
 }
 
 fn width_of(op: &str) -> Option<Width> {
@@ -592,13 +591,36 @@ fn width_bytes(width: Width) -> u64 {
 fn buffer_load(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let width = width(&i.name).ok_or(Fault::Unimplemented)?;
     if i.name.contains("_LDS") {
-        return Err(Fault::UnimplementedCase("buffer loads into LDS".into()));
+        return buffer_load_to_lds(c, i, width);
     }
     let size = width_bytes(width).min(4);
     for lane in active_lanes(c.wave.exec()) {
         let places = dword_places(width, |extra| buffer_place(c, i, 0, lane, extra, size));
         record_buffer_access(c, i, 0, lane, &places);
         load_lane(c, i, lane, &places, width).map_err(|f| f.in_lane(lane))?;
+    }
+    Ok(())
+}
+
+/// A buffer load with `lds` set (Tensile's DirectToLds): each lane's dword
+/// goes to the workgroup's LDS at `M0 + offset + lane * 4`, not to a
+/// register. The instruction's offset counts in both addresses; an
+/// out-of-range buffer read writes 0. Only the dword form is modelled (the
+/// only one in rocBLAS's and hipBLASLt's code objects): the sub-dword and
+/// gfx950's wider forms stop the run by name.
+fn buffer_load_to_lds(c: &mut Context<'_>, i: &Inst, width: Width) -> Result<(), Fault> {
+    if width != Width::Dwords(1) {
+        return Err(Fault::UnimplementedCase(format!("{} (only buffer_load_dword loads into LDS here)", i.name)));
+    }
+    let m0 = c.wave.scalar32(&Operand::Scalar { index: M0, dwords: 1 });
+    let lds_base = m0.wrapping_add(i.imm(0) as u32);
+    for lane in active_lanes(c.wave.exec()) {
+        let place = buffer_place(c, i, 0, lane, 0, 4);
+        record_buffer_access(c, i, 0, lane, &[place]);
+        let mut bytes = [0u8; 4];
+        read(c, place, &mut bytes).map_err(|f| f.in_lane(lane))?;
+        let at = lds_base.wrapping_add(4 * lane as u32);
+        lds_write(c, u64::from(at), &bytes).map_err(|f| f.in_lane(lane))?;
     }
     Ok(())
 }
@@ -680,6 +702,7 @@ mod tests {
     fn opcode_names_decompose() {
         assert_eq!(width("GLOBAL_LOAD_DWORDX4_SADDR"), Some(Width::Dwords(4)));
         assert_eq!(width("BUFFER_LOAD_DWORD_OFFEN"), Some(Width::Dwords(1)));
+        assert_eq!(width("BUFFER_LOAD_DWORD_LDS_OFFEN"), Some(Width::Dwords(1)));
         assert_eq!(width("GLOBAL_STORE_SHORT_D16_HI"), Some(Width::D16 { bytes: 2, signed: false, high: true }));
         assert_eq!(atomic_kind("GLOBAL_ATOMIC_ADD_F32_SADDR_RTN"), Some(("ADD_F32", false, true)));
         assert_eq!(segment_offset(8184), -8);
