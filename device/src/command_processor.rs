@@ -486,7 +486,9 @@ impl CommandProcessor {
 /// from the start of the loaded code) the wave executions and active lanes;
 /// when recorded, the EXEC history (`[address, wave, before, after]` in
 /// execution order) and the accesses (`[address, wave, lane, memory,
-/// space]`, space 0 flat, 1 global, 2 buffer, 3 LDS).
+/// space, step, bytes]`, space 0 flat, 1 global, 2 buffer, 3 LDS; step the
+/// wave's instructions before this one, which tells a loop's executions
+/// apart; bytes what the lane's access covers).
 fn dispatch_line(kernel: &str, packet: &DispatchPacket, code_base: u64, report: &RunReport) -> String {
     let counts = &report.counts;
     let mut per_address: Vec<(u64, (u64, u64))> =
@@ -522,7 +524,10 @@ fn dispatch_line(kernel: &str, packet: &DispatchPacket, code_base: u64, report: 
         let accesses: Vec<String> = report
             .accesses
             .iter()
-            .map(|a| format!("[{},{},{},{},{}]", relative(a.address), a.wave, a.lane, a.memory, a.space.code()))
+            .map(|a| {
+                let (address, code) = (relative(a.address), a.space.code());
+                format!("[{address},{},{},{},{code},{},{}]", a.wave, a.lane, a.memory, a.step, a.bytes)
+            })
             .collect();
         line += &format!(",\"accesses\":[{}]", accesses.join(","));
     }
@@ -728,11 +733,13 @@ mod tests {
             lane: 2,
             memory: 0x9000,
             space: gpuinstr_emulator::Space::Global,
+            step: 7,
+            bytes: 4,
         });
         let line = dispatch_line("k", &packet, 0x5000, &report);
         assert!(
             line.ends_with(
-                r#""per_address":[[256,2,128],[264,2,100]],"exec_history":[[260,1,3,1]],"accesses":[[264,0,2,36864,1]]}"#
+                r#""per_address":[[256,2,128],[264,2,100]],"exec_history":[[260,1,3,1]],"accesses":[[264,0,2,36864,1,7,4]]}"#
             ),
             "{line}"
         );

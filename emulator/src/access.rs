@@ -42,4 +42,10 @@ pub struct Access {
     /// The address the lane accessed.
     pub memory: u64,
     pub space: Space,
+    /// How many instructions the wave had run before this one: tells one
+    /// execution of an instruction from the next (a loop's).
+    pub step: u64,
+    /// The bytes the lane's access covers from `memory` (of a two-address
+    /// LDS form, one element).
+    pub bytes: u8,
 }

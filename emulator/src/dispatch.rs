@@ -521,7 +521,7 @@ struct Runner<'a> {
     options: &'a Options,
     report: RunReport,
     /// The current instruction's accesses (reused).
-    accessed: Vec<(u8, u64, Space)>,
+    accessed: Vec<(u8, u64, Space, u8)>,
     tally: Vec<(u64, u64)>,
 }
 
@@ -584,7 +584,7 @@ impl Runner<'_> {
                 None => self.report.exec_history.push(change),
             }
         }
-        for (lane, memory, space) in self.accessed.drain(..) {
+        for (lane, memory, space, bytes) in self.accessed.drain(..) {
             match self.options.digest_from {
                 Some(base) => self.report.access_digest.add(&[
                     address.wrapping_sub(base),
@@ -592,7 +592,15 @@ impl Runner<'_> {
                     u64::from(lane),
                     memory,
                 ]),
-                None => self.report.accesses.push(Access { wave: wave.id.global, address, lane, memory, space }),
+                None => self.report.accesses.push(Access {
+                    wave: wave.id.global,
+                    address,
+                    lane,
+                    memory,
+                    space,
+                    step: wave.instructions,
+                    bytes,
+                }),
             }
         }
         if let Err(fault) = outcome {

@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use crate::run::{LineTable, Run};
+use crate::run::{InstructionTable, LineTable, Run};
 
 /// Source files as the page shows them: the text of a file the DWARF
 /// line table names, when it can be read.
@@ -114,6 +114,9 @@ pub fn page(run: &Run, sources: &dyn Sources) -> String {
     for table in &run.lines {
         lines(&mut out, table, sources);
     }
+    for table in &run.instructions {
+        instructions(&mut out, table);
+    }
     out.push_str("</body></html>\n");
     out
 }
@@ -158,6 +161,46 @@ fn shade(value: i64, largest: i64) -> String {
     let share = value as f64 / largest as f64;
     let alpha = 0.08 + 0.62 * share;
     format!(" style=\"background: rgba(255, 140, 0, {alpha:.2})\"")
+}
+
+fn instructions(out: &mut String, table: &InstructionTable) {
+    let shown = if table.rows.len() < table.instructions {
+        format!("the {} with the most {} of {}", table.rows.len(), escape(&table.colour_by), table.instructions)
+    } else {
+        format!("coloured by {}", escape(&table.colour_by))
+    };
+    let _ = write!(
+        out,
+        "<section class=\"instructions\" data-tool-value=\"{0}\"><h2>Instructions: <code>{0}</code>, {shown}</h2>\n\
+         <table><tr><th>function</th><th class=\"n\">address</th><th>line</th>",
+        escape(&table.value)
+    );
+    for field in &table.fields {
+        let _ = write!(out, "<th class=\"n\">{}</th>", escape(field));
+    }
+    out.push_str("<th>instruction</th></tr>\n");
+    let largest = table.rows.iter().filter_map(|r| r.numbers.get(&table.colour_by)).copied().max().unwrap_or(0);
+    for row in &table.rows {
+        let colour = row.numbers.get(&table.colour_by).copied().unwrap_or(0);
+        let _ = write!(
+            out,
+            "<tr data-function=\"{0}\" data-address=\"{1:#x}\"{2}><td><code>{0}</code></td><td class=\"n\">{1:#x}</td><td>{3}</td>",
+            escape(&row.function),
+            row.address,
+            shade(colour, largest),
+            escape(row.location.as_deref().unwrap_or(""))
+        );
+        for field in &table.fields {
+            match row.numbers.get(field) {
+                Some(value) => {
+                    let _ = write!(out, "<td class=\"n\" data-value=\"{}\">{value}</td>", escape(field));
+                }
+                None => out.push_str("<td></td>"),
+            }
+        }
+        let _ = writeln!(out, "<td class=\"asm\">{}</td></tr>", escape(&row.assembly));
+    }
+    out.push_str("</table></section>\n");
 }
 
 fn lines(out: &mut String, table: &LineTable, sources: &dyn Sources) {

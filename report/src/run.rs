@@ -34,6 +34,9 @@ pub struct Run {
     /// Per tool value listing points (`branches`, `instructions`): its
     /// numbers summed per source line.
     pub lines: Vec<LineTable>,
+    /// The same values' numbers summed per instruction (with line tables
+    /// or without).
+    pub instructions: Vec<InstructionTable>,
     /// Every dispatch, in submission order.
     pub dispatches: Vec<DispatchSpan>,
 }
@@ -73,6 +76,49 @@ pub struct LineTable {
     pub files: BTreeMap<String, BTreeMap<u32, Line>>,
 }
 
+/// One tool value that lists points with a `function` and an `address`,
+/// per instruction, the most costly (by `colour_by`) first.
+#[derive(Debug, Default, PartialEq)]
+pub struct InstructionTable {
+    pub value: String,
+    pub fields: Vec<String>,
+    pub colour_by: String,
+    /// The first `SHOWN_INSTRUCTIONS` of them.
+    pub rows: Vec<InstructionRow>,
+    /// How many instructions the value lists in all.
+    pub instructions: usize,
+}
+
+/// How many instructions a table shows.
+pub const SHOWN_INSTRUCTIONS: usize = 100;
+
+#[derive(Debug, Default, PartialEq)]
+pub struct InstructionRow {
+    pub function: String,
+    pub address: u64,
+    pub location: Option<String>,
+    pub assembly: String,
+    pub numbers: BTreeMap<String, i64>,
+}
+
+/// A point's `address`: a number or a `0x` hex string.
+fn point_address(point: &Value) -> Option<u64> {
+    match point.get("address")? {
+        Value::String(text) => u64::from_str_radix(text.strip_prefix("0x")?, 16).ok(),
+        number => number.as_u64(),
+    }
+}
+
+/// A point's numbers, but its site and address (names, not amounts).
+fn point_numbers(point: &Value) -> impl Iterator<Item = (&String, i64)> {
+    point
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(field, _)| !matches!(field.as_str(), "site" | "address"))
+        .filter_map(|(field, number)| Some((field, number.as_i64()?)))
+}
+
 #[derive(Debug, Default, PartialEq)]
 pub struct Line {
     pub numbers: BTreeMap<String, i64>,
@@ -88,7 +134,7 @@ fn split_location(location: &str) -> Option<(&str, u32)> {
 
 /// Which field colours a line: the one people rank by, when present.
 fn colour_field(fields: &[String]) -> String {
-    ["divergent", "lines", "accesses", "executions"]
+    ["divergent", "conflict_cycles", "excess_lines", "lines", "accesses", "executions"]
         .iter()
         .find(|f| fields.iter().any(|g| g == *f))
         .map(|f| f.to_string())
@@ -162,8 +208,11 @@ pub fn read(path: &Path) -> Result<Run, ReadError> {
         (std::cmp::Reverse(cost), k.kernel.clone())
     });
 
-    // Per source line: tool values that list points with a location.
+    // Per source line: tool values that list points with a location; per
+    // instruction: those that list points with a function and an address.
     let mut tables: BTreeMap<String, LineTable> = BTreeMap::new();
+    type PerInstruction = BTreeMap<(String, u64), (Option<String>, BTreeMap<String, i64>)>;
+    let mut per_instruction: BTreeMap<String, (Vec<String>, PerInstruction)> = BTreeMap::new();
     let mut statement = connection
         .prepare("SELECT name, value FROM dispatch_values WHERE typeof(value) = 'text' ORDER BY dispatch, position")
         .map_err(query)?;
@@ -173,16 +222,26 @@ pub fn read(path: &Path) -> Result<Run, ReadError> {
         let (name, text) = row.map_err(query)?;
         let Ok(Value::Array(points)) = serde_json::from_str::<Value>(&text) else { continue };
         for point in points {
+            if let (Some(function), Some(address)) =
+                (point.get("function").and_then(Value::as_str), point_address(&point))
+            {
+                let (fields, instructions) = per_instruction.entry(name.clone()).or_default();
+                let location = point.get("location").and_then(Value::as_str).map(String::from);
+                let (_, numbers) =
+                    instructions.entry((function.to_string(), address)).or_insert((location, BTreeMap::new()));
+                for (field, number) in point_numbers(&point) {
+                    if !fields.contains(field) {
+                        fields.push(field.clone());
+                    }
+                    *numbers.entry(field.clone()).or_default() += number;
+                }
+            }
             let Some(location) = point.get("location").and_then(Value::as_str) else { continue };
             let Some((file, line)) = split_location(location) else { continue };
             let table =
                 tables.entry(name.clone()).or_insert_with(|| LineTable { value: name.clone(), ..Default::default() });
             let numbers = &mut table.files.entry(file.to_string()).or_default().entry(line).or_default().numbers;
-            for (field, number) in point.as_object().into_iter().flatten() {
-                let Some(number) = number.as_i64() else { continue };
-                if matches!(field.as_str(), "site" | "address") {
-                    continue;
-                }
+            for (field, number) in point_numbers(&point) {
                 if !table.fields.contains(field) {
                     table.fields.push(field.clone());
                 }
@@ -212,6 +271,33 @@ pub fn read(path: &Path) -> Result<Run, ReadError> {
         }
     }
     run.lines = tables.into_values().collect();
+    // The instructions' assembly, by function and address.
+    let mut statement = connection.prepare("SELECT function, address, assembly FROM sites").map_err(query)?;
+    let rows = statement
+        .query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, u64>(1)?, row.get::<_, String>(2)?)))
+        .map_err(query)?;
+    let mut assembly: BTreeMap<(String, u64), String> = BTreeMap::new();
+    for row in rows {
+        let (function, address, text) = row.map_err(query)?;
+        assembly.entry((function, address)).or_insert(text);
+    }
+    for (value, (fields, instructions)) in per_instruction {
+        let colour_by = colour_field(&fields);
+        let count = instructions.len();
+        let mut rows: Vec<InstructionRow> = instructions
+            .into_iter()
+            .map(|((function, address), (location, numbers))| InstructionRow {
+                assembly: assembly.get(&(function.clone(), address)).cloned().unwrap_or_default(),
+                function,
+                address,
+                location,
+                numbers,
+            })
+            .collect();
+        rows.sort_by_key(|r| (std::cmp::Reverse(r.numbers.get(&colour_by).copied().unwrap_or(0)), r.address));
+        rows.truncate(SHOWN_INSTRUCTIONS);
+        run.instructions.push(InstructionTable { value, fields, colour_by, rows, instructions: count });
+    }
 
     let mut statement = connection
         .prepare(
@@ -259,5 +345,8 @@ mod tests {
         assert_eq!(split_location("no line"), None);
         assert_eq!(colour_field(&["executions".into(), "divergent".into()]), "divergent");
         assert_eq!(colour_field(&["count".into()]), "count");
+        assert_eq!(colour_field(&["executions".into(), "lines".into(), "excess_lines".into()]), "excess_lines");
+        assert_eq!(point_address(&serde_json::json!({"address": "0x1a0"})), Some(0x1a0));
+        assert_eq!(point_address(&serde_json::json!({"address": 416})), Some(416));
     }
 }

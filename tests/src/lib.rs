@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub mod memory_efficiency;
+
 /// A snapshot of text that comes from the compiler: our sources compiled
 /// by the environment's clang, payloads by its llc, IR and diagnostics as
 /// that LLVM prints them. The snapshots are Debian 12's (LLVM 15), whose
@@ -41,13 +43,14 @@ pub fn sdk_include() -> PathBuf {
 }
 
 /// The example tools of hook-sdk/examples that instrument applications.
-pub const EXAMPLE_TOOLS: [&str; 6] = [
+pub const EXAMPLE_TOOLS: [&str; 7] = [
     "instruction-counter",
     "block-counter",
     "kernel-arguments",
     "opcode-histogram",
     "branch-divergence",
     "memory-tracer",
+    "memory-efficiency",
 ];
 
 pub fn example(name: &str) -> PathBuf {

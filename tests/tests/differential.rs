@@ -541,6 +541,57 @@ fn check_memory_tracer(app: &CodeObject, output: &CodeObject, plan: &Plan, case:
     }
 }
 
+/// The memory-efficiency tool: its records, summed per instruction (wave
+/// executions, lanes, lines or LDS cycles used and ideal), are what the
+/// model (tests/src/memory_efficiency.rs) computes from the emulator's log
+/// of the original's accesses.
+fn check_memory_efficiency(app: &CodeObject, output: &CodeObject, plan: &Plan, case: &Case) {
+    use gpuinstr_tests::memory_efficiency::{model, Efficiency, LaneAccess};
+    let name = format!("{} {}", app.target.processor, case.kernel);
+    let capacity = 1usize << 18;
+    let lifted = lift(app).unwrap();
+    let ring = RingSetUp { global: "Efficiency", capacity: capacity as u64, record_bytes: 16, when_full: RING_WAIT };
+    let recording = Options { accesses: true, ..Options::default() };
+    let Runs { report, instrumented: device, cells, .. } =
+        run_both_with_rings(app, output, case, &[], &[ring], recording);
+    // Site k is the plan's k-th point.
+    let sites: Vec<u64> = plan
+        .select(&lifted)
+        .iter()
+        .map(|point| lifted.functions[point.function].instructions().nth(point.instruction).unwrap().address)
+        .collect();
+    let count = u64s(&device, cells[0], 1)[0] as usize;
+    assert!(count <= capacity, "{name}: {count} records");
+    let raw = device.memory.bytes(cells[0] + RING_HEAD_BYTES, count * 16).unwrap();
+    let mut measured: std::collections::BTreeMap<u64, Efficiency> = std::collections::BTreeMap::new();
+    for r in raw.chunks_exact(16) {
+        let site = u32::from_le_bytes(r[..4].try_into().unwrap()) as usize;
+        let entry = measured.entry(sites[site]).or_default();
+        entry.executions += 1;
+        entry.used += u64::from(u16::from_le_bytes(r[8..10].try_into().unwrap()));
+        entry.ideal += u64::from(u16::from_le_bytes(r[10..12].try_into().unwrap()));
+        entry.lanes += if r[12] == 0 { 64 } else { u64::from(r[12]) };
+    }
+    let selected: std::collections::HashSet<u64> = sites.iter().copied().collect();
+    let accesses: Vec<LaneAccess> = report
+        .accesses
+        .iter()
+        .filter(|a| selected.contains(&a.address))
+        .map(|a| LaneAccess {
+            instruction: a.address,
+            wave: u64::from(a.wave),
+            step: a.step,
+            lane: u64::from(a.lane),
+            memory: a.memory,
+            space: a.space.code(),
+            bytes: u64::from(a.bytes),
+        })
+        .collect();
+    let expected = model(&accesses);
+    assert!(!expected.is_empty(), "{name}: memory accesses");
+    assert_eq!(measured, expected, "{name}: per instruction (executions, lanes, used, ideal)");
+}
+
 /// tests/inputs/kernels/neighbours.hip's `stencil` over `n` of `groups`
 /// workgroups of 64, reading `inputs` floats (at least `4 * n + 5`).
 fn stencil_case(groups: u32, inputs: usize, n: i32) -> Case {
@@ -1009,6 +1060,7 @@ fn check_example(
         "opcode-histogram" => check_opcode_histogram(app, output, case),
         "branch-divergence" => return check_branch_divergence(app, output, case),
         "memory-tracer" => check_memory_tracer(app, output, plan, case, readable),
+        "memory-efficiency" => check_memory_efficiency(app, output, plan, case),
         other => panic!("no check for the example {other}"),
     }
     0

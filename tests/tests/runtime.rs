@@ -3,6 +3,7 @@
 //! unchanged, and the runtime's report holds each dispatch's tool data,
 //! checked against the emulator's own counts for the original program.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -13,6 +14,7 @@ use gpuinstr::stages::load::{self, CodeObject};
 use gpuinstr::tool::Tool;
 use gpuinstr_device_preload::run::Run;
 use gpuinstr_intrinsics::Registry;
+use gpuinstr_tests::memory_efficiency::{model, Efficiency, LaneAccess, LDS_SPACE};
 use gpuinstr_tests::{
     build_tool, environment_packages, example, hipcc, input, repo, run_directory, run_ok, Compiler, EXAMPLE_TOOLS,
 };
@@ -382,6 +384,7 @@ impl<'a> Oracle<'a> {
                 self.check_branch_records(report, report_path);
                 self.check_run_totals_per_site(report, plan, "branches", "instrumented_branches", &["divergent"]);
             }
+            "memory-efficiency" => drop(self.check_memory_efficiency(report, plan)),
             "memory-tracer" => {
                 self.check_memory_trace(report, report_path, plan);
                 let fields = ["accesses", "lines"];
@@ -469,6 +472,105 @@ impl<'a> Oracle<'a> {
             let selected = plan.select(&lift(self.apps[0]).unwrap()).len() as u64;
             assert_eq!(instrumented, selected, "{key}: the points the plan selects");
         }
+    }
+
+    /// Memory efficiency: each dispatch's numbers per instruction (the
+    /// `memory` and `lds` lists: wave executions, lanes, lines or LDS
+    /// cycles used and ideal) are the model's (tests/src/memory_efficiency.rs)
+    /// over the emulator's log of the original's accesses by the selected
+    /// instructions, the dispatch's sums are theirs, and the run's
+    /// per-instruction totals add up its dispatches'. Returns the model's
+    /// per-instruction numbers over all dispatches.
+    fn check_memory_efficiency(&self, report: &Value, plan: &Plan) -> BTreeMap<u64, Efficiency> {
+        const LISTS: [(&str, &str, &str); 2] = [("memory", "lines", "ideal_lines"), ("lds", "cycles", "ideal_cycles")];
+        let selected = self.per_dispatch(|app| {
+            let lifted = lift(app).unwrap();
+            let selected: std::collections::HashSet<u64> = plan
+                .select(&lifted)
+                .iter()
+                .map(|p| lifted.functions[p.function].instructions().nth(p.instruction).unwrap().address)
+                .collect();
+            selected
+        });
+        let field = |a: &Value, f: usize| a[f].as_u64().unwrap();
+        let reported_list = |entries: &Value, key: &str| -> Vec<(String, u64, Efficiency)> {
+            let (_, used, ideal) = LISTS.iter().find(|(k, _, _)| *k == key).unwrap();
+            entries[key]
+                .as_array()
+                .unwrap_or_else(|| panic!("no `{key}` list"))
+                .iter()
+                .map(|e| {
+                    let number = |name: &str| e[name].as_u64().unwrap_or_else(|| panic!("{key}: no {name}: {e}"));
+                    let numbers = Efficiency {
+                        executions: number("executions"),
+                        lanes: number("lanes"),
+                        used: number(used),
+                        ideal: number(ideal),
+                    };
+                    (e["function"].as_str().unwrap().to_string(), hex_address(&e["address"]), numbers)
+                })
+                .collect()
+        };
+        let mut all = BTreeMap::<u64, Efficiency>::new();
+        let mut run_expected = BTreeMap::<(String, u64), Efficiency>::new();
+        let dispatches = matched(report, self.logged).iter().zip(self.logged).zip(selected.iter());
+        for (k, ((reported, logged), selected)) in dispatches.enumerate() {
+            let accesses: Vec<LaneAccess> = logged["accesses"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .filter(|a| selected.contains(&field(a, 0)))
+                .map(|a| LaneAccess {
+                    instruction: field(a, 0),
+                    wave: field(a, 1),
+                    lane: field(a, 2),
+                    memory: field(a, 3),
+                    space: field(a, 4) as u8,
+                    step: field(a, 5),
+                    bytes: field(a, 6),
+                })
+                .collect();
+            let spaces: std::collections::HashMap<u64, u8> =
+                accesses.iter().map(|a| (a.instruction, a.space)).collect();
+            let expected = model(&accesses);
+            let mut measured = BTreeMap::new();
+            for (key, used, ideal) in LISTS {
+                let mut sums = (0, 0);
+                for (function, address, numbers) in reported_list(&reported["tool"], key) {
+                    assert_eq!(spaces[&address] == LDS_SPACE, key == "lds", "dispatch {k}: {address:#x} in `{key}`");
+                    sums = (sums.0 + numbers.used, sums.1 + numbers.ideal);
+                    measured.insert(address, numbers);
+                    let total = run_expected.entry((function, address)).or_default();
+                    total.executions += numbers.executions;
+                    total.lanes += numbers.lanes;
+                    total.used += numbers.used;
+                    total.ideal += numbers.ideal;
+                }
+                let (used_key, ideal_key) =
+                    if key == "lds" { ("lds_cycles", "lds_ideal_cycles") } else { (used, ideal) };
+                assert_eq!(
+                    (&reported["tool"][used_key], &reported["tool"][ideal_key]),
+                    (&sums.0.into(), &sums.1.into())
+                );
+            }
+            assert_eq!(measured, expected, "dispatch {k}: per instruction (executions, lanes, used, ideal)");
+            for (address, numbers) in expected {
+                let total = all.entry(address).or_default();
+                total.executions += numbers.executions;
+                total.lanes += numbers.lanes;
+                total.used += numbers.used;
+                total.ideal += numbers.ideal;
+            }
+        }
+        let mut run = BTreeMap::new();
+        for key in ["memory", "lds"] {
+            for (function, address, numbers) in reported_list(&report["tool"], key) {
+                assert!(run.insert((function, address), numbers).is_none(), "the run's `{key}`: each instruction once");
+            }
+        }
+        assert_eq!(run, run_expected, "the run's totals per instruction add up its dispatches'");
+        all
     }
 
     /// Each dispatch's executions per opcode name equal the emulator's wave
@@ -1341,6 +1443,37 @@ fn the_memory_tracer_follows_lds_and_buffer_accesses() {
     };
     let (report, _) = run_reported_with(run, &original.program, &[], &original.output, &dynamic);
     original.oracle().check_memory_trace(&report, &dynamic.join("report.json"), &tool.plan);
+}
+
+/// The memory-efficiency tool on LDS and buffer accesses: its numbers per
+/// instruction are the model's over the emulator's access log (the oracle
+/// checks each dispatch and the run's totals), and the program's shapes
+/// show in them: `shared`'s `tile[(t * 32) % 512]` takes 16 cycles where
+/// its other LDS accesses take the fewest, and of the buffer instructions
+/// only the load at `offset:4` touches more lines than its bytes fill.
+#[test]
+fn memory_efficiency_counts_lines_and_bank_conflicts_as_the_model_does() {
+    let target = "gfx90a";
+    let dir = test_directory("memory-efficiency");
+    let program = hip_build("runtime/memory_spaces.hip", target, &dir, "memory-spaces", &[]);
+    let original = original_dispatching(program, target, &dir, 2);
+    let tool = instrument_with("memory-efficiency", &original, &dir);
+    let (report, stderr) = run_reported(&tool.program, target, Some(&tool.host), &original.output, &dir);
+    let measured = original.oracle().check_memory_efficiency(&report, &tool.plan);
+    let spaces: BTreeMap<u64, String> = ["memory", "lds"]
+        .iter()
+        .flat_map(|key| report["tool"][key].as_array().unwrap().iter())
+        .map(|e| (hex_address(&e["address"]), e["access"].as_str().unwrap().to_string()))
+        .collect();
+    let lds: Vec<&Efficiency> =
+        measured.iter().filter(|(a, _)| spaces[*a].starts_with("LDS")).map(|(_, e)| e).collect();
+    assert_eq!(lds.iter().filter(|e| e.used == 16 * e.ideal).count(), 1, "a 16-way conflict: {measured:?}");
+    assert!(lds.iter().filter(|e| e.used != 16 * e.ideal).all(|e| e.used == e.ideal), "the rest: {measured:?}");
+    let buffer: Vec<&Efficiency> =
+        measured.iter().filter(|(a, _)| spaces[*a].starts_with("buffer")).map(|(_, e)| e).collect();
+    assert_eq!(buffer.len(), 3, "{spaces:?}");
+    assert_eq!(buffer.iter().filter(|e| e.used > e.ideal).count(), 1, "one load across lines: {buffer:?}");
+    assert!(stderr.contains("memory efficiency: "), "{stderr}");
 }
 
 /// The records of ring `ring` in the run's database, in order, with their
@@ -3063,9 +3196,11 @@ fn the_page_of_a_run_shows_each_source_lines_numbers_as_the_database_has_them() 
     let dir = test_directory("page");
     let program = hip_build("runtime/counted.hip", target, &dir, "counted-g", &["-g"]);
     let original = original_of(program, target, &dir);
-    for (tool, value, field) in
-        [("branch-divergence", "branches", "divergent"), ("memory-tracer", "instructions", "lines")]
-    {
+    for (tool, value, field) in [
+        ("branch-divergence", "branches", "divergent"),
+        ("memory-tracer", "instructions", "lines"),
+        ("memory-efficiency", "memory", "lines"),
+    ] {
         let tool_dir = dir.join(tool);
         std::fs::create_dir_all(&tool_dir).unwrap();
         let instrumented = instrument_with(tool, &original, &tool_dir);
@@ -3116,6 +3251,33 @@ fn the_page_of_a_run_shows_each_source_lines_numbers_as_the_database_has_them() 
             );
         }
         assert!(dom.contains("Kernels by cost"), "{tool}");
+        // Per instruction: each one's numbers summed over the dispatches.
+        let per_instruction: Vec<(String, String, i64)> = {
+            let connection = rusqlite::Connection::open(&database).unwrap();
+            let mut statement = connection
+                .prepare(&format!(
+                    "SELECT json_extract(p.value, '$.function'), json_extract(p.value, '$.address'),
+                         sum(json_extract(p.value, '$.{field}'))
+                     FROM dispatch_values v, json_each(v.value) p WHERE v.name = '{value}' AND typeof(v.value) = 'text'
+                     GROUP BY 1, 2"
+                ))
+                .unwrap();
+            let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?))).unwrap();
+            rows.map(Result::unwrap).collect()
+        };
+        assert!(!per_instruction.is_empty(), "{tool}");
+        let section =
+            &dom[dom.find(&format!("class=\"instructions\" data-tool-value=\"{value}\"")).expect("per instruction")..];
+        for (function, address, total) in &per_instruction {
+            let address = format!("{:#x}", u64::from_str_radix(address.trim_start_matches("0x"), 16).unwrap());
+            let key = format!("data-function=\"{function}\" data-address=\"{address}\"");
+            let row = &section[section.find(&key).unwrap_or_else(|| panic!("{tool}: {key}"))..];
+            let row = &row[..row.find("</tr>").unwrap()];
+            assert!(
+                row.contains(&format!("data-value=\"{field}\">{total}</td>")),
+                "{tool}: {key} shows {total}: {row}"
+            );
+        }
 
         // The dispatches on their queue, for a trace viewer: one complete
         // event each, in submission order, lasting while it ran.

@@ -58,6 +58,9 @@ pub enum PointValue {
     /// The space of that address (0 flat, 1 global, 2 buffer, 3 LDS): a
     /// constant; selects the same instructions.
     MemorySpace,
+    /// The bytes one lane's access covers from that address (1 to 16): a
+    /// constant; selects the same instructions.
+    MemoryBytes,
     /// The value of the instruction's Nth source register at the point; an
     /// insert using it selects instructions whose Nth source is a register.
     Source(usize),
@@ -102,6 +105,12 @@ pub const POINT_VALUES: &[(&str, &str)] = &[
     (
         "memory-space",
         "the space of the instruction's `memory-address`: 0 flat, 1 global, 2 buffer, 3 LDS (constant; selects the \
+         instructions `memory-address` does)",
+    ),
+    (
+        "memory-bytes",
+        "how many bytes one lane's access covers from its `memory-address`: 1, 2, 4, 8, 12 or 16, from the width \
+         the opcode names (of a two-address LDS form, one element; of an atomic, its operand) (constant; selects the \
          instructions `memory-address` does)",
     ),
 ];
@@ -275,6 +284,7 @@ impl PlanArgument {
                         "region-vector" => Ok(PlanArgument::Value(PointValue::RegionVector)),
                         "memory-address" => Ok(PlanArgument::Value(PointValue::MemoryAddress)),
                         "memory-space" => Ok(PlanArgument::Value(PointValue::MemorySpace)),
+                        "memory-bytes" => Ok(PlanArgument::Value(PointValue::MemoryBytes)),
                         _ => {
                             let names: Vec<&str> = POINT_VALUES.iter().map(|(n, _)| *n).collect();
                             Err(format!("unknown value `{}` (values: {})", name.escape_debug(), names.join(", ")))
@@ -483,6 +493,7 @@ impl Plan {
                         PlanArgument::Value(value) => match value {
                             PointValue::MemoryAddress => operands::memory_address(&lifted.isa, point.instruction),
                             PointValue::MemorySpace => operands::memory_space(&lifted.isa, point.instruction),
+                            PointValue::MemoryBytes => operands::memory_bytes(&lifted.isa, point.instruction),
                             PointValue::Source(n) => operands::source_register(&lifted.isa, point.instruction, *n),
                             PointValue::Address => Some(HookArgument::Int(point.instruction.address as i64)),
                             PointValue::Opcode => Some(HookArgument::Int(i64::from(point.instruction.opcode))),

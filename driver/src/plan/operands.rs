@@ -64,6 +64,52 @@ pub fn memory_space(isa: &Isa, instruction: &Instruction) -> Option<HookArgument
     Some(HookArgument::Int(space))
 }
 
+/// How many bytes one lane's access covers from its `memory-address`, as
+/// `memory-bytes` gives it: 1, 2, 4, 8, 12 or 16 (a two-address LDS form's
+/// one element; an atomic's operand). `None` where there is no
+/// `memory-address` or the name says no width.
+pub fn memory_bytes(isa: &Isa, instruction: &Instruction) -> Option<HookArgument> {
+    memory_address(isa, instruction)?;
+    access_bytes(instruction.name(isa)).map(|bytes| HookArgument::Int(i64::from(bytes)))
+}
+
+/// An access's bytes per lane from its pseudo opcode name: the width word
+/// of a load or store (`DWORDX4`, `UBYTE_D16`, `B128`, `U16`), or an
+/// atomic's (64-bit for `X2`, `B64`/`U64`/`I64`/`F64`; packed halves 4).
+fn access_bytes(name: &str) -> Option<u32> {
+    let words: Vec<&str> = name.split('_').collect();
+    if name.starts_with("DS_") {
+        if words.contains(&"PK") {
+            return Some(4);
+        }
+        return words.iter().find_map(|word| match *word {
+            "B8" | "U8" | "I8" => Some(1),
+            "B16" | "U16" | "I16" | "F16" | "BF16" => Some(2),
+            "B32" | "U32" | "I32" | "F32" => Some(4),
+            "B64" | "U64" | "I64" | "F64" => Some(8),
+            "B96" => Some(12),
+            "B128" => Some(16),
+            _ => None,
+        });
+    }
+    if name.contains("_ATOMIC_") {
+        let wide = words.iter().any(|w| matches!(*w, "X2" | "F64" | "B64" | "U64" | "I64"));
+        return Some(if wide { 8 } else { 4 });
+    }
+    let at = words.iter().position(|w| matches!(*w, "LOAD" | "STORE"))?;
+    match *words.get(at + 1)? {
+        "DWORD" => Some(4),
+        "DWORDX2" => Some(8),
+        "DWORDX3" => Some(12),
+        "DWORDX4" => Some(16),
+        "BYTE" | "UBYTE" | "SBYTE" => Some(1),
+        "SHORT" | "USHORT" | "SSHORT" => Some(2),
+        // gfx940's loads into LDS name the width after LDS.
+        "LDS" => access_bytes(&format!("X_LOAD_{}", words.get(at + 2)?)),
+        _ => None,
+    }
+}
+
 /// The address a memory instruction accesses (per lane): a flat or global
 /// instruction's, a buffer instruction's (MUBUF, but for format
 /// conversions) or an LDS instruction's; `None` for every other
@@ -295,6 +341,32 @@ mod tests {
         assert_eq!((atomic.index, atomic.voffset, atomic.checked_bytes), (Some(Register::Vgpr(4)), None, 8));
         // buffer_load_format_x v0, v4, s[8:11], 0 offen: a conversion, none.
         assert_eq!(address_of(&[0x00, 0x10, 0x00, 0xe0, 0x04, 0x00, 0x02, 0x80]), None);
+    }
+
+    #[test]
+    fn access_bytes_come_from_the_width_in_the_name() {
+        let cases = [
+            ("GLOBAL_LOAD_DWORDX4_SADDR", 16),
+            ("FLAT_STORE_BYTE_D16_HI", 1),
+            ("BUFFER_LOAD_USHORT_OFFEN", 2),
+            ("BUFFER_LOAD_DWORD_LDS_OFFEN", 4),
+            ("GLOBAL_LOAD_LDS_DWORDX4", 16),
+            ("GLOBAL_ATOMIC_ADD_F32_SADDR_RTN", 4),
+            ("BUFFER_ATOMIC_CMPSWAP_X2_OFFEN", 8),
+            ("FLAT_ATOMIC_ADD_F64", 8),
+            ("DS_READ_B128", 16),
+            ("DS_READ_U8_D16_HI", 1),
+            ("DS_READ2ST64_B64", 8),
+            ("DS_WRITE_B96", 12),
+            ("DS_ADD_RTN_U32", 4),
+            ("DS_CMPST_RTN_B64", 8),
+            ("DS_PK_ADD_RTN_F16", 4),
+            ("DS_ADD_F32", 4),
+        ];
+        for (name, bytes) in cases {
+            assert_eq!(access_bytes(name), Some(bytes), "{name}");
+        }
+        assert_eq!(access_bytes("BUFFER_LOAD_FORMAT_X_OFFEN"), None);
     }
 
     #[test]

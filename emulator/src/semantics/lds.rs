@@ -64,7 +64,7 @@ fn two_addresses(c: &Context<'_>, i: &Inst, lane: usize, unit: u32) -> [u32; 2] 
 fn read_dwords(c: &mut Context<'_>, i: &Inst, n: usize) -> Result<(), Fault> {
     for lane in active_lanes(c.wave.exec()) {
         let at = address(c, i, lane);
-        c.log_access(lane, u64::from(at), Space::Lds);
+        c.log_access(lane, u64::from(at), Space::Lds, 4 * n as u64);
         for k in 0..n {
             let mut b = [0u8; 4];
             lds_read(c, dword(at, k), &mut b)?;
@@ -77,7 +77,7 @@ fn read_dwords(c: &mut Context<'_>, i: &Inst, n: usize) -> Result<(), Fault> {
 fn write_dwords(c: &mut Context<'_>, i: &Inst, n: usize) -> Result<(), Fault> {
     for lane in active_lanes(c.wave.exec()) {
         let at = address(c, i, lane);
-        c.log_access(lane, u64::from(at), Space::Lds);
+        c.log_access(lane, u64::from(at), Space::Lds, 4 * n as u64);
         for k in 0..n {
             let v = c.wave.lane32_at(&i.srcs[1].operand, lane, k);
             lds_write(c, dword(at, k), &v.to_le_bytes())?;
@@ -90,7 +90,7 @@ fn write_dwords(c: &mut Context<'_>, i: &Inst, n: usize) -> Result<(), Fault> {
 fn read_small(c: &mut Context<'_>, i: &Inst, bytes: usize, signed: bool, half: Option<bool>) -> Result<(), Fault> {
     for lane in active_lanes(c.wave.exec()) {
         let at = address(c, i, lane);
-        c.log_access(lane, u64::from(at), Space::Lds);
+        c.log_access(lane, u64::from(at), Space::Lds, bytes as u64);
         let mut b = [0u8; 2];
         lds_read(c, u64::from(at), &mut b[..bytes])?;
         let raw = if bytes == 1 { u32::from(b[0]) } else { u32::from(u16::from_le_bytes(b)) };
@@ -118,7 +118,7 @@ fn read_small(c: &mut Context<'_>, i: &Inst, bytes: usize, signed: bool, half: O
 fn write_small(c: &mut Context<'_>, i: &Inst, bytes: usize, high: bool) -> Result<(), Fault> {
     for lane in active_lanes(c.wave.exec()) {
         let at = address(c, i, lane);
-        c.log_access(lane, u64::from(at), Space::Lds);
+        c.log_access(lane, u64::from(at), Space::Lds, bytes as u64);
         let v = c.wave.lane32(&i.srcs[1].operand, lane);
         let v = if high { v >> 16 } else { v };
         lds_write(c, u64::from(at), &v.to_le_bytes()[..bytes])?;
@@ -130,7 +130,7 @@ fn write_small(c: &mut Context<'_>, i: &Inst, bytes: usize, high: bool) -> Resul
 fn read2(c: &mut Context<'_>, i: &Inst, dwords: usize, unit: u32) -> Result<(), Fault> {
     for lane in active_lanes(c.wave.exec()) {
         let addresses = two_addresses(c, i, lane, unit);
-        c.log_access(lane, u64::from(addresses[0]), Space::Lds);
+        c.log_access(lane, u64::from(addresses[0]), Space::Lds, 4 * dwords as u64);
         for (slot, at) in addresses.into_iter().enumerate() {
             for k in 0..dwords {
                 let mut b = [0u8; 4];
@@ -145,7 +145,7 @@ fn read2(c: &mut Context<'_>, i: &Inst, dwords: usize, unit: u32) -> Result<(), 
 fn write2(c: &mut Context<'_>, i: &Inst, dwords: usize, unit: u32) -> Result<(), Fault> {
     for lane in active_lanes(c.wave.exec()) {
         let addresses = two_addresses(c, i, lane, unit);
-        c.log_access(lane, u64::from(addresses[0]), Space::Lds);
+        c.log_access(lane, u64::from(addresses[0]), Space::Lds, 4 * dwords as u64);
         for (slot, at) in addresses.into_iter().enumerate() {
             for k in 0..dwords {
                 let v = c.wave.lane32_at(&i.srcs[1 + slot].operand, lane, k);
@@ -231,7 +231,7 @@ fn atomic(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let size = if wide { 8 } else { 4 };
     for lane in active_lanes(c.wave.exec()) {
         let at = u64::from(address(c, i, lane));
-        c.log_access(lane, at, Space::Lds);
+        c.log_access(lane, at, Space::Lds, size as u64);
         let data = |k: usize| -> u64 {
             match i.srcs.get(1 + k) {
                 Some(s) if wide => c.wave.lane64(&s.operand, lane),

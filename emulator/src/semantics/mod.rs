@@ -73,16 +73,16 @@ pub struct Context<'a> {
     pub machine: &'a Machine,
     /// Device address of the next instruction; branches change it.
     pub next_pc: u64,
-    /// When recording accesses: (lane, address, space) of each lane's
-    /// FLAT, GLOBAL, buffer or LDS access by this instruction.
-    pub accessed: Option<&'a mut Vec<(u8, u64, Space)>>,
+    /// When recording accesses: (lane, address, space, bytes) of each
+    /// lane's FLAT, GLOBAL, buffer or LDS access by this instruction.
+    pub accessed: Option<&'a mut Vec<(u8, u64, Space, u8)>>,
 }
 
 impl Context<'_> {
-    /// Logs one lane's access when accesses are recorded.
-    pub fn log_access(&mut self, lane: usize, address: u64, space: Space) {
+    /// Logs one lane's access of `bytes` when accesses are recorded.
+    pub fn log_access(&mut self, lane: usize, address: u64, space: Space, bytes: u64) {
         if let Some(log) = self.accessed.as_mut() {
-            log.push((lane as u8, address, space));
+            log.push((lane as u8, address, space, bytes as u8));
         }
     }
 

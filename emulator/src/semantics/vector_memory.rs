@@ -248,10 +248,10 @@ fn flat_lane_address(c: &Context<'_>, a: &FlatAddressing, lane: usize) -> u64 {
     .wrapping_add(a.offset as u64)
 }
 
-fn record_access(c: &mut Context<'_>, a: &FlatAddressing, lane: usize) {
+fn record_access(c: &mut Context<'_>, a: &FlatAddressing, lane: usize, bytes: u64) {
     if c.accessed.is_some() {
         let address = flat_lane_address(c, a, lane);
-        c.log_access(lane, address, if a.flat { Space::Flat } else { Space::Global });
+        c.log_access(lane, address, if a.flat { Space::Flat } else { Space::Global }, bytes);
     }
 }
 
@@ -259,7 +259,7 @@ fn record_access(c: &mut Context<'_>, a: &FlatAddressing, lane: usize) {
 /// buffer's range accesses nothing); not one through the private segment
 /// buffer (a resource with `add_tid`: scratch, as SCRATCH instructions'
 /// accesses are not logged).
-fn record_buffer_access(c: &mut Context<'_>, i: &Inst, first: usize, lane: usize, places: &[Place]) {
+fn record_buffer_access(c: &mut Context<'_>, i: &Inst, first: usize, lane: usize, places: &[Place], bytes: u64) {
     if c.accessed.is_none() {
         return;
     }
@@ -269,7 +269,7 @@ fn record_buffer_access(c: &mut Context<'_>, i: &Inst, first: usize, lane: usize
         return;
     }
     if let Some(Place::Global(address)) = places.first() {
-        c.log_access(lane, *address, Space::Buffer);
+        c.log_access(lane, *address, Space::Buffer, bytes);
     }
 }
 
@@ -277,7 +277,7 @@ fn flat_load(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let width = width(&i.name).ok_or(Fault::Unimplemented)?;
     let a = flat_addressing(i, true);
     for lane in active_lanes(c.wave.exec()) {
-        record_access(c, &a, lane);
+        record_access(c, &a, lane, width_bytes(width));
         let places = flat_lane_places(c, &a, lane, width);
         load_lane(c, i, lane, &places, width).map_err(|f| f.in_lane(lane))?;
     }
@@ -289,7 +289,7 @@ fn flat_store(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let a = flat_addressing(i, false);
     let data = i.srcs[1].operand;
     for lane in active_lanes(c.wave.exec()) {
-        record_access(c, &a, lane);
+        record_access(c, &a, lane, width_bytes(width));
         let places = flat_lane_places(c, &a, lane, width);
         store_lane(c, &data, lane, &places, width).map_err(|f| f.in_lane(lane))?;
     }
@@ -444,8 +444,9 @@ fn atomic_lane(c: &mut Context<'_>, i: &Inst, data: &Operand, lane: usize, place
 fn flat_atomic(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let a = flat_addressing(i, false);
     let data = i.srcs[1].operand;
+    let (_, wide, _) = atomic_kind(&i.name).ok_or(Fault::Unimplemented)?;
     for lane in active_lanes(c.wave.exec()) {
-        record_access(c, &a, lane);
+        record_access(c, &a, lane, if wide { 8 } else { 4 });
         let place = flat_lane_place(c, &a, lane);
         atomic_lane(c, i, &data, lane, place).map_err(|f| f.in_lane(lane))?;
     }
@@ -596,7 +597,7 @@ fn buffer_load(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let size = width_bytes(width).min(4);
     for lane in active_lanes(c.wave.exec()) {
         let places = dword_places(width, |extra| buffer_place(c, i, 0, lane, extra, size));
-        record_buffer_access(c, i, 0, lane, &places);
+        record_buffer_access(c, i, 0, lane, &places, width_bytes(width));
         load_lane(c, i, lane, &places, width).map_err(|f| f.in_lane(lane))?;
     }
     Ok(())
@@ -616,7 +617,7 @@ fn buffer_load_to_lds(c: &mut Context<'_>, i: &Inst, width: Width) -> Result<(),
     let lds_base = m0.wrapping_add(i.imm(0) as u32);
     for lane in active_lanes(c.wave.exec()) {
         let place = buffer_place(c, i, 0, lane, 0, 4);
-        record_buffer_access(c, i, 0, lane, &[place]);
+        record_buffer_access(c, i, 0, lane, &[place], 4);
         let mut bytes = [0u8; 4];
         read(c, place, &mut bytes).map_err(|f| f.in_lane(lane))?;
         let at = lds_base.wrapping_add(4 * lane as u32);
@@ -631,7 +632,7 @@ fn buffer_store(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let size = width_bytes(width).min(4);
     for lane in active_lanes(c.wave.exec()) {
         let places = dword_places(width, |extra| buffer_place(c, i, 1, lane, extra, size));
-        record_buffer_access(c, i, 1, lane, &places);
+        record_buffer_access(c, i, 1, lane, &places, width_bytes(width));
         store_lane(c, &data, lane, &places, width).map_err(|f| f.in_lane(lane))?;
     }
     Ok(())
@@ -642,7 +643,7 @@ fn buffer_atomic(c: &mut Context<'_>, i: &Inst) -> Result<(), Fault> {
     let (_, wide, _) = atomic_kind(&i.name).ok_or(Fault::Unimplemented)?;
     for lane in active_lanes(c.wave.exec()) {
         let place = buffer_place(c, i, 1, lane, 0, if wide { 8 } else { 4 });
-        record_buffer_access(c, i, 1, lane, &[place]);
+        record_buffer_access(c, i, 1, lane, &[place], if wide { 8 } else { 4 });
         atomic_lane(c, i, &data, lane, place).map_err(|f| f.in_lane(lane))?;
     }
     Ok(())

@@ -283,9 +283,20 @@ GPUINSTR_INTRINSIC uint32_t workitemIdZ() {
   return detail::opaqueValue<uint32_t>();
 }
 
+/// EXEC where the call stands. LLVM takes an EXEC read (and a ballot of
+/// true, which it folds into one) for a read of memory: with no store
+/// between, one before `if (Lane == First)` and one inside it become one,
+/// and the code inside sees the lanes outside it (a hook that read EXEC
+/// and then appended from one lane reserved room for every lane). A
+/// signal fence (no instruction) counts as a store: the read stays here.
+__device__ inline uint64_t execHere() {
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  return __builtin_amdgcn_read_exec();
+}
+
 /// This lane's rank among the wavefront's active lanes (0 for the first).
 __device__ inline uint32_t activeLaneRank() {
-  const uint64_t Exec = __builtin_amdgcn_read_exec();
+  const uint64_t Exec = execHere();
   return __builtin_amdgcn_mbcnt_hi(static_cast<uint32_t>(Exec >> 32),
                                    __builtin_amdgcn_mbcnt_lo(static_cast<uint32_t>(Exec), 0));
 }
@@ -316,7 +327,7 @@ template <typename Record> __device__ inline void append(Ring<Record> *Into, con
   uint64_t *Sequences = reinterpret_cast<uint64_t *>(Head->Sequences);
   const uint32_t Rank = activeLaneRank();
   // EXEC before the branches below (inside them only the first lane is on).
-  const uint64_t Lanes = __popcll(__builtin_amdgcn_read_exec());
+  const uint64_t Lanes = __popcll(execHere());
   // Where the ring's room ends: the records the runtime has taken, plus
   // its capacity.
   const auto RoomEnd = [Head, Mask] {

@@ -32,7 +32,9 @@ __global__ void shared(const float *in, float *out, unsigned *hits) {
   __syncthreads();
   if (t % 3 == 0) atomicAdd(&counter, 1u);
   const unsigned u = 255 - t;
-  out[blockIdx.x * 256 + t] = tile[2 * u] + tile[2 * u + 1] + tile[u] * tile[u + 256];
+  // tile[(t * 32) % 512]: 16 distinct dwords of one bank for each 32 lanes
+  // (a 16-way bank conflict, for memory-efficiency's test).
+  out[blockIdx.x * 256 + t] = tile[2 * u] + tile[2 * u + 1] + tile[u] * tile[u + 256] + tile[(t * 32) % 512];
   __syncthreads();
   if (t == 0) hits[blockIdx.x] = counter;
 }
@@ -84,7 +86,7 @@ int main() {
     }
     for (unsigned t = 0; t < 256; t++) {
       const unsigned u = 255 - t;
-      wrong += result[g * 256 + t] != tile[2 * u] + tile[2 * u + 1] + tile[u] * tile[u + 256];
+      wrong += result[g * 256 + t] != tile[2 * u] + tile[2 * u + 1] + tile[u] * tile[u + 256] + tile[(t * 32) % 512];
     }
     wrong += counted[g] != 86;
   }
