@@ -23,7 +23,7 @@ export TMPDIR="$work"
 hipcc -O2 --offload-arch="$target" hook-sdk/examples/applications/saxpy/saxpy.hip -o "$work/saxpy"
 hipcc -O2 --offload-arch="$target" tests/inputs/runtime/counted.hip -o "$work/counted"
 hipcc -O2 --offload-arch="$target" tests/inputs/device/rocrand_generators.cpp -lrocrand -o "$work/rocrand_generators"
-read -r -a tools <<<"${TOOLS:-instruction-counter block-counter kernel-arguments opcode-histogram branch-divergence memory-tracer}"
+read -r -a tools <<<"${TOOLS:-instruction-counter block-counter kernel-arguments opcode-histogram branch-divergence memory-tracer memory-efficiency}"
 # The block counter counts what the instruction counter does, for its host part.
 host_of() { if [ "$1" = block-counter ]; then echo instruction-counter; else echo "$1"; fi; }
 for tool in "${tools[@]}"; do

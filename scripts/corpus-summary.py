@@ -19,7 +19,7 @@ import os
 import statistics
 import sys
 
-EXAMPLES = ["kernel-arguments", "branch-divergence", "memory-tracer", "instruction-counter", "opcode-histogram"]
+EXAMPLES = ["kernel-arguments", "branch-divergence", "memory-tracer", "memory-efficiency", "instruction-counter", "opcode-histogram"]
 
 
 def stages(results_root):

@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXAMPLES = ["instruction-counter", "opcode-histogram", "memory-tracer", "kernel-arguments", "branch-divergence"]
+EXAMPLES = ["instruction-counter", "opcode-histogram", "memory-tracer", "memory-efficiency", "kernel-arguments", "branch-divergence"]
 
 
 def run(command, **kwargs):
