@@ -2925,8 +2925,10 @@ fn rocsparse_under_the_runtime_reports_what_the_emulator_gives() {
 /// it runs) on the emulated MI210, with each example tool in dynamic mode
 /// and default flags: the program prints what it printed, nothing warns,
 /// and every dispatch of the code objects instrumented reports what the
-/// device's log of the original run gives. The packages (3 GB unpacked)
-/// are fetched by the test.
+/// device's log of the original run gives. Then every solution of a
+/// transposed f32 GEMM, exact, and one that loads straight into LDS under
+/// every tool likewise. The packages (3 GB unpacked) are fetched by the
+/// test.
 #[test]
 #[ignore = "minutes, and sid's packages: scripts/env.sh sid -- scripts/runtime-libraries.sh rocblas"]
 fn rocblas_gemms_under_the_runtime_report_what_the_emulator_gives() {
@@ -2945,9 +2947,49 @@ fn rocblas_gemms_under_the_runtime_report_what_the_emulator_gives() {
     ];
     let build: Vec<&str> = build.iter().map(String::as_str).collect();
     let program = hip_build("device/rocblas_gemm.cpp", target, &dir, "rocblas_gemm", &build);
+    rocblas_program_under_every_tool(&program, &[], &directory, "library-rocblas");
+
+    // Every solution of an f32 GEMM with both operands transposed, forced
+    // one by one: all exact on the emulated GPU, and among them kernels
+    // that load straight into LDS (Tensile's DirectToLds,
+    // `buffer_load_dword ... lds`), then one such solution alone under
+    // every tool.
+    let solutions = hip_build("device/rocblas_solutions.cpp", target, &dir, "rocblas_solutions", &build);
+    let log = dir.join("solutions.jsonl");
+    let run = Run { dispatch_log: Some(log.clone()), ..run_on(target) };
+    let _ = std::fs::remove_file(&log);
+    let output =
+        run.command(solutions.as_os_str(), &["128".into()]).env("LD_LIBRARY_PATH", &directory).output().unwrap();
+    let printed = succeeded(output, "every solution");
+    let runs: Vec<&str> = printed.lines().filter(|l| l.starts_with("solution ")).collect();
+    let kernels: Vec<String> = dispatch_log(&log)
+        .iter()
+        .map(|d| d["kernel"].as_str().unwrap().to_string())
+        .filter(|k| k.starts_with("Cijk_"))
+        .collect();
+    assert_eq!(runs.len(), kernels.len(), "one Tensile dispatch per solution");
+    assert!(runs.iter().all(|r| r.ends_with("PASS")), "{printed}");
+    let direct = runs
+        .iter()
+        .zip(&kernels)
+        .find(|(_, k)| k.contains("_DTLA1_") || k.contains("_DTLB1_"))
+        .map(|(r, _)| r.split_whitespace().nth(1).unwrap().trim_end_matches(':').to_string())
+        .expect("a solution whose kernel loads into LDS directly");
+    eprintln!("rocBLAS: {} TT solutions exact; solution {direct} loads into LDS directly", runs.len());
+    let args = ["128".into(), direct.into()];
+    rocblas_program_under_every_tool(&solutions, &args, &directory, "library-rocblas-direct-to-lds");
+}
+
+/// `program ARGS` (calling sid's rocBLAS from `directory`) logged by the
+/// emulated device, then under every example tool in dynamic mode: its
+/// output unchanged, and every dispatch of the code objects instrumented
+/// what the device's log of the original run gives.
+fn rocblas_program_under_every_tool(program: &Path, args: &[std::ffi::OsString], directory: &Path, name: &str) {
+    let target = "gfx90a";
+    let dir = test_directory(name);
     let log = dir.join("original.jsonl");
     let run = logging_the_original(target, &log);
-    let original = run.command(program.as_os_str(), &[]).env("LD_LIBRARY_PATH", &directory).output().unwrap();
+    let original = run.command(program.as_os_str(), args).env("LD_LIBRARY_PATH", directory).output().unwrap();
     let expected_output = succeeded(original, "the original");
     let all_logged = dispatch_log(&log);
     let names: std::collections::BTreeSet<String> =
@@ -2981,7 +3023,7 @@ fn rocblas_gemms_under_the_runtime_report_what_the_emulator_gives() {
         let device = build_tool(Compiler::Hipcc, &example(tool), "-O3", &dir);
         let plan_file = repo().join("hook-sdk/examples").join(tool).join("plan.toml");
         let plan = Plan::load(&plan_file).unwrap();
-        let tool_dir = test_directory(&format!("library-rocblas/{tool}"));
+        let tool_dir = test_directory(&format!("{name}/{tool}"));
         let report_path = tool_dir.join("report.json");
         let run = Run {
             dynamic: Some((device, plan_file)),
@@ -2991,7 +3033,7 @@ fn rocblas_gemms_under_the_runtime_report_what_the_emulator_gives() {
             ..run_on(target)
         };
         let started = std::time::Instant::now();
-        let output = run.command(program.as_os_str(), &[]).env("LD_LIBRARY_PATH", &directory).output().unwrap();
+        let output = run.command(program.as_os_str(), args).env("LD_LIBRARY_PATH", directory).output().unwrap();
         let (report, _) = reported(output, &report_path, &expected_output);
         // The code objects instrumented, found among the files by size.
         let sizes: Vec<u64> = report["dynamic"]

@@ -67,8 +67,9 @@ struct Arguments {
     /// S_AND_SAVEEXEC_B64), as `exec_history` [address, wave, before, after].
     #[arg(long, value_name = "OPCODES", requires = "dispatch_log", value_delimiter = ',')]
     dispatch_log_exec: Vec<String>,
-    /// With --dispatch-log: also log every lane's flat and global access, as
-    /// `accesses` [address, wave, lane, memory] (large).
+    /// With --dispatch-log: also log every lane's flat, global, buffer and
+    /// LDS access, as `accesses` [address, wave, lane, memory, space, step,
+    /// bytes] (large; docs/device.md).
     #[arg(long, requires = "dispatch_log")]
     dispatch_log_accesses: bool,
     /// With --dispatch-log: give the EXEC history and the accesses as
