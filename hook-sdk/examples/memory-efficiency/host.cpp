@@ -1,5 +1,5 @@
 // Memory efficiency's host part (gpuinstr/host.h): every record (site,
-// wavefront, lines or cycles used and ideal), streamed from the ring while
+// lines or cycles used and ideal, lanes), streamed from the ring while
 // the dispatch runs, is kept by the run's database (its `records` table).
 // Per dispatch, each instruction's numbers go into the report: the
 // `memory` value lists the flat, global and buffer instructions (wavefront
@@ -23,13 +23,13 @@ namespace {
 // As in tool.hip.
 struct EfficiencyRecord {
   uint32_t Site;
-  uint32_t Wavefront;
+  uint32_t Unused0;
   uint16_t Used;
   uint16_t Ideal;
   uint8_t Lanes;
   uint8_t Space;
   uint8_t Bytes;
-  uint8_t Unused;
+  uint8_t Unused1;
 };
 
 constexpr uint8_t LdsSpace = 3;

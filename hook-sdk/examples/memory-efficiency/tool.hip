@@ -8,15 +8,17 @@
 
 GPUINSTR_DEVICE_MODULE
 
+/// (No wavefront id: the numbers are per instruction, and computing it
+/// from the dispatch packet cost a tenth of the hook at every point.)
 struct EfficiencyRecord {
   uint32_t Site;      // the plan's site number (the instruction)
-  uint32_t Wavefront; // global wavefront id: workgroup, then wavefront in it
+  uint32_t Unused0;
   uint16_t Used;      // lines touched, or LDS cycles taken
   uint16_t Ideal;     // the fewest lines, or the cycles without conflicts
   uint8_t Lanes;      // lanes that accessed (64 is stored as 0)
   uint8_t Space;      // 0 flat, 1 global, 2 buffer, 3 LDS
   uint8_t Bytes;      // per lane
-  uint8_t Unused;
+  uint8_t Unused1;
 };
 GPUINSTR_RING(EfficiencyRecord, Efficiency)
 
@@ -64,6 +66,9 @@ __device__ void ldsCycles(uint32_t Address, uint32_t Bytes, uint32_t &Cycles, ui
   uint32_t Pending = (1u << Dwords) - 1; // which of this lane's dwords are not yet counted
   Cycles = 0;
   Ideal = 0;
+  // Loops stay loops: a payload is inlined at every point, and unrolled
+  // for a constant access size the hook's code grew eightfold.
+#pragma unroll 1
   for (uint32_t Group = 0; Group < 64 / GroupLanes; ++Group) {
     const bool Mine = Lane / GroupLanes == Group;
     if (__ballot(Mine) == 0)
@@ -93,9 +98,9 @@ __device__ void ldsCycles(uint32_t Address, uint32_t Bytes, uint32_t &Cycles, ui
         Counts[3] += One;
     }
     uint32_t Most = 0;
-    for (uint32_t Word = 0; Word < 4; ++Word)
-      for (uint32_t Byte = 0; Byte < 8; ++Byte)
-        Most = max(Most, static_cast<uint32_t>(Counts[Word] >> (8 * Byte)) & 0xff);
+#pragma unroll 1
+    for (uint32_t Bank = 0; Bank < LdsBanks; ++Bank)
+      Most = max(Most, static_cast<uint32_t>(Counts[Bank / 8] >> (8 * (Bank % 8))) & 0xff);
     Cycles += Most;
   }
 }
@@ -111,16 +116,12 @@ GPUINSTR_HOOK measureAccess(uint32_t Site, uint64_t Address, uint32_t Space, uin
     Used = linesTouched(Address, Bytes, LineBytes);
     Ideal = (Lanes * Bytes + LineBytes - 1) / LineBytes;
   }
-  const uint32_t Group = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  const uint32_t GroupSize = blockDim.x * blockDim.y * blockDim.z;
-  const uint32_t Flat = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-  const uint32_t Wavefront = Group * ((GroupSize + 63) / 64) + __builtin_amdgcn_readfirstlane(Flat) / 64;
   // The first active lane records for the wavefront, through an ordinary
   // branch (as branch-divergence does).
   if (static_cast<int>(__lane_id()) != __ffsll(static_cast<unsigned long long>(Active)) - 1)
     return;
   gpuinstr::append(Efficiency,
-                   EfficiencyRecord{Site, Wavefront, static_cast<uint16_t>(Used), static_cast<uint16_t>(Ideal),
+                   EfficiencyRecord{Site, 0, static_cast<uint16_t>(Used), static_cast<uint16_t>(Ideal),
                                     static_cast<uint8_t>(Lanes), static_cast<uint8_t>(Space),
                                     static_cast<uint8_t>(Bytes), 0});
 }
