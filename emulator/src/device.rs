@@ -31,14 +31,24 @@ pub struct Selection<'a> {
 }
 
 /// The code objects of `path` for `target` (all when None), in the file's
-/// order; an error when there are none.
-pub fn code_objects(path: &Path, target: Option<&str>) -> Result<Vec<CodeObject>, EmulatorError> {
-    let input = load::load_for_target(path, target)?;
-    if input.code_objects.is_empty() {
-        let file = path.display();
+/// order, or only the `index`-th of them; an error when there are none or
+/// no such one.
+pub fn code_objects(path: &Path, target: Option<&str>, index: Option<usize>) -> Result<Vec<CodeObject>, EmulatorError> {
+    let mut objects = load::load_for_target(path, target)?.code_objects;
+    let file = path.display();
+    if objects.is_empty() {
         return Err(EmulatorError::Isa(format!("{file}: no code object for {}", target.unwrap_or("any target"))));
     }
-    Ok(input.code_objects)
+    let Some(index) = index else { return Ok(objects) };
+    let count = objects.len();
+    if index >= count {
+        let for_target = target.map(|t| format!(" for {t}")).unwrap_or_default();
+        return Err(EmulatorError::Isa(format!(
+            "{file} holds {count} code objects{for_target}; there is no code object {index} (0 to {})",
+            count - 1
+        )));
+    }
+    Ok(vec![objects.swap_remove(index)])
 }
 
 fn defines(code_object: &CodeObject, kernel: &str) -> bool {
@@ -71,18 +81,9 @@ impl Device {
     /// gfx90a), told apart by the kernel they define or their number.
     pub fn open_selected(path: &Path, selection: &Selection<'_>) -> Result<Self, EmulatorError> {
         let file = path.display().to_string();
-        let mut candidates = code_objects(path, selection.target)?;
+        let mut candidates = code_objects(path, selection.target, selection.index)?;
         let count = candidates.len();
         let for_target = selection.target.map(|t| format!(" for {t}")).unwrap_or_default();
-        if let Some(index) = selection.index {
-            if index >= count {
-                return Err(EmulatorError::Isa(format!(
-                    "{file} holds {count} code objects{for_target}; there is no code object {index} (0 to {})",
-                    count.saturating_sub(1)
-                )));
-            }
-            return Self::new(candidates.swap_remove(index), file);
-        }
         if count == 1 {
             return Self::new(candidates.swap_remove(0), file);
         }

@@ -164,13 +164,7 @@ fn main() -> Result<()> {
         texts.extend(content.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from));
     }
     if cli.unimplemented {
-        let mut objects = device::code_objects(&file, cli.target.as_deref())?;
-        if let Some(index) = cli.code_object {
-            if index >= objects.len() {
-                bail!("{} holds {} code objects; there is no code object {index}", file.display(), objects.len());
-            }
-            objects = vec![objects.swap_remove(index)];
-        }
+        let objects = device::code_objects(&file, cli.target.as_deref(), cli.code_object)?;
         let mut programs = objects.into_iter().map(Program::new).collect::<Result<Vec<_>, _>>()?;
         return print_coverage(&mut programs);
     }
