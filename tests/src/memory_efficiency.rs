@@ -38,6 +38,15 @@ pub struct Efficiency {
     pub ideal: u64,
 }
 
+impl std::ops::AddAssign for Efficiency {
+    fn add_assign(&mut self, other: Self) {
+        self.executions += other.executions;
+        self.lanes += other.lanes;
+        self.used += other.used;
+        self.ideal += other.ideal;
+    }
+}
+
 /// One wave execution's (used, ideal).
 fn measure(space: u8, lanes: &[LaneAccess]) -> (u64, u64) {
     if space != LDS_SPACE {
@@ -72,11 +81,8 @@ pub fn model(accesses: &[LaneAccess]) -> BTreeMap<u64, Efficiency> {
     let mut per_instruction: BTreeMap<u64, Efficiency> = BTreeMap::new();
     for ((instruction, _, _), lanes) in executions {
         let (used, ideal) = measure(lanes[0].space, &lanes);
-        let entry = per_instruction.entry(instruction).or_default();
-        entry.executions += 1;
-        entry.lanes += lanes.len() as u64;
-        entry.used += used;
-        entry.ideal += ideal;
+        *per_instruction.entry(instruction).or_default() +=
+            Efficiency { executions: 1, lanes: lanes.len() as u64, used, ideal };
     }
     per_instruction
 }

@@ -566,11 +566,12 @@ fn check_memory_efficiency(app: &CodeObject, output: &CodeObject, plan: &Plan, c
     let mut measured: std::collections::BTreeMap<u64, Efficiency> = std::collections::BTreeMap::new();
     for r in raw.chunks_exact(16) {
         let site = u32::from_le_bytes(r[..4].try_into().unwrap()) as usize;
-        let entry = measured.entry(sites[site]).or_default();
-        entry.executions += 1;
-        entry.used += u64::from(u16::from_le_bytes(r[8..10].try_into().unwrap()));
-        entry.ideal += u64::from(u16::from_le_bytes(r[10..12].try_into().unwrap()));
-        entry.lanes += if r[12] == 0 { 64 } else { u64::from(r[12]) };
+        *measured.entry(sites[site]).or_default() += Efficiency {
+            executions: 1,
+            lanes: if r[12] == 0 { 64 } else { u64::from(r[12]) },
+            used: u64::from(u16::from_le_bytes(r[8..10].try_into().unwrap())),
+            ideal: u64::from(u16::from_le_bytes(r[10..12].try_into().unwrap())),
+        };
     }
     let selected: std::collections::HashSet<u64> = sites.iter().copied().collect();
     let accesses: Vec<LaneAccess> = report

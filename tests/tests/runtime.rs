@@ -541,11 +541,7 @@ impl<'a> Oracle<'a> {
                     assert_eq!(spaces[&address] == LDS_SPACE, key == "lds", "dispatch {k}: {address:#x} in `{key}`");
                     sums = (sums.0 + numbers.used, sums.1 + numbers.ideal);
                     measured.insert(address, numbers);
-                    let total = run_expected.entry((function, address)).or_default();
-                    total.executions += numbers.executions;
-                    total.lanes += numbers.lanes;
-                    total.used += numbers.used;
-                    total.ideal += numbers.ideal;
+                    *run_expected.entry((function, address)).or_default() += numbers;
                 }
                 let (used_key, ideal_key) =
                     if key == "lds" { ("lds_cycles", "lds_ideal_cycles") } else { (used, ideal) };
@@ -556,11 +552,7 @@ impl<'a> Oracle<'a> {
             }
             assert_eq!(measured, expected, "dispatch {k}: per instruction (executions, lanes, used, ideal)");
             for (address, numbers) in expected {
-                let total = all.entry(address).or_default();
-                total.executions += numbers.executions;
-                total.lanes += numbers.lanes;
-                total.used += numbers.used;
-                total.ideal += numbers.ideal;
+                *all.entry(address).or_default() += numbers;
             }
         }
         let mut run = BTreeMap::new();
