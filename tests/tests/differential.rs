@@ -1192,6 +1192,48 @@ fn every_example_tool_on_a_kernel_with_no_free_vector_register() {
     }
 }
 
+/// A kernel holding most of its VGPRs and every AGPR it allocates across
+/// its memory instructions, as Tensile's GEMMs hold their MFMA
+/// accumulators (tests/inputs/kernels/accumulators_live.hip; its outputs
+/// add up every one of those registers). With default flags, every
+/// example tool's payloads there park live VGPRs or fit the few dead ones,
+/// and each tool reports what the emulator saw, the outputs unchanged.
+#[test]
+fn every_example_tool_where_the_accumulators_stay_live() {
+    let kernel = "_Z16accumulatorsLivePiPKii";
+    let n = 300i32;
+    let case = Case {
+        kernel,
+        launch: Launch::linear(2, 256),
+        arguments: vec![
+            Argument::Buffer(words([0; 512])),
+            Argument::Buffer(words(0..512)),
+            Argument::Value(n.to_le_bytes().to_vec()),
+        ],
+    };
+    for target in ["gfx90a", "gfx908"] {
+        let app =
+            load::load_for_target(&test_kernels("accumulators_live"), Some(target)).unwrap().code_objects.remove(0);
+        let mut device = Device::new(app.clone(), target.into()).unwrap();
+        let (memory, _) = run_case(&mut device, &case);
+        // The registers' sum (v12-v127 hold their numbers, a0-a127 copies).
+        let held: i32 = (12..128).sum::<i32>() + (0..128).map(|a| 12 + a % 116).sum::<i32>();
+        let expected: Vec<i32> = (0..512)
+            .map(|i| match i < n {
+                true => {
+                    let block = i / 256 * 256;
+                    let neighbour = block + (i % 256 * 32) % 256;
+                    let loaded = |j: i32| if j < n { j } else { 0 };
+                    loaded(neighbour) + i + held
+                }
+                false => 0,
+            })
+            .collect();
+        assert_eq!(memory[0], words(expected), "{target}: the original's results");
+        every_example_tool_growing(&app, &case, &["buffer"], RegisterGrowth::FreeOfOccupancy, true);
+    }
+}
+
 /// One wave of `kernel(out, in)` (the kernels that hold values across a
 /// load): `in[lane] = 11 * lane`, and those inputs.
 fn one_wave_loading(kernel: &'static str) -> (Case, Vec<i32>) {

@@ -801,3 +801,36 @@ fn payloads_the_check_refuses_are_compiled_again_with_the_pins_through_the_termi
     let verified = gpuinstr::verify::verify(&app, &output).unwrap();
     assert!(verified.ok(), "{}", verified.render_text());
 }
+
+/// Tensile's GEMMs keep MFMA accumulators in every AGPR they allocate and
+/// most VGPRs live through their loops. There the memory-efficiency hook's
+/// template (about 240 instructions) finds too few dead VGPRs, so its tight
+/// templates are compiled with fewer VGPRs, and LLVM then reaches for AGPRs
+/// on gfx90a. None is free at these points: a tight template holding AGPRs
+/// renames nowhere, and its points fell to one compilation per stretch of
+/// alike points (a 0.4 MB rocBLAS code object: 341 payloads, 214 s, where
+/// templates take 6 s). A tight template short of AGPRs at its points is
+/// compiled with none, and every point is placed by a template, parking
+/// live VGPRs.
+#[test]
+fn templates_short_of_vgprs_take_no_agprs_where_none_is_free() {
+    use gpuinstr::instrument::instrument_code_object;
+    use gpuinstr::plan::Plan;
+    let app = load::load_for_target(&test_kernels("accumulators_live"), Some("gfx90a")).unwrap().code_objects.remove(0);
+    let dir = scratch();
+    let path = dir.path().join("memory-efficiency.hsaco");
+    run_ok(&mut tool_compile_command(Compiler::Clang, &example("memory-efficiency"), "-O3", &path));
+    let tool = load::load(&path).unwrap().code_objects.remove(0);
+    let plan_path = repo().join("hook-sdk/examples/memory-efficiency/plan.toml");
+    let plan = Plan::parse(&std::fs::read_to_string(&plan_path).unwrap(), "memory-efficiency").unwrap();
+
+    let (_, report) =
+        instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &Default::default()).unwrap();
+    assert!(report.left_out.is_empty(), "{:#?}", report.left_out);
+    // A global load and store, an LDS write and read.
+    assert_eq!(report.points, 4);
+    let other: Vec<_> = report.compilations.iter().filter(|c| c.sharing != Sharing::Template).collect();
+    assert!(other.is_empty(), "points compiled past the templates: {other:#?}");
+    // Too few VGPRs are dead at them: the copies park live ones.
+    assert!(report.spills.points > 0, "{:#?}", report.spills);
+}

@@ -1806,8 +1806,34 @@ fn compile_templates(
     let constants: Vec<Vec<PointConstantArgument>> =
         groups.iter().map(|members| sharing::varying_constants(points, members)).collect();
     let grouping_time = started.elapsed();
-    let templates = compile_each(compiler, &template_points, &template_sites, &constants, options, CompilePass::First)
-        .map_err(|error| error.at_points(&first_members))?;
+    let mut templates =
+        compile_each(compiler, &template_points, &template_sites, &constants, options, CompilePass::First)
+            .map_err(|error| error.at_points(&first_members))?;
+    // Templates whose machine code the check refused: once more with the
+    // pins kept through the terminators (see
+    // `compile_again_pinned_through_terminators`; LLVM 21 met it on
+    // Tensile's kernels), else their groups' points are compiled one
+    // stretch at a time.
+    let refused: Vec<usize> = (0..templates.payloads.len())
+        .filter(|i| {
+            templates.payloads[*i].rejected.as_ref().is_some_and(|r| r.cause == LeftOutCause::WouldChangeLiveRegister)
+        })
+        .collect();
+    if !refused.is_empty() {
+        let pick = |i: &usize| (template_points[*i].clone(), template_sites[*i].clone(), constants[*i].clone());
+        let (again_points, (again_sites, again_constants)): (Vec<_>, (Vec<_>, Vec<_>)) =
+            refused.iter().map(pick).map(|(p, s, c)| (p, (s, c))).unzip();
+        let again = compile_each(
+            compiler,
+            &again_points,
+            &again_sites,
+            &again_constants,
+            options,
+            CompilePass::PinnedThroughTerminators,
+        )
+        .map_err(|error| error.at_points(&refused.iter().map(|i| first_members[*i]).collect::<Vec<_>>()))?;
+        templates.adopt(&refused, again);
+    }
     // Each compiled template (a variant: a group's, or its tight one
     // below), its site, its group and where it was compiled.
     let mut variants: Vec<Variant> = templates
@@ -1819,7 +1845,7 @@ fn compile_templates(
             payload: payload.clone(),
             site,
             group: position,
-            source: PayloadSource { compilation: 0, position },
+            source: templates.compiled_as[position],
         })
         .collect();
     let mut compilations = templates.compilations;
@@ -1957,9 +1983,23 @@ fn compile_templates(
         let crowded_groups: Vec<usize> =
             pending.iter().map(|(_, group)| *group).collect::<BTreeSet<usize>>().into_iter().collect();
         let tight_points: Vec<PayloadPoint> = crowded_groups.iter().map(|g| template_points[*g].clone()).collect();
+        // LLVM gives a template short of VGPRs AGPRs (gfx90a): where some
+        // crowded point of its group has too few AGPRs free for that (MFMA
+        // kernels keep their accumulators there), the tight template has none.
+        let short_of_agprs: BTreeSet<usize> = pending
+            .iter()
+            .filter(|(member, _)| free_agprs(&sites[*member]) < own_vgprs)
+            .map(|(_, group)| *group)
+            .collect();
         let tight_sites: Vec<PayloadSite> = crowded_groups
             .iter()
-            .map(|g| placement::template_site(&sites[first_members[*g]], &reads[*g], Some(own_vgprs)))
+            .map(|g| {
+                let site = placement::template_site(&sites[first_members[*g]], &reads[*g], Some(own_vgprs));
+                match short_of_agprs.contains(g) {
+                    true => without_agprs(&site),
+                    false => site,
+                }
+            })
             .collect();
         let tight_constants: Vec<Vec<PointConstantArgument>> =
             crowded_groups.iter().map(|g| constants[*g].clone()).collect();
@@ -2148,6 +2188,16 @@ fn wait_for_loads_in_flight(payloads: &mut [CompiledPayload], sites: &[PayloadSi
         }
         payload.entry_wait = Some(wait);
     }
+}
+
+/// The AGPRs a point's payload may take: below its allowance, not live.
+fn free_agprs(site: &PayloadSite) -> u16 {
+    (0..site.max_agprs).filter(|a| !site.live.contains(Unit::agpr(*a))).count() as u16
+}
+
+/// `site` with no AGPR for the payload (every one LLVM could give taken).
+fn without_agprs(site: &PayloadSite) -> PayloadSite {
+    with_agprs_past_allowance_taken(&PayloadSite { max_agprs: 0, ..site.clone() })
 }
 
 /// `site` with the AGPRs past what the kernel may have taken (pinned).
