@@ -45,7 +45,7 @@ while [ $# -gt 0 ]; do
 done
 
 # Each environment's LLVM major, Debian suite and packages.
-common=(hipcc rocminfo kmod cmake g++ make pkg-config ca-certificates libhsa-runtime-dev
+common=(hipcc rocminfo rocm-smi kmod cmake g++ make pkg-config ca-certificates libhsa-runtime-dev
   libamd-comgr-dev librocrand-dev librocsparse-dev librocprim-dev
   zlib1g-dev libzstd-dev  # what LLVM's static archives link with (the opcode table generator)
   chromium)  # what renders the run's page in the whole suite's test of it (docs/runtime.md, "The page")

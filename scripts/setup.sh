@@ -12,6 +12,7 @@ packages=(
   rocm-device-libs   # device libraries hipcc links into device code
   cmake              # the CMake integration (cmake/) and its test
   rocminfo kmod      # the emulated GPU's test: rocminfo (ROCr 5.2) lists it; it runs lsmod first
+  rocm-smi           # ROCm SMI 5.2 lists the emulated board (its DRM card in sysfs)
   librocrand-dev librocsparse-dev librocprim-dev  # library code the emulated GPU runs through its public APIs
 )
 

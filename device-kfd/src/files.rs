@@ -36,14 +36,15 @@ pub unsafe fn open_stream(entry: &'static Entry, path: *const c_char, mode: *con
     let name = CStr::from_ptr(path).to_string_lossy();
     let writing = !mode.is_null() && CStr::from_ptr(mode).to_bytes().iter().any(|b| matches!(b, b'w' | b'a' | b'+'));
     let stream = match entry {
-        Entry::File(_) if writing => {
+        Entry::File(_) | Entry::Live(_) if writing => {
             set_errno(libc::EACCES);
             std::ptr::null_mut()
         }
         // A stream over a real descriptor (a memfd): C++ streams read the
         // descriptor under the FILE (libstdc++'s ifstream does).
-        Entry::File(contents) => {
-            let fd = file_descriptor(contents, libc::O_CLOEXEC);
+        Entry::File(_) | Entry::Live(_) => {
+            let contents = crate::system().contents(entry).unwrap_or_default();
+            let fd = file_descriptor(&contents, libc::O_CLOEXEC);
             if fd < 0 {
                 std::ptr::null_mut()
             } else {

@@ -222,7 +222,7 @@ unsafe fn open_virtual(path: *const c_char, flags: c_int) -> Option<c_int> {
     let entry = virtual_entry(path)?;
     let name = CStr::from_ptr(path).to_string_lossy();
     let fd = match entry {
-        Entry::File(contents) => files::file_descriptor(contents, flags),
+        Entry::File(_) | Entry::Live(_) => files::file_descriptor(&system().contents(entry).unwrap_or_default(), flags),
         Entry::Directory(_) if flags & (libc::O_WRONLY | libc::O_RDWR) != 0 => {
             set_errno(libc::EISDIR);
             -1
@@ -325,6 +325,101 @@ pub unsafe extern "C" fn gpuinstr_kfd_close(fd: c_int) -> c_int {
         }
     }
     real::close(fd)
+}
+
+// ---- stat and readlink: ROCm SMI finds the DRM card so ----
+
+/// `stat` (`follow`) or `lstat` of a virtual path into `buffer`.
+unsafe fn stat_virtual(path: *const c_char, buffer: *mut libc::stat, follow: bool) -> Option<c_int> {
+    let entry = virtual_entry(path)?;
+    let name = CStr::from_ptr(path).to_str().ok()?;
+    let link = if follow { None } else { system().files.link(name) };
+    std::ptr::write_bytes(buffer, 0, 1);
+    let status = &mut *buffer;
+    (status.st_mode, status.st_size, status.st_rdev) = match (link, entry) {
+        (Some(target), _) => (libc::S_IFLNK | 0o777, target.len() as i64, 0),
+        // (sysfs gives its files a page whatever they hold; readers read to the end.)
+        (None, Entry::File(_) | Entry::Live(_)) => (libc::S_IFREG | 0o444, 4096, 0),
+        (None, Entry::Directory(_)) => (libc::S_IFDIR | 0o555, 0, 0),
+        (None, Entry::Device(DeviceNode::Render { minor })) => (libc::S_IFCHR | 0o666, 0, libc::makedev(226, *minor)),
+        // KFD's major number is the kernel's choice; 235 is common.
+        (None, Entry::Device(DeviceNode::Kfd)) => (libc::S_IFCHR | 0o666, 0, libc::makedev(235, 0)),
+    };
+    status.st_nlink = 1;
+    status.st_blksize = 4096;
+    trace!("{} {name}", if follow { "stat" } else { "lstat" });
+    Some(0)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_kfd_stat(path: *const c_char, buffer: *mut libc::stat) -> c_int {
+    stat_virtual(path, buffer, true).unwrap_or_else(|| real::stat(path, buffer))
+}
+
+// On x86-64 `struct stat64` is `struct stat`.
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_kfd_stat64(path: *const c_char, buffer: *mut libc::stat64) -> c_int {
+    stat_virtual(path, buffer.cast(), true).unwrap_or_else(|| real::stat64(path, buffer))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_kfd_lstat(path: *const c_char, buffer: *mut libc::stat) -> c_int {
+    stat_virtual(path, buffer, false).unwrap_or_else(|| real::lstat(path, buffer))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_kfd_lstat64(path: *const c_char, buffer: *mut libc::stat64) -> c_int {
+    stat_virtual(path, buffer.cast(), false).unwrap_or_else(|| real::lstat64(path, buffer))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_kfd___xstat(version: c_int, path: *const c_char, buffer: *mut libc::stat) -> c_int {
+    stat_virtual(path, buffer, true).unwrap_or_else(|| real::__xstat(version, path, buffer))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_kfd___xstat64(
+    version: c_int,
+    path: *const c_char,
+    buffer: *mut libc::stat64,
+) -> c_int {
+    stat_virtual(path, buffer.cast(), true).unwrap_or_else(|| real::__xstat64(version, path, buffer))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_kfd___lxstat(version: c_int, path: *const c_char, buffer: *mut libc::stat) -> c_int {
+    stat_virtual(path, buffer, false).unwrap_or_else(|| real::__lxstat(version, path, buffer))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_kfd___lxstat64(
+    version: c_int,
+    path: *const c_char,
+    buffer: *mut libc::stat64,
+) -> c_int {
+    stat_virtual(path, buffer.cast(), false).unwrap_or_else(|| real::__lxstat64(version, path, buffer))
+}
+
+/// `readlink` of a virtual path: the link's target (not NUL-terminated,
+/// cut at `size`), or EINVAL for a path that is not a link.
+#[no_mangle]
+pub unsafe extern "C" fn gpuinstr_kfd_readlink(
+    path: *const c_char,
+    buffer: *mut c_char,
+    size: libc::size_t,
+) -> libc::ssize_t {
+    if virtual_entry(path).is_none() {
+        return real::readlink(path, buffer, size);
+    }
+    let name = CStr::from_ptr(path).to_string_lossy();
+    let Some(target) = system().files.link(&name) else {
+        set_errno(libc::EINVAL);
+        return -1;
+    };
+    let length = target.len().min(size);
+    std::ptr::copy_nonoverlapping(target.as_ptr(), buffer.cast(), length);
+    trace!("readlink {name} -> {target}");
+    length as libc::ssize_t
 }
 
 // ---- duplicates: libdrm keeps its own copy of the render node's descriptor ----

@@ -185,6 +185,21 @@ interposed! {
         -> *mut c_void, fd, real::mmap(address, length, protection, flags, fd, offset);
     mmap64(address: *mut c_void, length: libc::size_t, protection: c_int, flags: c_int, fd: c_int, offset: libc::off64_t)
         -> *mut c_void, fd, real::mmap(address, length, protection, flags, fd, offset);
+    // ROCm SMI's discovery: the DRM card's files and the link naming its slot.
+    stat(path: *const c_char, buffer: *mut libc::stat) -> c_int, path, real::stat(path, buffer);
+    stat64(path: *const c_char, buffer: *mut libc::stat64) -> c_int, path, real::stat64(path, buffer);
+    lstat(path: *const c_char, buffer: *mut libc::stat) -> c_int, path, real::lstat(path, buffer);
+    lstat64(path: *const c_char, buffer: *mut libc::stat64) -> c_int, path, real::lstat64(path, buffer);
+    __xstat(version: c_int, path: *const c_char, buffer: *mut libc::stat) -> c_int, at,
+        real::__xstat(version, path, buffer);
+    __xstat64(version: c_int, path: *const c_char, buffer: *mut libc::stat64) -> c_int, at,
+        real::__xstat64(version, path, buffer);
+    __lxstat(version: c_int, path: *const c_char, buffer: *mut libc::stat) -> c_int, at,
+        real::__lxstat(version, path, buffer);
+    __lxstat64(version: c_int, path: *const c_char, buffer: *mut libc::stat64) -> c_int, at,
+        real::__lxstat64(version, path, buffer);
+    readlink(path: *const c_char, buffer: *mut c_char, size: libc::size_t) -> libc::ssize_t, path,
+        real::readlink(path, buffer, size);
 }
 
 /// gpuinstr's runtime says that the kernel whose descriptor is at

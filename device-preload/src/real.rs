@@ -53,3 +53,12 @@ real!(fcntl, gpuinstr_real_fcntl(fd: c_int, command: c_int, argument: libc::c_ul
 real!(dup, gpuinstr_real_dup(fd: c_int) -> c_int);
 real!(dup2, gpuinstr_real_dup2(fd: c_int, new: c_int) -> c_int);
 real!(dup3, gpuinstr_real_dup3(fd: c_int, new: c_int, flags: c_int) -> c_int);
+real!(stat, gpuinstr_real_stat(path: *const c_char, buffer: *mut libc::stat) -> c_int);
+real!(stat64, gpuinstr_real_stat64(path: *const c_char, buffer: *mut libc::stat64) -> c_int);
+real!(lstat, gpuinstr_real_lstat(path: *const c_char, buffer: *mut libc::stat) -> c_int);
+real!(lstat64, gpuinstr_real_lstat64(path: *const c_char, buffer: *mut libc::stat64) -> c_int);
+real!(__xstat, gpuinstr_real___xstat(version: c_int, path: *const c_char, buffer: *mut libc::stat) -> c_int);
+real!(__xstat64, gpuinstr_real___xstat64(version: c_int, path: *const c_char, buffer: *mut libc::stat64) -> c_int);
+real!(__lxstat, gpuinstr_real___lxstat(version: c_int, path: *const c_char, buffer: *mut libc::stat) -> c_int);
+real!(__lxstat64, gpuinstr_real___lxstat64(version: c_int, path: *const c_char, buffer: *mut libc::stat64) -> c_int);
+real!(readlink, gpuinstr_real_readlink(path: *const c_char, buffer: *mut c_char, size: libc::size_t) -> libc::ssize_t);

@@ -136,3 +136,69 @@ fn a_missing_program_is_a_clear_error() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("gpuinstr-run: error: cannot run `/nonexistent/app`"), "{stderr}");
 }
+
+/// ROCm SMI's discovery (tests/inputs/device/smi_discovery.c, the libc
+/// calls librocm_smi64 makes: `opendir`/`readdir` of /sys/class/drm, `stat`
+/// and `fopen` of the card's vendor, `readlink` of the card for its PCI
+/// slot) finds the emulated board at the slot of its KFD node, so that
+/// clients asking ROCm SMI which board a HIP device is (hipBLASLt's
+/// benchmark) find it.
+#[test]
+fn rocm_smis_discovery_finds_the_board_at_its_kfd_nodes_slot() {
+    let directory = tempfile::tempdir().unwrap();
+    let program = directory.path().join("smi_discovery");
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/inputs/device/smi_discovery.c");
+    let built = std::process::Command::new("cc").arg(&source).arg("-o").arg(&program).output().unwrap();
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let output = gpuinstr_run().args(["--target", "gfx90a", "--"]).arg(&program).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let expected = [
+        "card0: vendor 0x1002, slot 0000:03:00.0 (bdf 768)",
+        "card0: KFD node 1",
+        "renderD128: character device 226:128",
+    ];
+    common::assert_lines(&stdout, &expected, "ROCm SMI's discovery");
+    assert!(!stdout.contains("not a link") && !stdout.contains("failed"), "{stdout}");
+}
+
+/// Debian 12's `rocm-smi` (ROCm SMI 5.2, through its library) lists the
+/// emulated MI210: its id, PCI slot, clocks and device memory (none in use
+/// in rocm-smi's own process), and says that what an emulated board lacks
+/// (temperature, power, fan, activity) is not available or supported.
+#[test]
+fn rocm_smi_lists_the_emulated_board() {
+    // rocm-smi exits non-zero where it printed that something is not
+    // supported (the concise table does): the run must not fail otherwise.
+    let rocm_smi = |arguments: &[&str], unsupported: bool| {
+        let output = gpuinstr_run()
+            .args(["--target", "gfx90a", "--", "rocm-smi"])
+            .args(arguments)
+            .output()
+            .expect("gpuinstr-run runs");
+        let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+        let failed_otherwise = stderr.lines().any(|l| !l.contains("RSMI_STATUS_NOT_SUPPORTED") && !l.is_empty());
+        assert!(
+            (output.status.success() || unsupported) && !failed_otherwise,
+            "rocm-smi {arguments:?} failed ({}): {stdout}\n{stderr}",
+            output.status
+        );
+        stdout
+    };
+    let details = rocm_smi(&["--showid", "--showbus", "--showvbios", "--showmeminfo", "vram"], false);
+    let expected = [
+        "GPU[0] : GPU ID: 0x740f",
+        "GPU[0] : PCI Bus: 0000:03:00.0",
+        "GPU[0] : VBIOS version: gpuinstr-emulated",
+        "GPU[0] : VRAM Total Used Memory (B): 0",
+    ];
+    common::assert_lines(&details, &expected, "rocm-smi --showid ...");
+    assert!(details.contains("VRAM Total Memory (B): "), "{details}");
+    let concise = rocm_smi(&[], true);
+    let row = concise.lines().find(|l| l.starts_with("0 ")).unwrap_or_else(|| panic!("no GPU 0 row:\n{concise}"));
+    let row: Vec<&str> = row.split_whitespace().collect();
+    // GPU Temp AvgPwr SCLK MCLK Fan Perf PwrCap VRAM% GPU%
+    assert_eq!(row[..5], ["0", "N/A", "N/A", "1700Mhz", "1600Mhz"], "{concise}");
+    assert_eq!(row[8], "0%", "VRAM in use: {concise}");
+}

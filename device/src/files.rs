@@ -1,7 +1,8 @@
 //! The files the kernel driver would make visible to the process: the KFD
 //! topology in sysfs, the device nodes, and the module list `rocminfo`
-//! checks. A front end answers `open`, `fopen`, `opendir` and `stat` for
-//! these paths from here and passes every other path through.
+//! checks, the DRM card ROCm SMI finds. A front end answers `open`,
+//! `fopen`, `opendir`, `stat` and `readlink` for these paths from here and
+//! passes every other path through.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,6 +15,15 @@ pub enum Entry {
     Directory(Vec<String>),
     /// A character device the front end serves (ioctl, mmap).
     Device(DeviceNode),
+    /// A file whose contents the front end computes when it is opened.
+    Live(LiveFile),
+}
+
+/// What a live file holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LiveFile {
+    /// Device memory allocated, in bytes (`mem_info_vram_used`).
+    DeviceMemoryInUse,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -31,6 +41,10 @@ pub enum DeviceNode {
 pub struct VirtualFiles {
     entries: BTreeMap<String, Entry>,
     added: BTreeSet<String>,
+    /// Paths that are symbolic links in sysfs (`/sys/class/drm/card0`),
+    /// to their targets; what lies under them is in `entries` by the
+    /// link's path, as a process reaches it.
+    links: BTreeMap<String, String>,
 }
 
 /// Where sysfs shows the KFD topology (the second is a symlink to the first
@@ -41,6 +55,10 @@ impl VirtualFiles {
     /// Adds a file and every directory above it up to an existing one or `/`.
     pub fn add_file(&mut self, path: &str, contents: impl Into<Vec<u8>>) {
         self.add(path, Entry::File(contents.into()));
+    }
+
+    pub fn add_live(&mut self, path: &str, live: LiveFile) {
+        self.add(path, Entry::Live(live));
     }
 
     pub fn add_device(&mut self, path: &str, node: DeviceNode) {
@@ -97,6 +115,19 @@ impl VirtualFiles {
                 _ => return None,
             }
         }
+    }
+
+    /// Makes the virtual directory `path` a symbolic link to `target` (what
+    /// `readlink` gives; `stat` and paths under it see the directory).
+    pub fn add_link(&mut self, path: &str, target: &str) {
+        self.add_directory(path);
+        self.links.insert(normalise(path), target.to_string());
+    }
+
+    /// The target of the link at `path`, if it is one.
+    pub fn link(&self, path: &str) -> Option<&str> {
+        self.get(path)?;
+        self.links.get(&normalise(path)).map(String::as_str)
     }
 
     pub fn paths(&self) -> impl Iterator<Item = (&str, &Entry)> {

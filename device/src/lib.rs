@@ -11,6 +11,7 @@
 //! change).
 
 pub mod command_processor;
+pub mod drm;
 pub mod files;
 pub mod kfd;
 pub mod loaded_image;
@@ -22,7 +23,7 @@ mod test_memory;
 pub mod topology;
 pub mod virtual_roots;
 
-pub use files::{DeviceNode, Entry, VirtualFiles};
+pub use files::{DeviceNode, Entry, LiveFile, VirtualFiles};
 pub use kfd::{Errno, Kfd, MmapTarget, ProcessMemory};
 pub use model::{Model, Target};
 pub use topology::Host;
@@ -42,5 +43,17 @@ impl EmulatedSystem {
         let mut files = VirtualFiles::default();
         topology::add_files(&mut files, &model, host);
         EmulatedSystem { files, kfd: Kfd::new(model) }
+    }
+
+    /// The contents of a file entry now (`None` for directories and devices).
+    pub fn contents(&self, entry: &'static Entry) -> Option<std::borrow::Cow<'static, [u8]>> {
+        match entry {
+            Entry::File(contents) => Some(std::borrow::Cow::Borrowed(contents)),
+            Entry::Live(LiveFile::DeviceMemoryInUse) => {
+                let (device, _) = self.kfd.state().memory_in_use();
+                Some(std::borrow::Cow::Owned(format!("{device}\n").into_bytes()))
+            }
+            Entry::Directory(_) | Entry::Device(_) => None,
+        }
     }
 }

@@ -11,6 +11,10 @@ use crate::model::Model;
 
 /// The GPU's render node minor (`/dev/dri/renderD128`).
 pub const RENDER_MINOR: u32 = 128;
+/// The GPU's PCI location (`bus << 8 | device << 3 | function`: 03:00.0,
+/// domain 0), which HIP reports as its PCI bus and ROCm SMI finds the DRM
+/// card by ([`crate::drm`]).
+pub const LOCATION_ID: u32 = 0x300;
 /// The GPU's id in the KFD interface (any non-zero value; real ones are hashes).
 pub const GPU_ID: u32 = 0x9a1e;
 /// KFD heap types (`HSA_HEAPTYPE_*`).
@@ -85,6 +89,7 @@ pub fn add_files(files: &mut VirtualFiles, model: &Model, host: &Host) {
     files.add_file("/sys/module/amdgpu/coresize", "16384\n");
     files.add_directory("/sys/module/amdgpu/holders");
     files.add_directory("/sys/module/amdgpu");
+    crate::drm::add_files(files, model);
 }
 
 fn lines(pairs: &[(&str, u64)]) -> String {
@@ -153,7 +158,7 @@ fn gpu_properties(model: &Model) -> String {
         ("gfx_target_version", model.gfx_target_version.into()),
         ("vendor_id", 0x1002),
         ("device_id", model.device_id.into()),
-        ("location_id", 0x300),
+        ("location_id", LOCATION_ID.into()),
         ("domain", 0),
         ("drm_render_minor", RENDER_MINOR.into()),
         ("hive_id", 0),

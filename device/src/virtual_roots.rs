@@ -5,8 +5,15 @@
 //! it); a test here holds the two to each other.
 
 /// Paths at or under which the device's virtual files lie.
-pub const VIRTUAL_ROOTS: [&str; 6] =
-    ["/dev/kfd", "/dev/dri/", "/sys/devices/virtual/kfd/", "/sys/class/kfd/", "/sys/module/amdgpu", "/proc/modules"];
+pub const VIRTUAL_ROOTS: [&str; 7] = [
+    "/dev/kfd",
+    "/dev/dri/",
+    "/sys/devices/virtual/kfd/",
+    "/sys/class/kfd/",
+    "/sys/class/drm/",
+    "/sys/module/amdgpu",
+    "/proc/modules",
+];
 
 /// Whether `path` (absolute, as a program passes it: repeated slashes and
 /// `.` components allowed) is at or under one of [`VIRTUAL_ROOTS`].

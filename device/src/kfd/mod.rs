@@ -137,7 +137,7 @@ pub struct State {
 
 impl State {
     /// Bytes of device memory and of every host-backed buffer allocated.
-    fn memory_in_use(&self) -> (u64, u64) {
+    pub fn memory_in_use(&self) -> (u64, u64) {
         let backed = self.buffers.values().filter(|b| b.backing == Backing::Memory);
         backed.fold((0, 0), |(device, all), b| {
             (device + if b.flags & abi::ALLOC_VRAM != 0 { b.size } else { 0 }, all + b.size)
