@@ -119,7 +119,12 @@ pub fn extract(
     if code.first().is_some_and(|l| l == LLVM_ENTRY_WAIT) {
         code.remove(0);
     }
-    let scratch_bytes = comment_number(info, "ScratchSize");
+    // LLVM may report a frame its code never touches (LLVM 17 keeps dead
+    // stack objects): such a payload needs no stack, and can be a template.
+    let scratch_bytes = match code.iter().any(|line| touches_frame(line)) {
+        true => comment_number(info, "ScratchSize"),
+        false => 0,
+    };
     // Before a return LLVM waits for the function's memory operations (but
     // stores' on targets with a counter of their own). Nothing after the
     // payload needs them: its loads' results are used inside it, and its
@@ -163,6 +168,41 @@ pub fn extract(
         payload.code = saves;
     }
     Ok(payload)
+}
+
+/// Whether a line of a function's code reaches its stack: it names the
+/// scratch resource (s0-s3), the stack or frame pointer (s32, s33), or is a
+/// scratch instruction. Where s0-s3 are ordinary registers (architected
+/// flat scratch) naming them still counts: a frame kept is never wrong.
+fn touches_frame(line: &str) -> bool {
+    if line.starts_with("scratch_") {
+        return true;
+    }
+    let frame = |first: u32, last: u32| first <= 3 || (first <= 33 && last >= 32);
+    let bytes = line.as_bytes();
+    let joined = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'@' | b'$');
+    let number = |text: &str| text.parse::<u32>().ok();
+    for (start, _) in line.match_indices('s') {
+        if start > 0 && joined(bytes[start - 1]) {
+            continue;
+        }
+        let rest = &line[start + 1..];
+        let (first, last, length) = if let Some(range) = rest.strip_prefix('[') {
+            let Some(close) = range.find(']') else { continue };
+            let Some((a, b)) = range[..close].split_once(':') else { continue };
+            let (Some(a), Some(b)) = (number(a.trim()), number(b.trim())) else { continue };
+            (a, b, close + 2)
+        } else {
+            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+            let Some(n) = number(&rest[..digits]) else { continue };
+            (n, n, digits)
+        };
+        let end = start + 1 + length;
+        if (end == bytes.len() || !joined(bytes[end])) && frame(first, last) {
+            return true;
+        }
+    }
+    false
 }
 
 /// Whole-wave copies between AGPRs and VGPRs around a payload. EXEC is
@@ -574,7 +614,9 @@ mod tests {
 
     #[test]
     fn stack_users_swap_frames_through_the_sva() {
-        let with_stack = ASSEMBLY.replace("ScratchSize: 0", "ScratchSize: 8");
+        let with_stack = ASSEMBLY
+            .replace("ScratchSize: 0", "ScratchSize: 8")
+            .replace("v_mov_b32_e32 v1, 0", "buffer_store_dword v1, off, s[0:3], s32 offset:4");
         let mut live = UnitSet::EMPTY;
         live.insert(Unit::sgpr(2));
         let functions = AssemblyFunctions::parse(&with_stack);
@@ -590,5 +632,52 @@ mod tests {
             extract(&functions, "gpuinstr.payload.0", 0, Frame::new(false), &live, None, &UnitSet::EMPTY, false),
             Err(FinalCodeError::StackWithoutSva("gpuinstr.payload.0".into(), 8))
         );
+    }
+
+    /// LLVM 17 reports frames of stack objects nothing reads or writes:
+    /// such a payload runs without one (and can be a template).
+    #[test]
+    fn a_frame_the_code_never_touches_is_no_frame() {
+        let untouched = ASSEMBLY.replace("ScratchSize: 0", "ScratchSize: 8");
+        let functions = AssemblyFunctions::parse(&untouched);
+        let payload = extract(
+            &functions,
+            "gpuinstr.payload.0",
+            0,
+            Frame::new(false),
+            &UnitSet::EMPTY,
+            None,
+            &UnitSet::EMPTY,
+            false,
+        )
+        .unwrap();
+        assert_eq!(payload.scratch_bytes, 0);
+        assert_eq!(payload.code[0], "s_cbranch_execz .Lgpuinstr_payload0_BB0_2");
+    }
+
+    #[test]
+    fn frame_registers_are_found_as_operands() {
+        for touching in [
+            "buffer_store_dword v1, off, s[0:3], s32 offset:4",
+            "s_mov_b32 s33, s32",
+            "v_lshrrev_b32_e64 v2, 6, s33",
+            "s_add_u32 s32, s32, 0x400",
+            "s_mov_b64 s[2:3], s[8:9]",
+            "s_mov_b64 s[32:33], 0",
+            "scratch_load_dword v1, off, off offset:8",
+        ] {
+            assert!(touches_frame(touching), "{touching}");
+        }
+        for quiet in [
+            "s_setpc_b64 s[30:31]",
+            "s_mov_b64 s[34:35], 0",
+            "v_mov_b32_e32 v3, s31",
+            "s_cbranch_scc1 .Lgpuinstr_payload2_BB0_3",
+            "s_load_dwordx2 s[4:5], s[6:7], 0x0",
+            "s_add_u32 s4, s4, gpuinstr.point.0.lo",
+            "v_cmp_eq_u32_e64 s[4:5], s34, v7",
+        ] {
+            assert!(!touches_frame(quiet), "{quiet}");
+        }
     }
 }
