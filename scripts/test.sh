@@ -34,7 +34,7 @@ if [ $slice = 1 ]; then
   cargo test --release $features -p gpuinstr-driver -p gpuinstr-emulator -p gpuinstr-device-preload
   # shellcheck disable=SC2086
   cargo test --release $features -p gpuinstr-tests --test gpuinstr -- differential:: lift_emit:: emulator:: emulator_widths:: \
-    runtime::every_example_tool_reports_what_the_emulator_gives_on_mi300x \
+    runtime::every_example_tool_reports_what_the_emulator_gives_on_mi300x runtime::every_compressed_bundle_runs_its_own_code \
     payloads::templates_short_of_vgprs_take_no_agprs_where_none_is_free
   exit 0
 fi

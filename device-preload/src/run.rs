@@ -134,6 +134,13 @@ impl Run {
             .env("GPUINSTR_DEVICE_MEMORY", self.device_memory.as_deref().unwrap_or(""))
             // The emulated GPU has no SDMA engines: ROCr copies with blit kernels.
             .env("HSA_ENABLE_SDMA", "0");
+        // CoMGR 3.0's cache (ROCm 7.0, sid) gives every compressed offload
+        // bundle it unbundles the same key, so HIP runs the first bundle's
+        // code for every later one (docs/device.md). Off unless the
+        // program's environment says otherwise.
+        if std::env::var_os("AMD_COMGR_CACHE").is_none() {
+            command.env("AMD_COMGR_CACHE", "0");
+        }
         if let Some(on) = self.sramecc {
             command.env("GPUINSTR_DEVICE_SRAMECC", if on { "on" } else { "off" });
         }

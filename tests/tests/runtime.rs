@@ -2363,6 +2363,55 @@ fn every_way_hip_loads_code_reports_what_the_emulator_counts() {
     }
 }
 
+/// Each compressed offload bundle a program loads runs its own code. sid's
+/// CoMGR (3.0, ROCm 7.0) caches what it unbundles under a key that is the
+/// same for every compressed bundle, so HIP ran the first bundle's code for
+/// every later one, in the process and in every process after it
+/// (hipBLASLt's f32 GEMM after a bf16 one: its kernel not found; here two
+/// modules with a kernel of the same name, the second writing the first's
+/// value). `gpuinstr-run` turns CoMGR's cache off unless the program's
+/// environment chooses (`AMD_COMGR_CACHE`). HIP reads compressed bundles
+/// from 6.2 on; with an older hipcc, which cannot write them, this test
+/// says so and checks nothing.
+#[test]
+fn every_compressed_bundle_runs_its_own_code() {
+    let target = "gfx90a";
+    let help = hipcc().arg("--help").output().unwrap();
+    if !String::from_utf8_lossy(&help.stdout).contains("--offload-compress") {
+        eprintln!("this hipcc writes no compressed offload bundles (HIP reads them from 6.2): nothing to check");
+        return;
+    }
+    let dir = test_directory("compressed-bundles");
+    let modules: Vec<PathBuf> = [1, 2]
+        .iter()
+        .map(|tag| {
+            let define = format!("-DTAG={tag}");
+            let extra = [
+                &["--genco", "--offload-compress", define.as_str()][..],
+                gpuinstr::toolchain::hipcc_non_uniform_workgroups(),
+            ]
+            .concat();
+            let module = hip_build("device/tagged_kernel.hip", target, &dir, &format!("tagged-{tag}.co"), &extra);
+            assert_eq!(
+                &std::fs::read(&module).unwrap()[..4],
+                b"CCOB",
+                "hipcc --offload-compress wrote no compressed bundle"
+            );
+            module
+        })
+        .collect();
+    let program = hip_build("device/tagged_modules.hip", target, &dir, "tagged_modules", &[]);
+    // A cache of this test's own: what another program left there cannot
+    // decide the outcome.
+    let cache = dir.join("comgr-cache");
+    let _ = std::fs::remove_dir_all(&cache);
+    let arguments: Vec<std::ffi::OsString> = modules.iter().map(|m| m.as_os_str().to_owned()).collect();
+    for run in [run_on(target), Run { runtime: None, ..run_on(target) }] {
+        let output = run.command(program.as_os_str(), &arguments).env("AMD_COMGR_CACHE_DIR", &cache).output().unwrap();
+        assert_eq!(succeeded(output, "the program"), "module 1 wrote 1\nmodule 2 wrote 2\n");
+    }
+}
+
 /// Dispatches of one code object on two streams with nothing between them
 /// may run at the same time, and mix their tool data: each is flagged with
 /// the other. A launch on the legacy default stream, which HIP makes wait
