@@ -432,6 +432,7 @@ impl CommandProcessor {
             max_instructions,
             how_to_raise_the_limit,
             lds_out_of_range: LdsOutOfRange::LikeHardware,
+            sram_ecc_on: self.kfd.model.capability & crate::model::CAPABILITY_SRAM_ECC != 0,
             exec_history: log.map(|l| l.exec_history.clone()).unwrap_or_default(),
             accesses: log.is_some_and(|l| l.accesses),
             digest_from: log.filter(|l| l.digests).map(|_| base),

@@ -206,6 +206,10 @@ impl Device {
             processor,
             interrupts: None,
             lds_out_of_range: self.options.lds_out_of_range,
+            // Code built for a board with ECC off (`sramecc-`) runs as there.
+            d16_zeroes_other_half: processor.sram_ecc
+                && self.options.sram_ecc_on
+                && self.code_object.target.sramecc != load::target::FeatureSetting::Off,
         };
         let trace = &mut self.trace_before_stop;
         trace.clear();

@@ -141,6 +141,10 @@ pub struct Options {
     /// The firmware preloads kernel arguments where the processor can
     /// (today's); without, kernels that ask for it run their prologue.
     pub firmware_preloads_arguments: bool,
+    /// The board's SRAM ECC is on (every Instinct board's default;
+    /// `sramecc+`), where the processor has it: D16 loads then zero the
+    /// other half of their register instead of keeping it.
+    pub sram_ecc_on: bool,
 }
 
 impl Default for Options {
@@ -154,6 +158,7 @@ impl Default for Options {
             digest_from: None,
             lds_out_of_range: LdsOutOfRange::Stop,
             firmware_preloads_arguments: true,
+            sram_ecc_on: true,
         }
     }
 }

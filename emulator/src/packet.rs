@@ -156,6 +156,7 @@ pub fn run(
         processor: program.processor,
         interrupts,
         lds_out_of_range: options.lds_out_of_range,
+        d16_zeroes_other_half: program.processor.sram_ecc && options.sram_ecc_on,
     };
     dispatch::run(program, memory, kernel, &launch, &places, &machine, options, trace)
 }

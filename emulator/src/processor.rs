@@ -25,6 +25,10 @@ pub struct Processor {
     /// enter the kernel past its compatibility prologue (gfx90a, gfx940+:
     /// `KERNARG_PRELOAD_SPEC`), when its firmware does.
     pub preloads_kernel_arguments: bool,
+    /// The processor has SRAM ECC (MI50 and later Instinct boards): with
+    /// it on, D16 loads zero the half of the register they do not load
+    /// (LLVM's `d16PreservesUnusedBits` is false there).
+    pub sram_ecc: bool,
 }
 
 const GFX908: Processor = Processor {
@@ -34,6 +38,7 @@ const GFX908: Processor = Processor {
     architected_flat_scratch: false,
     xccs: 1,
     preloads_kernel_arguments: false,
+    sram_ecc: true,
 };
 const GFX90A: Processor = Processor {
     name: "gfx90a",
@@ -42,6 +47,7 @@ const GFX90A: Processor = Processor {
     architected_flat_scratch: false,
     xccs: 1,
     preloads_kernel_arguments: true,
+    sram_ecc: true,
 };
 const GFX940: Processor = Processor {
     name: "gfx940",
@@ -50,16 +56,17 @@ const GFX940: Processor = Processor {
     architected_flat_scratch: true,
     xccs: 8,
     preloads_kernel_arguments: true,
+    sram_ecc: true,
 };
 
 /// Every processor the emulator runs.
 pub const PROCESSORS: [Processor; 14] = [
-    Processor { name: "gfx900", ..GFX908 },
-    Processor { name: "gfx902", ..GFX908 },
-    Processor { name: "gfx904", ..GFX908 },
+    Processor { name: "gfx900", sram_ecc: false, ..GFX908 },
+    Processor { name: "gfx902", sram_ecc: false, ..GFX908 },
+    Processor { name: "gfx904", sram_ecc: false, ..GFX908 },
     Processor { name: "gfx906", ..GFX908 },
-    Processor { name: "gfx909", ..GFX908 },
-    Processor { name: "gfx90c", ..GFX908 },
+    Processor { name: "gfx909", sram_ecc: false, ..GFX908 },
+    Processor { name: "gfx90c", sram_ecc: false, ..GFX908 },
     GFX908,
     GFX90A,
     GFX940,
@@ -69,7 +76,7 @@ pub const PROCESSORS: [Processor; 14] = [
     Processor { name: "gfx950", ..GFX940 },
     // Generic code (code object v6) runs on every processor of its family:
     // what they share.
-    Processor { name: "gfx9-generic", ..GFX908 },
+    Processor { name: "gfx9-generic", sram_ecc: false, ..GFX908 },
     Processor { name: "gfx9-4-generic", ..GFX940 },
 ];
 

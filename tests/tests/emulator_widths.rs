@@ -29,7 +29,8 @@ enum DsForm {
     /// `n` dwords of v10... written.
     Write(u32),
     /// 1 or 2 bytes read, sign-extended or not, into all of v20 or into
-    /// one half of it (`Some(high)`), the other half kept.
+    /// one half of it (`Some(high)`), the other half kept, or zeroed where
+    /// the board's SRAM ECC is on (LLVM's `d16PreservesUnusedBits`).
     ReadSmall { bytes: u32, signed: bool, half: Option<bool> },
     /// 1 or 2 bytes of v10 (its high half for `_D16_HI`) written.
     WriteSmall { bytes: u32, high: bool },
@@ -233,7 +234,7 @@ fn marker(lane: u32, k: usize) -> u32 {
     (0xdead_0000u32 + k as u32 * 0x100) ^ lane
 }
 
-fn model(form: DsForm, offsets: (u32, u32), base: u32, initial: &[u8]) -> Model {
+fn model(form: DsForm, offsets: (u32, u32), base: u32, initial: &[u8], sram_ecc_on: bool) -> Model {
     let mut m = Model {
         lds: initial.to_vec(),
         results: (0..64).map(|lane| std::array::from_fn(|k| marker(lane, k))).collect(),
@@ -262,7 +263,7 @@ fn model(form: DsForm, offsets: (u32, u32), base: u32, initial: &[u8]) -> Model 
                     (true, _) => raw as u16 as i16 as i32 as u32,
                     _ => raw,
                 };
-                let old = m.results[l][0];
+                let old = if sram_ecc_on { 0 } else { m.results[l][0] };
                 m.results[l][0] = match half {
                     None => value,
                     Some(true) => (old & 0xffff) | (value << 16),
@@ -365,18 +366,26 @@ fn lds_addresses_are_32_bit_sums_for_every_ds_form() {
     }
     assert!(cases.len() >= 60, "{} cases", cases.len());
     let mut wrapped = 0;
-    for target in every_target() {
+    // Every processor here has SRAM ECC: on (the boards' default), D16
+    // reads zero the other half (Tensile's bf16 GEMMs OR two such halves);
+    // off, they keep it.
+    for (target, sram_ecc_on) in every_target().into_iter().flat_map(|t| [(t, true), (t, false)]) {
         let code_object = kernels_from_assembly(target, &kernels);
         let mut device = Device::new(code_object, format!("ds forms for {target}")).unwrap();
         device.options.lds_out_of_range = LdsOutOfRange::LikeHardware;
+        device.options.sram_ecc_on = sram_ecc_on;
         for (kernel, instruction, form, offsets) in &cases {
+            if !sram_ecc_on && !matches!(form, DsForm::ReadSmall { half: Some(_), .. }) {
+                continue;
+            }
             for base in BASES {
-                let expected = model(*form, *offsets, base, &initial);
+                let expected = model(*form, *offsets, base, &initial, sram_ecc_on);
                 let (results, lds) = run_ds_case(&mut device, kernel, base, &initial);
                 for (lane, (got, want)) in results.iter().zip(&expected.results).enumerate() {
                     assert_eq!(
                         got, want,
-                        "{target}: `{instruction}` with v3 = {base:#x} + 16 * lane: lane {lane}'s registers"
+                        "{target} (SRAM ECC on: {sram_ecc_on}): `{instruction}` with v3 = {base:#x} + 16 * lane: lane \
+                         {lane}'s registers"
                     );
                 }
                 if let Some(byte) = (0..lds.len()).find(|&b| lds[b] != expected.lds[b]) {
@@ -723,6 +732,29 @@ fn memory_forms() -> Vec<(String, String, LaneOffset)> {
             Box::new(move |lane| 4 * lane + 16 + offset),
         ));
     }
+    // D16 loads of a word's two halves ORed together, as Tensile's bf16
+    // GEMMs assemble their operands: right only where each load zeroes the
+    // half it does not load (SRAM ECC on, every board's default), since
+    // the registers start with the other halves set.
+    let halves = |low: &str, high: &str| {
+        format!(
+            "v_mov_b32_e32 v20, 0xffff0000\n\tv_mov_b32_e32 v22, 0xffff\n\t{low}\n\t{high}\n\t\
+             s_waitcnt vmcnt(0)\n\tv_or_b32_e32 v20, v20, v22"
+        )
+    };
+    forms.push((
+        "global d16 halves".into(),
+        halves("global_load_short_d16 v20, v[4:5], off", "global_load_short_d16_hi v22, v[4:5], off offset:2"),
+        Box::new(|lane| 4 * lane),
+    ));
+    forms.push((
+        "buffer d16 halves".into(),
+        halves(
+            "buffer_load_short_d16 v20, v2, s[12:15], s8 offen",
+            "buffer_load_short_d16_hi v22, v2, s[12:15], s8 offen offset:2",
+        ),
+        Box::new(|lane| 4 * lane + 16),
+    ));
     // MUBUF into LDS (`lds`, Tensile's DirectToLds): the dword goes to LDS
     // at M0 + the instruction offset + 4 * lane, read back from there. The
     // instruction offset counts in the memory address and the LDS address.
@@ -816,7 +848,8 @@ fn glc(target: &str) -> &'static str {
 /// into LDS) and FLAT loads and returning atomics reads where the ISA's
 /// arithmetic says (sign-extended instruction offsets, a 32-bit VGPR
 /// offset added to an SGPR base, SGPR offsets, a raw buffer's range check
-/// without its SGPR offset), on every processor.
+/// without its SGPR offset) and D16 loads zero the other half of their
+/// register (SRAM ECC on), on every processor.
 #[test]
 fn memory_addresses_are_the_isas_sums() {
     let setup = format!(

@@ -102,7 +102,7 @@ fn read_small(c: &mut Context<'_>, i: &Inst, bytes: usize, signed: bool, half: O
         let result = match half {
             None => value,
             Some(high) => {
-                let old = c.wave.lane32(&i.defs[0], lane);
+                let old = if c.machine.d16_zeroes_other_half { 0 } else { c.wave.lane32(&i.defs[0], lane) };
                 if high {
                     (old & 0xffff) | (value << 16)
                 } else {

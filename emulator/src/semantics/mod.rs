@@ -42,6 +42,9 @@ pub struct Machine {
     pub interrupts: Option<Interrupts>,
     /// What an LDS access past the workgroup's allocation does.
     pub lds_out_of_range: LdsOutOfRange,
+    /// D16 loads zero the half of their register they do not load (SRAM
+    /// ECC on), rather than keep it.
+    pub d16_zeroes_other_half: bool,
 }
 
 /// An LDS access past the workgroup's allocation: the hardware drops the

@@ -150,7 +150,7 @@ fn load_lane(c: &mut Context<'_>, i: &Inst, lane: usize, places: &[Place], width
             } else {
                 u16::from_le_bytes(b)
             };
-            let old = c.wave.lane32(&dst, lane);
+            let old = if c.machine.d16_zeroes_other_half { 0 } else { c.wave.lane32(&dst, lane) };
             let v = if high { (old & 0xffff) | (u32::from(h) << 16) } else { (old & 0xffff_0000) | u32::from(h) };
             c.wave.write_lane32(&dst, lane, v);
         }
