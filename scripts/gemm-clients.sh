@@ -4,9 +4,12 @@
 # (hipBLASLt 7.1) and rocblas-bench (rocBLAS 6.4) for 64^3 products in f16,
 # bf16 and f32, with hpl and integer inputs (integer products are exact, so
 # any error shows). Both clients exit 0 when validation fails: each case
-# is judged here from the error and tolerance columns they print.
+# is judged here from the error and tolerance columns they print. Then
+# rocBLAS's own test program, rocblas-test, runs its named set
+# (scripts/device-suites/rocblas-gfx90a.txt: 414 quick cases, two of every
+# test suite's and each gemm_ex type combination), every one to pass.
 #   scripts/env.sh sid -- scripts/gemm-clients.sh
-# (installs the clients into the sid environment; about 2 minutes.)
+# (installs the clients into the sid environment; about 3 minutes.)
 set -euo pipefail
 if [ "${GPUINSTR_ENV:-}" != sid ]; then
   echo "scripts/gemm-clients.sh: run it in sid's environment: scripts/env.sh sid -- scripts/gemm-clients.sh" >&2
@@ -14,10 +17,12 @@ if [ "${GPUINSTR_ENV:-}" != sid ]; then
 fi
 hipblaslt=/usr/libexec/rocm/libhipblaslt1-bench/hipblaslt-bench
 rocblas=/usr/libexec/rocm/librocblas4-bench/rocblas-bench
-if [ ! -x "$hipblaslt" ] || [ ! -x "$rocblas" ]; then
+rocblas_test=/usr/libexec/rocm/librocblas4-tests/rocblas-test
+if [ ! -x "$hipblaslt" ] || [ ! -x "$rocblas" ] || [ ! -x "$rocblas_test" ]; then
   env -u TMPDIR DEBIAN_FRONTEND=noninteractive apt-get -o Acquire::Check-Valid-Until=false install -y -q \
-    --no-install-recommends libhipblaslt1-bench librocblas4-bench >/dev/null
+    --no-install-recommends libhipblaslt1-bench librocblas4-bench librocblas4-tests >/dev/null
 fi
+named_set="$(cd "$(dirname "$0")" && pwd)/device-suites/rocblas-gfx90a.txt"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 failed=0
@@ -67,4 +72,19 @@ for precision in f16_r bf16_r f32_r; do
     --b_type "$precision" --c_type "$precision" --d_type "$precision" --compute_type f32_r -v 1 -i 1 -j 0 \
     --initialization rand_int
 done
+# rocblas-test's named set, in one process (its test data takes seconds
+# to read at every start).
+mapfile -t cases < <(grep -v '^#' "$named_set" | awk '{print $2}')
+filter=$(IFS=:; echo "${cases[*]}")
+rm -f /dev/shm/rocm_smi*
+timeout 1800 gpuinstr-run -- "$rocblas_test" --gtest_color=no --gtest_filter="$filter" >"$out/stdout" 2>"$out/stderr" || true
+passed=$(grep -E '^\[  PASSED  \] [0-9]+ test' "$out/stdout" | tail -1 | awk '{print $4}')
+if [ "${passed:-0}" = "${#cases[@]}" ]; then
+  echo "pass rocblas-test: ${passed} of ${#cases[@]} named cases"
+else
+  echo "FAIL rocblas-test: ${passed:-0} of ${#cases[@]} named cases passed"
+  grep -E '^\[  FAILED  \]' "$out/stdout" | head -20
+  tail -3 "$out/stderr"
+  failed=1
+fi
 exit $failed
