@@ -537,6 +537,16 @@ mod tests {
 
     const ASSEMBLY: &str = "\t.globl\tgpuinstr.payload.0 ; -- Begin function gpuinstr.payload.0\n\t.p2align\t2\ngpuinstr.payload.0:                     ; @gpuinstr.payload.0\n; %bb.0:\n\ts_waitcnt vmcnt(0) expcnt(0) lgkmcnt(0)\n\ts_cbranch_execz .LBB0_2\n; %bb.1:\n\tv_mov_b32_e32 v1, 0\n.LBB0_2:\n\ts_setpc_b64 s[30:31]\n.Lfunc_end0:\n\t.size\tgpuinstr.payload.0, .Lfunc_end0-gpuinstr.payload.0\n; Function info:\n; NumSgprs: 36\n; NumVgprs: 2\n; ScratchSize: 0\n";
 
+    /// A payload with nothing live around it, no SVA and no hook reading
+    /// the frame.
+    fn extract_alone(
+        functions: &AssemblyFunctions<'_>,
+        name: &str,
+        index: usize,
+    ) -> Result<FinalPayload, FinalCodeError> {
+        extract(functions, name, index, Frame::new(false), &UnitSet::EMPTY, None, &UnitSet::EMPTY, false)
+    }
+
     /// LLVM's entry wait goes too: the payload stage puts the wait the
     /// point needs in its place.
     #[test]
@@ -581,33 +591,14 @@ mod tests {
     #[test]
     fn the_return_goes_and_labels_are_renamed() {
         let functions = AssemblyFunctions::parse(ASSEMBLY);
-        let payload = extract(
-            &functions,
-            "gpuinstr.payload.0",
-            0,
-            Frame::new(false),
-            &UnitSet::EMPTY,
-            None,
-            &UnitSet::EMPTY,
-            false,
-        )
-        .unwrap();
+        let payload = extract_alone(&functions, "gpuinstr.payload.0", 0).unwrap();
         assert_eq!(
             payload.code,
             vec!["s_cbranch_execz .Lgpuinstr_payload0_BB0_2", "v_mov_b32_e32 v1, 0", ".Lgpuinstr_payload0_BB0_2:",]
         );
         assert_eq!((payload.sgprs, payload.vgprs, payload.scratch_bytes), (36, 2, 0));
         assert_eq!(
-            extract(
-                &functions,
-                "gpuinstr.payload.1",
-                1,
-                Frame::new(false),
-                &UnitSet::EMPTY,
-                None,
-                &UnitSet::EMPTY,
-                false
-            ),
+            extract_alone(&functions, "gpuinstr.payload.1", 1),
             Err(FinalCodeError::Missing("gpuinstr.payload.1".into()))
         );
     }
@@ -640,17 +631,7 @@ mod tests {
     fn a_frame_the_code_never_touches_is_no_frame() {
         let untouched = ASSEMBLY.replace("ScratchSize: 0", "ScratchSize: 8");
         let functions = AssemblyFunctions::parse(&untouched);
-        let payload = extract(
-            &functions,
-            "gpuinstr.payload.0",
-            0,
-            Frame::new(false),
-            &UnitSet::EMPTY,
-            None,
-            &UnitSet::EMPTY,
-            false,
-        )
-        .unwrap();
+        let payload = extract_alone(&functions, "gpuinstr.payload.0", 0).unwrap();
         assert_eq!(payload.scratch_bytes, 0);
         assert_eq!(payload.code[0], "s_cbranch_execz .Lgpuinstr_payload0_BB0_2");
     }
