@@ -121,7 +121,7 @@ pub fn extract(
     }
     // LLVM may report a frame its code never touches (LLVM 17 keeps dead
     // stack objects): such a payload needs no stack, and can be a template.
-    let scratch_bytes = match code.iter().any(|line| touches_frame(line)) {
+    let scratch_bytes = match touches_frame(&code) {
         true => comment_number(info, "ScratchSize"),
         false => 0,
     };
@@ -170,39 +170,13 @@ pub fn extract(
     Ok(payload)
 }
 
-/// Whether a line of a function's code reaches its stack: it names the
-/// scratch resource (s0-s3), the stack or frame pointer (s32, s33), or is a
+/// Whether a function's code reaches its stack: it names the scratch
+/// resource (s0-s3), the stack or frame pointer (s32, s33), or has a
 /// scratch instruction. Where s0-s3 are ordinary registers (architected
 /// flat scratch) naming them still counts: a frame kept is never wrong.
-fn touches_frame(line: &str) -> bool {
-    if line.starts_with("scratch_") {
-        return true;
-    }
-    let frame = |first: u32, last: u32| first <= 3 || (first <= 33 && last >= 32);
-    let bytes = line.as_bytes();
-    let joined = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'@' | b'$');
-    let number = |text: &str| text.parse::<u32>().ok();
-    for (start, _) in line.match_indices('s') {
-        if start > 0 && joined(bytes[start - 1]) {
-            continue;
-        }
-        let rest = &line[start + 1..];
-        let (first, last, length) = if let Some(range) = rest.strip_prefix('[') {
-            let Some(close) = range.find(']') else { continue };
-            let Some((a, b)) = range[..close].split_once(':') else { continue };
-            let (Some(a), Some(b)) = (number(a.trim()), number(b.trim())) else { continue };
-            (a, b, close + 2)
-        } else {
-            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-            let Some(n) = number(&rest[..digits]) else { continue };
-            (n, n, digits)
-        };
-        let end = start + 1 + length;
-        if (end == bytes.len() || !joined(bytes[end])) && frame(first, last) {
-            return true;
-        }
-    }
-    false
+fn touches_frame(code: &[String]) -> bool {
+    code.iter().any(|line| line.starts_with("scratch_"))
+        || registers_named(code, 's').iter().any(|s| *s <= 3 || (32..=33).contains(s))
 }
 
 /// Whole-wave copies between AGPRs and VGPRs around a payload. EXEC is
@@ -458,10 +432,15 @@ impl Parking {
 /// The VGPRs assembly lines name (`v7`, `v[4:5]`), opcodes (`v_add_u32`)
 /// aside: what a payload's body may use of the registers spilled for it.
 pub fn vgprs_named(code: &[String]) -> std::collections::BTreeSet<u16> {
+    registers_named(code, 'v')
+}
+
+/// The registers of one file (`v`, `s` or `a`) assembly lines name.
+fn registers_named(code: &[String], file: char) -> std::collections::BTreeSet<u16> {
     let mut named = std::collections::BTreeSet::new();
     for line in code {
         let bytes = line.as_bytes();
-        for (at, _) in line.match_indices('v') {
+        for (at, _) in line.match_indices(file) {
             // A register name starts a token: after a space, comma or '['.
             if at > 0 && !matches!(bytes[at - 1], b' ' | b',' | b'\t' | b'(') {
                 continue;
@@ -647,7 +626,7 @@ mod tests {
             "s_mov_b64 s[32:33], 0",
             "scratch_load_dword v1, off, off offset:8",
         ] {
-            assert!(touches_frame(touching), "{touching}");
+            assert!(touches_frame(&[touching.to_string()]), "{touching}");
         }
         for quiet in [
             "s_setpc_b64 s[30:31]",
@@ -658,7 +637,7 @@ mod tests {
             "s_add_u32 s4, s4, gpuinstr.point.0.lo",
             "v_cmp_eq_u32_e64 s[4:5], s34, v7",
         ] {
-            assert!(!touches_frame(quiet), "{quiet}");
+            assert!(!touches_frame(&[quiet.to_string()]), "{quiet}");
         }
     }
 }
