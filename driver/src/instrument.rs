@@ -15,7 +15,9 @@ use crate::stages::load::CodeObject;
 use crate::stages::payloads::{CompileError, LeftOutCause, LeftOutPoint};
 use crate::stages::sva::RegisterGrowth;
 
-pub use crate::pipeline::{InstrumentError, InstrumentOptions, InstrumentReport, PayloadWaits, ToolGlobals};
+pub use crate::pipeline::{
+    Grouping, InstrumentError, InstrumentOptions, InstrumentReport, PayloadWaits, ToolGlobals, GROUP_BYTES,
+};
 
 /// What instrumenting a whole file did: one report per code object
 /// instrumented, and the code objects left as they were.

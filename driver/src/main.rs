@@ -153,6 +153,11 @@ enum Command {
         /// everywhere (to compare).
         #[arg(long, value_enum, default_value = "cheaper")]
         count_way: CountWayChoice,
+        /// Instrument a code object of kernels alone in groups of kernels with about this many bytes of code each
+        /// (memory bounded by a group, the groups on every core; docs/instrument.md); 0: the whole code object at
+        /// once.
+        #[arg(long, default_value_t = gpuinstr::instrument::GROUP_BYTES)]
+        group_bytes: u64,
         /// Run LLVM's machine verifier after every codegen pass of the payloads, not only on the MIR llc reads (about
         /// twice as slow; for finding where LLVM goes wrong).
         #[arg(long)]
@@ -330,6 +335,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             no_templates,
             emit_assembly,
             count_way,
+            group_bytes,
             verify_each_pass,
             allow_partial,
             require_points,
@@ -373,6 +379,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     CountWayChoice::Lanes => gpuinstr::stages::sva::counts::CountWay::Lanes,
                     CountWayChoice::Wave => gpuinstr::stages::sva::counts::CountWay::Wave,
                 },
+                group_bytes,
             };
             let registry = gpuinstr_intrinsics::Registry::with_builtins();
             // Written as it is assembled (an instrumented library is

@@ -23,7 +23,10 @@
 //! and check the result, `analyze` reports register availability from
 //! liveness, `instrument` runs everything and `verify` checks its output
 //! against the original. [`MODULES_BOTTOM_UP`] is the order imports follow.
+//! [`pieces`] walks a code object of kernels alone a group of kernels at a
+//! time, the same stages per group (memory bounded by a group).
 
+pub mod pieces;
 pub mod report;
 
 use std::collections::BTreeMap;
@@ -53,8 +56,8 @@ pub use crate::stages::payloads::compile_payloads;
 pub use crate::tool::read_tool_module;
 use report::{kernels_lacking_hidden_arguments, only_tool_globals_undefined, partial_kernels};
 pub use report::{
-    CompilationSummary, CountsInRegistersReport, InstrumentError, InstrumentOptions, InstrumentReport, PayloadSpills,
-    PayloadWaits, PreloadPrologues, ToolGlobals,
+    CompilationSummary, CountsInRegistersReport, Grouping, InstrumentError, InstrumentOptions, InstrumentReport,
+    PayloadSpills, PayloadWaits, PreloadPrologues, ToolGlobals, GROUP_BYTES,
 };
 
 /// The steps one code object's walk times, in order (the report's `steps`).
@@ -153,7 +156,39 @@ pub fn instrument(
     registry: &Registry,
     options: &InstrumentOptions,
 ) -> Result<(Vec<u8>, InstrumentReport), InstrumentError> {
+    if let Some(groups) = pieces::kernel_groups(app, options) {
+        return pieces::instrument(tool, app, plan, registry, options, &groups);
+    }
     let mut clock = Clock::start(options.progress.code_object(app.bytes.len() as u64));
+    let lifted = lift(app)?;
+    clock.lap(Stage::Lift);
+    let link_whole =
+        |lifted: &LiftedCodeObject<'_>, patch: Patch, globals: &[String]| emit(lifted, patch, options, globals);
+    let code = LiftedCode { tool, app, lifted, first_site: 0 };
+    instrument_lifted(code, plan, registry, options, clock, link_whole)
+}
+
+/// Lifted code (a code object's, or a group of its kernels') and what it
+/// is instrumented with.
+struct LiftedCode<'c> {
+    tool: &'c CodeObject,
+    app: &'c CodeObject,
+    lifted: LiftedCodeObject<'c>,
+    /// The `site` number of its first point.
+    first_site: usize,
+}
+
+/// Stages 3 to 9 over lifted code, then `emit` (stage 10, or its part):
+/// what it made and the report.
+fn instrument_lifted<T>(
+    code: LiftedCode<'_>,
+    plan: &Plan,
+    registry: &Registry,
+    options: &InstrumentOptions,
+    mut clock: Clock,
+    emit: impl FnOnce(&LiftedCodeObject<'_>, Patch, &[String]) -> Result<Emitted<T>, InstrumentError>,
+) -> Result<(T, InstrumentReport), InstrumentError> {
+    let LiftedCode { tool, app, lifted, first_site } = code;
     let mut report = InstrumentReport { target: app.target.to_string(), ..InstrumentReport::default() };
     // The text form of the stage `--dump-after` names, taken as it ends.
     let mut dumped = None;
@@ -162,14 +197,12 @@ pub fn instrument(
             dumped = Some(text());
         }
     };
-    let lifted = lift(app)?;
-    clock.lap(Stage::Lift);
     dump(Stage::Lift, &|| crate::stages::lift::print::mir(&lifted, None));
     let mut liveness = liveness(&lifted)?;
     clock.lap(Stage::Liveness);
     dump(Stage::Liveness, &|| crate::stages::liveness::print::render(&lifted, &liveness));
 
-    let points = select_points(plan, &lifted, &mut report)?;
+    let points = select_points(plan, &lifted, first_site, &mut report)?;
     clock.progress.selected(report.selected);
     report.preload_prologues = PreloadPrologues::of(&lifted, &points);
     let (work_item_ids, lacking) = what_hooks_read(tool, app, &lifted, &points)?;
@@ -215,7 +248,7 @@ pub fn instrument(
     clock.lap(Stage::Patch);
     dump(Stage::Patch, &|| patch.render());
 
-    let (bytes, assembly, emit_timings) = emit(&lifted, patch, options, &patch_report.globals)?;
+    let Emitted { made, assembly, timings: emit_timings } = emit(&lifted, patch, &patch_report.globals)?;
     clock.lap(Stage::EmitAndLink);
     dump(Stage::EmitAndLink, &|| assembly.clone());
     report.dump = dumped;
@@ -250,7 +283,15 @@ pub fn instrument(
     let emit_steps = emit_timings.iter().map(|(name, time)| (format!("emit and link/{name}"), time.as_secs_f64()));
     clock.steps.extend(emit_steps);
     report.steps = clock.steps;
-    Ok((bytes, report))
+    Ok((made, report))
+}
+
+/// What stage 10 (or its part) made, with its text form when asked for
+/// (`--dump-after emit`) and its steps' times.
+pub(crate) struct Emitted<T> {
+    made: T,
+    assembly: String,
+    timings: crate::stages::emit::StepTimes,
 }
 
 /// The plan's points in code that can move; those in code that cannot are
@@ -258,12 +299,13 @@ pub fn instrument(
 fn select_points(
     plan: &Plan,
     lifted: &LiftedCodeObject<'_>,
+    first_site: usize,
     report: &mut InstrumentReport,
 ) -> Result<Vec<PayloadPoint>, InstrumentError> {
     for function in lifted.functions.iter().filter(|f| !f.relocatable()) {
         report.skipped.push(format!("{}: its code cannot move (see gpuinstr-link lift --emit stats)", function.name));
     }
-    let points = plan.select(lifted);
+    let points = plan.select_from(lifted, first_site);
     let unmovable = plan.select_where_code_cannot_move(lifted);
     for point in &unmovable {
         let function = &lifted.functions[point.function];
@@ -368,7 +410,7 @@ fn emit(
     patch: Patch,
     options: &InstrumentOptions,
     globals: &[String],
-) -> Result<(Vec<u8>, String, crate::stages::emit::StepTimes), InstrumentError> {
+) -> Result<Emitted<Vec<u8>>, InstrumentError> {
     let emit = EmitOptions {
         code: options.emit_code,
         listing: options.dump_after == Some(Stage::EmitAndLink),
@@ -384,7 +426,7 @@ fn emit(
         only_tool_globals_undefined(&bytes, globals, &lifted.code_object.bytes)?;
     }
     if options.dump_after != Some(Stage::EmitAndLink) {
-        return Ok((bytes, String::new(), assembly.timings));
+        return Ok(Emitted { made: bytes, assembly: String::new(), timings: assembly.timings });
     }
     // The dump: the assembly, then what its `.incbin` lines read, listed.
     let mut text = assembly.text;
@@ -399,7 +441,7 @@ fn emit(
     if let Some(listing) = assembly.listing {
         text.push_str(&format!("\n; {CODE_FILE}, listed:{}", listing.replace('\n', "\n; ")));
     }
-    Ok((bytes, text, assembly.timings))
+    Ok(Emitted { made: bytes, assembly: text, timings: assembly.timings })
 }
 
 /// The one code object of an input a command works on: the only one, or the

@@ -698,6 +698,62 @@ fn the_memory_tracer_traces_each_offset_of_a_shared_payload() {
     }
 }
 
+/// A code object instrumented a group of kernels at a time (here each
+/// kernel its own group; Tensile's code objects are split so,
+/// driver/src/pipeline/pieces.rs) runs as the one instrumented whole does:
+/// every example tool reports what the emulator saw in each kernel,
+/// `verify` proves the output, and its sites and points are the whole
+/// one's, in the same order (the memory tools' hooks are given the sites'
+/// numbers, which count on from group to group). Kernels that reach data
+/// by pc-relative address cannot be parts of their own: their code object
+/// is instrumented whole, and the report says why.
+#[test]
+fn every_example_tool_on_a_code_object_instrumented_a_group_at_a_time() {
+    use gpuinstr::instrument::Grouping;
+    use gpuinstr::stages::load::instrumented::{point_table, site_table};
+    let dir = scratch();
+    let app = load::load_for_target(&test_kernels("control_flow"), Some("gfx90a")).unwrap().code_objects.remove(0);
+    let reaching = load::load_for_target(&test_kernels("memory"), Some("gfx90a")).unwrap().code_objects.remove(0);
+    for example in EXAMPLE_TOOLS {
+        let tool = example_tool_for(example, dir.path(), &app);
+        let plan = example_plan(example);
+        let instrument = |app: &CodeObject, group_bytes: u64| {
+            let options = InstrumentOptions { group_bytes, ..InstrumentOptions::default() };
+            let (bytes, report) = instrument_code_object(&tool, app, &plan, &Registry::with_builtins(), &options)
+                .unwrap_or_else(|e| panic!("{example}: {e}"));
+            assert!(report.left_out.is_empty(), "{example}: {:?}", report.left_out);
+            (CodeObject::parse(bytes, Vec::new()).unwrap(), report)
+        };
+        let (whole, whole_report) = instrument(&app, 0);
+        let (output, report) = instrument(&app, 1);
+        assert_eq!(whole_report.grouping, Grouping::Whole, "{example}");
+        assert_eq!(report.grouping, Grouping::Groups(2), "{example}");
+        assert_eq!(report.points, whole_report.points, "{example}");
+        let names =
+            |r: &gpuinstr::instrument::InstrumentReport| r.kernels.iter().map(|k| k.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&report), names(&whole_report), "{example}");
+        let verified = gpuinstr::verify::verify(&app, &output).unwrap();
+        assert!(verified.ok(), "{example}: {}", verified.render_text());
+        let originals = |o: &CodeObject| site_table(o).unwrap().iter().map(|s| s.original).collect::<Vec<_>>();
+        assert_eq!(originals(&output), originals(&whole), "{example}: the sites");
+        assert_eq!(point_table(&output).unwrap(), point_table(&whole).unwrap(), "{example}: the points");
+        for case in control_flow_cases() {
+            match example {
+                // (The count, not its cost: three work-groups of
+                // divergentBranches cost 1.84x whole or in groups.)
+                "block-counter" => _ = block_counter_counts(&app, &output, &case),
+                _ => _ = check_example(example, &app, &output, &plan, &case, &["buffer"]),
+            }
+        }
+        let (_, report) = instrument(&reaching, 1);
+        assert!(
+            matches!(&report.grouping, Grouping::WholeBecause(why) if why.contains("reaches")),
+            "{example}: {:?}",
+            report.grouping
+        );
+    }
+}
+
 #[test]
 fn the_instruction_counter_counts_what_the_emulator_ran() {
     let (plan, pairs) = instrumented_control_flow("instruction-counter");

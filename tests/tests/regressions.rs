@@ -515,7 +515,10 @@ fn kernels_sharing_local_label_names_round_trip_and_instrument() {
     };
     // Tensile's long branches: s_setpc_b64 to a pc-relative label, a loop
     // back three times (adding 1), one back twice in newer Tensile's way
-    // (s_abs_i32, s_sub_u32; adding 10) and a jump over a store of 99.
+    // (s_abs_i32, s_sub_u32; adding 10) and a jump over a store of 99,
+    // with the offset's register written once it is spent (as payloads
+    // short of SGPRs do between the instructions of a Tensile kernel's
+    // jumps: `verify` found 27 such jumps no longer computing an address).
     let jumps = AssemblyKernel {
         name: "jumps".into(),
         body: "\ts_load_dwordx2 s[4:5], s[0:1], 0x0\n\tv_lshlrev_b32_e32 v1, 2, v0\n\tv_mov_b32_e32 v2, 0\n\
@@ -531,7 +534,7 @@ fn kernels_sharing_local_label_names_round_trip_and_instrument() {
                \ts_sub_u32 s20, s20, s22\n\ts_subb_u32 s21, s21, 0\n\ts_setpc_b64 s[20:21]\n\
                label_SecondDone:\n\
                \ts_getpc_b64 s[20:21]\n\ts_add_i32 s22, label_Store, 4\n\ts_add_u32 s20, s20, s22\n\
-               \ts_addc_u32 s21, s21, 0\n\ts_setpc_b64 s[20:21]\n\
+               \ts_mov_b32 s22, 7\n\ts_addc_u32 s21, s21, 0\n\ts_setpc_b64 s[20:21]\n\
                \tv_mov_b32_e32 v2, 99\n\
                label_Store:\n\tglobal_store_dword v1, v2, s[4:5]\n\ts_waitcnt vmcnt(0)"
             .into(),

@@ -60,7 +60,15 @@ pub struct InstrumentOptions {
     /// How a count kept in registers is counted: the cheaper way per kernel
     /// (the default), or one way everywhere (tests compare them).
     pub count_way: crate::stages::sva::counts::CountWay,
+    /// A code object of kernels alone is instrumented in groups of kernels
+    /// with about this much code each (memory bounded by a group, the
+    /// groups on every core; `pipeline::pieces`); 0: whole.
+    pub group_bytes: u64,
 }
+
+/// The code per group of kernels by default: a group of the instruction
+/// counter's peaks near 0.5 GB (about 90,000 instructions).
+pub const GROUP_BYTES: u64 = 512 * 1024;
 
 impl Default for InstrumentOptions {
     fn default() -> Self {
@@ -76,6 +84,59 @@ impl Default for InstrumentOptions {
             dump_after: None,
             emit_code: crate::stages::emit::CodeForm::Bytes,
             count_way: Default::default(),
+            group_bytes: GROUP_BYTES,
+        }
+    }
+}
+
+impl InstrumentReport {
+    /// Adds what instrumenting another part of the same code object (a
+    /// group of its kernels) did.
+    pub fn absorb(&mut self, part: InstrumentReport) {
+        for (hook, points) in part.hooks {
+            *self.hooks.entry(hook).or_default() += points;
+        }
+        self.selected += part.selected;
+        self.points += part.points;
+        self.payloads_compiled += part.payloads_compiled;
+        self.compilations.extend(part.compilations);
+        let (waits, more) = (&mut self.waits, part.waits);
+        waits.none += more.none;
+        waits.vmcnt += more.vmcnt;
+        waits.lgkmcnt += more.lgkmcnt;
+        waits.vmcnt_and_lgkmcnt += more.vmcnt_and_lgkmcnt;
+        waits.full_drains += more.full_drains;
+        self.spills.points += part.spills.points;
+        self.spills.vgprs += part.spills.vgprs;
+        if let Some(more) = part.counts_in_registers {
+            let counts = self.counts_in_registers.get_or_insert_with(|| CountsInRegistersReport {
+                global: more.global.clone(),
+                ..CountsInRegistersReport::default()
+            });
+            counts.points += more.points;
+            counts.kernels += more.kernels;
+            counts.kernels_per_wave += more.kernels_per_wave;
+            counts.hooks_called.extend(more.hooks_called);
+        }
+        self.kernels.extend(part.kernels);
+        self.skipped.extend(part.skipped);
+        self.left_out.extend(part.left_out);
+        for global in part.globals {
+            if !self.globals.contains(&global) {
+                self.globals.push(global);
+            }
+        }
+        self.tool_globals = part.tool_globals;
+        self.source_lines = self.source_lines.clone().join(part.source_lines);
+        self.hidden_arguments_declared.extend(part.hidden_arguments_declared);
+        self.preload_prologues.kernels += part.preload_prologues.kernels;
+        self.preload_prologues.instructions += part.preload_prologues.instructions;
+        // Steps: summed over the parts, by name, in the order first met.
+        for (name, seconds) in part.steps {
+            match self.steps.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, total)) => *total += seconds,
+                None => self.steps.push((name, seconds)),
+            }
         }
     }
 }
@@ -125,6 +186,21 @@ pub struct InstrumentReport {
     pub dump: Option<String>,
     /// Wall time per step, in pipeline order.
     pub steps: Vec<(String, f64)>,
+    /// Whether the code object was instrumented in groups of kernels.
+    pub grouping: Grouping,
+}
+
+/// How a code object was instrumented: whole, or in groups of kernels
+/// (`InstrumentOptions::group_bytes`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Grouping {
+    /// At once: small enough, or with device functions.
+    #[default]
+    Whole,
+    Groups(usize),
+    /// At once, though large enough to split: why.
+    WholeBecause(String),
 }
 
 /// Where a plan's count is kept in registers.

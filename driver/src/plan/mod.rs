@@ -461,17 +461,34 @@ impl Plan {
     /// The points of a lifted code object the plan selects, with their hook
     /// calls in plan order.
     pub fn select(&self, lifted: &LiftedCodeObject<'_>) -> Vec<PayloadPoint> {
-        self.select_in(lifted, Function::relocatable)
+        self.select_in(lifted, Function::relocatable, 0)
+    }
+
+    /// [`Plan::select`] in part of a code object whose points before it
+    /// number `first_site` (a group of kernels instrumented on its own).
+    pub fn select_from(&self, lifted: &LiftedCodeObject<'_>, first_site: usize) -> Vec<PayloadPoint> {
+        self.select_in(lifted, Function::relocatable, first_site as i64)
+    }
+
+    /// Whether a hook is given its point's `site` number, which counts the
+    /// points of every function before it.
+    pub fn numbers_sites(&self) -> bool {
+        self.inserts.iter().flat_map(|i| &i.arguments).any(|a| matches!(a, PlanArgument::Value(PointValue::Site)))
     }
 
     /// The points the plan would select in functions whose code cannot
     /// move: they cannot be instrumented, and a report must count them.
     pub fn select_where_code_cannot_move(&self, lifted: &LiftedCodeObject<'_>) -> Vec<PayloadPoint> {
-        self.select_in(lifted, |f| !f.relocatable())
+        self.select_in(lifted, |f| !f.relocatable(), 0)
     }
 
-    fn select_in(&self, lifted: &LiftedCodeObject<'_>, functions: impl Fn(&Function) -> bool) -> Vec<PayloadPoint> {
-        let mut site = 0i64;
+    fn select_in(
+        &self,
+        lifted: &LiftedCodeObject<'_>,
+        functions: impl Fn(&Function) -> bool,
+        first_site: i64,
+    ) -> Vec<PayloadPoint> {
+        let mut site = first_site;
         // Which inserts name each function, matched once per function.
         let mut named: Option<(usize, Vec<bool>)> = None;
         instrumentation_loop_in(lifted, functions, |point| {

@@ -102,26 +102,40 @@ pub fn link(
         }
         Linker::Lld | Linker::LldLeavingUndefined => {
             let object = directory.join("link-input.o");
-            let executable = directory.join("linked.hsaco");
             std::fs::write(&object, relocatable)?;
-            let deadline = crate::process::deadline_for(relocatable.len());
-            let output = crate::process::output_within(
-                crate::toolchain::llvm_tool("ld.lld")
-                    .args(if linker == Linker::Lld { &["--no-undefined", "-shared"][..] } else { &["-shared"][..] })
-                    .args(&build_id)
-                    .arg(&object)
-                    .arg("-o")
-                    .arg(&executable),
-                deadline,
-            )
-            .map_err(|source| EmitError::Tool { tool: "ld.lld", source })?
-            .ok_or(EmitError::Hang { tool: "ld.lld", seconds: deadline.as_secs(), kept: None })?;
-            if !output.status.success() {
-                return Err(EmitError::Lld(first_lines(&output.stderr)));
-            }
-            Ok(std::fs::read(&executable)?)
+            lld(&[object], linker != Linker::Lld, build_id.as_deref(), directory)
         }
     }
+}
+
+/// ld.lld -shared over relocatable files, as clang's HIP toolchain runs it
+/// (`--no-undefined` unless a loader is to define what is left).
+fn lld(
+    objects: &[std::path::PathBuf],
+    leave_undefined: bool,
+    build_id: Option<&str>,
+    directory: &Path,
+) -> Result<Vec<u8>, EmitError> {
+    let executable = directory.join("linked.hsaco");
+    let size = objects.iter().map(|o| std::fs::metadata(o).map_or(0, |m| m.len() as usize)).sum();
+    let deadline = crate::process::deadline_for(size);
+    let output = crate::process::output_within(
+        crate::toolchain::llvm_tool("ld.lld")
+            .args(if leave_undefined { &["-shared"][..] } else { &["--no-undefined", "-shared"][..] })
+            .args(build_id)
+            .args(objects)
+            .arg("-o")
+            .arg(&executable),
+        deadline,
+    )
+    .map_err(|source| EmitError::Tool { tool: "ld.lld", source })?
+    .ok_or(EmitError::Hang { tool: "ld.lld", seconds: deadline.as_secs(), kept: None })?;
+    if !output.status.success() {
+        return Err(EmitError::Lld(first_lines(&output.stderr)));
+    }
+    let bytes = std::fs::read(&executable)?;
+    std::fs::remove_file(&executable)?;
+    Ok(bytes)
 }
 
 /// Every name the assembly defines (functions, symbols of loaded sections)
@@ -253,6 +267,42 @@ pub fn build(
     options: &EmitOptions,
     linker: Linker,
 ) -> Result<(Vec<u8>, Assembly), EmitError> {
+    let directory = tempfile::Builder::new().prefix("gpuinstr-emit-").tempdir()?;
+    let (relocatable, mut assembly) = assemble_part(lifted, options, directory.path())?;
+    let clock = std::time::Instant::now();
+    let build_id = lifted.code_object.build_id();
+    let executable = link(&relocatable, &lifted.isa_name(), linker, build_id.as_deref(), directory.path())?;
+    assembly.timings.push(("link", clock.elapsed()));
+    Ok((executable, assembly))
+}
+
+/// Links the relocatable parts of a code object (each [`assemble_part`],
+/// files) into one executable code object with ld.lld, which reads them
+/// where they are and writes the executable (CoMGR would hold a copy of
+/// every part and of the output: the instruction counter makes code
+/// objects of gigabytes of Tensile's largest). `leave_undefined`: as
+/// [`Linker::LldLeavingUndefined`].
+pub fn link_parts(
+    parts: &[std::path::PathBuf],
+    code_object: &crate::stages::load::CodeObject,
+    leave_undefined: bool,
+    directory: &Path,
+) -> Result<Vec<u8>, EmitError> {
+    let build_id = code_object.build_id().map(|id| {
+        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        format!("--build-id=0x{hex}")
+    });
+    lld(parts, leave_undefined, build_id.as_deref(), directory)
+}
+
+/// Emits and assembles (part of) a code object: the relocatable object,
+/// and the assembly it was made from (with the files it reads, in
+/// `directory`).
+pub fn assemble_part(
+    lifted: &LiftedCodeObject<'_>,
+    options: &EmitOptions,
+    directory: &Path,
+) -> Result<(Vec<u8>, Assembly), EmitError> {
     let mut clock = std::time::Instant::now();
     let mut timings = Vec::new();
     let mut lap = |step: &'static str| {
@@ -267,13 +317,12 @@ pub fn build(
     pc_relative_targets_bind_locally(lifted)?;
     reproduced_sections_have_ordinary_names(lifted)?;
     lap("checks");
-    let directory = tempfile::Builder::new().prefix("gpuinstr-emit-").tempdir()?;
     let mut assembly = lifted.emit_assembly(options);
     if !assembly.code.is_empty() {
-        std::fs::write(directory.path().join(super::CODE_FILE), &assembly.code)?;
+        std::fs::write(directory.join(super::CODE_FILE), &assembly.code)?;
     }
     lap("code and assembly");
-    let mut relocatable = assemble(lifted, &assembly.text, directory.path(), options.keep_failed.as_deref())?;
+    let mut relocatable = assemble(lifted, &assembly.text, directory, options.keep_failed.as_deref())?;
     lap("llvm-mc");
     if !assembly.deferred.is_empty() {
         match assembly.deferred.add_to(&relocatable) {
@@ -283,17 +332,14 @@ pub fn build(
                 let as_text = EmitOptions { relocations_as_text: true, ..options.clone() };
                 assembly = lifted.emit_assembly(&as_text);
                 assembly.notes.relocations_as_text = Some(why);
-                relocatable = assemble(lifted, &assembly.text, directory.path(), options.keep_failed.as_deref())?;
+                relocatable = assemble(lifted, &assembly.text, directory, options.keep_failed.as_deref())?;
             }
         }
     }
     relocations_name_symbols(&relocatable)?;
     lap("relocations");
-    let build_id = lifted.code_object.build_id();
-    let executable = link(&relocatable, &lifted.isa_name(), linker, build_id.as_deref(), directory.path())?;
-    lap("link");
     assembly.timings = timings;
-    Ok((executable, assembly))
+    Ok((relocatable, assembly))
 }
 
 impl EmitNotes {

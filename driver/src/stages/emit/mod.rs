@@ -16,7 +16,7 @@ use std::fmt::Write;
 use crate::stages::lift::print::{byte_list, AsmNames};
 use crate::stages::lift::{Function, LiftedCodeObject};
 use crate::stages::load::descriptor::KernelDescriptor;
-use crate::stages::load::instrumented::{INSTRUMENTED_SUFFIX, SITE_TABLE};
+use crate::stages::load::instrumented::{INSTRUMENTED_SUFFIX, SITES_IN_BLOCKS, SITE_TABLE};
 use crate::stages::load::{Binding, FeatureSetting, Section, Symbol, SymbolKind, Visibility};
 use crate::stages::patch::Patch;
 use relocations::DeferredRelocations;
@@ -59,9 +59,29 @@ pub enum CodeForm {
     Bytes,
 }
 
+/// Which part of a code object an assembly holds: all of it, or, where
+/// groups of kernels are instrumented each on its own (memory bounded by a
+/// group, not the code object), one group's kernels or the rest. The linker
+/// joins the parts.
+#[derive(Clone, Debug, Default)]
+pub enum Part {
+    #[default]
+    Whole,
+    /// The lifted kernels' code and descriptors, their sites as a block of
+    /// the site table ([`SITES_IN_BLOCKS`]); their point table is returned
+    /// ([`Assembly::point_table`]), the rest is in [`Part::Rest`]'s.
+    Kernels,
+    /// Everything but the kernels' code and descriptors (the lifted code
+    /// object has no functions): data and its symbols, the tool's globals
+    /// (`patch.appended`), the groups' point tables joined, the metadata.
+    Rest { point_table: Vec<u8> },
+}
+
 /// Emission choices.
 #[derive(Clone, Debug, Default)]
 pub struct EmitOptions {
+    /// The whole code object or part of it.
+    pub part: Part,
     /// Instructions as assembly or as bytes.
     pub code: CodeForm,
     /// Addresses of instructions to write as bytes whatever the text
@@ -102,6 +122,8 @@ pub struct Assembly {
     pub notes: EmitNotes,
     /// Relocations to add to the assembled object ([`relocations`]).
     pub deferred: DeferredRelocations,
+    /// For [`Part::Kernels`]: their point table's bytes, for the rest's.
+    pub point_table: Vec<u8>,
     /// Wall time of each step of emission and linking, in order.
     pub timings: StepTimes,
 }
@@ -572,11 +594,34 @@ impl LiftedCodeObject<'_> {
         let mut notes = EmitNotes::default();
         let mut out = String::new();
         writeln!(out, "; Emitted by gpuinstr-link.\n\t.amdgcn_target \"{}\"", self.target_id_string()).unwrap();
+        // The kernels (and their descriptors) this part holds, and those
+        // another part holds.
+        let kernels_here: BTreeSet<usize> = match options.part {
+            Part::Rest { .. } => BTreeSet::new(),
+            _ => self.functions.iter().filter_map(|f| f.kernel_index()).collect(),
+        };
+        let elsewhere = |kernel: usize| match options.part {
+            Part::Whole => false,
+            Part::Kernels => !kernels_here.contains(&kernel),
+            Part::Rest { .. } => true,
+        };
+        let mut names_elsewhere: HashSet<&str> = HashSet::new();
+        let mut names_here: HashSet<&str> = HashSet::new();
+        for (index, kernel) in code_object.kernels.iter().enumerate() {
+            let names = if elsewhere(index) { &mut names_elsewhere } else { &mut names_here };
+            names.insert(kernel.name());
+            names.insert(kernel.metadata.symbol.as_str());
+        }
+        let declared_here = |name: &str| match options.part {
+            Part::Whole => true,
+            Part::Kernels => names_here.contains(name),
+            Part::Rest { .. } => !names_elsewhere.contains(name),
+        };
         // Global symbols are declared first, in the input's order: the
         // assembler numbers symbols in the order it meets them and the linker
         // keeps that order in .dynsym. Undefined ones (LDS variables the code
         // no longer names) are declared only here, and stay.
-        for symbol in code_object.symbols.iter().filter(|s| !s.name.is_empty()) {
+        for symbol in code_object.symbols.iter().filter(|s| !s.name.is_empty() && declared_here(&s.name)) {
             let name = quoted(&symbol.name);
             match symbol.binding {
                 Binding::Global => writeln!(out, "\t.globl\t{name}").unwrap(),
@@ -601,14 +646,25 @@ impl LiftedCodeObject<'_> {
         let originals = options.keep_originals && patch.is_some();
         let mut copy_descriptors = String::new();
         for (kernel_index, kernel) in code_object.kernels.iter().enumerate() {
+            handled_kds.insert(kernel.metadata.symbol.as_str());
+            if elsewhere(kernel_index) {
+                continue;
+            }
             let patched = patch.and_then(|p| p.descriptors.get(&kernel_index)).unwrap_or(&kernel.descriptor);
             let here = if originals { &kernel.descriptor } else { patched };
             descriptor_text.insert(kernel.descriptor_address, self.descriptor_text(kernel, here, "", &mut notes));
             if originals {
                 copy_descriptors.push_str(&self.descriptor_text(kernel, patched, INSTRUMENTED_SUFFIX, &mut notes));
             }
-            handled_kds.insert(kernel.metadata.symbol.as_str());
         }
+        // Descriptors another part holds take no room here.
+        let descriptors_elsewhere: BTreeSet<u64> = code_object
+            .kernels
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| elsewhere(*index))
+            .map(|(_, kernel)| kernel.descriptor_address)
+            .collect();
 
         let names = AsmNames::new(self);
         let texts = self.instruction_texts(&names, options);
@@ -633,7 +689,9 @@ impl LiftedCodeObject<'_> {
                     // an assembler reading instructions enters them, which
                     // the linker's GOT follows).
                     for symbol in &code.payload_symbols {
-                        let defined = patch.appended.contains(&format!("\n{symbol}:"));
+                        // (A group of kernels defines none: the rest does.)
+                        let defined = matches!(options.part, Part::Whole | Part::Rest { .. })
+                            && patch.appended.contains(&format!("\n{symbol}:"));
                         if !defined || patch.appended.contains(&format!("\t.globl\t{symbol}\n")) {
                             writeln!(out, "\t.globl\t{symbol}").unwrap();
                         }
@@ -680,6 +738,26 @@ impl LiftedCodeObject<'_> {
             }
             if section.name == ".got" {
                 notes.skipped_sections.push(section.name.clone());
+                continue;
+            }
+            if let Part::Kernels = options.part {
+                // Code and descriptors only; the rest's part has the data.
+                if section.executable() {
+                    section_header(&mut out, section);
+                    for function in self.functions.iter().filter(|f| section.contains(f.address)) {
+                        match code_of.get(&index_of(function)) {
+                            Some(code) => self.emit_machine_code(&mut out, code, "", section.index, deferred.as_mut()),
+                            None => self.emit_function(
+                                &mut out, function, &names, &texts, &encodings, patch, "", options, &mut notes,
+                            ),
+                        }
+                    }
+                } else if descriptor_text.keys().any(|a| section.contains(*a)) {
+                    section_header(&mut out, section);
+                    for (_, text) in descriptor_text.range(section.address..section.address + section.size) {
+                        out.push_str(text);
+                    }
+                }
                 continue;
             }
             section_header(&mut out, section);
@@ -743,6 +821,7 @@ impl LiftedCodeObject<'_> {
                 let symbols = self.section_symbols(section, &handled_kds);
                 let mut points: BTreeSet<u64> = symbols.keys().copied().collect();
                 points.extend(descriptor_text.keys().filter(|a| section.contains(**a)));
+                points.extend(descriptors_elsewhere.iter().filter(|a| section.contains(**a)));
                 points.extend(data_labels.iter().filter(|a| section.contains(**a)));
                 for point in points {
                     if point < cursor {
@@ -760,6 +839,9 @@ impl LiftedCodeObject<'_> {
                         out.push_str(text);
                         cursor = point + crate::stages::load::descriptor::SIZE as u64;
                     }
+                    if descriptors_elsewhere.contains(&point) {
+                        cursor = point + crate::stages::load::descriptor::SIZE as u64;
+                    }
                 }
             }
             if !(section.executable() && patch.is_some()) {
@@ -767,8 +849,12 @@ impl LiftedCodeObject<'_> {
             }
         }
 
+        let kernels_part = matches!(options.part, Part::Kernels);
+        let mut point_table = Vec::new();
         if let Some(patch) = patch {
-            out.push_str(&patch.appended);
+            if !kernels_part {
+                out.push_str(&patch.appended);
+            }
             if !copy_descriptors.is_empty() {
                 out.push_str("\n\t.section\t.rodata,\"a\",@progbits\n");
                 out.push_str(&copy_descriptors);
@@ -789,9 +875,14 @@ impl LiftedCodeObject<'_> {
                         .collect();
                     if !sites.is_empty() {
                         use crate::stages::load::instrumented::{sites_by_function_bytes, SITES_BY_FUNCTION};
+                        let count = sites.len();
                         let entries = sites_by_function_bytes(sites);
                         writeln!(out, "\n\t.section\t{SITE_TABLE},\"\",@progbits\n\t.p2align\t3").unwrap();
-                        writeln!(out, "\t.quad\t{SITES_BY_FUNCTION:#x}, {}", code.functions.len()).unwrap();
+                        match kernels_part {
+                            true => writeln!(out, "\t.quad\t{SITES_IN_BLOCKS:#x}, {}, {count}", code.functions.len()),
+                            false => writeln!(out, "\t.quad\t{SITES_BY_FUNCTION:#x}, {}", code.functions.len()),
+                        }
+                        .unwrap();
                         for f in &code.functions {
                             writeln!(out, "\t.quad\t{}", machine_code::code_label(f.function, suffix)).unwrap();
                         }
@@ -809,6 +900,7 @@ impl LiftedCodeObject<'_> {
                             (*site, label("begin"), label("end"))
                         })
                         .collect(),
+                    kernels_part,
                 )),
             }
             // Each point's instruction as assembly: the emitted text, or
@@ -845,10 +937,17 @@ impl LiftedCodeObject<'_> {
                     crate::stages::load::instrumented::PointEntry { text, ..point.clone() }
                 })
                 .collect();
+            let table = match &options.part {
+                Part::Whole => crate::stages::load::instrumented::point_table_bytes(&points),
+                Part::Kernels => {
+                    point_table = crate::stages::load::instrumented::point_table_bytes(&points);
+                    Vec::new()
+                }
+                Part::Rest { point_table } => point_table.clone(),
+            };
             match laid_out.as_mut() {
                 // Data with no relocation: read with the code.
                 Some(code) => {
-                    let table = crate::stages::load::instrumented::point_table_bytes(&points);
                     if !table.is_empty() {
                         let section = crate::stages::load::instrumented::POINT_TABLE;
                         writeln!(out, "\n\t.section\t{section},\"\",@progbits\n\t.p2align\t3").unwrap();
@@ -856,11 +955,16 @@ impl LiftedCodeObject<'_> {
                         code.blob.extend_from_slice(&table);
                     }
                 }
-                None => out.push_str(&crate::stages::load::instrumented::point_table_assembly(&points)),
+                None => out.push_str(&crate::stages::load::instrumented::point_table_assembly(&table)),
             }
             out.push_str(&crate::stages::load::instrumented::partial_table_assembly(&patch.partial));
         }
         out.push('\n');
+        let (code, listing) = laid_out.map_or((Vec::new(), None), |c| (c.blob, c.listing));
+        let deferred = deferred.unwrap_or_default();
+        if kernels_part {
+            return Assembly { text: out, code, listing, notes, deferred, point_table, timings: Vec::new() };
+        }
         let patched = patch.and_then(|p| p.metadata.as_ref());
         let metadata = match patched {
             Some(patched) if originals => &with_copies(&code_object.metadata.document, patched),
@@ -871,8 +975,7 @@ impl LiftedCodeObject<'_> {
         for note in code_object.metadata.split_into_notes(metadata) {
             out.push_str(&metadata_yaml::amdgpu_metadata_block(&note));
         }
-        let (code, listing) = laid_out.map_or((Vec::new(), None), |c| (c.blob, c.listing));
-        Assembly { text: out, code, listing, notes, deferred: deferred.unwrap_or_default(), timings: Vec::new() }
+        Assembly { text: out, code, listing, notes, deferred, point_table, timings: Vec::new() }
     }
 }
 
@@ -916,12 +1019,24 @@ fn with_copies(original: &rmpv::Value, patched: &rmpv::Value) -> rmpv::Value {
 /// that got inserted code, `(original address, first byte, end)` as three
 /// little-endian u64, in original address order. Tools map a site back to
 /// the application's code with it; `verify` reads the inserted regions from it.
-fn site_table(mut sites: Vec<(u64, String, String)>) -> String {
+/// As a block (`in_block`: a group of kernels' part), each site is a
+/// function of its own in the block's header.
+fn site_table(mut sites: Vec<(u64, String, String)>, in_block: bool) -> String {
     if sites.is_empty() {
         return String::new();
     }
     sites.sort_unstable_by_key(|(site, _, _)| *site);
     let mut out = format!("\n\t.section\t{SITE_TABLE},\"\",@progbits\n\t.p2align\t3\n");
+    if in_block {
+        writeln!(out, "\t.quad\t{SITES_IN_BLOCKS:#x}, {0}, {0}", sites.len()).unwrap();
+        for (_, begin, _) in &sites {
+            writeln!(out, "\t.quad\t{begin}").unwrap();
+        }
+        for (index, (site, begin, end)) in sites.iter().enumerate() {
+            writeln!(out, "\t.quad\t{site:#x}\n\t.long\t{index}, 0, {end}-{begin}, 0").unwrap();
+        }
+        return out;
+    }
     for (site, begin, end) in sites {
         writeln!(out, "\t.quad\t{site:#x}, {begin}, {end}").unwrap();
     }

@@ -102,6 +102,9 @@ pub struct Function {
     /// (before it, the prologue that loads them where firmware does not,
     /// [`Function::in_preload_prologue`]).
     pub entry: usize,
+    /// Its place among the code object's functions in address order,
+    /// however few of them are lifted (block labels are numbered by it).
+    pub number: usize,
 }
 
 impl Function {
@@ -121,6 +124,14 @@ impl Function {
 
     pub fn is_kernel(&self) -> bool {
         matches!(self.kind, FunctionKind::Kernel(_))
+    }
+
+    /// For a kernel, its index in `CodeObject::kernels`.
+    pub fn kernel_index(&self) -> Option<usize> {
+        match self.kind {
+            FunctionKind::Kernel(index) => Some(index),
+            FunctionKind::DeviceFunction => None,
+        }
     }
 
     /// Where the hardware starts the function (see [`Function::entry`]).
@@ -225,6 +236,8 @@ impl<'c> LiftedCodeObject<'c> {
 
 /// A function's place in the code object before decoding.
 struct Extent {
+    /// Its place among the code object's functions.
+    number: usize,
     name: String,
     kind: FunctionKind,
     start: u64,
@@ -283,7 +296,7 @@ fn function_extents(code_object: &CodeObject, problems: &mut Vec<Problem>) -> Ve
             FunctionKind::Kernel(index) => code_object.kernels[index].name().to_string(),
             FunctionKind::DeviceFunction => name,
         };
-        extents.push(Extent { name, kind, start, end });
+        extents.push(Extent { number: extents.len(), name, kind, start, end });
     }
     extents
 }
@@ -402,6 +415,7 @@ fn lift_function(
         _ => 0,
     };
     Function {
+        number: extent.number,
         name: extent.name,
         kind: extent.kind,
         address: extent.start,
@@ -491,9 +505,42 @@ pub enum LiftError {
 
 /// Lifts every kernel and device function of a code object.
 pub fn lift(code_object: &CodeObject) -> Result<LiftedCodeObject<'_>, LiftError> {
+    lift_functions(code_object, |_| true)
+}
+
+/// The code object's functions in groups of whole kernels, in address
+/// order, each group's code at most `bytes` long unless one kernel alone is
+/// longer: what [`lift_functions`] lifts one group at a time (by start
+/// address). None when the code object has device functions (a call joins
+/// a kernel to functions other kernels may call too) or fits in one group.
+pub fn kernel_groups(code_object: &CodeObject, bytes: u64) -> Option<Vec<Vec<u64>>> {
+    let extents = function_extents(code_object, &mut Vec::new());
+    if extents.iter().any(|e| e.kind == FunctionKind::DeviceFunction) {
+        return None;
+    }
+    let mut groups: Vec<Vec<u64>> = Vec::new();
+    let mut size = 0;
+    for extent in &extents {
+        let length = extent.end.saturating_sub(extent.start);
+        match groups.last_mut() {
+            Some(group) if size + length <= bytes => group.push(extent.start),
+            _ => {
+                groups.push(vec![extent.start]);
+                size = 0;
+            }
+        }
+        size += length;
+    }
+    (groups.len() > 1).then_some(groups)
+}
+
+/// Lifts the kernels and device functions whose start address `keep`
+/// accepts (a group of [`kernel_groups`]; every one for [`lift`]).
+pub fn lift_functions(code_object: &CodeObject, keep: impl Fn(u64) -> bool) -> Result<LiftedCodeObject<'_>, LiftError> {
     let isa = Isa::new(&code_object.target)?;
     let mut shared_problems = Vec::new();
-    let extents = function_extents(code_object, &mut shared_problems);
+    let mut extents = function_extents(code_object, &mut shared_problems);
+    extents.retain(|extent| keep(extent.start));
     // Every function's code must be there to decode (a descriptor may
     // point anywhere in a damaged file).
     for extent in &extents {

@@ -59,7 +59,7 @@ fn adds_literal(instruction: &Instruction, reg: u32) -> Option<usize> {
 /// halves `lo`, `hi`): the `s_add_i32`'s index, its literal's operand, the
 /// target and the `s_setpc_b64`'s index. The `s_add_i32` follows the
 /// `s_getpc_b64`; instrumented code may stand between the rest, if it
-/// writes none of the registers the computation holds.
+/// writes none of the registers the computation still holds.
 fn long_branch(
     isa: &Isa,
     instructions: &[Instruction],
@@ -130,7 +130,9 @@ fn long_branch(
                 return Some((getpc + 1, operand, target, index));
             }
         }
-        let writes = |r: u32| r == pair || r == lo || r == hi || r == offset_reg;
+        // (Once added or subtracted, the offset's register is free: code
+        // instrumented between may use it, as a payload short of SGPRs does.)
+        let writes = |r: u32| r == pair || r == lo || r == hi || (subtract.is_none() && r == offset_reg);
         if candidate.all_defs().any(writes) || !matches!(candidate.flow, super::instruction::Flow::Next) {
             return None;
         }

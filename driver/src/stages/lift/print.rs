@@ -26,9 +26,9 @@ impl AsmNames {
     /// Block labels `.LBB<function>_<block>`, numbered like LLVM's.
     pub fn new(lifted: &LiftedCodeObject<'_>) -> Self {
         let mut code_labels = HashMap::new();
-        for (f, function) in lifted.functions.iter().enumerate() {
+        for function in &lifted.functions {
             for block in function.blocks.iter().skip(1) {
-                code_labels.insert(block.address, format!(".LBB{f}_{}", block.index));
+                code_labels.insert(block.address, format!(".LBB{}_{}", function.number, block.index));
             }
             code_labels.insert(function.address, function.name.clone());
         }

@@ -12,11 +12,20 @@ use super::CodeObject;
 /// ([`SITES_BY_FUNCTION`]): that magic, the number of functions, each
 /// function's address (one relocation each, not two per site), then per
 /// site the original address (u64), the function's index, the first byte
-/// and the end from the function's start (u32 each) and a zero u32.
+/// and the end from the function's start (u32 each) and a zero u32. Or,
+/// where groups of kernels were instrumented each on its own, in blocks
+/// ([`SITES_IN_BLOCKS`]).
 pub const SITE_TABLE: &str = ".gpuinstr.sites";
 
 /// The first u64 of a site table laid out by function (`GPUISITE`).
 pub const SITES_BY_FUNCTION: u64 = u64::from_le_bytes(*b"GPUISITE");
+
+/// The first u64 of one block of a site table in blocks (`GPUISITS`), one
+/// per group of kernels instrumented on its own: the linker puts the
+/// groups' tables one after the other. As [`SITES_BY_FUNCTION`], with the
+/// number of sites after the number of functions, so the next block can be
+/// found.
+pub const SITES_IN_BLOCKS: u64 = u64::from_le_bytes(*b"GPUISITS");
 
 /// The per-site part of a site table by function (after the function
 /// addresses): `(original, function index, begin, end)` in original
@@ -161,39 +170,34 @@ fn section_bytes<'c>(code_object: &'c CodeObject, table: &'static str) -> Result
 
 /// The site table (empty when the code object has none).
 pub fn site_table(code_object: &CodeObject) -> Result<Vec<Site>, TableError> {
-    let Some(bytes) = section_bytes(code_object, SITE_TABLE)? else {
-        return Ok(Vec::new());
-    };
-    let word = |chunk: &[u8]| u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-    if bytes.len() >= 16 && word(&bytes[0..8]) == SITES_BY_FUNCTION {
-        let broken = |problem: String| TableError { table: SITE_TABLE, problem };
-        let functions = usize::try_from(word(&bytes[8..16])).unwrap_or(usize::MAX);
-        let entries_at = functions
-            .checked_mul(8)
-            .and_then(|b| b.checked_add(16))
-            .filter(|at| *at <= bytes.len())
-            .ok_or_else(|| broken(format!("{functions} function addresses do not fit in {} bytes", bytes.len())))?;
-        let bases: Vec<u64> = bytes[16..entries_at].chunks_exact(8).map(word).collect();
-        let entries = &bytes[entries_at..];
-        if entries.len() % 24 != 0 {
-            return Err(broken(format!("{} bytes of sites is not a whole number of entries", entries.len())));
-        }
-        let half = |chunk: &[u8]| u64::from(u32::from_le_bytes(chunk.try_into().expect("4 bytes")));
-        return entries
-            .chunks_exact(24)
-            .map(|e| {
-                let function = half(&e[8..12]) as usize;
-                let base = *bases
-                    .get(function)
-                    .ok_or_else(|| broken(format!("a site names function {function} of {}", bases.len())))?;
-                let at = |offset: u64| {
-                    base.checked_add(offset).ok_or_else(|| broken("a site lies past the end of memory".to_string()))
-                };
-                Ok(Site { original: word(&e[0..8]), begin: at(half(&e[12..16]))?, end: at(half(&e[16..20]))? })
-            })
-            .collect();
+    match section_bytes(code_object, SITE_TABLE)? {
+        Some(bytes) => sites_of_table(bytes),
+        None => Ok(Vec::new()),
     }
-    if bytes.len() % 24 != 0 {
+}
+
+fn sites_of_table(bytes: &[u8]) -> Result<Vec<Site>, TableError> {
+    let word = |chunk: &[u8]| u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+    let by_function = |bytes: &[u8]| bytes.len() >= 16 && word(&bytes[0..8]) == SITES_BY_FUNCTION;
+    if by_function(bytes) {
+        return sites_of_functions(&bytes[16..], word(&bytes[8..16]), None).map(|(sites, _)| sites);
+    }
+    if bytes.len() >= 24 && word(&bytes[0..8]) == SITES_IN_BLOCKS {
+        let mut sites = Vec::new();
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            if rest.len() < 24 || word(&rest[0..8]) != SITES_IN_BLOCKS {
+                let problem = format!("a block of sites does not begin {} bytes from the end", rest.len());
+                return Err(TableError { table: SITE_TABLE, problem });
+            }
+            let (block, used) = sites_of_functions(&rest[24..], word(&rest[8..16]), Some(word(&rest[16..24])))?;
+            sites.extend(block);
+            rest = &rest[24 + used..];
+        }
+        sites.sort_by_key(|site| site.original);
+        return Ok(sites);
+    }
+    if !bytes.len().is_multiple_of(24) {
         let problem = format!("{} bytes is not a whole number of entries", bytes.len());
         return Err(TableError { table: SITE_TABLE, problem });
     }
@@ -201,6 +205,47 @@ pub fn site_table(code_object: &CodeObject) -> Result<Vec<Site>, TableError> {
         .chunks_exact(24)
         .map(|e| Site { original: word(&e[0..8]), begin: word(&e[8..16]), end: word(&e[16..24]) })
         .collect())
+}
+
+/// The sites of one table by function after its header: `functions`
+/// addresses, then `sites` entries (None: the rest of `bytes`); the sites
+/// and the bytes they took.
+fn sites_of_functions(bytes: &[u8], functions: u64, sites: Option<u64>) -> Result<(Vec<Site>, usize), TableError> {
+    let word = |chunk: &[u8]| u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+    let broken = |problem: String| TableError { table: SITE_TABLE, problem };
+    let functions = usize::try_from(functions).unwrap_or(usize::MAX);
+    let entries_at = functions
+        .checked_mul(8)
+        .filter(|at| *at <= bytes.len())
+        .ok_or_else(|| broken(format!("{functions} function addresses do not fit in {} bytes", bytes.len())))?;
+    let bases: Vec<u64> = bytes[..entries_at].chunks_exact(8).map(word).collect();
+    let entries = match sites {
+        None => &bytes[entries_at..],
+        Some(sites) => {
+            let length = usize::try_from(sites).ok().and_then(|n| n.checked_mul(24));
+            length
+                .and_then(|n| bytes[entries_at..].get(..n))
+                .ok_or_else(|| broken(format!("{sites} sites do not fit in {} bytes", bytes.len() - entries_at)))?
+        }
+    };
+    if !entries.len().is_multiple_of(24) {
+        return Err(broken(format!("{} bytes of sites is not a whole number of entries", entries.len())));
+    }
+    let half = |chunk: &[u8]| u64::from(u32::from_le_bytes(chunk.try_into().expect("4 bytes")));
+    let sites = entries
+        .chunks_exact(24)
+        .map(|e| {
+            let function = half(&e[8..12]) as usize;
+            let base = *bases
+                .get(function)
+                .ok_or_else(|| broken(format!("a site names function {function} of {}", bases.len())))?;
+            let at = |offset: u64| {
+                base.checked_add(offset).ok_or_else(|| broken("a site lies past the end of memory".to_string()))
+            };
+            Ok(Site { original: word(&e[0..8]), begin: at(half(&e[12..16]))?, end: at(half(&e[16..20]))? })
+        })
+        .collect::<Result<Vec<Site>, TableError>>()?;
+    Ok((sites, entries_at + entries.len()))
 }
 
 /// The kernels whose numbers miss points left out (empty when the code
@@ -421,10 +466,43 @@ pub fn point_table_bytes(points: &[PointEntry]) -> Vec<u8> {
     out
 }
 
-/// The point table as assembly, for the emit stage.
-pub fn point_table_assembly(points: &[PointEntry]) -> String {
+/// Point tables of groups of kernels (each [`point_table_bytes`]) as one
+/// table, their points in the groups' order (sites count on from group to
+/// group): the entries one after the other, then the pools, each entry's
+/// strings found in its own group's pool.
+pub fn join_point_tables(tables: &[Vec<u8>]) -> Vec<u8> {
+    let tables: Vec<&Vec<u8>> = tables.iter().filter(|t| !t.is_empty()).collect();
+    let u32_at = |bytes: &[u8], at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    let count: usize = tables.iter().map(|t| u32_at(t, 0) as usize).sum();
+    if count == 0 {
+        return Vec::new();
+    }
+    let pool_start = 8 + POINT_ENTRY_SIZE * count;
+    let mut entries = Vec::with_capacity(pool_start);
+    entries.extend_from_slice(&(count as u32).to_le_bytes());
+    entries.extend_from_slice(&(pool_start as u32).to_le_bytes());
+    let mut pool = Vec::new();
+    for table in tables {
+        let (points, own_pool) = (u32_at(table, 0) as usize, u32_at(table, 4) as usize);
+        let shift = pool.len() as u32;
+        for entry in table[8..own_pool].chunks_exact(POINT_ENTRY_SIZE) {
+            entries.extend_from_slice(&entry[..12]);
+            // Four string offsets (function, opcode name, text, location).
+            for field in 0..4 {
+                entries.extend_from_slice(&(u32_at(entry, 12 + 4 * field) + shift).to_le_bytes());
+            }
+            entries.extend_from_slice(&entry[28..]);
+        }
+        debug_assert_eq!(own_pool, 8 + POINT_ENTRY_SIZE * points);
+        pool.extend_from_slice(&table[own_pool..]);
+    }
+    entries.extend_from_slice(&pool);
+    entries
+}
+
+/// The point table ([`point_table_bytes`]) as assembly, for the emit stage.
+pub fn point_table_assembly(bytes: &[u8]) -> String {
     use std::fmt::Write;
-    let bytes = point_table_bytes(points);
     if bytes.is_empty() {
         return String::new();
     }
@@ -506,7 +584,7 @@ mod tests {
         let pool = &bytes[8 + 2 * POINT_ENTRY_SIZE..];
         assert_eq!(pool.iter().filter(|b| **b == 0).count(), 6);
         // The assembly says the same bytes.
-        let assembly = point_table_assembly(&points);
+        let assembly = point_table_assembly(&bytes);
         let said: Vec<u8> = assembly
             .lines()
             .filter_map(|l| l.trim().strip_prefix(".byte\t"))
@@ -514,6 +592,40 @@ mod tests {
             .collect();
         assert_eq!(said, bytes);
         assert!(parse_points(&bytes[..20]).is_err());
+
+        // Groups' tables joined: their points in order, each with its own
+        // strings (the second group's pool starts past the first's).
+        let mut later = points.clone();
+        later[0].function = "_Z3subPfi".into();
+        later[1].text = "s_endpgm".into();
+        let joined = join_point_tables(&[point_table_bytes(&points), Vec::new(), point_table_bytes(&later)]);
+        assert_eq!(parse_points(&joined).unwrap(), [points.clone(), later].concat());
+        assert!(join_point_tables(&[Vec::new()]).is_empty());
+    }
+
+    /// Groups of kernels each write a block of the site table; the linker
+    /// puts them one after the other, and they are read as one table.
+    #[test]
+    fn site_tables_in_blocks_are_read_as_one() {
+        let block = |functions: &[u64], sites: &[(u64, u32, u32, u32)]| {
+            let mut bytes = Vec::new();
+            for word in [SITES_IN_BLOCKS, functions.len() as u64, sites.len() as u64] {
+                bytes.extend(word.to_le_bytes());
+            }
+            functions.iter().for_each(|f| bytes.extend(f.to_le_bytes()));
+            bytes.extend(sites_by_function_bytes(sites.to_vec()));
+            bytes
+        };
+        let table =
+            [block(&[0x2000], &[(0x1000, 0, 0, 16), (0x1004, 0, 20, 36)]), block(&[0x9000], &[(0x1800, 0, 8, 24)])]
+                .concat();
+        let sites = sites_of_table(&table).unwrap();
+        let found: Vec<(u64, u64, u64)> = sites.iter().map(|s| (s.original, s.begin, s.end)).collect();
+        assert_eq!(found, [(0x1000, 0x2000, 0x2010), (0x1004, 0x2014, 0x2024), (0x1800, 0x9008, 0x9018)]);
+        // A block cut short is an error naming the table, not sites read
+        // from the wrong bytes.
+        let error = sites_of_table(&table[..table.len() - 8]).unwrap_err();
+        assert!(error.to_string().contains(".gpuinstr.sites"), "{error}");
     }
 
     #[test]

@@ -37,6 +37,21 @@ pub enum SourceLineNames {
     },
 }
 
+impl SourceLineNames {
+    /// Over two parts of one code object (groups of its kernels).
+    pub fn join(self, other: SourceLineNames) -> SourceLineNames {
+        use SourceLineNames::*;
+        match (self, other) {
+            (Unreadable { problem }, _) | (_, Unreadable { problem }) => Unreadable { problem },
+            (Named { named, points }, Named { named: more, points: others }) => {
+                Named { named: named + more, points: points + others }
+            }
+            (NoLineTable, other) => other,
+            (named, NoLineTable) => named,
+        }
+    }
+}
+
 /// A row with this file ends a sequence: no line from there on.
 const END_OF_SEQUENCE: u32 = u32::MAX;
 

@@ -183,6 +183,31 @@ impl Metadata {
     }
 }
 
+/// The entries of a document's `amdhsa.kernels` whose `.name` is one of
+/// `names`, in the document's order.
+pub fn kernel_entries(document: &rmpv::Value, names: &[String]) -> Vec<rmpv::Value> {
+    let wanted: std::collections::HashSet<&str> = names.iter().map(String::as_str).collect();
+    let kernels = field(document, "amdhsa.kernels").and_then(|v| v.as_array());
+    let named =
+        |kernel: &&rmpv::Value| field(kernel, ".name").and_then(|n| n.as_str()).is_some_and(|n| wanted.contains(n));
+    kernels.into_iter().flatten().filter(named).cloned().collect()
+}
+
+/// `document` with each entry of its `amdhsa.kernels` that one of
+/// `entries` has the `.name` of replaced by that one.
+pub fn replace_kernel_entries(document: &mut rmpv::Value, entries: Vec<rmpv::Value>) {
+    let name = |kernel: &rmpv::Value| field(kernel, ".name").and_then(|n| n.as_str()).map(str::to_string);
+    let mut by_name: std::collections::HashMap<String, rmpv::Value> =
+        entries.into_iter().filter_map(|entry| Some((name(&entry)?, entry))).collect();
+    let mut kernels = kernel_list(document);
+    for kernel in &mut kernels {
+        if let Some(replacement) = name(kernel).and_then(|n| by_name.remove(&n)) {
+            *kernel = replacement;
+        }
+    }
+    set_kernel_list(document, kernels);
+}
+
 /// A document's `amdhsa.kernels` list.
 fn kernel_list(document: &rmpv::Value) -> Vec<rmpv::Value> {
     field(document, "amdhsa.kernels").and_then(|v| v.as_array()).cloned().unwrap_or_default()

@@ -54,6 +54,11 @@ pub struct Patch {
     pub metadata: Option<rmpv::Value>,
     /// Assembly appended at the end (definitions of the tool's globals).
     pub appended: String,
+    /// What `appended` is made of ([`appended`]): the tool's globals the
+    /// payloads use, and the wave slots' indexing where a kernel keeps its
+    /// SVA in them. Code patched in groups of kernels joins them.
+    pub globals: Vec<ToolGlobal>,
+    pub wave_slots: Option<crate::stages::sva::wave_slots::Indexing>,
     /// Branches that no longer reach their targets, emitted as long jumps.
     pub relaxed: HashMap<u64, relax::RelaxedBranch>,
     /// The instrumentation points in site order (`text` is the opcode's
@@ -281,6 +286,32 @@ fn global_definitions(globals: &[ToolGlobal]) -> String {
 }
 
 /// The tool-global table's entries: for a managed global, its storage.
+/// What the patched code object gets after its code: the tool's globals
+/// (defined, or left external: the references stay undefined symbols
+/// reached through the GOT, which a loader defines with
+/// hsa_executable_agent_global_variable_define), the table saying which
+/// symbols are the tool's data, and the wave slots where code keeps its SVA
+/// there (`across_parts`: code assembled apart reaches them, by a hidden
+/// global name rather than a local one).
+pub fn appended(
+    globals: &[ToolGlobal],
+    define_globals: bool,
+    wave_slots: Option<crate::stages::sva::wave_slots::Indexing>,
+    across_parts: bool,
+) -> String {
+    let mut out = String::new();
+    if define_globals {
+        out = global_definitions(globals);
+    }
+    if !globals.is_empty() {
+        out.push_str(&global_table_assembly(&global_table(globals)));
+    }
+    if let Some(indexing) = wave_slots {
+        out.push_str(&crate::stages::sva::wave_slots::definition(indexing, across_parts));
+    }
+    out
+}
+
 fn global_table(globals: &[ToolGlobal]) -> Vec<ToolGlobalEntry> {
     globals
         .iter()
@@ -832,19 +863,10 @@ pub fn patch(
                 && placement.functions.get(&function_index).is_some_and(|r| r.in_wave_slot.is_some()),
         });
     }
-    // Left external, the references stay undefined symbols reached through
-    // the GOT: a loader defines them (hsa_executable_agent_global_variable_define).
-    if define_globals {
-        patch.appended = global_definitions(&compiled.globals);
-    }
-    // Either way the code object says which symbols are the tool's data.
-    if !compiled.globals.is_empty() {
-        patch.appended.push_str(&global_table_assembly(&global_table(&compiled.globals)));
-    }
+    patch.globals = compiled.globals.clone();
     let slot_indexing = crate::stages::sva::wave_slots::Indexing::for_processor(processor);
-    if let Some(indexing) = slot_indexing.filter(|_| report.kernels.iter().any(|k| k.sva_in_memory)) {
-        patch.appended.push_str(&crate::stages::sva::wave_slots::definition(indexing));
-    }
+    patch.wave_slots = slot_indexing.filter(|_| report.kernels.iter().any(|k| k.sva_in_memory));
+    patch.appended = appended(&patch.globals, define_globals, patch.wave_slots, false);
     report.globals = compiled
         .globals
         .iter()

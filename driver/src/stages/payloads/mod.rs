@@ -1360,9 +1360,10 @@ pub fn payload_sites(
             )
         })[point.instruction]
             .clone();
-        if let (FunctionKind::Kernel(kernel), true, false) =
-            (function.kind, point.instruction == function.entry, function.entry_is_branch_target())
-        {
+        // (Whether a branch goes back to the entry is asked only there: it
+        // reads the whole function.)
+        let at_entry = point.instruction == function.entry && !function.entry_is_branch_target();
+        if let (FunctionKind::Kernel(kernel), true) = (function.kind, at_entry) {
             // At a kernel's first instruction only what the hardware set
             // holds anything: registers read before any write are undefined.
             live = live.intersection(&crate::stages::liveness::kernel_inputs(

@@ -241,11 +241,13 @@ impl Rescue {
 
 /// The area's definition, appended to the instrumented code object: a
 /// local symbol (a global one could be preempted, and a pc-relative
-/// reference to it would not link).
-pub fn definition(indexing: Indexing) -> String {
+/// reference to it would not link), or, where code assembled apart reaches
+/// it (`across_parts`), a hidden global one (which cannot be preempted).
+pub fn definition(indexing: Indexing, across_parts: bool) -> String {
     let bytes = indexing.area_bytes();
+    let binding = if across_parts { format!("\t.globl\t{SYMBOL}\n\t.hidden\t{SYMBOL}\n") } else { String::new() };
     format!(
-        "\n\t.section\t.bss.gpuinstr_wave_slots,\"aw\",@nobits\n\t.type\t{SYMBOL},@object\n\
+        "\n\t.section\t.bss.gpuinstr_wave_slots,\"aw\",@nobits\n{binding}\t.type\t{SYMBOL},@object\n\
          \t.p2align\t{}\n{SYMBOL}:\n\t.zero\t{bytes}\n\t.size\t{SYMBOL}, {bytes}\n",
         SLOT_SHIFT
     )
