@@ -6,7 +6,10 @@
 # counter over sid's rocBLAS 6.4 gfx90a code objects).
 #
 # Usage: scripts/bench-library.sh [FILE|DIRECTORY...]
-#   (default: sid's rocBLAS library directory, built by scripts/env.sh sid)
+#   (default: sid's rocBLAS library directory, scripts/env.sh sid's)
+#   IN=sid         run in that environment (scripts/env.sh; its toolchain:
+#                  rocBLAS 6.4's .hsaco files are code object v6, which
+#                  Debian 12's LLVM 15 cannot compile payloads for)
 #   EXAMPLE=NAME   the example tool (default instruction-counter)
 #   TARGET=gfx90a  the processor; files are those whose name has it
 #   JOBS=N         files instrumented at once (default 1: each run uses
@@ -14,10 +17,47 @@
 #   KEEP=DIR       keep the outputs there (default: each is deleted once
 #                  measured; the counter's outputs are 20 times the input)
 #   VERIFY=1       also `gpuinstr-link verify` each output (slow: not timed)
+#   MEMORY=4G      run inside a memory cgroup of that limit (as root; the
+#                  kernel's own accounting: a run past it is killed and
+#                  counted as failed); the cgroup's peak is printed
 # Results: target/bench-library/EXAMPLE.TARGET.tsv (seconds, peak KB,
 # points, input bytes, file), then a summary on standard output.
 set -euo pipefail
 repository="$(cd "$(dirname "$0")/.." && pwd)"
+
+# The memory limit: this shell and everything it starts (an environment's
+# chroot too) in a cgroup, set up outside any environment.
+cgroup=""
+if [ -n "${MEMORY:-}" ] && [ -z "${GPUINSTR_BENCH_INSIDE:-}" ]; then
+  if [ -d /sys/fs/cgroup/memory ]; then # cgroup v1
+    cgroup="/sys/fs/cgroup/memory/gpuinstr-bench-$$"
+    mkdir "$cgroup"
+    echo "$MEMORY" >"$cgroup/memory.limit_in_bytes"
+    echo "$MEMORY" >"$cgroup/memory.memsw.limit_in_bytes" 2>/dev/null || true
+    peak_file="$cgroup/memory.max_usage_in_bytes"
+  else # cgroup v2
+    cgroup="/sys/fs/cgroup/gpuinstr-bench-$$"
+    mkdir "$cgroup"
+    echo "$MEMORY" >"$cgroup/memory.max"
+    echo 0 >"$cgroup/memory.swap.max" 2>/dev/null || true
+    peak_file="$cgroup/memory.peak"
+  fi
+  echo $$ >"$cgroup/cgroup.procs"
+fi
+leave_cgroup() {
+  if [ -n "$cgroup" ]; then
+    echo "memory limit $MEMORY: the cgroup's peak $(awk '{ printf "%.2f GB", $1 / 1e9 }' "$peak_file") (page cache included)"
+    echo $$ >"$(dirname "$cgroup")/cgroup.procs"
+    rmdir "$cgroup"
+  fi
+}
+if [ -n "${IN:-}" ] && [ "${GPUINSTR_ENV:-bookworm}" != "$IN" ]; then
+  status=0
+  "$repository/scripts/env.sh" "$IN" -- env GPUINSTR_BENCH_INSIDE=1 EXAMPLE="${EXAMPLE:-}" TARGET="${TARGET:-}" \
+    JOBS="${JOBS:-}" KEEP="${KEEP:-}" VERIFY="${VERIFY:-}" bash "$repository/scripts/bench-library.sh" "$@" || status=$?
+  leave_cgroup
+  exit $status
+fi
 target_dir="$(realpath -m "${CARGO_TARGET_DIR:-$repository/target}")"
 link="$target_dir/release/gpuinstr-link"
 example="${EXAMPLE:-instruction-counter}"
@@ -28,7 +68,10 @@ mkdir -p "$out"
 
 inputs=("$@")
 if [ ${#inputs[@]} -eq 0 ]; then
-  inputs=("$target_dir/env/sid/root/usr/lib/x86_64-linux-gnu/rocblas")
+  case "${GPUINSTR_ENV:-bookworm}" in
+    sid) inputs=(/usr/lib/x86_64-linux-gnu/rocblas) ;;
+    *) inputs=("$repository/target/env/sid/root/usr/lib/x86_64-linux-gnu/rocblas") ;;
+  esac
 fi
 files=()
 for input in "${inputs[@]}"; do
@@ -43,7 +86,8 @@ for input in "${inputs[@]}"; do
 done
 [ ${#files[@]} -gt 0 ] || { echo "bench-library: no $target code object files in ${inputs[*]}" >&2; exit 2; }
 
-(cd "$repository" && cargo build --release -q -p gpuinstr-driver -p gpuinstr-llvm-plugin)
+# shellcheck disable=SC2086
+(cd "$repository" && cargo build --release -q ${GPUINSTR_CARGO_FEATURES:-} -p gpuinstr-driver -p gpuinstr-llvm-plugin)
 work="$(mktemp -d "$out/run.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 tool="$work/$example.tool.o"
@@ -53,13 +97,25 @@ tool="$work/$example.tool.o"
 plan="$repository/hook-sdk/examples/$example/plan.toml"
 results="$out/$example.$target.tsv"
 
+# Runs a command; writes its seconds and peak resident memory (KB) to FILE
+# (the environments have python3, not GNU time).
+measured() { # FILE COMMAND...
+  python3 -c '
+import resource, subprocess, sys, time
+start = time.monotonic()
+status = subprocess.call(sys.argv[2:])
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+open(sys.argv[1], "w").write(f"{time.monotonic() - start:.2f} {peak}")
+sys.exit(status)' "$@"
+}
+
 # One file: instrumented, measured, its output checked if asked and dropped.
 one() { # index file
   local index=$1 file=$2 name output report
   name="$(basename "$file")"
   output="${KEEP:-$work}/$index.$name"
   report="$work/$index.json"
-  if ! /usr/bin/time -f "%e %M" -o "$work/$index.time" "$link" instrument "$file" --target "$target" \
+  if ! measured "$work/$index.time" "$link" instrument "$file" --target "$target" \
     --tool "$tool" --plan "$plan" --json -o "$output" >"$report" 2>"$work/$index.err"; then
     echo "FAILED $file: $(tail -3 "$work/$index.err")" >&2
     echo "failed" >"$work/$index.row"
@@ -75,8 +131,10 @@ one() { # index file
   [ -n "${KEEP:-}" ] || rm -f "$output"
   rm -f "$report"
 }
-export -f one
+export -f one measured
 export link target tool plan work KEEP VERIFY
+
+[ -z "$cgroup" ] || trap 'rm -rf "$work"; leave_cgroup' EXIT
 
 start=$(date +%s.%N)
 for i in "${!files[@]}"; do printf '%s\0%s\0' "$i" "${files[$i]}"; done |

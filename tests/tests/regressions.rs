@@ -518,7 +518,10 @@ fn kernels_sharing_local_label_names_round_trip_and_instrument() {
     // (s_abs_i32, s_sub_u32; adding 10) and a jump over a store of 99,
     // with the offset's register written once it is spent (as payloads
     // short of SGPRs do between the instructions of a Tensile kernel's
-    // jumps: `verify` found 27 such jumps no longer computing an address).
+    // jumps: `verify` found 27 such jumps no longer computing an address);
+    // then hand-written kernels' way (`DGEMM_Aldebaran_*`: the offset's sign
+    // tested, subtracted or added), a loop back twice (adding 100) and a
+    // jump over a store of 55 (their code could not move: 5,443 points).
     let jumps = AssemblyKernel {
         name: "jumps".into(),
         body: "\ts_load_dwordx2 s[4:5], s[0:1], 0x0\n\tv_lshlrev_b32_e32 v1, 2, v0\n\tv_mov_b32_e32 v2, 0\n\
@@ -532,7 +535,20 @@ fn kernels_sharing_local_label_names_round_trip_and_instrument() {
                \ts_cbranch_scc1 label_SecondDone\n\
                \ts_getpc_b64 s[20:21]\n\ts_add_i32 s22, label_SecondTop, 4\n\ts_abs_i32 s22, s22\n\
                \ts_sub_u32 s20, s20, s22\n\ts_subb_u32 s21, s21, 0\n\ts_setpc_b64 s[20:21]\n\
-               label_SecondDone:\n\
+               label_SecondDone:\n\ts_mov_b32 s7, 2\n\
+               label_ThirdTop:\n\tv_add_u32_e32 v2, 100, v2\n\ts_sub_u32 s7, s7, 1\n\ts_cmp_eq_u32 s7, 0\n\
+               \ts_cbranch_scc1 label_ThirdDone\n\
+               \ts_getpc_b64 s[20:21]\n\ts_add_i32 s22, label_ThirdTop, 4\n\ts_cmp_ge_i32 s22, 0\n\
+               \ts_cbranch_scc1 label_ThirdPositive\n\ts_abs_i32 s22, s22\n\ts_sub_u32 s20, s20, s22\n\
+               \ts_subb_u32 s21, s21, 0\n\ts_setpc_b64 s[20:21]\n\
+               label_ThirdPositive:\n\ts_add_u32 s20, s20, s22\n\ts_addc_u32 s21, s21, 0\n\ts_setpc_b64 s[20:21]\n\
+               label_ThirdDone:\n\
+               \ts_getpc_b64 s[20:21]\n\ts_add_i32 s22, label_FourthDone, 4\n\ts_cmp_ge_i32 s22, 0\n\
+               \ts_cbranch_scc1 label_FourthPositive\n\ts_abs_i32 s22, s22\n\ts_sub_u32 s20, s20, s22\n\
+               \ts_subb_u32 s21, s21, 0\n\ts_setpc_b64 s[20:21]\n\
+               label_FourthPositive:\n\ts_add_u32 s20, s20, s22\n\ts_addc_u32 s21, s21, 0\n\ts_setpc_b64 s[20:21]\n\
+               \tv_mov_b32_e32 v2, 55\n\
+               label_FourthDone:\n\
                \ts_getpc_b64 s[20:21]\n\ts_add_i32 s22, label_Store, 4\n\ts_add_u32 s20, s20, s22\n\
                \ts_mov_b32 s22, 7\n\ts_addc_u32 s21, s21, 0\n\ts_setpc_b64 s[20:21]\n\
                \tv_mov_b32_e32 v2, 99\n\
@@ -549,7 +565,8 @@ fn kernels_sharing_local_label_names_round_trip_and_instrument() {
         let function = lifted.functions.iter().find(|f| f.name == "jumps").unwrap();
         let jumps_found =
             function.instructions().filter(|i| matches!(i.flow, gpuinstr::stages::lift::Flow::Jump { .. })).count();
-        assert_eq!(jumps_found, 3, "{target}: every long branch is a jump to a known target");
+        // (Both ways of a sign-testing branch jump to its target.)
+        assert_eq!(jumps_found, 7, "{target}: every long branch is a jump to a known target");
         assert!(function.relocatable(), "{target}: the function can move");
         for function in &lifted.functions {
             let last = function.instructions().last().unwrap();
@@ -589,7 +606,7 @@ fn kernels_sharing_local_label_names_round_trip_and_instrument() {
                 let (computed, _, counted) = run(&output, true);
                 let want: Vec<u8> = (0..64u32)
                     .map(|l| match (name, alpha) {
-                        ("jumps", _) => 23u32,
+                        ("jumps", _) => 223u32,
                         (_, 0) => 0,
                         _ => l + step,
                     })

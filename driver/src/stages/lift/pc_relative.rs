@@ -20,7 +20,8 @@
 //! ```
 //!
 //! (newer Tensile branches backward with `s_abs_i32 s84, s84`,
-//! `s_sub_u32` and `s_subb_u32` instead).
+//! `s_sub_u32` and `s_subb_u32` instead; hand-written kernels test the
+//! offset's sign with `s_cmp_ge_i32` and have both ways).
 
 use super::instruction::{Half, Instruction, PcRelative};
 use super::isa::Isa;
@@ -57,15 +58,20 @@ fn adds_literal(instruction: &Instruction, reg: u32) -> Option<usize> {
 
 /// Tensile's long branch after the `s_getpc_b64` at `getpc` (its pair's
 /// halves `lo`, `hi`): the `s_add_i32`'s index, its literal's operand, the
-/// target and the `s_setpc_b64`'s index. The `s_add_i32` follows the
-/// `s_getpc_b64`; instrumented code may stand between the rest, if it
-/// writes none of the registers the computation still holds.
+/// target and the `s_setpc_b64`s' indices. The `s_add_i32` follows the
+/// `s_getpc_b64`; then the offset is added or subtracted ([`jump_path`]),
+/// or, in hand-written kernels (`DGEMM_Aldebaran_*`), both after
+/// `s_cmp_ge_i32 sT, 0` and `s_cbranch_scc1`: subtracted after its
+/// absolute value where it is negative, added at the branch's target
+/// where it is not, the same target either way. Instrumented code may
+/// stand between the instructions, if it writes none of the registers the
+/// computation still holds.
 fn long_branch(
     isa: &Isa,
     instructions: &[Instruction],
     getpc: usize,
     (lo, hi): (u32, u32),
-) -> Option<(usize, usize, u64, usize)> {
+) -> Option<(usize, usize, u64, Vec<usize>)> {
     let named = |i: &Instruction, name: &str| i.decoded && isa.opcode_name(i.opcode) == name;
     // s_add_i32 sT, literal, constant
     let add = instructions.get(getpc + 1)?;
@@ -77,14 +83,93 @@ fn long_branch(
         (Operand::Immediate(_), Operand::Immediate(c)) => (1, *c),
         _ => return None,
     };
-    // s_add_u32 lo, lo, sT; s_addc_u32 hi, hi, 0 or -1; s_setpc_b64 lo:hi;
-    // or backward: s_abs_i32 sT, sT; s_sub_u32 lo, lo, sT; s_subb_u32 hi,
-    // hi, 0; s_setpc_b64 lo:hi.
-    let pair = *instructions[getpc].defs.first()?;
+    let registers = JumpRegisters { pair: *instructions[getpc].defs.first()?, lo, hi, offset: offset_reg };
+    let offset = (literal(add, operand) as i32).wrapping_add(constant as i32);
+    let result = instructions[getpc].address + 4;
+    if let Some(dispatch) = sign_dispatch(isa, instructions, getpc + 2, registers) {
+        let negative = jump_path(isa, instructions, dispatch.after, registers)?;
+        let at = instructions.iter().position(|i| i.address == dispatch.positive)?;
+        let positive = jump_path(isa, instructions, at, registers)?;
+        // (subtracts, absolute value, high half): |offset| subtracted where
+        // it is negative, the offset added where it is not.
+        if (negative.0, negative.1, negative.2) != (true, true, 0)
+            || (positive.0, positive.1, positive.2) != (false, false, 0)
+        {
+            return None;
+        }
+        let target = result.wrapping_add(i64::from(offset) as u64);
+        return Some((getpc + 1, operand, target, vec![negative.3, positive.3]));
+    }
+    let (subtracts, absolute, high, setpc) = jump_path(isa, instructions, getpc + 2, registers)?;
+    let low = if absolute { offset.wrapping_abs() } else { offset };
+    let amount = (u64::from(high as u32) << 32) | u64::from(low as u32);
+    let target = if subtracts { result.wrapping_sub(amount) } else { result.wrapping_add(amount) };
+    Some((getpc + 1, operand, target, vec![setpc]))
+}
+
+/// The registers a long branch computes in: the `s_getpc_b64`'s pair, its
+/// halves, and the offset's.
+#[derive(Clone, Copy)]
+struct JumpRegisters {
+    pair: u32,
+    lo: u32,
+    hi: u32,
+    offset: u32,
+}
+
+/// Where a long branch dispatches on the offset's sign: the instruction
+/// after the `s_cbranch_scc1` (the negative path) and its target (the
+/// positive one).
+struct SignDispatch {
+    after: usize,
+    positive: u64,
+}
+
+/// `s_cmp_ge_i32 sT, 0` then `s_cbranch_scc1`, from `from` on.
+fn sign_dispatch(isa: &Isa, instructions: &[Instruction], from: usize, r: JumpRegisters) -> Option<SignDispatch> {
+    let named = |i: &Instruction, name: &str| i.decoded && isa.opcode_name(i.opcode) == name;
+    let mut compared = false;
+    for (index, candidate) in instructions.iter().enumerate().skip(from) {
+        let operands = &candidate.raw.operands;
+        if !compared && named(candidate, "S_CMP_GE_I32") {
+            let zero = matches!((operands.first(), operands.get(1)), (Some(Operand::Register(t)), Some(Operand::Immediate(0))) if *t == r.offset);
+            if !zero {
+                return None;
+            }
+            compared = true;
+            continue;
+        }
+        if compared && named(candidate, "S_CBRANCH_SCC1") {
+            let super::instruction::Flow::ConditionalBranch { target } = candidate.flow else { return None };
+            return Some(SignDispatch { after: index + 1, positive: target });
+        }
+        let touches = |u: u32| u == r.pair || u == r.lo || u == r.hi || u == r.offset;
+        if candidate.all_defs().any(touches) || !matches!(candidate.flow, super::instruction::Flow::Next) {
+            return None;
+        }
+        if !compared && candidate.all_uses().any(|u| u == r.offset) {
+            return None; // the offset is used for something else first
+        }
+    }
+    None
+}
+
+/// One path of a long branch from `from`: `[s_abs_i32 sT, sT]`, then
+/// `s_add_u32 lo, lo, sT` / `s_addc_u32 hi, hi, 0 or -1`, or `s_sub_u32
+/// lo, lo, sT` / `s_subb_u32 hi, hi, 0`, then `s_setpc_b64 lo:hi`:
+/// (subtracts, takes the absolute value, the high half, the setpc's index).
+fn jump_path(
+    isa: &Isa,
+    instructions: &[Instruction],
+    from: usize,
+    r: JumpRegisters,
+) -> Option<(bool, bool, i64, usize)> {
+    let named = |i: &Instruction, name: &str| i.decoded && isa.opcode_name(i.opcode) == name;
+    let JumpRegisters { pair, lo, hi, offset: offset_reg } = r;
     let mut absolute = false;
     let mut subtract = None;
     let mut high = None;
-    for (index, candidate) in instructions.iter().enumerate().skip(getpc + 2) {
+    for (index, candidate) in instructions.iter().enumerate().skip(from) {
         let operands = &candidate.raw.operands;
         let sources = (operands.get(1), operands.get(2));
         if subtract.is_none() && !absolute && named(candidate, "S_ABS_I32") && candidate.defs == [offset_reg] {
@@ -120,14 +205,7 @@ fn long_branch(
         }
         if let (Some(subtracts), Some(high)) = (subtract, high) {
             if named(candidate, "S_SETPC_B64") && candidate.uses.first() == Some(&pair) {
-                let mut low = (literal(add, operand) as i32).wrapping_add(constant as i32);
-                if absolute {
-                    low = low.wrapping_abs();
-                }
-                let amount = (u64::from(high as u32) << 32) | u64::from(low as u32);
-                let result = instructions[getpc].address + 4;
-                let target = if subtracts { result.wrapping_sub(amount) } else { result.wrapping_add(amount) };
-                return Some((getpc + 1, operand, target, index));
+                return Some((subtracts, absolute, high, index));
             }
         }
         // (Once added or subtracted, the offset's register is free: code
@@ -183,7 +261,7 @@ pub fn symbolize(isa: &Isa, instructions: &mut [Instruction]) -> Vec<Unsymbolize
         }
         if low.is_none() {
             if let Some(jump) = long_branch(isa, instructions, getpc, (lo_reg, hi_reg)) {
-                let (add, operand, target, setpc) = jump;
+                let (add, operand, target, setpcs) = jump;
                 let literal_field = instructions[add].address + 4;
                 let value = i64::from(literal(&instructions[add], operand) as i32);
                 instructions[add].pc_relative = Some(PcRelative {
@@ -194,7 +272,9 @@ pub fn symbolize(isa: &Isa, instructions: &mut [Instruction]) -> Vec<Unsymbolize
                     addend: value - (target as i64 - literal_field as i64),
                     getpc: address,
                 });
-                instructions[setpc].flow = super::instruction::Flow::Jump { target };
+                for setpc in setpcs {
+                    instructions[setpc].flow = super::instruction::Flow::Jump { target };
+                }
                 continue;
             }
         }
