@@ -72,6 +72,16 @@ impl From<InstrumentError> for NotSplit {
     }
 }
 
+/// What a code object is instrumented with, for each group alike.
+#[derive(Clone, Copy)]
+struct Inputs<'a> {
+    tool: &'a CodeObject,
+    app: &'a CodeObject,
+    plan: &'a Plan,
+    registry: &'a Registry,
+    options: &'a InstrumentOptions,
+}
+
 /// [`super::instrument`] a group of kernels at a time; the whole code
 /// object at once where a kernel reaches outside its own code.
 pub(super) fn instrument(
@@ -82,7 +92,7 @@ pub(super) fn instrument(
     options: &InstrumentOptions,
     groups: &[Vec<u64>],
 ) -> Result<(Vec<u8>, InstrumentReport), InstrumentError> {
-    match in_groups(tool, app, plan, registry, options, groups) {
+    match in_groups(Inputs { tool, app, plan, registry, options }, groups) {
         Ok(done) => Ok(done),
         Err(NotSplit::Failed(error)) => Err(error),
         Err(NotSplit::Reaches(why)) => {
@@ -94,14 +104,8 @@ pub(super) fn instrument(
     }
 }
 
-fn in_groups(
-    tool: &CodeObject,
-    app: &CodeObject,
-    plan: &Plan,
-    registry: &Registry,
-    options: &InstrumentOptions,
-    groups: &[Vec<u64>],
-) -> Result<(Vec<u8>, InstrumentReport), NotSplit> {
+fn in_groups(inputs: Inputs<'_>, groups: &[Vec<u64>]) -> Result<(Vec<u8>, InstrumentReport), NotSplit> {
+    let Inputs { app, plan, options, .. } = inputs;
     let start = std::time::Instant::now();
     let first_sites = first_sites(app, plan, groups)?;
     let directory = tempfile::Builder::new().prefix("gpuinstr-parts-").tempdir().map_err(io)?;
@@ -111,13 +115,14 @@ fn in_groups(
     let items: Vec<(usize, &Vec<u64>)> = groups.iter().enumerate().rev().collect();
     let jobs = std::thread::available_parallelism().map_or(1, |n| n.get()).min(groups.len());
     let group_options = InstrumentOptions { progress: Default::default(), ..options.clone() };
+    let group_inputs = Inputs { options: &group_options, ..inputs };
     let whole = std::sync::atomic::AtomicBool::new(false);
     crate::parallel::for_each_on_threads(items, jobs, |(index, group)| {
         if whole.load(std::sync::atomic::Ordering::Relaxed) {
             return; // the code object goes whole: the groups' work is lost
         }
         let place = directory.path().join(format!("group{index}"));
-        let outcome = instrument_group(tool, app, plan, registry, &group_options, group, first_sites[index], &place);
+        let outcome = instrument_group(group_inputs, group, first_sites[index], &place);
         if matches!(outcome, Err(NotSplit::Reaches(_))) {
             whole.store(true, std::sync::atomic::Ordering::Relaxed);
         }
@@ -210,17 +215,13 @@ fn reaches_outside(lifted: &LiftedCodeObject<'_>) -> Option<String> {
 }
 
 /// One group through stages 2 to 9, assembled as its part in `place`.
-#[allow(clippy::too_many_arguments)]
 fn instrument_group(
-    tool: &CodeObject,
-    app: &CodeObject,
-    plan: &Plan,
-    registry: &Registry,
-    options: &InstrumentOptions,
+    inputs: Inputs<'_>,
     group: &[u64],
     first_site: usize,
     place: &Path,
 ) -> Result<(GroupPart, InstrumentReport), NotSplit> {
+    let Inputs { tool, app, plan, registry, options } = inputs;
     std::fs::create_dir(place).map_err(io)?;
     let mut clock = Clock::start(Default::default());
     let lifted = lift_group(app, group).map_err(InstrumentError::from)?;

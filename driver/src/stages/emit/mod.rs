@@ -740,19 +740,10 @@ impl LiftedCodeObject<'_> {
                 notes.skipped_sections.push(section.name.clone());
                 continue;
             }
-            if let Part::Kernels = options.part {
-                // Code and descriptors only; the rest's part has the data.
-                if section.executable() {
-                    section_header(&mut out, section);
-                    for function in self.functions.iter().filter(|f| section.contains(f.address)) {
-                        match code_of.get(&index_of(function)) {
-                            Some(code) => self.emit_machine_code(&mut out, code, "", section.index, deferred.as_mut()),
-                            None => self.emit_function(
-                                &mut out, function, &names, &texts, &encodings, patch, "", options, &mut notes,
-                            ),
-                        }
-                    }
-                } else if descriptor_text.keys().any(|a| section.contains(*a)) {
+            if let (Part::Kernels, false) = (&options.part, section.executable()) {
+                // Of data, the group's descriptors only (the rest's part has
+                // the data); its code is written as in the whole, below.
+                if descriptor_text.keys().any(|a| section.contains(*a)) {
                     section_header(&mut out, section);
                     for (_, text) in descriptor_text.range(section.address..section.address + section.size) {
                         out.push_str(text);
