@@ -610,18 +610,33 @@ fn link_assemblies(processor: &str, texts: &[String], linker_options: &[&str]) -
 /// own labels, `.type` and `.size`). Assembled by llvm-mc and linked by
 /// ld.lld, so the lifter sees a real linked code object.
 pub fn kernel_from_assembly(processor: &str, body: &str, functions: &str) -> gpuinstr::stages::load::CodeObject {
-    let accum =
-        if processor == "gfx90a" || processor.starts_with("gfx94") { "\t.amdhsa_accum_offset 32\n" } else { "" };
+    kernel_with_registers(processor, body, functions, 64, 32)
+}
+
+/// [`kernel_from_assembly`] with a vector allocation of `vgprs` (on a
+/// unified file, VGPRs and AGPRs, the AGPRs from `accum_offset`).
+pub fn kernel_with_registers(
+    processor: &str,
+    body: &str,
+    functions: &str,
+    vgprs: u32,
+    accum_offset: u32,
+) -> gpuinstr::stages::load::CodeObject {
+    let accum = if processor == "gfx90a" || processor.starts_with("gfx94") {
+        format!("\t.amdhsa_accum_offset {accum_offset}\n")
+    } else {
+        String::new()
+    };
     let text = format!(
         "\t.amdgcn_target \"amdgcn-amd-amdhsa--{processor}\"\n\
          \t.text\n\t.globl test_kernel\n\t.p2align 8\n\t.type test_kernel,@function\ntest_kernel:\n{body}\n\
          \t.size test_kernel, .-test_kernel\n{functions}\n\
          \t.section .rodata,\"a\",@progbits\n\t.p2align 6\n\t.amdhsa_kernel test_kernel\n\
-         \t.amdhsa_user_sgpr_kernarg_segment_ptr 1\n\t.amdhsa_next_free_vgpr 64\n\t.amdhsa_next_free_sgpr 48\n{accum}\
+         \t.amdhsa_user_sgpr_kernarg_segment_ptr 1\n\t.amdhsa_next_free_vgpr {vgprs}\n\t.amdhsa_next_free_sgpr 48\n{accum}\
          \t.end_amdhsa_kernel\n\
          \t.amdgpu_metadata\n---\namdhsa.kernels:\n  - .name: test_kernel\n    .symbol: test_kernel.kd\n\
          \x20   .kernarg_segment_size: 0\n    .kernarg_segment_align: 8\n    .group_segment_fixed_size: 0\n\
-         \x20   .private_segment_fixed_size: 0\n    .wavefront_size: 64\n    .sgpr_count: 48\n    .vgpr_count: 64\n\
+         \x20   .private_segment_fixed_size: 0\n    .wavefront_size: 64\n    .sgpr_count: 48\n    .vgpr_count: {vgprs}\n\
          \x20   .max_flat_workgroup_size: 256\namdhsa.target: amdgcn-amd-amdhsa--{processor}\namdhsa.version:\n  - 1\n  - 1\n...\n\
          \t.end_amdgpu_metadata\n"
     );

@@ -1392,6 +1392,33 @@ fn spilling_on(app: &CodeObject, spills: bool) {
     every_example_tool_growing(app, &case, &["buffer"], RegisterGrowth::FreeOfOccupancy, true);
 }
 
+/// A kernel at one wave per SIMD (256 VGPRs and 16 AGPRs, every one live
+/// at each point, as in rocBLAS's Tensile `MT64x1x64` fallback kernels):
+/// growing its allocation costs no occupancy, so with default flags the
+/// payloads park live VGPRs in AGPRs past the 16 it allocates (they once
+/// were held to those, and points were left out with "no registers").
+#[test]
+fn payloads_park_in_agprs_past_the_allocation_where_growing_is_free() {
+    let adds: String = (1..256).map(|v| format!("\tv_add_u32_e32 v0, v0, v{v}\n")).collect();
+    let reads: String =
+        (0..16).map(|a| format!("\tv_accvgpr_read_b32 v1, a{a}\n\tv_add_u32_e32 v0, v0, v1\n")).collect();
+    let writes: String = (0..256).map(|v| format!("\tv_mov_b32_e32 v{v}, {v}\n")).collect::<String>()
+        + &(0..16).map(|a| format!("\tv_accvgpr_write_b32 a{a}, {a}\n")).collect::<String>();
+    let body = format!("{writes}\ts_nop 0\n\ts_nop 1\n{adds}{reads}\ts_endpgm");
+    let app = kernel_with_registers("gfx90a", &body, "", 272, 256);
+    let case = Case { kernel: "test_kernel", launch: Launch::linear(1, 64), arguments: vec![] };
+    let dir = scratch();
+    let tool = example_tool_for("instruction-counter", dir.path(), &app);
+    let plan = example_plan_for("instruction-counter", case.kernel);
+    let options = InstrumentOptions { linker: linker_for(&app), ..InstrumentOptions::default() };
+    let (_, report) = instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &options).unwrap();
+    assert!(report.left_out.is_empty(), "{:#?}", report.left_out);
+    assert_eq!(report.spills.points, 0, "parked in AGPRs, not saved in scratch: {:?}", report.spills);
+    // And what it counts is what the emulator runs.
+    let output = instrumented_growing(&tool, &app, &plan, RegisterGrowth::FreeOfOccupancy);
+    check_example("instruction-counter", &app, &output, &plan, &case, &[]);
+}
+
 /// The classes of width arithmetic the emulator once got wrong, in one
 /// compiled kernel (tests/inputs/kernels/widths.hip): LDS reads from bases
 /// negative for a quarter of the lanes plus folded offsets, and a MODE

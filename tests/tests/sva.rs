@@ -202,6 +202,48 @@ fn a_kernel_without_free_vector_registers_keeps_the_sva_in_memory_unless_it_may_
     assert_eq!(grown.kernels[0].problem, None);
 }
 
+/// Never in a VGPR a load may still write: Tensile's DGEMM loops issue the
+/// next iteration's loads before testing whether to leave, so on the way
+/// out their VGPRs are dead to liveness while the data is still in flight.
+/// Here the loop's exit writes v0, the SVA's place in the loop, while every
+/// VGPR but the prefetch's v[4:5] is live: sliding must not move into
+/// them (sid's rocBLAS `DB_GB` kernels did, and `verify` found it), and the
+/// SVA goes to memory.
+#[test]
+fn the_sliding_sva_never_sits_where_a_load_is_in_flight() {
+    let mut source: String = (0..32).map(|v| format!("\tv_mov_b32_e32 v{v}, 0\n")).collect();
+    source += &(0..32).map(|a| format!("\tv_accvgpr_write_b32 a{a}, 0\n")).collect::<String>();
+    source += "\tv_add_u32_e32 v1, v1, v0
+\ts_mov_b32 s4, 10
+.Lloop:
+\tglobal_load_dwordx2 v[4:5], v[2:3], off
+\ts_sub_u32 s4, s4, 1
+\ts_cmp_eq_u32 s4, 0
+\ts_cbranch_scc1 .Lexit
+\ts_waitcnt vmcnt(0)
+\tglobal_store_dwordx2 v[2:3], v[4:5], off
+\ts_branch .Lloop
+.Lexit:
+\tv_mov_b32_e32 v0, 3
+\tv_add_u32_e32 v1, v1, v0
+";
+    source += &(6..32).map(|v| format!("\tv_add_u32_e32 v1, v1, v{v}\n")).collect::<String>();
+    source += "\tglobal_store_dword v[2:3], v1, off\n\ts_endpgm";
+    let code_object = kernel_from_assembly("gfx90a", &source, "");
+    let lifted = lift(&code_object).unwrap();
+    let liveness = analyze(&lifted).unwrap();
+    // The exit's first instruction: only v[4:5] are dead, and in flight.
+    let exit = 1 + lifted.functions[0].instructions().position(|i| i.name(&lifted.isa) == "S_BRANCH").unwrap();
+    let free = liveness.functions[0].free_at(exit, &gpuinstr::stages::liveness::UnitSet::all());
+    let allocation = gpuinstr::stages::liveness::UnitSet::range(gpuinstr::stages::liveness::RegisterFile::Vgpr, 0, 32);
+    assert_eq!(free.intersection(&allocation).to_string(), "v[4:5]");
+    let request =
+        SvaRequest { instrumented: [0].into_iter().collect(), work_item_ids: false, grow: RegisterGrowth::Never };
+    let placement = place(&lifted, &liveness, &request);
+    assert_eq!((placement.kernels[0].sva, placement.kernels[0].problem.as_deref()), (Some(Home::WaveSlot), None));
+    assert!(placement.sliding.is_empty());
+}
+
 /// The placement feeds the payload compiler: hooks reading kernel arguments
 /// and work-item ids compile everywhere with it.
 #[test]

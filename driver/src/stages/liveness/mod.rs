@@ -20,7 +20,6 @@
 pub mod allocation;
 pub mod entry;
 pub mod exec_mask;
-pub mod in_flight;
 pub mod pending;
 pub mod print;
 pub mod units;

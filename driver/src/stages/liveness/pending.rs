@@ -21,7 +21,7 @@
 //! code never does). Exports and GDS (expcnt) read their data registers
 //! late: after one, every counter is waited for.
 
-use super::{FunctionLiveness, Unit, UnitSet};
+use super::{FunctionLiveness, RegisterFile, Unit, UnitSet};
 use crate::native::Operand;
 use crate::stages::lift::{BlockExit, Flag, Flow, Function, Instruction, Isa};
 
@@ -213,6 +213,29 @@ impl Pending {
         vm || lgkm || exp
     }
 
+    /// The VGPRs and AGPRs a load may still write (every one where what is
+    /// in flight is unknown). Liveness calls a load's registers dead where
+    /// nothing reads them, on some path or on all: code that must keep a
+    /// value in a register across instructions (the sliding SVA) never
+    /// sits in these.
+    pub fn vector_registers(&self) -> UnitSet {
+        match self.vmcnt.every || self.lgkmcnt.every {
+            true => vector_files(&UnitSet::all()),
+            false => self.known_vector_registers(),
+        }
+    }
+
+    /// The VGPRs and AGPRs known to be still written by a load (none where
+    /// what is in flight is unknown): a payload's registers avoid these,
+    /// and waits first for the rest ([`Pending::waits_for`]).
+    pub fn known_vector_registers(&self) -> UnitSet {
+        let mut set = UnitSet::EMPTY;
+        for (unit, _) in self.vmcnt.units.iter().chain(&self.lgkmcnt.units) {
+            set.insert(*unit);
+        }
+        vector_files(&set)
+    }
+
     /// Nothing in flight.
     pub fn is_empty(&self) -> bool {
         self.vmcnt.is_empty() && self.lgkmcnt.is_empty() && !self.expcnt
@@ -240,6 +263,10 @@ impl Pending {
         }
         self.expcnt |= counters.expcnt;
     }
+}
+
+fn vector_files(set: &UnitSet) -> UnitSet {
+    set.in_file(RegisterFile::Vgpr).union(&set.in_file(RegisterFile::Agpr))
 }
 
 /// The counts an `s_waitcnt` waits for, if the instruction is one (one

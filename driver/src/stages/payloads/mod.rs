@@ -1303,8 +1303,6 @@ pub fn payload_sites(
 ) -> Result<Vec<PayloadSite>, CompileError> {
     let code_object = lifted.code_object;
     let mut sites = Vec::with_capacity(points.len());
-    // Loads nothing reads may still be landing: their VGPRs are not the payloads'.
-    let mut in_flight: BTreeMap<usize, Vec<UnitSet>> = BTreeMap::new();
     let mut pending = std::collections::HashMap::new();
     let exports = crate::stages::liveness::pending::exports_anywhere(&lifted.functions, &lifted.isa);
     let mut hidden_of_kernel: std::collections::HashMap<usize, std::sync::Arc<BTreeMap<String, u32>>> =
@@ -1342,15 +1340,6 @@ pub fn payload_sites(
             }
             FunctionKind::DeviceFunction => (None, 1024),
         };
-        let busy = in_flight.entry(point.function).or_insert_with(|| {
-            crate::stages::liveness::in_flight::loads_in_flight(
-                function,
-                &lifted.isa,
-                &liveness.functions[point.function],
-            )
-        });
-        let mut live = liveness.functions[point.function].live_in[point.instruction];
-        live.union_with(&busy[point.instruction]);
         let pending = pending.entry(point.function).or_insert_with(|| {
             crate::stages::liveness::pending::pending_before(
                 function,
@@ -1360,6 +1349,10 @@ pub fn payload_sites(
             )
         })[point.instruction]
             .clone();
+        // Registers loads may still write are not the payloads' (they would
+        // wait for the loads first).
+        let mut live = liveness.functions[point.function].live_in[point.instruction];
+        live.union_with(&pending.known_vector_registers());
         // (Whether a branch goes back to the entry is asked only there: it
         // reads the whole function.)
         let at_entry = point.instruction == function.entry && !function.entry_is_branch_target();
@@ -1383,15 +1376,9 @@ pub fn payload_sites(
         };
         let max_agprs = match registers.allocation_cap {
             0 => 256,
-            cap => *agpr_caps.entry((max_vgprs, cap)).or_insert_with(|| {
-                (0..=256u16)
-                    .take_while(|a| {
-                        crate::stages::load::occupancy::vector_allocation(processor, max_vgprs.into(), (*a).into())
-                            <= usize::from(cap)
-                    })
-                    .last()
-                    .unwrap_or(0)
-            }),
+            cap => *agpr_caps
+                .entry((max_vgprs, cap))
+                .or_insert_with(|| crate::stages::sva::agprs_within(processor, max_vgprs, cap)),
         };
         let mut site = PayloadSite {
             live,

@@ -281,6 +281,15 @@ fn payload_vgpr_cap(
     (cap as u16, allocation_cap as u16)
 }
 
+/// The most AGPRs a wave with `vgprs` VGPRs may have within a vector
+/// allocation of `cap` registers.
+pub fn agprs_within(processor: &Processor, vgprs: u16, cap: u16) -> u16 {
+    (0..=MAX_VGPRS)
+        .take_while(|a| occupancy::vector_allocation(processor, vgprs.into(), (*a).into()) <= usize::from(cap))
+        .last()
+        .unwrap_or(0)
+}
+
 /// The VGPRs of a kernel's allocation that may hold its values. A unified
 /// file (gfx90a, gfx940+) splits at ACCUM_OFFSET; a kernel that uses no AGPR
 /// can hold VGPRs in all of it (the patch moves ACCUM_OFFSET; the
@@ -477,12 +486,18 @@ pub fn place(lifted: &LiftedCodeObject<'_>, liveness: &Liveness, request: &SvaRe
             // still spill live VGPRs below it to scratch.
             vgpr_limit,
             // Growing, payloads may park registers in AGPRs past the
-            // allocation too (the patch still holds it to what a wave of
-            // the kernel's work-group size may have).
+            // allocation too, up to `allocation_cap` (the payload stage's
+            // AGPR bound: free of occupancy, a kernel at 256 VGPRs and one
+            // wave per SIMD may still take AGPRs; the patch holds the
+            // allocation to what a wave of the kernel's work-group size
+            // may have).
             agpr_limit: match (has_agprs, request.grow) {
                 (false, _) => 0,
+                (true, RegisterGrowth::Never) => agpr_limit,
+                (true, RegisterGrowth::FreeOfOccupancy) => {
+                    agpr_limit.max(agprs_within(processor, payload_vgprs, allocation_cap))
+                }
                 (true, RegisterGrowth::Always) => MAX_VGPRS,
-                (true, _) => agpr_limit,
             },
             payload_vgprs,
             allocation_cap,

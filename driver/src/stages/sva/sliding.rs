@@ -13,11 +13,12 @@
 //! No move goes before a kernel's first instruction (the preamble writes the
 //! value where it starts), nor inside a pc-relative computation (payloads go
 //! before its `s_getpc_b64`, so the value must not move in between).
-//! Nor in a VGPR a load nothing reads may still be writing
-//! (liveness::in_flight).
+//! Nor in a VGPR a load may still be writing (liveness::pending): liveness
+//! calls a load's VGPRs dead where no path reads them, though the data may
+//! still land (Tensile's loop exits leave prefetches in flight).
 
 use crate::stages::lift::{Function, Isa};
-use crate::stages::liveness::in_flight::loads_in_flight;
+use crate::stages::liveness::pending::pending_before;
 use crate::stages::liveness::{FunctionLiveness, RegisterFile, Unit, UnitSet};
 
 /// A set of VGPRs.
@@ -244,11 +245,13 @@ pub fn slide(
             return Err(Stuck { instruction: at.saturating_sub(1), why: "its successors are unknown".into() });
         }
     }
-    // Not where a load nothing reads may still be landing (liveness::in_flight).
+    // Not where a load may still be landing (exports write no register).
     let allocated = Vgprs::of(vgprs);
-    let busy = loads_in_flight(function, isa, liveness);
+    let pending = pending_before(function, isa, liveness, false);
     let free: Vec<Vgprs> = (0..instructions.len())
-        .map(|i| Vgprs::of(&liveness.free_at(i, &UnitSet::all()).difference(&busy[i])).and(&allocated))
+        .map(|i| {
+            Vgprs::of(&liveness.free_at(i, &UnitSet::all()).difference(&pending[i].vector_registers())).and(&allocated)
+        })
         .collect();
     let pair: Vec<Option<u16>> = instructions
         .iter()
