@@ -198,15 +198,15 @@ impl Database {
                 )
                 .map_err(|e| self.failed(e))?;
             for (site, point) in points.iter().enumerate() {
-                let location = (!point.location.is_empty()).then_some(&point.location);
+                let location = (!point.location.is_empty()).then_some(&*point.location);
                 insert
                     .execute(params![
                         index,
                         site,
                         point.address,
-                        point.function,
-                        point.opcode_name,
-                        point.text,
+                        &*point.function,
+                        &*point.opcode_name,
+                        &*point.text,
                         location,
                         point.left_out
                     ])

@@ -951,7 +951,7 @@ fn dispatches_of_kernels_with_points_left_out_are_marked_partial() {
         [PartialKernel { kernel: scale.into(), left_out: 1 }]
     );
     let points = instrumented::point_table(&code_object).unwrap();
-    let flagged: Vec<&str> = points.iter().filter(|p| p.left_out).map(|p| p.function.as_str()).collect();
+    let flagged: Vec<&str> = points.iter().filter(|p| p.left_out).map(|p| &*p.function).collect();
     assert_eq!((flagged, points.len()), (vec![scale], 2));
 
     let host = host_part("kernel-arguments", &dir);

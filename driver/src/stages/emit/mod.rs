@@ -924,7 +924,7 @@ impl LiftedCodeObject<'_> {
                 .iter()
                 .map(|point| {
                     let text = texts.get(&point.address).or(printed.get(&point.address));
-                    let text = text.map_or(point.text.clone(), |t| t.trim().to_string());
+                    let text = text.map_or(point.text.clone(), |t| std::sync::Arc::from(t.trim()));
                     crate::stages::load::instrumented::PointEntry { text, ..point.clone() }
                 })
                 .collect();

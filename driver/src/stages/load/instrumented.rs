@@ -4,6 +4,8 @@
 //! symbols are the tool's data). `verify`, `inspect` and a runtime that
 //! reads a tool's results read them here; the patch stage writes them.
 
+use std::sync::Arc;
+
 use super::CodeObject;
 
 /// `(original address, first byte, end)` as three little-endian u64 per
@@ -137,13 +139,15 @@ pub struct Records {
 pub struct PointEntry {
     pub address: u64,
     pub opcode: u32,
-    pub function: String,
+    /// (The strings are shared: a function's points name it alike, and
+    /// Tensile's names run to 600 characters over millions of points.)
+    pub function: Arc<str>,
     /// LLVM's pseudo opcode name (`S_AND_SAVEEXEC_B64`).
-    pub opcode_name: String,
+    pub opcode_name: Arc<str>,
     /// The instruction as assembly (`s_and_saveexec_b64 s[0:1], vcc`).
-    pub text: String,
+    pub text: Arc<str>,
     /// `file:line` from the code object's DWARF line table; empty without one.
-    pub location: String,
+    pub location: Arc<str>,
     /// Selected and left out (`--allow-partial`): its hook never runs.
     pub left_out: bool,
 }
@@ -407,12 +411,12 @@ fn parse_points(bytes: &[u8]) -> Result<Vec<PointEntry>, TableError> {
     let Some(entry_size) = entry_size else {
         return Err(fail(format!("{count} entries do not fit before the string pool at {pool}")));
     };
-    let text = |offset: u32| -> Result<String, TableError> {
+    let text = |offset: u32| -> Result<Arc<str>, TableError> {
         let start = pool.checked_add(offset as usize).filter(|&s| s < bytes.len());
         let rest =
             start.map(|s| &bytes[s..]).ok_or_else(|| fail(format!("a string offset {offset} is past the pool")))?;
         let end = rest.iter().position(|&b| b == 0).ok_or_else(|| fail("a string is not terminated".into()))?;
-        String::from_utf8(rest[..end].to_vec()).map_err(|_| fail("a string is not UTF-8".into()))
+        std::str::from_utf8(&rest[..end]).map(Arc::from).map_err(|_| fail("a string is not UTF-8".into()))
     };
     (0..count)
         .map(|k| {
@@ -425,7 +429,7 @@ fn parse_points(bytes: &[u8]) -> Result<Vec<PointEntry>, TableError> {
                 function: text(field(1))?,
                 opcode_name: text(field(2))?,
                 text: text(field(3))?,
-                location: if entry_size == 24 { String::new() } else { text(field(4))? },
+                location: if entry_size == 24 { Arc::from("") } else { text(field(4))? },
                 left_out: entry_size == POINT_ENTRY_SIZE && field(5) & POINT_LEFT_OUT != 0,
             })
         })
@@ -435,11 +439,10 @@ fn parse_points(bytes: &[u8]) -> Result<Vec<PointEntry>, TableError> {
 /// The point table's contents (strings shared in the pool), for the emit
 /// stage: the section's bytes, aligned to 8.
 pub fn point_table_bytes(points: &[PointEntry]) -> Vec<u8> {
-    use std::collections::HashMap;
     if points.is_empty() {
         return Vec::new();
     }
-    fn pooled<'p>(pool: &mut Vec<u8>, offsets: &mut HashMap<&'p str, u32>, text: &'p str) -> u32 {
+    fn pooled<'p>(pool: &mut Vec<u8>, offsets: &mut rustc_hash::FxHashMap<&'p str, u32>, text: &'p str) -> u32 {
         *offsets.entry(text).or_insert_with(|| {
             let at = pool.len() as u32;
             pool.extend_from_slice(text.as_bytes());
@@ -448,17 +451,23 @@ pub fn point_table_bytes(points: &[PointEntry]) -> Vec<u8> {
         })
     }
     let mut pool: Vec<u8> = Vec::new();
-    let mut offsets: HashMap<&str, u32> = HashMap::new();
+    let mut offsets: rustc_hash::FxHashMap<&str, u32> = Default::default();
     let mut offset_of = |text| pooled(&mut pool, &mut offsets, text);
+    // A function's points come one after the other, its name shared.
+    let mut last_function: Option<(&Arc<str>, u32)> = None;
     let mut out = Vec::with_capacity(8 + POINT_ENTRY_SIZE * points.len());
     out.extend_from_slice(&(points.len() as u32).to_le_bytes());
     out.extend_from_slice(&((8 + POINT_ENTRY_SIZE * points.len()) as u32).to_le_bytes());
     for point in points {
         out.extend_from_slice(&point.address.to_le_bytes());
-        let strings = [&point.function, &point.opcode_name, &point.text, &point.location];
+        let function = match last_function {
+            Some((name, at)) if Arc::ptr_eq(name, &point.function) => at,
+            _ => offset_of(&point.function),
+        };
+        last_function = Some((&point.function, function));
         let flags = if point.left_out { POINT_LEFT_OUT } else { 0 };
-        let fields = [point.opcode, offset_of(strings[0]), offset_of(strings[1]), offset_of(strings[2])];
-        for field in fields.into_iter().chain([offset_of(strings[3]), flags]) {
+        let fields = [point.opcode, function, offset_of(&point.opcode_name), offset_of(&point.text)];
+        for field in fields.into_iter().chain([offset_of(&point.location), flags]) {
             out.extend_from_slice(&field.to_le_bytes());
         }
     }
@@ -573,7 +582,7 @@ mod tests {
                 function: "_Z3addPfi".into(),
                 opcode_name: "S_LOAD_DWORDX2_IMM".into(),
                 text: "s_load_dwordx2 s[2:3], s[4:5], 0x8".into(),
-                location: String::new(),
+                location: "".into(),
                 left_out: true,
             },
         ];
@@ -646,7 +655,7 @@ mod tests {
             function: "f".into(),
             opcode_name: "n".into(),
             text: "t".into(),
-            location: String::new(),
+            location: "".into(),
             left_out: false,
         };
         assert_eq!(parse_points(&bytes).unwrap(), vec![expected]);

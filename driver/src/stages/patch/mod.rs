@@ -12,6 +12,7 @@ pub mod relax;
 
 use std::collections::HashMap;
 use std::fmt::Write;
+use std::sync::Arc;
 
 use serde::Serialize;
 use thiserror::Error;
@@ -367,21 +368,28 @@ fn point_entries(
         Ok(None) => (None, SourceLineNames::NoLineTable),
         Err(problem) => (None, SourceLineNames::Unreadable { problem: problem.to_string() }),
     };
-    let mut instructions: HashMap<usize, Vec<&crate::stages::lift::Instruction>> = HashMap::new();
+    // Each function's instructions and name, and each opcode's name, once.
+    let mut functions: HashMap<usize, (Vec<&crate::stages::lift::Instruction>, Arc<str>)> = HashMap::new();
+    let mut opcodes: HashMap<u32, Arc<str>> = HashMap::new();
+    let nowhere: Arc<str> = Arc::from("");
     let entries = points
         .iter()
         .map(|point| {
             let function = &lifted.functions[point.function];
-            let list = instructions.entry(point.function).or_insert_with(|| function.instructions().collect());
+            let (list, name) = functions
+                .entry(point.function)
+                .or_insert_with(|| (function.instructions().collect(), Arc::from(function.name.as_str())));
             let instruction = list[point.instruction];
-            let opcode_name = instruction.name(&lifted.isa).to_string();
+            let opcode_name =
+                opcodes.entry(instruction.opcode).or_insert_with(|| Arc::from(instruction.name(&lifted.isa))).clone();
+            let location = lines.as_ref().and_then(|l| l.at(instruction.address));
             crate::stages::load::instrumented::PointEntry {
                 address: instruction.address,
                 opcode: instruction.opcode,
-                function: function.name.clone(),
+                function: name.clone(),
                 text: opcode_name.clone(),
                 opcode_name,
-                location: lines.as_ref().and_then(|l| l.at(instruction.address)).unwrap_or_default(),
+                location: location.map_or_else(|| nowhere.clone(), Arc::from),
                 left_out: false,
             }
         })
@@ -537,7 +545,7 @@ pub fn patch(
         let mut leave_out = |cause, why| {
             let entry = &mut patch.points[index];
             entry.left_out = true;
-            let (point, function) = (payload.label.clone(), entry.function.clone());
+            let (point, function) = (payload.label.to_string(), entry.function.to_string());
             report.left_out.push(LeftOutPoint { point, function, kernels: Vec::new(), cause, why });
         };
         if let Some(reason) = &payload.rejected {

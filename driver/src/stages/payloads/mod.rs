@@ -5,6 +5,7 @@
 //! -> (codegen) MIR -> (lower-mir) intrinsics lowered, live registers kept
 //! -> (codegen) register allocation, assembly -> one instruction list per point.
 
+pub mod label;
 pub mod placement;
 pub mod register_counts;
 pub mod sharing;
@@ -31,6 +32,8 @@ use crate::stages::payload::{self, HookArgument, PayloadError, PayloadPoint, Pay
 use crate::stages::sva::counts::CountRegisters;
 use crate::stages::sva::{AgprHomes, FunctionRegisters};
 use crate::tool::read_tool_module;
+use label::Labeller;
+pub use label::PointLabel;
 
 /// VGPRs a payload gets at least where AGPRs allow: at points with fewer
 /// dead VGPRs, live ones are parked in dead AGPRs for the payload's time.
@@ -511,7 +514,7 @@ pub type CodeLine = std::sync::Arc<str>;
 /// One point's payload.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CompiledPayload {
-    pub label: String,
+    pub label: PointLabel,
     pub function: usize,
     pub instruction: usize,
     /// Instructions and labels to splice in front of the instruction.
@@ -637,7 +640,7 @@ impl std::fmt::Display for Rejection {
 
 impl CompiledPayload {
     /// A point left alone, and why.
-    fn refused(label: String, point: &PayloadPoint, reason: Rejection) -> CompiledPayload {
+    fn refused(label: PointLabel, point: &PayloadPoint, reason: Rejection) -> CompiledPayload {
         CompiledPayload {
             label,
             function: point.function,
@@ -1259,35 +1262,15 @@ pub fn parse_point(lifted: &LiftedCodeObject<'_>, at: &str) -> Result<(usize, us
 
 /// "kernel k, instruction 3 (S_LOAD_DWORDX2_IMM)".
 fn label(lifted: &LiftedCodeObject<'_>, point: &PayloadPoint) -> Result<String, String> {
-    let function = lifted.functions.get(point.function).ok_or("no such function")?;
-    let instruction = function
-        .instructions()
-        .nth(point.instruction)
-        .ok_or_else(|| format!("{} has no instruction {}", function.name, point.instruction))?;
-    Ok(label_text(function, point.instruction, instruction.name(&lifted.isa)))
-}
-
-fn label_text(function: &crate::stages::lift::Function, instruction: usize, name: &str) -> String {
-    let kind = if function.is_kernel() { "kernel" } else { "function" };
-    format!("{kind} {}, instruction {instruction} ({name})", function.name)
+    Labeller::default().label(lifted, point).map(|label| label.to_string())
 }
 
 /// Every point's label; a point that names no instruction is an error.
-/// (Each function's instructions indexed once: finding the nth walks its
-/// blocks.)
-fn point_labels(lifted: &LiftedCodeObject<'_>, points: &[PayloadPoint]) -> Result<Vec<String>, CompileError> {
-    let mut names: rustc_hash::FxHashMap<usize, Vec<&str>> = Default::default();
+fn point_labels(lifted: &LiftedCodeObject<'_>, points: &[PayloadPoint]) -> Result<Vec<PointLabel>, CompileError> {
+    let mut labeller = Labeller::default();
     let mut labels = Vec::with_capacity(points.len());
     for (index, point) in points.iter().enumerate() {
-        let bad = |why: String| CompileError::BadPoint { index, why };
-        let function = lifted.functions.get(point.function).ok_or_else(|| bad("no such function".into()))?;
-        let names = names
-            .entry(point.function)
-            .or_insert_with(|| function.instructions().map(|i| i.name(&lifted.isa)).collect());
-        let name = names
-            .get(point.instruction)
-            .ok_or_else(|| bad(format!("{} has no instruction {}", function.name, point.instruction)))?;
-        labels.push(label_text(function, point.instruction, name));
+        labels.push(labeller.label(lifted, point).map_err(|why| CompileError::BadPoint { index, why })?);
     }
     Ok(labels)
 }
@@ -2095,7 +2078,7 @@ fn compile_templates(
             writes: UnitSet::EMPTY,
             touches: UnitSet::EMPTY,
             bytes: 0,
-            label: String::new(),
+            label: PointLabel::default(),
             ..template.clone()
         })
         .collect();
@@ -2373,7 +2356,7 @@ fn compile_shared(
 
 impl CompiledPayloads {
     /// Every point refused as "not compiled", to be filled in.
-    fn not_yet(points: &[PayloadPoint], labels: &[String]) -> CompiledPayloads {
+    fn not_yet(points: &[PayloadPoint], labels: &[PointLabel]) -> CompiledPayloads {
         let not_yet = || Rejection::new(LeftOutCause::Intrinsic, "not compiled".to_string());
         CompiledPayloads {
             payloads: points
@@ -2524,7 +2507,9 @@ fn compile_each(
 ) -> Result<CompiledPayloads, CompileError> {
     let Compiler { tool, lifted, registry } = compiler;
     let code_object = lifted.code_object;
-    let labels = point_labels(lifted, points)?;
+    let point_labels = point_labels(lifted, points)?;
+    // Written out: llc compiles few payloads, and messages name them.
+    let labels: Vec<String> = point_labels.iter().map(PointLabel::to_string).collect();
     let requests: Vec<PayloadRequest> = points
         .iter()
         .zip(&labels)
@@ -2704,7 +2689,7 @@ fn compile_each(
             why: "its payload function is missing from llc's output".into(),
         })?;
         if let Some(reason) = rejected.get(&index) {
-            payloads.push(CompiledPayload::refused(labels[index].clone(), point, reason.clone()));
+            payloads.push(CompiledPayload::refused(point_labels[index].clone(), point, reason.clone()));
             continue;
         }
         let name = payload::payload_name(index);
@@ -2732,7 +2717,7 @@ fn compile_each(
                          the State Value Array, which this function has no register for{why}"
                     ),
                 );
-                payloads.push(CompiledPayload::refused(labels[index].clone(), point, reason));
+                payloads.push(CompiledPayload::refused(point_labels[index].clone(), point, reason));
                 continue;
             }
             Err(other) => return Err(other.into()),
@@ -2755,7 +2740,7 @@ fn compile_each(
                     code.scratch_bytes - 4 * spilled_vgprs as u32
                 );
                 let reason = Rejection::new(LeftOutCause::NoPayloadRegisters, why);
-                payloads.push(CompiledPayload::refused(labels[index].clone(), point, reason));
+                payloads.push(CompiledPayload::refused(point_labels[index].clone(), point, reason));
                 continue;
             }
         }
@@ -2765,14 +2750,14 @@ fn compile_each(
                 lowered.frame_reads, code.scratch_bytes
             );
             payloads.push(CompiledPayload::refused(
-                labels[index].clone(),
+                point_labels[index].clone(),
                 point,
                 Rejection::new(LeftOutCause::Intrinsic, why),
             ));
             continue;
         }
         payloads.push(CompiledPayload {
-            label: labels[index].clone(),
+            label: point_labels[index].clone(),
             function: point.function,
             instruction: point.instruction,
             code: code.code.into_iter().map(CodeLine::from).collect(),
@@ -2939,13 +2924,13 @@ mod tests {
     #[test]
     fn the_dump_shows_code_the_check_refused_commented_out() {
         let point = PayloadPoint { function: 0, instruction: 3, calls: Vec::new() };
-        let mut compiled = CompiledPayloads::not_yet(&[point], &["kernel k, instruction 3".to_string()]);
+        let mut compiled = CompiledPayloads::not_yet(&[point], &[PointLabel::in_kernel("k", 3, "S_NOP")]);
         let payload = &mut compiled.payloads[0];
         payload.rejected = Some(Rejection::new(LeftOutCause::WouldChangeLiveRegister, "v0 is live here"));
         payload.refused_code = vec!["buffer_load_dword v0, off, s[0:3], s32".into()];
         assert_eq!(
             compiled.render(),
-            "point 0 (kernel k, instruction 3): left out: v0 is live here\n  ; buffer_load_dword v0, off, s[0:3], s32\n"
+            "point 0 (kernel k, instruction 3 (S_NOP)): left out: v0 is live here\n  ; buffer_load_dword v0, off, s[0:3], s32\n"
         );
     }
 
