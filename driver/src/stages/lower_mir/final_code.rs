@@ -235,11 +235,11 @@ pub const MAX_SPILL_OFFSET: u32 = 4095;
 
 impl Parking {
     /// Whether all it does is load the SVA (and the work-item ids) from
-    /// the wave's slot: a payload that reads neither needs none of it.
-    pub fn only_loads_from_slot(&self) -> bool {
-        self.slot_loads.is_some()
+    /// the wave's slot or from their AGPRs: a payload that reads neither
+    /// needs none of it.
+    pub fn only_loads_the_sva(&self) -> bool {
+        (self.slot_loads.is_some() || !self.loads.is_empty())
             && self.rescue.is_none()
-            && self.loads.is_empty()
             && self.borrowed.is_empty()
             && self.moved.is_empty()
             && self.spilled.is_empty()

@@ -137,7 +137,7 @@ fn stand_in_register(register: Register, unit: Unit) -> Option<Register> {
 }
 
 fn key_with(point: &PayloadPoint, site: &PayloadSite, hidden_arguments: &str) -> Option<TemplateKey> {
-    if site.parking.is_some() && !kept_in_memory(site) {
+    if site.parking.is_some() && !loads_only_the_sva(site) {
         return None;
     }
     let mut read = UnitSet::EMPTY;
@@ -242,10 +242,12 @@ fn key_with(point: &PayloadPoint, site: &PayloadSite, hidden_arguments: &str) ->
 }
 
 /// Whether the site's only parking is the SVA's load from the wave's slot
-/// in memory: its copies are wrapped in the load (only where they read
-/// the SVA or the ids), like copies at sites that park.
-fn kept_in_memory(site: &PayloadSite) -> bool {
-    site.parking.as_ref().is_some_and(crate::stages::lower_mir::final_code::Parking::only_loads_from_slot)
+/// in memory or from its AGPRs: its copies are wrapped in the load (only
+/// where they read the SVA or the ids), like copies at sites that park.
+/// (Tensile's kernels at 256 VGPRs keep the SVA in AGPRs: the memory
+/// tracer's points there were compiled by llc a group at a time.)
+fn loads_only_the_sva(site: &PayloadSite) -> bool {
+    site.parking.as_ref().is_some_and(crate::stages::lower_mir::final_code::Parking::only_loads_the_sva)
 }
 
 /// The register after `unit` in its file (the high half of a pair), if
