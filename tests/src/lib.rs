@@ -605,6 +605,23 @@ fn link_assemblies(processor: &str, texts: &[String], linker_options: &[&str]) -
     gpuinstr::stages::load::CodeObject::parse(bytes, Vec::new()).unwrap()
 }
 
+/// Assembly of a loop that issues the next iteration's load before testing
+/// whether to leave (as Tensile's GEMM loops prefetch): at `.Lexit`, whose
+/// first instruction writes v0, the load's v[4:5] are dead to liveness but
+/// may still be landing. v[2:3] hold the address; s4 counts.
+pub const PREFETCH_LEFT_IN_FLIGHT: &str = "\ts_mov_b32 s4, 10
+.Lloop:
+\tglobal_load_dwordx2 v[4:5], v[2:3], off
+\ts_sub_u32 s4, s4, 1
+\ts_cmp_eq_u32 s4, 0
+\ts_cbranch_scc1 .Lexit
+\ts_waitcnt vmcnt(0)
+\tglobal_store_dwordx2 v[2:3], v[4:5], off
+\ts_branch .Lloop
+.Lexit:
+\tv_mov_b32_e32 v0, 3
+";
+
 /// A code object built from hand-written assembly: one kernel `test_kernel`
 /// with `body` as its code, then `functions` (device functions, with their
 /// own labels, `.type` and `.size`). Assembled by llvm-mc and linked by

@@ -4,7 +4,7 @@
 
 use gpuinstr::stages::lift::lift;
 use gpuinstr::stages::liveness::{analyze, RegisterFile, UnitSet};
-use gpuinstr_tests::kernel_from_assembly;
+use gpuinstr_tests::{kernel_from_assembly, PREFETCH_LEFT_IN_FLIGHT};
 
 /// Lifts `body` (and `functions`), analyses it, and checks the live-in set
 /// before each instruction of `function` against `expected` (in order).
@@ -370,20 +370,7 @@ fn registers_loads_may_still_write_whatever_liveness_says() {
         // Liveness itself calls v[5:7] dead right after the load.
         assert!(!liveness.live_in[1].contains(Unit::vgpr(5)));
     }
-    let (texts, liveness) = in_flight(
-        "\ts_mov_b32 s4, 10
-.Lloop:
-\tglobal_load_dwordx2 v[4:5], v[2:3], off
-\ts_sub_u32 s4, s4, 1
-\ts_cmp_eq_u32 s4, 0
-\ts_cbranch_scc1 .Lexit
-\ts_waitcnt vmcnt(0)
-\tglobal_store_dwordx2 v[2:3], v[4:5], off
-\ts_branch .Lloop
-.Lexit:
-\tv_mov_b32_e32 v0, 3
-\ts_endpgm",
-    );
+    let (texts, liveness) = in_flight(&format!("{PREFETCH_LEFT_IN_FLIGHT}\ts_endpgm"));
     assert_eq!(texts[8], "v[4:5]", "at the loop's exit: {texts:?}");
     assert!(!liveness.live_in[8].contains(Unit::vgpr(4)), "dead to liveness there");
     assert_eq!(texts[1], "", "before the first load, nothing");

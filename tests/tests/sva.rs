@@ -213,20 +213,9 @@ fn a_kernel_without_free_vector_registers_keeps_the_sva_in_memory_unless_it_may_
 fn the_sliding_sva_never_sits_where_a_load_is_in_flight() {
     let mut source: String = (0..32).map(|v| format!("\tv_mov_b32_e32 v{v}, 0\n")).collect();
     source += &(0..32).map(|a| format!("\tv_accvgpr_write_b32 a{a}, 0\n")).collect::<String>();
-    source += "\tv_add_u32_e32 v1, v1, v0
-\ts_mov_b32 s4, 10
-.Lloop:
-\tglobal_load_dwordx2 v[4:5], v[2:3], off
-\ts_sub_u32 s4, s4, 1
-\ts_cmp_eq_u32 s4, 0
-\ts_cbranch_scc1 .Lexit
-\ts_waitcnt vmcnt(0)
-\tglobal_store_dwordx2 v[2:3], v[4:5], off
-\ts_branch .Lloop
-.Lexit:
-\tv_mov_b32_e32 v0, 3
-\tv_add_u32_e32 v1, v1, v0
-";
+    source += "\tv_add_u32_e32 v1, v1, v0\n";
+    source += PREFETCH_LEFT_IN_FLIGHT;
+    source += "\tv_add_u32_e32 v1, v1, v0\n";
     source += &(6..32).map(|v| format!("\tv_add_u32_e32 v1, v1, v{v}\n")).collect::<String>();
     source += "\tglobal_store_dword v[2:3], v1, off\n\ts_endpgm";
     let code_object = kernel_from_assembly("gfx90a", &source, "");
