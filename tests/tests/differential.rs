@@ -704,7 +704,8 @@ fn the_memory_tracer_traces_each_offset_of_a_shared_payload() {
 /// every example tool reports what the emulator saw in each kernel,
 /// `verify` proves the output, and its sites and points are the whole
 /// one's, in the same order (the memory tools' hooks are given the sites'
-/// numbers, which count on from group to group). Kernels that reach data
+/// numbers, which count on from group to group), and the counter's second
+/// group takes the templates the first compiled. Kernels that reach data
 /// by pc-relative address cannot be parts of their own: their code object
 /// is instrumented whole, and the report says why.
 #[test]
@@ -729,6 +730,12 @@ fn every_example_tool_on_a_code_object_instrumented_a_group_at_a_time() {
         assert_eq!(whole_report.grouping, Grouping::Whole, "{example}");
         assert_eq!(report.grouping, Grouping::Groups(2), "{example}");
         assert_eq!(report.points, whole_report.points, "{example}");
+        if example == "instruction-counter" {
+            // The second group takes the templates the first compiled
+            // (stages::payloads::shared): no more compiled than whole.
+            assert!(report.compilations.iter().any(|c| c.shared && c.payloads > 0), "{example}: nothing shared");
+            assert_eq!(report.payloads_compiled, whole_report.payloads_compiled, "{example}: payloads compiled");
+        }
         let names =
             |r: &gpuinstr::instrument::InstrumentReport| r.kernels.iter().map(|k| k.name.clone()).collect::<Vec<_>>();
         assert_eq!(names(&report), names(&whole_report), "{example}");

@@ -114,7 +114,9 @@ fn in_groups(inputs: Inputs<'_>, groups: &[Vec<u64>]) -> Result<(Vec<u8>, Instru
     let done = Mutex::new((Vec::new(), 0usize));
     let items: Vec<(usize, &Vec<u64>)> = groups.iter().enumerate().rev().collect();
     let jobs = std::thread::available_parallelism().map_or(1, |n| n.get()).min(groups.len());
-    let group_options = InstrumentOptions { progress: Default::default(), ..options.clone() };
+    // The groups take the payloads another group compiled.
+    let mut group_options = InstrumentOptions { progress: Default::default(), ..options.clone() };
+    group_options.payloads.shared = Some(Default::default());
     let group_inputs = Inputs { options: &group_options, ..inputs };
     let whole = std::sync::atomic::AtomicBool::new(false);
     crate::parallel::for_each_on_threads(items, jobs, |(index, group)| {

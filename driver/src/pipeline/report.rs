@@ -238,6 +238,10 @@ pub struct PayloadWaits {
 pub struct CompilationSummary {
     pub pass: crate::stages::payloads::CompilePass,
     pub sharing: crate::stages::payloads::Sharing,
+    /// Its payloads were taken from another group of kernels' compilation
+    /// (`stages::payloads::shared`): none compiled here.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
     pub payloads: usize,
     pub refused: usize,
     pub seconds: f64,
@@ -251,6 +255,7 @@ impl CompilationSummary {
             .map(|c| CompilationSummary {
                 pass: c.pass,
                 sharing: c.sharing,
+                shared: c.shared,
                 payloads: c.payloads,
                 refused: c.refused,
                 seconds: c.seconds,

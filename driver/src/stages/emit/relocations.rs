@@ -160,7 +160,7 @@ impl DeferredRelocations {
                 return Err(format!("a relocation in section {section} has its anchor in another"));
             }
             let entry = Entry { offset, symbol, kind: self.anchors[later.anchor].kind, addend: later.addend + delta };
-            entry.write(added.entry(rela).or_default());
+            entry.write(added.entry(rela).or_insert_with(|| Vec::with_capacity(self.later.len() * Entry::SIZE)));
         }
         elf.with_entries_added(&added)
     }
@@ -308,7 +308,11 @@ impl<'a> Elf<'a> {
     /// those sections' new contents and a new copy of the section headers
     /// appended, the header pointing at it.
     fn with_entries_added(&self, added: &std::collections::BTreeMap<usize, Vec<u8>>) -> Result<Vec<u8>, String> {
-        let mut out = self.bytes.to_vec();
+        // Sized once: a part's relocations are tens of MB (page faults and
+        // copies when grown by doubling).
+        let grown: usize = added.iter().map(|(rela, entries)| 8 + self.contents(*rela).len() + entries.len()).sum();
+        let mut out = Vec::with_capacity(self.bytes.len() + grown + 8 + self.sections.len() * SECTION_HEADER_SIZE);
+        out.extend_from_slice(self.bytes);
         let mut headers =
             self.bytes[self.headers_at..self.headers_at + self.sections.len() * SECTION_HEADER_SIZE].to_vec();
         for (&rela, entries) in added {

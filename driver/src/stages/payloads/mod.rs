@@ -8,6 +8,7 @@
 pub mod label;
 pub mod placement;
 pub mod register_counts;
+pub mod shared;
 pub mod sharing;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -448,6 +449,10 @@ pub struct PayloadOptions {
     /// A plan's count kept in registers: its points get register
     /// arithmetic instead of the hook where their kernel has the registers.
     pub counts: Option<std::sync::Arc<CountsInRegisters>>,
+    /// Payloads compiled by the other groups of kernels of the code object
+    /// (`pipeline/pieces.rs`), taken instead of compiled again (see
+    /// [`shared`]); None: each compilation on its own.
+    pub shared: Option<std::sync::Arc<shared::SharedPayloads>>,
 }
 
 /// What a plan counts in registers and where each kernel keeps the count.
@@ -502,6 +507,7 @@ impl Default for PayloadOptions {
             progress: Default::default(),
             spill_to_scratch: true,
             counts: None,
+            shared: None,
         }
     }
 }
@@ -1003,6 +1009,9 @@ pub struct Compilation {
     /// Wall time of the compilation, O3 to the machine-code check.
     pub seconds: f64,
     pub texts: StageTexts,
+    /// Its payloads were taken from another group of kernels' compilation
+    /// ([`shared`]), not compiled here.
+    pub shared: bool,
 }
 
 /// Where a point's payload was compiled: function `position` of
@@ -1052,6 +1061,8 @@ impl CompiledPayloads {
     /// How many payload functions LLVM compiled for the points.
     pub fn distinct_payloads(&self) -> usize {
         let compiled = self.compiled_as.iter().enumerate().filter(|(i, _)| !self.counted.contains(i));
+        let compiled =
+            compiled.filter(|(_, source)| !self.compilations.get(source.compilation).is_some_and(|c| c.shared));
         compiled.map(|(_, source)| source).collect::<BTreeSet<_>>().len()
     }
 }
@@ -2505,6 +2516,9 @@ fn compile_each(
     options: &PayloadOptions,
     pass: CompilePass,
 ) -> Result<CompiledPayloads, CompileError> {
+    if let Some(shared) = options.shared.as_deref().filter(|_| !options.keep_stage_texts) {
+        return shared::compile_each_shared(shared, compiler, points, sites, point_constants, options, pass);
+    }
     let Compiler { tool, lifted, registry } = compiler;
     let code_object = lifted.code_object;
     let point_labels = point_labels(lifted, points)?;
@@ -2802,6 +2816,7 @@ fn compile_each(
         refused: payloads.iter().filter(|p| p.rejected.is_some()).count(),
         seconds: timings.iter().map(|(_, time)| time.as_secs_f64()).sum(),
         texts,
+        shared: false,
     };
     Ok(CompiledPayloads {
         payloads,
