@@ -535,7 +535,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     anyhow::bail!("{}: {reason}", payload.label);
                 }
                 outln!("{}", payload.label);
-                for line in &payload.code {
+                for line in payload.code.iter() {
                     outln!("{}{line}", if line.ends_with(':') { "" } else { "    " });
                 }
                 outln!("; writes {}; stack {} bytes", payload.writes, payload.scratch_bytes);

@@ -47,14 +47,14 @@ pub struct Violation {
 /// Assembles instruction lists (one per payload) and decodes them back:
 /// in process, each distinct line encoded once (the bytes emission lays
 /// out), or where a line does not encode on its own, through llvm-mc.
-pub fn decode_code<L: AsRef<str>>(
+pub fn decode_code<C: AsRef<[L]>, L: AsRef<str>>(
     lifted: &LiftedCodeObject<'_>,
-    functions: &[Vec<L>],
+    functions: &[C],
 ) -> Result<Vec<Vec<Instruction>>, PreservationError> {
     // Shared payloads' point constants as literals of the same size.
     let constants_as_literals: Vec<Vec<std::borrow::Cow<'_, str>>> = functions
         .iter()
-        .map(|code| code.iter().map(|line| point_constants_as_literals(line.as_ref())).collect())
+        .map(|code| code.as_ref().iter().map(|line| point_constants_as_literals(line.as_ref())).collect())
         .collect();
     let Ok(laid_out) = crate::stages::lift::line_encoding::lay_out(lifted, &constants_as_literals) else {
         return decode_with_llvm_mc(lifted, functions);
@@ -122,15 +122,15 @@ fn point_constants_as_literals(line: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// [`decode_code`] through llvm-mc: one assembly of every list.
-fn decode_with_llvm_mc<L: AsRef<str>>(
+fn decode_with_llvm_mc<C: AsRef<[L]>, L: AsRef<str>>(
     lifted: &LiftedCodeObject<'_>,
-    functions: &[Vec<L>],
+    functions: &[C],
 ) -> Result<Vec<Vec<Instruction>>, PreservationError> {
     let target = &lifted.code_object.target;
     let mut text = format!("\t.amdgcn_target \"amdgcn-amd-amdhsa--{target}\"\n\t.text\n");
     for (index, code) in functions.iter().enumerate() {
         text.push_str(&format!("\t.globl checked{index}\n\t.type checked{index},@function\nchecked{index}:\n"));
-        for line in code {
+        for line in code.as_ref() {
             let line = line.as_ref();
             text.push_str(&format!("{}{line}\n", if line.ends_with(':') { "" } else { "\t" }));
         }

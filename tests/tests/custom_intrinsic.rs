@@ -64,7 +64,7 @@ fn the_tools_intrinsics_lower_to_their_instructions() {
     compiler_snapshot!("custom_intrinsic_payload", compiled.render_stages(0));
 
     let sites = payload_sites(&lifted, &liveness, &points, &options).unwrap();
-    let codes: Vec<Vec<_>> = compiled.payloads.iter().map(|p| p.code.clone()).collect();
+    let codes: Vec<Vec<_>> = compiled.payloads.iter().map(|p| p.code.to_vec()).collect();
     let decoded = decode_code(&lifted, &codes).unwrap();
     let units = RegisterUnits::new(&lifted.isa);
     for ((payload, code), site) in compiled.payloads.iter().zip(&decoded).zip(&sites) {

@@ -75,7 +75,7 @@ fn options_for(function: usize) -> PayloadOptions {
 
 /// Every payload keeps every live register: proven on its machine code.
 fn assert_preserves(lifted: &LiftedCodeObject<'_>, compiled: &CompiledPayloads, sites: &[PayloadSite]) {
-    let codes: Vec<Vec<_>> = compiled.payloads.iter().map(|p| p.code.clone()).collect();
+    let codes: Vec<Vec<_>> = compiled.payloads.iter().map(|p| p.code.to_vec()).collect();
     let decoded = decode_code(lifted, &codes).unwrap();
     let units = RegisterUnits::new(&lifted.isa);
     for ((payload, code), site) in compiled.payloads.iter().zip(&decoded).zip(sites) {
@@ -245,7 +245,7 @@ fn small_hooks_on_gfx908() {
     let mut listing = String::new();
     for payload in &compiled.payloads {
         listing.push_str(&format!("{}\n", payload.label));
-        for line in &payload.code {
+        for line in payload.code.iter() {
             listing.push_str(&format!("{}{line}\n", if line.ends_with(':') { "" } else { "  " }));
         }
         listing.push_str(&format!("  ; writes {}\n\n", payload.writes));
@@ -370,7 +370,7 @@ fn payloads_never_clobber_generated_live_sets() {
 
     // Not vacuous: in dense cases payloads do write live registers (and put
     // them back), which is what the check is for.
-    let codes: Vec<Vec<_>> = compiled.payloads.iter().map(|p| p.code.clone()).collect();
+    let codes: Vec<Vec<_>> = compiled.payloads.iter().map(|p| p.code.to_vec()).collect();
     let decoded = decode_code(&lifted, &codes).unwrap();
     let units = RegisterUnits::new(&lifted.isa);
     let restored = decoded

@@ -161,6 +161,8 @@ fn in_groups(inputs: Inputs<'_>, groups: &[Vec<u64>]) -> Result<(Vec<u8>, Instru
     let rest = directory.path().join("rest");
     std::fs::create_dir(&rest).map_err(io)?;
     let rest_object = assemble_rest(app, options, &parts, &rest)?;
+    report.steps.push(("emit and link/the rest".to_string(), clock.elapsed().as_secs_f64()));
+    let clock = std::time::Instant::now();
     let external = options.tool_globals == ToolGlobals::External;
     let globals: Vec<String> = distinct(parts.iter().flat_map(|p| p.external_globals.iter().cloned()));
     let mut objects = vec![rest_object];
@@ -170,7 +172,7 @@ fn in_groups(inputs: Inputs<'_>, groups: &[Vec<u64>]) -> Result<(Vec<u8>, Instru
     if external && !globals.is_empty() {
         super::report::only_tool_globals_undefined(&bytes, &globals, &app.bytes)?;
     }
-    report.steps.push(("emit and link/rest and link".to_string(), clock.elapsed().as_secs_f64()));
+    report.steps.push(("emit and link/linking the parts".to_string(), clock.elapsed().as_secs_f64()));
     report.seconds = start.elapsed().as_secs_f64();
     report.grouping = Grouping::Groups(groups.len());
     Ok((bytes, report))

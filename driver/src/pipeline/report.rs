@@ -131,8 +131,18 @@ impl InstrumentReport {
         self.hidden_arguments_declared.extend(part.hidden_arguments_declared);
         self.preload_prologues.kernels += part.preload_prologues.kernels;
         self.preload_prologues.instructions += part.preload_prologues.instructions;
-        // Steps: summed over the parts, by name, in the order first met.
+        // Steps: summed over the parts, by name, in the order first met; a
+        // stage's step one part has and others lack stays with its stage
+        // (a group that took every payload from another ran no llc).
         for (name, seconds) in part.steps {
+            let stage = name.split('/').next().unwrap_or_default().to_string();
+            let of_stage = |n: &String| n.split('/').next() == Some(stage.as_str());
+            if !self.steps.iter().any(|(n, _)| *n == name) {
+                if let Some(last) = self.steps.iter().rposition(|(n, _)| of_stage(n)) {
+                    self.steps.insert(last + 1, (name, seconds));
+                    continue;
+                }
+            }
             match self.steps.iter_mut().find(|(n, _)| *n == name) {
                 Some((_, total)) => *total += seconds,
                 None => self.steps.push((name, seconds)),

@@ -22,6 +22,7 @@ use crate::stages::patch::Patch;
 
 /// A relocation in a function's code: at `offset` from its start, of
 /// `symbol` plus `addend`.
+#[derive(Clone)]
 pub struct Relocation {
     pub offset: usize,
     pub kind: &'static str,
@@ -73,6 +74,69 @@ pub fn code_label(function: usize, suffix: &str) -> String {
 }
 
 /// A line of the listing: bytes at `at` in the blob (none: a label).
+/// The pieces of inserted code (shared by every point with a copy of
+/// them) encoded once each: a site copies its pieces' bytes and offsets.
+#[derive(Default)]
+struct EncodedPieces {
+    index_of: HashMap<*const crate::stages::payloads::CodeLine, usize>,
+    encoded: Vec<EncodedPiece>,
+}
+
+/// One piece's machine code, with its labels, short branches (to labels
+/// of its site) and relocations, at offsets in the piece; and each line's
+/// offset and length (for the listing).
+struct EncodedPiece {
+    bytes: Vec<u8>,
+    labels: Vec<(String, usize)>,
+    branches: Vec<(usize, String)>,
+    relocations: Vec<Relocation>,
+    lines: Vec<(usize, usize)>,
+}
+
+impl EncodedPieces {
+    fn index_of(
+        &mut self,
+        piece: &crate::stages::payloads::PayloadCode,
+        encoder: &Encoder,
+    ) -> Result<usize, Unplaceable> {
+        if let Some(index) = self.index_of.get(&piece.as_ptr()) {
+            return Ok(*index);
+        }
+        let mut code = EncodedPiece {
+            bytes: Vec::new(),
+            labels: Vec::new(),
+            branches: Vec::new(),
+            relocations: Vec::new(),
+            lines: Vec::with_capacity(piece.len()),
+        };
+        for line in piece.iter() {
+            let at = code.bytes.len();
+            if let Some(label) = line.strip_suffix(':') {
+                code.labels.push((label.to_string(), at));
+                code.lines.push((at, 0));
+                continue;
+            }
+            let bytes = match encoder.line(line) {
+                Line::Bytes(bytes) => bytes,
+                Line::Branch { bytes, label } => {
+                    code.branches.push((at, label.clone()));
+                    bytes
+                }
+                Line::Relocated { bytes, at: literal, kind, symbol, addend } => {
+                    let relocation = Relocation { offset: at + literal, kind, symbol: symbol.clone(), addend: *addend };
+                    code.relocations.push(relocation);
+                    bytes
+                }
+            };
+            code.bytes.extend_from_slice(bytes);
+            code.lines.push((at, bytes.len()));
+        }
+        self.encoded.push(code);
+        self.index_of.insert(piece.as_ptr(), self.encoded.len() - 1);
+        Ok(self.encoded.len() - 1)
+    }
+}
+
 struct Listed {
     at: usize,
     length: usize,
@@ -138,9 +202,17 @@ impl LiftedCodeObject<'_> {
         });
         let relaxed_lines: Vec<String> = relaxed_lines.collect();
         // Lines are shared between points: each shared line looked at once.
+        // Each shared piece looked at once too.
+        let mut seen_pieces: FxHashSet<*const crate::stages::payloads::CodeLine> = FxHashSet::default();
         let mut seen: FxHashSet<*const u8> = FxHashSet::default();
-        let payload_lines =
-            patch.before.values().flatten().filter(|line| seen.insert(line.as_ptr())).map(|line| &**line);
+        let payload_lines = patch
+            .before
+            .values()
+            .flat_map(|inserted| inserted.pieces())
+            .filter(|piece| seen_pieces.insert(piece.as_ptr()))
+            .flat_map(|piece| piece.iter())
+            .filter(|line| seen.insert(line.as_ptr()))
+            .map(|line| &**line);
         let encoder = Encoder::new(self, payload_lines.chain(relaxed_lines.iter().map(String::as_str)))?;
 
         let mut code =
@@ -149,7 +221,7 @@ impl LiftedCodeObject<'_> {
         // New offsets of each function's instructions, for references
         // between functions.
         let mut placed: HashMap<u64, (usize, usize)> = HashMap::default();
-        let mut by_pointer: HashMap<usize, &Line> = HashMap::default();
+        let mut pieces = EncodedPieces::default();
         let mut pending_all: Vec<Vec<Pending>> = Vec::new();
         for &index in functions {
             let function = &self.functions[index];
@@ -161,7 +233,7 @@ impl LiftedCodeObject<'_> {
                 &mut code.blob,
                 entries.as_mut(),
                 &mut placed,
-                &mut by_pointer,
+                &mut pieces,
             )?;
             code.functions.push(function_code);
             pending_all.push(pending);
@@ -212,16 +284,16 @@ impl LiftedCodeObject<'_> {
 
     /// One function's code appended to `blob`.
     #[allow(clippy::too_many_arguments)]
-    fn lay_out<'e>(
+    fn lay_out(
         &self,
         index: usize,
         function: &Function,
         patch: &Patch,
-        encoder: &'e Encoder,
+        encoder: &Encoder,
         blob: &mut Vec<u8>,
         mut listing: Option<&mut Vec<Listed>>,
         placed: &mut HashMap<u64, (usize, usize)>,
-        by_pointer: &mut HashMap<usize, &'e Line>,
+        pieces: &mut EncodedPieces,
     ) -> Result<(FunctionCode, Vec<Pending>), Unplaceable> {
         let start = blob.len();
         let mut out = FunctionCode {
@@ -236,6 +308,7 @@ impl LiftedCodeObject<'_> {
         if let Some(listing) = listing.as_deref_mut() {
             listing.push(Listed { at: start, length: 0, text: format!("{}:", function.name), starts_function: true });
         }
+        let listed = listing.is_some();
         let mut put = |blob: &mut Vec<u8>, bytes: &[u8], text: &dyn Fn() -> String| -> usize {
             let at = blob.len() - start;
             if let Some(listing) = listing.as_deref_mut() {
@@ -249,50 +322,45 @@ impl LiftedCodeObject<'_> {
             let address = instruction.address;
             // Branches to an instruction run the code inserted before it.
             placed.insert(address, (index, blob.len() - start));
-            if let Some(lines) = patch.before.get(&address).filter(|lines| !lines.is_empty()) {
+            if let Some(inserted) = patch.before.get(&address).filter(|lines| !lines.is_empty()) {
                 let begin = put(blob, &[], &|| format!("; inserted before {address:#x}"));
-                // A payload's labels and branches stay within its site.
-                let mut labels: Vec<(&str, usize)> = Vec::new();
-                let mut branches: Vec<(usize, &str)> = Vec::new();
-                for line in lines {
-                    if let Some(label) = line.strip_suffix(':') {
-                        labels.push((label, blob.len() - start));
-                        put(blob, &[], &|| line.to_string());
-                        continue;
-                    }
-                    // Lines are shared between points: found by address
-                    // once one of their copies was found by text.
-                    let encoded = *by_pointer
-                        .entry(std::sync::Arc::as_ptr(line) as *const u8 as usize)
-                        .or_insert_with(|| encoder.line(line));
-                    match encoded {
-                        Line::Bytes(bytes) => {
-                            put(blob, bytes, &|| line.to_string());
-                        }
-                        Line::Branch { bytes, label } => {
-                            let at = put(blob, bytes, &|| line.to_string());
-                            branches.push((at, label));
-                        }
-                        Line::Relocated { bytes, at, kind, symbol, addend } => {
-                            if !out.symbols.iter().any(|s| **s == **symbol) {
-                                out.symbols.push(symbol.to_string());
+                // Each shared piece encoded once, then copied: (piece, its
+                // offset in the function).
+                let mut placed_pieces: Vec<(usize, usize)> = Vec::with_capacity(inserted.pieces().len());
+                for piece in inserted.pieces() {
+                    let encoded = pieces.index_of(piece, encoder)?;
+                    let base = blob.len() - start;
+                    let piece_code = &pieces.encoded[encoded];
+                    match listed {
+                        // Line by line, each with its text.
+                        true => {
+                            for (line, (at, length)) in piece.iter().zip(&piece_code.lines) {
+                                put(blob, &piece_code.bytes[*at..at + length], &|| line.to_string());
                             }
-                            let offset = put(blob, bytes, &|| line.to_string());
-                            out.relocations.push(Relocation {
-                                offset: offset + at,
-                                kind,
-                                symbol: symbol.clone(),
-                                addend: *addend,
-                            });
                         }
+                        false => blob.extend_from_slice(&piece_code.bytes),
                     }
+                    for relocation in &piece_code.relocations {
+                        if !out.symbols.iter().any(|s| **s == *relocation.symbol) {
+                            out.symbols.push(relocation.symbol.to_string());
+                        }
+                        out.relocations.push(Relocation { offset: base + relocation.offset, ..relocation.clone() });
+                    }
+                    placed_pieces.push((encoded, base));
                 }
-                for (at, label) in branches {
-                    let target =
-                        labels.iter().find(|(l, _)| *l == label).map(|(_, offset)| *offset).ok_or_else(|| {
+                // A payload's labels and branches stay within its site.
+                let labels = |label: &str| {
+                    placed_pieces.iter().find_map(|(encoded, base)| {
+                        pieces.encoded[*encoded].labels.iter().find(|(l, _)| l == label).map(|(_, at)| base + at)
+                    })
+                };
+                for (encoded, base) in &placed_pieces {
+                    for (at, label) in &pieces.encoded[*encoded].branches {
+                        let target = labels(label).ok_or_else(|| {
                             Unplaceable(format!("a payload at {address:#x} branches to `{label}`, outside itself"))
                         })?;
-                    pending.push(Pending::ToOffset { at, target });
+                        pending.push(Pending::ToOffset { at: base + at, target });
+                    }
                 }
                 out.sites.push((address, begin, blob.len() - start));
             }

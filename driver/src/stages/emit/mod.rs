@@ -220,7 +220,7 @@ fn emit_words(out: &mut String, bytes: &[u8], comment: &str) {
 /// where it lands), assembled in one batch.
 fn payload_encodings<'p>(lifted: &LiftedCodeObject<'_>, patch: &'p Patch) -> HashMap<&'p str, Vec<u8>> {
     let mut distinct: Vec<&str> =
-        patch.before.values().flatten().map(|line| &**line).filter(|line| !line.ends_with(':')).collect();
+        patch.before.values().flat_map(|i| i.lines()).map(|line| &**line).filter(|line| !line.ends_with(':')).collect();
     distinct.sort_unstable();
     distinct.dedup();
     let encoded = lifted.isa.mc.assemble(&distinct);
@@ -439,7 +439,7 @@ impl LiftedCodeObject<'_> {
                             line.to_string()
                         }
                     };
-                    for line in lines {
+                    for line in lines.lines() {
                         if line.ends_with(':') {
                             writeln!(out, "{}", own(line)).unwrap();
                         } else if let Some(bytes) = encodings.get(&**line) {

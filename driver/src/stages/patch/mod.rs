@@ -7,10 +7,11 @@
 //! (preamble.rs) that fills the State Value Array; branches the inserted
 //! code pushes out of reach become long jumps (relax.rs).
 
+pub mod inserted;
 pub mod preamble;
 pub mod relax;
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::fmt::Write;
 use std::sync::Arc;
 
@@ -29,10 +30,11 @@ use crate::stages::load::processor::Processor;
 use crate::stages::payload::PayloadPoint;
 use crate::stages::payloads::{
     register_counts::{self, GlobalAddress},
-    CodeLine, CompiledPayloads, LeftOutCause, LeftOutPoint, ToolGlobal,
+    CodeLine, CompiledPayloads, LeftOutCause, LeftOutPoint, PayloadCode, ToolGlobal,
 };
 use crate::stages::sva::counts::CountPlacement;
 use crate::stages::sva::SvaPlacement;
+pub use inserted::Inserted;
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum PatchError {
@@ -46,9 +48,9 @@ pub enum PatchError {
 #[derive(Clone, Debug, Default)]
 pub struct Patch {
     /// Assembly lines to put before the instruction at an address (after
-    /// its block's label, so branches to it run them too), shared with the
-    /// payloads they come from.
-    pub before: HashMap<u64, Vec<CodeLine>>,
+    /// its block's label, so branches to it run them too), in pieces shared
+    /// with the payloads they come from.
+    pub before: HashMap<u64, Inserted>,
     /// Replacement descriptors, by index in `CodeObject::kernels`.
     pub descriptors: HashMap<usize, KernelDescriptor>,
     /// The metadata document to write instead of the input's.
@@ -212,19 +214,20 @@ fn instruction_count(code: &[CodeLine]) -> usize {
     code.iter().filter(|l| !l.ends_with(':')).count()
 }
 
-/// The code spliced for one payload: gfx9 hazards across the splice are
-/// covered with wait states (`s_nop 4`: five), before it (the application's
-/// last instruction may be a VALU write the payload's first reads need) and
-/// after it when it ends with a vector instruction.
-fn splice(code: &[CodeLine], nop: &CodeLine) -> Vec<CodeLine> {
-    let mut lines = Vec::with_capacity(code.len() + 2);
+/// The code spliced for one payload, appended to `lines`: gfx9 hazards
+/// across the splice are covered with wait states (`s_nop 4`: five), before
+/// it (the application's last instruction may be a VALU write the payload's
+/// first reads need) and after it when it ends with a vector instruction.
+/// Returns how many `s_nop`s it took.
+fn splice_into(lines: &mut Inserted, code: &PayloadCode, nop: &PayloadCode) -> usize {
     lines.push(nop.clone());
-    lines.extend(code.iter().cloned());
+    lines.push(code.clone());
     let last = code.iter().rev().find(|l| !l.ends_with(':') && !l.starts_with("s_waitcnt"));
     if last.is_some_and(|l| l.starts_with("v_")) {
         lines.push(nop.clone());
+        return 2;
     }
-    lines
+    1
 }
 
 /// The tool's globals as definitions the host can look up, with the tool's initial values.
@@ -369,8 +372,8 @@ fn point_entries(
         Err(problem) => (None, SourceLineNames::Unreadable { problem: problem.to_string() }),
     };
     // Each function's instructions and name, and each opcode's name, once.
-    let mut functions: HashMap<usize, (Vec<&crate::stages::lift::Instruction>, Arc<str>)> = HashMap::new();
-    let mut opcodes: HashMap<u32, Arc<str>> = HashMap::new();
+    let mut functions: HashMap<usize, (Vec<&crate::stages::lift::Instruction>, Arc<str>)> = HashMap::default();
+    let mut opcodes: HashMap<u32, Arc<str>> = HashMap::default();
     let nowhere: Arc<str> = Arc::from("");
     let entries = points
         .iter()
@@ -428,12 +431,12 @@ pub fn patch(
         .map(|f| f.instructions().map(|i| i.pc_relative.as_ref().map_or(i.address, |pc| pc.getpc)).collect())
         .collect();
     // What the instrumentation in each function writes, and how much it adds.
-    let mut writes: HashMap<usize, UnitSet> = HashMap::new();
+    let mut writes: HashMap<usize, UnitSet> = HashMap::default();
     // And everything it reads or writes (implicit operands included).
-    let mut touches: HashMap<usize, UnitSet> = HashMap::new();
-    let mut added: HashMap<usize, (usize, usize, u32)> = HashMap::new();
+    let mut touches: HashMap<usize, UnitSet> = HashMap::default();
+    let mut added: HashMap<usize, (usize, usize, u32)> = HashMap::default();
     // Bytes inserted before each address (for branch reach).
-    let mut inserted: HashMap<u64, usize> = HashMap::new();
+    let mut inserted: HashMap<u64, usize> = HashMap::default();
     // The registers a wave of each kernel may have, from its work-group bound.
     let limits: HashMap<usize, (usize, usize)> = lifted
         .functions
@@ -446,8 +449,8 @@ pub fn patch(
         .collect();
     // Per kernel: the VGPRs and AGPRs its allocation holds as it grows with
     // the accepted payloads, and the vector allocation it may grow to.
-    let mut grown: HashMap<usize, (usize, usize)> = HashMap::new();
-    let mut caps: HashMap<usize, usize> = HashMap::new();
+    let mut grown: HashMap<usize, (usize, usize)> = HashMap::default();
+    let mut caps: HashMap<usize, usize> = HashMap::default();
     for (index, function) in lifted.functions.iter().enumerate() {
         let FunctionKind::Kernel(kernel) = function.kind else { continue };
         let touched = &liveness.functions[index].touched;
@@ -465,7 +468,7 @@ pub fn patch(
         caps.insert(index, cap.max(current));
     }
     let kernels_reaching: HashMap<usize, Vec<usize>> = {
-        let mut map: HashMap<usize, Vec<usize>> = HashMap::new();
+        let mut map: HashMap<usize, Vec<usize>> = HashMap::default();
         for kernel in limits.keys() {
             for f in reachable_functions(lifted, *kernel) {
                 map.entry(f).or_default().push(*kernel);
@@ -476,7 +479,7 @@ pub fn patch(
     // Each kernel's preamble, decided before any code is spliced: a payload
     // that needs the SVA or stack goes in only where every kernel that can
     // reach it has one.
-    let mut needs: HashMap<usize, preamble::Needs> = HashMap::new();
+    let mut needs: HashMap<usize, preamble::Needs> = HashMap::default();
     for (point, payload) in points.iter().zip(&compiled.payloads) {
         if payload.rejected.is_some() || (payload.kernel_arguments.is_empty() && payload.scratch_bytes == 0) {
             continue;
@@ -487,7 +490,7 @@ pub fn patch(
             entry.stack_bytes = entry.stack_bytes.max(payload.scratch_bytes);
         }
     }
-    let mut preambles: HashMap<usize, Result<preamble::Preamble, String>> = HashMap::new();
+    let mut preambles: HashMap<usize, Result<preamble::Preamble, String>> = HashMap::default();
     for (kernel, mut kernel_needs) in needs {
         let FunctionKind::Kernel(index) = lifted.functions[kernel].kind else { continue };
         let registers = placement.functions.get(&kernel);
@@ -540,7 +543,7 @@ pub fn patch(
         preambles.insert(kernel, outcome);
     }
 
-    let nop = CodeLine::from("s_nop 4");
+    let nop = PayloadCode::from([CodeLine::from("s_nop 4")]);
     for (index, (point, payload)) in points.iter().zip(&compiled.payloads).enumerate() {
         let mut leave_out = |cause, why| {
             let entry = &mut patch.points[index];
@@ -602,25 +605,28 @@ pub fn patch(
         // Counting in registers reads and writes only registers the
         // application never touches, and neither VCC nor memory: no hazard
         // crosses its edges.
-        let lines = match compiled.counted.contains(&index) {
-            true => payload.code.clone(),
-            false => splice(&payload.code, &nop),
+        let address = addresses[point.function][point.instruction];
+        let before = patch.before.entry(address).or_default();
+        let nops = match compiled.counted.contains(&index) {
+            true => {
+                before.push(payload.code.clone());
+                0
+            }
+            false => splice_into(before, &payload.code, &nop),
         };
         // Bytes: the payload's own, and 4 per wait-state nop around it.
-        let nops = lines.len() - payload.code.len();
-        *inserted.entry(addresses[point.function][point.instruction]).or_default() += payload.bytes + 4 * nops;
+        *inserted.entry(address).or_default() += payload.bytes + 4 * nops;
         let entry = added.entry(point.function).or_default();
         entry.0 += 1;
-        entry.1 += instruction_count(&lines);
+        entry.1 += instruction_count(&payload.code) + nops;
         entry.2 = entry.2.max(payload.scratch_bytes);
         writes.entry(point.function).or_insert(UnitSet::EMPTY).union_with(&payload.writes);
         touches.entry(point.function).or_insert(UnitSet::EMPTY).union_with(&payload.touches);
-        patch.before.entry(addresses[point.function][point.instruction]).or_default().extend(lines);
     }
 
     // Sliding values move before the payloads at the same point (where a
     // preamble filled them: payloads that read no SVA need no moves).
-    let mut sva_moves: HashMap<usize, usize> = HashMap::new();
+    let mut sva_moves: HashMap<usize, usize> = HashMap::default();
     for (function, slid) in &placement.sliding {
         let filled = preambles.get(function).is_some_and(Result::is_ok);
         if !filled || added.get(function).is_none_or(|(sites, _, _)| *sites == 0) {
@@ -636,7 +642,7 @@ pub fn patch(
             for line in &code {
                 w.union_with(&registers_named(line));
             }
-            patch.before.entry(address).or_default().splice(0..0, code.into_iter().map(CodeLine::from));
+            patch.before.entry(address).or_default().push_front(code.into_iter().map(CodeLine::from).collect());
             *sva_moves.entry(*function).or_default() += 1;
         }
     }
@@ -677,10 +683,10 @@ pub fn patch(
                     w.union_with(&registers_named(line));
                 }
                 let before = patch.before.entry(address).or_default();
-                let lines = lines.into_iter().map(CodeLine::from);
+                let lines = lines.into_iter().map(CodeLine::from).collect();
                 match first {
-                    true => drop(before.splice(0..0, lines)),
-                    false => before.extend(lines),
+                    true => before.push_front(lines),
+                    false => before.push(lines),
                 }
             }
         }
@@ -696,7 +702,7 @@ pub fn patch(
         }
     }
     patch.relaxed = relax::relax(lifted, liveness, &reach, 102).map_err(PatchError::BranchOutOfRange)?;
-    let mut relaxed_in: HashMap<usize, usize> = HashMap::new();
+    let mut relaxed_in: HashMap<usize, usize> = HashMap::default();
     for branch in patch.relaxed.values() {
         let pair = writes.entry(branch.function).or_insert(UnitSet::EMPTY);
         pair.insert(Unit::sgpr(branch.pair));
@@ -735,11 +741,12 @@ pub fn patch(
             let lines = patch.before.entry(function.entry_address()).or_default();
             // A payload spliced at the entry starts with the same wait states.
             let mut code = preamble.code.as_slice();
-            if code.last().map(String::as_str) == Some("s_nop 4") && lines.first().map(|l| &**l) == Some("s_nop 4") {
+            if code.last().map(String::as_str) == Some("s_nop 4") && lines.first_line().map(|l| &**l) == Some("s_nop 4")
+            {
                 code = &code[..code.len() - 1];
             }
             instructions += code.len();
-            lines.splice(0..0, code.iter().map(|l| CodeLine::from(l.as_str())));
+            lines.push_front(code.iter().map(|l| CodeLine::from(l.as_str())).collect());
         }
         if sites == 0 && used.is_empty() {
             continue;
@@ -899,7 +906,7 @@ impl Patch {
         addresses.sort();
         for address in addresses {
             writeln!(out, "before {address:#x}:").unwrap();
-            for line in &self.before[address] {
+            for line in self.before[address].lines() {
                 writeln!(out, "  {line}").unwrap();
             }
         }

@@ -15,7 +15,7 @@
 //! The pair and SCC change only on the way to the target, so they must be
 //! dead there (liveness at the target says so).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::stages::lift::instruction::inverse_branch;
 use crate::stages::lift::{Flow, LiftedCodeObject};
@@ -45,7 +45,7 @@ pub fn relax(
     inserted: &HashMap<u64, usize>,
     sgpr_limit: u16,
 ) -> Result<HashMap<u64, RelaxedBranch>, String> {
-    let mut relaxed = HashMap::new();
+    let mut relaxed = HashMap::default();
     for (index, function) in lifted.functions.iter().enumerate() {
         if !function.relocatable() {
             continue;
@@ -53,8 +53,8 @@ pub fn relax(
         // New offset of each original instruction: inserted code before it
         // (its own region included) and relaxations so far (20 bytes each).
         let mut shift = 0i64;
-        let mut new_position = HashMap::new();
-        let mut region_start = HashMap::new();
+        let mut new_position = HashMap::default();
+        let mut region_start = HashMap::default();
         for instruction in function.instructions() {
             let before = inserted.get(&instruction.address).copied().unwrap_or(0) as i64;
             region_start.insert(instruction.address, instruction.address as i64 + shift);

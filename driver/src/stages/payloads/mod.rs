@@ -162,6 +162,16 @@ fn plan_parking(
     spill_frame: Option<Frame>,
 ) -> Result<Option<SiteParking>, String> {
     let homes: Vec<u16> = registers.sva.iter().chain(&registers.work_item_ids).copied().collect();
+    // The usual case, counted on the set's words: nothing to load and
+    // enough VGPRs dead (as below, without listing them).
+    if let (0, PayloadRoom::Vgprs(wanted)) = (registers.values_loaded(), room) {
+        let live_in_wave =
+            live.intersection(&UnitSet::range(crate::stages::liveness::RegisterFile::Vgpr, 0, wave_vgprs)).len();
+        let dead_homes = homes.iter().filter(|v| **v < wave_vgprs && !live.contains(Unit::vgpr(**v))).count();
+        if usize::from(wave_vgprs) - live_in_wave - dead_homes >= wanted {
+            return Ok(None);
+        }
+    }
     let dead = |v: &u16| !live.contains(Unit::vgpr(*v)) && !homes.contains(v);
     let limit = registers.vgpr_limit.min(wave_vgprs);
     let mut dead_vgprs: Vec<u16> = (0..limit).rev().filter(dead).chain((limit..wave_vgprs).filter(dead)).collect();
@@ -517,6 +527,10 @@ impl Default for PayloadOptions {
 /// splicing them copies pointers, not text.
 pub type CodeLine = std::sync::Arc<str>;
 
+/// A payload's code: shared whole by the points whose copies are alike
+/// (a point's copy is a pointer, not 28 of them).
+pub type PayloadCode = std::sync::Arc<[CodeLine]>;
+
 /// One point's payload.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CompiledPayload {
@@ -524,7 +538,7 @@ pub struct CompiledPayload {
     pub function: usize,
     pub instruction: usize,
     /// Instructions and labels to splice in front of the instruction.
-    pub code: Vec<CodeLine>,
+    pub code: PayloadCode,
     pub scratch_bytes: u32,
     pub sgprs: u32,
     pub vgprs: u32,
@@ -651,7 +665,7 @@ impl CompiledPayload {
             label,
             function: point.function,
             instruction: point.instruction,
-            code: Vec::new(),
+            code: PayloadCode::from([]),
             scratch_bytes: 0,
             sgprs: 0,
             vgprs: 0,
@@ -1046,7 +1060,7 @@ impl CompiledPayloads {
                 payload.label, payload.bytes, payload.spilled_vgprs, payload.scratch_bytes
             )
             .unwrap();
-            for line in &payload.code {
+            for line in payload.code.iter() {
                 writeln!(out, "{}{line}", if line.ends_with(':') { "" } else { "  " }).unwrap();
             }
         }
@@ -1471,7 +1485,7 @@ pub fn compile_payloads(
             let code =
                 register_counts::point_code(registers, scalar, vector, site.live.contains(scc), carry_wait, at_entry);
             CompiledPayload {
-                code,
+                code: code.into(),
                 rejected: None,
                 // The count's registers change on purpose.
                 written: registers.units(),
@@ -1702,7 +1716,7 @@ impl Retry<'_> {
 /// The distinct codes renamed copies have, each once.
 #[derive(Default)]
 struct DistinctCodes {
-    codes: Vec<Vec<CodeLine>>,
+    codes: Vec<PayloadCode>,
     index_of: rustc_hash::FxHashMap<(usize, Vec<CodeLine>), usize>,
 }
 
@@ -1712,7 +1726,7 @@ impl DistinctCodes {
     fn intern(&mut self, variant: usize, renamed: Vec<CodeLine>) -> usize {
         let codes = &mut self.codes;
         *self.index_of.entry((variant, renamed)).or_insert_with_key(|(variant, renamed)| {
-            codes.push(sharing::relabel(renamed, *variant, codes.len()));
+            codes.push(sharing::relabel(renamed, *variant, codes.len()).into());
             codes.len() - 1
         })
     }
@@ -1996,8 +2010,10 @@ fn compile_templates(
         {
             if placement::renameable(&payload, &site, &reads[*group]) {
                 // Its labels named by its variant, like the others'.
-                let payload =
-                    CompiledPayload { code: sharing::relabel(&payload.code, position, variants.len()), ..payload };
+                let payload = CompiledPayload {
+                    code: sharing::relabel(&payload.code, position, variants.len()).into(),
+                    ..payload
+                };
                 variant_of.insert(*group, variants.len());
                 variants.push(Variant {
                     payload,
@@ -2085,7 +2101,7 @@ fn compile_templates(
         .iter()
         .map(|variant| &variant.payload)
         .map(|template| CompiledPayload {
-            code: Vec::new(),
+            code: PayloadCode::from([]),
             writes: UnitSet::EMPTY,
             touches: UnitSet::EMPTY,
             bytes: 0,
@@ -2165,7 +2181,7 @@ fn wait_for_loads_in_flight(payloads: &mut [CompiledPayload], sites: &[PayloadSi
         }
         let wait = site.pending.waits_for(&payload.touches);
         if let Some(instruction) = wait.wait_instruction() {
-            payload.code.insert(0, instruction.into());
+            payload.code = std::iter::once(instruction.into()).chain(payload.code.iter().cloned()).collect();
             payload.bytes += 4;
         }
         payload.entry_wait = Some(wait);
@@ -2331,7 +2347,7 @@ fn compile_shared(
             payloads.push(CompiledPayload::refused(labels[member].clone(), &points[member], why.clone()));
             continue;
         }
-        let code = sharing::relabel(&compiled.code, position, member);
+        let code = sharing::relabel(&compiled.code, position, member).into();
         let code = sharing::with_point_constants(&code, &group_constants[position], &points[member])
             .map_err(|why| CompileError::BadPoint { index: member, why })?;
         payloads.push(CompiledPayload {
@@ -2393,7 +2409,7 @@ impl CompiledPayloads {
             indices.iter().zip(other.payloads).zip(other.compiled_as).enumerate()
         {
             self.payloads[*index] =
-                CompiledPayload { code: sharing::relabel(&payload.code, position, *index), ..payload };
+                CompiledPayload { code: sharing::relabel(&payload.code, position, *index).into(), ..payload };
             self.compiled_as[*index] =
                 PayloadSource { compilation: offset + source.compilation, position: source.position };
         }
@@ -2423,7 +2439,7 @@ fn measure_and_check(
     sites: &[&PayloadSite],
     check: bool,
 ) -> Result<(), CompileError> {
-    let codes: Vec<Vec<CodeLine>> = payloads.iter().map(|p| p.code.clone()).collect();
+    let codes: Vec<PayloadCode> = payloads.iter().map(|p| p.code.clone()).collect();
     let decoded = crate::preservation::decode_code(lifted, &codes)?;
     let units = RegisterUnits::new(&lifted.isa);
     for ((payload, code), site) in payloads.iter_mut().zip(&decoded).zip(sites.iter().copied()) {
@@ -2500,7 +2516,8 @@ fn measure_and_check_one(
             LeftOutCause::WouldChangeLiveRegister,
             format!("its machine code would leave a live register changed: {violation}"),
         ));
-        payload.refused_code = std::mem::take(&mut payload.code);
+        payload.refused_code = payload.code.to_vec();
+        payload.code = PayloadCode::from([]);
         payload.writes = UnitSet::EMPTY;
     }
 }
@@ -2915,7 +2932,7 @@ impl CompiledPayloads {
             writeln!(out, "{line}").unwrap();
         }
         writeln!(out, "\n== final code").unwrap();
-        for line in &payload.code {
+        for line in payload.code.iter() {
             writeln!(out, "{}{line}", if line.ends_with(':') { "" } else { "  " }).unwrap();
         }
         writeln!(out, "\n== resources").unwrap();

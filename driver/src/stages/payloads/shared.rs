@@ -170,7 +170,7 @@ pub(super) fn compile_each_shared(
             compiled.payloads.into_iter().zip(compiled.compiled_as).zip(indices.iter()).enumerate()
         {
             let code = sharing::relabel(&payload.code, position, *index);
-            payloads[*index] = Some(CompiledPayload { code, ..payload });
+            payloads[*index] = Some(CompiledPayload { code: code.into(), ..payload });
             out.compiled_as[*index] =
                 PayloadSource { compilation: offset + source.compilation, position: source.position };
         }
@@ -196,7 +196,7 @@ pub(super) fn compile_each_shared(
             label: labels[index].clone(),
             function: points[index].function,
             instruction: points[index].instruction,
-            code: sharing::relabel(&entry.payload.code, entry.position, index),
+            code: sharing::relabel(&entry.payload.code, entry.position, index).into(),
             ..entry.payload.clone()
         });
     }

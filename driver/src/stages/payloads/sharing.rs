@@ -16,7 +16,7 @@ use crate::stages::lower_mir::PayloadSite;
 use crate::stages::payload::{HookArgument, PointConstantArgument};
 
 use crate::stages::payload::PayloadPoint;
-use crate::stages::payloads::CodeLine;
+use crate::stages::payloads::{CodeLine, PayloadCode};
 
 /// How many more VGPRs (SGPRs) a group's union may have live than its
 /// sparsest point: the shared payload allocates around the union, so this
@@ -168,12 +168,12 @@ pub fn varying_constants(points: &[PayloadPoint], members: &[usize]) -> Vec<Poin
 /// A shared payload's code for one of its points: every point-constant
 /// symbol replaced by that point's value.
 pub fn with_point_constants(
-    code: &[CodeLine],
+    code: &PayloadCode,
     constants: &[PointConstantArgument],
     point: &PayloadPoint,
-) -> Result<Vec<CodeLine>, String> {
+) -> Result<PayloadCode, String> {
     if constants.is_empty() {
-        return Ok(code.to_vec());
+        return Ok(code.clone());
     }
     let mut words = Vec::with_capacity(2 * constants.len());
     for (slot, constant) in constants.iter().enumerate() {
@@ -194,7 +194,7 @@ pub fn with_point_constants(
         }
     }
     let mut out = Vec::with_capacity(code.len());
-    for line in code {
+    for line in code.iter() {
         if !line.contains(point_constant::SYMBOL_PREFIX) {
             out.push(line.clone());
             continue;
@@ -208,7 +208,7 @@ pub fn with_point_constants(
         }
         out.push(line.into());
     }
-    Ok(out)
+    Ok(out.into())
 }
 
 /// Gives payload `from`'s local labels the names of payload `to`'s (every
@@ -329,12 +329,13 @@ mod tests {
             "s_mov_b32 s21, \"gpuinstr.point.0.hi\"",
             "v_mov_b32_e32 v1, s20",
         ]);
+        let code = PayloadCode::from(code);
         let filled = with_point_constants(&code, &varying, &points[2]).unwrap();
-        assert_eq!(filled, lines(&["s_mov_b32 s20, 0x2", "s_mov_b32 s21, 0x1", "v_mov_b32_e32 v1, s20"]));
+        assert_eq!(filled.to_vec(), lines(&["s_mov_b32 s20, 0x2", "s_mov_b32 s21, 0x1", "v_mov_b32_e32 v1, s20"]));
         // Lines without a constant stay shared with the template.
         assert!(std::sync::Arc::ptr_eq(&filled[2], &code[2]));
         assert_eq!(&*with_point_constants(&code, &varying, &points[0]).unwrap()[0], "s_mov_b32 s20, 0x72");
-        let unknown = lines(&["s_mov_b32 s20, gpuinstr.point.1.lo"]);
+        let unknown = PayloadCode::from(lines(&["s_mov_b32 s20, gpuinstr.point.1.lo"]));
         let error = with_point_constants(&unknown, &varying, &points[0]).unwrap_err();
         assert!(error.contains("gpuinstr.point.1.lo"), "{error}");
     }
@@ -361,7 +362,7 @@ mod tests {
         assert_eq!(members, vec![vec![0, 1, 2], vec![3]]);
         let varying = varying_constants(&points, &groups[0].members);
         assert_eq!(varying, vec![PointConstantArgument { call: 0, argument: 1, min: -8, max: 16 }]);
-        let code = vec![CodeLine::from("s_mov_b32 s4, gpuinstr.point.0.lo")];
+        let code = PayloadCode::from(vec![CodeLine::from("s_mov_b32 s4, gpuinstr.point.0.lo")]);
         let filled = |point: &PayloadPoint| with_point_constants(&code, &varying, point).unwrap()[0].to_string();
         assert_eq!(filled(&points[1]), "s_mov_b32 s4, 0xfffffff8");
         assert_eq!(filled(&points[0]), "s_mov_b32 s4, 0x10");

@@ -108,7 +108,7 @@ pub fn kernel_entry_payloads(
     let mut listing = String::new();
     for payload in &compiled.payloads {
         writeln!(listing, "{}:", payload.label)?;
-        for line in &payload.code {
+        for line in payload.code.iter() {
             writeln!(listing, "{}{line}", if line.ends_with(':') { "" } else { "    " })?;
         }
     }
