@@ -296,7 +296,7 @@ fn assemble_rest(
         partial: parts.iter().flat_map(|p| p.partial.iter().cloned()).collect(),
         ..Patch::default()
     };
-    let tables: Vec<Vec<u8>> = parts.iter().map(|p| p.point_table.clone()).collect();
+    let tables: Vec<&[u8]> = parts.iter().map(|p| p.point_table.as_slice()).collect();
     let emit = EmitOptions {
         part: Part::Rest { point_table: crate::stages::load::instrumented::join_point_tables(&tables) },
         code: options.emit_code,

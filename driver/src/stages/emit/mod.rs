@@ -928,13 +928,14 @@ impl LiftedCodeObject<'_> {
                     crate::stages::load::instrumented::PointEntry { text, ..point.clone() }
                 })
                 .collect();
-            let table = match &options.part {
-                Part::Whole => crate::stages::load::instrumented::point_table_bytes(&points),
+            // (The rest's is every group's: hundreds of MB, not copied.)
+            let table: std::borrow::Cow<'_, [u8]> = match &options.part {
+                Part::Whole => crate::stages::load::instrumented::point_table_bytes(&points).into(),
                 Part::Kernels => {
                     point_table = crate::stages::load::instrumented::point_table_bytes(&points);
-                    Vec::new()
+                    (&[][..]).into()
                 }
-                Part::Rest { point_table } => point_table.clone(),
+                Part::Rest { point_table } => point_table.as_slice().into(),
             };
             match laid_out.as_mut() {
                 // Data with no relocation: read with the code.

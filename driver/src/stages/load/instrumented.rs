@@ -479,8 +479,8 @@ pub fn point_table_bytes(points: &[PointEntry]) -> Vec<u8> {
 /// table, their points in the groups' order (sites count on from group to
 /// group): the entries one after the other, then the pools, each entry's
 /// strings found in its own group's pool.
-pub fn join_point_tables(tables: &[Vec<u8>]) -> Vec<u8> {
-    let tables: Vec<&Vec<u8>> = tables.iter().filter(|t| !t.is_empty()).collect();
+pub fn join_point_tables<T: AsRef<[u8]>>(tables: &[T]) -> Vec<u8> {
+    let tables: Vec<&[u8]> = tables.iter().map(AsRef::as_ref).filter(|t| !t.is_empty()).collect();
     let u32_at = |bytes: &[u8], at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
     let count: usize = tables.iter().map(|t| u32_at(t, 0) as usize).sum();
     if count == 0 {
