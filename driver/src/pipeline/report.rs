@@ -407,7 +407,16 @@ impl InstrumentReport {
             )
             .unwrap();
         }
-        writeln!(out, "  payloads compiled: {} (alike points share one)", self.payloads_compiled).unwrap();
+        let taken: usize = self.compilations.iter().filter(|c| c.shared).map(|c| c.payloads).sum();
+        match taken {
+            0 => writeln!(out, "  payloads compiled: {} (alike points share one)", self.payloads_compiled),
+            _ => writeln!(
+                out,
+                "  payloads compiled: {} (alike points share one; {taken} more taken from other groups of kernels)",
+                self.payloads_compiled
+            ),
+        }
+        .unwrap();
         writeln!(out, "  {}", self.waits.render()).unwrap();
         if let Some(counts) = &self.counts_in_registers {
             writeln!(
