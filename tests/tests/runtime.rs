@@ -3096,6 +3096,21 @@ fn rocblas_program_under_every_tool(program: &Path, args: &[std::ffi::OsString],
                 code_objects.push(code_object);
             }
         }
+        // Dynamic mode's start-up, cold (no cache): the seconds spent
+        // instrumenting the code objects as the program loaded them.
+        let seconds: Vec<f64> = report["dynamic"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["source"] == "instrumented")
+            .filter_map(|d| d["seconds"].as_f64())
+            .collect();
+        eprintln!(
+            "rocBLAS with {tool}: start-up {:.2} s instrumenting {} code objects cold (largest {:.2} s)",
+            seconds.iter().sum::<f64>(),
+            seconds.len(),
+            seconds.iter().copied().fold(0.0, f64::max)
+        );
         let kernels: std::collections::HashSet<&str> =
             code_objects.iter().flat_map(|c| c.kernels.iter().map(|k| k.name())).collect();
         let logged: Vec<Value> =

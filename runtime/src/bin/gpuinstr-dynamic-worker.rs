@@ -6,6 +6,10 @@
 
 use std::process::ExitCode;
 
+/// mimalloc, as in `gpuinstr-link`: the instrumentation is the same work.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let Some(path) = std::env::args_os().nth(1) else {
         eprintln!("usage: gpuinstr-dynamic-worker REQUEST (started by gpuinstr's runtime in dynamic mode)");

@@ -60,6 +60,19 @@ impl RegisterClasses {
         name.starts_with('v') || name.starts_with('a') || name.starts_with("av_")
     }
 
+    /// How many registers the widest VGPR tuple among `classes` spans (1
+    /// without tuples): classes that may be VGPRs (`vreg_*`, `av_*`).
+    pub fn widest_vgpr_tuple<'a>(&self, classes: impl IntoIterator<Item = &'a String>) -> u16 {
+        classes
+            .into_iter()
+            .filter(|name| name.starts_with("vreg_") || name.starts_with("av_"))
+            .filter_map(|name| self.bits(name))
+            .map(|bits| u16::try_from(bits / 32).unwrap_or(u16::MAX))
+            .max()
+            .unwrap_or(1)
+            .max(1)
+    }
+
     /// The MIR class for a builder request.
     pub fn for_request(&self, class: RegisterClass) -> Result<String, String> {
         let align = if self.aligned_vgpr_tuples && class.bits > 32 { "_align2" } else { "" };

@@ -45,6 +45,26 @@ pub const PAYLOAD_VGPRS: usize = 12;
 /// for a 64-bit value (an address).
 pub const STARVED_PAYLOAD_VGPRS: usize = 2 * PAYLOAD_VGPRS;
 
+/// The starved retry's room for a payload whose widest VGPR tuple is
+/// `widest` registers: [`STARVED_PAYLOAD_VGPRS`] in aligned pairs, or, for
+/// wider tuples (a 128-bit store's data), two runs that wide and pairs for
+/// the rest. Dead VGPRs between live ones (Tensile's kernels keep every
+/// third VGPR of a range live) may hold many pairs and no run of four.
+fn starved_room(widest: u16) -> PayloadRoom {
+    let width = usize::from(widest);
+    if width <= 2 {
+        return PayloadRoom::AlignedPairs(STARVED_PAYLOAD_VGPRS);
+    }
+    let mut lengths = vec![width; (STARVED_PAYLOAD_VGPRS / width).clamp(1, 2)];
+    while lengths.len() < VgprRuns::MAX && lengths.iter().sum::<usize>() + 2 <= STARVED_PAYLOAD_VGPRS {
+        lengths.push(2);
+    }
+    match VgprRuns::new(lengths) {
+        Some(runs) => PayloadRoom::Runs(runs),
+        None => PayloadRoom::AlignedPairs(STARVED_PAYLOAD_VGPRS),
+    }
+}
+
 /// How many VGPRs a payload gets at least (parking live ones in dead AGPRs
 /// where fewer are dead).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -630,11 +650,15 @@ impl LeftOutCause {
 pub struct Rejection {
     pub cause: LeftOutCause,
     pub message: String,
+    /// The widest VGPR tuple (in registers) of the payload LLVM found no
+    /// registers for: the starved retry makes runs that wide.
+    #[serde(skip)]
+    pub widest_vgpr_tuple: u16,
 }
 
 impl Rejection {
     pub fn new(cause: LeftOutCause, message: impl Into<String>) -> Self {
-        Rejection { cause, message: message.into() }
+        Rejection { cause, message: message.into(), widest_vgpr_tuple: 1 }
     }
 }
 
@@ -1613,11 +1637,25 @@ fn compile_hook_payloads(
         })
         .collect();
     if !starved.is_empty() && !options.payload_room.is_roomy() {
+        // Each point's room as wide as its payload's tuples; the sites of
+        // points alike in room planned together.
+        let rooms: Vec<PayloadRoom> = starved
+            .iter()
+            .map(|i| starved_room(compiled.payloads[*i].rejected.as_ref().map_or(1, |r| r.widest_vgpr_tuple)))
+            .collect();
+        let mut starved_sites: Vec<Option<PayloadSite>> = vec![None; starved.len()];
+        for room in rooms.iter().copied().collect::<BTreeSet<_>>() {
+            let members: Vec<usize> = (0..starved.len()).filter(|k| rooms[*k] == room).collect();
+            let member_points: Vec<PayloadPoint> = members.iter().map(|k| points[starved[*k]].clone()).collect();
+            let roomier = PayloadOptions { payload_room: room, ..options.clone() };
+            for (k, site) in members.iter().zip(payload_sites(lifted, liveness, &member_points, &roomier)?) {
+                starved_sites[*k] = Some(site);
+            }
+        }
+        let starved_sites: Vec<PayloadSite> = starved_sites.into_iter().flatten().collect();
         let roomier =
             PayloadOptions { payload_room: PayloadRoom::AlignedPairs(STARVED_PAYLOAD_VGPRS), ..options.clone() };
-        let starved_points: Vec<PayloadPoint> = starved.iter().map(|i| points[*i].clone()).collect();
-        let starved_sites = payload_sites(lifted, liveness, &starved_points, &roomier)?;
-        let also = format!("with {STARVED_PAYLOAD_VGPRS} VGPRs in aligned pairs");
+        let also = format!("with {STARVED_PAYLOAD_VGPRS} VGPRs in aligned pairs, or in runs as wide as its tuples");
         let retry = Retry { pass: CompilePass::MoreRegisters, also: &also };
         retry.compile(compiler, &starved, points, starved_sites, &roomier, &mut compiled, &mut sites)?;
     }
@@ -2645,8 +2683,16 @@ fn compile_each(
     let mut lowered_modules = Vec::with_capacity(selected.len());
     let mut lowered: Vec<Option<lower_mir::LoweredPayload>> = vec![None; points.len()];
     let mut rejected: BTreeMap<usize, Rejection> = BTreeMap::new();
+    // Each payload's widest VGPR tuple, for the room of a retry.
+    let mut widest_vgpr_tuples = vec![1u16; points.len()];
     for mir_text in &selected {
         let mut mir = lower_mir::MirModule::parse(mir_text).map_err(LowerMirError::from)?;
+        for function in &mir.functions {
+            let index = function.name.strip_prefix("gpuinstr.payload.").and_then(|n| n.parse::<usize>().ok());
+            if let Some(widest) = index.and_then(|i| widest_vgpr_tuples.get_mut(i)) {
+                *widest = classes.widest_vgpr_tuple(function.registers.values());
+            }
+        }
         for (index, outcome) in lower_mir::lower_module(&mut mir, &context, sites, &labels)? {
             match outcome {
                 lower_mir::LoweredOrRejected::Lowered(payload) => lowered[index] = Some(*payload),
@@ -2694,17 +2740,20 @@ fn compile_each(
                 let live = &sites[index].live;
                 rejected.insert(
                     index,
-                    Rejection::new(
-                        LeftOutCause::NoPayloadRegisters,
-                        format!(
-                            "{NO_REGISTERS} ({} VGPRs, {} AGPRs and {} SGPRs are live here, {} VGPRs allowed): {}",
-                            live.count_in(crate::stages::liveness::RegisterFile::Vgpr),
-                            live.count_in(crate::stages::liveness::RegisterFile::Agpr),
-                            live.count_in(crate::stages::liveness::RegisterFile::Sgpr),
-                            sites[index].max_vgprs,
-                            message.split(" | ").next().unwrap_or(&message)
-                        ),
-                    ),
+                    Rejection {
+                        widest_vgpr_tuple: widest_vgpr_tuples.get(index).copied().unwrap_or(1),
+                        ..Rejection::new(
+                            LeftOutCause::NoPayloadRegisters,
+                            format!(
+                                "{NO_REGISTERS} ({} VGPRs, {} AGPRs and {} SGPRs are live here, {} VGPRs allowed): {}",
+                                live.count_in(crate::stages::liveness::RegisterFile::Vgpr),
+                                live.count_in(crate::stages::liveness::RegisterFile::Agpr),
+                                live.count_in(crate::stages::liveness::RegisterFile::Sgpr),
+                                sites[index].max_vgprs,
+                                message.split(" | ").next().unwrap_or(&message)
+                            ),
+                        )
+                    },
                 );
             }
         }
@@ -3007,6 +3056,44 @@ mod tests {
         live.insert(Unit::vgpr(11));
         let starved = plan_parking(&registers, &live, &read, 64, 8, PayloadRoom::AlignedPairs(6), frame);
         assert!(starved.map_or(true, |p| p.is_none_or(|p| p.parking.spilled.is_empty())));
+    }
+
+    #[test]
+    fn a_starved_payload_with_wide_tuples_gets_runs_that_wide() {
+        use crate::stages::liveness::RegisterFile;
+        assert_eq!(starved_room(1), PayloadRoom::AlignedPairs(STARVED_PAYLOAD_VGPRS));
+        assert_eq!(starved_room(2), PayloadRoom::AlignedPairs(STARVED_PAYLOAD_VGPRS));
+        let runs = |room| match room {
+            PayloadRoom::Runs(runs) => runs.lengths().collect::<Vec<u16>>(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(runs(starved_room(4)), [4, 4, 2, 2, 2, 2, 2, 2]);
+        assert_eq!(runs(starved_room(8)), [8, 8, 2, 2, 2, 2]);
+        assert_eq!(runs(starved_room(16)), [16, 2, 2, 2, 2]);
+        // Tensile's memory instructions: v0-v103 live, then every third
+        // VGPR up to v254, all AGPRs live. Dead aligned pairs abound, so
+        // pairs move nothing, and no run of four is dead.
+        let registers = FunctionRegisters { vgpr_limit: 256, agpr_limit: 256, ..FunctionRegisters::default() };
+        let mut live = UnitSet::range(RegisterFile::Vgpr, 0, 104);
+        for v in (104..256).step_by(3) {
+            live.insert(Unit::vgpr(v));
+        }
+        let live = live.union(&UnitSet::range(RegisterFile::Agpr, 0, 256));
+        let read = UnitSet::EMPTY;
+        let dead_run = |taken: &UnitSet, length: u16| {
+            (0..=256 - length).step_by(2).any(|b| (b..b + length).all(|v| !taken.contains(Unit::vgpr(v))))
+        };
+        assert!(!dead_run(&live, 4) && dead_run(&live, 2));
+        let paired = plan_parking(&registers, &live, &read, 256, 256, starved_room(2), None).unwrap();
+        assert!(paired.is_none_or(|p| p.parking.moved.is_empty()));
+        let planned =
+            plan_parking(&registers, &live, &read, 256, 256, starved_room(4), None).expect("a parking").expect("moves");
+        let mut after = live;
+        for (from, to) in &planned.parking.moved {
+            after.remove(Unit::vgpr(*from));
+            after.insert(Unit::vgpr(*to));
+        }
+        assert!(dead_run(&after, 4), "{:?}", planned.parking.moved);
     }
 
     #[test]
