@@ -368,7 +368,11 @@ impl Database {
         result.map_err(|e| self.failed(e))?;
         transaction.commit().map_err(|e| self.failed(e))?;
         // Everything in the main file: one file to copy or open read-only.
-        self.connection.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);").map_err(|e| self.failed(e))
+        self.connection.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);").map_err(|e| self.failed(e))?;
+        // And nothing beside it (`-wal`, `-shm`), unless another connection
+        // is reading the run: then the journal stays, checkpointed.
+        let _ = self.connection.query_row("PRAGMA journal_mode = DELETE", [], |row| row.get::<_, String>(0));
+        Ok(())
     }
 }
 
@@ -448,5 +452,19 @@ mod tests {
         assert_eq!(warnings, 1);
         let location: String = reader.query_row("SELECT location FROM sites", [], |row| row.get(0)).unwrap();
         assert_eq!(location, "scale.hip:7");
+    }
+
+    #[test]
+    fn a_finished_run_is_one_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.sqlite");
+        let mut database = Database::create(&path, "./app", &[], now()).unwrap();
+        database.finish(&Report::default()).unwrap();
+        let names: Vec<String> =
+            std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into()).collect();
+        assert_eq!(names, ["run.sqlite"], "no -wal or -shm left beside it, even before the connection closes");
+        let reader = Connection::open(&path).unwrap();
+        let finished: Option<f64> = reader.query_row("SELECT finished FROM run", [], |row| row.get(0)).unwrap();
+        assert!(finished.is_some());
     }
 }
