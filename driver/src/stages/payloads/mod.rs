@@ -1648,8 +1648,10 @@ fn compile_hook_payloads(
             let members: Vec<usize> = (0..starved.len()).filter(|k| rooms[*k] == room).collect();
             let member_points: Vec<PayloadPoint> = members.iter().map(|k| points[starved[*k]].clone()).collect();
             let roomier = PayloadOptions { payload_room: room, ..options.clone() };
+            // AGPRs past the kernel's allowance taken, as for the first
+            // pass (this retry comes after compile_again_without_agprs).
             for (k, site) in members.iter().zip(payload_sites(lifted, liveness, &member_points, &roomier)?) {
-                starved_sites[*k] = Some(site);
+                starved_sites[*k] = Some(with_agprs_past_allowance_taken(&site));
             }
         }
         let starved_sites: Vec<PayloadSite> = starved_sites.into_iter().flatten().collect();
