@@ -56,8 +56,8 @@ from=""
 case "$name" in
   bookworm) llvm=15 ;;
   trixie) llvm=17; packages=("${common[@]}" clang-17 llvm-17-dev lld-17) ;;
-  sid) llvm=21; packages=("${common[@]}" clang-21 llvm-21-dev lld-21) ;;
-  experimental) llvm=22; suite=sid; from=experimental; packages=("${common[@]}" clang-22 llvm-22-dev lld-22) ;;
+  sid) llvm=21; packages=("${common[@]}" clang-21 llvm-21-dev lld-21 amd-smi) ;;
+  experimental) llvm=22; suite=sid; from=experimental; packages=("${common[@]}" clang-22 llvm-22-dev lld-22 amd-smi) ;;
   *) echo "scripts/env.sh: unknown environment '$name' (bookworm, trixie, sid or experimental)" >&2; exit 2 ;;
 esac
 features="--no-default-features --features llvm$llvm"
@@ -111,6 +111,9 @@ if [ ! -e "$root/.debootstrap-done" ]; then
 fi
 mount -t proc proc "$root/proc"
 mount --bind /dev "$root/dev"
+# sysfs, read-only, as a machine has it: amd-smi reads the host's PCI
+# devices and modules beside the emulated board's files.
+mount -t sysfs -o ro sysfs "$root/sys"
 # Debian 12's packages too, never installed (priority 1), only downloaded:
 # the tests' pinned corpus is Debian 12's rocRAND and rocSPARSE in every
 # environment (tests/src/lib.rs: debian_package_file).

@@ -14,6 +14,9 @@ use crate::topology::{LOCATION_ID, RENDER_MINOR};
 /// AMD's PCI vendor id.
 const VENDOR_AMD: u32 = 0x1002;
 
+/// The PCI bridge the emulated board sits behind, in sysfs.
+pub const PCI_DEVICES: &str = "/sys/devices/pci0000:00/0000:00:01.1";
+
 /// The PCI slot (`domain:bus:device.function`) of KFD's `location_id`
 /// (`bus << 8 | device << 3 | function`) in domain 0.
 pub fn pci_slot() -> String {
@@ -24,7 +27,7 @@ pub fn pci_slot() -> String {
 /// Adds the card, its render node and their PCI device's files.
 pub fn add_files(files: &mut VirtualFiles, model: &Model) {
     let slot = pci_slot();
-    let pci = format!("../../devices/pci0000:00/0000:00:01.1/{slot}/drm");
+    let pci = format!("../..{}/{slot}/drm", PCI_DEVICES.trim_start_matches("/sys"));
     let card = "/sys/class/drm/card0";
     let render = format!("/sys/class/drm/renderD{RENDER_MINOR}");
     let hex = |value: u32| format!("0x{value:04x}\n");
@@ -59,6 +62,12 @@ pub fn add_files(files: &mut VirtualFiles, model: &Model) {
         files.add_directory(&format!("{device}/drm/card0"));
         files.add_directory(&format!("{device}/drm/renderD{RENDER_MINOR}"));
     }
+    // Where the links lead: the PCI device's `drm` directory, which amd-smi
+    // lists (as `card0/../`) for the card's render node.
+    let physical = format!("{PCI_DEVICES}/{slot}/drm");
+    files.add_directory(&format!("{physical}/card0"));
+    files.add_directory(&format!("{physical}/renderD{RENDER_MINOR}"));
+    files.add_directory(&physical);
     files.add_link(card, &format!("{pci}/card0"));
     files.add_link(&render, &format!("{pci}/renderD{RENDER_MINOR}"));
     files.add_directory("/sys/class/drm");
@@ -91,5 +100,23 @@ mod tests {
         assert_eq!(bdf, LOCATION_ID);
         assert_eq!(files.link("/sys/class/drm/card0/device/vendor"), None, "a file, not a link");
         assert!(matches!(files.get("/sys/class/drm/card0/device/drm/renderD128"), Some(Entry::Directory(_))));
+    }
+
+    /// amd-smi finds the card's render node by listing `card0/../`: through
+    /// the link, the PCI device's `drm` directory, with both nodes in it.
+    #[test]
+    fn the_cards_parent_through_its_link_lists_the_render_node() {
+        let mut files = VirtualFiles::default();
+        add_files(&mut files, &Model::new(Target::parse("gfx90a").unwrap()));
+        let expected = Entry::Directory(vec!["card0".into(), format!("renderD{RENDER_MINOR}")]);
+        assert_eq!(files.get("/sys/class/drm/card0/../"), Some(&expected));
+        assert_eq!(files.get(&format!("{PCI_DEVICES}/{}/drm", pci_slot())), Some(&expected));
+        // Not a link: `..` is the parent.
+        assert!(
+            matches!(files.get("/sys/class/drm/card0/device/.."), Some(Entry::Directory(n)) if n.contains(&"device".to_string()))
+        );
+        assert!(
+            matches!(files.get("/sys/class/drm/card0/device/../../"), Some(Entry::Directory(n)) if n.contains(&"card0".to_string()))
+        );
     }
 }

@@ -47,6 +47,9 @@ pub struct VirtualFiles {
     links: BTreeMap<String, String>,
 }
 
+/// Links followed in resolving one path, as Linux's limit (`ELOOP`).
+const MAX_LINKS_FOLLOWED: u32 = 40;
+
 /// Where sysfs shows the KFD topology (the second is a symlink to the first
 /// on a real system; ROCr releases read either).
 pub const TOPOLOGY_ROOTS: [&str; 2] = ["/sys/devices/virtual/kfd/kfd/topology", "/sys/class/kfd/kfd/topology"];
@@ -97,13 +100,14 @@ impl VirtualFiles {
         self.entries.insert(path, entry);
     }
 
-    /// The entry at `path` (`/a/b/`, `/a//b` and `/a/./b` alike); `None` for
-    /// paths the front end passes to the real file system.
+    /// The entry at `path` (`/a/b/`, `/a//b` and `/a/./b` alike; `..` after
+    /// a link goes to its target's parent, as the kernel resolves it); `None`
+    /// for paths the front end passes to the real file system.
     pub fn get(&self, path: &str) -> Option<&Entry> {
         if !path.starts_with('/') {
             return None;
         }
-        let path = normalise(path);
+        let path = self.resolve(path);
         let entry = self.entries.get(&path)?;
         let mut ancestor = path.as_str();
         loop {
@@ -128,6 +132,36 @@ impl VirtualFiles {
     pub fn link(&self, path: &str) -> Option<&str> {
         self.get(path)?;
         self.links.get(&normalise(path)).map(String::as_str)
+    }
+
+    /// `path` normalised, its `..` components taken: after a link, to the
+    /// parent of the link's target (amd-smi lists `/sys/class/drm/card0/../`,
+    /// the PCI device's `drm` directory, for the card's render node).
+    fn resolve(&self, path: &str) -> String {
+        self.resolve_within(path, MAX_LINKS_FOLLOWED)
+    }
+
+    fn resolve_within(&self, path: &str, links_left: u32) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        for part in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
+            if part != ".." {
+                parts.push(part.to_string());
+                continue;
+            }
+            let here = format!("/{}", parts.join("/"));
+            if let (Some(target), Some(links_left)) = (self.links.get(&here), links_left.checked_sub(1)) {
+                let parent = here.rsplit_once('/').map_or("", |(parent, _)| parent);
+                let absolute = if target.starts_with('/') { target.clone() } else { format!("{parent}/{target}") };
+                parts = self
+                    .resolve_within(&absolute, links_left)
+                    .split('/')
+                    .filter(|p| !p.is_empty())
+                    .map(String::from)
+                    .collect();
+            }
+            parts.pop();
+        }
+        format!("/{}", parts.join("/"))
     }
 
     pub fn paths(&self) -> impl Iterator<Item = (&str, &Entry)> {

@@ -7,7 +7,8 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::kfd::{Errno, ProcessMemory};
-use crate::model::Model;
+use crate::model::{Model, Target};
+use crate::topology::MEMORY_BUS_BITS;
 
 /// DRM's ioctl type (`'d'`) and the numbers answered.
 const DRM_TYPE: u8 = b'd';
@@ -129,7 +130,16 @@ pub fn ioctl(model: &Model, request: u64, args: &mut [u8], memory: &dyn ProcessM
     }
 }
 
-/// `struct drm_amdgpu_info_device`, as far as libdrm reads it.
+/// `AMDGPU_VRAM_TYPE_*` of each board: HBM (HBM2, HBM2e, HBM3), HBM3E on
+/// the MI355X.
+fn vram_type(target: Target) -> u32 {
+    match target {
+        Target::Gfx950 => 13,
+        Target::Gfx90a | Target::Gfx908 | Target::Gfx942 => 6,
+    }
+}
+
+/// `struct drm_amdgpu_info_device`, as far as libdrm and amd-smi read it.
 fn device_info(model: &Model) -> Vec<u8> {
     let mut bytes = vec![0u8; 512];
     let mut put32 = |at: usize, value: u32| bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
@@ -153,13 +163,15 @@ fn device_info(model: &Model) -> Vec<u8> {
     put32(160, 4096); // virtual_address_alignment
     put32(164, 2 << 20); // pte_fragment_size
     put32(168, 4096); // gart_page_size
+                      // What amd-smi shows as the board's memory: its type and bus width.
+    put32(176, vram_type(model.target));
+    put32(180, MEMORY_BUS_BITS);
     bytes
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Target;
     use std::cell::RefCell;
 
     /// Writes to a small buffer at 0x1000.
@@ -203,6 +215,14 @@ mod tests {
         assert_eq!(bytes[64..72], [0; 8], "nothing past return_size");
         drop(bytes);
         let unknown = Info { query: 0x7f, ..info };
+        // amd-smi's memory type (HBM) and bus width.
+        let whole = Info { return_size: 512, ..info };
+        let mut args = bytemuck::bytes_of(&whole).to_vec();
+        ioctl(&model, request(AMDGPU_INFO, args.len()), &mut args, &memory).unwrap();
+        let bytes = memory.0.borrow();
+        let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+        assert_eq!((word(176), word(180)), (6, 4096));
+        drop(bytes);
         let mut args = bytemuck::bytes_of(&unknown).to_vec();
         assert_eq!(ioctl(&model, request(AMDGPU_INFO, args.len()), &mut args, &memory), Err(Errno::INVAL));
         assert_eq!(ioctl(&model, 0x4b01, &mut [0; 8], &memory), Err(Errno::NOTTY), "not DRM");

@@ -17,6 +17,10 @@ pub const RENDER_MINOR: u32 = 128;
 pub const LOCATION_ID: u32 = 0x300;
 /// The GPU's id in the KFD interface (any non-zero value; real ones are hashes).
 pub const GPU_ID: u32 = 0x9a1e;
+/// Device memory's bus width in bits, as KFD's memory bank and the DRM
+/// driver report it (the same for every modelled board).
+pub const MEMORY_BUS_BITS: u32 = 4096;
+
 /// KFD heap types (`HSA_HEAPTYPE_*`).
 const HEAP_SYSTEM: u32 = 0;
 const HEAP_FRAME_BUFFER_PUBLIC: u32 = 1;
@@ -72,7 +76,7 @@ pub fn add_files(files: &mut VirtualFiles, model: &Model, host: &Host) {
         files.add_file(&format!("{gpu}/properties"), gpu_properties(model));
         files.add_file(
             &format!("{gpu}/mem_banks/0/properties"),
-            memory_bank(HEAP_FRAME_BUFFER_PUBLIC, model.memory_bytes, 4096, model.memory_clock_mhz),
+            memory_bank(HEAP_FRAME_BUFFER_PUBLIC, model.memory_bytes, MEMORY_BUS_BITS, model.memory_clock_mhz),
         );
         for (index, cache) in gpu_caches(model).iter().enumerate() {
             files.add_file(&format!("{gpu}/caches/{index}/properties"), cache.as_str());
@@ -86,6 +90,8 @@ pub fn add_files(files: &mut VirtualFiles, model: &Model, host: &Host) {
     files.add_file("/proc/modules", "amdgpu 16384 0 - Live 0x0000000000000000\n");
     files.add_file("/sys/module/amdgpu/initstate", "live\n");
     files.add_file("/sys/module/amdgpu/refcnt", "0\n");
+    // What amd-smi shows as the driver's version (a DKMS build's file).
+    files.add_file("/sys/module/amdgpu/version", "gpuinstr-emulated\n");
     files.add_file("/sys/module/amdgpu/coresize", "16384\n");
     files.add_directory("/sys/module/amdgpu/holders");
     files.add_directory("/sys/module/amdgpu");

@@ -5,12 +5,14 @@
 //! it); a test here holds the two to each other.
 
 /// Paths at or under which the device's virtual files lie.
-pub const VIRTUAL_ROOTS: [&str; 7] = [
+pub const VIRTUAL_ROOTS: [&str; 8] = [
     "/dev/kfd",
     "/dev/dri/",
     "/sys/devices/virtual/kfd/",
     "/sys/class/kfd/",
     "/sys/class/drm/",
+    // The board's PCI device, where `/sys/class/drm/card0` leads.
+    "/sys/devices/pci0000:00/0000:00:01.1/0000:03:00.0/",
     "/sys/module/amdgpu",
     "/proc/modules",
 ];
