@@ -78,6 +78,10 @@ pub enum PayloadRoom {
     /// renamed copy needs, whose tuples overlap into runs longer than a
     /// pair.
     Runs(VgprRuns),
+    /// Nothing parked: code that needs no dead VGPR and reads no kernel
+    /// input (a count kept in registers), which parking would only wrap
+    /// in copies of live registers, the count's own among them.
+    Unparked,
 }
 
 impl PayloadRoom {
@@ -181,6 +185,9 @@ fn plan_parking(
     room: PayloadRoom,
     spill_frame: Option<Frame>,
 ) -> Result<Option<SiteParking>, String> {
+    if room == PayloadRoom::Unparked {
+        return Ok(None);
+    }
     let homes: Vec<u16> = registers.sva.iter().chain(&registers.work_item_ids).copied().collect();
     // The usual case, counted on the set's words: nothing to load and
     // enough VGPRs dead (as below, without listing them).
@@ -198,6 +205,7 @@ fn plan_parking(
     let loads_wanted = registers.values_loaded();
     let short = match room {
         PayloadRoom::Vgprs(wanted) => (wanted + loads_wanted).saturating_sub(dead_vgprs.len()),
+        PayloadRoom::Unparked => 0, // (returned above)
         PayloadRoom::Runs(runs) => (runs.total() + loads_wanted).saturating_sub(dead_vgprs.len()),
         PayloadRoom::AlignedPairs(wanted) => {
             let paired = dead_vgprs.iter().filter(|v| dead_vgprs.contains(&(*v ^ 1))).count();
@@ -1487,7 +1495,10 @@ pub fn compile_payloads(
     }
     let counted_points: Vec<PayloadPoint> = counted.iter().map(|i| points[*i].clone()).collect();
     let labels = point_labels(lifted, &counted_points)?;
-    let sites = payload_sites(lifted, liveness, &counted_points, options)?;
+    // The counting code needs no room: parked, the count's registers would
+    // be saved and given back around the add.
+    let unparked = PayloadOptions { payload_room: PayloadRoom::Unparked, ..options.clone() };
+    let sites = payload_sites(lifted, liveness, &counted_points, &unparked)?;
     let scc = Unit::special("SCC");
     let amounts = block_scalars_first(lifted, &counted_points, |point| {
         let (_, scalar, vector) = counts.of(point).expect("partitioned");
