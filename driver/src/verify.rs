@@ -23,7 +23,10 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::preservation::{check_from, interpret, Entry, Outcome};
-use crate::stages::lift::{lift, Flow, Function, FunctionKind, Instruction, LiftError, LiftedCodeObject};
+use crate::stages::lift::{
+    function_starts, kernel_groups, lift, lift_functions, Flow, Function, FunctionKind, Instruction, LiftError,
+    LiftedCodeObject, KERNEL_GROUP_BYTES,
+};
 use crate::stages::liveness::kernel_inputs;
 use crate::stages::liveness::pending::{counters_of, exports_anywhere, pending_before, waitcnt, Pending};
 use crate::stages::liveness::{allocation, Allocation};
@@ -295,55 +298,60 @@ pub fn verify_file_bytes(
 
 /// Checks `instrumented` against `original`.
 pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<VerifyReport, VerifyError> {
+    verify_in_groups(original, instrumented, KERNEL_GROUP_BYTES)
+}
+
+/// [`verify`] of a code object of kernels alone in groups of about
+/// `group_bytes` of code (1: each kernel alone): the same report whatever
+/// the size, the memory of one group's.
+pub fn verify_in_groups(
+    original: &CodeObject,
+    instrumented: &CodeObject,
+    group_bytes: u64,
+) -> Result<VerifyReport, VerifyError> {
     if original.target != instrumented.target {
         return Err(VerifyError::Targets(original.target.to_string(), instrumented.target.to_string()));
     }
     let sites = site_table(instrumented)?;
-    let before = lift(original)?;
-    let after = lift(instrumented)?;
-    let liveness = analyze(&before)?;
-    let units = crate::stages::liveness::RegisterUnits::new(&after.isa);
-    let mut report = VerifyReport { target: original.target.to_string(), ..VerifyReport::default() };
     let regions: BTreeMap<u64, Site> = sites.iter().map(|s| (s.begin, *s)).collect();
-    let mut map = AddressMap::default();
-    // Pairs of (original function, instrumented function) that aligned.
-    let mut aligned: Vec<(usize, usize)> = Vec::new();
-
-    // 1. Alignment: original instructions in order, regions between them.
-    for (index, function) in before.functions.iter().enumerate() {
-        report.functions += 1;
-        // With originals kept, the instrumented copy is what to check.
-        let copy = format!("{}{INSTRUMENTED_SUFFIX}", function.name);
-        let named = |name: &str| after.functions.iter().position(|f| f.name == name);
-        let Some(other) = named(&copy).or_else(|| named(&function.name)) else {
-            report.findings.push(Finding {
-                function: function.name.clone(),
-                address: 0,
-                problem: "the instrumented code object has no function of this name".into(),
-            });
-            continue;
-        };
-        let g = &after.functions[other];
-        if function.is_kernel() != g.is_kernel() {
-            report.findings.push(Finding {
-                function: function.name.clone(),
-                address: g.address,
-                problem: "a kernel in one code object and not in the other".into(),
-            });
-            continue;
-        }
-        if align(&before, function, &after, g, &regions, &mut map, &mut report) {
-            aligned.push((index, other));
+    let mut check = GroupCheck {
+        regions: &regions,
+        map: AddressMap::default(),
+        outcomes: Default::default(),
+        functions: Vec::new(),
+        report: VerifyReport { target: original.target.to_string(), ..VerifyReport::default() },
+    };
+    // A code object of kernels alone is checked a group of kernels at a
+    // time, as it is instrumented: memory bounded by a group, not by the
+    // code object (a 33 MB rocBLAS object took 5.4 GB checked whole). A
+    // kernel's code reaching another kernel's would be a finding.
+    match kernel_groups(original, group_bytes) {
+        None => check.group(original, instrumented, &lift(original)?, &lift(instrumented)?)?,
+        Some(groups) => {
+            let starts: HashMap<String, u64> = function_starts(instrumented).into_iter().collect();
+            let names: HashMap<u64, String> = function_starts(original).into_iter().map(|(n, a)| (a, n)).collect();
+            for group in groups {
+                // Each kernel's instrumented function, and its copy with
+                // originals kept.
+                let wanted: std::collections::HashSet<u64> = group
+                    .iter()
+                    .filter_map(|start| names.get(start))
+                    .flat_map(|name| [starts.get(name), starts.get(&format!("{name}{INSTRUMENTED_SUFFIX}"))])
+                    .flatten()
+                    .copied()
+                    .collect();
+                let before = lift_functions(original, |start| group.contains(&start))?;
+                let after = lift_functions(instrumented, |start| wanted.contains(&start))?;
+                check.group(original, instrumented, &before, &after)?;
+            }
         }
     }
+    // Regions in no function the groups checked.
     for site in &sites {
-        let holder = after.functions.iter().position(|f| f.address <= site.begin && site.begin < f.end());
-        if holder.is_some_and(|g| !aligned.iter().any(|(_, a)| *a == g)) {
-            continue; // already reported: the function did not align
-        }
-        if map.instructions.get(&site.original).is_none_or(|m| *m != site.end) {
-            report.findings.push(Finding {
-                function: holder.map_or_else(|| "(outside every function)".into(), |g| after.functions[g].name.clone()),
+        let held = check.functions.iter().any(|&(begin, end)| begin <= site.begin && site.begin < end);
+        if !held && check.map.instructions.get(&site.original).is_none_or(|m| *m != site.end) {
+            check.report.findings.push(Finding {
+                function: "(outside every function)".into(),
                 address: site.begin,
                 problem: format!(
                     "the site table says this region runs before the original instruction at {:#x}, which is not \
@@ -353,179 +361,7 @@ pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<Verify
             });
         }
     }
-
-    // 2. Branches and pc-relative computations land where they did.
-    for &(f, g) in &aligned {
-        let at: HashMap<u64, &Instruction> = after.functions[g].instructions().map(|i| (i.address, i)).collect();
-        let original_index: HashMap<u64, usize> =
-            before.functions[f].instructions().enumerate().map(|(n, i)| (i.address, n)).collect();
-        for o in before.functions[f].instructions() {
-            let Some(i) = map.instructions.get(&o.address).and_then(|a| at.get(a)) else { continue };
-            let problem = match (o.flow, i.flow, map.relaxed.get(&o.address)) {
-                (Flow::Branch { target: t } | Flow::ConditionalBranch { target: t }, _, Some(&(u, pair))) => {
-                    report.branches += 1;
-                    let live = original_index.get(&t).map(|n| liveness.functions[f].live_in[*n]);
-                    let clobbered = live.and_then(|live| {
-                        [Unit::sgpr(pair), Unit::sgpr(pair + 1), Unit::special("SCC")]
-                            .into_iter()
-                            .find(|unit| live.contains(*unit))
-                    });
-                    if !map.lands_on(t, u) {
-                        Some(format!("the long jump for the branch at {:#x} lands at {u:#x}, not on {t:#x}", o.address))
-                    } else {
-                        clobbered.map(|unit| {
-                            format!(
-                                "the long jump for the branch at {:#x} changes {unit}, live at its target",
-                                o.address
-                            )
-                        })
-                    }
-                }
-                (Flow::Branch { target: t }, Flow::Branch { target: u }, None)
-                | (Flow::ConditionalBranch { target: t }, Flow::ConditionalBranch { target: u }, None)
-                | (Flow::Jump { target: t }, Flow::Jump { target: u }, None) => {
-                    report.branches += 1;
-                    (!map.lands_on(t, u))
-                        .then(|| format!("`{}` lands at {u:#x}, not on the original's target {t:#x}", text(&after, i)))
-                }
-                _ => None,
-            };
-            let problem = problem.or_else(|| match (&o.pc_relative, &i.pc_relative) {
-                (Some(a), Some(b)) => {
-                    report.pc_relative += 1;
-                    let lands = map.lands_on(a.target, b.target)
-                        || same_symbol_offset(original, a.target, instrumented, b.target)
-                        || before.got_slot_symbol(a.target).is_some_and(|s| after.got_slot_symbol(b.target) == Some(s));
-                    (!lands).then(|| {
-                        format!(
-                            "`{}` computes {:#x}, which is not what the original's {:#x} became",
-                            text(&after, i),
-                            b.target,
-                            a.target
-                        )
-                    })
-                }
-                (Some(a), None) => Some(format!(
-                    "`{}` no longer computes an address from its s_getpc_b64 (the original computed {:#x})",
-                    text(&after, i),
-                    a.target
-                )),
-                _ => None,
-            });
-            if let Some(problem) = problem {
-                report.findings.push(Finding {
-                    function: after.functions[g].name.clone(),
-                    address: i.address,
-                    problem,
-                });
-            }
-        }
-    }
-
-    // 2b. A kernel that preloads arguments is entered 256 bytes in: there
-    // must be what its entry became (the preamble, or the instruction).
-    for &(f, g) in &aligned {
-        let (function, instrumented_function) = (&before.functions[f], &after.functions[g]);
-        if function.entry > 0 || instrumented_function.entry > 0 {
-            let (t, u) = (function.entry_address(), instrumented_function.entry_address());
-            if instrumented_function.entry == 0 || !map.lands_on(t, u) {
-                report.findings.push(Finding {
-                    function: instrumented_function.name.clone(),
-                    address: instrumented_function.address,
-                    problem: format!(
-                        "the hardware enters the kernel 256 bytes in, at {u:#x}, which is not what the original's \
-                         entry {t:#x} became"
-                    ),
-                });
-            }
-        }
-    }
-
-    // 3. Regions preserve what is live at their point.
-    let exports = exports_anywhere(&before.functions, &before.isa);
-    // What a region's code leaves in the registers does not depend on where
-    // it is (its branches are relative, the addresses it computes are not
-    // values the interpretation follows): each distinct code is interpreted
-    // once, as the instrumenter's check does, and checked per region
-    // against what is live there. (Kernel entries start from their own
-    // inputs and are interpreted each.)
-    let mut outcomes: rustc_hash::FxHashMap<Vec<u8>, Outcome> = Default::default();
-    for &(f, g) in &aligned {
-        let function = &before.functions[f];
-        let instrumented_function = &after.functions[g];
-        let index_of: HashMap<u64, usize> = function.instructions().enumerate().map(|(n, i)| (i.address, n)).collect();
-        let mut pending: Option<Vec<Pending>> = None;
-        let mut code: Vec<&Instruction> = instrumented_function.instructions().collect();
-        code.sort_by_key(|i| i.address);
-        let (begin, end) = (instrumented_function.address, instrumented_function.end());
-        // Sites and instructions by address: linear in the function's size.
-        for site in regions.range(begin..end).map(|(_, s)| s).filter(|s| s.end <= end) {
-            let Some(&position) = index_of.get(&site.original) else { continue };
-            let first = code.partition_point(|i| i.address < site.begin);
-            let region: Vec<&Instruction> =
-                code[first..].iter().take_while(|i| i.address < site.end).copied().collect();
-            report.regions += 1;
-            report.inserted_instructions += region.len();
-            let finding = |address: u64, problem: String| Finding {
-                function: instrumented_function.name.clone(),
-                address,
-                problem,
-            };
-            if let Some(escape) = region.iter().find_map(|i| leaves_region(i, site)) {
-                report.findings.push(finding(escape.0, escape.1));
-                continue;
-            }
-            let mut live = liveness.functions[f].live_in[position];
-            let mut entry = Entry::default();
-            if position == function.entry && !function.entry_is_branch_target() {
-                if let FunctionKind::Kernel(k) = function.kind {
-                    let descriptor = &before.code_object.kernels[k].descriptor;
-                    let (inputs, kernel_entry) = kernel_entry(
-                        descriptor,
-                        kernel_descriptor(instrumented, &instrumented_function.name).unwrap_or(descriptor),
-                        liveness.processor,
-                    );
-                    live = live.intersection(&inputs);
-                    entry = kernel_entry;
-                }
-            }
-            let owned = || region.iter().map(|i| (*i).clone()).collect::<Vec<Instruction>>();
-            let checked = match entry.is_default() {
-                true => {
-                    // Each instruction's length first: keys cannot run into each other.
-                    let bytes: Vec<u8> = region
-                        .iter()
-                        .flat_map(|i| std::iter::once(i.bytes.len() as u8).chain(interpreted_bytes(i).iter().copied()))
-                        .collect();
-                    let outcome =
-                        outcomes.entry(bytes).or_insert_with(|| interpret(&after.isa, &units, &owned(), &entry));
-                    // The culprit of a violation is named from this region's
-                    // own code: interpreted again (rare).
-                    outcome
-                        .check(&after.isa, &[], &live, None)
-                        .or_else(|_| check_from(&after.isa, &units, &owned(), &live, None, &entry))
-                }
-                false => check_from(&after.isa, &units, &owned(), &live, None, &entry),
-            };
-            if let Err(violation) = checked {
-                report.findings.push(finding(
-                    site.begin,
-                    format!("the region before the original instruction at {:#x}: {violation}", site.original),
-                ));
-            }
-            let pending = pending
-                .get_or_insert_with(|| pending_before(function, &before.isa, &liveness.functions[f], exports))
-                .get(position)
-                .cloned()
-                .unwrap_or_else(|| Pending::unknown(exports));
-            if let Some((address, problem)) = memory_waits(&after.isa, &units, &region, pending, &live) {
-                report.findings.push(finding(
-                    address,
-                    format!("the region before the original instruction at {:#x}: {problem}", site.original),
-                ));
-            }
-        }
-    }
+    let mut report = check.report;
 
     // 4. CoMGR's metadata query lists the same kernels and descriptors (and,
     // with originals kept, each one's copy besides).
@@ -575,55 +411,318 @@ pub fn verify(original: &CodeObject, instrumented: &CodeObject) -> Result<Verify
         (Err(_), Ok(b)) => report.metadata_kernels = b.len(),
     }
 
-    // 5. Descriptors cover every register the code uses.
-    // (What the code names: no liveness of the instrumented code needed.)
-    let touched_after = touched_registers(&after);
-    let touched_before = touched_registers(&before);
-    let inside = |allocated: &Allocation, unit: Unit| match unit.file() {
-        RegisterFile::Sgpr => allocated.sgprs.contains(unit),
-        RegisterFile::Vgpr => allocated.vgprs.contains(unit),
-        RegisterFile::Agpr => allocated.agprs.contains(unit),
-        _ => true,
-    };
-    for (index, function) in after.functions.iter().enumerate() {
-        let FunctionKind::Kernel(k) = function.kind else { continue };
-        report.kernels += 1;
-        let touched = &touched_after[index];
-        let allocated = allocation(instrumented, &instrumented.kernels[k], touched);
-        // What the original kernel itself used past its own allocation.
-        let original_past = aligned
-            .iter()
-            .find(|(_, g)| *g == index)
-            .and_then(|&(f, _)| match before.functions[f].kind {
-                FunctionKind::Kernel(ok) => Some((f, ok)),
-                _ => None,
-            })
-            .map(|(f, ok)| {
-                let own = allocation(original, &original.kernels[ok], &touched_before[f]);
-                touched_before[f].iter().filter(|u| !inside(&own, *u)).collect::<Vec<Unit>>()
-            })
-            .unwrap_or_default();
-        if !original_past.is_empty() {
-            report.originals_past_their_allocation += 1;
-        }
-        for unit in touched.iter() {
-            if !inside(&allocated, unit) && !original_past.contains(&unit) {
-                report.findings.push(Finding {
+    Ok(report)
+}
+
+/// What checking the groups of a code object's functions carries from one
+/// group to the next.
+struct GroupCheck<'r> {
+    regions: &'r BTreeMap<u64, Site>,
+    map: AddressMap,
+    /// What each distinct region code leaves in the registers.
+    outcomes: rustc_hash::FxHashMap<Vec<u8>, Outcome>,
+    /// The instrumented functions checked, `(start, end)`.
+    functions: Vec<(u64, u64)>,
+    report: VerifyReport,
+}
+
+impl GroupCheck<'_> {
+    /// Steps 1 to 3 and 5 on the functions `before` and `after` lifted (a
+    /// group of kernels, or every function).
+    fn group(
+        &mut self,
+        original: &CodeObject,
+        instrumented: &CodeObject,
+        before: &LiftedCodeObject<'_>,
+        after: &LiftedCodeObject<'_>,
+    ) -> Result<(), VerifyError> {
+        let liveness = analyze(before)?;
+        let units = crate::stages::liveness::RegisterUnits::new(&after.isa);
+        // Pairs of (original function, instrumented function) that aligned.
+        let mut aligned: Vec<(usize, usize)> = Vec::new();
+
+        // 1. Alignment: original instructions in order, regions between them.
+        for (index, function) in before.functions.iter().enumerate() {
+            self.report.functions += 1;
+            // With originals kept, the instrumented copy is what to check.
+            let copy = format!("{}{INSTRUMENTED_SUFFIX}", function.name);
+            let named = |name: &str| after.functions.iter().position(|f| f.name == name);
+            let Some(other) = named(&copy).or_else(|| named(&function.name)) else {
+                self.report.findings.push(Finding {
                     function: function.name.clone(),
                     address: 0,
-                    problem: format!(
-                        "uses {unit}, outside what the descriptor allocates ({} SGPRs, {} VGPRs, {} AGPRs)",
-                        allocated.sgprs.len(),
-                        allocated.vgprs.len(),
-                        allocated.agprs.len()
-                    ),
+                    problem: "the instrumented code object has no function of this name".into(),
                 });
-                break;
+                continue;
+            };
+            let g = &after.functions[other];
+            if function.is_kernel() != g.is_kernel() {
+                self.report.findings.push(Finding {
+                    function: function.name.clone(),
+                    address: g.address,
+                    problem: "a kernel in one code object and not in the other".into(),
+                });
+                continue;
+            }
+            if align(before, function, after, g, self.regions, &mut self.map, &mut self.report) {
+                aligned.push((index, other));
             }
         }
+        for (g, holder) in after.functions.iter().enumerate() {
+            self.functions.push((holder.address, holder.end()));
+            if !aligned.iter().any(|(_, a)| *a == g) {
+                continue; // already reported: the function did not align
+            }
+            for site in self.regions.range(holder.address..holder.end()).map(|(_, s)| s) {
+                if self.map.instructions.get(&site.original).is_some_and(|m| *m == site.end) {
+                    continue;
+                }
+                self.report.findings.push(Finding {
+                    function: holder.name.clone(),
+                    address: site.begin,
+                    problem: format!(
+                        "the site table says this region runs before the original instruction at {:#x}, which is not \
+                     where it ends",
+                        site.original
+                    ),
+                });
+            }
+        }
+
+        // 2. Branches and pc-relative computations land where they did.
+        for &(f, g) in &aligned {
+            let at: HashMap<u64, &Instruction> = after.functions[g].instructions().map(|i| (i.address, i)).collect();
+            let original_index: HashMap<u64, usize> =
+                before.functions[f].instructions().enumerate().map(|(n, i)| (i.address, n)).collect();
+            for o in before.functions[f].instructions() {
+                let Some(i) = self.map.instructions.get(&o.address).and_then(|a| at.get(a)) else { continue };
+                let problem = match (o.flow, i.flow, self.map.relaxed.get(&o.address)) {
+                    (Flow::Branch { target: t } | Flow::ConditionalBranch { target: t }, _, Some(&(u, pair))) => {
+                        self.report.branches += 1;
+                        let live = original_index.get(&t).map(|n| liveness.functions[f].live_in[*n]);
+                        let clobbered = live.and_then(|live| {
+                            [Unit::sgpr(pair), Unit::sgpr(pair + 1), Unit::special("SCC")]
+                                .into_iter()
+                                .find(|unit| live.contains(*unit))
+                        });
+                        if !self.map.lands_on(t, u) {
+                            Some(format!(
+                                "the long jump for the branch at {:#x} lands at {u:#x}, not on {t:#x}",
+                                o.address
+                            ))
+                        } else {
+                            clobbered.map(|unit| {
+                                format!(
+                                    "the long jump for the branch at {:#x} changes {unit}, live at its target",
+                                    o.address
+                                )
+                            })
+                        }
+                    }
+                    (Flow::Branch { target: t }, Flow::Branch { target: u }, None)
+                    | (Flow::ConditionalBranch { target: t }, Flow::ConditionalBranch { target: u }, None)
+                    | (Flow::Jump { target: t }, Flow::Jump { target: u }, None) => {
+                        self.report.branches += 1;
+                        (!self.map.lands_on(t, u)).then(|| {
+                            format!("`{}` lands at {u:#x}, not on the original's target {t:#x}", text(after, i))
+                        })
+                    }
+                    _ => None,
+                };
+                let problem = problem.or_else(|| match (&o.pc_relative, &i.pc_relative) {
+                    (Some(a), Some(b)) => {
+                        self.report.pc_relative += 1;
+                        let lands = self.map.lands_on(a.target, b.target)
+                            || same_symbol_offset(original, a.target, instrumented, b.target)
+                            || before
+                                .got_slot_symbol(a.target)
+                                .is_some_and(|s| after.got_slot_symbol(b.target) == Some(s));
+                        (!lands).then(|| {
+                            format!(
+                                "`{}` computes {:#x}, which is not what the original's {:#x} became",
+                                text(after, i),
+                                b.target,
+                                a.target
+                            )
+                        })
+                    }
+                    (Some(a), None) => Some(format!(
+                        "`{}` no longer computes an address from its s_getpc_b64 (the original computed {:#x})",
+                        text(after, i),
+                        a.target
+                    )),
+                    _ => None,
+                });
+                if let Some(problem) = problem {
+                    self.report.findings.push(Finding {
+                        function: after.functions[g].name.clone(),
+                        address: i.address,
+                        problem,
+                    });
+                }
+            }
+        }
+
+        // 2b. A kernel that preloads arguments is entered 256 bytes in: there
+        // must be what its entry became (the preamble, or the instruction).
+        for &(f, g) in &aligned {
+            let (function, instrumented_function) = (&before.functions[f], &after.functions[g]);
+            if function.entry > 0 || instrumented_function.entry > 0 {
+                let (t, u) = (function.entry_address(), instrumented_function.entry_address());
+                if instrumented_function.entry == 0 || !self.map.lands_on(t, u) {
+                    self.report.findings.push(Finding {
+                        function: instrumented_function.name.clone(),
+                        address: instrumented_function.address,
+                        problem: format!(
+                            "the hardware enters the kernel 256 bytes in, at {u:#x}, which is not what the original's \
+                         entry {t:#x} became"
+                        ),
+                    });
+                }
+            }
+        }
+
+        // 3. Regions preserve what is live at their point.
+        let exports = exports_anywhere(&before.functions, &before.isa);
+        // What a region's code leaves in the registers does not depend on where
+        // it is (its branches are relative, the addresses it computes are not
+        // values the interpretation follows): each distinct code is interpreted
+        // once, as the instrumenter's check does, and checked per region
+        // against what is live there. (Kernel entries start from their own
+        // inputs and are interpreted each.)
+        for &(f, g) in &aligned {
+            let function = &before.functions[f];
+            let instrumented_function = &after.functions[g];
+            let index_of: HashMap<u64, usize> =
+                function.instructions().enumerate().map(|(n, i)| (i.address, n)).collect();
+            let mut pending: Option<Vec<Pending>> = None;
+            let mut code: Vec<&Instruction> = instrumented_function.instructions().collect();
+            code.sort_by_key(|i| i.address);
+            let (begin, end) = (instrumented_function.address, instrumented_function.end());
+            // Sites and instructions by address: linear in the function's size.
+            for site in self.regions.range(begin..end).map(|(_, s)| s).filter(|s| s.end <= end) {
+                let Some(&position) = index_of.get(&site.original) else { continue };
+                let first = code.partition_point(|i| i.address < site.begin);
+                let region: Vec<&Instruction> =
+                    code[first..].iter().take_while(|i| i.address < site.end).copied().collect();
+                self.report.regions += 1;
+                self.report.inserted_instructions += region.len();
+                let finding = |address: u64, problem: String| Finding {
+                    function: instrumented_function.name.clone(),
+                    address,
+                    problem,
+                };
+                if let Some(escape) = region.iter().find_map(|i| leaves_region(i, site)) {
+                    self.report.findings.push(finding(escape.0, escape.1));
+                    continue;
+                }
+                let mut live = liveness.functions[f].live_in[position];
+                let mut entry = Entry::default();
+                if position == function.entry && !function.entry_is_branch_target() {
+                    if let FunctionKind::Kernel(k) = function.kind {
+                        let descriptor = &before.code_object.kernels[k].descriptor;
+                        let (inputs, kernel_entry) = kernel_entry(
+                            descriptor,
+                            kernel_descriptor(instrumented, &instrumented_function.name).unwrap_or(descriptor),
+                            liveness.processor,
+                        );
+                        live = live.intersection(&inputs);
+                        entry = kernel_entry;
+                    }
+                }
+                let owned = || region.iter().map(|i| (*i).clone()).collect::<Vec<Instruction>>();
+                let checked = match entry.is_default() {
+                    true => {
+                        // Each instruction's length first: keys cannot run into each other.
+                        let bytes: Vec<u8> = region
+                            .iter()
+                            .flat_map(|i| {
+                                std::iter::once(i.bytes.len() as u8).chain(interpreted_bytes(i).iter().copied())
+                            })
+                            .collect();
+                        let outcome = self
+                            .outcomes
+                            .entry(bytes)
+                            .or_insert_with(|| interpret(&after.isa, &units, &owned(), &entry));
+                        // The culprit of a violation is named from this region's
+                        // own code: interpreted again (rare).
+                        outcome
+                            .check(&after.isa, &[], &live, None)
+                            .or_else(|_| check_from(&after.isa, &units, &owned(), &live, None, &entry))
+                    }
+                    false => check_from(&after.isa, &units, &owned(), &live, None, &entry),
+                };
+                if let Err(violation) = checked {
+                    self.report.findings.push(finding(
+                        site.begin,
+                        format!("the region before the original instruction at {:#x}: {violation}", site.original),
+                    ));
+                }
+                let pending = pending
+                    .get_or_insert_with(|| pending_before(function, &before.isa, &liveness.functions[f], exports))
+                    .get(position)
+                    .cloned()
+                    .unwrap_or_else(|| Pending::unknown(exports));
+                if let Some((address, problem)) = memory_waits(&after.isa, &units, &region, pending, &live) {
+                    self.report.findings.push(finding(
+                        address,
+                        format!("the region before the original instruction at {:#x}: {problem}", site.original),
+                    ));
+                }
+            }
+        }
+
+        // 5. Descriptors cover every register the code uses.
+        // (What the code names: no liveness of the instrumented code needed.)
+        let touched_after = touched_registers(after);
+        let touched_before = touched_registers(before);
+        let inside = |allocated: &Allocation, unit: Unit| match unit.file() {
+            RegisterFile::Sgpr => allocated.sgprs.contains(unit),
+            RegisterFile::Vgpr => allocated.vgprs.contains(unit),
+            RegisterFile::Agpr => allocated.agprs.contains(unit),
+            _ => true,
+        };
+        for (index, function) in after.functions.iter().enumerate() {
+            let FunctionKind::Kernel(k) = function.kind else { continue };
+            self.report.kernels += 1;
+            let touched = &touched_after[index];
+            let allocated = allocation(instrumented, &instrumented.kernels[k], touched);
+            // What the original kernel itself used past its own allocation.
+            let original_past = aligned
+                .iter()
+                .find(|(_, g)| *g == index)
+                .and_then(|&(f, _)| match before.functions[f].kind {
+                    FunctionKind::Kernel(ok) => Some((f, ok)),
+                    _ => None,
+                })
+                .map(|(f, ok)| {
+                    let own = allocation(original, &original.kernels[ok], &touched_before[f]);
+                    touched_before[f].iter().filter(|u| !inside(&own, *u)).collect::<Vec<Unit>>()
+                })
+                .unwrap_or_default();
+            if !original_past.is_empty() {
+                self.report.originals_past_their_allocation += 1;
+            }
+            for unit in touched.iter() {
+                if !inside(&allocated, unit) && !original_past.contains(&unit) {
+                    self.report.findings.push(Finding {
+                        function: function.name.clone(),
+                        address: 0,
+                        problem: format!(
+                            "uses {unit}, outside what the descriptor allocates ({} SGPRs, {} VGPRs, {} AGPRs)",
+                            allocated.sgprs.len(),
+                            allocated.vgprs.len(),
+                            allocated.agprs.len()
+                        ),
+                    });
+                    break;
+                }
+            }
+        }
+        self.report.original_instructions +=
+            aligned.iter().map(|(f, _)| before.functions[*f].instructions().count()).sum::<usize>();
+        Ok(())
     }
-    report.original_instructions = aligned.iter().map(|(f, _)| before.functions[*f].instructions().count()).sum();
-    Ok(report)
 }
 
 /// The bytes of an instruction the interpretation depends on: all but a

@@ -9,7 +9,7 @@ use gpuinstr::stages::lift::{lift, Flow};
 use gpuinstr::stages::liveness::pending::{exports_anywhere, pending_before};
 use gpuinstr::stages::liveness::{analyze, RegisterFile};
 use gpuinstr::stages::load::{self, instrumented, CodeObject};
-use gpuinstr::verify::{site_table, verify, Site};
+use gpuinstr::verify::{site_table, verify, verify_in_groups, Site};
 use gpuinstr_intrinsics::Registry;
 use gpuinstr_tests::*;
 
@@ -32,9 +32,13 @@ fn file_offset(code_object: &CodeObject, address: u64) -> usize {
     (section.offset + (address - section.address)) as usize
 }
 
+/// What `verify` finds, checked the same with each kernel lifted alone (as
+/// a large code object is checked, a group of kernels at a time).
 fn findings(app: &CodeObject, bytes: Vec<u8>) -> Vec<String> {
     let output = CodeObject::parse(bytes, Vec::new()).unwrap();
     let report = verify(app, &output).unwrap();
+    let grouped = verify_in_groups(app, &output, 1).unwrap();
+    assert_eq!(grouped.render_text(), report.render_text(), "checked a kernel at a time");
     report.findings.iter().map(|f| format!("{} at {:#x}: {}", f.function, f.address, f.problem)).collect()
 }
 
@@ -51,8 +55,12 @@ fn site_position(original: &gpuinstr::stages::lift::LiftedCodeObject<'_>, site: 
 #[test]
 fn verify_names_each_kind_of_breakage() {
     let (app, bytes) = instrumented();
+    // Kernels alone: `findings` checks them a kernel at a time too.
+    let groups = gpuinstr::stages::lift::kernel_groups(&app, 1).expect("kernels alone, in groups");
+    assert!(groups.len() > 1, "{groups:?}");
     let output = CodeObject::parse(bytes.clone(), Vec::new()).unwrap();
     assert!(verify(&app, &output).unwrap().ok(), "the unbroken output verifies");
+    assert!(findings(&app, bytes.clone()).is_empty());
     let sites: Vec<Site> = site_table(&output).unwrap();
     assert!(sites.len() > 50, "{} sites", sites.len());
     let original = lift(&app).unwrap();

@@ -66,9 +66,8 @@ pub struct InstrumentOptions {
     pub group_bytes: u64,
 }
 
-/// The code per group of kernels by default: a group of the instruction
-/// counter's peaks near 0.5 GB (about 90,000 instructions).
-pub const GROUP_BYTES: u64 = 512 * 1024;
+/// The code per group of kernels by default (the lift stage's).
+pub const GROUP_BYTES: u64 = crate::stages::lift::KERNEL_GROUP_BYTES;
 
 impl Default for InstrumentOptions {
     fn default() -> Self {

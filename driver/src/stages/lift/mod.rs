@@ -508,6 +508,17 @@ pub fn lift(code_object: &CodeObject) -> Result<LiftedCodeObject<'_>, LiftError>
     lift_functions(code_object, |_| true)
 }
 
+/// The code per group of kernels by default (the instrumenter's and
+/// `verify`'s): a group of the instruction counter's peaks near 0.5 GB
+/// (about 90,000 instructions).
+pub const KERNEL_GROUP_BYTES: u64 = 512 * 1024;
+
+/// Every function's name and start address, as [`lift`] names them,
+/// without decoding any code.
+pub fn function_starts(code_object: &CodeObject) -> Vec<(String, u64)> {
+    function_extents(code_object, &mut Vec::new()).into_iter().map(|extent| (extent.name, extent.start)).collect()
+}
+
 /// The code object's functions in groups of whole kernels, in address
 /// order, each group's code at most `bytes` long unless one kernel alone is
 /// longer: what [`lift_functions`] lifts one group at a time (by start
