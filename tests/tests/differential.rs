@@ -1495,6 +1495,59 @@ fn a_count_kept_per_lane_is_never_parked() {
     assert_eq!(device.memory.read_u64(cells[0]).unwrap(), expected, "Counter");
 }
 
+/// hipBLASLt's kernels keep the address of their activation function, a
+/// subroutine at the kernel's end, in `s[12:13]` (`s_getpc_b64`, then
+/// `s_add_i32` of the subroutine's offset, `s_add_u32`/`s_addc_u32`, no
+/// `s_setpc_b64` after it) and call it with `s_swappc_b64` as they store;
+/// it returns with `s_setpc_b64 s[30:31]`. The computation is made
+/// symbolic (it was refused, and with it every point of those kernels), so
+/// the instrumented kernel calls the subroutine where it moved: kernel
+/// arguments, at the entry, reads the launch's shape in a kernel that runs
+/// to its end. The call and the subroutine's return are followed
+/// conservatively for now (every register live): the instruction
+/// counter's points in the subroutine and up to the call find no register
+/// and are left out, said as such (not placed wrongly).
+#[test]
+fn an_address_of_code_kept_for_a_call_moves_with_the_code() {
+    let body = "\ts_getpc_b64 s[12:13]
+.Lafter_getpc:
+\ts_add_i32 s8, .Lactivation-.Lafter_getpc-4, 4
+\ts_add_u32 s12, s12, s8
+\ts_addc_u32 s13, s13, 0
+\ts_branch .Lready
+.Lready:
+\tv_mov_b32_e32 v1, 0
+\ts_mov_b32 s9, 3
+.Lloop:
+\ts_swappc_b64 s[30:31], s[12:13]
+\ts_sub_u32 s9, s9, 1
+\ts_cmp_lg_u32 s9, 0
+\ts_cbranch_scc1 .Lloop
+\tv_add_u32_e32 v0, v0, v1
+\ts_endpgm
+.Lactivation:
+\tv_add_u32_e32 v1, v1, v0
+\tv_add_u32_e32 v1, 5, v1
+\ts_setpc_b64 s[30:31]";
+    let app = kernel_from_assembly("gfx90a", body, "");
+    let lifted = lift(&app).unwrap();
+    let problems = &lifted.functions[0].problems;
+    assert!(problems.iter().all(|p| !p.kind.blocks_relocation()), "{problems:?}");
+    let case = Case { kernel: "test_kernel", launch: Launch::linear(1, 64), arguments: vec![] };
+    let dir = scratch();
+    let tool = example_tool_for("kernel-arguments", dir.path(), &app);
+    let output = instrumented_verified(&tool, &app, &example_plan_for("kernel-arguments", case.kernel));
+    check_kernel_arguments(&app, &output, &case);
+
+    let tool = example_tool_for("instruction-counter", dir.path(), &app);
+    let plan = example_plan_for("instruction-counter", case.kernel);
+    let options = InstrumentOptions { linker: linker_for(&app), allow_partial: true, ..InstrumentOptions::default() };
+    let (_, report) = instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &options).unwrap();
+    assert!(report.points > report.left_out.len() && !report.left_out.is_empty(), "{:#?}", report.left_out);
+    let why = format!("{:?}", report.left_out);
+    assert!(why.contains("no registers"), "{why}");
+}
+
 /// A kernel whose every VGPR is written keeps the SVA in an AGPR, and
 /// each payload loads it into a VGPR dead at its point (as in Tensile's
 /// kernels at 256 VGPRs). The memory tracer's points there still take its

@@ -58,7 +58,8 @@ fn adds_literal(instruction: &Instruction, reg: u32) -> Option<usize> {
 
 /// Tensile's long branch after the `s_getpc_b64` at `getpc` (its pair's
 /// halves `lo`, `hi`): the `s_add_i32`'s index, its literal's operand, the
-/// target and the `s_setpc_b64`s' indices. The `s_add_i32` follows the
+/// target and the `s_setpc_b64`s' indices (none where the pair keeps the
+/// address for a later call). The `s_add_i32` follows the
 /// `s_getpc_b64`; then the offset is added or subtracted ([`jump_path`]),
 /// or, in hand-written kernels (`DGEMM_Aldebaran_*`), both after
 /// `s_cmp_ge_i32 sT, 0` and `s_cbranch_scc1`: subtracted after its
@@ -98,13 +99,13 @@ fn long_branch(
             return None;
         }
         let target = result.wrapping_add(i64::from(offset) as u64);
-        return Some((getpc + 1, operand, target, vec![negative.3, positive.3]));
+        return Some((getpc + 1, operand, target, vec![negative.3?, positive.3?]));
     }
     let (subtracts, absolute, high, setpc) = jump_path(isa, instructions, getpc + 2, registers)?;
     let low = if absolute { offset.wrapping_abs() } else { offset };
     let amount = (u64::from(high as u32) << 32) | u64::from(low as u32);
     let target = if subtracts { result.wrapping_sub(amount) } else { result.wrapping_add(amount) };
-    Some((getpc + 1, operand, target, vec![setpc]))
+    Some((getpc + 1, operand, target, setpc.into_iter().collect()))
 }
 
 /// The registers a long branch computes in: the `s_getpc_b64`'s pair, its
@@ -158,12 +159,15 @@ fn sign_dispatch(isa: &Isa, instructions: &[Instruction], from: usize, r: JumpRe
 /// `s_add_u32 lo, lo, sT` / `s_addc_u32 hi, hi, 0 or -1`, or `s_sub_u32
 /// lo, lo, sT` / `s_subb_u32 hi, hi, 0`, then `s_setpc_b64 lo:hi`:
 /// (subtracts, takes the absolute value, the high half, the setpc's index).
+/// Without the `s_setpc_b64` in the straight line after it, the pair holds
+/// an address of code for later (hipBLASLt keeps its activation
+/// function's in `s[12:13]` and calls it with `s_swappc_b64`): no index.
 fn jump_path(
     isa: &Isa,
     instructions: &[Instruction],
     from: usize,
     r: JumpRegisters,
-) -> Option<(bool, bool, i64, usize)> {
+) -> Option<(bool, bool, i64, Option<usize>)> {
     let named = |i: &Instruction, name: &str| i.decoded && isa.opcode_name(i.opcode) == name;
     let JumpRegisters { pair, lo, hi, offset: offset_reg } = r;
     let mut absolute = false;
@@ -205,17 +209,23 @@ fn jump_path(
         }
         if let (Some(subtracts), Some(high)) = (subtract, high) {
             if named(candidate, "S_SETPC_B64") && candidate.uses.first() == Some(&pair) {
-                return Some((subtracts, absolute, high, index));
+                return Some((subtracts, absolute, high, Some(index)));
             }
         }
         // (Once added or subtracted, the offset's register is free: code
         // instrumented between may use it, as a payload short of SGPRs does.)
         let writes = |r: u32| r == pair || r == lo || r == hi || (subtract.is_none() && r == offset_reg);
         if candidate.all_defs().any(writes) || !matches!(candidate.flow, super::instruction::Flow::Next) {
-            return None;
+            return match (subtract, high) {
+                (Some(subtracts), Some(high)) => Some((subtracts, absolute, high, None)),
+                _ => None,
+            };
         }
     }
-    None
+    match (subtract, high) {
+        (Some(subtracts), Some(high)) => Some((subtracts, absolute, high, None)),
+        _ => None,
+    }
 }
 
 fn literal(instruction: &Instruction, operand: usize) -> u32 {

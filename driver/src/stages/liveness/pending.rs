@@ -306,6 +306,21 @@ pub fn exports_anywhere(functions: &[Function], isa: &Isa) -> bool {
     functions.iter().flat_map(|f| f.instructions()).any(|i| counters_of(i, isa).expcnt)
 }
 
+/// Whether a jump through registers may land on `address` in `function`:
+/// it is the target of a pc-relative computation there, or follows a call.
+fn lands_indirectly(function: &Function, address: u64) -> bool {
+    let mut instructions = function.instructions().peekable();
+    while let Some(instruction) = instructions.next() {
+        if instruction.pc_relative.as_ref().is_some_and(|pc| pc.target == address) {
+            return true;
+        }
+        if instruction.flow == Flow::Call && instructions.peek().is_some_and(|next| next.address == address) {
+            return true;
+        }
+    }
+    false
+}
+
 /// Per instruction of `function` (in block order, as liveness counts):
 /// what may be in flight before it (`exports`: [`exports_anywhere`] of its
 /// code object).
@@ -314,7 +329,13 @@ pub fn pending_before(function: &Function, isa: &Isa, liveness: &FunctionLivenes
     let unknown_flow = blocks
         .iter()
         .any(|b| matches!(b.exit, BlockExit::Indirect | BlockExit::OutsideFunction | BlockExit::FallsOffTheEnd));
-    let entry = if function.is_kernel() && !unknown_flow { Pending::NONE } else { Pending::unknown(exports) };
+    // A wave starts a kernel with nothing in flight. Where the function
+    // jumps through registers (a subroutine's `s_setpc_b64` return, in
+    // hipBLASLt's kernels), it lands on an address a pc-relative
+    // computation gave or after a call: the entry stays clean unless it is
+    // one of those.
+    let entry_clean = function.is_kernel() && (!unknown_flow || !lands_indirectly(function, function.address));
+    let entry = if entry_clean { Pending::NONE } else { Pending::unknown(exports) };
     let mut starts = Vec::with_capacity(blocks.len());
     let mut first = 0;
     for block in blocks {
@@ -327,6 +348,9 @@ pub fn pending_before(function: &Function, isa: &Isa, liveness: &FunctionLivenes
     }
     if unknown_flow {
         block_in.iter_mut().for_each(|slot| *slot = Some(Pending::unknown(exports)));
+        if let (true, Some(slot)) = (entry_clean, block_in.first_mut()) {
+            *slot = Some(Pending::NONE);
+        }
     }
     // Blocks only reached from unknown places (no known predecessor) start
     // unknown; but the padding of a preload prologue never runs (it falls
