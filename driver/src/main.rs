@@ -660,9 +660,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
 /// Every temporary file of the run (ours, tempfile's and the LLVM tools'
 /// we start) goes under one directory in the user's TMPDIR, removed at the
 /// end and when the run is stopped (SIGINT, SIGTERM, SIGHUP): a stopped
-/// hour-long instrumentation leaves nothing behind.
+/// hour-long instrumentation leaves nothing behind. A run killed outright
+/// (SIGKILL: the OOM killer, a memory cgroup's limit) cannot; the next run
+/// removes what such runs left, found by the process id each root names.
 fn temporary_root() -> Option<tempfile::TempDir> {
-    let root = tempfile::Builder::new().prefix("gpuinstr-link-").tempdir().ok()?;
+    remove_roots_of_killed_runs(&std::env::temp_dir());
+    let root = tempfile::Builder::new().prefix(ROOT_PREFIX).tempdir().ok()?;
+    std::fs::write(root.path().join(ROOT_OWNER), std::process::id().to_string()).ok()?;
     // Before any thread starts: tempfile and child processes read it.
     std::env::set_var("TMPDIR", root.path());
     let path = root.path().to_path_buf();
@@ -674,6 +678,26 @@ fn temporary_root() -> Option<tempfile::TempDir> {
         std::process::exit(130);
     });
     Some(root)
+}
+
+/// The temporary roots' names, and the file in each naming its run's process.
+const ROOT_PREFIX: &str = "gpuinstr-link-";
+const ROOT_OWNER: &str = "gpuinstr-link.pid";
+
+/// Removes the temporary roots in `directory` whose run's process is gone
+/// (a root without its owner file is being made, or is not ours to judge).
+fn remove_roots_of_killed_runs(directory: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(directory) else { return };
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(ROOT_PREFIX) {
+            continue;
+        }
+        let owner = std::fs::read_to_string(entry.path().join(ROOT_OWNER));
+        let Ok(pid) = owner.as_deref().unwrap_or("").trim().parse::<u32>() else { continue };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 fn main() -> ExitCode {

@@ -597,3 +597,39 @@ fn left_out_points_fail_the_run_and_no_temporary_file_stays() {
     assert!(!stdout.contains("PARTIAL") && stdout.contains("live VGPRs in scratch memory"), "{stdout}");
     assert_eq!(left_in_tmp(), 0, "temporary files left behind");
 }
+
+/// A run killed outright (SIGKILL: the OOM killer, a memory cgroup's
+/// limit) cannot remove its temporary root; the next run removes it, and
+/// leaves a live run's root and anything else in TMPDIR alone.
+#[test]
+fn a_killed_runs_temporary_files_go_with_the_next_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let object = code_object(dir.path());
+    // A run started, put its files in its root and was killed.
+    let mut dead = Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    dead.wait().unwrap();
+    let killed = tmp.join("gpuinstr-link-killed");
+    std::fs::create_dir_all(killed.join("llc")).unwrap();
+    std::fs::write(killed.join("llc/payloads.mir"), "...").unwrap();
+    std::fs::write(killed.join("gpuinstr-link.pid"), dead_pid.to_string()).unwrap();
+    // A run still going (this test's process), and a root being made.
+    let running = tmp.join("gpuinstr-link-running");
+    std::fs::create_dir_all(&running).unwrap();
+    std::fs::write(running.join("gpuinstr-link.pid"), std::process::id().to_string()).unwrap();
+    let being_made = tmp.join("gpuinstr-link-new");
+    std::fs::create_dir_all(&being_made).unwrap();
+    let other = tmp.join("notes.txt");
+    std::fs::write(&other, "mine").unwrap();
+
+    let result = gpuinstr_link().env("TMPDIR", &tmp).arg("inspect").arg(&object).output().unwrap();
+    assert!(result.status.success(), "{}", String::from_utf8_lossy(&result.stderr));
+    assert!(!killed.exists(), "the killed run's root stays");
+    assert!(running.exists() && being_made.exists() && other.exists());
+    let mut left: Vec<String> =
+        std::fs::read_dir(&tmp).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    left.sort();
+    assert_eq!(left, ["gpuinstr-link-new", "gpuinstr-link-running", "notes.txt"], "this run's own root stays");
+}
