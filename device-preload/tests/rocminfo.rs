@@ -162,6 +162,16 @@ fn rocm_smis_discovery_finds_the_board_at_its_kfd_nodes_slot() {
     assert!(!stdout.contains("not a link") && !stdout.contains("failed"), "{stdout}");
 }
 
+/// `program` with `arguments` under `gpuinstr-run` on the emulated MI210:
+/// how it exited, its standard output and error.
+fn on_the_emulated_mi210(program: &str, arguments: &[&str]) -> (std::process::Output, String, String) {
+    let output =
+        gpuinstr_run().args(["--target", "gfx90a", "--", program]).args(arguments).output().expect("gpuinstr-run runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    (output, stdout, stderr)
+}
+
 /// `rocm-smi` (Debian 12's ROCm SMI 5.2 and sid's 6.4, through their library) lists the
 /// emulated MI210: its id, PCI slot, clocks and device memory (none in use
 /// in rocm-smi's own process), and says that what an emulated board lacks
@@ -171,13 +181,7 @@ fn rocm_smi_lists_the_emulated_board() {
     // rocm-smi exits non-zero where it printed that something is not
     // supported (the concise table does): the run must not fail otherwise.
     let rocm_smi = |arguments: &[&str], unsupported: bool| {
-        let output = gpuinstr_run()
-            .args(["--target", "gfx90a", "--", "rocm-smi"])
-            .args(arguments)
-            .output()
-            .expect("gpuinstr-run runs");
-        let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-        let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+        let (output, stdout, stderr) = on_the_emulated_mi210("rocm-smi", arguments);
         // ROCm SMI 6.4 dlopens `libdrm_amdgpu.so`, a name only libdrm's -dev
         // package installs, once it finds the card's render node; without
         // it, it says so and reads the rest from sysfs, as on a machine.
@@ -229,12 +233,7 @@ fn amd_smi_lists_and_names_the_emulated_board() {
         return;
     }
     let amd_smi = |arguments: &[&str]| {
-        let output = gpuinstr_run()
-            .args(["--target", "gfx90a", "--", "amd-smi"])
-            .args(arguments)
-            .output()
-            .expect("gpuinstr-run runs");
-        let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+        let (output, stdout, _) = on_the_emulated_mi210("amd-smi", arguments);
         assert!(
             output.status.success(),
             "amd-smi {arguments:?} failed: {stdout}\n{}",
