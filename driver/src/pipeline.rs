@@ -188,7 +188,11 @@ fn instrument_lifted<T>(
     mut clock: Clock,
     emit: impl FnOnce(&LiftedCodeObject<'_>, Patch, &[String]) -> Result<Emitted<T>, InstrumentError>,
 ) -> Result<(T, InstrumentReport), InstrumentError> {
-    let LiftedCode { tool, app, lifted, first_site } = code;
+    let LiftedCode { tool, app, mut lifted, first_site } = code;
+    // Kernels entered past a library's own argument-loading code get
+    // loads there instead, so their entry's instrumentation runs on any
+    // firmware.
+    let replaced_prologues = crate::stages::lift::replace_library_prologues(&mut lifted);
     let mut report = InstrumentReport { target: app.target.to_string(), ..InstrumentReport::default() };
     // The text form of the stage `--dump-after` names, taken as it ends.
     let mut dumped = None;
@@ -204,12 +208,12 @@ fn instrument_lifted<T>(
 
     let points = select_points(plan, &lifted, first_site, &mut report)?;
     clock.progress.selected(report.selected);
-    report.preload_prologues = PreloadPrologues::of(&lifted, &points);
+    report.preload_prologues = PreloadPrologues::of(&lifted, &points, &replaced_prologues);
     let (work_item_ids, lacking) = what_hooks_read(tool, app, &lifted, &points)?;
     // Kernels given the hidden arguments hooks read: the same code, lifted
     // once, with a copy of the code object whose metadata declares them.
     let declared_app;
-    let lifted = if lacking.is_empty() {
+    let mut lifted = if lacking.is_empty() {
         lifted
     } else {
         (declared_app, report.hidden_arguments_declared) = declare_launch_shape(app, &lacking);
@@ -245,6 +249,7 @@ fn instrument_lifted<T>(
         patch(&lifted, &liveness, &points, &compiled, &placement, &count_placement, define)?;
     report.left_out.extend(patch_report.left_out);
     patch.partial = partial_kernels(&lifted, &mut report.left_out);
+    crate::stages::patch::write_moved_prologues(&mut lifted, &patch)?;
     clock.lap(Stage::Patch);
     dump(Stage::Patch, &|| patch.render());
 

@@ -50,6 +50,7 @@ pub struct Violation {
 pub fn decode_code<C: AsRef<[L]>, L: AsRef<str>>(
     lifted: &LiftedCodeObject<'_>,
     functions: &[C],
+    keep_failed: Option<&std::path::Path>,
 ) -> Result<Vec<Vec<Instruction>>, PreservationError> {
     // Shared payloads' point constants as literals of the same size.
     let constants_as_literals: Vec<Vec<std::borrow::Cow<'_, str>>> = functions
@@ -57,7 +58,7 @@ pub fn decode_code<C: AsRef<[L]>, L: AsRef<str>>(
         .map(|code| code.as_ref().iter().map(|line| point_constants_as_literals(line.as_ref())).collect())
         .collect();
     let Ok(laid_out) = crate::stages::lift::line_encoding::lay_out(lifted, &constants_as_literals) else {
-        return decode_with_llvm_mc(lifted, functions);
+        return decode_with_llvm_mc(lifted, functions, keep_failed);
     };
     let isa = &lifted.isa;
     let decode = |index: usize, bytes: &[u8], at: usize| match isa.mc.decode(bytes, at as u64) {
@@ -125,6 +126,7 @@ fn point_constants_as_literals(line: &str) -> std::borrow::Cow<'_, str> {
 fn decode_with_llvm_mc<C: AsRef<[L]>, L: AsRef<str>>(
     lifted: &LiftedCodeObject<'_>,
     functions: &[C],
+    keep_failed: Option<&std::path::Path>,
 ) -> Result<Vec<Vec<Instruction>>, PreservationError> {
     let target = &lifted.code_object.target;
     let mut text = format!("\t.amdgcn_target \"amdgcn-amd-amdhsa--{target}\"\n\t.text\n");
@@ -137,7 +139,7 @@ fn decode_with_llvm_mc<C: AsRef<[L]>, L: AsRef<str>>(
         text.push_str(&format!("\t.size checked{index}, .-checked{index}\n"));
     }
     let directory = tempfile::tempdir()?;
-    let relocatable = assemble(lifted, &text, directory.path(), None)?;
+    let relocatable = assemble(lifted, &text, directory.path(), keep_failed)?;
     let file = object::File::parse(&*relocatable).map_err(|e| PreservationError::Object(e.to_string()))?;
     use object::{Object, ObjectSection, ObjectSymbol};
     let section = file.section_by_name(".text").ok_or_else(|| PreservationError::Object("no .text".into()))?;

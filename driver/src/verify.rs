@@ -23,9 +23,10 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::preservation::{check_from, interpret, Entry, Outcome};
+use crate::stages::lift::preload_prologue::{loads, PrologueLoad};
 use crate::stages::lift::{
-    function_starts, kernel_groups, lift, lift_functions, Flow, Function, FunctionKind, Instruction, LiftError,
-    LiftedCodeObject, KERNEL_GROUP_BYTES,
+    function_starts, kernel_groups, lift, lift_functions, Flow, Function, FunctionKind, Instruction, Isa, LiftError,
+    LiftedCodeObject, PreloadPrologue, KERNEL_GROUP_BYTES,
 };
 use crate::stages::liveness::kernel_inputs;
 use crate::stages::liveness::pending::{counters_of, exports_anywhere, pending_before, waitcnt, Pending};
@@ -751,8 +752,41 @@ fn align(
     map: &mut AddressMap,
     report: &mut VerifyReport,
 ) -> bool {
-    let mut originals = function.instructions().peekable();
-    let kept: Vec<&Instruction> = instrumented.instructions().filter(|i| !in_region(regions, i.address)).collect();
+    // A preload prologue written anew (a library's own code replaced, or
+    // the preloaded arguments moved): its loads must be what firmware that
+    // preloads puts in the SGPRs; the two prologues are not compared.
+    let old: Vec<&Instruction> = function.instructions().take(function.entry).collect();
+    let new: Vec<&Instruction> = instrumented.instructions().take(instrumented.entry).collect();
+    let replaced = function.entry > 0
+        && instrumented.entry > 0
+        && (old.len() != new.len() || old.iter().zip(&new).any(|(a, b)| !same_instruction(a, b)));
+    let problem = if replaced {
+        replaced_prologue(before, function, after, instrumented)
+    } else if function.entry > 0 && preload_moved(before, function, after, instrumented) {
+        Some(
+            "the kernel's preloaded arguments moved, and its prologue loads them where they were, not where firmware \
+             that preloads puts them now"
+                .to_string(),
+        )
+    } else if instrumented.preload_prologue == PreloadPrologue::Library
+        && regions.get(&instrumented.entry_address()).is_some()
+    {
+        Some(
+            "the kernel keeps a library's own argument-preload prologue, which jumps past the code inserted at its \
+             entry where firmware does not preload"
+                .to_string(),
+        )
+    } else {
+        None
+    };
+    if let Some(problem) = problem {
+        report.findings.push(Finding { function: function.name.clone(), address: instrumented.address, problem });
+        return false;
+    }
+    let skipped = |f: &Function| if replaced { f.entry } else { 0 };
+    let mut originals = function.instructions().skip(skipped(function)).peekable();
+    let kept: Vec<&Instruction> =
+        instrumented.instructions().skip(skipped(instrumented)).filter(|i| !in_region(regions, i.address)).collect();
     let mut next = 0;
     while let Some(&instruction) = kept.get(next) {
         let Some(original) = originals.next() else {
@@ -807,6 +841,134 @@ fn align(
         return false;
     }
     true
+}
+
+/// Where an instrumented kernel's prologue, written anew, differs from
+/// loads of what firmware that preloads its arguments would put in its
+/// SGPRs (under the instrumented descriptor, which must preload what the
+/// original's does).
+fn replaced_prologue(
+    before: &LiftedCodeObject<'_>,
+    function: &Function,
+    after: &LiftedCodeObject<'_>,
+    instrumented: &Function,
+) -> Option<String> {
+    let (original, descriptor) = match (function.kernel_index(), instrumented.kernel_index()) {
+        (Some(a), Some(b)) => (&before.code_object.kernels[a].descriptor, &after.code_object.kernels[b].descriptor),
+        _ => return Some("a preload prologue outside a kernel".into()),
+    };
+    let spec = |d: &KernelDescriptor| (d.kernarg_preload_length(), d.kernarg_preload_offset());
+    if spec(original) != spec(descriptor) {
+        return Some(format!(
+            "the instrumented kernel preloads {} dwords from dword {}, the original {} from dword {}",
+            spec(descriptor).0,
+            spec(descriptor).1,
+            spec(original).0,
+            spec(original).1
+        ));
+    }
+    let Some(processor) = after.code_object.target.model() else {
+        return Some(format!("gpuinstr does not model {}'s kernel inputs", after.code_object.target.processor));
+    };
+    let expected = match loads(descriptor, processor) {
+        Ok(expected) => expected,
+        Err(why) => return Some(format!("no prologue of loads fits the kernel: {why}")),
+    };
+    match loads_of(&after.isa, instrumented) {
+        Ok(found) if found == expected => None,
+        Ok((pointer, found)) => Some(format!(
+            "the prologue written anew loads {} through s[{pointer}:{}]; firmware that preloads puts {} \
+             (the argument pointer in s[{}:{}])",
+            describe(&found),
+            pointer + 1,
+            describe(&expected.1),
+            expected.0,
+            expected.0 + 1
+        )),
+        Err(why) => Some(format!("the prologue written anew is not one of loads: {why}")),
+    }
+}
+
+/// Whether the instrumented descriptor preloads the arguments elsewhere
+/// (or from elsewhere) than the original's.
+fn preload_moved(
+    before: &LiftedCodeObject<'_>,
+    function: &Function,
+    after: &LiftedCodeObject<'_>,
+    instrumented: &Function,
+) -> bool {
+    let (Some(a), Some(b), Some(processor)) =
+        (function.kernel_index(), instrumented.kernel_index(), after.code_object.target.model())
+    else {
+        return false;
+    };
+    let original = &before.code_object.kernels[a].descriptor;
+    loads(original, processor) != loads(&after.code_object.kernels[b].descriptor, processor)
+}
+
+fn describe(loads: &[PrologueLoad]) -> String {
+    let parts: Vec<String> =
+        loads.iter().map(|l| format!("s[{}:{}] from byte {}", l.first, l.first + l.dwords - 1, l.offset)).collect();
+    parts.join(", ")
+}
+
+/// What a prologue of loads loads, read back from LLVM's decoding of the
+/// code: the SGPRs each load fills from which argument bytes, through
+/// which pointer pair; its jump must wait for them (`lgkmcnt(0)`) and land
+/// on the entry, padding only `s_nop`.
+fn loads_of(isa: &Isa, function: &Function) -> Result<(u16, Vec<PrologueLoad>), String> {
+    let units = crate::stages::liveness::RegisterUnits::new(isa);
+    let sgprs = |reg: Option<&u32>| -> Option<(u16, u16)> {
+        let list = units.units(*reg?);
+        let first = list.first()?;
+        (first.file() == RegisterFile::Sgpr).then_some((first.index(), list.len() as u16))
+    };
+    let immediates = |instruction: &Instruction| -> Vec<i64> {
+        let operands = &instruction.raw.operands;
+        operands
+            .iter()
+            .filter_map(|o| if let crate::native::Operand::Immediate(v) = o { Some(*v) } else { None })
+            .collect()
+    };
+    let (mut pointer, mut out, mut waited, mut jumped) = (None, Vec::new(), false, false);
+    for instruction in function.instructions().take(function.entry) {
+        let name = instruction.name(isa);
+        let at = instruction.address;
+        if jumped && name != "S_NOP" {
+            return Err(format!("`{name}` at {at:#x} follows the jump to the entry"));
+        }
+        if name.starts_with("S_LOAD_DWORD") && name.contains("_IMM") {
+            let (first, dwords) =
+                sgprs(instruction.defs.first()).ok_or(format!("`{name}` at {at:#x} loads no SGPRs"))?;
+            let (base, _) = sgprs(instruction.uses.first()).ok_or(format!("`{name}` at {at:#x} has no SGPR base"))?;
+            // The offset, then the cache policy (none).
+            let (offset, policy) = match immediates(instruction)[..] {
+                [offset] => (offset, 0),
+                [offset, policy, ..] => (offset, policy),
+                _ => return Err(format!("`{name}` at {at:#x} has no immediate offset")),
+            };
+            if pointer.is_some_and(|p| p != base) || policy != 0 || offset < 0 {
+                return Err(format!("`{name}` at {at:#x} is not a plain load through the argument pointer"));
+            }
+            pointer = Some(base);
+            out.push(PrologueLoad { first, dwords, offset: offset as u32 });
+            waited = false;
+        } else if name.starts_with("S_WAITCNT") {
+            // GFX9's LGKM_CNT is bits 8-11 of the immediate.
+            waited = immediates(instruction).first().is_some_and(|imm| (imm >> 8) & 0xf == 0);
+        } else if let Flow::Branch { target } = instruction.flow {
+            if !waited || target != function.entry_address() {
+                return Err(format!("the jump at {at:#x} does not wait for the loads and land on the entry"));
+            }
+            jumped = true;
+        } else if name != "S_NOP" {
+            return Err(format!("`{name}` at {at:#x} is neither a load, a wait nor the jump to the entry"));
+        }
+    }
+    if !jumped {
+        return Err("it does not jump to the entry".into());
+    }
+    Ok((pointer.unwrap_or(0), out))
 }
 
 /// An original branch emitted as a long jump (relax.rs): `[s_cbranch_<inverse>

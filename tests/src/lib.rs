@@ -569,6 +569,30 @@ fn kernel_assembly(processor: &str, kernels: &[AssemblyKernel], separate: bool) 
     }
 }
 
+/// `code_object` with each kernel asking for its first `dwords` argument
+/// dwords preloaded into SGPRs (descriptor bytes 58-59,
+/// KERNARG_PRELOAD_SPEC, and USER_SGPR_COUNT counting them), as LLVM 18
+/// and later write it: llvm-mc 15 has no directive for it. The kernels'
+/// code must be written for it (entered 256 bytes in where firmware
+/// preloads).
+pub fn with_preloaded_arguments(
+    code_object: &gpuinstr::stages::load::CodeObject,
+    dwords: u8,
+) -> gpuinstr::stages::load::CodeObject {
+    let mut bytes = code_object.bytes.clone();
+    for kernel in &code_object.kernels {
+        let section = code_object.section_containing(kernel.descriptor_address).expect("descriptor in a section");
+        let at = (section.offset + kernel.descriptor_address - section.address) as usize;
+        bytes[at + 58] = dwords;
+        bytes[at + 59] = 0;
+        let rsrc2 = u32::from_le_bytes(bytes[at + 52..at + 56].try_into().unwrap());
+        let user_sgprs = ((rsrc2 >> 1) & 0x1f) + u32::from(dwords);
+        let rsrc2 = (rsrc2 & !(0x1f << 1)) | (user_sgprs << 1);
+        bytes[at + 52..at + 56].copy_from_slice(&rsrc2.to_le_bytes());
+    }
+    gpuinstr::stages::load::CodeObject::parse(bytes, code_object.origin.clone()).unwrap()
+}
+
 /// `text` assembled for `processor` by llvm-mc and linked by ld.lld.
 fn link_assembly(processor: &str, text: &str) -> gpuinstr::stages::load::CodeObject {
     link_assemblies(processor, &[text.to_string()], &[])

@@ -65,7 +65,7 @@ fn the_tools_intrinsics_lower_to_their_instructions() {
 
     let sites = payload_sites(&lifted, &liveness, &points, &options).unwrap();
     let codes: Vec<Vec<_>> = compiled.payloads.iter().map(|p| p.code.to_vec()).collect();
-    let decoded = decode_code(&lifted, &codes).unwrap();
+    let decoded = decode_code(&lifted, &codes, None).unwrap();
     let units = RegisterUnits::new(&lifted.isa);
     for ((payload, code), site) in compiled.payloads.iter().zip(&decoded).zip(&sites) {
         check(&lifted.isa, &units, code, &site.live, site.sva).unwrap_or_else(|v| panic!("{}: {v}", payload.label));

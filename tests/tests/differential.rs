@@ -5,7 +5,7 @@
 
 use gpuinstr::instrument::{instrument_code_object, InstrumentOptions};
 use gpuinstr::plan::Plan;
-use gpuinstr::stages::lift::lift;
+use gpuinstr::stages::lift::{lift, PreloadPrologue, ProblemKind, PRELOAD_PROLOGUE_BYTES};
 use gpuinstr::stages::liveness::analyze;
 use gpuinstr::stages::load::{self, CodeObject};
 use gpuinstr::stages::payload::HookArgument;
@@ -1204,6 +1204,113 @@ fn every_example_tool_on_kernels_that_preload_their_arguments() {
     }
 }
 
+/// A kernel that preloads arguments whose first 256 bytes are a library's
+/// own argument loading, as Tensile writes hipBLASLt's: it loads more than
+/// the preloaded dwords, decides, and jumps past the entry to where the
+/// preloading path joins it. Instrumenting replaces it by loads of the
+/// preloaded dwords and a jump to the (instrumented) entry: every example
+/// tool reports what the emulator ran, `verify` proves each output and
+/// finds a load of the wrong dwords, and where firmware does not preload
+/// the application's memory is still the original's.
+#[test]
+fn every_example_tool_on_a_kernel_whose_preload_prologue_is_its_own_code() {
+    let dir = scratch();
+    let body = |back_into_prologue: &str| {
+        format!(
+            "\ts_load_dwordx4 s[24:27], s[0:1], 0x0\n\ts_load_dword s28, s[0:1], 0x10\n\ts_waitcnt lgkmcnt(0)\n\
+             \ts_cmp_eq_u32 s28, 0\n\ts_cbranch_scc0 .Lscaled\n\ts_mov_b32 s28, 1\n.Lscaled:\n\ts_branch .Lcommon\n\
+             \t.p2alignl 8, 0xbf800000\n\
+             \ts_mov_b64 s[24:25], s[2:3]\n\ts_mov_b64 s[26:27], s[4:5]\n\ts_load_dword s28, s[0:1], 0x10\n\
+             \ts_waitcnt lgkmcnt(0)\n\ts_cmp_eq_u32 s28, 0\n\ts_cselect_b32 s28, 1, s28\n{back_into_prologue}\
+             .Lcommon:\n\ts_lshl_b32 s29, s6, 8\n\tv_lshlrev_b32_e32 v1, 2, v0\n\tv_add_u32_e32 v1, s29, v1\n\
+             \tglobal_load_dword v2, v1, s[24:25]\n\ts_waitcnt vmcnt(0)\n\tv_mul_lo_u32 v2, v2, s28\n\
+             \tv_cmp_gt_u32_e32 vcc, 17, v0\n\ts_and_saveexec_b64 s[30:31], vcc\n\ts_cbranch_execz .Ljoin\n\
+             \tv_add_u32_e32 v2, 1000, v2\n.Ljoin:\n\ts_or_b64 exec, exec, s[30:31]\n\
+             \tglobal_store_dword v1, v2, s[26:27]\n\ts_waitcnt vmcnt(0)"
+        )
+    };
+    let kernel = |body: String| AssemblyKernel {
+        name: "library_prologue".into(),
+        body,
+        arguments: vec![("in", 8), ("out", 8), ("scale", 4)],
+        group_segment: 0,
+        private_segment: 0,
+    };
+    // Preloaded: the two pointers (s[2:5]); the workgroup id follows in s6.
+    let app = with_preloaded_arguments(&kernels_from_assembly("gfx90a", &[kernel(body(""))]), 4);
+    let lifted = lift(&app).unwrap();
+    let function = &lifted.functions[0];
+    assert_eq!(function.preload_prologue, PreloadPrologue::Library, "{:?}", function.problems);
+    assert!(function.relocatable() && function.entry > 0, "{:?}", function.problems);
+    drop(lifted);
+    let case = Case {
+        kernel: "library_prologue",
+        launch: Launch::linear(2, 64),
+        arguments: vec![
+            Argument::Buffer(words((0..128).map(|i| i * 7 - 300))),
+            Argument::Buffer(words([0; 128])),
+            Argument::Value(3i32.to_le_bytes().to_vec()),
+        ],
+    };
+    let without_preloading = Options { firmware_preloads_arguments: false, ..Options::default() };
+    // The test's kernel does the same on both paths.
+    let mut preloading = Device::new(app.clone(), "preloading".into()).unwrap();
+    let mut loading = Device::new(app.clone(), "loading".into()).unwrap();
+    loading.options = without_preloading.clone();
+    let (preloaded, ran) = run_case(&mut preloading, &case);
+    let entry = app.kernels[0].code_address + PRELOAD_PROLOGUE_BYTES;
+    assert!(ran.counts.per_address.contains_key(&entry), "entered 256 bytes in");
+    assert_eq!(run_case(&mut loading, &case).0, preloaded, "both paths");
+    for example in EXAMPLE_TOOLS {
+        let tool = example_tool_for(example, dir.path(), &app);
+        let plan = example_plan(example);
+        let options = InstrumentOptions { linker: linker_for(&app), ..InstrumentOptions::default() };
+        let (_, report) = instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &options).unwrap();
+        assert_eq!((report.preload_prologues.kernels, report.preload_prologues.replaced), (1, 1), "{example}");
+        assert!(report.render_text().contains("were a library's own code, replaced by loads"), "{example}");
+        let output = instrumented_verified(&tool, &app, &plan);
+        let lifted = lift(&output).unwrap();
+        assert_eq!(lifted.functions[0].preload_prologue, PreloadPrologue::Loads, "{example}");
+        match example {
+            // As short a kernel as the preloading ones above.
+            "block-counter" => drop(block_counter_counts(&app, &output, &case)),
+            _ => drop(check_example(example, &app, &output, &plan, &case, &["buffer"])),
+        }
+        run_both(&app, &output, &case, &[], without_preloading.clone());
+        if example == "instruction-counter" {
+            // The prologue's first load is `s_load_dwordx2 s[2:3], s[0:1],
+            // 0x0`; loading from byte 8 instead is found.
+            let code = output.kernels[0].code_address;
+            let section = output.section_containing(code).unwrap();
+            let mut bytes = output.bytes.clone();
+            let at = (section.offset + code - section.address) as usize;
+            assert_eq!(bytes[at + 4..at + 8], [0, 0, 0, 0]);
+            bytes[at + 4] = 8;
+            let broken = CodeObject::parse(bytes, Vec::new()).unwrap();
+            let verified = gpuinstr::verify::verify(&app, &broken).unwrap();
+            assert!(
+                verified.render_text().contains("s[2:3] from byte 8, s[4:5] from byte 8"),
+                "{}",
+                verified.render_text()
+            );
+            assert!(verified
+                .render_text()
+                .contains("firmware that preloads puts s[2:3] from byte 0, s[4:5] from byte 8"));
+        }
+    }
+    // Code past the entry that branches back into the prologue: that code
+    // runs on every firmware, so it is not the library's to replace.
+    let app =
+        with_preloaded_arguments(&kernels_from_assembly("gfx90a", &[kernel(body("\ts_cbranch_scc1 .Lscaled\n"))]), 4);
+    let lifted = lift(&app).unwrap();
+    let problem = lifted.functions[0].problems.iter().find(|p| p.kind == ProblemKind::NoPreloadEntry);
+    assert!(
+        problem.is_some_and(|p| p.detail.contains("code of its own that the code past them comes back to")),
+        "{:?}",
+        lifted.functions[0].problems
+    );
+}
+
 /// rocRAND's Philox half uniform kernel (SDWA word selects, packed f32
 /// FMAs, a partial last vector) with every example tool. Its stores use
 /// `offset:-8`, which LLVM 15 decodes as the raw 13-bit field: the memory
@@ -1498,54 +1605,133 @@ fn a_count_kept_per_lane_is_never_parked() {
 /// hipBLASLt's kernels keep the address of their activation function, a
 /// subroutine at the kernel's end, in `s[12:13]` (`s_getpc_b64`, then
 /// `s_add_i32` of the subroutine's offset, `s_add_u32`/`s_addc_u32`, no
-/// `s_setpc_b64` after it) and call it with `s_swappc_b64` as they store;
-/// it returns with `s_setpc_b64 s[30:31]`. The computation is made
-/// symbolic (it was refused, and with it every point of those kernels), so
-/// the instrumented kernel calls the subroutine where it moved: kernel
-/// arguments, at the entry, reads the launch's shape in a kernel that runs
-/// to its end. The call and the subroutine's return are followed
-/// conservatively for now (every register live): the instruction
-/// counter's points in the subroutine and up to the call find no register
-/// and are left out, said as such (not placed wrongly).
+/// `s_setpc_b64` after it; one of several, chosen by an argument) and call
+/// it with `s_swappc_b64` as they store; it returns with `s_setpc_b64
+/// s[30:31]`. The computation is made symbolic, so the instrumented kernel
+/// calls the subroutine where it moved; liveness follows the calls into
+/// the subroutines and back (what is live at a call is what they read and
+/// what is live after it; it was every register, and the points near
+/// calls were left out for want of one). Every example tool places every
+/// point and reports what the emulator ran, `verify` passes.
 #[test]
-fn an_address_of_code_kept_for_a_call_moves_with_the_code() {
-    let body = "\ts_getpc_b64 s[12:13]
-.Lafter_getpc:
-\ts_add_i32 s8, .Lactivation-.Lafter_getpc-4, 4
+fn kernels_calling_subroutines_of_their_own_are_instrumented_around_the_calls() {
+    let body = "\ts_load_dwordx2 s[20:21], s[0:1], 0x0
+\ts_load_dword s22, s[0:1], 0x8
+\ts_waitcnt lgkmcnt(0)
+\ts_cmp_eq_u32 s22, 0
+\ts_cbranch_scc1 .Lto_add
+\ts_getpc_b64 s[12:13]
+.Lafter_getpc_mul:
+\ts_add_i32 s8, .Lmul-.Lafter_getpc_mul-4, 4
+\ts_add_u32 s12, s12, s8
+\ts_addc_u32 s13, s13, 0
+\ts_branch .Lready
+.Lto_add:
+\ts_getpc_b64 s[12:13]
+.Lafter_getpc_add:
+\ts_add_i32 s8, .Ladd-.Lafter_getpc_add-4, 4
 \ts_add_u32 s12, s12, s8
 \ts_addc_u32 s13, s13, 0
 \ts_branch .Lready
 .Lready:
-\tv_mov_b32_e32 v1, 0
+\tv_lshlrev_b32_e32 v2, 2, v0
+\tglobal_load_dword v1, v2, s[20:21]
+\ts_waitcnt vmcnt(0)
+\tv_add_u32_e32 v1, v1, v0
 \ts_mov_b32 s9, 3
 .Lloop:
 \ts_swappc_b64 s[30:31], s[12:13]
 \ts_sub_u32 s9, s9, 1
 \ts_cmp_lg_u32 s9, 0
 \ts_cbranch_scc1 .Lloop
-\tv_add_u32_e32 v0, v0, v1
+\tglobal_store_dword v2, v1, s[20:21]
+\ts_waitcnt vmcnt(0)
 \ts_endpgm
-.Lactivation:
-\tv_add_u32_e32 v1, v1, v0
-\tv_add_u32_e32 v1, 5, v1
-\ts_setpc_b64 s[30:31]";
-    let app = kernel_from_assembly("gfx90a", body, "");
+.Lmul:
+\tv_mul_lo_u32 v1, v1, 3
+\tv_add_u32_e32 v1, 1, v1
+\ts_setpc_b64 s[30:31]
+.Ladd:
+\tv_add_u32_e32 v1, 7, v1
+\tv_cmp_gt_u32_e32 vcc, 17, v0
+\ts_and_saveexec_b64 s[34:35], vcc
+\ts_cbranch_execz .Ladd_done
+\tv_add_u32_e32 v1, 100, v1
+.Ladd_done:
+\ts_or_b64 exec, exec, s[34:35]
+\ts_setpc_b64 s[30:31]"
+        .to_string();
+    let kernel = AssemblyKernel {
+        name: "calls_its_own".into(),
+        body,
+        arguments: vec![("out", 8), ("which", 4)],
+        group_segment: 0,
+        private_segment: 0,
+    };
+    let app = kernels_from_assembly("gfx90a", std::slice::from_ref(&kernel));
     let lifted = lift(&app).unwrap();
     let problems = &lifted.functions[0].problems;
     assert!(problems.iter().all(|p| !p.kind.blocks_relocation()), "{problems:?}");
-    let case = Case { kernel: "test_kernel", launch: Launch::linear(1, 64), arguments: vec![] };
-    let dir = scratch();
-    let tool = example_tool_for("kernel-arguments", dir.path(), &app);
-    let output = instrumented_verified(&tool, &app, &example_plan_for("kernel-arguments", case.kernel));
-    check_kernel_arguments(&app, &output, &case);
-
-    let tool = example_tool_for("instruction-counter", dir.path(), &app);
-    let plan = example_plan_for("instruction-counter", case.kernel);
-    let options = InstrumentOptions { linker: linker_for(&app), allow_partial: true, ..InstrumentOptions::default() };
-    let (_, report) = instrument_code_object(&tool, &app, &plan, &Registry::with_builtins(), &options).unwrap();
-    assert!(report.points > report.left_out.len() && !report.left_out.is_empty(), "{:#?}", report.left_out);
-    let why = format!("{:?}", report.left_out);
-    assert!(why.contains("no registers"), "{why}");
+    let liveness = analyze(&lifted).unwrap();
+    let function = &lifted.functions[0];
+    let live = &liveness.functions[0];
+    let named = |name: &str| function.instructions().position(|i| i.name(&lifted.isa) == name).unwrap();
+    let (call, returns) = (named("S_SWAPPC_B64"), named("S_SETPC_B64"));
+    let units = |names: &[&str]| {
+        names.iter().map(|n| gpuinstr::stages::liveness::units::units_of_name(n).0[0]).collect::<Vec<_>>()
+    };
+    for unit in units(&["VGPR1", "VGPR2", "SGPR9", "SGPR12", "SGPR13", "SGPR20", "SGPR21"]) {
+        assert!(live.live_in[call].contains(unit), "{unit} is live at the call");
+        assert!(live.live_out[returns].contains(unit), "{unit} is live after the return");
+    }
+    for unit in units(&["VGPR3", "VGPR40", "SGPR40", "SGPR22", "SGPR8"]) {
+        assert!(!live.live_in[call].contains(unit), "{unit} is dead at the call");
+        assert!(!live.live_out[returns].contains(unit), "{unit} is dead after the return");
+    }
+    drop(lifted);
+    // Where the address may come from elsewhere (a pointer the kernel
+    // was given), the callee is unknown: everything is live at the call.
+    let elsewhere = kernel.body.replacen(
+        "\ts_getpc_b64 s[12:13]\n.Lafter_getpc_add:",
+        "\ts_mov_b64 s[12:13], s[20:21]\n.Lafter_getpc_add:",
+        1,
+    );
+    let other = kernels_from_assembly("gfx90a", &[AssemblyKernel { body: elsewhere, ..kernel.clone() }]);
+    let lifted = lift(&other).unwrap();
+    let liveness = analyze(&lifted).unwrap();
+    let call = lifted.functions[0].instructions().position(|i| i.name(&lifted.isa) == "S_SWAPPC_B64").unwrap();
+    assert!(units(&["VGPR40", "SGPR40"]).iter().all(|u| liveness.functions[0].live_in[call].contains(*u)));
+    drop(lifted);
+    for which in [0u32, 1] {
+        let case = Case {
+            kernel: "calls_its_own",
+            launch: Launch::linear(1, 64),
+            arguments: vec![Argument::Buffer(words(0..64)), Argument::Value(which.to_le_bytes().to_vec())],
+        };
+        let mut device = Device::new(app.clone(), "original".into()).unwrap();
+        let (memory, _) = run_case(&mut device, &case);
+        let expected: Vec<u8> = words((0..64).map(|v| match (which, v < 17) {
+            (0, true) => 2 * v + 321,
+            (0, false) => 2 * v + 21,
+            _ => ((2 * v * 3 + 1) * 3 + 1) * 3 + 1,
+        }));
+        assert_eq!(memory[0], expected, "which {which}: the subroutine ran three times");
+        let dir = scratch();
+        for example in EXAMPLE_TOOLS {
+            let tool = example_tool_for(example, dir.path(), &app);
+            let plan = example_plan_for(example, case.kernel);
+            let output = instrumented_verified(&tool, &app, &plan);
+            match example {
+                // Blocks of two or three instructions: a count's add weighs
+                // more than the 1.5x the other tests hold it to.
+                "block-counter" => drop(block_counter_counts(&app, &output, &case)),
+                _ => {
+                    let divergent = check_example(example, &app, &output, &plan, &case, &["buffer"]);
+                    assert_eq!(divergent > 0, example == "branch-divergence" && which == 0, "{example}");
+                }
+            }
+        }
+    }
 }
 
 /// A kernel whose every VGPR is written keeps the SVA in an AGPR, and

@@ -76,7 +76,7 @@ fn options_for(function: usize) -> PayloadOptions {
 /// Every payload keeps every live register: proven on its machine code.
 fn assert_preserves(lifted: &LiftedCodeObject<'_>, compiled: &CompiledPayloads, sites: &[PayloadSite]) {
     let codes: Vec<Vec<_>> = compiled.payloads.iter().map(|p| p.code.to_vec()).collect();
-    let decoded = decode_code(lifted, &codes).unwrap();
+    let decoded = decode_code(lifted, &codes, None).unwrap();
     let units = RegisterUnits::new(&lifted.isa);
     for ((payload, code), site) in compiled.payloads.iter().zip(&decoded).zip(sites) {
         let must_keep = site.live.difference(&payload.written);
@@ -371,7 +371,7 @@ fn payloads_never_clobber_generated_live_sets() {
     // Not vacuous: in dense cases payloads do write live registers (and put
     // them back), which is what the check is for.
     let codes: Vec<Vec<_>> = compiled.payloads.iter().map(|p| p.code.to_vec()).collect();
-    let decoded = decode_code(&lifted, &codes).unwrap();
+    let decoded = decode_code(&lifted, &codes, None).unwrap();
     let units = RegisterUnits::new(&lifted.isa);
     let restored = decoded
         .iter()
@@ -408,7 +408,7 @@ fn the_preservation_check_catches_clobbers() {
         (&["v_writelane_b32 v60, s4, 7", "s_mov_b32 s4, 1", "v_readlane_b32 s4, v60, 7"], None),
     ];
     let codes: Vec<Vec<String>> = cases.iter().map(|(c, _)| c.iter().map(|l| l.to_string()).collect()).collect();
-    let decoded = decode_code(&lifted, &codes).unwrap();
+    let decoded = decode_code(&lifted, &codes, None).unwrap();
     for ((lines, expected), code) in cases.iter().zip(&decoded) {
         let result = check(&lifted.isa, &units, code, &live, Some(SVA));
         match expected {
@@ -420,7 +420,7 @@ fn the_preservation_check_catches_clobbers() {
         }
     }
     // The SVA may change only in the frame save lanes.
-    let sva_write = decode_code(&lifted, &[vec!["v_writelane_b32 v60, s4, 20".to_string()]]).unwrap();
+    let sva_write = decode_code(&lifted, &[vec!["v_writelane_b32 v60, s4, 20".to_string()]], None).unwrap();
     assert!(check(&lifted.isa, &units, &sva_write[0], &live, Some(SVA)).is_err());
 }
 

@@ -130,6 +130,7 @@ impl InstrumentReport {
         self.hidden_arguments_declared.extend(part.hidden_arguments_declared);
         self.preload_prologues.kernels += part.preload_prologues.kernels;
         self.preload_prologues.instructions += part.preload_prologues.instructions;
+        self.preload_prologues.replaced += part.preload_prologues.replaced;
         // Steps: summed over the parts, by name, in the order first met; a
         // stage's step one part has and others lack stays with its stage
         // (a group that took every payload from another ran no llc).
@@ -474,6 +475,16 @@ impl InstrumentReport {
             )
             .unwrap();
         }
+        if self.preload_prologues.replaced > 0 {
+            writeln!(
+                out,
+                "  the argument-preload prologues of {} kernels were a library's own code, replaced by loads of the \
+                 preloaded arguments and a jump to the entry: where firmware does not preload, those kernels run \
+                 their instrumented entry and then as where it does",
+                self.preload_prologues.replaced
+            )
+            .unwrap();
+        }
         match &self.source_lines {
             SourceLineNames::NoLineTable => {}
             SourceLineNames::Named { named, points } => {
@@ -640,21 +651,39 @@ pub(crate) fn kernels_lacking_hidden_arguments(
 pub struct PreloadPrologues {
     /// Instrumented kernels that have one.
     pub kernels: usize,
-    /// Instructions in those prologues (not their `s_nop` padding).
+    /// Instructions in those prologues (not their `s_nop` padding), as the
+    /// application has them.
     pub instructions: usize,
+    /// Of those kernels, the ones whose prologue was a library's own code
+    /// (Tensile's), replaced by loads of the preloaded arguments
+    /// (`stages::lift::preload_prologue`).
+    pub replaced: usize,
 }
 
 impl PreloadPrologues {
-    pub(crate) fn of(lifted: &crate::stages::lift::LiftedCodeObject<'_>, points: &[PayloadPoint]) -> PreloadPrologues {
+    /// `replaced`: per function whose prologue was replaced, its index and
+    /// how many instructions the application's prologue had.
+    pub(crate) fn of(
+        lifted: &crate::stages::lift::LiftedCodeObject<'_>,
+        points: &[PayloadPoint],
+        replaced: &[(usize, usize)],
+    ) -> PreloadPrologues {
         let mut kernels: Vec<usize> = points.iter().map(|p| p.function).collect();
         kernels.dedup();
         kernels.retain(|f| lifted.functions[*f].entry > 0);
         // Its instructions, not the s_nop padding up to 256 bytes.
-        let decoded = |f: usize| {
-            let function = &lifted.functions[f];
-            function.instructions().take(function.entry).filter(|i| i.name(&lifted.isa) != "S_NOP").count()
+        let decoded = |f: usize| match replaced.iter().find(|(g, _)| *g == f) {
+            Some((_, own)) => *own,
+            None => {
+                let function = &lifted.functions[f];
+                function.instructions().take(function.entry).filter(|i| i.name(&lifted.isa) != "S_NOP").count()
+            }
         };
-        PreloadPrologues { kernels: kernels.len(), instructions: kernels.iter().map(|f| decoded(*f)).sum() }
+        PreloadPrologues {
+            kernels: kernels.len(),
+            instructions: kernels.iter().map(|f| decoded(*f)).sum(),
+            replaced: kernels.iter().filter(|f| replaced.iter().any(|(g, _)| g == *f)).count(),
+        }
     }
 }
 

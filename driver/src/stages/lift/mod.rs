@@ -13,6 +13,7 @@ pub mod isa;
 pub mod line_encoding;
 pub mod operand_roles;
 pub mod pc_relative;
+pub mod preload_prologue;
 pub mod print;
 
 use std::collections::BTreeMap;
@@ -25,6 +26,7 @@ pub use flags::{Flag, FlagBits, FlagError};
 pub use instruction::{Flow, Half, Instruction, PcRelative};
 pub use isa::{Isa, IsaError, Mapping};
 pub use operand_roles::{OperandRole, OperandRoleError, OperandRoles};
+pub use preload_prologue::{replace_library_prologues, PreloadPrologue, PRELOAD_PROLOGUE_BYTES};
 
 use crate::stages::load::{Binding, CodeObject, SymbolKind};
 
@@ -102,6 +104,8 @@ pub struct Function {
     /// (before it, the prologue that loads them where firmware does not,
     /// [`Function::in_preload_prologue`]).
     pub entry: usize,
+    /// What the bytes before `entry` are.
+    pub preload_prologue: PreloadPrologue,
     /// Its place among the code object's functions in address order,
     /// however few of them are lifted (block labels are numbered by it).
     pub number: usize,
@@ -157,11 +161,6 @@ impl Function {
         })
     }
 }
-
-/// The bytes a kernel that preloads arguments starts with before the
-/// instruction the hardware enters it at (AMDGPUUsage: "Preloaded Kernel
-/// Arguments").
-pub const PRELOAD_PROLOGUE_BYTES: u64 = 256;
 
 /// Counts over a lifted code object.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -394,25 +393,26 @@ fn lift_function(
     if extent.kind == FunctionKind::DeviceFunction {
         mark_returns(isa, &mut blocks);
     }
-    let entry = match extent.kind {
+    let (entry, preload_prologue) = match extent.kind {
         FunctionKind::Kernel(index) if code_object.kernels[index].descriptor.kernarg_preload_length() > 0 => {
-            let dwords = code_object.kernels[index].descriptor.kernarg_preload_length();
-            match preload_entry(isa, &blocks, extent.start) {
-                Ok(entry) => entry,
+            let descriptor = &code_object.kernels[index].descriptor;
+            match preload_prologue::classify(isa, &blocks, extent.start, descriptor, code_object.target.model()) {
+                Ok(found) => found,
                 Err(what) => {
                     problems.push(Problem {
                         address: extent.start,
                         kind: ProblemKind::NoPreloadEntry,
                         detail: format!(
-                            "the kernel preloads {dwords} dwords of its arguments, so the hardware enters it 256 \
-                             bytes in, but {what}"
+                            "the kernel preloads {} dwords of its arguments, so the hardware enters it 256 bytes in, \
+                             but {what}",
+                            descriptor.kernarg_preload_length()
                         ),
                     });
-                    0
+                    (0, PreloadPrologue::None)
                 }
             }
         }
-        _ => 0,
+        _ => (0, PreloadPrologue::None),
     };
     Function {
         number: extent.number,
@@ -424,31 +424,8 @@ fn lift_function(
         calls,
         problems,
         entry,
+        preload_prologue,
     }
-}
-
-/// The index of the instruction 256 bytes into a kernel that preloads
-/// arguments, when what comes before it is a preload prologue as
-/// compilers write them: scalar loads of the arguments, a wait and a branch
-/// to the entry (LLVM 20 on), or a trap or end (LLVM 18 and 19), then
-/// `s_nop` padding. Anything else is not code gpuinstr knows the hardware
-/// skips.
-fn preload_entry(isa: &Isa, blocks: &[Block], start: u64) -> Result<usize, String> {
-    let at = start + PRELOAD_PROLOGUE_BYTES;
-    let instructions: Vec<&Instruction> = blocks.iter().flat_map(|b| &b.instructions).collect();
-    let entry = instructions.iter().position(|i| i.address == at).ok_or("no instruction starts there")?;
-    for instruction in &instructions[..entry] {
-        let name = instruction.name(isa);
-        let known = ["S_LOAD_", "S_WAITCNT", "S_NOP", "S_TRAP", "S_ENDPGM"].iter().any(|p| name.starts_with(p))
-            || matches!(instruction.flow, Flow::Branch { target } if target == at);
-        if !instruction.decoded || !known {
-            return Err(format!(
-                "its first 256 bytes are not a preload prologue (`{name}` at {:#x})",
-                instruction.address
-            ));
-        }
-    }
-    Ok(entry)
 }
 
 /// `s_setpc_b64 s[30:31]` ends a device function (the ABI's return address).

@@ -20,6 +20,7 @@
 pub mod allocation;
 pub mod entry;
 pub mod exec_mask;
+pub mod local_calls;
 pub mod pending;
 pub mod print;
 pub mod units;
@@ -45,6 +46,9 @@ pub struct FunctionLiveness {
     pub exec_full: Vec<bool>,
     /// Every unit the function or anything it may call reads or writes.
     pub touched: UnitSet,
+    /// Whether every call it makes goes to subroutines of its own
+    /// (`local_calls`; false when it makes none).
+    pub calls_only_its_own_code: bool,
 }
 
 impl FunctionLiveness {
@@ -137,6 +141,9 @@ struct Analysis<'a> {
     return_live: Vec<UnitSet>,
     /// Per function: units it or its callees may write.
     may_def: Vec<UnitSet>,
+    /// Every register the code can name: what unknown code may read or
+    /// write.
+    every: UnitSet,
 }
 
 impl<'a> Analysis<'a> {
@@ -148,7 +155,7 @@ impl<'a> Analysis<'a> {
         if !instruction.decoded {
             // Unknown semantics: it may read anything, kills nothing.
             return Effect {
-                uses: UnitSet::all(),
+                uses: self.every,
                 kills: UnitSet::EMPTY,
                 defs: UnitSet::EMPTY,
                 lane_uses: UnitSet::EMPTY,
@@ -197,26 +204,90 @@ impl<'a> Analysis<'a> {
                     defs.union_with(&self.may_def[callee]);
                 }
                 None => {
-                    uses = UnitSet::all();
-                    defs = UnitSet::all();
+                    uses = self.every;
+                    defs = self.every;
                 }
             }
         }
         Effect { uses, kills, defs, lane_uses, lane_kills, exec_change }
     }
 
-    /// Liveness of one function given the current summaries.
+    /// Liveness of one function given the current summaries; with local
+    /// calls (`local_calls`), to a fixpoint over their subroutines' entries
+    /// and returns.
     fn function(&self, index: usize) -> FunctionLiveness {
         let function = &self.lifted.functions[index];
+        let local = local_calls::find(&self.lifted.isa, &self.units, function);
+        let mut summaries = LocalSummaries::default();
+        loop {
+            let result = self.function_with(index, &local, &summaries);
+            let next = LocalSummaries {
+                entry_live: local.writes.keys().map(|entry| (*entry, result.live_in[*entry])).collect(),
+                return_live: local
+                    .returns
+                    .iter()
+                    .map(|(block, calls)| {
+                        let mut live = UnitSet::EMPTY;
+                        calls.iter().for_each(|call| live.union_with(&result.live_out[*call]));
+                        (*block, live)
+                    })
+                    .collect(),
+            };
+            if next == summaries {
+                let mut result = result;
+                result.calls_only_its_own_code = !function.calls.is_empty()
+                    && function
+                        .instructions()
+                        .enumerate()
+                        .all(|(n, i)| i.flow != Flow::Call || local.callees.contains_key(&n));
+                return result;
+            }
+            summaries = next;
+        }
+    }
+
+    fn function_with(
+        &self,
+        index: usize,
+        local: &local_calls::LocalCalls,
+        summaries: &LocalSummaries,
+    ) -> FunctionLiveness {
+        let function = &self.lifted.functions[index];
+        let index_of: HashMap<u64, usize> = match local.is_empty() {
+            true => HashMap::new(),
+            false => function.instructions().enumerate().map(|(n, i)| (i.address, n)).collect(),
+        };
+        let local_writes = |call: usize| {
+            let mut writes = UnitSet::EMPTY;
+            local.callees[&call].iter().for_each(|entry| writes.union_with(&local.writes[entry]));
+            writes
+        };
         let clobbers = |address: u64| match self.callee(function, address) {
             Some(callee) => self.may_def[callee],
-            None => UnitSet::all(),
+            None => match index_of.get(&address).filter(|n| local.callees.contains_key(n)) {
+                Some(call) => local_writes(*call),
+                None => self.every,
+            },
         };
         let entry_full = function.is_kernel();
         let exec_full = exec_mask::exec_full_before(&self.lifted.isa, &self.units, function, entry_full, &clobbers);
         let mut effects = Vec::with_capacity(exec_full.len());
-        for (instruction, full) in function.instructions().zip(&exec_full) {
-            effects.push(self.effect(function, instruction, *full));
+        for (position, (instruction, full)) in function.instructions().zip(&exec_full).enumerate() {
+            let mut effect = self.effect(function, instruction, *full);
+            if let Some(entries) = local.callees.get(&position) {
+                // A local call: its subroutines' needs and writes.
+                let mut uses = UnitSet::EMPTY;
+                for reg in instruction.all_uses() {
+                    uses.extend_units(self.units.units(reg));
+                }
+                for entry in entries {
+                    let live = summaries.entry_live.get(entry).copied().unwrap_or_default();
+                    uses.union_with(&live.difference(&effect.kills));
+                }
+                effect.uses = uses;
+                effect.defs = local_writes(position).union(&effect.kills);
+            }
+            effects.push(effect);
         }
 
         let mut starts = Vec::with_capacity(function.blocks.len());
@@ -225,16 +296,19 @@ impl<'a> Analysis<'a> {
             starts.push(position);
             position += block.instructions.len();
         }
-        let exit_live = |exit: BlockExit| match exit {
+        let exit_live = |block: &crate::stages::lift::Block| match block.exit {
+            BlockExit::Indirect if local.returns.contains_key(&block.index) => {
+                summaries.return_live.get(&block.index).copied().unwrap_or_default()
+            }
             BlockExit::EndProgram => UnitSet::EMPTY,
             BlockExit::Return => self.return_live[index],
-            BlockExit::Indirect | BlockExit::OutsideFunction | BlockExit::FallsOffTheEnd => UnitSet::all(),
+            BlockExit::Indirect | BlockExit::OutsideFunction | BlockExit::FallsOffTheEnd => self.every,
             BlockExit::FallThrough | BlockExit::Branch | BlockExit::ConditionalBranch | BlockExit::Jump => {
                 UnitSet::EMPTY
             }
         };
         let block_out_of = |block: &crate::stages::lift::Block, block_in: &[Live]| {
-            let mut out = Live::whole(exit_live(block.exit));
+            let mut out = Live::whole(exit_live(block));
             for successor in &block.successors {
                 out.join(&block_in[*successor]);
             }
@@ -266,6 +340,7 @@ impl<'a> Analysis<'a> {
             uses: effects.iter().map(|e| e.uses).collect(),
             exec_full,
             touched: UnitSet::EMPTY,
+            calls_only_its_own_code: false,
         };
         for (block, start) in function.blocks.iter().zip(&starts) {
             let mut live = block_out_of(block, &block_in);
@@ -278,6 +353,36 @@ impl<'a> Analysis<'a> {
         }
         result
     }
+}
+
+/// Whether a call of `function` may go to code outside what the code
+/// object's functions and the function's own local subroutines
+/// (`local_calls`) are known to be.
+fn calls_unknown_code(
+    lifted: &LiftedCodeObject<'_>,
+    units: &RegisterUnits,
+    function_at: &HashMap<u64, usize>,
+    function: &Function,
+) -> bool {
+    let unknown = |call: &&crate::stages::lift::CallSite| call.target.and_then(|t| function_at.get(&t)).is_none();
+    if !function.calls.iter().any(|c| unknown(&c)) {
+        return false;
+    }
+    let local = local_calls::find(&lifted.isa, units, function);
+    let position: HashMap<u64, usize> = function.instructions().enumerate().map(|(n, i)| (i.address, n)).collect();
+    function
+        .calls
+        .iter()
+        .filter(unknown)
+        .any(|call| !position.get(&call.address).is_some_and(|n| local.callees.contains_key(n)))
+}
+
+/// What a function's local subroutines need at their entries (by
+/// instruction) and have live after their returns (by block).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct LocalSummaries {
+    entry_live: HashMap<usize, UnitSet>,
+    return_live: HashMap<usize, UnitSet>,
 }
 
 impl UnitSet {
@@ -341,6 +446,7 @@ pub fn analyze<'a>(lifted: &'a LiftedCodeObject<'a>) -> Result<Liveness, Livenes
 /// kernel keeps live across the same callee.
 pub fn touched_registers(lifted: &LiftedCodeObject<'_>) -> Vec<UnitSet> {
     let units = RegisterUnits::new(&lifted.isa);
+    let every = UnitSet::every_register(lifted.isa.generation);
     let function_at: HashMap<u64, usize> = lifted.functions.iter().enumerate().map(|(i, f)| (f.address, i)).collect();
     let direct: Vec<UnitSet> = lifted
         .functions
@@ -349,7 +455,7 @@ pub fn touched_registers(lifted: &LiftedCodeObject<'_>) -> Vec<UnitSet> {
             let mut touched = UnitSet::EMPTY;
             for instruction in function.instructions() {
                 if !instruction.decoded {
-                    return UnitSet::all();
+                    return every;
                 }
                 for reg in instruction.all_uses().chain(instruction.all_defs()) {
                     touched.extend_units(units.units(reg));
@@ -365,12 +471,8 @@ pub fn touched_registers(lifted: &LiftedCodeObject<'_>) -> Vec<UnitSet> {
         let mut seen = vec![false; direct.len()];
         let mut unknown = false;
         let push_calls = |f: &Function, stack: &mut Vec<usize>, unknown: &mut bool| {
-            for call in &f.calls {
-                match call.target.and_then(|t| function_at.get(&t)) {
-                    Some(callee) => stack.push(*callee),
-                    None => *unknown = true,
-                }
-            }
+            *unknown |= calls_unknown_code(lifted, &units, &function_at, f);
+            stack.extend(f.calls.iter().filter_map(|call| call.target.and_then(|t| function_at.get(&t))));
         };
         push_calls(function, &mut stack, &mut unknown);
         while let Some(callee) = stack.pop() {
@@ -380,7 +482,7 @@ pub fn touched_registers(lifted: &LiftedCodeObject<'_>) -> Vec<UnitSet> {
             touched.union_with(&direct[callee]);
             push_calls(&lifted.functions[callee], &mut stack, &mut unknown);
         }
-        all.push(if unknown { UnitSet::all() } else { touched });
+        all.push(if unknown { every } else { touched });
     }
     all
 }
@@ -389,6 +491,7 @@ fn analyze_modelled<'a>(lifted: &'a LiftedCodeObject<'a>, processor: &'static Pr
     let count = lifted.functions.len();
     let function_at: HashMap<u64, usize> = lifted.functions.iter().enumerate().map(|(i, f)| (f.address, i)).collect();
     let units = RegisterUnits::new(&lifted.isa);
+    let every = UnitSet::every_register(lifted.isa.generation);
 
     // Callers of each device function; a function without known callers
     // returns into unknown code.
@@ -409,13 +512,14 @@ fn analyze_modelled<'a>(lifted: &'a LiftedCodeObject<'a>, processor: &'static Pr
         return_live: (0..count)
             .map(|i| {
                 if callers[i].is_empty() && lifted.functions[i].kind == FunctionKind::DeviceFunction {
-                    UnitSet::all()
+                    every
                 } else {
                     UnitSet::EMPTY
                 }
             })
             .collect(),
         may_def: vec![UnitSet::EMPTY; count],
+        every,
     };
 
     // May-defs: what each function writes, closed over known callees
@@ -427,8 +531,8 @@ fn analyze_modelled<'a>(lifted: &'a LiftedCodeObject<'a>, processor: &'static Pr
                 defs.extend_units(analysis.units.units(reg));
             }
         }
-        if function.calls.iter().any(|c| c.target.and_then(|t| analysis.function_at.get(&t)).is_none()) {
-            defs = UnitSet::all();
+        if calls_unknown_code(lifted, &analysis.units, &analysis.function_at, function) {
+            defs = every;
         }
         analysis.may_def[index] = defs;
     }

@@ -121,6 +121,19 @@ impl UnitSet {
         set
     }
 
+    /// Every register code for `generation` can name: GFX9 addresses
+    /// s0-s101 (the SGPRs after hold FLAT_SCRATCH and XNACK_MASK, named so),
+    /// RDNA s0-s105. What unknown code may read or write.
+    pub fn every_register(generation: crate::stages::lift::isa::Generation) -> UnitSet {
+        let mut set = UnitSet::all();
+        if generation.is_gfx9() {
+            for sgpr in crate::stages::load::allocation::MAX_SGPRS..106 {
+                set.remove(Unit::sgpr(sgpr));
+            }
+        }
+        set
+    }
+
     pub fn insert(&mut self, unit: Unit) {
         self.0[unit.0 as usize / 64] |= 1 << (unit.0 % 64);
     }

@@ -38,10 +38,36 @@ pub use inserted::Inserted;
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum PatchError {
+    #[error("{kernel}: its argument-preload prologue cannot be written for the inputs the hooks need: {why}")]
+    PreloadPrologue { kernel: String, why: String },
     #[error("{kernel}: the instrumented code needs {needed} {file}s; a wave can address {limit}")]
     TooManyRegisters { kernel: String, file: &'static str, needed: usize, limit: usize },
     #[error("{0}")]
     BranchOutOfRange(String),
+}
+
+/// Kernels that preload arguments and whose patched descriptor moves them
+/// (hooks need user SGPRs the kernel did not receive) get their prologue
+/// written again, to load the arguments where firmware that preloads now
+/// puts them: on any firmware the preamble then finds them there. Returns
+/// how many.
+pub fn write_moved_prologues(lifted: &mut LiftedCodeObject<'_>, patch: &Patch) -> Result<usize, PatchError> {
+    use crate::stages::lift::preload_prologue::{loads, write_loads};
+    let Some(processor) = lifted.code_object.target.model() else { return Ok(0) };
+    let mut written = 0;
+    for number in 0..lifted.functions.len() {
+        let function = &lifted.functions[number];
+        let (FunctionKind::Kernel(index), true) = (function.kind, function.entry > 0) else { continue };
+        let Some(descriptor) = patch.descriptors.get(&index) else { continue };
+        let original = &lifted.code_object.kernels[index].descriptor;
+        if loads(original, processor) == loads(descriptor, processor) {
+            continue;
+        }
+        let kernel = function.name.clone();
+        write_loads(lifted, number, &descriptor.clone()).map_err(|why| PatchError::PreloadPrologue { kernel, why })?;
+        written += 1;
+    }
+    Ok(written)
 }
 
 /// What the patch stage changes in the emitted code object.

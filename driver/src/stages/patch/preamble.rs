@@ -113,22 +113,10 @@ pub fn build(kernel: &Kernel, needs: &Needs, processor: &Processor) -> Result<Pr
     if user_sgprs > 16 {
         return Err(format!("hooks need {user_sgprs} user SGPR inputs; a kernel can receive 16"));
     }
-    let preloaded = original.kernarg_preload_length();
-    if preloaded > 0 && before.iter().any(|(input, first, _)| after.iter().any(|(i, f, _)| i == input && f != first)) {
-        // The prologue that loads them where firmware does not preload
-        // reads the kernel argument pointer and writes the SGPRs where they
-        // were.
-        let added: Vec<String> = after
-            .iter()
-            .filter(|(i, ..)| is_user(*i) && !before.iter().any(|(j, ..)| j == i))
-            .map(|(i, ..)| format!("{i:?}"))
-            .collect();
-        return Err(format!(
-            "the kernel preloads {preloaded} dwords of its arguments into SGPRs, and the hooks need user SGPR \
-             inputs it does not receive ({}), which would move them",
-            added.join(", ")
-        ));
-    }
+    // Preloaded arguments that the inputs enabled move up are preloaded
+    // where they now are, the kernel's prologue of loads is written again
+    // to load them there (`patch::write_moved_prologues`), and the moves
+    // below take them back.
     let field = *RSRC2.iter().find(|f| f.name == "USER_SGPR_COUNT").expect("USER_SGPR_COUNT");
     descriptor.compute_pgm_rsrc2 = field.set(descriptor.compute_pgm_rsrc2, u32::from(user_sgprs));
     let at = |input: Input| after.iter().find(|(i, ..)| *i == input).map(|(_, first, _)| *first);

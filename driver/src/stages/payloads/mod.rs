@@ -1529,7 +1529,7 @@ pub fn compile_payloads(
         })
         .collect();
     let site_refs: Vec<&PayloadSite> = sites.iter().collect();
-    measure_and_check(lifted, &mut payloads, &site_refs, options.check_preservation)?;
+    measure_and_check(lifted, &mut payloads, &site_refs, options)?;
     wait_for_loads_in_flight(&mut payloads, &sites);
     let counting_time = started.elapsed();
 
@@ -2140,7 +2140,7 @@ fn compile_templates(
     }
     rest.extend(pending.into_iter().map(|(member, _)| member));
     let distinct = codes.codes;
-    let decoded = crate::preservation::decode_code(compiler.lifted, &distinct)?;
+    let decoded = crate::preservation::decode_code(compiler.lifted, &distinct, options.keep_failed.as_deref())?;
     let units = RegisterUnits::new(&compiler.lifted.isa);
     let mut measures: rustc_hash::FxHashMap<usize, (usize, UnitSet, UnitSet)> = Default::default();
     let mut verdicts: rustc_hash::FxHashMap<(usize, UnitSet, Option<u16>), bool> = Default::default();
@@ -2488,10 +2488,11 @@ fn measure_and_check(
     lifted: &LiftedCodeObject<'_>,
     payloads: &mut [CompiledPayload],
     sites: &[&PayloadSite],
-    check: bool,
+    options: &PayloadOptions,
 ) -> Result<(), CompileError> {
     let codes: Vec<PayloadCode> = payloads.iter().map(|p| p.code.clone()).collect();
-    let decoded = crate::preservation::decode_code(lifted, &codes)?;
+    let decoded = crate::preservation::decode_code(lifted, &codes, options.keep_failed.as_deref())?;
+    let check = options.check_preservation;
     let units = RegisterUnits::new(&lifted.isa);
     for ((payload, code), site) in payloads.iter_mut().zip(&decoded).zip(sites.iter().copied()) {
         measure_and_check_one(lifted, &units, payload, code, site, check);
@@ -2876,7 +2877,7 @@ fn compile_each(
     // What each payload writes, from its machine code; and the proof that
     // it gives every live register back.
     let site_refs: Vec<&PayloadSite> = sites.iter().collect();
-    measure_and_check(lifted, &mut payloads, &site_refs, options.check_preservation)?;
+    measure_and_check(lifted, &mut payloads, &site_refs, options)?;
     lap("machine code check");
     let globals = all_globals
         .into_iter()

@@ -224,7 +224,9 @@ fn place_one(
     let FunctionKind::Kernel(index) = function.kind else {
         return Err("a device function's count goes to the hook".into());
     };
-    if !function.calls.is_empty() {
+    // Subroutines of its own are its code; other functions may use any
+    // register.
+    if !function.calls.is_empty() && !liveness.functions[kernel].calls_only_its_own_code {
         return Err("it calls functions".into());
     }
     if function.entry_is_branch_target() {
