@@ -211,7 +211,11 @@ fn reaches_outside(lifted: &LiftedCodeObject<'_>) -> Option<String> {
                 return Some(format!("{} reaches {:#x} at {:#x}", function.name, pc.target, instruction.address));
             }
         }
-        if !function.calls.is_empty() {
+        // Calls of subroutines of its own stay inside it (hipBLASLt's).
+        let units = || crate::stages::liveness::RegisterUnits::new(&lifted.isa);
+        if !function.calls.is_empty()
+            && !crate::stages::liveness::local_calls::calls_only_its_own_code(&lifted.isa, &units(), function)
+        {
             return Some(format!("{} calls", function.name));
         }
     }

@@ -44,6 +44,17 @@ impl LocalCalls {
     }
 }
 
+/// Whether `function` makes calls and every one goes to a subroutine of
+/// its own.
+pub fn calls_only_its_own_code(isa: &Isa, units: &RegisterUnits, function: &Function) -> bool {
+    if function.calls.is_empty() {
+        return false;
+    }
+    let local = find(isa, units, function);
+    let position: HashMap<u64, usize> = function.instructions().enumerate().map(|(n, i)| (i.address, n)).collect();
+    function.calls.iter().all(|call| position.get(&call.address).is_some_and(|n| local.callees.contains_key(n)))
+}
+
 /// The local calls of `function` (none where a call's address may come
 /// from elsewhere, or a body does more than return).
 pub fn find(isa: &Isa, units: &RegisterUnits, function: &Function) -> LocalCalls {
@@ -86,13 +97,13 @@ pub fn find(isa: &Isa, units: &RegisterUnits, function: &Function) -> LocalCalls
         .collect();
     // Every computed address that starts a subroutine that only returns,
     // and what its body writes.
-    let mut bodies: HashMap<usize, (BTreeSet<usize>, UnitSet)> = HashMap::new();
+    let mut bodies: HashMap<usize, (BTreeSet<usize>, UnitSet, Vec<Unit>)> = HashMap::new();
     for (_, _, target) in &computations {
         let (Some(&entry), Some(&block)) = (index_of.get(target), block_at.get(target)) else { continue };
         if bodies.contains_key(&entry) {
             continue;
         }
-        if let Some(blocks) = body(isa, units, function, block) {
+        if let Some((blocks, returns_through)) = body(units, function, block) {
             let mut writes = UnitSet::EMPTY;
             for block in &blocks {
                 let first = first_of_block[*block];
@@ -100,11 +111,14 @@ pub fn find(isa: &Isa, units: &RegisterUnits, function: &Function) -> LocalCalls
                     instruction.all_defs().for_each(|reg| units.units(reg).iter().for_each(|u| writes.insert(*u)));
                 }
             }
-            bodies.insert(entry, (blocks, writes));
+            // A body that writes its return address returns elsewhere.
+            if returns_through.iter().all(|unit| !writes.contains(*unit)) {
+                bodies.insert(entry, (blocks, writes, returns_through));
+            }
         }
     }
     let mut any_body_writes = UnitSet::EMPTY;
-    bodies.values().for_each(|(_, writes)| any_body_writes.union_with(writes));
+    bodies.values().for_each(|(_, writes, _)| any_body_writes.union_with(writes));
 
     // Calls assumed local write what a subroutine body may; a call found
     // not to be local writes anything, and the calls after it are looked
@@ -145,7 +159,16 @@ pub fn find(isa: &Isa, units: &RegisterUnits, function: &Function) -> LocalCalls
             });
             let built = Built { isa, instructions: &instructions, computations: &computations, pair: pair_set, reach };
             let entries: Option<Vec<usize>> = built.targets(call, 0).and_then(|targets| {
-                targets.iter().map(|t| index_of.get(t).copied().filter(|entry| bodies.contains_key(entry))).collect()
+                // Subroutines that return through the pair this call writes.
+                let return_address = instructions[call].defs.first().map(|reg| units.units(*reg));
+                targets
+                    .iter()
+                    .map(|t| {
+                        let entry = *index_of.get(t)?;
+                        let (_, _, through) = bodies.get(&entry)?;
+                        (Some(&through[..]) == return_address).then_some(entry)
+                    })
+                    .collect()
             });
             match entries.filter(|e| !e.is_empty()) {
                 Some(mut entries) => {
@@ -163,7 +186,7 @@ pub fn find(isa: &Isa, units: &RegisterUnits, function: &Function) -> LocalCalls
     }
     for (call, entries) in &found.callees {
         for entry in entries {
-            let (blocks, writes) = &bodies[entry];
+            let (blocks, writes, _) = &bodies[entry];
             found.writes.insert(*entry, *writes);
             for block in blocks {
                 if function.blocks[*block].exit == BlockExit::Indirect {
@@ -286,14 +309,16 @@ fn reaching_defs(
     before
 }
 
-/// The blocks a subroutine starting at block `entry` runs, when it only
-/// returns: through `s_setpc_b64` of the return-address pair (s[30:31]),
-/// with no call, no other jump through registers and no way out.
-fn body(isa: &Isa, units: &RegisterUnits, function: &Function, entry: usize) -> Option<BTreeSet<usize>> {
-    let return_address: Vec<Unit> = isa.register_by_name("SGPR30_SGPR31").map(|r| units.units(r).to_vec())?;
+/// The blocks a subroutine starting at block `entry` runs and the SGPR
+/// pair it returns through, when it only returns: every jump through
+/// registers it ends with goes through the same pair (the return address
+/// its calls write: s[30:31] by the calling convention, s[22:23] in some
+/// of Tensile's kernels), with no call and no way out.
+fn body(units: &RegisterUnits, function: &Function, entry: usize) -> Option<(BTreeSet<usize>, Vec<Unit>)> {
     if entry == 0 {
         return None;
     }
+    let mut return_address: Option<Vec<Unit>> = None;
     let mut seen = BTreeSet::new();
     let mut stack = vec![entry];
     while let Some(block) = stack.pop() {
@@ -307,8 +332,8 @@ fn body(isa: &Isa, units: &RegisterUnits, function: &Function, entry: usize) -> 
         match block.exit {
             BlockExit::Indirect => {
                 let last = block.instructions.last()?;
-                let through = last.uses.first().map(|r| units.units(*r).to_vec());
-                if through.as_deref() != Some(&return_address[..]) {
+                let through = last.uses.first().map(|r| units.units(*r).to_vec()).filter(|u| u.len() == 2)?;
+                if return_address.get_or_insert_with(|| through.clone()) != &through {
                     return None;
                 }
             }
@@ -323,5 +348,5 @@ fn body(isa: &Isa, units: &RegisterUnits, function: &Function, entry: usize) -> 
         .iter()
         .filter(|b| !seen.contains(&b.index))
         .any(|b| b.successors.iter().any(|s| seen.contains(s)));
-    (!entered_from_outside).then_some(seen)
+    Some((seen, return_address?)).filter(|_| !entered_from_outside)
 }
