@@ -1740,6 +1740,27 @@ fn kernels_calling_subroutines_of_their_own_are_instrumented_around_the_calls() 
             }
         }
     }
+    // Two such kernels, each its own group (Tensile's code objects are
+    // split so): they were instrumented whole, as if their calls could
+    // reach each other.
+    use gpuinstr::instrument::Grouping;
+    let twin = AssemblyKernel { name: "calls_its_own_too".into(), ..kernel.clone() };
+    let twins = kernels_from_separate_assembly("gfx90a", &[kernel.clone(), twin]);
+    let dir = scratch();
+    let tool = example_tool_for("instruction-counter", dir.path(), &twins);
+    let plan = example_plan("instruction-counter");
+    let options = InstrumentOptions { group_bytes: 1, linker: linker_for(&twins), ..InstrumentOptions::default() };
+    let (bytes, report) = instrument_code_object(&tool, &twins, &plan, &Registry::with_builtins(), &options).unwrap();
+    assert_eq!(report.grouping, Grouping::Groups(2));
+    let output = CodeObject::parse(bytes, Vec::new()).unwrap();
+    let verified = gpuinstr::verify::verify(&twins, &output).unwrap();
+    assert!(verified.ok(), "{}", verified.render_text());
+    let case = Case {
+        kernel: "calls_its_own_too",
+        launch: Launch::linear(1, 64),
+        arguments: vec![Argument::Buffer(words(0..64)), Argument::Value(0u32.to_le_bytes().to_vec())],
+    };
+    check_instruction_counter(&twins, &output, &plan, &case);
 }
 
 /// A kernel whose every VGPR is written keeps the SVA in an AGPR, and
