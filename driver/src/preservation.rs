@@ -291,6 +291,9 @@ impl State {
 struct Interpreter<'a> {
     isa: &'a Isa,
     units: &'a RegisterUnits,
+    /// What `Entry::arguments` and `Entry::kernarg_pointer` say.
+    arguments: &'a [(Unit, u32)],
+    kernarg_pointer: Option<[Unit; 2]>,
 }
 
 fn exec_units() -> [Unit; 2] {
@@ -403,6 +406,31 @@ impl Interpreter<'_> {
                             state.write_vector(unit, value, at)
                         }
                     }
+                }
+                return;
+            }
+            // A scalar load of kernel arguments through the original
+            // argument pointer: the dwords a unit originally held
+            // (`Entry::arguments`); (sdst, sbase, offset, cache policy).
+            "S_LOAD_DWORD_IMM"
+            | "S_LOAD_DWORDX2_IMM"
+            | "S_LOAD_DWORDX4_IMM"
+            | "S_LOAD_DWORDX8_IMM"
+            | "S_LOAD_DWORDX16_IMM"
+                if self.kernarg_pointer.is_some() =>
+            {
+                let base = self.source(state, operands.get(1));
+                let pointer = self.kernarg_pointer.map(|[lo, hi]| vec![Value::Original(lo), Value::Original(hi)]);
+                let plain = Self::immediate(operands.get(3)).unwrap_or(0) == 0;
+                let offset = Self::immediate(operands.get(2)).filter(|_| plain && Some(base) == pointer);
+                for (part, unit) in destination.unwrap_or_default().into_iter().enumerate() {
+                    let byte = offset.map(|o| o + 4 * part as i64);
+                    let value = self
+                        .arguments
+                        .iter()
+                        .find(|(_, at)| Some(i64::from(*at)) == byte)
+                        .map_or(Value::Unknown, |(original, _)| Value::Original(*original));
+                    state.set_scalar(unit, value, at);
                 }
                 return;
             }
@@ -558,12 +586,18 @@ pub struct Entry {
     /// active lanes (gfx90a's packed work-item ids with more dimensions);
     /// `v_and_b32 v, mask, v` gives the original back.
     pub widened: Option<(Unit, i64)>,
+    /// `(unit, byte)`: the unit's original value is the kernel argument
+    /// dword at `byte` (preloaded arguments the instrumented kernel no
+    /// longer preloads: its preamble loads them)...
+    pub arguments: Vec<(Unit, u32)>,
+    /// ...through the original kernel argument pointer, these units.
+    pub kernarg_pointer: Option<[Unit; 2]>,
 }
 
 impl Entry {
     /// Every register starts with its own original value.
     pub fn is_default(&self) -> bool {
-        self.holds.is_empty() && self.unknown.is_empty() && self.widened.is_none()
+        self.holds.is_empty() && self.unknown.is_empty() && self.widened.is_none() && self.arguments.is_empty()
     }
 }
 
@@ -599,7 +633,7 @@ pub struct Outcome {
 
 /// Interprets `code` from registers as `entry` says.
 pub fn interpret(isa: &Isa, units: &RegisterUnits, code: &[Instruction], entry: &Entry) -> Outcome {
-    let interpreter = Interpreter { isa, units };
+    let interpreter = Interpreter { isa, units, arguments: &entry.arguments, kernarg_pointer: entry.kernarg_pointer };
     let index_of: HashMap<u64, usize> = code.iter().enumerate().map(|(i, c)| (c.address, i)).collect();
     let end = code.last().map_or(0, |c| c.end());
     let mut at_instruction: Vec<Option<State>> = vec![None; code.len()];

@@ -34,7 +34,7 @@ use crate::stages::liveness::{allocation, Allocation};
 use crate::stages::liveness::{analyze, touched_registers, RegisterFile, Unit, UnitSet};
 use crate::stages::load::descriptor::KernelDescriptor;
 use crate::stages::load::instrumented::INSTRUMENTED_SUFFIX;
-use crate::stages::load::kernel_inputs::layout;
+use crate::stages::load::kernel_inputs::{layout, Input};
 use crate::stages::load::processor::Processor;
 use crate::stages::load::{CodeObject, LoadedInput};
 
@@ -857,8 +857,10 @@ fn replaced_prologue(
         (Some(a), Some(b)) => (&before.code_object.kernels[a].descriptor, &after.code_object.kernels[b].descriptor),
         _ => return Some("a preload prologue outside a kernel".into()),
     };
+    // The instrumented kernel may preload fewer (its preamble loads the
+    // rest), from the same dword.
     let spec = |d: &KernelDescriptor| (d.kernarg_preload_length(), d.kernarg_preload_offset());
-    if spec(original) != spec(descriptor) {
+    if spec(original).1 != spec(descriptor).1 || spec(descriptor).0 > spec(original).0 {
         return Some(format!(
             "the instrumented kernel preloads {} dwords from dword {}, the original {} from dword {}",
             spec(descriptor).0,
@@ -1183,8 +1185,10 @@ fn kernel_entry(
     let inputs = kernel_inputs(original, processor);
     let mut entry = Entry::default();
     for (input, first, count) in &old {
-        if let Some((_, moved, _)) = new.iter().find(|(i, ..)| i == input) {
-            for part in 0..*count {
+        if let Some((_, moved, now)) = new.iter().find(|(i, ..)| i == input) {
+            // (Preloaded arguments: the instrumented kernel may preload
+            // fewer, those first.)
+            for part in 0..*count.min(now) {
                 if moved != first {
                     entry.holds.push((Unit::sgpr(moved + part), Unit::sgpr(first + part)));
                 }
@@ -1196,6 +1200,23 @@ fn kernel_entry(
     for (input, first, count) in &old {
         if new.iter().any(|(i, f, _)| i == input && f != first) {
             entry.unknown.extend((0..*count).map(|part| Unit::sgpr(first + part)));
+        }
+    }
+    // Preloaded dwords no longer preloaded hold something else at first;
+    // the preamble loads them through the original argument pointer.
+    let preloaded = |layout: &[(Input, u16, u16)]| {
+        layout.iter().find(|(i, ..)| *i == Input::PreloadedArguments).map(|(_, first, count)| (*first, *count))
+    };
+    if let Some((first, count)) = preloaded(&old) {
+        let kept = preloaded(&new).map_or(0, |(_, now)| now);
+        let pointer = old.iter().find(|(i, ..)| *i == Input::KernargSegmentPtr).map(|(_, p, _)| *p);
+        if let (Some(pointer), true) = (pointer, kept < count) {
+            entry.kernarg_pointer = Some([Unit::sgpr(pointer), Unit::sgpr(pointer + 1)]);
+            for part in kept..count {
+                let unit = Unit::sgpr(first + part);
+                entry.unknown.push(unit);
+                entry.arguments.push((unit, (u32::from(original.kernarg_preload_offset()) + u32::from(part)) * 4));
+            }
         }
     }
     let dimensions = original.rsrc2("ENABLE_VGPR_WORKITEM_ID");

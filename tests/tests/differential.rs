@@ -1311,6 +1311,59 @@ fn every_example_tool_on_a_kernel_whose_preload_prologue_is_its_own_code() {
     );
 }
 
+/// A kernel whose user SGPRs are all taken (its argument pointer and 14
+/// preloaded dwords, as hipBLASLt's bigger kernels): hooks that need more
+/// inputs (kernel arguments reads the dispatch pointer, a payload's stack
+/// the scratch resource) get them by preloading fewer dwords, which the
+/// preamble loads where the kernel expects them. Every example tool
+/// reports what the emulator ran, `verify` proves each output (the
+/// preamble's loads read the dwords the kernel had), and where firmware
+/// does not preload, memory is the original's.
+#[test]
+fn a_kernel_whose_user_sgprs_are_all_taken_gives_preloaded_dwords_up() {
+    let body = "\ts_load_dwordx4 s[24:27], s[0:1], 0x0\n\ts_load_dword s33, s[0:1], 0x34\n\ts_waitcnt lgkmcnt(0)\n\
+                \ts_branch .Lcommon\n\t.p2alignl 8, 0xbf800000\n\
+                \ts_mov_b64 s[24:25], s[2:3]\n\ts_mov_b64 s[26:27], s[4:5]\n\ts_mov_b32 s33, s15\n\
+                .Lcommon:\n\ts_lshl_b32 s29, s16, 8\n\tv_lshlrev_b32_e32 v1, 2, v0\n\tv_add_u32_e32 v1, s29, v1\n\
+                \tglobal_load_dword v2, v1, s[24:25]\n\ts_waitcnt vmcnt(0)\n\tv_add_u32_e32 v2, s33, v2\n\
+                \tv_cmp_gt_u32_e32 vcc, 17, v0\n\ts_and_saveexec_b64 s[30:31], vcc\n\ts_cbranch_execz .Ljoin\n\
+                \tv_add_u32_e32 v2, 1000, v2\n.Ljoin:\n\ts_or_b64 exec, exec, s[30:31]\n\
+                \tglobal_store_dword v1, v2, s[26:27]\n\ts_waitcnt vmcnt(0)";
+    let pads: Vec<(&'static str, u64)> = ["p0", "p1", "p2", "p3", "p4", "p5"].into_iter().map(|p| (p, 8)).collect();
+    let kernel = AssemblyKernel {
+        name: "all_taken".into(),
+        body: body.into(),
+        arguments: [vec![("in", 8), ("out", 8)], pads].concat(),
+        group_segment: 0,
+        private_segment: 0,
+    };
+    // s[0:1] and s[2:15] preloaded: 16 user SGPRs; the workgroup id in s16.
+    let app = with_preloaded_arguments(&kernels_from_assembly("gfx90a", &[kernel]), 14);
+    let mut arguments = vec![Argument::Buffer(words((0..128).map(|i| i * 7 - 300))), Argument::Buffer(words([0; 128]))];
+    arguments.extend((0..6u64).map(|p| Argument::Value((0x1111_0000_0000_0005 * (p + 1)).to_le_bytes().to_vec())));
+    let case = Case { kernel: "all_taken", launch: Launch::linear(2, 64), arguments };
+    let without_preloading = Options { firmware_preloads_arguments: false, ..Options::default() };
+    let mut loading = Device::new(app.clone(), "loading".into()).unwrap();
+    loading.options = without_preloading.clone();
+    let mut preloading = Device::new(app.clone(), "preloading".into()).unwrap();
+    assert_eq!(run_case(&mut loading, &case).0, run_case(&mut preloading, &case).0, "both paths");
+    let dir = scratch();
+    for example in EXAMPLE_TOOLS {
+        let tool = example_tool_for(example, dir.path(), &app);
+        let plan = example_plan(example);
+        let output = instrumented_verified(&tool, &app, &plan);
+        if example == "kernel-arguments" {
+            // The dispatch pointer's two SGPRs: two dwords fewer preloaded.
+            assert_eq!(output.kernels[0].descriptor.kernarg_preload_length(), 12);
+        }
+        match example {
+            "block-counter" => drop(block_counter_counts(&app, &output, &case)),
+            _ => drop(check_example(example, &app, &output, &plan, &case, &["buffer"])),
+        }
+        run_both(&app, &output, &case, &[], without_preloading.clone());
+    }
+}
+
 /// rocRAND's Philox half uniform kernel (SDWA word selects, packed f32
 /// FMAs, a partial last vector) with every example tool. Its stores use
 /// `offset:-8`, which LLVM 15 decodes as the raw 13-bit field: the memory

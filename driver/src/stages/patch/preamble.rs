@@ -108,11 +108,26 @@ pub fn build(kernel: &Kernel, needs: &Needs, processor: &Processor) -> Result<Pr
         }
     }
     let before = layout(original, processor);
-    let after = layout(&descriptor, processor);
-    let user_sgprs: u16 = after.iter().filter(|(i, ..)| is_user(*i)).map(|(_, _, n)| n).sum();
+    let user_sgprs_of = |descriptor: &KernelDescriptor| -> u16 {
+        layout(descriptor, processor).iter().filter(|(i, ..)| is_user(*i)).map(|(_, _, n)| n).sum()
+    };
+    let mut user_sgprs = user_sgprs_of(&descriptor);
+    // Preloaded arguments make room for the inputs hooks need: the last
+    // dwords are no longer preloaded, and the preamble loads them (step 5;
+    // one stays preloaded, so the hardware still enters 256 bytes in).
+    let preloaded = original.kernarg_preload_length();
+    let mut no_longer_preloaded = 0;
+    if user_sgprs > 16 && preloaded > 1 && user_sgprs - 16 < preloaded {
+        no_longer_preloaded = user_sgprs - 16;
+        let spec = u16::from_le_bytes([descriptor.reserved2[0], descriptor.reserved2[1]]);
+        let spec = (spec & !0x7f) | (preloaded - no_longer_preloaded);
+        descriptor.reserved2[..2].copy_from_slice(&spec.to_le_bytes());
+        user_sgprs = user_sgprs_of(&descriptor);
+    }
     if user_sgprs > 16 {
         return Err(format!("hooks need {user_sgprs} user SGPR inputs; a kernel can receive 16"));
     }
+    let after = layout(&descriptor, processor);
     // Preloaded arguments that the inputs enabled move up are preloaded
     // where they now are, the kernel's prologue of loads is written again
     // to load them there (`patch::write_moved_prologues`), and the moves
@@ -249,11 +264,27 @@ pub fn build(kernel: &Kernel, needs: &Needs, processor: &Processor) -> Result<Pr
     // 4. Every input back where the application expects it.
     for (input, first, count) in &before {
         let moved = at(*input).expect("inputs are only ever added");
+        let count = if *input == Input::PreloadedArguments { count - no_longer_preloaded } else { *count };
         if moved != *first {
-            for part in 0..*count {
+            for part in 0..count {
                 code.push(format!("s_mov_b32 s{}, s{}", first + part, moved + part));
             }
         }
+    }
+    // 5. Preloaded dwords no longer preloaded, loaded where the
+    // application expects them, through its argument pointer (back in its
+    // place).
+    if no_longer_preloaded > 0 {
+        let first = before.iter().find(|(i, ..)| *i == Input::PreloadedArguments).map(|(_, f, _)| *f);
+        let pointer = before.iter().find(|(i, ..)| *i == Input::KernargSegmentPtr).map(|(_, p, _)| *p);
+        let (Some(first), Some(pointer)) = (first, pointer) else {
+            return Err("the kernel preloads arguments without receiving their pointer".into());
+        };
+        for part in preloaded - no_longer_preloaded..preloaded {
+            let byte = (u32::from(original.kernarg_preload_offset()) + u32::from(part)) * 4;
+            code.push(format!("s_load_dword s{}, s[{pointer}:{}], {byte:#x}", first + part, pointer + 1));
+        }
+        code.push("s_waitcnt lgkmcnt(0)".into());
     }
     if !code.is_empty() {
         // A VALU write of an SGPR is followed by memory reads of it only after five wait states.
