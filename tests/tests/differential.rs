@@ -1348,13 +1348,17 @@ fn a_kernel_whose_user_sgprs_are_all_taken_gives_preloaded_dwords_up() {
     let mut preloading = Device::new(app.clone(), "preloading".into()).unwrap();
     assert_eq!(run_case(&mut loading, &case).0, run_case(&mut preloading, &case).0, "both paths");
     let dir = scratch();
+    let mut given_up = Vec::new();
     for example in EXAMPLE_TOOLS {
         let tool = example_tool_for(example, dir.path(), &app);
         let plan = example_plan(example);
         let output = instrumented_verified(&tool, &app, &plan);
-        if example == "kernel-arguments" {
-            // The dispatch pointer's two SGPRs: two dwords fewer preloaded.
-            assert_eq!(output.kernels[0].descriptor.kernarg_preload_length(), 12);
+        // (Which hooks need more inputs depends on the compiler: Debian
+        // 12's kernel-arguments reads the dispatch pointer, clang 21's the
+        // hidden arguments; a payload's stack needs the scratch resource.)
+        let preloaded = output.kernels[0].descriptor.kernarg_preload_length();
+        if preloaded < 14 {
+            given_up.push((example, preloaded));
         }
         match example {
             "block-counter" => drop(block_counter_counts(&app, &output, &case)),
@@ -1362,6 +1366,14 @@ fn a_kernel_whose_user_sgprs_are_all_taken_gives_preloaded_dwords_up() {
         }
         run_both(&app, &output, &case, &[], without_preloading.clone());
     }
+    // A hook with a stack frame needs the scratch resource's 4 SGPRs on
+    // every toolchain: 4 dwords fewer preloaded.
+    let (hooks, stack_plan) = stack_hook(dir.path());
+    let output = instrumented_verified(&hooks, &app, &stack_plan);
+    assert_eq!(output.kernels[0].descriptor.kernarg_preload_length(), 10);
+    check_stack_histogram(&app, &output, &case);
+    run_both(&app, &output, &case, &[], without_preloading);
+    eprintln!("example tools that gave preloaded dwords up: {given_up:?}");
 }
 
 /// rocRAND's Philox half uniform kernel (SDWA word selects, packed f32
