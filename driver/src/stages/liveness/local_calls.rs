@@ -36,11 +36,18 @@ pub struct LocalCalls {
     pub returns: HashMap<usize, Vec<usize>>,
     /// Per subroutine entry: every unit its body may write.
     pub writes: HashMap<usize, UnitSet>,
+    /// The local calls' addresses.
+    pub call_addresses: BTreeSet<u64>,
 }
 
 impl LocalCalls {
     pub fn is_empty(&self) -> bool {
         self.callees.is_empty()
+    }
+
+    /// Whether the call at `address` goes to a subroutine of the function's own.
+    pub fn is_local(&self, address: u64) -> bool {
+        self.call_addresses.contains(&address)
     }
 }
 
@@ -51,8 +58,7 @@ pub fn calls_only_its_own_code(isa: &Isa, units: &RegisterUnits, function: &Func
         return false;
     }
     let local = find(isa, units, function);
-    let position: HashMap<u64, usize> = function.instructions().enumerate().map(|(n, i)| (i.address, n)).collect();
-    function.calls.iter().all(|call| position.get(&call.address).is_some_and(|n| local.callees.contains_key(n)))
+    function.calls.iter().all(|call| local.is_local(call.address))
 }
 
 /// The local calls of `function` (none where a call's address may come
@@ -195,6 +201,7 @@ pub fn find(isa: &Isa, units: &RegisterUnits, function: &Function) -> LocalCalls
             }
         }
     }
+    found.call_addresses = found.callees.keys().map(|call| instructions[*call].address).collect();
     for calls in found.returns.values_mut() {
         calls.sort_unstable();
         calls.dedup();

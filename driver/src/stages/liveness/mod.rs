@@ -235,11 +235,8 @@ impl<'a> Analysis<'a> {
             };
             if next == summaries {
                 let mut result = result;
-                result.calls_only_its_own_code = !function.calls.is_empty()
-                    && function
-                        .instructions()
-                        .enumerate()
-                        .all(|(n, i)| i.flow != Flow::Call || local.callees.contains_key(&n));
+                result.calls_only_its_own_code =
+                    !function.calls.is_empty() && function.calls.iter().all(|call| local.is_local(call.address));
                 return result;
             }
             summaries = next;
@@ -369,12 +366,7 @@ fn calls_unknown_code(
         return false;
     }
     let local = local_calls::find(&lifted.isa, units, function);
-    let position: HashMap<u64, usize> = function.instructions().enumerate().map(|(n, i)| (i.address, n)).collect();
-    function
-        .calls
-        .iter()
-        .filter(unknown)
-        .any(|call| !position.get(&call.address).is_some_and(|n| local.callees.contains_key(n)))
+    function.calls.iter().filter(unknown).any(|call| !local.is_local(call.address))
 }
 
 /// What a function's local subroutines need at their entries (by
